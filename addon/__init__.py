@@ -1,0 +1,1 @@
+"""Capture side: the capture writer, the stdio tee and the mitmproxy addon."""

@@ -1,0 +1,134 @@
+"""The capture format `erascope/1`: one JSON object per line, a header record first in every file.
+
+This module is the single source of the record vocabulary shared by the capture tools
+(`addon/`) and the analyzer (`analyzer/`). `captures/FORMAT.md` documents every field; keep the
+two in step (a test checks that every constant named here appears in FORMAT.md).
+
+Versioning rule: the format id is `erascope/<major>`. Adding optional fields or new record types
+keeps the major; readers ignore what they do not know. Renaming, removing or changing the meaning
+of a field bumps the major, and readers refuse majors they do not know.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Final
+
+FORMAT_NAME: Final = "erascope"
+FORMAT_MAJOR: Final = 1
+FORMAT_ID: Final = f"{FORMAT_NAME}/{FORMAT_MAJOR}"
+"""Written in the `format` field of every header record."""
+
+CAPTURE_SUFFIX: Final = ".jsonl"
+"""Capture files end in this; the analyzer searches directories for it."""
+
+# --- record types (the `type` field) -------------------------------------------------------------
+HEADER: Final = "header"
+"""First record of every file (and of every rotated part)."""
+FRAME: Final = "frame"
+"""stdio: one line (or the unterminated tail at EOF) relayed in one direction."""
+STDERR: Final = "stderr"
+"""stdio: one line the server wrote to its stderr."""
+LIFECYCLE: Final = "lifecycle"
+"""stdio: a process or stream event; the `event` field says which."""
+CAPTURE_ERROR: Final = "capture-error"
+"""The recorder itself failed (write errors, lost records); written when it can be."""
+HTTP_REQUEST: Final = "http.request"
+"""HTTP: a request as the proxy received it from the client."""
+HTTP_RESPONSE: Final = "http.response"
+"""HTTP: a response's status, headers and (unless streamed) body."""
+SSE_EVENT: Final = "sse.event"
+"""HTTP: one server-sent event of a `text/event-stream` response, as it passed."""
+SSE_END: Final = "sse.end"
+"""HTTP: how an event stream ended (`how`: clean / client-gone / upstream-reset / error)."""
+HTTP_ERROR: Final = "http.error"
+"""HTTP: a flow error (connection refused, upstream reset, timeout, client gone)."""
+
+RECORD_TYPES: Final = frozenset(
+    {HEADER, FRAME, STDERR, LIFECYCLE, CAPTURE_ERROR, HTTP_REQUEST, HTTP_RESPONSE, SSE_EVENT, SSE_END, HTTP_ERROR}
+)
+
+# --- transports and directions -------------------------------------------------------------------
+STDIO: Final = "stdio"
+HTTP: Final = "http"
+C2S: Final = "c2s"
+"""Client to server (stdio: the server's stdin; HTTP: a request)."""
+S2C: Final = "s2c"
+"""Server to client (stdio: the server's stdout; HTTP: a response or an SSE event)."""
+
+# --- lifecycle events (the `event` field of LIFECYCLE records) -----------------------------------
+EV_SPAWN: Final = "spawn"
+"""The server process started: `argv` (redacted), `pid`, `cwd`."""
+EV_SPAWN_FAILED: Final = "spawn-failed"
+"""The command could not be started: `error`."""
+EV_CLIENT_EOF: Final = "client-eof"
+"""The client closed the tee's stdin; the tee closes the server's stdin."""
+EV_SERVER_EOF: Final = "server-eof"
+"""The server closed its stdout; the tee closes its own stdout to the client."""
+EV_STDIN_BROKEN: Final = "server-stdin-broken"
+"""Writing to the server's stdin failed (it exited or closed it); later client bytes are only recorded."""
+EV_EXIT: Final = "exit"
+"""The server process ended: `code` (int) or `signal` (name), and the tee's `status`."""
+EV_SIGNAL: Final = "signal"
+"""The tee received `signal` (name) and forwarded it to the server."""
+EV_LINGER_END: Final = "linger-end"
+"""The linger window after the server's exit closed; no client bytes are recorded after it."""
+
+LIFECYCLE_EVENTS: Final = frozenset(
+    {EV_SPAWN, EV_SPAWN_FAILED, EV_CLIENT_EOF, EV_SERVER_EOF, EV_STDIN_BROKEN, EV_EXIT, EV_SIGNAL, EV_LINGER_END}
+)
+
+# --- fields present in every record --------------------------------------------------------------
+F_TYPE: Final = "type"
+F_SEQ: Final = "seq"
+"""Order records were taken, from 1, across rotated parts; 0 on out-of-band records (header, capture-error)."""
+F_TS: Final = "ts"
+"""Wall-clock time, float seconds since the Unix epoch, when the recorder saw the event."""
+F_MONO: Final = "mono"
+"""Monotonic clock, float seconds (only differences within one capture are meaningful)."""
+F_SERVER: Final = "server"
+"""The server key: a configured name, else derived from the command line or origin+path."""
+F_CONN: Final = "conn"
+"""Connection id: one stdio spawn, or one HTTP client connection."""
+
+# --- payload fields (frames, stderr lines, HTTP bodies, SSE event data) -------------------------
+F_RAW: Final = "raw"
+"""The exact payload as a JSON string, when it is valid UTF-8 (line terminator excluded)."""
+F_RAW_B64: Final = "raw_b64"
+"""The exact payload, base64, when it is not valid UTF-8 (then `raw` is absent)."""
+F_LEN: Final = "len"
+"""Payload length in bytes on the wire (line terminator excluded)."""
+F_NL: Final = "nl"
+"""stdio: whether the line was terminated by `\\n` (false only for a tail at EOF)."""
+F_DIR: Final = "dir"
+F_EVENT: Final = "event"
+
+
+def payload_fields(data: bytes) -> dict[str, object]:
+    """`raw` (or `raw_b64` when the bytes are not UTF-8) and `len` for a payload.
+
+    Lossless by construction: `payload_bytes(payload_fields(b)) == b` for every `b`.
+    """
+    try:
+        return {F_RAW: data.decode("utf-8"), F_LEN: len(data)}
+    except UnicodeDecodeError:
+        return {F_RAW_B64: base64.b64encode(data).decode("ascii"), F_LEN: len(data)}
+
+
+def payload_bytes(record: dict[str, object]) -> bytes:
+    """The exact bytes a record's payload fields stand for (inverse of `payload_fields`)."""
+    raw = record.get(F_RAW)
+    if isinstance(raw, str):
+        return raw.encode("utf-8")
+    b64 = record.get(F_RAW_B64)
+    if isinstance(b64, str):
+        return base64.b64decode(b64)
+    return b""
+
+
+def parse_format_id(value: object) -> int | None:
+    """The major version named by a header's `format` field, or None when it is not erascope's."""
+    if not isinstance(value, str) or not value.startswith(FORMAT_NAME + "/"):
+        return None
+    major = value.removeprefix(FORMAT_NAME + "/").split(".", 1)[0]
+    return int(major) if major.isdigit() else None

@@ -1,0 +1,275 @@
+"""The one capture writer every capture tool uses.
+
+Recording must never slow down or break the traffic it watches, so `write()` only stamps the
+record and hands it to a background thread; encoding (orjson) and disk I/O happen there.
+
+Flush policy: each record is encoded to one line and written with one `os.write` on an unbuffered
+file descriptor, so a record is in the kernel as soon as the writer thread gets to it and survives
+the recorder being killed. `fsync` happens when a part is rotated out and on `close()`, and every
+`fsync_interval` seconds when that is set; power loss can cost at most the records since then.
+
+Failure policy: when a write fails (disk full, file unwritable, directory gone) the record is
+counted as lost, `on_error` is called once with a clear message, and the writer keeps trying with
+each new record. When a write succeeds again, a `capture-error` record with the count lost so far
+is written first, so the gap is visible inside the capture too. `close()` reports the final count.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import queue
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from addon import format as fmt
+
+DEFAULT_ROTATE_BYTES: Final = 256 * 1024 * 1024
+_ENCODE_OPTS: Final = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+_STOP: Final = object()
+
+
+def tool_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("erascope")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def slug(text: str, limit: int = 40) -> str:
+    """A filesystem-safe, readable fragment of a server key, for file names."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return (cleaned or "server")[:limit]
+
+
+def default_capture_dir() -> Path:
+    """`$ERASCOPE_CAPTURE_DIR`, else `$XDG_STATE_HOME/erascope/captures`, else ~/.local/state/…"""
+    env = os.environ.get("ERASCOPE_CAPTURE_DIR")
+    if env:
+        return Path(env)
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "erascope" / "captures"
+
+
+class CaptureWriter:
+    """Writes records of one capture (one stdio spawn, or one proxy run) to rotating JSONL parts.
+
+    File names sort by start time and never collide between concurrent recorders:
+    `<UTC start>_<server slug>_<pid>_<random>.<part>.jsonl`.
+    """
+
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        transport: str,
+        server: str,
+        header_extra: dict[str, Any] | None = None,
+        rotate_bytes: int = DEFAULT_ROTATE_BYTES,
+        fsync_interval: float | None = None,
+        on_error: Callable[[str], None] | None = None,
+    ) -> None:
+        self.out_dir = Path(out_dir)
+        self.transport = transport
+        self.server = server
+        self.rotate_bytes = rotate_bytes
+        self.fsync_interval = fsync_interval
+        self._on_error = on_error
+        self._header_extra = dict(header_extra or {})
+        started = dt.datetime.now(dt.UTC)
+        self.started = started
+        self._stem = (
+            f"{started.strftime('%Y%m%dT%H%M%S.%fZ')}_{slug(server)}_{os.getpid()}_{secrets.token_hex(3)}"
+        )
+        self.paths: list[Path] = []
+        self.written = 0
+        """Records written successfully (headers and capture-error records included)."""
+        self.lost = 0
+        """Records that could not be written."""
+        self.last_error: str | None = None
+        self._reported = False
+        self._pending_error = False
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._fd: int | None = None
+        self._part = -1
+        self._part_bytes = 0
+        self._part_records = 0
+        self._last_fsync = time.monotonic()
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="erascope-writer", daemon=True)
+        self._thread.start()
+
+    # --- producer side (any thread) ------------------------------------------------------------
+    def write(self, record: dict[str, Any]) -> None:
+        """Queue a record. Never blocks on I/O and never raises for I/O reasons.
+
+        Stamps `seq` (the order of calls), and `ts`/`mono`/`server` when the caller left them out.
+        """
+        if self._closed:
+            self.lost += 1
+            return
+        with self._seq_lock:
+            self._seq += 1
+            record[fmt.F_SEQ] = self._seq
+        record.setdefault(fmt.F_TS, time.time())
+        record.setdefault(fmt.F_MONO, time.monotonic())
+        record.setdefault(fmt.F_SERVER, self.server)
+        self._queue.put(record)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Write everything queued, fsync, close. Reports lost records through `on_error`."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        if self.lost and self._on_error is not None:
+            self._on_error(
+                f"erascope: capture incomplete: {self.lost} record(s) lost"
+                f" ({self.last_error}); traffic was relayed unaffected"
+            )
+
+    def __enter__(self) -> CaptureWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- writer thread ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                break
+            self._write_record(item)
+            if self.fsync_interval is not None and self._fd is not None:
+                now = time.monotonic()
+                if now - self._last_fsync >= self.fsync_interval:
+                    self._fsync()
+                    self._last_fsync = now
+        if self._pending_error:
+            self._try_write_error_record()
+        self._close_part()
+
+    def _write_record(self, record: dict[str, Any]) -> None:
+        try:
+            line = orjson.dumps(record, option=_ENCODE_OPTS)
+        except TypeError as exc:  # a recorder bug must not kill the writer thread
+            self._fail(f"record not encodable: {exc}")
+            return
+        if self._pending_error and not self._try_write_error_record():
+            self._fail(self.last_error or "write failed")
+            return
+        if not self._emit(line):
+            return
+        self.written += 1
+
+    def _emit(self, line: bytes) -> bool:
+        """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
+        try:
+            if self._fd is None or (
+                self._part_records > 1 and self._part_bytes + len(line) > self.rotate_bytes
+            ):
+                self._open_next_part()
+            assert self._fd is not None
+            n = os.write(self._fd, line)
+            if n != len(line):
+                # A short write leaves a torn line; the reader tolerates it at a file's end.
+                raise OSError(f"short write ({n} of {len(line)} bytes)")
+            self._part_bytes += n
+            self._part_records += 1
+            return True
+        except OSError as exc:
+            self._fail(str(exc))
+            if self._fd is not None and self._part_records == 0:
+                self._close_part()  # a part without its header is useless; retry from scratch
+            return False
+
+    def _fail(self, message: str) -> None:
+        self.lost += 1
+        self.last_error = message
+        self._pending_error = True
+        if not self._reported and self._on_error is not None:
+            self._reported = True
+            where = self.paths[-1] if self.paths else self.out_dir
+            self._on_error(
+                f"erascope: cannot write capture to {where}: {message}. Traffic is still relayed;"
+                " records are being lost and counted (the total is reported at exit)."
+            )
+
+    def _try_write_error_record(self) -> bool:
+        record = {
+            fmt.F_TYPE: fmt.CAPTURE_ERROR,
+            fmt.F_SEQ: 0,  # out-of-band, like headers: it describes a gap, it is not traffic
+            fmt.F_TS: time.time(),
+            fmt.F_MONO: time.monotonic(),
+            fmt.F_SERVER: self.server,
+            "error": self.last_error,
+            "lost": self.lost,
+        }
+        if self._emit(orjson.dumps(record, option=_ENCODE_OPTS)):
+            self._pending_error = False
+            self.written += 1
+            return True
+        self.lost -= 1  # the error record itself is not traffic; do not count it as lost
+        return False
+
+    def _open_next_part(self) -> None:
+        self._close_part()
+        self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._part += 1
+        path = self.out_dir / f"{self._stem}.{self._part:03d}{fmt.CAPTURE_SUFFIX}"
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self.paths.append(path)
+        self._part_bytes = 0
+        self._part_records = 0
+        header = {
+            fmt.F_TYPE: fmt.HEADER,
+            "format": fmt.FORMAT_ID,
+            "tool": "erascope",
+            "tool_version": tool_version(),
+            "started": self.started.isoformat(),
+            "host": socket.gethostname(),
+            "transport": self.transport,
+            fmt.F_SERVER: self.server,
+            "part": self._part,
+            "previous": self.paths[-2].name if len(self.paths) > 1 else None,
+            "recorder_pid": os.getpid(),
+            fmt.F_TS: time.time(),
+            fmt.F_MONO: time.monotonic(),
+            **self._header_extra,
+        }
+        header[fmt.F_SEQ] = 0  # out-of-band: traffic records number from 1 across all parts
+        line = orjson.dumps(header, option=_ENCODE_OPTS)
+        n = os.write(self._fd, line)
+        if n != len(line):
+            raise OSError(f"short write of header ({n} of {len(line)} bytes)")
+        self._part_bytes += n
+        self._part_records += 1
+        self.written += 1
+
+    def _fsync(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.fsync(self._fd)
+
+    def _close_part(self) -> None:
+        if self._fd is None:
+            return
+        self._fsync()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = None

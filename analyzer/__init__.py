@@ -1,0 +1,1 @@
+"""Offline side: loading captures, classification rules, reports and the command line."""

@@ -1,0 +1,53 @@
+"""Shared fixtures: paths to the project's Pythons and the legacy MCP peer environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = ROOT / ".peers"
+LEGACY_MCP = "mcp==1.30.0"
+
+
+def legacy_python() -> Path:
+    """A Python with `mcp` 1.x (a genuine legacy peer), created on first use under .peers/legacy.
+
+    The dual-era SDK (mcp 2.3.0) lives in the project venv; 1.x cannot share it, so it gets its own.
+    """
+    env_dir = PEERS / "legacy"
+    py = env_dir / "bin" / "python"
+    stamp = env_dir / ".installed"
+    if stamp.exists():
+        return py
+    finder = subprocess.run(["sh", str(ROOT / ".ci" / "find-python")], capture_output=True, text=True)
+    base = finder.stdout.strip() or sys.executable
+    subprocess.run([base, "-m", "venv", str(env_dir)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", LEGACY_MCP], check=True)
+    stamp.touch()
+    return py
+
+
+@pytest.fixture(scope="session")
+def legacy_py() -> Path:
+    return legacy_python()
+
+
+@pytest.fixture(scope="session")
+def modern_py() -> Path:
+    """The project's Python, which has `mcp` 2.3.0 (dual-era server and client)."""
+    return Path(sys.executable)
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    """An environment for subprocesses: captures and redaction key kept inside the test's tmp dir."""
+    env = dict(os.environ)
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["ERASCOPE_REDACT_KEY"] = "test-key"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
