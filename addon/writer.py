@@ -78,6 +78,7 @@ class CaptureWriter:
         header_extra: dict[str, Any] | None = None,
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
         fsync_interval: float | None = None,
+        batch_interval: float = 0.0,
         on_error: Callable[[str], None] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
@@ -85,6 +86,11 @@ class CaptureWriter:
         self.server = server
         self.rotate_bytes = rotate_bytes
         self.fsync_interval = fsync_interval
+        self.batch_interval = batch_interval
+        """When > 0, the writer thread naps this long whenever it has caught up, so records that arrive
+        meanwhile are written in one go instead of each waking the thread (a wake-up per record costs
+        a latency-sensitive relay more than the write itself). Records reach the kernel at most this
+        much later."""
         self._on_error = on_error
         self._header_extra = dict(header_extra or {})
         started = dt.datetime.now(dt.UTC)
@@ -101,7 +107,6 @@ class CaptureWriter:
         self._reported = False
         self._pending_error = False
         self._seq = 0
-        self._seq_lock = threading.Lock()
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._fd: int | None = None
         self._part = -1
@@ -116,18 +121,30 @@ class CaptureWriter:
     def write(self, record: dict[str, Any]) -> None:
         """Queue a record. Never blocks on I/O and never raises for I/O reasons.
 
-        Stamps `seq` (the order of calls), and `ts`/`mono`/`server` when the caller left them out.
+        Stamps `ts`/`mono`/`server` when the caller left them out. `seq` is assigned by the writer
+        thread in queue order, so lines are always in `seq` order even when several threads write,
+        and this method takes no lock: it is safe to call from a signal handler (SimpleQueue.put is
+        reentrant).
         """
         if self._closed:
             self.lost += 1
             return
-        with self._seq_lock:
-            self._seq += 1
-            record[fmt.F_SEQ] = self._seq
         record.setdefault(fmt.F_TS, time.time())
         record.setdefault(fmt.F_MONO, time.monotonic())
         record.setdefault(fmt.F_SERVER, self.server)
         self._queue.put(record)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every record queued before this call was written (or counted lost).
+
+        True when that happened within `timeout`. Not needed for durability (`close()` does it);
+        useful to observe the writer's counters at a known point.
+        """
+        if self._closed:
+            return not self._thread.is_alive()
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
         """Write everything queued, fsync, close. Reports lost records through `on_error`."""
@@ -154,17 +171,25 @@ class CaptureWriter:
             item = self._queue.get()
             if item is _STOP:
                 break
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
             self._write_record(item)
             if self.fsync_interval is not None and self._fd is not None:
                 now = time.monotonic()
                 if now - self._last_fsync >= self.fsync_interval:
                     self._fsync()
                     self._last_fsync = now
+            if self.batch_interval > 0 and self._queue.empty():
+                time.sleep(self.batch_interval)
         if self._pending_error:
             self._try_write_error_record()
         self._close_part()
 
     def _write_record(self, record: dict[str, Any]) -> None:
+        # Numbered before the attempt, so a lost record leaves a visible gap in `seq`.
+        self._seq += 1
+        record[fmt.F_SEQ] = self._seq
         try:
             line = orjson.dumps(record, option=_ENCODE_OPTS)
         except TypeError as exc:  # a recorder bug must not kill the writer thread
@@ -254,9 +279,21 @@ class CaptureWriter:
         }
         header[fmt.F_SEQ] = 0  # out-of-band: traffic records number from 1 across all parts
         line = orjson.dumps(header, option=_ENCODE_OPTS)
-        n = os.write(self._fd, line)
-        if n != len(line):
-            raise OSError(f"short write of header ({n} of {len(line)} bytes)")
+        try:
+            n = os.write(self._fd, line)
+            if n != len(line):
+                raise OSError(f"short write of header ({n} of {len(line)} bytes)")
+        except OSError:
+            # Without its header the part is useless; remove it and reuse its number next time, so a
+            # full disk does not leave one empty file per lost record.
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
+            with contextlib.suppress(OSError):
+                path.unlink()
+            self.paths.pop()
+            self._part -= 1
+            raise
         self._part_bytes += n
         self._part_records += 1
         self.written += 1

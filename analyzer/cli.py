@@ -38,7 +38,11 @@ def _fail(exc: ErascopeError) -> typer.Exit:
 def record_stdio(
     cmd: Annotated[list[str], typer.Argument(help="The server command and its arguments, after `--`.")],
     server: Annotated[
-        str | None, typer.Option("--server", help="Server key; default: derived from the command line.")
+        str | None,
+        typer.Option(
+            "--server",
+            help="Server key; default: the command's basename plus what it runs (e.g. `python -m weather`).",
+        ),
     ] = None,
     out: Annotated[
         Path | None,
@@ -53,7 +57,10 @@ def record_stdio(
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
-    Put it in an MCP host's config in place of the server command. Example:
+    Put it in an MCP host's config in place of the server command: the host and the server see the
+    same bytes as without it, and each spawn becomes one capture. The server's stderr passes
+    through. Exits with the server's status (128+N when signal N killed it; 127 or 126 when the
+    command cannot start). Example:
 
         erascope record stdio --server weather -- python -m weather_server
     """
@@ -64,6 +71,277 @@ def record_stdio(
     except ErascopeError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code=status)
+
+
+@record_app.command("http")
+def record_http(
+    upstream: Annotated[str, typer.Option("--upstream", help="The MCP server's URL, e.g. http://127.0.0.1:8000/mcp.")],
+    listen: Annotated[
+        str, typer.Option("--listen", help="HOST:PORT to accept clients on (port 0 picks a free one).")
+    ] = "127.0.0.1:8080",
+    server: Annotated[
+        str | None, typer.Option("--server", help="Server key; default: the upstream URL (origin + path).")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="Capture directory; default: $ERASCOPE_CAPTURE_DIR or $XDG_STATE_HOME/erascope/captures.",
+        ),
+    ] = None,
+    redact: Annotated[
+        bool,
+        typer.Option(
+            "--redact/--no-redact",
+            help="Hash credentials, secret query values and mcp-session-id; --no-redact records all as is.",
+        ),
+    ] = True,
+    bodies: Annotated[
+        str,
+        typer.Option(
+            "--bodies",
+            help="full: exact bodies; metadata: JSON-RPC envelope only (arguments and contents hashed).",
+        ),
+    ] = "full",
+    redact_header: Annotated[
+        list[str] | None, typer.Option("--redact-header", help="Another header whose value is hashed (repeatable).")
+    ] = None,
+    keep_host: Annotated[
+        bool, typer.Option("--keep-host", help="Forward the client's Host header instead of the upstream's.")
+    ] = False,
+    idle_timeout: Annotated[
+        int, typer.Option("--idle-timeout", help="Seconds a silent connection (e.g. an SSE stream) stays open.")
+    ] = 3600,
+) -> None:
+    """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
+
+    Point clients at the listen address with the upstream's path; Ctrl-C stops it and flushes the
+    capture. Example:
+
+        erascope record http --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8080
+    """
+    import logging
+    from urllib.parse import urlsplit
+
+    from addon.http_proxy import ReverseProxyConfig, parse_upstream, run_reverse_proxy
+    from addon.writer import default_capture_dir
+
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
+    config = ReverseProxyConfig(
+        upstream=upstream,
+        listen=listen,
+        server=server,
+        out_dir=out,
+        redact=redact,
+        bodies=bodies,
+        redact_headers=list(redact_header or []),
+        keep_host_header=keep_host,
+        idle_timeout=idle_timeout,
+    )
+    where = out or default_capture_dir()
+
+    def ready(addrs: list[tuple[str, int]]) -> None:
+        path = urlsplit(upstream).path
+        for host, port in addrs:
+            shown = f"[{host}]" if ":" in host else host
+            typer.echo(f"erascope: listening on http://{shown}:{port}{path} -> {upstream}", err=True)
+        typer.echo(f"erascope: writing captures to {where} (Ctrl-C to stop)", err=True)
+
+    try:
+        parse_upstream(upstream)
+        run = run_reverse_proxy(config, on_ready=ready)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+    for path in run.files:
+        typer.echo(f"erascope: wrote {path}", err=True)
+    if run.lost:
+        typer.echo(f"erascope: {run.lost} record(s) could not be written", err=True)
+        raise typer.Exit(code=1)
+
+
+_FAIL_ON = ("error", "warning", "info", "never")
+
+
+@app.command("analyze")
+def analyze_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Capture files, directories (searched for *.jsonl) or globs.")],
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Report format: text, json or markdown.")] = "text",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here, not stdout.")] = None,
+    fail_on: Annotated[
+        str,
+        typer.Option(
+            "--fail-on", help="Exit 1 when a finding at or above this severity exists: error, warning, info, never."
+        ),
+    ] = "never",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no input notes on stderr.")] = False,
+    probe_timeout: Annotated[
+        float, typer.Option("--probe-timeout", help="Seconds after which an unanswered probe counts as no-answer.")
+    ] = 10.0,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            help="JSON file of accepted findings (rule + server): exit 1 only for new findings (at or above "
+            "--fail-on, when given) and for baselined findings that no longer occur.",
+        ),
+    ] = None,
+    write_baseline: Annotated[
+        Path | None,
+        typer.Option("--write-baseline", help="Write a baseline accepting every finding of this run, then exit 0."),
+    ] = None,
+    rule_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule-option",
+            help="A rule threshold, NAME=VALUE (repeatable), e.g. storm_min_probes=3; `erascope rules --brief` "
+            "lists them.",
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", min=1, help="Files read in parallel; default: one per core (same report)."),
+    ] = None,
+) -> None:
+    """Analyze captures: each server's era, probe outcomes and client mistakes.
+
+    Exit status: 0, 1 when a finding at or above --fail-on exists (with --baseline: a finding not in
+    the baseline, or a baselined finding that no longer occurs), 2 for usage or input errors.
+    Example:
+
+        erascope analyze captures/ --format markdown --output postmortem.md --fail-on error
+    """
+    from analyzer.pipeline import AnalyzeOptions, analyze
+    from analyzer.report import FORMATS, render
+
+    if fmt not in FORMATS:
+        raise _fail(ErascopeError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})"))
+    if fail_on not in _FAIL_ON:
+        raise _fail(ErascopeError(f"unknown --fail-on {fail_on!r} (choose from {', '.join(_FAIL_ON)})"))
+    if probe_timeout <= 0:
+        raise _fail(ErascopeError("--probe-timeout must be a positive number of seconds"))
+    options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs)
+    if baseline is not None and write_baseline is None:
+        from analyzer.baseline import load_baseline
+
+        try:
+            load_baseline(baseline)  # a broken baseline fails before the (long) analysis, not after it
+        except ErascopeError as exc:
+            raise _fail(exc) from None
+    if rule_option:
+        from analyzer.rules.options import parse_assignments
+
+        try:
+            options.rule_options = parse_assignments(rule_option)
+        except ErascopeError as exc:
+            raise _fail(exc) from None
+    progress = None
+    if not quiet and sys.stderr.isatty():
+        from rich.console import Console
+        from rich.progress import Progress
+
+        progress = Progress(console=Console(stderr=True), transient=True)
+        task = progress.add_task("reading captures", total=None)
+        options.progress = lambda done, total, _path: progress.update(task, completed=done, total=total)
+        progress.start()
+    try:
+        analysis = analyze(paths, options)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+    finally:
+        if progress is not None:
+            progress.stop()
+    color = output is None and fmt == "text" and sys.stdout.isatty()
+    text = render(analysis, fmt, color=color)
+    if output is not None:
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise _fail(ErascopeError(f"cannot write {output}: {exc.strerror or exc}")) from None
+    else:
+        typer.echo(text, nl=False)
+    notes = len(analysis.inputs.malformed) + len(analysis.inputs.torn) + len(analysis.inputs.skipped)
+    if notes and not quiet and fmt != "text":
+        typer.echo(f"erascope: {notes} input note(s) (malformed/torn lines, skipped files): see the report", err=True)
+    if write_baseline is not None:
+        from analyzer.baseline import write_baseline as write_baseline_file
+
+        try:
+            count = write_baseline_file(analysis.findings, write_baseline)
+        except ErascopeError as exc:
+            raise _fail(exc) from None
+        typer.echo(f"erascope: wrote baseline {write_baseline} ({count} accepted rule/server pair(s))", err=True)
+        return
+    if baseline is not None:
+        from analyzer.baseline import compare
+
+        try:
+            result = compare(analysis.findings, baseline, None if fail_on == "never" else fail_on)
+        except ErascopeError as exc:
+            raise _fail(exc) from None
+        for line in result.messages():
+            typer.echo(f"erascope: {line}", err=True)
+        if result.failed:
+            raise typer.Exit(code=1)
+        return
+    if fail_on != "never":
+        from analyzer.findings import Severity
+
+        threshold = Severity(fail_on).rank
+        if any(f.severity.rank >= threshold for f in analysis.findings):
+            raise typer.Exit(code=1)
+
+
+@app.command("compact")
+def compact_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Capture files, directories (searched for *.jsonl) or globs.")],
+    out: Annotated[Path, typer.Option("--out", help="Archive directory (created; must not be inside an input).")],
+    jobs: Annotated[
+        int | None, typer.Option("--jobs", "-j", min=1, help="Files converted in parallel; default: one per core.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Convert again inputs that look unchanged.")] = False,
+) -> None:
+    """Convert captures to a Parquet archive once: partitioned by day and server, fields extracted.
+
+    `erascope analyze DIR` reads the archive with the same report as the JSONL files; re-running
+    replaces what an input produced before (no duplicates) and skips unchanged inputs. Example:
+
+        erascope compact ~/.local/state/erascope/captures --out archive/
+    """
+    from analyzer.compact import compact
+
+    try:
+        result = compact(paths, out, jobs=jobs, force=force)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+    typer.echo(
+        f"erascope: {len(result.written)} file(s) compacted ({result.rows} rows, {result.parts} Parquet part(s)),"
+        f" {len(result.unchanged)} unchanged, into {out}",
+        err=True,
+    )
+
+
+@app.command("rules")
+def rules_cmd(
+    ids: Annotated[list[str] | None, typer.Argument(help="Rule ids to show; default: all.")] = None,
+    brief: Annotated[bool, typer.Option("--brief", help="One line per rule, then the thresholds.")] = False,
+) -> None:
+    """List the rules that audit client behaviour, with what each flags, why it matters and an example.
+
+    Example:
+
+        erascope rules probe-storm misread-crash
+    """
+    from rich.console import Console
+
+    from analyzer.rules.docs import rule_renderables
+
+    try:
+        renderables = rule_renderables(ids or None, brief=brief)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+    console = Console()
+    for item in renderables:
+        console.print(item)
 
 
 def main() -> None:

@@ -8,12 +8,18 @@ from typing import Any
 
 
 class Severity(Enum):
+    """How bad a finding is; `--fail-on` gates CI on it."""
+
     INFO = "info"
+    """Worth knowing; the client coped (e.g. the documented recovery from a crashing probe)."""
     WARNING = "warning"
+    """Costs time or robustness (storms, timeouts, protocol hygiene)."""
     ERROR = "error"
+    """The client drew a wrong conclusion or cannot succeed (misreads, retries that must fail)."""
 
     @property
     def rank(self) -> int:
+        """0 info, 1 warning, 2 error: compare severities by rank."""
         return {"info": 0, "warning": 1, "error": 2}[self.value]
 
 

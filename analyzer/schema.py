@@ -59,6 +59,15 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
     "index": pl.Int64(),
     "how": pl.String(),
     "kind": pl.String(),
+    "sse_retry": pl.Int64(),
+    "t_request": pl.Float64(),  # http: request start (wall clock)
+    "t_headers": pl.Float64(),  # http.response: response headers received
+    "t_end": pl.Float64(),  # http.response (null when streamed) / sse.end: response end
+    "events": pl.Int64(),  # sse.end: events that passed
+    "incomplete": pl.Boolean(),  # sse.end: the stream stopped mid-event
+    "phase": pl.String(),  # http.error: connect | request | response
+    "wire_len": pl.Int64(),  # http bodies: bytes on the wire when Content-Encoding was decoded
+    "idle_s": pl.Float64(),  # http.error kind timeout: seconds the flow was idle before the proxy cut it
 }
 
 KINDS: Final = ("request", "response", "error", "notification", "invalid", "lifecycle")
@@ -100,6 +109,8 @@ MESSAGES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "signal": pl.String(),
     "req_line": pl.UInt32(),  # on responses/errors: line of the paired request (same conn/flow)
     "req_ts": pl.Float64(),
+    "capture": pl.String(),  # capture id: file name without the part suffix (rotated parts share it)
+    "req_seq": pl.Int64(),  # on responses/errors: seq of the paired request (unique within a capture)
 }
 
 PROBE_OUTCOMES: Final = (

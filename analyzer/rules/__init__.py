@@ -1,12 +1,83 @@
-"""The rulebook: one explicit registry of client-behaviour rules (filled by the findings work)."""
+"""The rulebook: one explicit registry of client-behaviour rules.
+
+`run_rules(analysis, options)` is the pipeline's entry point. Each rule has a stable id (part of the
+report contract), one severity, a docstring with fixed sections, and thresholds in `RuleOptions`.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from analyzer.findings import Finding
+from analyzer.rules.base import Rule
+from analyzer.rules.context import RuleContext
+from analyzer.rules.hygiene import malformed_probe, rc_error_code, stdout_pollution, unnamed_versions
+from analyzer.rules.misreads import misread_crash, misread_modern, probe_kills_server
+from analyzer.rules.options import RuleOptions
+from analyzer.rules.retries import retry_loop, retry_same_id, retry_unsupported_version
+from analyzer.rules.storms import probe_storm, probe_timeout
+from analyzer.rules.timeline import rollout_split, stale_era
+
+__all__ = ["REGISTRY", "Rule", "RuleContext", "RuleOptions", "run_rules", "sort_findings"]
+
+REGISTRY: Final[dict[str, Rule]] = {
+    r.id: r
+    for r in (
+        probe_storm,
+        misread_crash,
+        probe_kills_server,
+        misread_modern,
+        retry_same_id,
+        retry_unsupported_version,
+        retry_loop,
+        stale_era,
+        rollout_split,
+        unnamed_versions,
+        stdout_pollution,
+        malformed_probe,
+        rc_error_code,
+        probe_timeout,
+    )
+}
+"""Every rule by id, in documentation order. Adding a rule means adding it here."""
 
 
-def run_rules(analysis: Any, options: dict[str, Any] | None = None) -> list[Finding]:
-    """All findings for an analysis; empty until rules are registered."""
-    return []
+def sort_findings(findings: list[Finding]) -> list[Finding]:
+    """Most severe first, then by time (findings without a time last), then rule, server and client."""
+    return sorted(
+        findings,
+        key=lambda f: (
+            -f.severity.rank,
+            f.ts is None,
+            f.ts or 0.0,
+            f.rule,
+            f.server or "",
+            f.client or "",
+        ),
+    )
+
+
+def run_rules(
+    analysis: Any,
+    options: RuleOptions | dict[str, Any] | None = None,
+    *,
+    only: list[str] | None = None,
+) -> list[Finding]:
+    """All findings for an analysis (any object with `messages`, `probes` and `inits` frames).
+
+    `options` is a `RuleOptions` or a mapping of its fields; `only` restricts to some rule ids.
+    Findings come sorted by severity, then time.
+    """
+    from addon.errors import ErascopeError
+
+    opts = options if isinstance(options, RuleOptions) else RuleOptions.from_mapping(options)
+    if only is not None:
+        unknown = sorted(set(only) - set(REGISTRY))
+        if unknown:
+            raise ErascopeError(f"unknown rule id(s): {', '.join(unknown)}")
+    ctx = RuleContext.from_analysis(analysis, opts)
+    findings: list[Finding] = []
+    for rule_id, rule in REGISTRY.items():
+        if only is None or rule_id in only:
+            findings.extend(rule.run(ctx))
+    return sort_findings(findings)

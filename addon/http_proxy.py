@@ -1,0 +1,171 @@
+"""`erascope record http`: mitmproxy in reverse mode with the recorder loaded, in this process.
+
+In-process (a `Master` with mitmproxy's default addons plus `HttpRecorder`) rather than exec'ing
+`mitmdump`: SIGINT and SIGTERM then go through `Master.shutdown()`, which runs every addon's
+`done()`, so the capture writer flushes and closes before the function returns, and the caller
+learns the real listen address (port 0 works) and the files written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from addon.errors import ErascopeError
+from addon.http_recorder import HttpRecorder
+from addon.redact import BODIES_FULL, BODY_POLICIES
+
+DEFAULT_LISTEN = "127.0.0.1:8080"
+DEFAULT_IDLE_TIMEOUT = 3600
+"""mitmproxy's own default (600 s) cuts quiet legacy GET streams a direct connection would keep."""
+
+
+@dataclass(slots=True)
+class ReverseProxyConfig:
+    """What `record http` runs: one upstream, one listen address, one capture."""
+
+    upstream: str
+    """The server's URL, e.g. `http://127.0.0.1:8000/mcp`; its origin is the reverse-proxy target."""
+    listen: str = DEFAULT_LISTEN
+    """`HOST:PORT` to accept clients on (port 0 picks a free one)."""
+    server: str | None = None
+    """Server key for the capture; default: the upstream URL without query (origin + path)."""
+    out_dir: Path | None = None
+    """Capture directory; default: `$ERASCOPE_CAPTURE_DIR` or the state directory."""
+    redact: bool = True
+    bodies: str = BODIES_FULL
+    redact_headers: list[str] = field(default_factory=list)
+    keep_host_header: bool = False
+    """Forward the client's `Host` header unchanged (for upstreams that route by the name clients use)."""
+    idle_timeout: int = DEFAULT_IDLE_TIMEOUT
+    """Seconds a connection may stay silent before the proxy closes it (mitmproxy's `tcp_timeout`)."""
+
+
+@dataclass(slots=True)
+class ProxyRun:
+    """What a finished run did."""
+
+    listen: list[tuple[str, int]]
+    files: list[Path]
+    records: int
+    lost: int
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` for 127.0.0.1) as a (host, port) pair."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ErascopeError(f"--listen must be HOST:PORT (e.g. {DEFAULT_LISTEN}), not {text!r}")
+    host = host.strip("[]") or "127.0.0.1"
+    return host, int(port)
+
+
+def parse_upstream(url: str) -> tuple[str, str]:
+    """The reverse-mode target (`scheme://host:port`) and the server key (origin + path) of an upstream URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ErascopeError(f"--upstream must be an http:// or https:// URL, not {url!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ErascopeError(f"--upstream has a bad port: {url!r}") from exc
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    origin = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+    return origin, origin + (parts.path or "")
+
+
+class _Startup:
+    """Collects mitmproxy's error log while the servers come up, and reports the bound addresses."""
+
+    def __init__(self, on_ready: Callable[[list[tuple[str, int]]], None] | None) -> None:
+        self.on_ready = on_ready
+        self.errors: list[str] = []
+        self.listen: list[tuple[str, int]] = []
+        self.handler = _ListHandler(self.errors)
+
+    def running(self) -> None:
+        from mitmproxy import ctx
+
+        ps = ctx.master.addons.get("proxyserver")
+        self.listen = [(a[0], a[1]) for a in ps.listen_addrs()] if ps else []
+        if not self.listen:
+            self.errors.append("the proxy is not listening")
+            ctx.master.shutdown()
+            return
+        logging.getLogger().removeHandler(self.handler)
+        if self.on_ready is not None:
+            self.on_ready(self.listen)
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.ERROR)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.sink.append(record.getMessage())
+
+
+async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str, int]]], None] | None) -> ProxyRun:
+    from mitmproxy import addons, exceptions, master, options
+
+    origin, key = parse_upstream(config.upstream)
+    host, port = parse_listen(config.listen)
+    if config.idle_timeout <= 0:
+        raise ErascopeError(f"--idle-timeout must be a positive number of seconds, not {config.idle_timeout}")
+    if config.bodies not in BODY_POLICIES:
+        raise ErascopeError(f"--bodies must be one of {', '.join(BODY_POLICIES)}, not {config.bodies!r}")
+    opts = options.Options()
+    m = master.Master(opts)
+    startup = _Startup(on_ready)
+    logging.getLogger().addHandler(startup.handler)
+    recorder = HttpRecorder()
+    m.addons.add(*addons.default_addons())
+    m.addons.add(recorder, startup)
+    try:
+        opts.update(
+            mode=[f"reverse:{origin}"],
+            listen_host=host,
+            listen_port=port,
+            keep_host_header=config.keep_host_header,
+            # connect per request: a dead upstream then fails a flow (502 to the client, an
+            # `http.error` in the capture) instead of silently dropping the client connection
+            connection_strategy="lazy",
+            tcp_timeout=config.idle_timeout,
+            erascope_dir=str(config.out_dir) if config.out_dir else "",
+            erascope_server=config.server or key,
+            erascope_redact=config.redact,
+            erascope_bodies=config.bodies,
+            erascope_redact_headers=list(config.redact_headers),
+        )
+    except exceptions.OptionsError as exc:
+        raise ErascopeError(str(exc)) from exc
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, m.shutdown)
+    try:
+        await m.run()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        logging.getLogger().removeHandler(startup.handler)
+    if not startup.listen:
+        detail = "; ".join(startup.errors) or "unknown error"
+        raise ErascopeError(f"cannot listen on {host}:{port}: {detail} (--listen 127.0.0.1:0 picks a free port)")
+    return ProxyRun(listen=startup.listen, files=recorder.paths, records=recorder.records, lost=recorder.lost)
+
+
+def run_reverse_proxy(
+    config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str, int]]], None] | None = None
+) -> ProxyRun:
+    """Run the recording reverse proxy until SIGINT/SIGTERM; the capture is flushed when this returns.
+
+    `on_ready` gets the bound addresses once clients can connect. Raises `ErascopeError` for bad
+    options or when the listen address cannot be bound.
+    """
+    return asyncio.run(_serve(config, on_ready))

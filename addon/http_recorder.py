@@ -1,0 +1,579 @@
+"""The erascope mitmproxy addon: records MCP Streamable HTTP traffic into an erascope capture.
+
+Load it into any mitmproxy tool and mode:
+
+    mitmdump -s addon/http_recorder.py --mode reverse:http://127.0.0.1:8000 --set erascope_dir=caps
+
+or let `erascope record http --upstream URL` run it. Per flow it writes `http.request`,
+`http.response`, one `sse.event` per server-sent event as it passes (the stream is teed, never
+buffered), `sse.end` and `http.error`; see captures/FORMAT.md, "HTTP records".
+
+The pure part (flow → record dict) is the module-level `*_record` functions; the `HttpRecorder`
+class only holds state, options and the capture writer. Hooks run on mitmproxy's event loop;
+recording never raises into the proxy: a failure is logged once at error level and traffic flows on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from mitmproxy import ctx, exceptions, flowfilter, http
+from mitmproxy.proxy.mode_specs import ReverseMode
+from mitmproxy.utils import human
+
+try:
+    from addon import format as fmt
+except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout that is not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from addon import format as fmt
+from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
+from addon.sse import SseEvent, SseParser
+from addon.writer import CaptureWriter, default_capture_dir
+
+logger = logging.getLogger("erascope")
+
+# --- HTTP-specific fields (see captures/FORMAT.md, "HTTP records") -------------------------------
+F_FLOW: Final = "flow"
+"""The mitmproxy flow id: one request/response exchange."""
+F_HEADERS: Final = "headers"
+"""Headers in wire order as [name, value] pairs, secrets redacted."""
+F_BODY_POLICY: Final = "body_policy"
+"""`full` or `metadata` (see addon/redact.py)."""
+F_STREAMED: Final = "streamed"
+"""http.response: the body went by as a stream (SSE events are separate records)."""
+F_PEER: Final = "peer"
+"""http.response: upstream `ip:port` that answered (the node behind a load balancer)."""
+
+SSE_CONTENT_TYPE: Final = "text/event-stream"
+
+# `how` values of sse.end, `kind` values of http.error
+HOW_CLEAN: Final = "clean"
+HOW_CLIENT_GONE: Final = "client-gone"
+HOW_UPSTREAM_RESET: Final = "upstream-reset"
+HOW_ERROR: Final = "error"
+KIND_REFUSED: Final = "connection-refused"
+KIND_UPSTREAM_RESET: Final = "upstream-reset"
+KIND_TIMEOUT: Final = "timeout"
+KIND_CLIENT_GONE: Final = "client-gone"
+KIND_OTHER: Final = "other"
+ERROR_KINDS: Final = (KIND_REFUSED, KIND_UPSTREAM_RESET, KIND_TIMEOUT, KIND_CLIENT_GONE, KIND_OTHER)
+
+# mitmproxy reports flow errors as text only; these fragments come from its HTTP/1, HTTP/2 and
+# connection layers (and the OS messages they wrap), checked against real failures in the tests.
+_ERROR_PATTERNS: Final = (
+    (KIND_REFUSED, ("connection refused", "connect call failed", "errno 111", "no route to host",
+                    "name or service not known", "nodename nor servname")),
+    (KIND_TIMEOUT, ("timeout", "timed out")),
+    (KIND_CLIENT_GONE, ("client disconnected", "reset by client", "client closed", "killed")),
+    (KIND_UPSTREAM_RESET, ("server closed connection", "connection reset", "unexpected server response",
+                           "peer closed", "server disconnected", "http/1 protocol error",
+                           "http/2 connection closed", "http/2 protocol error", "cannot parse http response",
+                           "stream reset by server")),
+)  # fmt: skip
+
+
+def classify_error(message: str) -> str:
+    """The `kind` of a mitmproxy flow error message (`other` when it is not recognised)."""
+    low = message.lower()
+    for kind, fragments in _ERROR_PATTERNS:
+        if any(f in low for f in fragments):
+            return kind
+    return KIND_OTHER
+
+
+def stream_end_how(kind: str) -> str:
+    """How an event stream ended, given the kind of the flow error that cut it."""
+    if kind == KIND_CLIENT_GONE:
+        return HOW_CLIENT_GONE
+    if kind == KIND_UPSTREAM_RESET:
+        return HOW_UPSTREAM_RESET
+    return HOW_ERROR
+
+
+def _text(value: bytes) -> str:
+    # headers are nearly always ASCII; latin-1 keeps any other byte without loss
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return value.decode("latin-1")
+
+
+def _fields(headers: http.Headers) -> list[tuple[str, str]]:
+    fields = headers.fields
+    try:  # one pass for the common all-UTF-8 case: this runs twice per flow on the proxy's loop
+        return [(k.decode(), v.decode()) for k, v in fields]
+    except UnicodeDecodeError:
+        return [(_text(k), _text(v)) for k, v in fields]
+
+
+def _address(addr: Any) -> str | None:
+    return human.format_address(addr) if addr else None
+
+
+def is_event_stream(response: http.Response) -> bool:
+    """Whether a response is a server-sent event stream (by its content type)."""
+    return response.headers.get("content-type", "").split(";", 1)[0].strip().lower() == SSE_CONTENT_TYPE
+
+
+def server_key(flow: http.HTTPFlow) -> str:
+    """Origin + path of the server a flow talks to: in reverse mode the configured upstream's origin.
+
+    Taken from the mode rather than the request so that a balancing addon rewriting host/port per
+    flow does not split one logical server into several keys.
+    """
+    req = flow.request
+    mode = flow.client_conn.proxy_mode
+    if isinstance(mode, ReverseMode):
+        host, port = mode.address
+        scheme = "https" if mode.scheme == "https" else "http"
+    else:
+        host, port, scheme = req.host, req.port, req.scheme
+    default = 443 if scheme == "https" else 80
+    authority = (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
+    return f"{scheme}://{authority}{req.path.split('?', 1)[0]}"
+
+
+def _body(msg: http.Message, redaction: HttpRedaction) -> dict[str, Any]:
+    raw = msg.raw_content
+    if raw is None:  # streamed or not yet received
+        return {}
+    # decode only when there is an encoding: the header lookup is far cheaper than get_content()
+    data = (msg.get_content(strict=False) or b"") if "content-encoding" in msg.headers else raw
+    out: dict[str, Any] = {}
+    if len(data) != len(raw):
+        out["wire_len"] = len(raw)  # Content-Encoding was decoded for the capture
+    body, policy = redaction.body(data)
+    out.update(fmt.payload_fields(body))
+    if policy != BODIES_FULL:
+        out["len"] = len(data)
+    out[F_BODY_POLICY] = policy
+    return out
+
+
+def request_record(flow: http.HTTPFlow, redaction: HttpRedaction) -> dict[str, Any]:
+    """The `http.request` record of a flow (pure: no I/O)."""
+    req = flow.request
+    rec: dict[str, Any] = {
+        fmt.F_TYPE: fmt.HTTP_REQUEST,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        fmt.F_DIR: fmt.C2S,
+        "method": req.method,
+        "url": redaction.url(req.url),
+        "http_version": req.http_version,
+        F_HEADERS: redaction.headers(_fields(req.headers)),
+        "client": _address(flow.client_conn.peername),
+        "sni": flow.client_conn.sni,
+        "t_request": req.timestamp_start,
+    }
+    rec.update(_body(req, redaction))
+    return rec
+
+
+def response_record(flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: bool) -> dict[str, Any]:
+    """The `http.response` record of a flow; without body when `streamed` (pure: no I/O)."""
+    resp = flow.response
+    assert resp is not None
+    rec: dict[str, Any] = {
+        fmt.F_TYPE: fmt.HTTP_RESPONSE,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        fmt.F_DIR: fmt.S2C,
+        "status": resp.status_code,
+        "reason": resp.reason,
+        "http_version": resp.http_version,
+        F_HEADERS: redaction.headers(_fields(resp.headers)),
+        F_STREAMED: streamed,
+        F_PEER: _address(flow.server_conn.peername),
+        "t_request": flow.request.timestamp_start,
+        "t_headers": resp.timestamp_start,
+        "t_end": None if streamed else resp.timestamp_end,
+    }
+    if not streamed:
+        rec.update(_body(resp, redaction))
+    return rec
+
+
+def sse_event_record(flow: http.HTTPFlow, index: int, event: SseEvent, redaction: HttpRedaction) -> dict[str, Any]:
+    """One `sse.event` record (pure: no I/O)."""
+    data, policy = redaction.body(event.data)
+    rec: dict[str, Any] = {
+        fmt.F_TYPE: fmt.SSE_EVENT,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        fmt.F_DIR: fmt.S2C,
+        "index": index,
+        "sse_event": event.event,
+        **fmt.payload_fields(data),
+        F_BODY_POLICY: policy,
+    }
+    if policy != BODIES_FULL:
+        rec["len"] = len(event.data)
+    if event.id is not None:
+        rec["sse_id"] = event.id
+    if event.retry is not None:
+        rec["sse_retry"] = event.retry
+    return rec
+
+
+def sse_end_record(
+    flow: http.HTTPFlow, how: str, events: int, *, incomplete: bool = False, error: str | None = None
+) -> dict[str, Any]:
+    """The `sse.end` record: how a stream ended and how many events passed (pure: no I/O)."""
+    rec: dict[str, Any] = {
+        fmt.F_TYPE: fmt.SSE_END,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        "how": how,
+        "events": events,
+        "incomplete": incomplete,
+        "t_end": time.time(),
+    }
+    if error is not None:
+        rec["error"] = error
+    return rec
+
+
+def error_record(
+    flow: http.HTTPFlow, *, last_activity: float | None = None, idle_timeout: float | None = None, now: float
+) -> dict[str, Any]:
+    """The `http.error` record of a failed flow (pure: no I/O).
+
+    mitmproxy closes a client connection idle for `tcp_timeout` seconds and reports that as
+    "Client disconnected.", the same words as a client hanging up. When the flow had been idle
+    (no request or stream bytes since `last_activity`) for at least `idle_timeout`, the proxy's own
+    timeout is the likelier cause: `kind` is then `timeout` and `idle_s` says how long it was idle.
+    """
+    message = flow.error.msg if flow.error else "unknown error"
+    kind = classify_error(message)
+    rec: dict[str, Any] = {
+        fmt.F_TYPE: fmt.HTTP_ERROR,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        "kind": kind,
+        "error": message,
+        "phase": "response" if flow.response is not None else "request",
+        F_PEER: _address(flow.server_conn.peername),
+    }
+    if kind == KIND_CLIENT_GONE and last_activity is not None and idle_timeout:
+        idle = now - last_activity
+        if idle >= idle_timeout - _IDLE_SLACK_S:
+            rec["kind"] = KIND_TIMEOUT
+            rec["idle_s"] = round(idle, 3)
+    return rec
+
+
+_IDLE_SLACK_S: Final = 0.25
+"""The watchdog fires a little after the timeout; a client leaving just before it still counts as one."""
+
+
+def connect_error_record(client: Any, server: Any) -> dict[str, Any]:
+    """An `http.error` of phase `connect`: the upstream could not be reached before any request
+    (no `flow`; pure: no I/O)."""
+    message = server.error or "cannot connect"
+    return {
+        fmt.F_TYPE: fmt.HTTP_ERROR,
+        fmt.F_CONN: client.id,
+        F_FLOW: None,
+        "kind": classify_error(message),
+        "error": message,
+        "phase": "connect",
+        F_PEER: _address(server.address),
+        "client": _address(client.peername),
+    }
+
+
+class SseTap:
+    """The `flow.response.stream` callable for an event stream: returns every chunk unchanged and
+    records each event as soon as its last byte has passed."""
+
+    __slots__ = ("done", "events", "flow", "key", "last_chunk", "parser", "recorder")
+
+    def __init__(self, recorder: HttpRecorder, flow: http.HTTPFlow, key: str) -> None:
+        self.recorder = recorder
+        self.flow = flow
+        self.key = key
+        self.parser = SseParser()
+        self.events = 0
+        self.done = False
+        self.last_chunk: float | None = None
+        """Wall-clock time the last chunk passed (to tell an idle timeout from a client leaving)."""
+
+    def __call__(self, chunk: bytes) -> bytes:
+        try:
+            if chunk:
+                self.last_chunk = time.time()
+                for event in self.parser.feed(chunk):
+                    rec = sse_event_record(self.flow, self.events, event, self.recorder.redaction)
+                    self.recorder.emit(rec, self.key)
+                    self.events += 1
+            else:  # mitmproxy's end-of-stream call
+                self.finish(HOW_CLEAN)
+        except Exception as exc:  # recording must never break the stream it watches
+            self.recorder.report(f"erascope: recording an SSE stream failed: {exc!r}; the stream is relayed")
+        return chunk
+
+    def finish(self, how: str, error: str | None = None) -> None:
+        """Write `sse.end` once."""
+        if self.done:
+            return
+        self.done = True
+        rec = sse_end_record(self.flow, how, self.events, incomplete=self.parser.pending, error=error)
+        self.recorder.emit(rec, self.key)
+
+
+class _FlowState:
+    # a plain class: mitmproxy executes `-s` scripts outside sys.modules, where @dataclass fails
+    __slots__ = ("key", "recorded_request", "response_written", "skip", "tap")
+
+    def __init__(self, key: str, skip: bool) -> None:
+        self.key = key
+        """The server key of every record of this flow."""
+        self.skip = skip
+        self.recorded_request = False
+        self.response_written = False
+        self.tap: SseTap | None = None
+
+
+class HttpRecorder:
+    """mitmproxy addon writing an erascope capture of every HTTP flow (one capture per proxy run)."""
+
+    def __init__(self) -> None:
+        self.writer: CaptureWriter | None = None
+        self.redaction: HttpRedaction = HttpRedaction(Redactor(b"unconfigured"), enabled=True)
+        self.filter: flowfilter.TFilter | None = None
+        self.out_dir: Path | None = None
+        self.capture_server: str = ""
+        self.server_name: str = ""
+        """`erascope_server`, cached: option lookups are slow on the per-flow path."""
+        self.flows: dict[str, _FlowState] = {}
+        self.clients_with_requests: set[str] = set()
+        """Client connections that sent a request: a later connect error belongs to a flow."""
+        self.failures = 0
+        """Capture problems reported (each is logged at error level)."""
+        self.paths: list[Path] = []
+        """Capture files written by closed writers."""
+        self.records = 0
+        """Records written by closed writers (headers included)."""
+        self.lost = 0
+        """Records closed writers could not write."""
+
+    # --- options ------------------------------------------------------------------------------
+    def load(self, loader: Any) -> None:
+        loader.add_option(
+            "erascope_dir", str, "", "Capture directory (default: $ERASCOPE_CAPTURE_DIR or the state dir)."
+        )
+        loader.add_option(
+            "erascope_server", str, "", "Server key for every record (default: upstream origin + request path)."
+        )
+        loader.add_option(
+            "erascope_redact", bool, True, "Hash credentials, secret query values and session ids (default on)."
+        )
+        loader.add_option(
+            "erascope_bodies",
+            str,
+            BODIES_FULL,
+            "full: record bodies exactly; metadata: keep the JSON-RPC envelope, hash arguments and contents.",
+            choices=BODY_POLICIES,
+        )
+        loader.add_option(
+            "erascope_redact_headers", Sequence[str], [], "Extra header names whose values are hashed."
+        )
+        loader.add_option(
+            "erascope_filter",
+            str,
+            "",
+            "Record only flows matching this mitmproxy filter expression (evaluated when the request is"
+            " complete, so response filters such as ~c never match).",
+        )
+
+    def configure(self, updated: set[str]) -> None:
+        opts = ctx.options
+        if "erascope_filter" in updated:
+            if opts.erascope_filter:
+                try:
+                    self.filter = flowfilter.parse(opts.erascope_filter)
+                except ValueError as exc:
+                    raise exceptions.OptionsError(f"erascope_filter: {exc}") from exc
+            else:
+                self.filter = None
+        if "erascope_bodies" in updated and opts.erascope_bodies not in BODY_POLICIES:
+            raise exceptions.OptionsError(
+                f"erascope_bodies must be one of {', '.join(BODY_POLICIES)}, not {opts.erascope_bodies!r}"
+            )
+        if "erascope_redact_headers" in updated:
+            bad = [h for h in opts.erascope_redact_headers if not h or any(c in h for c in " :\t\r\n")]
+            if bad:
+                raise exceptions.OptionsError(f"erascope_redact_headers: not header names: {bad!r}")
+        if "erascope_dir" in updated and opts.erascope_dir:
+            path = Path(opts.erascope_dir).expanduser()
+            if path.exists() and not path.is_dir():
+                raise exceptions.OptionsError(f"erascope_dir: {path} exists and is not a directory")
+        relevant = {
+            "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode"
+        }  # fmt: skip
+        if updated & relevant:
+            # a new policy or place starts a new capture: one header must describe all its records
+            self._close_writer()
+            self.redaction = HttpRedaction(
+                Redactor(),
+                enabled=opts.erascope_redact,
+                bodies=opts.erascope_bodies,
+                extra_headers=list(opts.erascope_redact_headers),
+            )
+            self.out_dir = Path(opts.erascope_dir).expanduser() if opts.erascope_dir else default_capture_dir()
+            self.server_name = opts.erascope_server
+            self.capture_server = opts.erascope_server or _mode_server(opts.mode) or "http"
+
+    # --- I/O ----------------------------------------------------------------------------------
+    def emit(self, record: dict[str, Any], key: str) -> None:
+        """Hand a record of server `key` to the capture writer, opening the capture on first use."""
+        if self.writer is None:
+            assert self.out_dir is not None, "configure() runs before any hook"
+            self.writer = CaptureWriter(
+                self.out_dir,
+                transport=fmt.HTTP,
+                server=self.capture_server,
+                header_extra={"redaction": self.redaction.describe()},
+                on_error=self.report,
+            )
+        record[fmt.F_SERVER] = key
+        self.writer.write(record)
+
+    def report(self, message: str) -> None:
+        """Report a capture failure at error level (the writer reports each problem once)."""
+        self.failures += 1
+        logger.error(message)
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.paths.extend(self.writer.paths)
+            self.records += self.writer.written
+            self.lost += self.writer.lost
+            self.writer = None
+
+    def _state(self, flow: http.HTTPFlow) -> _FlowState:
+        st = self.flows.get(flow.id)
+        if st is None:
+            try:
+                key = self.server_name or server_key(flow)
+            except Exception:  # an odd flow must not fail in a hook; the capture's key will do
+                key = self.capture_server
+            st = self.flows[flow.id] = _FlowState(key=key, skip=self.filter is not None and not self.filter(flow))
+        return st
+
+    def _record_request(self, flow: http.HTTPFlow, st: _FlowState) -> None:
+        if not st.recorded_request:
+            st.recorded_request = True
+            self.emit(request_record(flow, self.redaction), st.key)
+
+    def _guard(self, what: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:  # never let a recorder bug fail a flow
+            self.report(f"erascope: recording {what} failed: {exc!r}; traffic is relayed unaffected")
+
+    # --- hooks --------------------------------------------------------------------------------
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        self.clients_with_requests.add(flow.client_conn.id)
+
+    def client_disconnected(self, client: Any) -> None:
+        self.clients_with_requests.discard(client.id)
+
+    def server_connect_error(self, data: Any) -> None:
+        # With connection_strategy=eager (mitmproxy's default) a reverse proxy connects upstream
+        # as soon as a client connects; when that fails the client is disconnected before any
+        # HTTP flow exists, so no `error` hook fires. Record it here, flow-less, or it is lost.
+        if data.client.id in self.clients_with_requests:
+            return  # a flow's own connect: its `error` hook records it
+        self._guard("a connect error", self._write_connect_error, data)
+
+    def _write_connect_error(self, data: Any) -> None:
+        mode = data.client.proxy_mode
+        key = self.server_name or (
+            mode.data.rstrip("/") if isinstance(mode, ReverseMode) else f"http://{_address(data.server.address)}"
+        )
+        self.emit(connect_error_record(data.client, data.server), key)
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        st = self._state(flow)
+        if not st.skip:
+            self._guard("a request", self._record_request, flow, st)
+
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        st = self._state(flow)
+        if st.skip or flow.response is None or not is_event_stream(flow.response) or flow.response.stream:
+            return
+        # Tee the stream: chunks pass on at once and events are recorded as they complete. The
+        # response record goes first so a flow's records stay in order: response, events, end.
+        st.tap = SseTap(self, flow, st.key)
+        flow.response.stream = st.tap
+        self._guard("response headers", self._write_response, flow, st, True)
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        st = self._state(flow)
+        del self.flows[flow.id]
+        if st.skip:
+            return
+        if st.tap is not None:
+            # an event stream whose headers came with end-of-stream never calls the tap
+            self._guard("a stream end", st.tap.finish, HOW_CLEAN)
+            return
+        streamed = bool(flow.response is not None and flow.response.stream)
+        self._guard("a response", self._write_response, flow, st, streamed)
+
+    def _write_response(self, flow: http.HTTPFlow, st: _FlowState, streamed: bool) -> None:
+        self._record_request(flow, st)
+        if not st.response_written:
+            st.response_written = True
+            self.emit(response_record(flow, self.redaction, streamed=streamed), st.key)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        st = self._state(flow)
+        del self.flows[flow.id]
+        if st.skip:
+            return
+        self._guard("a flow error", self._write_error, flow, st)
+
+    def _write_error(self, flow: http.HTTPFlow, st: _FlowState) -> None:
+        self._record_request(flow, st)  # a request refused before the `request` hook is still traffic
+        activity = [t for t in (flow.request.timestamp_end, flow.response and flow.response.timestamp_start) if t]
+        if st.tap is not None and st.tap.last_chunk is not None:
+            activity.append(st.tap.last_chunk)
+        idle_timeout = getattr(ctx.options, "tcp_timeout", None)  # declared by the proxyserver addon
+        rec = error_record(flow, last_activity=max(activity, default=None), idle_timeout=idle_timeout, now=time.time())
+        if st.tap is not None:
+            tap_how = stream_end_how(rec["kind"])
+            st.tap.finish(tap_how, rec["error"])
+        self.emit(rec, st.key)
+
+    def done(self) -> None:
+        for st in self.flows.values():
+            if st.tap is not None:
+                self._guard("a stream end", st.tap.finish, HOW_ERROR, "recorder stopped while the stream was open")
+        self.flows.clear()
+        self._close_writer()
+
+
+def _mode_server(modes: Sequence[str]) -> str | None:
+    """The upstream of a single reverse-mode proxy as a server key, else None."""
+    from mitmproxy.proxy.mode_specs import ProxyMode
+
+    if len(modes) != 1:
+        return None
+    try:
+        mode = ProxyMode.parse(modes[0])
+    except ValueError:
+        return None
+    if not isinstance(mode, ReverseMode):
+        return None
+    return mode.data.rstrip("/")
+
+
+addons = [HttpRecorder()]

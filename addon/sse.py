@@ -1,0 +1,129 @@
+"""An incremental parser for `text/event-stream` bodies, fed chunk by chunk as they pass the proxy.
+
+It follows the WHATWG event-stream interpretation: lines end in CRLF, LF or a lone CR (a CR at the
+end of a chunk waits for the next chunk, since the LF may follow); a blank line dispatches the
+event; `event`, `data`, `id` and `retry` are the fields; lines starting with `:` are comments.
+One deliberate difference: an event with no `data:` lines is still reported (the browser drops
+it), because a capture must show what crossed the wire. Field bytes are kept as bytes so a stream
+that is not UTF-8 is recorded exactly (`raw_b64`), not repaired.
+
+The parser holds at most one partial line and one partial event; it never buffers the stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["SseEvent", "SseParser"]
+
+_MAX_COMMENTS = 8
+
+
+@dataclass(slots=True)
+class SseEvent:
+    """One dispatched server-sent event."""
+
+    event: str = "message"
+    """The `event:` field; `message` when the event named none."""
+    data: bytes = b""
+    """The `data:` lines joined by `\\n` (no trailing newline)."""
+    id: str | None = None
+    """The `id:` field when this event carried one."""
+    retry: int | None = None
+    """The `retry:` field when this event carried a valid one (milliseconds)."""
+    comments: list[bytes] = field(default_factory=list)
+    """Comment lines (`: ...`) seen since the previous event, without the colon (the latest 8)."""
+
+
+class SseParser:
+    """Feed chunks with `feed()`; each call returns the events completed by that chunk."""
+
+    __slots__ = ("_buf", "_comments", "_data", "_event", "_has_fields", "_id", "_pending_cr", "_retry")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pending_cr = False
+        self._reset()
+
+    def _reset(self) -> None:
+        self._event: str | None = None
+        self._data: list[bytes] = []
+        self._id: str | None = None
+        self._retry: int | None = None
+        self._comments: list[bytes] = []
+        self._has_fields = False
+
+    @property
+    def pending(self) -> bool:
+        """True when bytes of an unfinished line or event are held (a stream cut mid-event)."""
+        return bool(self._buf) or self._has_fields
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        """Consume one chunk; return the events it completed, in order."""
+        events: list[SseEvent] = []
+        if not chunk:
+            return events
+        buf = self._buf
+        start = 0
+        if self._pending_cr:
+            self._pending_cr = False
+            if chunk[:1] == b"\n":
+                start = 1  # the LF of a CRLF split between chunks: the line already ended
+        n = len(chunk)
+        i = start
+        while i < n:
+            # bytes.find is C-speed; scanning per byte in Python would cost the proxy dearly
+            lf = chunk.find(b"\n", i)
+            cr = chunk.find(b"\r", i)
+            if lf < 0 and cr < 0:
+                buf += chunk[i:]
+                break
+            end = lf if cr < 0 or (0 <= lf < cr) else cr
+            buf += chunk[i:end]
+            line = bytes(buf)
+            buf.clear()
+            if chunk[end] == 13:  # CR
+                if end + 1 < n:
+                    i = end + 2 if chunk[end + 1] == 10 else end + 1
+                else:
+                    self._pending_cr = True
+                    i = n
+            else:
+                i = end + 1
+            ev = self._line(line)
+            if ev is not None:
+                events.append(ev)
+        return events
+
+    def _line(self, line: bytes) -> SseEvent | None:
+        if not line:
+            if not self._has_fields:
+                return None
+            ev = SseEvent(
+                event=self._event or "message",
+                data=b"\n".join(self._data),
+                id=self._id,
+                retry=self._retry,
+                comments=self._comments,
+            )
+            self._reset()
+            return ev
+        if line[:1] == b":":
+            # keep-alive comments can repeat for hours on an idle stream: hold only the latest few
+            if len(self._comments) >= _MAX_COMMENTS:
+                del self._comments[0]
+            self._comments.append(line[1:])
+            return None
+        name, sep, value = line.partition(b":")
+        if sep and value[:1] == b" ":
+            value = value[1:]
+        self._has_fields = True
+        if name == b"data":
+            self._data.append(value)
+        elif name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id" and b"\x00" not in value:
+            self._id = value.decode("utf-8", "replace")
+        elif name == b"retry" and value.isdigit():
+            self._retry = int(value)
+        return None

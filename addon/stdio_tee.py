@@ -1,0 +1,787 @@
+"""The stdio tee behind `erascope record stdio -- CMD ARGS...`.
+
+The tee sits where an MCP host expects the server command: it spawns the real server, relays the
+client's stdin to the server and the server's stdout to the client byte for byte, passes the
+server's stderr through, and records every line of all three into one capture.
+
+Why it looks the way it does:
+
+- One blocking thread per direction, reading large chunks from raw file descriptors. asyncio's
+  stream reader has a 64 KiB line limit that breaks large messages, and a thread parked in a plain
+  `readv` into a reused 1 MiB buffer wakes once per chunk and forwards it at once: one system call
+  in, one out, no allocation (see bench/bench_tee.py for what that costs).
+- Each chunk is forwarded before it is split into lines for the recorder, so the peer never waits
+  for a line end, for the recorder, or for the disk. The capture writer encodes and writes on its
+  own thread.
+- The pumps never parse JSON: a line is whatever lies between two `\\n` bytes (a `\\r` before the
+  `\\n` stays in the payload). Invalid UTF-8 is recorded in base64, an unterminated tail at EOF
+  with `nl: false`, so reconstruction is exact.
+- A blocking read cannot be interrupted, so the tee never stops a pump: it closes the stream's
+  recording gate instead (the linger window ended; the server died while a grandchild still holds
+  its stdout). A parked pump is a daemon thread and ends with its source or the process.
+
+Library code never prints: the only bytes written to the `stderr` stream given to `run_tee` are the
+server's own stderr (passed through) and the capture writer's failure reports.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import fcntl
+import heapq
+import os
+import secrets
+import select
+import signal
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Any, BinaryIO, Final
+
+from addon import format as fmt
+from addon.errors import ErascopeError
+from addon.redact import Redactor
+from addon.writer import CaptureWriter, default_capture_dir
+
+CHUNK_SIZE: Final = 1 << 20
+"""Bytes asked for per read. Large reads keep syscalls per megabyte low; a read returns what is there."""
+
+PIPE_SIZE: Final = 1 << 20
+"""Kernel buffer asked for on the pipes on both sides, when they are pipes (best effort; default 64 KiB)."""
+
+WRITER_BATCH: Final = 0.002
+"""Seconds the capture writer naps after catching up (see `CaptureWriter.batch_interval`)."""
+
+DEFAULT_LINGER: Final = 2.0
+"""Seconds client bytes are still recorded after the server exited."""
+
+FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals the tee passes on to the server instead of dying from them."""
+
+REDACTION_POLICY: Final = {
+    "mode": "default",
+    "argv": "secret option values replaced by hmac:<12 hex>",
+    "env": "not recorded",
+    "frames": "verbatim",
+}
+"""The `redaction` object of a stdio capture's header."""
+
+_INTERPRETER_VALUE_OPTIONS: Final = frozenset({"-m", "-jar", "--module"})
+"""Options whose value names what an interpreter runs (`python -m pkg`, `java -jar app.jar`)."""
+
+
+class SpawnFailed(ErascopeError):
+    """The server command could not be started; `exit_code` is 127 (not found) or 126 (not runnable)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- pure helpers ----------------------------------------------------------------------------------
+
+
+def server_key(argv: Sequence[str]) -> str:
+    """A stable, readable server key from a command line: the command's basename plus what it runs.
+
+    What it runs is the value of `-m`/`--module`/`-jar`, else the first argument that is not an
+    option; a path is shortened to its basename (`@scope/pkg` names stay whole). `-c` code is not
+    included. Examples: `python -m weather` → `python -m weather`; `/usr/bin/node build/index.js
+    --port 3` → `node index.js`; `npx -y @modelcontextprotocol/server-everything` → `npx
+    @modelcontextprotocol/server-everything`; `mcp-server-git` → `mcp-server-git`.
+    Pass the redacted argv so no secret can end up in a key or a file name.
+    """
+    if not argv:
+        return "server"
+    base = os.path.basename(argv[0].rstrip("/")) or argv[0]
+    args = list(argv[1:])
+    for i, arg in enumerate(args):
+        if arg in _INTERPRETER_VALUE_OPTIONS:
+            if i + 1 < len(args):
+                return f"{base} {arg} {_short(args[i + 1])}" if arg == "-m" else f"{base} {_short(args[i + 1])}"
+            break
+        if arg == "-c":
+            return f"{base} -c"
+        if arg.startswith("-") or not arg:
+            continue
+        return f"{base} {_short(arg)}"
+    return base
+
+
+def _short(arg: str) -> str:
+    if arg.startswith("@") or "/" not in arg:
+        return arg
+    return os.path.basename(arg.rstrip("/")) or arg
+
+
+def exit_status(returncode: int) -> int:
+    """The tee's own exit status for a server return code: the code, or 128+signal like a shell."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def signal_name(signum: int) -> str:
+    """`SIGTERM` for 15; `SIG<n>` for numbers Python does not name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIG{signum}"
+
+
+class LineSplitter:
+    """Splits a byte stream, fed in arbitrary chunks, into lines at `\\n`, keeping partial lines.
+
+    `feed` returns the complete lines a chunk finished (without their `\\n`); the carry-over is kept
+    as a list of pieces, so a 10 MB line arriving in 64 KiB chunks is joined once, not re-copied per
+    chunk. `tail()` returns the unterminated rest at EOF.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes | bytearray, size: int | None = None) -> list[bytes]:
+        """The lines `chunk[:size]` completes, in order, each without its `\\n`.
+
+        `chunk` may be a reused read buffer: every line and kept piece is copied out of it once.
+        """
+        size = len(chunk) if size is None else size
+        view = memoryview(chunk)
+        find = chunk.find
+        end = find(b"\n", 0, size)
+        if end == size - 1 and not self._parts:
+            return [bytes(view[:end])]  # the common case: one whole message in one read
+        if end < 0:
+            if size:
+                self._parts.append(bytes(view[:size]))
+            return []
+        if self._parts:
+            self._parts.append(bytes(view[:end]))
+            lines = [b"".join(self._parts)]
+            self._parts.clear()
+        else:
+            lines = [bytes(view[:end])]
+        start = end + 1
+        while (end := find(b"\n", start, size)) >= 0:
+            lines.append(bytes(view[start:end]))
+            start = end + 1
+        if start < size:
+            self._parts.append(bytes(view[start:size]))
+        return lines
+
+    def tail(self) -> bytes | None:
+        """The unterminated rest of the stream (None when the stream ended with `\\n`); clears it."""
+        if not self._parts:
+            return None
+        rest = b"".join(self._parts)
+        self._parts.clear()
+        return rest
+
+
+def write_all(fd: int, data: bytes | memoryview) -> None:
+    """Write every byte of `data` to `fd` (pipes may accept less than asked)."""
+    n = os.write(fd, data)
+    if n == len(data):
+        return
+    view = memoryview(data)[n:]
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+Forward = Callable[[memoryview], None]
+"""Sends relayed bytes on; raises OSError when the destination is gone."""
+
+
+def fd_forwarder(fd: int) -> Forward:
+    """A forward function for a raw file descriptor."""
+
+    def forward(data: memoryview) -> None:
+        write_all(fd, data)
+
+    return forward
+
+
+def stream_forwarder(stream: BinaryIO, lock: threading.Lock) -> Forward:
+    """A forward function for a binary stream shared with other writers (the tee's stderr)."""
+
+    def forward(data: memoryview) -> None:
+        with lock:
+            stream.write(data)
+            stream.flush()
+
+    return forward
+
+
+class Pump:
+    """Relays one direction: a blocking read of up to `chunk_size` bytes, forward them, then record.
+
+    `on_line(payload, nl)` gets each line without its `\\n` (`nl` False only for the tail at EOF).
+    `forward` raises OSError when the destination is gone; `on_forward_error` is then called once
+    and the pump keeps reading and recording without forwarding (the bytes still reach the capture,
+    and the source never blocks on a full pipe). At EOF `on_end(True)` runs after the tail line.
+    With a `sequencer`, each read (data or EOF) takes a ticket under the pump's `name` before it is
+    forwarded, and ends it once everything it caused (forwarding, `on_line`, `on_end`) is done.
+
+    The read is a plain blocking `readv` into one reused buffer: one system call per chunk, no
+    allocation. Nothing can interrupt it, so a pump cannot be stopped from outside; whoever must
+    stop listening (the linger window closed) gates what `on_line` records instead, and the thread
+    stays parked in the read until its source ends (as a daemon, it never holds the process up).
+    """
+
+    def __init__(
+        self,
+        src: int,
+        forward: Forward | None,
+        on_line: Callable[[bytes, bool], None],
+        *,
+        on_forward_error: Callable[[OSError], None] | None = None,
+        on_end: Callable[[bool], None] | None = None,
+        sequencer: Sequencer | None = None,
+        chunk_size: int = CHUNK_SIZE,
+        name: str = "pump",
+    ) -> None:
+        self.src = src
+        self.name = name
+        self._sequencer = sequencer
+        self._forward = forward
+        self._on_line = on_line
+        self._on_forward_error = on_forward_error
+        self._on_end = on_end
+        self._chunk_size = chunk_size
+        self._splitter = LineSplitter()
+        self.reads = 0
+        """Reads that returned so far (with data or EOF)."""
+        self.reading = False
+        """True while the pump waits in (or is about to enter) a read, i.e. it forwarded all it read."""
+        self.eof = False
+        """The source reached EOF."""
+        self.done = threading.Event()
+        """Set when the pump has finished, including `on_end`."""
+        self.error: BaseException | None = None
+        """An unexpected exception that ended the pump (a bug, surfaced by the caller)."""
+        self.thread = threading.Thread(target=self.run, name=f"erascope-{name}", daemon=True)
+
+    def start(self) -> Pump:
+        """Run the pump on its own thread."""
+        self.thread.start()
+        return self
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the pump to finish; True when it has."""
+        return self.done.wait(timeout)
+
+    def drained(self) -> bool:
+        """Finished, or waiting for bytes that are not there: all it read is forwarded and recorded.
+
+        Used after the server died: what it wrote is already in the pipe, so a pump that waits on an
+        empty pipe waits for a grandchild that inherited the write end, not for the server.
+        """
+        if self.done.is_set():
+            return True
+        if not self.reading:
+            return False
+        poller = select.poll()  # not select(): it cannot watch descriptors above 1023
+        poller.register(self.src, select.POLLIN | select.POLLHUP)
+        try:
+            return not poller.poll(0)
+        except OSError:
+            return True
+
+    def run(self) -> None:
+        """The pump loop (call directly to run on the current thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            # The tee's forwarded signals must reach the main thread (the one that runs handlers).
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+        # One buffer, reused: allocating a fresh 1 MiB bytes object per read (os.read) costs more
+        # than relaying a small message (a bare relay measured ~45 µs vs ~19 µs per round trip).
+        buf = bytearray(self._chunk_size)
+        view = memoryview(buf)
+        bufs = [buf]
+        src = self.src
+        seq, name = self._sequencer, self.name
+        try:
+            while True:
+                self.reading = True
+                try:
+                    n = os.readv(src, bufs)
+                except OSError as exc:
+                    if exc.errno in (errno.EIO, errno.ECONNRESET):
+                        n = 0  # a terminal or socket that went away: as good as EOF
+                    else:
+                        raise
+                self.reads += 1
+                self.reading = False
+                if seq is not None:
+                    seq.begin(name)
+                if not n:
+                    self.eof = True
+                    break
+                self._relay(buf, view, n)
+                if seq is not None:
+                    seq.end(name)
+            tail = self._splitter.tail()
+            if tail is not None:
+                self._on_line(tail, False)
+            if self._on_end is not None:
+                self._on_end(self.eof)
+        except BaseException as exc:  # surfaced through `error`; a dead pump must not hang the tee
+            self.error = exc
+        finally:
+            self.reading = False
+            if seq is not None:
+                seq.end(name)
+            self.done.set()
+
+    def _relay(self, buf: bytearray, view: memoryview, n: int) -> None:
+        if self._forward is not None:
+            try:
+                self._forward(view[:n])
+            except OSError as exc:
+                self._forward = None
+                if self._on_forward_error is not None:
+                    self._on_forward_error(exc)
+        # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
+        on_line = self._on_line
+        for line in self._splitter.feed(buf, n):
+            on_line(line, True)
+
+
+class Sequencer:
+    """Hands records to the writer in the order the tee *read* their bytes, not the order in which
+    the threads got round to recording them.
+
+    Recording follows forwarding, on one thread per stream, so without this an answer could be
+    recorded before the request that caused it (the request's thread was descheduled after
+    forwarding, say, while the writer thread held the GIL for a big record). Every read takes a
+    ticket before it is forwarded; a record is written once no other stream still holds an
+    unrecorded read with a smaller ticket, and records held meanwhile come out in ticket order.
+    Nothing ever waits here, so relaying cannot deadlock on recording; a stream whose forwarding is
+    blocked only holds back the records of the others (in memory), never the traffic.
+
+    Causality is exact: a line can only be answered after it was forwarded, hence after its read
+    took its ticket. Records carry their own `ts`/`mono`, stamped when made, not when released.
+
+    It is also the recording gate: once a stream is closed (`close`, e.g. at linger-end), records of
+    that stream are dropped, so nothing of it lands after its closing record.
+    """
+
+    def __init__(self, write: Callable[[dict[str, Any]], None]) -> None:
+        self._write = write
+        self._lock = threading.Lock()
+        self._next = 0
+        self._pending: dict[str, int] = {}
+        self._held: list[tuple[int, int, dict[str, Any]]] = []
+        self._count = 0
+        self.current: dict[str, int] = {}
+        """Each stream's latest ticket: the one its records carry."""
+        self._closed: set[str] = set()
+
+    def begin(self, stream: str) -> int:
+        """`stream` read something: its ticket. That stream's records carry it until `end`."""
+        with self._lock:
+            ticket = self._next
+            self._next = ticket + 1
+            self._pending[stream] = self.current[stream] = ticket
+            return ticket
+
+    def end(self, stream: str) -> None:
+        """`stream` has recorded everything its last read caused."""
+        with self._lock:
+            if self._pending.pop(stream, None) is not None and self._held:
+                self._release()
+
+    def submit(self, record: dict[str, Any], ticket: int | None = None) -> None:
+        """Write `record` as soon as nothing read before `ticket` is still unrecorded (None: now)."""
+        with self._lock:
+            self._submit(record, self._next_ticket() if ticket is None else ticket)
+
+    def record(self, stream: str, record: dict[str, Any]) -> None:
+        """Submit a record caused by `stream`'s current read; dropped once the stream is closed."""
+        with self._lock:
+            if stream not in self._closed:
+                self._submit(record, self.current[stream])
+
+    def close(self, stream: str, record: dict[str, Any] | None = None, ticket: int | None = None) -> bool:
+        """Stop recording `stream`, with `record` as its last word; False when it was closed already."""
+        with self._lock:
+            if stream in self._closed:
+                return False
+            self._closed.add(stream)
+            if record is not None:
+                self._submit(record, self._next_ticket() if ticket is None else ticket)
+            return True
+
+    def _next_ticket(self) -> int:
+        ticket = self._next
+        self._next = ticket + 1
+        return ticket
+
+    def _submit(self, record: dict[str, Any], ticket: int) -> None:
+        pending = self._pending
+        if not self._held and (not pending or ticket <= min(pending.values())):
+            self._write(record)  # the common case: nothing to wait for
+            return
+        self._count += 1
+        heapq.heappush(self._held, (ticket, self._count, record))
+        self._release()
+
+    def drain(self) -> None:
+        """Write everything still held (at the end: whatever a stalled stream held back)."""
+        with self._lock:
+            self._pending.clear()
+            self._release()
+
+    def _release(self) -> None:
+        held = self._held
+        low = min(self._pending.values(), default=None)
+        while held and (low is None or held[0][0] <= low):
+            self._write(heapq.heappop(held)[2])
+
+
+def _grow_pipe(fd: int) -> None:
+    # Best effort: a bigger kernel buffer means fewer reads, writes and wake-ups per megabyte on
+    # both ends; nothing breaks without it (the limit is /proc/sys/fs/pipe-max-size).
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is None:
+        return
+    with contextlib.suppress(OSError):
+        if stat.S_ISFIFO(os.fstat(fd).st_mode) and fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) < PIPE_SIZE:
+            fcntl.fcntl(fd, setpipe, PIPE_SIZE)
+
+
+def _close_to_devnull(fd: int) -> None:
+    """Close what `fd` refers to (the peer sees EOF) while keeping the number taken.
+
+    Replacing it with /dev/null instead of closing it keeps a later `open` (say, the next capture
+    part) from landing on fd 1 and receiving stray prints.
+    """
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
+# --- the tee ---------------------------------------------------------------------------------------
+
+
+class StdioTee:
+    """One recorded spawn of a stdio server. `run()` returns the tee's exit status.
+
+    `stdin_fd`/`stdout_fd` are the client's side (0 and 1 for the command); `stderr` receives the
+    server's stderr and the capture writer's failure reports.
+    """
+
+    def __init__(
+        self,
+        cmd: Sequence[str],
+        *,
+        server: str | None = None,
+        out_dir: Path | None = None,
+        linger: float = DEFAULT_LINGER,
+        stderr: BinaryIO,
+        stdin_fd: int = 0,
+        stdout_fd: int = 1,
+        redactor: Redactor | None = None,
+        rotate_bytes: int | None = None,
+    ) -> None:
+        if not cmd:
+            raise ErascopeError("no server command given; usage: erascope record stdio [OPTIONS] -- CMD [ARGS...]")
+        if linger < 0:
+            raise ErascopeError(f"--linger must be >= 0 seconds, got {linger}")
+        self.cmd = list(cmd)
+        self.linger = linger
+        self.stdin_fd = stdin_fd
+        self.stdout_fd = stdout_fd
+        self._stderr = stderr
+        self._stderr_lock = threading.Lock()
+        self._redactor = redactor or Redactor()
+        self.argv = self._redactor.argv(self.cmd)
+        self.server = server or server_key(self.argv)
+        self.conn = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
+        extra = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
+        self.writer = CaptureWriter(
+            out_dir if out_dir is not None else default_capture_dir(),
+            transport=fmt.STDIO,
+            server=self.server,
+            header_extra={"argv": self.argv, "redaction": dict(REDACTION_POLICY)},
+            on_error=self._report,
+            batch_interval=WRITER_BATCH,
+            **extra,
+        )
+        # Orders records and gates streams: c2s closes at linger-end, s2c at server-eof, stderr once
+        # the server is gone and its stderr drained; a pump parked on a grandchild's pipe (or on a
+        # client that never closes) can outlive its stream, but nothing it reads is recorded after.
+        self._seq = Sequencer(self.writer.write)
+        # Signal handlers run on the main thread between any two bytecodes, possibly while it holds
+        # the sequencer's lock: they only queue their record here, the main thread submits it.
+        self._signals: collections.deque[dict[str, Any]] = collections.deque()
+        self._cut_linger = False
+        self.pumps: dict[str, Pump] = {}
+        """The running pumps by stream (`c2s`, `s2c`, `stderr`), once the server is spawned."""
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    # --- recording ----------------------------------------------------------------------------
+    def _report(self, message: str) -> None:
+        with contextlib.suppress(OSError, ValueError), self._stderr_lock:
+            self._stderr.write(message.encode("utf-8", "replace") + b"\n")
+            self._stderr.flush()
+
+    def _event(self, event: str, **fields: object) -> dict[str, Any]:
+        return {
+            fmt.F_TYPE: fmt.LIFECYCLE,
+            fmt.F_CONN: self.conn,
+            fmt.F_EVENT: event,
+            **fields,
+            fmt.F_TS: time.time(),
+            fmt.F_MONO: time.monotonic(),
+        }
+
+    def _lifecycle(self, event: str, **fields: object) -> None:
+        self._seq.submit(self._event(event, **fields))
+
+
+    def _line_record(self, rtype: str, payload: bytes, nl: bool, direction: str | None) -> dict[str, object]:
+        # On the relay threads' path: one dict literal in the common (UTF-8) case.
+        try:
+            rec: dict[str, object] = {
+                fmt.F_TYPE: rtype,
+                fmt.F_CONN: self.conn,
+                fmt.F_RAW: payload.decode("utf-8"),
+                fmt.F_LEN: len(payload),
+                fmt.F_NL: nl,
+            }
+        except UnicodeDecodeError:
+            rec = {fmt.F_TYPE: rtype, fmt.F_CONN: self.conn, **fmt.payload_fields(payload), fmt.F_NL: nl}
+        if direction is not None:
+            rec[fmt.F_DIR] = direction
+        rec[fmt.F_TS] = time.time()
+        rec[fmt.F_MONO] = time.monotonic()
+        return rec
+
+    def _on_c2s(self, payload: bytes, nl: bool) -> None:
+        self._seq.record(fmt.C2S, self._line_record(fmt.FRAME, payload, nl, fmt.C2S))
+
+    def _on_s2c(self, payload: bytes, nl: bool) -> None:
+        self._seq.record(fmt.S2C, self._line_record(fmt.FRAME, payload, nl, fmt.S2C))
+
+    def _on_stderr(self, payload: bytes, nl: bool) -> None:
+        self._seq.record(fmt.STDERR, self._line_record(fmt.STDERR, payload, nl, None))
+
+    def _on_stdin_broken(self, exc: OSError) -> None:
+        self._seq.record(fmt.C2S, self._event(fmt.EV_STDIN_BROKEN, error=_describe(exc)))
+
+    def _on_client_end(self, eof: bool) -> None:
+        # The c2s pump owns the server's stdin: nobody else closes it while the pump may write to it.
+        assert self.proc is not None and self.proc.stdin is not None
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        self._seq.record(fmt.C2S, self._event(fmt.EV_CLIENT_EOF))
+
+    def _on_server_end(self, ticket: int) -> None:
+        """The server's output is over (EOF, or it died and its pipe is drained): tell the client.
+
+        `ticket` was taken before the client can see EOF, so whatever the client sends in reaction
+        is read later and recorded after `server-eof`.
+        """
+        with contextlib.suppress(OSError):
+            _close_to_devnull(self.stdout_fd)  # harmless when the other path did it already
+        self._seq.close(fmt.S2C, self._event(fmt.EV_SERVER_EOF), ticket)
+
+    def _submit_signals(self) -> None:
+        while self._signals:
+            self._seq.submit(self._signals.popleft())
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        proc = self.proc
+        forwarded = False
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signum)
+                forwarded = True
+        # We are told to stop: whenever the server is (or becomes) gone, do not linger for the client.
+        # Also when the kill reached a dead but unreaped server, which it cannot tell from a live one.
+        self._cut_linger = True
+        self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded))
+
+    # --- running ------------------------------------------------------------------------------
+    def run(self) -> int:
+        """Spawn the server, relay and record until it ended and the linger window closed."""
+        try:
+            return self._run()
+        finally:
+            self._submit_signals()
+            self._seq.drain()
+            self.writer.close()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        try:
+            return subprocess.Popen(
+                self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+            )
+        except OSError as exc:
+            # Like a shell: 127 when there is nothing to run, 126 when it cannot be run.
+            missing = isinstance(exc, FileNotFoundError | NotADirectoryError)
+            code = 127 if missing else 126
+            self._lifecycle(fmt.EV_SPAWN_FAILED, error=_describe(exc), status=code)
+            raise SpawnFailed(f"cannot start server {self.argv[0]!r}: {_describe(exc)}", code) from exc
+
+    def _run(self) -> int:
+        proc = self.proc = self._spawn()
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=os.getcwd())
+        for fd in (proc.stdin.fileno(), proc.stdout.fileno(), self.stdin_fd, self.stdout_fd):
+            _grow_pipe(fd)
+
+        seq = self._seq
+        s2c = Pump(
+            proc.stdout.fileno(),
+            fd_forwarder(self.stdout_fd),
+            self._on_s2c,
+            on_forward_error=lambda exc: None,  # client gone: keep draining so the server never blocks
+            on_end=lambda eof: self._on_server_end(seq.current[fmt.S2C]),
+            sequencer=seq,
+            name=fmt.S2C,
+        )
+        err = Pump(
+            proc.stderr.fileno(),
+            stream_forwarder(self._stderr, self._stderr_lock),
+            self._on_stderr,
+            on_forward_error=lambda exc: None,
+            sequencer=seq,
+            name=fmt.STDERR,
+        )
+        c2s = Pump(
+            self.stdin_fd,
+            fd_forwarder(proc.stdin.fileno()),
+            self._on_c2s,
+            on_forward_error=self._on_stdin_broken,
+            on_end=self._on_client_end,
+            sequencer=seq,
+            name=fmt.C2S,
+        )
+        self.pumps = {fmt.C2S: c2s, fmt.S2C: s2c, fmt.STDERR: err}
+        previous = self._install_signal_handlers()
+        try:
+            for pump in (s2c, err, c2s):
+                pump.start()
+            returncode = proc.wait()
+            self._submit_signals()
+            status = exit_status(returncode)
+            if returncode < 0:
+                self._lifecycle(fmt.EV_EXIT, signal=signal_name(-returncode), status=status)
+            else:
+                self._lifecycle(fmt.EV_EXIT, code=returncode, status=status)
+            # What the server wrote before dying is already in its pipes. Once a pump has relayed
+            # that, the client gets EOF even if a grandchild still holds the write end open.
+            _await_drained(s2c)
+            if not s2c.done.is_set():  # a grandchild holds the pipe: end the client's stdout here
+                self._on_server_end(seq.begin("main"))
+                seq.end("main")
+            _await_drained(err)
+            seq.close(fmt.STDERR)
+            self._linger(c2s)
+        finally:
+            self._restore_signal_handlers(previous)
+        for pump in (s2c, err, c2s):
+            if pump.error is not None:
+                raise pump.error
+        for pump, pipe in ((s2c, proc.stdout), (err, proc.stderr)):
+            if pump.done.is_set():  # else a parked pump still reads it
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        return status
+
+    def _linger(self, c2s: Pump) -> None:
+        """Keep recording client bytes for `linger` seconds after the server's exit (unless at EOF)."""
+        if c2s.eof:
+            c2s.join(5.0)  # the client already closed stdin; let its pump record `client-eof`
+            return
+        deadline = time.monotonic() + self.linger
+        # Short steps, so a SIGTERM/SIGINT/SIGHUP (handled on this thread) can end the window early.
+        while not self._cut_linger and (left := deadline - time.monotonic()) > 0:
+            if c2s.join(min(left, 0.05)):
+                break
+        self._submit_signals()
+        self._seq.close(fmt.C2S, self._event(fmt.EV_LINGER_END))
+
+    def _install_signal_handlers(self) -> dict[int, object]:
+        previous: dict[int, object] = {}
+        if threading.current_thread() is not threading.main_thread():
+            return previous  # signal handlers can only be set from the main thread
+        for sig in FORWARDED_SIGNALS:
+            previous[sig] = signal.signal(sig, self._on_signal)
+        # A write to a dead server or a gone client must be an EPIPE error we handle, not our death.
+        previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        return previous
+
+    def _restore_signal_handlers(self, previous: dict[int, object]) -> None:
+        for sig, handler in previous.items():
+            with contextlib.suppress(TypeError, ValueError):
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def _await_drained(pump: Pump) -> None:
+    """Wait until `pump` finished, or relayed everything and waits on an empty pipe.
+
+    The second case is a dead server whose child inherited the pipe. "Empty" must hold across a short
+    pause with no new read, so a read that just returned (flags not yet updated) is not mistaken for
+    an idle pump.
+    """
+    while not pump.join(0.02):
+        if pump.drained():
+            reads = pump.reads
+            if pump.join(0.05):
+                return
+            if pump.drained() and pump.reads == reads:
+                return
+
+
+def _describe(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    text = exc.strerror or str(exc)
+    where = f": {exc.filename!r}" if exc.filename else ""
+    return f"{name} {text}{where}".strip() if name else f"{text}{where}"
+
+
+def run_tee(
+    cmd: Sequence[str],
+    *,
+    server: str | None = None,
+    out_dir: Path | None = None,
+    linger: float = DEFAULT_LINGER,
+    stderr: BinaryIO,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+    rotate_bytes: int | None = None,
+) -> int:
+    """Run `cmd` as a recorded stdio server between `stdin_fd`/`stdout_fd` and the server.
+
+    Returns the server's exit status (128+signal number when a signal killed it). Raises
+    `SpawnFailed` (exit status 127 or 126, the failure recorded) when the command cannot start, and
+    `ErascopeError` for bad arguments. Capture write failures never stop the relay: they are reported
+    on `stderr` with a count.
+
+    Installs handlers for SIGINT/SIGTERM/SIGHUP (forwarded to the server) and ignores SIGPIPE while
+    it runs, when called from the main thread. When it returns while the client still holds
+    `stdin_fd` open (the server exited first), the thread reading it stays parked until the client
+    closes it; it records and forwards nothing more. The command exits right away, so only
+    in-process callers see that thread.
+    """
+    tee = StdioTee(
+        cmd,
+        server=server,
+        out_dir=out_dir,
+        linger=linger,
+        stderr=stderr,
+        stdin_fd=stdin_fd,
+        stdout_fd=stdout_fd,
+        rotate_bytes=rotate_bytes,
+    )
+    return tee.run()

@@ -1,0 +1,139 @@
+"""Baselines: accepted findings, so CI fails only on new findings — and on baselined ones that vanished.
+
+A baseline is a JSON file (`erascope-baseline/1`) listing accepted findings by rule and server:
+
+    {
+      "format": "erascope-baseline/1",
+      "accepted": [
+        {"rule": "probe-storm", "server": "weather", "severity": "warning", "count": 2,
+         "note": "spawn-per-call host, fix tracked in ISSUE-12"}
+      ]
+    }
+
+`rule` and `server` are the key; `severity`, `count` and `note` are informational (kept when the file
+is rewritten, ignored when comparing). One entry accepts every finding with that rule and server.
+A baselined entry without any matching finding is *stale*: the problem was fixed (or the capture no
+longer shows it), and the baseline should be updated so it cannot hide a regression later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from addon.errors import ErascopeError
+from analyzer.findings import Finding, Severity
+
+BASELINE_FORMAT: Final = "erascope-baseline/1"
+
+
+@dataclass(frozen=True, order=True)
+class BaselineEntry:
+    """One accepted (rule, server) pair."""
+
+    rule: str
+    server: str
+    note: str = field(default="", compare=False)
+
+
+@dataclass
+class BaselineResult:
+    """The comparison of findings with a baseline."""
+
+    new: list[Finding]
+    """Findings whose (rule, server) is not in the baseline (and at or above the severity gate)."""
+    accepted: list[Finding]
+    """Findings the baseline accepts."""
+    stale: list[BaselineEntry]
+    """Baseline entries that no finding matched any more."""
+
+    @property
+    def failed(self) -> bool:
+        """True when CI should fail: a new finding, or a stale baseline entry."""
+        return bool(self.new or self.stale)
+
+    def messages(self) -> list[str]:
+        """Human-readable lines explaining a failure (empty when nothing failed)."""
+        lines = [f"new finding not in the baseline: {f.severity.value} {f.rule} on {f.server}" for f in self.new]
+        lines += [
+            f"stale baseline entry: {e.rule} on {e.server} no longer occurs; remove it (or rewrite the baseline)"
+            for e in self.stale
+        ]
+        return lines
+
+
+def load_baseline(path: str | Path) -> list[BaselineEntry]:
+    """Read a baseline file; a missing, unparseable or wrong-format file is an `ErascopeError`."""
+    p = Path(path)
+    try:
+        data = orjson.loads(p.read_bytes())
+    except FileNotFoundError:
+        raise ErascopeError(f"baseline {p}: no such file (create one with --write-baseline)") from None
+    except OSError as exc:
+        raise ErascopeError(f"baseline {p}: cannot read: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ErascopeError(f"baseline {p}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ErascopeError(f"baseline {p}: expected format {BASELINE_FORMAT!r}, found {found!r}")
+    accepted = data.get("accepted")
+    if not isinstance(accepted, list):
+        raise ErascopeError(f"baseline {p}: 'accepted' must be a list")
+    entries: list[BaselineEntry] = []
+    for i, item in enumerate(accepted):
+        if not (isinstance(item, dict) and isinstance(item.get("rule"), str) and isinstance(item.get("server"), str)):
+            raise ErascopeError(f"baseline {p}: accepted[{i}] needs string 'rule' and 'server'")
+        note = item.get("note")
+        entries.append(BaselineEntry(item["rule"], item["server"], note if isinstance(note, str) else ""))
+    return entries
+
+
+def baseline_document(findings: list[Finding], previous: list[BaselineEntry] | None = None) -> dict[str, Any]:
+    """The baseline document accepting `findings`; notes of `previous` entries with the same key are kept."""
+    notes = {(e.rule, e.server): e.note for e in previous or []}
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.rule, f.server), []).append(f)
+    accepted = []
+    for (rule, server), group in sorted(groups.items()):
+        worst = max((f.severity for f in group), key=lambda s: s.rank)
+        entry: dict[str, Any] = {"rule": rule, "server": server, "severity": worst.value, "count": len(group)}
+        if notes.get((rule, server)):
+            entry["note"] = notes[(rule, server)]
+        accepted.append(entry)
+    return {"format": BASELINE_FORMAT, "accepted": accepted}
+
+
+def write_baseline(findings: list[Finding], path: str | Path) -> int:
+    """Write a baseline accepting every finding (keeping notes of an existing file); returns the entry count."""
+    p = Path(path)
+    previous = load_baseline(p) if p.exists() else None
+    doc = baseline_document(findings, previous)
+    try:
+        p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    except OSError as exc:
+        raise ErascopeError(f"baseline {p}: cannot write: {exc.strerror}") from None
+    return len(doc["accepted"])
+
+
+def compare(findings: list[Finding], path: str | Path, fail_on: Severity | str | None = None) -> BaselineResult:
+    """Split findings into new and accepted, and list stale baseline entries.
+
+    With `fail_on`, only new findings at or above that severity count as new (the others are
+    neither new nor accepted: they do not gate). Stale entries are judged against all findings.
+    """
+    entries = load_baseline(path)
+    keys = {(e.rule, e.server) for e in entries}
+    gate = Severity(fail_on) if isinstance(fail_on, str) else fail_on
+    new = [
+        f
+        for f in findings
+        if (f.rule, f.server) not in keys and (gate is None or f.severity.rank >= gate.rank)
+    ]
+    accepted = [f for f in findings if (f.rule, f.server) in keys]
+    seen = {(f.rule, f.server) for f in findings}
+    stale = sorted({e for e in entries if (e.rule, e.server) not in seen})
+    return BaselineResult(new=new, accepted=accepted, stale=stale)

@@ -1,0 +1,259 @@
+"""Parquet archives of captures: `erascope compact PATH... --out DIR`.
+
+Compaction runs the loader's per-file step (`analyzer.load.extract_file`) once and keeps its result:
+the messages rows (method, id, kind, error code, versions, … — `MESSAGES_SCHEMA`) plus the exact
+payload `raw`, written as Parquet partitioned by UTC day and server:
+
+    DIR/day=2026-11-28/server=https%3A%2F%2Fapi.example.test%2Fmcp/<capture file name>.parquet
+    DIR/_sources/<capture file name>.json      one per input file: its accounting and its parts
+
+The `_sources` entry holds what the report needs besides the rows (records per type, malformed and
+torn lines, lost records, why a file was skipped), so `erascope analyze DIR` gives the same report
+as `erascope analyze` on the JSONL files (evidence keeps pointing at the original file:line). It is
+written last, after the Parquet parts, so an interrupted run leaves no half-registered file.
+
+Idempotent: outputs are named after the input file, so re-running replaces them instead of adding
+duplicates, and an input whose size and modification time did not change is skipped. Partitions
+use percent-encoded server keys (hive style, lossless); readers take the true value from the
+`server` column inside the files, so the directory names are for pruning and for humans.
+
+The archive never shares space with its input: an output directory inside an input directory, an
+input inside the output directory, or an output directory that holds captures is refused.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import quote
+
+import orjson
+import polars as pl
+
+from addon import format as fmt
+from addon.errors import ErascopeError
+from analyzer.load import BadLine, FileFacts, LoadOptions, extract_file, find_inputs
+from analyzer.schema import MESSAGES_SCHEMA
+
+ARCHIVE_FORMAT: Final = "erascope-archive/1"
+SOURCES_DIR: Final = "_sources"
+"""Per-input accounting entries live here; its presence marks a directory as an archive."""
+PARQUET_SUFFIX: Final = ".parquet"
+ARCHIVE_SCHEMA: Final[dict[str, pl.DataType]] = {**MESSAGES_SCHEMA, "raw": pl.String()}
+"""Columns of every archive Parquet file: the messages frame plus the exact payload."""
+
+
+@dataclass
+class CompactResult:
+    """What a compaction run did, per input file."""
+
+    archive: Path
+    written: list[str] = field(default_factory=list)
+    """Input files (as given) converted in this run."""
+    unchanged: list[str] = field(default_factory=list)
+    """Input files already in the archive with the same size and modification time."""
+    parts: int = 0
+    """Parquet files written in this run."""
+    rows: int = 0
+    """Message rows written in this run."""
+
+
+def is_archive(path: Path) -> bool:
+    """True for a directory written by `compact` (it has a `_sources` directory)."""
+    return (path / SOURCES_DIR).is_dir()
+
+
+def is_source_entry(path: str | Path) -> bool:
+    """True for an archive's per-input accounting file (`…/_sources/<name>.json`)."""
+    p = Path(path)
+    return p.suffix == ".json" and p.parent.name == SOURCES_DIR
+
+
+def source_entries(archive: Path) -> list[str]:
+    """The archive's per-input entries, in the order the inputs were found (their original paths)."""
+    entries = [(str(p), _read_entry(p)["file"]) for p in (archive / SOURCES_DIR).glob("*.json")]
+    # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
+    return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
+
+
+def _read_entry(path: Path) -> dict[str, Any]:
+    try:
+        entry = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError) as exc:
+        raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
+    if not isinstance(entry, dict) or entry.get("format") != ARCHIVE_FORMAT:
+        raise ErascopeError(
+            f"{path}: archive entry format {entry.get('format') if isinstance(entry, dict) else None!r}"
+            f" is not supported (this erascope reads {ARCHIVE_FORMAT})"
+        )
+    return entry
+
+
+# --- reading -------------------------------------------------------------------------------------
+def extract_archived(entry_path: str | Path) -> FileFacts:
+    """The `FileFacts` of one archived input file, as `extract_file` gave them when it was compacted.
+
+    Independent of every other entry, like `extract_file` (safe to run in parallel).
+    """
+    path = Path(entry_path)
+    entry = _read_entry(path)
+    facts = FileFacts(
+        file=entry["file"],
+        capture=entry["capture"],
+        transport=entry["transport"],
+        skipped=entry["skipped"],
+        records=entry["records"],
+        counts=dict(entry["counts"]),
+        malformed=[BadLine(entry["file"], line, reason) for line, reason in entry["malformed"]],
+        torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
+        lost=entry["lost"],
+    )
+    parts = [path.parent.parent / p for p in entry["parts"]]
+    missing = [str(p) for p in parts if not p.is_file()]
+    if missing:
+        raise ErascopeError(f"archive {path.parent.parent} is incomplete: {', '.join(missing)} missing")
+    if parts:
+        facts.messages = (
+            pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False)
+            .select(list(MESSAGES_SCHEMA))
+            .sort("line")
+            .collect()
+        )
+    return facts
+
+
+# --- writing -------------------------------------------------------------------------------------
+def _partition_dir(day: str, server: str | None) -> str:
+    return f"day={day}/server={quote(server, safe='') if server else '__null__'}"
+
+
+def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
+    """Refuse layouts where writing the archive could touch, or mix with, its input."""
+    out_r = out.resolve()
+    if out_r.exists() and not out_r.is_dir():
+        raise ErascopeError(f"--out {out} exists and is not a directory")
+    for given in paths:
+        g = Path(given).resolve()
+        if g.is_dir() and (out_r == g or g in out_r.parents):
+            raise ErascopeError(
+                f"refusing to write the archive into the input directory {given}: choose --out outside it"
+            )
+    for f in inputs:
+        fr = Path(f).resolve()
+        if out_r == fr or out_r in fr.parents:
+            raise ErascopeError(f"refusing to compact {f}: it is inside the output directory {out}")
+    if out_r.is_dir() and any(out_r.rglob("*" + fmt.CAPTURE_SUFFIX)):
+        raise ErascopeError(f"--out {out} holds capture files; an archive needs a directory of its own")
+
+
+def _fingerprint(path: str) -> dict[str, int]:
+    st = os.stat(path)
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def compact_file(path: str, out: Path) -> tuple[int, int]:
+    """Compact one input file into the archive at `out`; returns (Parquet parts, rows) written."""
+    name = Path(path).name
+    entry_path = out / SOURCES_DIR / f"{name}.json"
+    old_parts: list[str] = _read_entry(entry_path)["parts"] if entry_path.is_file() else []
+    fingerprint = _fingerprint(path)
+    facts = extract_file(path, LoadOptions(keep_raw=True))
+    frame = facts.messages
+    parts: list[str] = []
+    if frame.height:
+        day = (
+            (pl.col("ts") * 1e6)
+            .cast(pl.Int64, strict=False)
+            .cast(pl.Datetime("us", "UTC"))
+            .dt.strftime("%Y-%m-%d")
+            .fill_null("unknown")
+        )
+        groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
+        for (day_value, server), chunk in groups.items():
+            rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
+            rows = chunk.select(list(ARCHIVE_SCHEMA))
+            _atomic_write(out / rel, lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd"))
+            parts.append(rel)
+    entry = {
+        "format": ARCHIVE_FORMAT,
+        "file": facts.file,
+        "capture": facts.capture,
+        "transport": facts.transport,
+        "skipped": facts.skipped,
+        "records": facts.records,
+        "counts": dict(sorted(facts.counts.items())),
+        "malformed": [[b.line, b.reason] for b in facts.malformed],
+        "torn": [facts.torn.line, facts.torn.reason] if facts.torn else None,
+        "lost": facts.lost,
+        "source": fingerprint,
+        "parts": sorted(parts),
+    }
+    _atomic_write(entry_path, lambda tmp: tmp.write_bytes(orjson.dumps(entry, option=orjson.OPT_INDENT_2)))
+    for stale in set(old_parts) - set(parts):
+        (out / stale).unlink(missing_ok=True)
+    return len(parts), frame.height
+
+
+def _unchanged(path: str, out: Path) -> bool:
+    entry_path = out / SOURCES_DIR / f"{Path(path).name}.json"
+    if not entry_path.is_file():
+        return False
+    entry = _read_entry(entry_path)
+    return (
+        entry.get("file") == path
+        and entry.get("source") == _fingerprint(path)
+        and all((out / p).is_file() for p in entry["parts"])
+    )
+
+
+def compact(paths: Iterable[str | Path], out: Path, *, jobs: int | None = None, force: bool = False) -> CompactResult:
+    """Convert the capture files named by `paths` (files, directories, globs) into an archive at `out`.
+
+    `jobs` files are converted at a time, in threads (default: one per core).
+    `force` re-converts inputs that look unchanged. Raises `ErascopeError` for bad layouts (see the
+    module docstring), archives given as input, and the loader's own input errors.
+    """
+    given = [str(p) for p in paths]
+    for g in given:
+        if Path(g).is_dir() and is_archive(Path(g)):
+            raise ErascopeError(f"{g} is already an archive; analyze it directly")
+    inputs = [p for p in find_inputs(given) if not is_source_entry(p)]
+    if not inputs:
+        raise ErascopeError("no capture files to compact")
+    names: dict[str, str] = {}
+    for p in inputs:
+        other = names.setdefault(Path(p).name, p)
+        if other != p:
+            raise ErascopeError(f"{other} and {p} share a file name; compact them into separate archives")
+    _check_layout(given, inputs, out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SOURCES_DIR).mkdir(exist_ok=True)
+    result = CompactResult(archive=out)
+    todo = [p for p in inputs if force or not _unchanged(p, out)]
+    result.unchanged = [p for p in inputs if p not in set(todo)]
+    workers = min(jobs or os.cpu_count() or 1, len(todo))
+    if workers <= 1:
+        done = [compact_file(p, out) for p in todo]
+    else:
+        # threads, as in `analyzer.load.extract_files`: polars releases the GIL, nothing is pickled
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            done = list(pool.map(compact_file, todo, [out] * len(todo)))
+    for p, (parts, rows) in zip(todo, done, strict=True):
+        result.written.append(p)
+        result.parts += parts
+        result.rows += rows
+    return result

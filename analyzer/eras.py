@@ -1,0 +1,371 @@
+"""Per-server era verdicts from probe and `initialize` outcomes, with evidence and a timeline.
+
+What counts as evidence (each item has a time and the file:line of the deciding message):
+
+- modern support **yes**: a DiscoverResult naming a modern version; -32022/-32004 (any probe, even
+  a malformed one: only a modern server sends them); -32020/-32021; an `initialize` refused with
+  -32022/-32004 naming a modern version.
+- modern support **no**: a well-formed probe answered with a legacy error (-32601, -32602, -32600,
+  -32000, or an HTTP 4xx without a JSON-RPC error code); a DiscoverResult listing only handshake
+  versions (a legacy advertisement); a well-formed modern request (any method) refused the way
+  legacy servers refuse sessionless requests (-32600/-32000 about a session or initialization).
+- legacy support **yes**: an `initialize` served.
+- legacy support **no**: an `initialize` refused with -32022/-32004.
+- **broken**: a probe or `initialize` that got no answer, garbage, or a dying connection.
+
+Other answers (a malformed probe's legacy-looking error, unknown error codes) prove nothing.
+
+At each piece of evidence the latest value of each dimension gives the era label; a change of
+label is a timeline entry (a server upgraded mid-capture shows `legacy` then `modern`). When modern
+support flips, earlier legacy evidence belongs to the old server and is forgotten.
+
+`inconsistent`: the server answered both ways at the same time. Evidence contradicts when a
+dimension flips back (A → B → A) with the whole excursion inside `window` seconds, or when the
+opposite evidence just before it came from a different upstream peer less than `window` seconds
+earlier (two nodes of one fleet disagreeing). The label holds until `window` seconds pass without
+a contradiction, so a finished rollout settles on its new era.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+import polars as pl
+
+from analyzer.findings import Evidence
+from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
+from analyzer.schema import MODERN_VERSIONS
+
+DEFAULT_WINDOW: Final = 300.0
+"""Seconds within which contradicting evidence counts as "at the same time" (not an upgrade/rollback)."""
+
+YES: Final = "yes"
+NO: Final = "no"
+UNKNOWN: Final = "unknown"
+_MAX_EVIDENCE: Final = 6
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """The era label changed at `ts`, decided by `evidence`."""
+
+    ts: float
+    era: str
+    evidence: Evidence
+
+
+@dataclass
+class ServerVerdict:
+    """Everything the report says about one server key."""
+
+    server: str
+    transport: str
+    era: str
+    modern_support: str
+    legacy_support: str
+    versions: list[str] = field(default_factory=list)
+    """Versions the server itself named (supportedVersions, data.supported, initialize results)."""
+    first_seen: float | None = None
+    last_seen: float | None = None
+    connections: int = 0
+    probes: int = 0
+    probe_outcomes: dict[str, int] = field(default_factory=dict)
+    inits: int = 0
+    init_outcomes: dict[str, int] = field(default_factory=dict)
+    clients: list[str] = field(default_factory=list)
+    peers: list[str] = field(default_factory=list)
+    evidence: list[Evidence] = field(default_factory=list)
+    timeline: list[TimelineEntry] = field(default_factory=list)
+
+
+def _label(m: pl.Expr, leg: pl.Expr, broken: pl.Expr) -> pl.Expr:
+    return (
+        pl.when((m == YES) & (leg == YES))
+        .then(pl.lit("dual-era"))
+        .when((m == YES) & (leg == NO))
+        .then(pl.lit("modern-only"))
+        .when(m == YES)
+        .then(pl.lit("modern"))
+        .when(leg == YES)
+        .then(pl.lit("legacy"))
+        .when((m == NO) & leg.is_null())
+        .then(pl.lit("legacy"))
+        .when((m == NO) | (leg == NO) | broken)
+        .then(pl.lit("broken"))
+        .otherwise(pl.lit("unknown"))
+    )
+
+
+def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
+    """One row per piece of evidence: server, ts, file, line, dim (modern/legacy/broken), value, note."""
+    code = pl.col("error_code")
+    outcome = pl.col("outcome")
+    p = probes.select(
+        "server",
+        "peer",
+        ts=pl.coalesce("answer_ts", "ts"),
+        file="file",
+        line=pl.coalesce("answer_line", "line"),
+        note=pl.lit("probe ") + outcome,
+        dim=pl.when(outcome.is_in(("no-answer", "connection-died", "garbage")))
+        .then(pl.lit("broken"))
+        .when(outcome.is_in(("discover-result", "unsupported-version", "modern-error")))
+        .then(pl.lit("modern"))
+        .when(
+            (outcome == "legacy-answer")
+            & (code.is_in(LEGACY_CODES) | (code.is_null() & pl.col("http_status").is_between(400, 499)))
+        )
+        .then(pl.lit("modern")),
+        value=pl.when(outcome.is_in(("no-answer", "connection-died", "garbage")))
+        .then(pl.lit(YES))
+        .when(outcome == "discover-result")
+        .then(pl.when(pl.col("modern_versions").fill_null(False)).then(pl.lit(YES)).otherwise(pl.lit(NO)))
+        .when(outcome.is_in(("unsupported-version", "modern-error")))
+        .then(pl.lit(YES))
+        .otherwise(pl.lit(NO)),
+    )
+    refused_modern = outcome.is_in(("refused-named", "refused-unnamed")) & code.is_in(UNSUPPORTED_CODES)
+    names_modern = pl.col("versions").list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any().fill_null(False)
+    i = inits.select(
+        "server",
+        "peer",
+        ts=pl.col("ts"),
+        file="file",
+        line=pl.coalesce("answer_line", "line"),
+        note=pl.lit("initialize ") + outcome,
+        dim=pl.when(outcome.is_in(("no-answer", "connection-died")))
+        .then(pl.lit("broken"))
+        .when((outcome == "served") | refused_modern)
+        .then(pl.lit("legacy")),
+        value=pl.when(outcome.is_in(("no-answer", "connection-died", "served")))
+        .then(pl.lit(YES))
+        .otherwise(pl.lit(NO)),
+    )
+    # An initialize refused with -32022 naming a modern version also proves modern support.
+    i_modern = inits.filter(refused_modern & names_modern).select(
+        "server",
+        "peer",
+        ts=pl.col("ts"),
+        file="file",
+        line=pl.coalesce("answer_line", "line"),
+        note=pl.lit("initialize refused naming a modern version"),
+        dim=pl.lit("modern"),
+        value=pl.lit(YES),
+    )
+    frames = [f for f in (p, i, i_modern) if f.height]
+    if not frames:
+        return pl.DataFrame(
+            schema={
+                "server": pl.String,
+                "peer": pl.String,
+                "ts": pl.Float64,
+                "file": pl.String,
+                "line": pl.UInt32,
+                "note": pl.String,
+                "dim": pl.String,
+                "value": pl.String,
+            }
+        )
+    return (
+        pl.concat(frames, how="vertical_relaxed")
+        .filter(pl.col("dim").is_not_null())
+        .sort("server", "ts", "file", "line", maintain_order=True)
+    )
+
+
+_SESSION_ERROR: Final = r"(?i)session|not initiali[sz]ed"
+"""Legacy refusals of a sessionless request: 'Missing session ID', 'Session not found', 'Server not initialized'."""
+
+
+def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
+    """Modern support **no** from ordinary requests: a well-formed modern request (envelope, and over
+    HTTP the version header) refused the way legacy servers refuse sessionless requests (-32600 or
+    -32000 about a session / initialization). Catches a fleet where probes reach a modern node and
+    the calls after them a legacy one."""
+    reqs = messages.filter(
+        (pl.col("kind") == "request")
+        & pl.col("has_envelope").fill_null(False)
+        & ~pl.col("method").is_in(("server/discover", "initialize"))
+        & (pl.col("flow").is_null() | pl.col("header_version").is_in(sorted(MODERN_VERSIONS)))
+    ).select("capture", _rseq="seq")
+    answers = messages.filter(
+        (pl.col("kind") == "error")
+        & pl.col("error_code").is_in((-32600, -32000))
+        & pl.col("error_message").str.contains(_SESSION_ERROR).fill_null(False)
+    )
+    return answers.join(reqs, left_on=["capture", "req_seq"], right_on=["capture", "_rseq"], how="inner").select(
+        "server",
+        "peer",
+        ts=pl.col("ts"),
+        file="file",
+        line="line",
+        note=pl.lit("modern ") + pl.col("method").fill_null("request") + pl.lit(" refused as sessionless"),
+        dim=pl.lit("modern"),
+        value=pl.lit(NO),
+    )
+
+
+def _mark_contradictions(ev: pl.DataFrame, window: float) -> pl.DataFrame:
+    """Add `_contra`: this evidence contradicts other evidence of the same dimension "at the same time".
+
+    Two ways: the value flips back (A → B → A) with the whole excursion inside `window` seconds, or
+    the latest opposite evidence came from a different upstream peer less than `window` seconds
+    earlier (two nodes of one fleet answering differently).
+    """
+    dims = ev.filter(pl.col("dim").is_in(("modern", "legacy"))).with_columns(
+        _run=pl.col("value").rle_id().over("server", "dim")
+    )
+    runs = dims.group_by("server", "dim", "_run").agg(
+        _end_ts=pl.col("ts").last(),
+        _end_peer=pl.col("peer").last(),
+        _end_file=pl.col("file").last(),
+        _end_line=pl.col("line").last(),
+    )
+    prev1 = runs.with_columns(pl.col("_run") + 1).rename(
+        {"_end_ts": "_p1_ts", "_end_peer": "_p1_peer", "_end_file": "_p1_file", "_end_line": "_p1_line"}
+    )
+    prev2 = runs.with_columns(pl.col("_run") + 2).select(
+        "server", "dim", "_run", _p2_ts="_end_ts", _p2_file="_end_file", _p2_line="_end_line"
+    )
+    marked = (
+        dims.join(prev1, on=["server", "dim", "_run"], how="left")
+        .join(prev2, on=["server", "dim", "_run"], how="left")
+        .with_columns(
+            _contra=(
+                (pl.col("ts") - pl.col("_p2_ts") <= window).fill_null(False)
+                | (
+                    (pl.col("ts") - pl.col("_p1_ts") <= window)
+                    & (pl.col("_p1_peer") != pl.col("peer"))
+                ).fill_null(False)
+            ),
+        )
+        .select("_row", "_contra", "_p1_file", "_p1_line")
+    )
+    return ev.join(marked, on="_row", how="left").with_columns(pl.col("_contra").fill_null(False)).sort("_row")
+
+
+def server_verdicts(
+    messages: pl.DataFrame, probes: pl.DataFrame, inits: pl.DataFrame, window: float = DEFAULT_WINDOW
+) -> list[ServerVerdict]:
+    """One verdict per server key seen in the messages, sorted by server key."""
+    if messages.is_empty():
+        return []
+    ev_all = pl.concat([evidence_frame(probes, inits), request_evidence(messages)], how="vertical_relaxed")
+    ev_all = ev_all.sort("server", "ts", "file", "line", maintain_order=True).with_row_index("_row")
+    ev_all = _mark_contradictions(ev_all, window)
+    m = pl.col("_m")
+    last_contra = pl.when(pl.col("_contra")).then(pl.col("ts")).forward_fill().over("server")
+    ev_all = (
+        ev_all.with_columns(
+            _m=pl.when(pl.col("dim") == "modern").then(pl.col("value")).forward_fill().over("server"),
+            _b=(pl.col("dim") == "broken").cast(pl.Int8).cum_max().over("server").cast(pl.Boolean),
+            _inc=(pl.col("ts") - last_contra <= window).fill_null(False),
+        )
+        .with_columns(
+            # When modern support flips (an upgrade or rollback), legacy evidence from before the flip
+            # describes the old server: legacy support starts over as unknown.
+            _epoch=(m.is_not_null() & m.shift(1).is_not_null() & (m != m.shift(1)))
+            .fill_null(False)
+            .cast(pl.Int32)
+            .cum_sum()
+            .over("server")
+        )
+        .with_columns(
+            _l=pl.when(pl.col("dim") == "legacy").then(pl.col("value")).forward_fill().over("server", "_epoch"),
+        )
+        .with_columns(
+            _era=pl.when(pl.col("_inc"))
+            .then(pl.lit("inconsistent"))
+            .otherwise(_label(pl.col("_m"), pl.col("_l"), pl.col("_b"))),
+            # Several pieces of evidence at one instant (one message) make one timeline step.
+            _last_at_ts=pl.col("ts") != pl.col("ts").shift(-1).over("server").fill_null(-1.0),
+        )
+    )
+
+    summary = messages.group_by("server").agg(
+        transport=pl.col("transport").drop_nulls().unique().sort().str.join("+"),
+        first_seen=pl.col("ts").min(),
+        last_seen=pl.col("ts").max(),
+        connections=pl.col("conn").drop_nulls().n_unique(),
+        clients=pl.col("client_name").drop_nulls().unique().sort(),
+        peers=pl.col("peer").drop_nulls().unique().sort(),
+        versions=pl.concat_list(
+            pl.col("supported_versions").fill_null([]),
+            pl.col("error_supported").fill_null([]),
+            pl.when(pl.col("kind") == "response")
+            .then(pl.concat_list(pl.col("init_version")))
+            .otherwise(None)
+            .fill_null([]),
+        )
+        .list.explode(keep_nulls=False, empty_as_null=False)
+        .drop_nulls()
+        .unique()
+        .sort(),
+    )
+    verdicts: list[ServerVerdict] = []
+    for row in summary.sort("server").iter_rows(named=True):
+        server = row["server"]
+        ev = ev_all.filter(pl.col("server") == server)
+        sp = probes.filter(pl.col("server") == server)
+        si = inits.filter(pl.col("server") == server)
+        v = ServerVerdict(
+            server=server,
+            transport=row["transport"] or "",
+            era="unknown",
+            modern_support=UNKNOWN,
+            legacy_support=UNKNOWN,
+            versions=[x for x in row["versions"] if x],
+            first_seen=row["first_seen"],
+            last_seen=row["last_seen"],
+            connections=row["connections"],
+            probes=sp.height,
+            probe_outcomes=dict(sorted(sp.group_by("outcome").len().iter_rows())),
+            inits=si.height,
+            init_outcomes=dict(sorted(si.group_by("outcome").len().iter_rows())),
+            clients=row["clients"],
+            peers=row["peers"],
+        )
+        if ev.height:
+            last = ev.row(-1, named=True)
+            v.modern_support = last["_m"] or UNKNOWN
+            v.legacy_support = last["_l"] or UNKNOWN
+            v.era = last["_era"]
+            steps = ev.filter(pl.col("_last_at_ts"))
+            changes = steps.filter(pl.col("_era") != pl.col("_era").shift(1).fill_null(""))
+            v.timeline = [
+                TimelineEntry(r["ts"], r["_era"], Evidence(r["file"], int(r["line"]), r["note"]))
+                for r in changes.iter_rows(named=True)
+            ]
+            v.evidence = _contradiction(ev) if v.era == "inconsistent" else _deciding(ev, v)
+        verdicts.append(v)
+    return verdicts
+
+
+def _deciding(ev: pl.DataFrame, v: ServerVerdict) -> list[Evidence]:
+    """The first evidence of each final dimension value since it last changed (plus broken evidence)."""
+    picks: list[Evidence] = []
+    for dim, final in (("modern", v.modern_support), ("legacy", v.legacy_support)):
+        d = ev.filter(pl.col("dim") == dim)
+        if d.is_empty():
+            continue
+        d = d.with_columns(run=pl.col("value").rle_id())
+        last_run = d.filter(pl.col("run") == pl.col("run").max(), pl.col("value") == final)
+        firsts = last_run.head(_MAX_EVIDENCE // 2)
+        picks.extend(Evidence(r["file"], int(r["line"]), r["note"]) for r in firsts.iter_rows(named=True))
+    if v.era in ("broken", "unknown") or not picks:
+        b = ev.filter(pl.col("dim") == "broken").head(_MAX_EVIDENCE)
+        picks.extend(Evidence(r["file"], int(r["line"]), r["note"]) for r in b.iter_rows(named=True))
+    return list(dict.fromkeys(picks))[:_MAX_EVIDENCE]
+
+
+def _contradiction(ev: pl.DataFrame) -> list[Evidence]:
+    """The latest contradicting pairs: each contradicting message and the opposite one before it."""
+    picks: list[Evidence] = []
+    for r in ev.filter(pl.col("_contra")).tail(_MAX_EVIDENCE // 2).iter_rows(named=True):
+        if r["_p1_file"] is not None:
+            picks.append(Evidence(r["_p1_file"], int(r["_p1_line"]), "contradicted by the next"))
+        picks.append(Evidence(r["file"], int(r["line"]), f"{r['note']} ({r['dim']} support {r['value']})"))
+    by_place = {(e.file, e.line): e for e in reversed(picks)}  # one entry per line, the first note wins
+    return sorted(by_place.values())[:_MAX_EVIDENCE]
+

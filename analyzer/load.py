@@ -1,0 +1,434 @@
+"""Loading captures: find files, read each one into messages, then combine.
+
+The work is split in two so it parallelizes and so other inputs can plug in:
+
+- `extract_file(path, options) -> FileFacts` is the per-file step. It reads one capture file on
+  its own (no shared state), checks its header, reads its records with the explicit
+  `RECORD_SCHEMA`, locates malformed and torn lines, and turns the records into rows of the
+  messages frame (`analyzer.messages.messages_from_records`). Running it for many files at once
+  (threads or processes), or adding another input branch (Parquet), needs nothing else.
+- `combine(facts) -> Loaded` concatenates the per-file messages, pairs every response with its
+  request (a rotated capture can split a connection across files, so pairing happens here), and
+  sums up the inputs (files, records, malformed/torn locations, skipped files).
+
+Reading one file takes the fastest path the file allows. Polars' NDJSON reader fails on the first
+syntax error even with `ignore_errors=True`, skips blank lines (which shifts row numbers) and with
+`ignore_errors=True` silently turns wrong-typed fields into nulls, so it cannot locate bad lines.
+Hence:
+
+1. `scan_ndjson` with the schema, strict, unless the last line is already known to be torn. When
+   it succeeds and its row count equals the file's line count, row numbers are line numbers: done
+   (the common case: files written by `CaptureWriter`). It rejects non-object lines (`[1,2]`)
+   with an error; with `ignore_errors=True` it would turn them into all-null rows instead.
+2. Otherwise the file is read as lines (`scan_lines`); `str.json_path_match("$.type")` (null for
+   invalid JSON, non-objects and a missing `type`, never an exception) marks the bad lines, and the
+   good ones are decoded with `str.json_decode` and the same schema.
+3. `json_decode` raises when any field has the wrong type (a `seq` that is a string); only then are
+   the lines checked one by one against the schema, so the wrong-typed ones are located too.
+
+Each path is one streaming query per file that yields both the record counts and the messages rows
+(the file is parsed once; `raw` is never kept). Peak memory follows the largest file, not the
+input's total: polars' NDJSON reader itself needs several times a file's size.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+import polars as pl
+
+from addon import format as fmt
+from addon.errors import ErascopeError
+from analyzer.messages import MESSAGE_RECORD_TYPES, messages_from_records, pair_responses
+from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
+
+_HEADER_LIMIT: Final = 1 << 20
+_PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
+_RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
+
+
+@dataclass(frozen=True, order=True)
+class BadLine:
+    """A capture line that could not be used: where, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass
+class LoadOptions:
+    """Options of the loading step (kept small; the pipeline passes its own on)."""
+
+    keep_stderr: bool = False
+    """Reserved: stderr lines are counted but not turned into messages."""
+    keep_raw: bool = False
+    """Add the payload `raw` to the messages rows (Parquet archives keep it; analysis does not need it)."""
+
+
+@dataclass
+class FileFacts:
+    """What one capture file contributes: its messages rows and its input accounting."""
+
+    file: str
+    """The path as given or found (relative paths stay relative, so reports are stable)."""
+    capture: str = ""
+    """The capture id (file name without the part suffix): rotated parts share it."""
+    transport: str | None = None
+    skipped: str | None = None
+    """Why the file was skipped (not an erascope capture); None when it was read."""
+    records: int = 0
+    """Well-formed records read (header included)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Well-formed records per record type."""
+    malformed: list[BadLine] = field(default_factory=list)
+    torn: BadLine | None = None
+    lost: int = 0
+    """Records the recorder reported lost (`capture-error` records)."""
+    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGES_SCHEMA))
+
+
+@dataclass
+class Loaded:
+    """All inputs combined: the paired messages frame and the input accounting."""
+
+    messages: pl.DataFrame
+    files: list[FileFacts]
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    @property
+    def malformed(self) -> list[BadLine]:
+        return sorted(b for f in self.files for b in f.malformed)
+
+    @property
+    def torn(self) -> list[BadLine]:
+        return sorted(f.torn for f in self.files if f.torn is not None)
+
+    @property
+    def skipped(self) -> list[FileFacts]:
+        return [f for f in self.files if f.skipped is not None]
+
+
+# --- finding files -------------------------------------------------------------------------------
+def find_inputs(paths: Iterable[str | Path]) -> list[str]:
+    """Capture files named by `paths`: files, directories (searched recursively for `*.jsonl`) and globs.
+
+    Raises `ErascopeError` for a path that does not exist or a glob that matches nothing.
+    """
+    found: list[str] = []
+    seen: set[str] = set()
+
+    def add(p: str) -> None:
+        if p not in seen:
+            seen.add(p)
+            found.append(p)
+
+    for item in paths:
+        text = str(item)
+        path = Path(text)
+        if path.is_dir() and (path / "_sources").is_dir():
+            # a Parquet archive written by `erascope compact`: one entry per archived capture file
+            from analyzer.compact import source_entries
+
+            for entry in source_entries(path):
+                add(entry)
+        elif path.is_dir():
+            for sub in sorted(path.rglob("*" + fmt.CAPTURE_SUFFIX)):
+                if sub.is_file():
+                    add(str(sub))
+        elif path.exists():
+            add(text)
+        elif glob.has_magic(text):
+            matches = sorted(glob.glob(text, recursive=True))
+            if not matches:
+                raise ErascopeError(f"no files match {text!r}")
+            for m in matches:
+                if Path(m).is_dir():
+                    for sub in sorted(Path(m).rglob("*" + fmt.CAPTURE_SUFFIX)):
+                        add(str(sub))
+                else:
+                    add(m)
+        else:
+            raise ErascopeError(f"no such file or directory: {text}")
+    return found
+
+
+def capture_id(path: str) -> str:
+    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix."""
+    name = Path(path).name
+    return _PART_SUFFIX.sub("", name) if _PART_SUFFIX.search(name) else name
+
+
+# --- one file ------------------------------------------------------------------------------------
+def read_header(path: str) -> dict[str, Any] | None:
+    """The file's header record, or None when the first line is not an erascope header.
+
+    Raises `ErascopeError` when the file cannot be read or names an erascope major we do not know.
+    """
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(_HEADER_LIMIT)
+    except OSError as exc:
+        raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        header = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
+        return None
+    value = header.get("format")
+    if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
+        return None
+    major = fmt.parse_format_id(value)
+    if major != fmt.FORMAT_MAJOR:
+        raise ErascopeError(
+            f"{path}: capture format {value!r} is not supported by this erascope"
+            f" (it reads {fmt.FORMAT_ID}); upgrade erascope to analyze it"
+        )
+    return header
+
+
+def _line_count(path: str) -> int:
+    """Lines in the file as `scan_lines` counts them (a last line without `\\n` counts)."""
+    count = 0
+    last = b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (0 if last == b"\n" else 1)
+
+
+def _last_line_parses(path: str) -> bool:
+    """Whether the file's last line is a JSON object; a torn tail sends the file to the line path."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        back = min(size, 1 << 16)
+        f.seek(size - back)
+        tail = f.read(back)
+    if not tail.endswith(b"\n"):
+        return False
+    last = tail[:-1].rsplit(b"\n", 1)[-1]
+    if len(last) >= back - 1:
+        return True  # a line longer than the window: let the scan decide
+    try:
+        return isinstance(orjson.loads(last), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _fast_scan(path: str) -> pl.LazyFrame:
+    """Path 1: a strict NDJSON scan; raises on the first bad line."""
+    return pl.scan_ndjson(path, schema=RECORD_SCHEMA, ignore_errors=False).with_row_index("line", offset=1)
+
+
+def _lines_scan(path: str) -> pl.LazyFrame:
+    """Paths 2 and 3: the file as lines, `rtype` null on every line that is not a record."""
+    return pl.scan_lines(path, name="text", row_index_name="line", row_index_offset=1).with_columns(
+        rtype=pl.col("text").str.json_path_match("$.type")
+    )
+
+
+_REASON: Final = (
+    pl.when(pl.col("text").str.strip_chars() == "")
+    .then(pl.lit("empty line"))
+    .when(pl.col("text").str.json_path_match("$").is_null())
+    .then(pl.lit("not valid JSON"))
+    .when(~pl.col("text").str.strip_chars_start().str.starts_with("{"))
+    .then(pl.lit("not a JSON object"))
+    .otherwise(pl.lit("no record type"))
+)
+
+
+def _decoded(lines: pl.LazyFrame, drop: list[int] | None = None) -> pl.LazyFrame:
+    good = lines.filter(pl.col("rtype").is_not_null())
+    if drop:
+        good = good.filter(~pl.col("line").is_in(drop))
+    return good.select("line", rec=pl.col("text").str.json_decode(_RECORD_STRUCT)).unnest("rec")
+
+
+_EXPECT: Final[dict[type[pl.DataType], tuple[type, ...]]] = {
+    pl.String: (str,),
+    pl.Int64: (int,),
+    pl.Float64: (int, float),
+    pl.Boolean: (bool,),
+}
+
+
+def _type_error(obj: dict[str, Any]) -> str | None:
+    """Why a decoded record does not fit RECORD_SCHEMA, or None when it does."""
+    for name, dtype in RECORD_SCHEMA.items():
+        value = obj.get(name)
+        if value is None:
+            continue
+        if isinstance(dtype, pl.List):
+            ok = isinstance(value, list) and all(
+                isinstance(pair, list) and all(isinstance(x, str) for x in pair) for pair in value
+            )
+        else:
+            want = _EXPECT.get(type(dtype), ())
+            ok = isinstance(value, want) and not (isinstance(value, bool) and bool not in want)
+        if not ok:
+            return f"field {name!r} has the wrong type ({type(value).__name__})"
+    return None
+
+
+def _wrong_types(lines: pl.LazyFrame, file: str) -> list[BadLine]:
+    """Path 3 (rare): the record lines whose fields do not fit the schema, found one by one."""
+    good = lines.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
+    bad: list[BadLine] = []
+    for n, text in good.iter_rows():
+        why = _type_error(orjson.loads(text))
+        if why is not None:
+            bad.append(BadLine(file, int(n), why))
+    return bad
+
+
+def _read(
+    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Record counts per type and the messages rows, in one streaming pass where polars can.
+
+    Raises `PolarsError` when the records cannot be read this way (the caller picks another path).
+    """
+    records = records.with_columns(pl.col("line").cast(pl.UInt32))
+    for robust in (False, True):
+        # The fast reading of id/method raises on an id that is an object or array; then the
+        # slower one that never raises (see `messages_from_records`). One pass over the file gives
+        # both the counts and the messages: every record keeps a row until counted.
+        extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
+        if options is not None and options.keep_raw:
+            extra["raw"] = pl.col("raw")
+        rows = messages_from_records(
+            records,
+            file=facts.file,
+            capture=facts.capture,
+            transport=facts.transport,
+            robust=robust,
+            all_records=True,
+            extra=extra,
+        )
+        try:
+            df = rows.collect(engine="streaming")
+        except pl.exceptions.PolarsError:
+            if robust:
+                raise
+            continue
+        counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
+        msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES)).drop("_type", "_lost")
+        return counts, msgs
+    raise AssertionError("unreachable")
+
+
+def _read_lines(facts: FileFacts, options: LoadOptions | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Paths 2 and 3: locate the bad lines, read the rest."""
+    path = facts.file
+    total = _line_count(path)
+    lines = _lines_scan(path)
+    reasons = lines.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
+    bad = [BadLine(path, int(n), r) for n, r in reasons.iter_rows()]
+    try:
+        counts, msgs = _read(facts, _decoded(lines), options)
+    except pl.exceptions.PolarsError:
+        wrong = _wrong_types(lines, path)
+        bad.extend(wrong)
+        counts, msgs = _read(facts, _decoded(lines, [b.line for b in wrong]), options)
+    for b in sorted(bad):
+        if b.line == total and b.reason != "empty line":
+            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
+        else:
+            facts.malformed.append(b)
+    return counts, msgs
+
+
+def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
+    """Read one capture file into its messages rows and its input accounting.
+
+    Independent of every other file (safe to run in parallel). A file whose first line is not an
+    erascope header is returned with `skipped` set. Raises `ErascopeError` for an unreadable file or
+    an unknown format major version.
+    """
+    if path.endswith(".json") and Path(path).parent.name == "_sources":
+        from analyzer.compact import extract_archived  # the Parquet branch
+
+        return extract_archived(path)
+    facts = FileFacts(file=path, capture=capture_id(path))
+    header = read_header(path)
+    if header is None:
+        facts.skipped = "not an erascope capture (first line is not an erascope header)"
+        return facts
+    transport = header.get("transport")
+    facts.transport = transport if isinstance(transport, str) else None
+    try:
+        read: tuple[pl.DataFrame, pl.DataFrame] | None = None
+        if _last_line_parses(path):
+            try:
+                counts, msgs = _read(facts, _fast_scan(path), options)
+                # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a
+                # record without `type` reads as nulls: both send the file to the line path.
+                if int(counts.get_column("n").sum()) == _line_count(path) and counts["type"].null_count() == 0:
+                    read = counts, msgs
+            except pl.exceptions.PolarsError:
+                read = None
+        counts, msgs = read if read is not None else _read_lines(facts, options)
+    except OSError as exc:
+        raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+    facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
+    facts.records = int(counts.get_column("n").sum())
+    facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
+    facts.messages = msgs
+    return facts
+
+
+# --- all files -----------------------------------------------------------------------------------
+def extract_files(
+    paths: list[str],
+    options: LoadOptions | None = None,
+    *,
+    jobs: int | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> list[FileFacts]:
+    """`extract_file` for every path, `jobs` files at a time (default: all cores), in input order.
+
+    Threads, not processes: polars releases the GIL while it parses and computes, so threads keep
+    every core busy without pickling each file's frame back to the parent, and start instantly
+    (bench/README.md has the measurements). `progress(done, total, path)` is called in input order.
+    """
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    facts: list[FileFacts] = []
+    if workers == 1:
+        for n, path in enumerate(paths, 1):
+            facts.append(extract_file(path, options))
+            if progress is not None:
+                progress(n, len(paths), path)
+        return facts
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(extract_file, path, options) for path in paths]
+        try:
+            for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
+                facts.append(future.result())
+                if progress is not None:
+                    progress(n, len(paths), path)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+    return facts
+
+
+def combine(facts: list[FileFacts]) -> Loaded:
+    """Concatenate per-file messages in capture order and pair responses with their requests."""
+    frames = [f.messages for f in facts if f.skipped is None and f.messages.height]
+    messages = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
+    return Loaded(messages=pair_responses(messages), files=facts)

@@ -1,0 +1,369 @@
+"""Capture records → the messages frame (`analyzer.schema.MESSAGES_SCHEMA`), both transports alike.
+
+Only payloads whose `raw` starts with `{` are looked into, and only through
+`str.json_path_match`, which returns null for anything it cannot read instead of raising (peers
+send `error.data` as a string one time and an object the next, which makes `str.json_decode` with
+a fixed dtype fail the whole column). The deeper paths (envelope, versions, error data) are read
+only on the rows that can carry them.
+
+JSON-RPC ids are kept as JSON text so that `1` and `"1"` stay distinct: `json_path_match` returns
+both as `1`, so a number-looking id is taken as a string only when the payload holds it quoted
+(`"id":"1"` or `"id": "1"`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+import polars as pl
+
+from addon import format as fmt
+from analyzer.schema import MESSAGES_SCHEMA
+
+MESSAGE_RECORD_TYPES: Final = (
+    fmt.FRAME,
+    fmt.LIFECYCLE,
+    fmt.HTTP_REQUEST,
+    fmt.HTTP_RESPONSE,
+    fmt.SSE_EVENT,
+    fmt.SSE_END,
+    fmt.HTTP_ERROR,
+)
+"""Record types that become message rows (headers, stderr and capture-error are only counted)."""
+
+META_PV: Final = "io.modelcontextprotocol/protocolVersion"
+META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT: Final = "io.modelcontextprotocol/clientInfo"
+META_SERVER: Final = "io.modelcontextprotocol/serverInfo"
+
+_NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
+_QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
+
+
+def _path(expr: pl.Expr, path: str) -> pl.Expr:
+    return expr.str.json_path_match(path)
+
+
+def _string_list(json_array_text: pl.Expr) -> pl.Expr:
+    """The string members of a JSON array given as text (non-strings are ignored, never fatal)."""
+    return (
+        pl.when(json_array_text.str.starts_with("["))
+        .then(json_array_text.str.extract_all(_QUOTED).list.eval(pl.element().str.slice(1).str.head(-1)))
+        .otherwise(None)
+    )
+
+
+def _headers_text(headers: pl.Expr) -> pl.Expr:
+    """All headers of a record as one `name\x00value` line each, names lowercased.
+
+    One `list.eval` per record; each wanted header is then a cheap regex on this short text
+    (seven `list.eval` lookups cost about a third of a file's whole extraction).
+    """
+    return headers.list.eval(
+        pl.element().list.get(0, null_on_oob=True).str.to_lowercase()
+        + pl.lit("\x00")
+        + pl.element().list.get(1, null_on_oob=True)
+    ).list.join("\n")
+
+
+def _header(text: pl.Expr, name: str) -> pl.Expr:
+    """First value of header `name` (lowercase) from `_headers_text`."""
+    return text.str.extract(f"(?m)^{re.escape(name)}\x00([^\n]*)", 1)
+
+
+_ID_METHOD: Final = pl.Struct({"id": pl.String(), "method": pl.String()})
+
+
+def messages_from_records(
+    records: pl.LazyFrame,
+    *,
+    file: str,
+    capture: str,
+    transport: str | None,
+    robust: bool = False,
+    all_records: bool = False,
+    extra: dict[str, pl.Expr] | None = None,
+) -> pl.LazyFrame:
+    """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
+
+    By default `id` and `method` come from one `json_decode` (one parse instead of two); it raises
+    on an id or method that is an object or array, and then the caller collects again with
+    `robust=True`, which reads them with `json_path_match` (never raises).
+
+    `all_records=True` keeps a row for every record (non-message ones too), so the loader can count
+    records in the same single pass over the file; it then keeps only the rows of
+    `MESSAGE_RECORD_TYPES`. `extra` adds columns computed from the records (e.g. the raw payload).
+    """
+    raw = pl.col("raw")
+    rtype = pl.col("type")
+    is_payload = rtype.is_in((fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT))
+    is_json = is_payload & raw.str.contains(r"^\s*\{")
+    if robust:
+        id_method = [_path(pl.col("_json"), "$.id").alias("_id"), _path(pl.col("_json"), "$.method").alias("_method")]
+    else:
+        decoded = pl.col("_json").str.json_decode(_ID_METHOD)
+        id_method = [decoded.struct.field("id").alias("_id"), decoded.struct.field("method").alias("_method")]
+    # Paths are applied to a masked input (null where not needed), never masked afterwards: a
+    # `when().then(path(raw))` would still parse every row.
+    lf = (
+        (records if all_records else records.filter(rtype.is_in(MESSAGE_RECORD_TYPES)))
+        .with_columns(_json=pl.when(is_json).then(raw))
+        .with_columns(
+            *id_method,
+            _is_json=is_json.fill_null(False),
+        )
+        .with_columns(
+            # The error object, only where one can be: a payload without a method that mentions it.
+            _error=_path(
+                pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json")),
+                "$.error",
+            ),
+        )
+        .with_columns(_code=_path(pl.col("_error"), "$.code"))
+    )
+    # Only a number-looking id in a payload that quotes some id can be a string id.
+    maybe_quoted = pl.when(
+        pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')
+    ).then(raw)
+    id_quoted = maybe_quoted.str.contains(
+        pl.lit('"id":"') + pl.col("_id") + pl.lit('"'), literal=True
+    ) | maybe_quoted.str.contains(pl.lit('"id": "') + pl.col("_id") + pl.lit('"'), literal=True)
+    id_text = (
+        pl.when(pl.col("_id").is_null())
+        .then(None)
+        .when(pl.col("_id").str.contains(_NUMBER) & ~id_quoted.fill_null(False))
+        .then(pl.col("_id"))
+        .otherwise(
+            pl.lit('"')
+            + pl.col("_id").str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+            + pl.lit('"')
+        )
+    )
+    error_code = pl.col("_code").cast(pl.Int64, strict=False)
+    status = pl.col("status")
+    has_result = raw.str.contains('"result"', literal=True)
+    has_error = pl.col("_error").is_not_null()
+    json_kind = (
+        pl.when(pl.col("_method").is_not_null() & pl.col("_id_text").is_not_null())
+        .then(pl.lit("request"))
+        .when(pl.col("_method").is_not_null())
+        .then(pl.lit("notification"))
+        .when(has_error)
+        .then(pl.lit("error"))
+        .when(has_result & pl.col("_id_text").is_not_null())
+        .then(pl.lit("response"))
+        .otherwise(pl.lit("invalid"))
+    )
+    empty_body = raw.is_null() | (raw.str.strip_chars() == "")
+    kind = (
+        pl.when(rtype.is_in((fmt.LIFECYCLE, fmt.SSE_END, fmt.HTTP_ERROR)))
+        .then(pl.lit("lifecycle"))
+        .when((rtype == fmt.HTTP_RESPONSE) & pl.col("streamed").fill_null(False))
+        .then(pl.lit("lifecycle"))
+        .when(pl.col("_is_json"))
+        .then(json_kind)
+        .when((rtype == fmt.HTTP_RESPONSE) & (status >= 400))
+        .then(pl.lit("error"))  # an empty or plain-text 4xx/5xx: an error without a JSON-RPC code
+        .when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)) & empty_body)
+        .then(pl.lit("lifecycle"))  # GET/DELETE, 202 Accepted: HTTP-level events, not messages
+        .otherwise(pl.lit("invalid"))
+    )
+    event = (
+        pl.when(rtype == fmt.LIFECYCLE)
+        .then(pl.col("event"))
+        .when(rtype == fmt.SSE_END)
+        .then(pl.lit("sse-end:") + pl.col("how").fill_null("?"))
+        .when(rtype == fmt.HTTP_ERROR)
+        .then(pl.lit("http-error:") + pl.col("kind").fill_null("other"))
+        .when((rtype == fmt.HTTP_RESPONSE) & pl.col("streamed").fill_null(False))
+        .then(pl.lit("sse-start"))
+        .when(rtype == fmt.HTTP_REQUEST)
+        .then(pl.lit("http-") + pl.col("method").fill_null("?").str.to_lowercase())
+        .when(rtype == fmt.HTTP_RESPONSE)
+        .then(pl.lit("http-") + status.cast(pl.String).fill_null("?"))
+    )
+    direction = (
+        pl.when(rtype == fmt.HTTP_REQUEST)
+        .then(pl.lit(fmt.C2S))
+        .when(rtype.is_in((fmt.HTTP_RESPONSE, fmt.SSE_EVENT)))
+        .then(pl.lit(fmt.S2C))
+        .when(rtype == fmt.FRAME)
+        .then(pl.col("dir"))
+    )
+    lf = lf.with_columns(_id_text=id_text).with_columns(
+        _kind=kind,
+        _event=event,
+        _dir=direction,
+        _error_code=error_code,
+    )
+    # Deeper paths, each only on the rows that can carry it.
+    k = pl.col("_kind")
+    is_req = k.is_in(("request", "notification"))
+    is_init_req = is_req & (pl.col("_method") == "initialize")
+    is_resp = k == "response"
+    is_err = k == "error"
+    maybe_versions = is_resp & (
+        raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
+    )
+    lf = lf.with_columns(
+        _meta=_path(pl.when(is_req).then(raw), "$.params._meta"),
+        _data=_path(pl.col("_error"), "$.data"),
+        _emsg=_path(pl.col("_error"), "$.message"),
+        _ptext=_path(pl.when(is_init_req).then(raw), "$.params"),
+        _rtext=_path(pl.when(maybe_versions).then(raw), "$.result"),
+        _htext=_headers_text(pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(pl.col("headers"))),
+    )
+    meta = pl.col("_meta")
+    data = pl.col("_data")
+    ptext = pl.col("_ptext")
+    rtext = pl.col("_rtext")
+    is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
+    htext = pl.col("_htext")
+    ua = pl.when(rtype == fmt.HTTP_REQUEST).then(_header(htext, "user-agent"))
+    node_header = pl.coalesce(_header(htext, "x-served-by"), _header(htext, "via"), _header(htext, "server"))
+    out = lf.select(
+        file=pl.lit(file, pl.String),
+        line=pl.col("line").cast(pl.UInt32),
+        server=pl.col("server"),
+        transport=pl.lit(transport, pl.String),
+        conn=pl.col("conn"),
+        flow=pl.col("flow"),
+        seq=pl.col("seq"),
+        ts=pl.col("ts"),
+        record_type=rtype,
+        dir=pl.col("_dir"),
+        kind=k,
+        id=pl.col("_id_text"),
+        method=pl.col("_method"),
+        error_code=pl.col("_error_code"),
+        error_message=pl.when(is_err & pl.col("_is_json"))
+        .then(pl.col("_emsg"))
+        .when(rtype == fmt.HTTP_ERROR)
+        .then(pl.col("error"))
+        .when(is_err & is_http)
+        .then(pl.coalesce(raw.str.slice(0, 200), pl.col("reason"))),
+        meta_version=_path(meta, f"$['{META_PV}']"),
+        has_envelope=pl.when(is_req).then(
+            _path(meta, f"$['{META_PV}']").is_not_null() & _path(meta, f"$['{META_CAPS}']").is_not_null()
+        ),
+        supported_versions=_string_list(_path(rtext, "$.supportedVersions")),
+        error_supported=_string_list(_path(data, "$.supported")),
+        error_requested=_path(data, "$.requested"),
+        init_version=pl.coalesce(_path(ptext, "$.protocolVersion"), _path(rtext, "$.protocolVersion")),
+        ttl_ms=_path(rtext, "$.ttlMs").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
+        header_version=pl.when(rtype == fmt.HTTP_REQUEST).then(_header(htext, "mcp-protocol-version")),
+        header_method=pl.when(rtype == fmt.HTTP_REQUEST).then(_header(htext, "mcp-method")),
+        session_id=pl.when(is_http).then(_header(htext, "mcp-session-id")),
+        http_status=status,
+        peer=pl.col("peer"),
+        node_hint=pl.coalesce(
+            _path(rtext, f"$._meta['{META_SERVER}'].name"),
+            _path(rtext, "$.serverInfo.name"),
+            pl.when(rtype == fmt.HTTP_RESPONSE).then(node_header),
+        ),
+        client_name=pl.coalesce(
+            _path(meta, f"$['{META_CLIENT}'].name"), _path(ptext, "$.clientInfo.name"), ua.str.slice(0, 120)
+        ),
+        client_version=pl.coalesce(_path(meta, f"$['{META_CLIENT}'].version"), _path(ptext, "$.clientInfo.version")),
+        user_agent=ua,
+        event=pl.col("_event"),
+        exit_code=pl.when(rtype == fmt.LIFECYCLE).then(pl.col("code")),
+        signal=pl.col("signal"),
+        req_line=pl.lit(None, pl.UInt32),
+        req_ts=pl.lit(None, pl.Float64),
+        capture=pl.lit(capture, pl.String),
+        req_seq=pl.lit(None, pl.Int64),
+        **(extra or {}),
+    )
+    return out.cast(MESSAGES_SCHEMA)  # type: ignore[arg-type]
+
+
+_OPPOSITE: Final = {fmt.C2S: fmt.S2C, fmt.S2C: fmt.C2S}
+
+
+def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
+    """Give each response/error the `method`, `req_line`, `req_ts` and `req_seq` of its request.
+
+    stdio: the latest earlier request with the same id, on the same connection, in the other
+    direction. HTTP: an `http.response` answers the request of its flow (whatever id its body
+    carries: legacy servers answer `"server-error"` or null); an SSE event answers the request of
+    its flow with the same id. HTTP rows also get the status, peer and node hint of their flow's
+    response.
+    """
+    if messages.is_empty():
+        return messages
+    df = messages.with_row_index("_row")
+    key = pl.col("capture") + pl.lit("\x1f") + pl.col("conn").fill_null("")
+    requests = df.filter((pl.col("kind") == "request") & pl.col("id").is_not_null())
+    answers = df.filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
+
+    stdio_req = (
+        requests.filter(pl.col("flow").is_null())
+        .select(
+            _key=key,
+            _id=pl.col("id"),
+            _rdir=pl.col("dir").replace_strict(_OPPOSITE, default=None),
+            seq="seq",
+            _method="method",
+            _req_line="line",
+            _req_ts="ts",
+            _req_seq="seq",
+        )
+        .sort("seq")
+    )
+    stdio_ans = (
+        answers.filter(pl.col("flow").is_null() & pl.col("id").is_not_null())
+        .select("_row", "seq", _key=key, _id=pl.col("id"), _rdir=pl.col("dir"))
+        .sort("seq")
+    )
+    matched_stdio = stdio_ans.join_asof(
+        stdio_req, on="seq", by=["_key", "_id", "_rdir"], strategy="backward", check_sortedness=False
+    ).select("_row", "_method", "_req_line", "_req_ts", "_req_seq")
+
+    flow_key = pl.col("capture") + pl.lit("\x1f") + pl.col("flow")
+    http_req = requests.filter(pl.col("flow").is_not_null()).select(
+        _fkey=flow_key, _id=pl.col("id"), _method="method", _req_line="line", _req_ts="ts", _req_seq="seq"
+    )
+    by_flow = http_req.unique("_fkey", keep="first").drop("_id")
+    http_resp = answers.filter(pl.col("flow").is_not_null() & (pl.col("record_type") == fmt.HTTP_RESPONSE)).select(
+        "_row", _fkey=flow_key
+    )
+    matched_resp = http_resp.join(by_flow, on="_fkey", how="inner").drop("_fkey")
+    sse = answers.filter(pl.col("flow").is_not_null() & (pl.col("record_type") == fmt.SSE_EVENT)).select(
+        "_row", _fkey=flow_key, _id=pl.col("id")
+    )
+    matched_sse = sse.join(http_req.unique(["_fkey", "_id"], keep="first"), on=["_fkey", "_id"], how="inner").drop(
+        "_fkey", "_id"
+    )
+    # An SSE error without an id (`"id": null`, e.g. -32000 "Server not initialized") answers its flow's request.
+    sse_null = answers.filter(
+        pl.col("flow").is_not_null() & (pl.col("record_type") == fmt.SSE_EVENT) & pl.col("id").is_null()
+        & (pl.col("kind") == "error")
+    ).select("_row", _fkey=flow_key)
+    matched_sse_null = sse_null.join(by_flow, on="_fkey", how="inner").drop("_fkey")
+    matched = pl.concat(
+        [matched_stdio, matched_resp, matched_sse, matched_sse_null], how="vertical_relaxed"
+    ).unique("_row", keep="first")
+
+    flow_info = (
+        df.filter(pl.col("record_type") == fmt.HTTP_RESPONSE)
+        .select(_fkey=flow_key, _status="http_status", _peer="peer", _node="node_hint")
+        .unique("_fkey", keep="first")
+    )
+    out = (
+        df.join(matched, on="_row", how="left")
+        .with_columns(_fkey=flow_key)
+        .join(flow_info, on="_fkey", how="left")
+        .with_columns(
+            method=pl.coalesce("method", "_method"),
+            req_line=pl.col("_req_line").cast(pl.UInt32),
+            req_ts=pl.col("_req_ts"),
+            req_seq=pl.col("_req_seq"),
+            http_status=pl.coalesce("http_status", "_status"),
+            peer=pl.coalesce("peer", "_peer"),
+            node_hint=pl.coalesce("node_hint", "_node"),
+        )
+        .sort("_row")
+    )
+    return out.select(list(messages.columns))

@@ -1,0 +1,119 @@
+"""`analyze(paths, options) -> Analysis`: the whole offline pipeline, without any output.
+
+find inputs → `extract_file` per file → `combine` (pairing) → probe and initialize outcomes →
+per-server era verdicts → findings (`analyzer.rules.run_rules`) → client table (when available).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from addon.errors import ErascopeError
+from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
+from analyzer.findings import Finding
+from analyzer.load import BadLine, FileFacts, LoadOptions, combine, extract_files, find_inputs
+from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
+
+ProgressCallback = Callable[[int, int, str], None]
+"""Called after each file with (files done, files total, file just read)."""
+
+
+@dataclass
+class AnalyzeOptions:
+    """Options of one analysis run (CLI flags map onto these)."""
+
+    probe_timeout: float = DEFAULT_PROBE_TIMEOUT
+    """Seconds after which an unanswered probe counts as `no-answer`."""
+    inconsistency_window: float = DEFAULT_WINDOW
+    """Seconds within which a verdict flipping back counts as `inconsistent`."""
+    rule_options: dict[str, Any] = field(default_factory=dict)
+    """Thresholds for the rules (`analyzer.rules.RuleOptions` field names)."""
+    load: LoadOptions = field(default_factory=LoadOptions)
+    progress: ProgressCallback | None = None
+    jobs: int | None = None
+    """Files read in parallel (threads); None: one per core. Reports do not depend on it."""
+
+
+@dataclass
+class Inputs:
+    """What was read: the accounting the report shows under "inputs"."""
+
+    files: list[str]
+    """Capture files read (paths as given/found)."""
+    records: int
+    """Well-formed records read."""
+    malformed: list[BadLine]
+    torn: list[BadLine]
+    skipped: list[tuple[str, str]]
+    """(file, reason) for files that are not erascope captures."""
+    lost: int = 0
+    """Records the recorders reported lost (capture-error records)."""
+
+
+@dataclass
+class Analysis:
+    """The result of `analyze`: frames per `analyzer.schema`, verdicts, findings."""
+
+    inputs: Inputs
+    messages: pl.DataFrame
+    probes: pl.DataFrame
+    inits: pl.DataFrame
+    servers: list[ServerVerdict]
+    findings: list[Finding] = field(default_factory=list)
+    clients: pl.DataFrame | None = None
+
+
+def _inputs(facts: list[FileFacts]) -> Inputs:
+    read = [f for f in facts if f.skipped is None]
+    return Inputs(
+        files=[f.file for f in read],
+        records=sum(f.records for f in read),
+        malformed=sorted(b for f in read for b in f.malformed),
+        torn=sorted(f.torn for f in read if f.torn is not None),
+        skipped=[(f.file, f.skipped or "") for f in facts if f.skipped is not None],
+        lost=sum(f.lost for f in read),
+    )
+
+
+def _client_table(analysis: Analysis) -> pl.DataFrame | None:
+    try:
+        module = importlib.import_module("analyzer.clients")
+    except ModuleNotFoundError:
+        return None
+    table = getattr(module, "client_table", None)
+    return table(analysis) if callable(table) else None
+
+
+def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) -> Analysis:
+    """Analyze capture files, directories and globs.
+
+    Raises `ErascopeError` for missing/unreadable paths, unknown format versions, and when no
+    capture record at all was found.
+    """
+    opts = options or AnalyzeOptions()
+    path_list = [str(p) for p in paths]
+    files = find_inputs(path_list)
+    facts: list[FileFacts] = extract_files(files, opts.load, jobs=opts.jobs, progress=opts.progress)
+    loaded = combine(facts)
+    inputs = _inputs(facts)
+    headers = sum(f.counts.get("header", 0) for f in facts if f.skipped is None)
+    if inputs.records - headers <= 0:  # headers alone hold no traffic
+        where = ", ".join(path_list) if path_list else "(no paths)"
+        notes = f" ({len(inputs.skipped)} file(s) skipped: not erascope captures)" if inputs.skipped else ""
+        raise ErascopeError(f"no capture records found in {where}{notes}")
+    messages = loaded.messages
+    probes = classify_probes(messages, opts.probe_timeout)
+    inits = classify_inits(messages, opts.probe_timeout)
+    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window)
+    analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers)
+    from analyzer.rules import run_rules
+
+    analysis.findings = run_rules(analysis, opts.rule_options)
+    analysis.clients = _client_table(analysis)
+    return analysis

@@ -1,0 +1,242 @@
+"""Probe and `initialize` outcomes, classified from the paired messages frame.
+
+For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` request
+(`INITS_SCHEMA`) the deciding event is, in order of precedence:
+
+1. its paired answer, when it came within the probe timeout (a late answer is `no-answer`: the
+   client had already given up);
+2. otherwise non-JSON output on the same connection before the connection died or the timeout
+   ran out (`garbage`; a banner line before a real answer is not garbage, rule 1 wins);
+3. otherwise the connection dying within the timeout: stdio `exit` / `server-eof` /
+   `server-stdin-broken` (unless the client closed first), HTTP `http.error` or an event stream
+   that ended with `upstream-reset` / `error` (`connection-died`);
+4. otherwise `no-answer`.
+
+Everything is joins (`join_asof` forward on `seq` within a connection or flow), no row loops.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
+
+DEFAULT_PROBE_TIMEOUT: Final = 10.0
+"""Seconds a client waits for a probe answer (the `mcp` 2.3.0 client's default)."""
+
+UNSUPPORTED_CODES: Final = (-32022, -32004)
+"""UnsupportedProtocolVersion: final code and the release-candidate code some servers still send."""
+MODERN_ERROR_CODES: Final = (-32020, -32021)
+"""HeaderMismatch and MissingRequiredClientCapability: only a modern server sends them."""
+LEGACY_CODES: Final = (-32601, -32602, -32600, -32000)
+"""What legacy servers answer an unknown method or a sessionless request with."""
+MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
+
+_STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
+_HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
+
+
+def _conn_key() -> pl.Expr:
+    """Stdio requests live on a connection; HTTP requests on a flow."""
+    return (
+        pl.col("capture")
+        + pl.lit("\x1f")
+        + pl.when(pl.col("flow").is_null()).then(pl.lit("c:") + pl.col("conn").fill_null("")).otherwise(
+            pl.lit("f:") + pl.col("flow")
+        )
+    )
+
+
+def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> pl.DataFrame:
+    """For each request, the first event on its connection/flow after it (`{prefix}seq`, `{prefix}ts`, …)."""
+    ev = events.select(
+        _key=_conn_key(),
+        seq=pl.col("seq"),
+        **{f"{prefix}seq": pl.col("seq"), f"{prefix}ts": pl.col("ts"), f"{prefix}line": pl.col("line")},
+    ).sort("seq")
+    return requests.sort("seq").join_asof(ev, on="seq", by="_key", strategy="forward", check_sortedness=False)
+
+
+def _decide(messages: pl.DataFrame, method: str, timeout: float) -> pl.DataFrame:
+    """Requests of `method` with their answer and the first garbage/death/client-EOF after them."""
+    reqs = messages.filter((pl.col("kind") == "request") & (pl.col("method") == method)).with_columns(
+        _key=_conn_key()
+    )
+    # Client identity: the request's own, else the first one named on the connection.
+    names = (
+        messages.filter(pl.col("client_name").is_not_null())
+        .group_by(_key=_conn_key())
+        .agg(_conn_client=pl.col("client_name").first())
+    )
+    reqs = reqs.join(names, on="_key", how="left").with_columns(
+        client_name=pl.coalesce("client_name", "_conn_client")
+    )
+    answers = (
+        messages.filter(pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid")))
+        .sort("seq")
+        .unique(["capture", "req_seq"], keep="first")
+        .select(
+            "capture",
+            seq="req_seq",
+            a_line="line",
+            a_ts="ts",
+            a_kind="kind",
+            a_code="error_code",
+            a_status="http_status",
+            a_sv="supported_versions",
+            a_es="error_supported",
+            a_init="init_version",
+            a_ttl="ttl_ms",
+            a_peer="peer",
+            a_node="node_hint",
+        )
+    )
+    reqs = reqs.join(answers, on=["capture", "seq"], how="left")
+    s2c_garbage = messages.filter(
+        (pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null()
+    )
+    event = pl.col("event")
+    deaths = messages.filter(
+        event.is_in(_STDIO_DEATHS) | event.is_in(_HTTP_DEATHS) | event.str.starts_with("http-error:")
+    )
+    client_eof = messages.filter(pl.col("event") == "client-eof")
+    reqs = _first_after(reqs, s2c_garbage, "g_")
+    reqs = _first_after(reqs, deaths, "d_")
+    reqs = _first_after(reqs, client_eof, "e_")
+    deadline = pl.col("ts") + timeout
+    answered = pl.col("a_line").is_not_null() & (pl.col("a_ts") <= deadline)
+    died = (
+        pl.col("d_seq").is_not_null()
+        & (pl.col("d_ts") <= deadline)
+        & (pl.col("e_seq").is_null() | (pl.col("e_seq") > pl.col("d_seq")))
+    )
+    garbage = (
+        pl.col("g_seq").is_not_null()
+        & (pl.col("g_ts") <= deadline)
+        & (pl.col("d_seq").is_null() | (pl.col("g_seq") < pl.col("d_seq")))
+    )
+    return reqs.with_columns(
+        _answered=answered, _died=died.fill_null(False), _garbage=garbage.fill_null(False), _deadline=deadline
+    )
+
+
+def classify_probes(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT) -> pl.DataFrame:
+    """One row per `server/discover` request with its outcome (`PROBES_SCHEMA`)."""
+    if messages.is_empty():
+        return pl.DataFrame(schema=PROBES_SCHEMA)
+    df = _decide(messages, "server/discover", timeout)
+    is_http = pl.col("flow").is_not_null()
+    well_formed = pl.col("has_envelope").fill_null(False) & (
+        ~is_http | (pl.col("header_version").is_not_null() & pl.col("header_method").is_not_null())
+    )
+    code = pl.col("a_code")
+    answer_outcome = (
+        pl.when(pl.col("a_kind") == "response")
+        .then(pl.lit("discover-result"))
+        .when(code.is_in(UNSUPPORTED_CODES))
+        .then(pl.lit("unsupported-version"))
+        .when(code.is_in(MODERN_ERROR_CODES))
+        .then(pl.lit("modern-error"))
+        .when(pl.col("a_kind") == "error")
+        .then(pl.lit("legacy-answer"))
+        .otherwise(pl.lit("garbage"))
+    )
+    outcome = (
+        pl.when(pl.col("_answered"))
+        .then(answer_outcome)
+        .when(pl.col("_garbage"))
+        .then(pl.lit("garbage"))
+        .when(pl.col("_died"))
+        .then(pl.lit("connection-died"))
+        .otherwise(pl.lit("no-answer"))
+    )
+    df = df.with_columns(_well_formed=well_formed, _outcome=outcome).with_columns(
+        # A malformed probe's legacy-looking answer proves nothing; modern answers still prove modern.
+        _outcome=pl.when(~pl.col("_well_formed") & (pl.col("_outcome") == "legacy-answer"))
+        .then(pl.lit("malformed-probe"))
+        .otherwise(pl.col("_outcome"))
+    )
+    answered = pl.col("_answered")
+    versions = pl.when(answered).then(pl.coalesce("a_sv", "a_es"))
+    out = df.select(
+        "file",
+        "line",
+        "server",
+        "transport",
+        "conn",
+        "flow",
+        "ts",
+        "id",
+        requested_version=pl.coalesce("meta_version", "header_version"),
+        well_formed="_well_formed",
+        outcome="_outcome",
+        answer_line=pl.when(answered)
+        .then(pl.col("a_line"))
+        .when(pl.col("_garbage"))
+        .then(pl.col("g_line"))
+        .when(pl.col("_died"))
+        .then(pl.col("d_line")),
+        answer_ts=pl.when(answered)
+        .then(pl.col("a_ts"))
+        .when(pl.col("_garbage"))
+        .then(pl.col("g_ts"))
+        .when(pl.col("_died"))
+        .then(pl.col("d_ts")),
+        error_code=pl.when(answered).then(code),
+        http_status=pl.when(answered).then(pl.col("a_status")),
+        versions=versions,
+        modern_versions=pl.when(versions.is_not_null()).then(
+            versions.list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any()
+        ),
+        ttl_ms=pl.when(answered).then(pl.col("a_ttl")),
+        peer=pl.coalesce("a_peer", "peer"),
+        node_hint=pl.when(answered).then(pl.col("a_node")),
+        client_name="client_name",
+    )
+    return out.sort("ts", "file", "line").cast(PROBES_SCHEMA)  # type: ignore[arg-type]
+
+
+def classify_inits(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT) -> pl.DataFrame:
+    """One row per `initialize` request with its outcome (`INITS_SCHEMA`).
+
+    The timeout only separates `no-answer` from a late answer in the same way as for probes; the
+    `mcp` 2.3.0 client itself waits for its fallback `initialize` without one.
+    """
+    if messages.is_empty():
+        return pl.DataFrame(schema=INITS_SCHEMA)
+    df = _decide(messages, "initialize", timeout)
+    answered = pl.col("_answered")
+    named = pl.col("a_es").list.len().fill_null(0) > 0
+    outcome = (
+        pl.when(answered & (pl.col("a_kind") == "response"))
+        .then(pl.lit("served"))
+        .when(answered & (pl.col("a_kind") == "error") & named)
+        .then(pl.lit("refused-named"))
+        .when(answered & (pl.col("a_kind") == "error"))
+        .then(pl.lit("refused-unnamed"))
+        .when(pl.col("_died"))
+        .then(pl.lit("connection-died"))
+        .otherwise(pl.lit("no-answer"))
+    )
+    out = df.select(
+        "file",
+        "line",
+        "server",
+        "transport",
+        "conn",
+        "flow",
+        "ts",
+        "id",
+        requested_version=pl.coalesce("init_version", "header_version"),
+        outcome=outcome,
+        answer_line=pl.when(answered).then(pl.col("a_line")).when(pl.col("_died")).then(pl.col("d_line")),
+        error_code=pl.when(answered).then(pl.col("a_code")),
+        versions=pl.when(answered).then(
+            pl.when(pl.col("a_init").is_not_null()).then(pl.concat_list(pl.col("a_init"))).otherwise(pl.col("a_es"))
+        ),
+        peer=pl.coalesce("a_peer", "peer"),
+        client_name="client_name",
+    )
+    return out.sort("ts", "file", "line").cast(INITS_SCHEMA)  # type: ignore[arg-type]

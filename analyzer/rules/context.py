@@ -1,0 +1,237 @@
+"""Derived frames several rules share, computed once per analysis.
+
+`requests` is the client-decision view: every client→server request in time order per server and
+client, with what the server answered (probe and initialize outcomes) and what the client sent next
+(on the same connection, else its next request to the same server on another connection).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Final
+
+import polars as pl
+
+from analyzer.probes import UNSUPPORTED_CODES
+from analyzer.rules.frames import as_lazy
+from analyzer.rules.options import RuleOptions
+from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
+
+PROBE_METHOD: Final = "server/discover"
+INIT_METHOD: Final = "initialize"
+NOT_REAL: Final = (PROBE_METHOD, INIT_METHOD, "ping")
+"""Requests that only negotiate or keep alive; everything else is a real request (tools/call, …)."""
+__all__ = ["UNSUPPORTED_CODES", "RuleContext", "era_of_probe", "modern_list", "request_style"]
+UNKNOWN_CLIENT: Final = "unknown"
+
+_NEXT_COLUMNS: Final = ("file", "line", "ts", "method", "id", "meta_version", "has_envelope", "conn", "init_outcome")
+
+
+@dataclass
+class RuleContext:
+    """The analysis frames the rules read, plus shared derived frames (computed lazily, once)."""
+
+    messages: pl.LazyFrame
+    probes: pl.LazyFrame
+    inits: pl.LazyFrame
+    options: RuleOptions
+
+    @classmethod
+    def from_analysis(cls, analysis: Any, options: RuleOptions) -> RuleContext:
+        """Read `messages`, `probes` and `inits` from any object that has them (missing ones are empty)."""
+        return cls(
+            messages=as_lazy(getattr(analysis, "messages", None), MESSAGES_SCHEMA),
+            probes=as_lazy(getattr(analysis, "probes", None), PROBES_SCHEMA),
+            inits=as_lazy(getattr(analysis, "inits", None), INITS_SCHEMA),
+            options=options,
+        )
+
+    @cached_property
+    def conn_clients(self) -> pl.DataFrame:
+        """One client name per (server, conn).
+
+        The first clientInfo name on the connection (probe envelope or `initialize`); else, over
+        HTTP, the clientInfo of the connection whose session this connection continues (legacy
+        clients send later requests with only `mcp-session-id`, often on new connections); else
+        the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
+        """
+        msgs = self.messages.filter(pl.col("conn").is_not_null()).sort("ts", "seq", nulls_last=True)
+        # the messages frame falls back to the User-Agent in client_name; only a differing name is clientInfo
+        info = pl.col("client_name").filter(
+            pl.col("client_name").is_not_null()
+            & (pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent")))
+        )
+        per_conn = msgs.group_by("server", "conn").agg(
+            info.first().alias("_info"),
+            pl.col("session_id").drop_nulls().first().alias("_session"),
+            pl.col("user_agent").drop_nulls().first().alias("_ua"),
+            pl.col("ts").min().alias("conn_start"),
+            pl.col("ts").max().alias("conn_end"),
+        )
+        named = per_conn.filter(pl.col("_info").is_not_null()).select("server", "conn", "_info")
+        owners = (
+            msgs.filter(pl.col("session_id").is_not_null())
+            .join(named, on=["server", "conn"])
+            .group_by("server", "session_id")
+            .agg(pl.col("_info").first().alias("_owner"))
+            .rename({"session_id": "_session"})
+        )
+        return (
+            per_conn.join(owners, on=["server", "_session"], how="left")
+            .select(
+                "server",
+                "conn",
+                pl.coalesce("_info", "_owner", "_ua", pl.lit(UNKNOWN_CLIENT)).alias("client"),
+                "conn_start",
+                "conn_end",
+            )
+            .collect()
+        )
+
+    @cached_property
+    def requests(self) -> pl.DataFrame:
+        """Client requests in time order per (server, client), with outcomes and the next request."""
+        probes = self.probes.select(
+            "file",
+            "line",
+            "outcome",
+            "well_formed",
+            "requested_version",
+            pl.col("versions").alias("probe_versions"),
+            "modern_versions",
+            "ttl_ms",
+            pl.col("error_code").alias("probe_error_code"),
+            pl.col("http_status").alias("probe_http_status"),
+            "answer_line",
+            "answer_ts",
+            pl.col("peer").alias("probe_peer"),
+        )
+        inits = self.inits.select(
+            "file",
+            "line",
+            pl.col("outcome").alias("init_outcome"),
+            pl.col("error_code").alias("init_error_code"),
+            pl.col("versions").alias("init_versions"),
+            pl.col("answer_line").alias("init_answer_line"),
+        )
+        base = (
+            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
+            .select(
+                "file",
+                "line",
+                "capture",
+                "server",
+                "transport",
+                "conn",
+                "flow",
+                "seq",
+                "ts",
+                "id",
+                "method",
+                "meta_version",
+                "has_envelope",
+                "header_version",
+                "header_method",
+                "session_id",
+                "peer",
+            )
+            .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
+            .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
+            .join(probes, on=["file", "line"], how="left")
+            .join(inits, on=["file", "line"], how="left")
+            .with_columns(
+                (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
+                (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
+                (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
+            )
+            .sort("server", "client", "ts", "seq", nulls_last=True)
+        )
+        same_conn = [pl.col(c).shift(-1).over("server", "conn").alias(f"_sc_{c}") for c in _NEXT_COLUMNS]
+        any_conn = [pl.col(c).shift(-1).over("server", "client").alias(f"_ac_{c}") for c in _NEXT_COLUMNS]
+        has_same = pl.col("_sc_line").is_not_null()
+        nexts = [
+            pl.when(has_same).then(pl.col(f"_sc_{c}")).otherwise(pl.col(f"_ac_{c}")).alias(f"next_{c}")
+            for c in _NEXT_COLUMNS
+        ]
+        return (
+            base.with_columns(*same_conn, *any_conn)
+            .with_columns(*nexts, has_same.alias("next_same_conn"))
+            .drop([f"_sc_{c}" for c in _NEXT_COLUMNS] + [f"_ac_{c}" for c in _NEXT_COLUMNS])
+            .with_columns(
+                (pl.col("next_method") == PROBE_METHOD).fill_null(False).alias("next_is_probe"),
+                (pl.col("next_method") == INIT_METHOD).fill_null(False).alias("next_is_init"),
+                # a modern request is one that carries the version envelope (the probe included)
+                (pl.col("next_meta_version").is_not_null() | (pl.col("next_method") == PROBE_METHOD))
+                .fill_null(False)
+                .alias("next_is_modern"),
+            )
+            .collect()
+        )
+
+    @cached_property
+    def probe_rows(self) -> pl.DataFrame:
+        """The probes among `requests` (rows that the probes frame classified)."""
+        return self.requests.filter(pl.col("is_probe") & pl.col("outcome").is_not_null())
+
+    @cached_property
+    def responses(self) -> pl.DataFrame:
+        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts."""
+        return (
+            self.messages.filter(
+                (pl.col("dir") == "s2c")
+                & pl.col("kind").is_in(["response", "error"])
+                & pl.col("req_seq").is_not_null()
+            )
+            .select(
+                "capture",
+                pl.col("req_seq").alias("seq"),
+                pl.col("line").alias("resp_line"),
+                pl.col("ts").alias("resp_ts"),
+                pl.col("kind").alias("resp_kind"),
+                pl.col("error_code").alias("resp_error_code"),
+                pl.col("http_status").alias("resp_http_status"),
+                pl.col("session_id").alias("resp_session_id"),
+                pl.col("peer").alias("resp_peer"),
+            )
+            .unique(subset=["capture", "seq"], keep="first", maintain_order=True)
+            .collect()
+        )
+
+
+def era_of_probe() -> pl.Expr:
+    """The era a probe answer shows: `modern`, `legacy`, or null when the answer proves nothing."""
+    outcome = pl.col("outcome")
+    modern = pl.col("modern_versions").fill_null(False)
+    return (
+        pl.when((outcome == "discover-result") & modern)
+        .then(pl.lit("modern"))
+        .when((outcome == "unsupported-version") & modern)
+        .then(pl.lit("modern"))
+        .when(outcome == "modern-error")
+        .then(pl.lit("modern"))
+        .when((outcome == "discover-result") & ~modern)
+        .then(pl.lit("legacy"))
+        .when(outcome == "legacy-answer")
+        .then(pl.lit("legacy"))
+        .otherwise(pl.lit(None, dtype=pl.String()))
+    )
+
+
+def request_style() -> pl.Expr:
+    """The era a non-probe request of `RuleContext.requests` acts in: `modern` (it carries the version
+    envelope) or `legacy` (the handshake, a session id, or a bare request)."""
+    return (
+        pl.when(pl.col("is_init") | pl.col("session_id").is_not_null())
+        .then(pl.lit("legacy"))
+        .when(pl.col("meta_version").is_not_null())
+        .then(pl.lit("modern"))
+        .otherwise(pl.lit("legacy"))
+    )
+
+
+def modern_list(col: str) -> pl.Expr:
+    """The known modern versions a version list names (empty list when none or null)."""
+    return pl.col(col).fill_null(pl.lit([], dtype=pl.List(pl.String()))).list.set_intersection(
+        pl.lit(sorted(MODERN_VERSIONS), dtype=pl.List(pl.String()))
+    )

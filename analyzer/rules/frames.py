@@ -1,0 +1,99 @@
+"""Small frame helpers shared by the rules: typed empty/inline frames, evidence structs, emitting findings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Final
+
+import polars as pl
+
+from analyzer.findings import Evidence, Finding, Severity
+
+EVIDENCE_DTYPE: Final = pl.Struct({"file": pl.String(), "line": pl.UInt32(), "note": pl.String()})
+"""One evidence line inside a frame: the capture file, 1-based line, and what that line shows."""
+
+
+def frame(schema: Mapping[str, pl.DataType], rows: Iterable[Mapping[str, Any]] = ()) -> pl.DataFrame:
+    """A frame with exactly `schema`; columns a row does not name are null.
+
+    Unknown keys are an error rather than dropped, so a typo in a test row cannot pass silently.
+    """
+    rows = list(rows)
+    for row in rows:
+        extra = set(row) - set(schema)
+        if extra:
+            raise KeyError(f"columns not in schema: {sorted(extra)}")
+    columns = {name: [row.get(name) for row in rows] for name in schema}
+    return pl.DataFrame(columns, schema=dict(schema))
+
+
+def as_lazy(value: Any, schema: Mapping[str, pl.DataType]) -> pl.LazyFrame:
+    """A LazyFrame from a DataFrame, LazyFrame or None (then empty with `schema`)."""
+    if value is None:
+        return frame(schema).lazy()
+    if isinstance(value, pl.DataFrame):
+        return value.lazy()
+    if isinstance(value, pl.LazyFrame):
+        return value
+    raise TypeError(f"expected a polars frame, got {type(value).__name__}")
+
+
+def evidence(file: str | pl.Expr = "file", line: str | pl.Expr = "line", note: str | pl.Expr = "") -> pl.Expr:
+    """An evidence struct expression; strings name columns, except `note`, which is a literal unless an Expr."""
+    file_e = pl.col(file) if isinstance(file, str) else file
+    line_e = pl.col(line) if isinstance(line, str) else line
+    note_e = pl.lit(note) if isinstance(note, str) else note
+    return pl.struct(
+        file=file_e.cast(pl.String()), line=line_e.cast(pl.UInt32()), note=note_e.cast(pl.String())
+    )
+
+
+def emit(
+    df: pl.DataFrame,
+    *,
+    rule: str,
+    severity: Severity,
+    message: Callable[[dict[str, Any]], str],
+    max_evidence: int,
+) -> list[Finding]:
+    """Turn one row per finding into `Finding`s.
+
+    The frame has `server`, `ts`, `evidence` (a list of evidence structs) and optionally `client`;
+    every other column goes into `details`. Evidence is de-duplicated, sorted by file and line, kept
+    to `max_evidence` entries, and its full count is kept in `details["evidence_total"]`.
+    """
+    out: list[Finding] = []
+    for row in df.to_dicts():
+        server = row.pop("server")
+        client = row.pop("client", None)
+        ts = row.pop("ts", None)
+        raw_ev = row.pop("evidence", None) or []
+        items = sorted(
+            {
+                Evidence(str(e["file"]), int(e["line"]), e.get("note") or "")
+                for e in raw_ev
+                if e is not None and e.get("file") is not None and e.get("line") is not None
+            }
+        )
+        details = {k: _plain(v) for k, v in row.items()}
+        details["evidence_total"] = len(items)
+        out.append(
+            Finding(
+                rule=rule,
+                severity=severity,
+                server=server,
+                message=message(details),
+                evidence=tuple(items[:max_evidence]),
+                client=client,
+                ts=ts,
+                details=details,
+            )
+        )
+    return out
+
+
+def _plain(value: Any) -> Any:
+    # Rounding keeps the json report stable and readable; the raw numbers remain derivable from the capture.
+    if isinstance(value, float):
+        return round(value, 3)
+    return value

@@ -1,0 +1,165 @@
+"""Rules about conclusions clients draw from probe answers: misread-crash, probe-kills-server, misread-modern."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from analyzer.findings import Severity
+from analyzer.rules.base import rule
+from analyzer.rules.context import RuleContext, era_of_probe, modern_list
+from analyzer.rules.frames import evidence
+
+_KEYS = ["server", "client"]
+_CRASH = ("connection-died", "garbage")
+
+
+def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
+    """Crashed or garbled probes the client followed with `initialize`, classified as a misread or as
+    the documented recovery (a served `initialize` on a fresh process of a server with no modern answer)."""
+    modern_servers = ctx.probe_rows.filter(era_of_probe() == "modern").select("server").unique()
+    rows = ctx.probe_rows.filter(pl.col("outcome").is_in(_CRASH) & pl.col("next_is_init")).join(
+        modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left"
+    )
+    recovery = (
+        ~pl.col("next_same_conn")
+        & (pl.col("next_init_outcome") == "served")
+        & ~pl.col("server_answered_modern").fill_null(False)
+    )
+    reason = (
+        pl.when(pl.col("next_same_conn"))
+        .then(pl.lit("initialize sent on the dead connection"))
+        .when(pl.col("server_answered_modern").fill_null(False))
+        .then(pl.lit("settled on legacy although the server answers probes as modern"))
+        .otherwise(pl.format("settled on legacy; the fresh initialize was {}", pl.col("next_init_outcome")))
+    )
+    return rows.with_columns(recovery.alias("recovery"), reason.alias("reason"))
+
+
+def _group(rows: pl.DataFrame) -> pl.DataFrame:
+    return (
+        rows.group_by(_KEYS)
+        .agg(
+            pl.len().alias("count"),
+            pl.col("ts").min(),
+            pl.col("outcome").unique().sort().alias("outcomes"),
+            pl.col("reason").unique().sort().alias("reasons"),
+            pl.concat_list(
+                evidence(note=pl.format("probe ({})", pl.col("outcome"))),
+                evidence("file", "answer_line", pl.format("{}", pl.col("outcome"))),
+                evidence("next_file", "next_line", "initialize"),
+            )
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .alias("evidence"),
+        )
+        .sort(_KEYS)
+    )
+
+
+def _crash_message(d: dict[str, Any]) -> str:
+    return (
+        f"{d['count']} probe(s) ended in {'/'.join(d['outcomes'])} and the client concluded 'legacy': "
+        + "; ".join(d["reasons"])
+    )
+
+
+@rule("misread-crash", Severity.ERROR, _crash_message)
+def misread_crash(ctx: RuleContext) -> pl.DataFrame:
+    """A crashed or garbled probe read as "this server is legacy".
+
+    What it flags:
+        Probe outcome `connection-died` or `garbage`, after which the client sent `initialize`: on the
+        dead connection itself (the stdio recorder keeps client bytes during a linger window after
+        the server exits), or on a later connection when that `initialize` failed too or the server
+        answers other probes as modern.
+
+    Why it matters:
+        A crash says nothing about the era. Clients that cache "legacy" after one crash make a modern
+        server permanently unusable, or keep talking to a process that is gone.
+
+    Example:
+        `server/discover` → server exits (EOF) → client writes `initialize` to the dead stdin during
+        the linger window → `misread-crash`.
+    """
+    return _group(_crash_fallbacks(ctx).filter(~pl.col("recovery")))
+
+
+def _kills_message(d: dict[str, Any]) -> str:
+    return (
+        f"the probe ended in {'/'.join(d['outcomes'])} {d['count']} time(s); the client recovered with a "
+        "successful initialize on a fresh process"
+    )
+
+
+@rule("probe-kills-server", Severity.INFO, _kills_message)
+def probe_kills_server(ctx: RuleContext) -> pl.DataFrame:
+    """A server that exits on the probe, recovered from correctly.
+
+    What it flags:
+        Probe outcome `connection-died` or `garbage`, followed by a successful `initialize` on a fresh
+        process (the client's next connection to the same server), for a server that never answered
+        a probe as modern.
+
+    Why it matters:
+        This is the documented recovery for servers that exit when the first request is not
+        `initialize`; it works but costs a spawn per start. Worth knowing, not an error.
+
+    Example:
+        spawn 1: `server/discover` → exit 1; spawn 2: `initialize` → result → `probe-kills-server`.
+    """
+    return _group(_crash_fallbacks(ctx).filter(pl.col("recovery"))).drop("reasons")
+
+
+def _modern_message(d: dict[str, Any]) -> str:
+    return f"fell back to initialize {d['count']} time(s) after a modern answer: " + ", ".join(d["answers"])
+
+
+@rule("misread-modern", Severity.ERROR, _modern_message)
+def misread_modern(ctx: RuleContext) -> pl.DataFrame:
+    """A modern answer read as "this server is legacy".
+
+    What it flags:
+        The client sent `initialize` right after a probe answered with a DiscoverResult naming a
+        modern version, an `unsupported-version` error naming another modern version to retry with,
+        or a modern error (-32020 header mismatch, -32021 missing client capability) — over HTTP
+        also when that error came as a 400 body.
+
+    Why it matters:
+        The server speaks the modern protocol; falling back to the legacy handshake loses the modern
+        features and, against a modern-only server, fails. `mcp` 2.3.0's client falls back on -32020,
+        which this rule reports.
+
+    Example:
+        `server/discover` → error -32020 (HTTP 400) → `initialize` → `misread-modern`.
+    """
+    mutual_refusal = modern_list("probe_versions").list.set_difference(
+        pl.concat_list(pl.col("requested_version").fill_null(""))
+    )
+    modern_answer = (
+        ((pl.col("outcome") == "discover-result") & pl.col("modern_versions").fill_null(False))
+        | ((pl.col("outcome") == "unsupported-version") & (mutual_refusal.list.len() > 0))
+        | (pl.col("outcome") == "modern-error")
+    )
+    label = (
+        pl.when(pl.col("probe_error_code").is_not_null())
+        .then(pl.format("{} {}", pl.col("outcome"), pl.col("probe_error_code")))
+        .otherwise(pl.col("outcome"))
+    )
+    rows = ctx.probe_rows.filter(modern_answer & pl.col("next_is_init")).with_columns(label.alias("answer"))
+    return (
+        rows.group_by(_KEYS)
+        .agg(
+            pl.len().alias("count"),
+            pl.col("ts").min(),
+            pl.col("answer").unique().sort().alias("answers"),
+            pl.concat_list(
+                evidence(note="probe"),
+                evidence("file", "answer_line", pl.format("modern answer: {}", pl.col("answer"))),
+                evidence("next_file", "next_line", "initialize after it"),
+            )
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .alias("evidence"),
+        )
+        .sort(_KEYS)
+    )

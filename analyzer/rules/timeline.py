@@ -1,0 +1,278 @@
+"""Rules about eras changing over time: stale-era, rollout-split."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from analyzer.findings import Severity
+from analyzer.rules.base import rule
+from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext, era_of_probe, request_style
+from analyzer.rules.frames import evidence
+
+_KEYS = ["server", "client"]
+_LEGACY_REFUSALS = (-32000, -32600)
+"""How legacy servers refuse a request outside a session: "Server not initialized", "Missing session ID"."""
+
+
+def _runs(seq: pl.DataFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
+    """Runs of at least `min_len` flagged rows in a row per (server, client)."""
+    return (
+        seq.with_columns(flag.fill_null(False).alias("_flag"))
+        .with_columns(pl.col("_flag").rle_id().over(_KEYS).alias("_run"))
+        .filter(pl.col("_flag"))
+        .group_by([*_KEYS, "_run"])
+        .agg(pl.len().alias("n"), pl.col("ts").min(), evidence(note=note).alias("evidence"))
+        .filter(pl.col("n") >= min_len)
+        .select(*_KEYS, "ts", "n", pl.lit(reason).alias("reason"), "evidence")
+    )
+
+
+def _era_changes(ctx: RuleContext) -> pl.DataFrame:
+    """Per server, each probe whose answer shows a different era than the previous answer (any client)."""
+    return (
+        ctx.probe_rows.with_columns(era_of_probe().alias("era"))
+        .filter(pl.col("era").is_not_null())
+        .sort("server", "ts")
+        .with_columns(pl.col("era").shift(1).over("server").alias("old_era"))
+        .filter(pl.col("old_era").is_not_null() & (pl.col("era") != pl.col("old_era")))
+        .with_columns(pl.col("ts").shift(-1).over("server").alias("next_change_ts"))
+        .select(
+            "server",
+            pl.col("client").alias("changer"),
+            pl.col("ts").alias("change_ts"),
+            "next_change_ts",
+            pl.col("era").alias("new_era"),
+            "old_era",
+            pl.col("file").alias("change_file"),
+            pl.col("line").alias("change_line"),
+        )
+    )
+
+
+def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
+    """Clients that kept acting in the old era after other clients saw the server change, without re-probing.
+
+    Each request is matched (as-of, backwards) with the server's latest era change before it and with
+    the client's own latest probe before it: linear in the number of requests, however often eras flip.
+    """
+    changes = _era_changes(ctx).sort("change_ts")
+    reqs = ctx.requests
+    acting = (
+        reqs.filter(pl.col("is_real") | pl.col("is_init"))
+        .with_columns(request_style().alias("style"))
+        .join(reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")), on=_KEYS)
+        .sort("ts")
+    )
+    probes = ctx.probe_rows.select("server", "client", pl.col("ts").alias("probe_ts")).sort("probe_ts")
+    return (
+        acting.join_asof(
+            changes, left_on="ts", right_on="change_ts", by="server", strategy="backward", check_sortedness=False
+        )
+        .join_asof(probes, left_on="ts", right_on="probe_ts", by=_KEYS, strategy="backward", check_sortedness=False)
+        .filter(
+            pl.col("change_ts").is_not_null()
+            & (pl.col("client") != pl.col("changer"))
+            & (pl.col("style") == pl.col("old_era"))
+            & (pl.col("first_ts") < pl.col("change_ts"))
+            & (pl.col("probe_ts").is_null() | (pl.col("probe_ts") < pl.col("change_ts")))
+        )
+        .group_by(*_KEYS, "change_ts")
+        .agg(
+            pl.len().alias("n"),
+            pl.col("ts").min(),
+            pl.format("kept acting as {} after another client saw the server turn {}", "old_era", "new_era")
+            .first()
+            .alias("reason"),
+            pl.concat_list(
+                evidence("change_file", "change_line", pl.format("{} saw {}", "changer", "new_era")).head(1),
+                evidence(note=pl.format("{} request", "style")).head(10),
+            )
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .alias("evidence"),
+        )
+        .select(*_KEYS, "ts", "n", "reason", "evidence")
+    )
+
+
+def _stale_message(d: dict[str, Any]) -> str:
+    return "acted on an old era verdict without re-probing: " + "; ".join(d["reasons"])
+
+
+@rule("stale-era", Severity.WARNING, _stale_message)
+def stale_era(ctx: RuleContext) -> pl.DataFrame:
+    """A client kept acting on an old era verdict after traffic contradicted it.
+
+    What it flags:
+        Without a re-probe in between, a client that (a) sends `initialize` again after the server
+        refused it with -32022/-32004, at least `stale_repeats` times in a row; (b) sends modern
+        requests that the server refuses the legacy way (-32000 "Server not initialized", -32600
+        "Missing session ID"), at least `stale_repeats` times in a row; or (c) keeps sending requests
+        in the old era after another client's probe saw the server change era.
+
+    Why it matters:
+        Servers get upgraded (and rolled back). A verdict cached for ever makes the server look
+        broken to this client while everyone else works.
+
+    Example:
+        client A cached "legacy"; the server is upgraded; client B's probe now gets a modern
+        DiscoverResult; client A keeps sending `initialize` → `stale-era` for client A.
+    """
+    opts = ctx.options
+    reqs = ctx.requests
+    refused_init = _runs(
+        reqs.filter(pl.col("is_init") | pl.col("is_probe")),
+        pl.col("is_init") & pl.col("init_error_code").is_in(UNSUPPORTED_CODES),
+        "kept sending initialize to a server that refuses it with unsupported-version",
+        "initialize refused",
+        opts.stale_repeats,
+    )
+    modern_reqs = reqs.filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null())).join(
+        ctx.responses, on=["capture", "seq"], how="left"
+    )
+    legacy_refusal = pl.col("is_real") & pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)
+    refused_modern = _runs(
+        modern_reqs,
+        legacy_refusal,
+        "kept sending modern requests to a server that now answers as legacy",
+        "modern request refused the legacy way",
+        opts.stale_repeats,
+    )
+    found = pl.concat([refused_init, refused_modern, _unnoticed_changes(ctx)], how="vertical_relaxed")
+    return (
+        found.group_by(_KEYS)
+        .agg(
+            pl.col("ts").min(),
+            pl.col("n").sum().alias("requests"),
+            pl.col("reason").unique().sort().alias("reasons"),
+            pl.col("evidence").list.explode(keep_nulls=False, empty_as_null=False),
+        )
+        .sort(_KEYS)
+    )
+
+
+def _split_message(d: dict[str, Any]) -> str:
+    peers = "; ".join(f"{p['peer']} → {p['era']} ×{p['count']}" for p in d["peers"])
+    return (
+        f"{d['axis']} answers disagreed from {d['began']} to {d['ended']} ({d['duration_s']:g} s, "
+        f"{d['windows']} window(s) of {d['window_s']:g} s): {peers}"
+    )
+
+
+@rule("rollout-split", Severity.WARNING, _split_message)
+def rollout_split(ctx: RuleContext) -> pl.DataFrame:
+    """One server key giving different era answers at the same time.
+
+    What it flags:
+        Within one `split_window_s` window, one server key answered in different eras — probes
+        answered modern and legacy, or modern requests answered with results and with legacy
+        sessionless refusals (-32000 / -32600) — or `initialize` was both served and refused with
+        -32022; either from different upstream peers (load-balancer nodes) or flipping back and
+        forth. Reports which peer answered which way, and when the split began and ended.
+
+    Why it matters:
+        A half-rolled fleet makes every client's verdict a coin toss; legacy sessions break when the
+        next request lands on an upgraded node.
+
+    Example:
+        10.0.0.1:8000 answers `server/discover` with a DiscoverResult, 10.0.0.2:8000 answers the
+        following `tools/call` with 400 "Missing session ID", within a minute → `rollout-split`
+        naming both peers.
+    """
+    opts = ctx.options
+    probe_answers = ctx.probe_rows.select(
+        "server",
+        "ts",
+        "file",
+        pl.col("answer_line").alias("line"),
+        pl.coalesce("probe_peer", "peer").alias("peer"),
+        era_of_probe().alias("era"),
+        pl.lit("era").alias("axis"),
+    )
+    # modern requests show the era of the node that answered them: a result is modern, a sessionless
+    # refusal is a legacy node (a round-robin proxy sending the call after the probe elsewhere)
+    request_answers = (
+        ctx.requests.filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
+        .join(ctx.responses, on=["capture", "seq"])
+        .select(
+            "server",
+            pl.col("resp_ts").alias("ts"),
+            "file",
+            pl.col("resp_line").alias("line"),
+            pl.coalesce("resp_peer", "peer").alias("peer"),
+            pl.when(pl.col("resp_kind") == "response")
+            .then(pl.lit("modern"))
+            .when(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS))
+            .then(pl.lit("legacy"))
+            .otherwise(pl.lit(None, dtype=pl.String()))
+            .alias("era"),
+            pl.lit("era").alias("axis"),
+        )
+    )
+    init_answers = (
+        ctx.inits.filter((pl.col("outcome") == "served") | pl.col("error_code").is_in(UNSUPPORTED_CODES))
+        .select(
+            "server",
+            "ts",
+            "file",
+            pl.coalesce("answer_line", "line").alias("line"),
+            "peer",
+            pl.when(pl.col("outcome") == "served")
+            .then(pl.lit("serves initialize"))
+            .otherwise(pl.lit("refuses initialize"))
+            .alias("era"),
+            pl.lit("initialize").alias("axis"),
+        )
+        .collect()
+    )
+    answers = (
+        pl.concat([probe_answers, request_answers, init_answers], how="vertical_relaxed")
+        .filter(pl.col("era").is_not_null())
+        .with_columns(
+            pl.col("peer").fill_null("(no peer address)"),
+            pl.from_epoch((pl.col("ts") * 1_000_000).cast(pl.Int64()), time_unit="us").alias("dt"),
+        )
+        .sort("dt")
+    )
+    if answers.is_empty():
+        return pl.DataFrame(schema={"server": pl.String(), "ts": pl.Float64(), "evidence": pl.List(pl.Null())})
+    window_us = int(opts.split_window_s * 1_000_000)
+    windows = (
+        answers.group_by_dynamic(
+            "dt", every=f"{max(window_us // 2, 1)}us", period=f"{window_us}us", group_by=["server", "axis"]
+        )
+        .agg(
+            pl.col("era").n_unique().alias("eras"),
+            pl.col("peer").n_unique().alias("peers"),
+            (pl.col("era").rle_id().max() + 1).alias("runs"),
+            pl.col("ts").min().alias("w_start"),
+            pl.col("ts").max().alias("w_end"),
+        )
+        .filter((pl.col("eras") > 1) & ((pl.col("peers") > 1) | (pl.col("runs") >= 3)))
+    )
+    spans = windows.group_by("server", "axis").agg(
+        pl.col("w_start").min().alias("ts"), pl.col("w_end").max().alias("end_ts"), pl.len().alias("windows")
+    )
+    inside = answers.join(spans, on=["server", "axis"]).filter(pl.col("ts").is_between("ts_right", "end_ts"))
+    peers = (
+        inside.group_by("server", "axis", "peer", "era")
+        .agg(pl.len().alias("count"))
+        .sort("peer", "era")
+        .group_by("server", "axis")
+        .agg(pl.struct("peer", "era", "count").alias("peers"))
+    )
+    ev = inside.group_by("server", "axis").agg(evidence(note=pl.format("{} via {}", "era", "peer")).alias("evidence"))
+    fmt = "%Y-%m-%dT%H:%M:%S%.3fZ"
+    return (
+        spans.join(peers, on=["server", "axis"])
+        .join(ev, on=["server", "axis"])
+        .with_columns(
+            pl.from_epoch((pl.col("ts") * 1e6).cast(pl.Int64()), time_unit="us").dt.strftime(fmt).alias("began"),
+            pl.from_epoch((pl.col("end_ts") * 1e6).cast(pl.Int64()), time_unit="us").dt.strftime(fmt).alias("ended"),
+            (pl.col("end_ts") - pl.col("ts")).alias("duration_s"),
+            pl.lit(opts.split_window_s).alias("window_s"),
+        )
+        .drop("end_ts")
+        .sort("server", "axis")
+    )

@@ -1,0 +1,402 @@
+"""The benchmark harness: `python -m bench [--quick | --big] [--only NAME ...] [--out FILE]`.
+
+Every workload runs in its own child process (`bench.workloads`), so its peak RSS (`wait4`'s
+`ru_maxrss`) is its own and nothing is cached between runs. Compared workloads run interleaved
+(A B A B …) and are summarized by their medians: the machines this runs on are shared and noisy,
+so only ratios measured side by side in one run mean much.
+
+Benchmarks (names for --only):
+  ratio    analyzer vs a bare polars `scan_ndjson(schema=RECORD_SCHEMA)` of the same files (≤ 2×)
+  parquet  compaction cost, and the analyzer on the Parquet archive vs on the JSONL files
+  memory   analyzer peak RSS as the input doubles (target: flat, < 300 MB)
+  jobs     analyzer with 1..N jobs, and the per-file step as threads vs processes
+  tee      the stdio tee (bench/bench_tee.py), when present
+  addon    the HTTP recorder (bench/bench_addon.py), when present
+
+Generated captures are cached under bench/data/, results go to bench/out/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from bench.generate import generate
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+DATA: Final = ROOT / "bench" / "data"
+MB: Final = 1 << 20
+MEMORY_TARGET_MB: Final = 300
+RATIO_TARGET: Final = 2.0
+BENCHMARKS: Final = ("ratio", "parquet", "memory", "jobs", "tee", "addon")
+
+console = Console(highlight=False)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes and repetitions of one harness mode."""
+
+    name: str
+    size: int
+    """Input size for ratio, parquet and jobs."""
+    memory_sizes: tuple[int, ...]
+    runs: int
+
+
+PROFILES: Final = {
+    "quick": Profile("quick", 48 * MB, (24 * MB, 48 * MB, 96 * MB), 3),
+    "default": Profile("default", 256 * MB, (128 * MB, 256 * MB, 512 * MB), 5),
+    "big": Profile("big", 1024 * MB, (512 * MB, 1024 * MB, 2048 * MB), 3),
+}
+
+
+@dataclass
+class Run:
+    """One child process: wall time, the workload's own time, its peak RSS and its output."""
+
+    wall: float
+    seconds: float
+    rss_mb: float
+    out: dict[str, Any]
+    killed: bool = False
+    """Stopped by the harness for going over the RSS limit (`seconds` is then NaN)."""
+
+
+RSS_LIMIT_MB: Final = 8 * 1024
+"""The harness kills a workload above this RSS: the machine is shared, and past it the answer is known."""
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def run_child(*args: str, rss_limit_mb: float = RSS_LIMIT_MB) -> Run:
+    """Run `python -m bench.workloads ARGS` and measure it. Raises when the workload fails."""
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.workloads", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=err
+        )
+        # a pidfd names this very process even after it exits, so the watchdog can never signal a recycled pid
+        pidfd = os.pidfd_open(proc.pid)
+        stop = threading.Event()
+        killed = threading.Event()
+
+        def watchdog() -> None:
+            while not stop.wait(0.1):
+                if _rss_mb(proc.pid) > rss_limit_mb:
+                    killed.set()
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    return
+
+        guard = threading.Thread(target=watchdog, daemon=True)
+        guard.start()
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not all children's
+        stop.set()
+        guard.join()
+        os.close(pidfd)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.stdout.close()
+        if killed.is_set():
+            console.print(f"[red]killed[/red] {' '.join(args)}: RSS above {rss_limit_mb:.0f} MB")
+            return Run(wall=wall, seconds=float("nan"), rss_mb=usage.ru_maxrss / 1024, out={}, killed=True)
+        if proc.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode(errors="replace")[-2000:]
+            raise RuntimeError(f"workload {' '.join(args)} failed (status {proc.returncode}):\n{tail}")
+    result = orjson.loads(out.splitlines()[-1])
+    return Run(wall=wall, seconds=result["seconds"], rss_mb=usage.ru_maxrss / 1024, out=result)
+
+
+def dataset(size: int, *, clean: bool = False, seed: int = 1) -> Path:
+    """Generated captures of `size` bytes under bench/data/, reused while their manifest exists."""
+    # v2: the current generator; bump when its output changes so stale caches are not reused
+    tag = f"gen-v2-{size // MB}m-s{seed}{'-clean' if clean else ''}"
+    path = DATA / tag
+    if (path / "manifest.json").is_file():
+        return path
+    shutil.rmtree(path, ignore_errors=True)  # an interrupted generation leaves no manifest
+    console.print(f"[dim]generating {size // MB} MiB of captures into {path.relative_to(ROOT)} …[/dim]")
+    generate(path, size, seed=seed, clean=clean)
+    return path
+
+
+def interleaved(variants: dict[str, Callable[[], Run]], runs: int) -> dict[str, list[Run]]:
+    """Run each variant `runs` times, alternating between them so noise hits all alike."""
+    results: dict[str, list[Run]] = {name: [] for name in variants}
+    for _ in range(runs):
+        for name, fn in variants.items():
+            results[name].append(fn())
+    return results
+
+
+def summary(runs: list[Run]) -> dict[str, Any]:
+    ok = [r for r in runs if not r.killed]
+    return {
+        "median_s": round(statistics.median(r.seconds for r in ok), 3) if ok else None,
+        "min_s": round(min(r.seconds for r in ok), 3) if ok else None,
+        "median_wall_s": round(statistics.median(r.wall for r in ok), 3) if ok else None,
+        "peak_rss_mb": round(max(r.rss_mb for r in runs), 1),
+        "runs": len(runs),
+        "killed_over_rss_limit": len(runs) - len(ok),
+        "output": ok[-1].out if ok else {},
+    }
+
+
+def _table(title: str, rows: dict[str, dict[str, Any]]) -> None:
+    table = Table(title=title, title_justify="left")
+    for col in ("variant", "median s", "min s", "median wall s", "peak RSS MB"):
+        table.add_column(col, justify="left" if col == "variant" else "right")
+    for name, s in rows.items():
+        table.add_row(
+            name, f"{s['median_s']:.3f}", f"{s['min_s']:.3f}", f"{s['median_wall_s']:.3f}", f"{s['peak_rss_mb']:.0f}"
+        )
+    console.print(table)
+
+
+def _ratio(a: dict[str, Any], b: dict[str, Any], key: str = "median_s") -> float | None:
+    """a / b on medians, or with key="min_s" on the fastest runs (noise on a shared machine only adds time)."""
+    if a[key] is None or not b[key]:
+        return None
+    return round(a[key] / b[key], 2)
+
+
+# --- benchmarks ----------------------------------------------------------------------------------
+def bench_ratio(p: Profile) -> dict[str, Any]:
+    clean = dataset(p.size, clean=True)
+    messy = dataset(p.size)
+    res = interleaved(
+        {
+            "bare scan_ndjson (clean)": lambda: run_child("scan", str(clean)),
+            "analyzer (clean)": lambda: run_child("analyze", str(clean)),
+            "analyzer (with malformed/torn lines)": lambda: run_child("analyze", str(messy)),
+        },
+        p.runs,
+    )
+    s = {k: summary(v) for k, v in res.items()}
+    _table(f"analyzer vs bare scan, {p.size // MB} MiB", s)
+    scan_, ana, ana_messy = s.values()
+    if scan_["output"].get("records") != ana["output"].get("records"):
+        raise RuntimeError(f"the scan and the analyzer read different record counts: {scan_['output']} {ana['output']}")
+    ratio = _ratio(ana, scan_)
+    console.print(
+        f"analyzer / bare scan = [bold]{ratio}×[/bold] on medians, {_ratio(ana, scan_, 'min_s')}× on the fastest"
+        f" runs (target ≤ {RATIO_TARGET}×); malformed-line files cost {_ratio(ana_messy, ana)}× the clean run"
+    )
+    return {
+        "size_mb": p.size // MB,
+        "records": ana["output"].get("records"),
+        "variants": s,
+        "ratio_analyzer_vs_scan": ratio,
+        "ratio_analyzer_vs_scan_min": _ratio(ana, scan_, "min_s"),
+        "ratio_messy_vs_clean": _ratio(ana_messy, ana),
+        "target": RATIO_TARGET,
+        "met": ratio is not None and ratio <= RATIO_TARGET,
+    }
+
+
+def bench_parquet(p: Profile) -> dict[str, Any]:
+    messy = dataset(p.size)
+    archive = DATA / f"{messy.name}.archive"
+    shutil.rmtree(archive, ignore_errors=True)
+    compaction = run_child("compact", str(messy), str(archive))
+    jsonl_bytes = sum(f.stat().st_size for f in messy.glob("*.jsonl"))
+    archive_bytes = sum(f.stat().st_size for f in archive.rglob("*") if f.is_file())
+    res = interleaved(
+        {
+            "analyzer on JSONL": lambda: run_child("analyze", str(messy)),
+            "analyzer on Parquet": lambda: run_child("analyze", str(archive)),
+        },
+        p.runs,
+    )
+    s = {k: summary(v) for k, v in res.items()}
+    _table(f"Parquet archive vs JSONL, {p.size // MB} MiB", s)
+    jsonl, parquet = s.values()
+    if jsonl["output"].get("findings") != parquet["output"].get("findings"):
+        raise RuntimeError("the Parquet archive gave a different number of findings than the JSONL files")
+    speedup = _ratio(jsonl, parquet)
+    console.print(
+        f"compaction: {compaction.seconds:.1f} s, {jsonl_bytes / MB:.0f} MiB JSONL"
+        f" → {archive_bytes / MB:.0f} MiB Parquet"
+        f"; analyze on Parquet is [bold]{speedup}×[/bold] faster"
+        f" ({_ratio(jsonl, parquet, 'min_s')}× on the fastest runs)"
+    )
+    return {
+        "size_mb": p.size // MB,
+        "compact_s": round(compaction.seconds, 3),
+        "compact_rss_mb": round(compaction.rss_mb, 1),
+        "jsonl_mb": round(jsonl_bytes / MB, 1),
+        "parquet_mb": round(archive_bytes / MB, 1),
+        "variants": s,
+        "speedup_parquet_vs_jsonl": speedup,
+        "speedup_parquet_vs_jsonl_min": _ratio(jsonl, parquet, "min_s"),
+    }
+
+
+def bench_memory(p: Profile) -> dict[str, Any]:
+    rows: dict[str, dict[str, Any]] = {}
+    for size in p.memory_sizes:
+        path = dataset(size)
+        rows[f"load {size // MB} MiB"] = summary([run_child("load", str(path))])
+        rows[f"analyze {size // MB} MiB"] = summary([run_child("analyze", str(path))])
+    _table("peak memory as the input doubles: loading alone, and the whole analysis", rows)
+    out: dict[str, Any] = {
+        "sizes_mb": [s // MB for s in p.memory_sizes],
+        "variants": rows,
+        "target_mb": MEMORY_TARGET_MB,
+    }
+    for stage in ("load", "analyze"):
+        peaks = [v["peak_rss_mb"] for k, v in rows.items() if k.startswith(stage)]
+        killed = any(v["killed_over_rss_limit"] for k, v in rows.items() if k.startswith(stage))
+        met = max(peaks) < MEMORY_TARGET_MB and not killed
+        out[stage] = {"peak_rss_mb": peaks, "growth": round(peaks[-1] / peaks[0], 2), "met": met, "killed": killed}
+        console.print(
+            f"{stage}: peak RSS {' → '.join(f'{x:.0f}' for x in peaks)} MB for inputs"
+            f" ×{p.memory_sizes[-1] // p.memory_sizes[0]} (growth ×{out[stage]['growth']})"
+            f"; target < {MEMORY_TARGET_MB} MB: [bold]{'met' if met else 'NOT met'}[/bold]"
+        )
+    return out
+
+
+def bench_jobs(p: Profile) -> dict[str, Any]:
+    messy = dataset(p.size)
+    cores = os.cpu_count() or 1
+    jobs = sorted({1, 2, cores} if cores > 1 else {1})
+    variants: dict[str, Callable[[], Run]] = {
+        f"analyze --jobs {j}": (lambda j=j: run_child("analyze", str(messy), "--jobs", str(j))) for j in jobs
+    }
+    workers = str(max(2, cores))
+    variants |= {
+        "per-file step, sequential": lambda: run_child("extract", str(messy), "seq"),
+        f"per-file step, {workers} threads": lambda: run_child("extract", str(messy), "threads", "--jobs", workers),
+        f"per-file step, {workers} processes": lambda: run_child("extract", str(messy), "processes", "--jobs", workers),
+    }
+    s = {k: summary(v) for k, v in interleaved(variants, p.runs).items()}
+    _table(f"scaling over files, {p.size // MB} MiB, {cores} cores", s)
+    one = s["analyze --jobs 1"]
+    seq = s["per-file step, sequential"]
+    out: dict[str, Any] = {"size_mb": p.size // MB, "cores": cores, "variants": s}
+    for key, label in (("median_s", "medians"), ("min_s", "fastest runs")):
+        speedups = {k: _ratio(one, v, key) for k, v in s.items() if k.startswith("analyze")}
+        step = {k: _ratio(seq, v, key) for k, v in s.items() if k.startswith("per-file")}
+        console.print(f"speedup over --jobs 1 ({label}): {speedups}; per-file step over sequential: {step}")
+        suffix = "" if key == "median_s" else "_min"
+        out["speedup" + suffix] = speedups
+        out["per_file_step_speedup" + suffix] = step
+    return out
+
+
+def bench_module(name: str, quick: bool) -> dict[str, Any] | None:
+    try:
+        module = importlib.import_module(f"bench.bench_{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"bench.bench_{name}":
+            raise
+        console.print(f"[yellow]note:[/yellow] bench/bench_{name}.py is not there yet; skipping the {name} benchmark")
+        return None
+    result = module.run(quick)
+    console.print(f"[bold]{name}[/bold]: {orjson.dumps(result, option=orjson.OPT_INDENT_2).decode()}")
+    return result
+
+
+# --- main ----------------------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    mem_kb = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kb = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "memory_gb": round(mem_kb / 1024 / 1024, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "polars": pl.__version__,
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="small inputs, 3 runs (about 1-2 minutes)")
+    mode.add_argument("--big", action="store_true", help="1 GB inputs and memory at 0.5/1/2 GB (slow)")
+    ap.add_argument("--only", action="append", choices=BENCHMARKS, help="run only this benchmark (repeatable)")
+    ap.add_argument("--runs", type=int, default=None, help="repetitions per variant (default per mode)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "results.json")
+    args = ap.parse_args(argv)
+    profile = PROFILES["quick" if args.quick else "big" if args.big else "default"]
+    if args.runs:
+        profile = Profile(profile.name, profile.size, profile.memory_sizes, args.runs)
+    selected = args.only or list(BENCHMARKS)
+    started = dt.datetime.now(dt.UTC)
+    results: dict[str, Any] = {
+        "date": started.isoformat(timespec="seconds"),
+        "profile": profile.name,
+        "runs": profile.runs,
+        "command": " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])]),
+        "machine": machine(),
+        "benchmarks": {},
+    }
+    console.print(
+        f"[bold]erascope benchmarks[/bold] ({profile.name}, {profile.runs} runs, {results['machine']['cores']} cores)"
+    )
+    table: dict[str, Callable[[Profile], dict[str, Any] | None]] = {
+        "ratio": bench_ratio,
+        "parquet": bench_parquet,
+        "memory": bench_memory,
+        "jobs": bench_jobs,
+        "tee": lambda p: bench_module("tee", p.name == "quick"),
+        "addon": lambda p: bench_module("addon", p.name == "quick"),
+    }
+    for name in BENCHMARKS:
+        if name not in selected:
+            continue
+        console.rule(name)
+        t = time.perf_counter()
+        out = table[name](profile)
+        if out is not None:
+            out["bench_wall_s"] = round(time.perf_counter() - t, 1)
+            results["benchmarks"][name] = out
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    results["wall_s"] = round((dt.datetime.now(dt.UTC) - started).total_seconds(), 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    console.print(f"results written to {args.out} ({results['wall_s']} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""The measured workloads, each run in a child process of the harness so its peak RSS is its own.
+
+    python -m bench.workloads scan DIR               bare polars scan_ndjson(schema=RECORD_SCHEMA)
+    python -m bench.workloads analyze PATH [--jobs N] the analyzer pipeline (JSONL or a Parquet archive)
+    python -m bench.workloads load PATH              loading alone (per-file step + combine)
+    python -m bench.workloads extract DIR MODE [--jobs N]   per-file step only: seq | threads | processes
+    python -m bench.workloads compact DIR OUT [--jobs N]    erascope compact
+
+Prints one JSON object: `seconds` (the work itself, after imports) and a few counts that let the
+harness check that both sides of a comparison read the same data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+
+def _capture_files(directory: str) -> list[str]:
+    return sorted(str(p) for p in Path(directory).rglob("*.jsonl"))
+
+
+def scan(directory: str) -> dict[str, Any]:
+    """The baseline: every column of every record parsed by polars with the explicit schema."""
+    from analyzer.schema import RECORD_SCHEMA
+
+    files = _capture_files(directory)
+    t = time.perf_counter()
+    counts = pl.scan_ndjson(files, schema=RECORD_SCHEMA).select(pl.all().count()).collect(engine="streaming")
+    return {"seconds": time.perf_counter() - t, "records": int(counts.item(0, "type")), "files": len(files)}
+
+
+def analyze(path: str, jobs: int | None) -> dict[str, Any]:
+    from analyzer.pipeline import AnalyzeOptions
+    from analyzer.pipeline import analyze as run
+
+    t = time.perf_counter()
+    result = run([path], AnalyzeOptions(jobs=jobs))
+    return {
+        "seconds": time.perf_counter() - t,
+        "records": result.inputs.records,
+        "messages": result.messages.height,
+        "findings": len(result.findings),
+        "files": len(result.inputs.files),
+    }
+
+
+def load(path: str) -> dict[str, Any]:
+    """Loading alone: every file's per-file step, then the combine step (pairing)."""
+    from analyzer.load import combine, extract_files, find_inputs
+
+    t = time.perf_counter()
+    loaded = combine(extract_files(find_inputs([path])))
+    return {"seconds": time.perf_counter() - t, "records": loaded.records, "messages": loaded.messages.height}
+
+
+def extract(directory: str, mode: str, jobs: int) -> dict[str, Any]:
+    """The per-file step and the combine step, parallelized three ways, for the jobs benchmark."""
+    from analyzer.load import combine, extract_file, extract_files, find_inputs
+
+    files = find_inputs([directory])
+    t = time.perf_counter()
+    if mode == "seq":
+        facts = extract_files(files, jobs=1)
+    elif mode == "threads":
+        facts = extract_files(files, jobs=jobs)
+    elif mode == "processes":
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            facts = list(pool.map(extract_file, files))
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
+    loaded = combine(facts)
+    return {"seconds": time.perf_counter() - t, "messages": loaded.messages.height, "files": len(files)}
+
+
+def compact(directory: str, out: str, jobs: int | None) -> dict[str, Any]:
+    from analyzer.compact import compact as run
+
+    t = time.perf_counter()
+    result = run([directory], Path(out), jobs=jobs, force=True)
+    return {"seconds": time.perf_counter() - t, "rows": result.rows, "parts": result.parts}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.workloads")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("scan").add_argument("dir")
+    p = sub.add_parser("analyze")
+    p.add_argument("path")
+    p.add_argument("--jobs", type=int, default=None)
+    sub.add_parser("load").add_argument("path")
+    p = sub.add_parser("extract")
+    p.add_argument("dir")
+    p.add_argument("mode", choices=["seq", "threads", "processes"])
+    p.add_argument("--jobs", type=int, default=2)
+    p = sub.add_parser("compact")
+    p.add_argument("dir")
+    p.add_argument("out")
+    p.add_argument("--jobs", type=int, default=None)
+    args = ap.parse_args(argv)
+    if args.cmd == "scan":
+        result = scan(args.dir)
+    elif args.cmd == "analyze":
+        result = analyze(args.path, args.jobs)
+    elif args.cmd == "load":
+        result = load(args.path)
+    elif args.cmd == "extract":
+        result = extract(args.dir, args.mode, args.jobs)
+    else:
+        result = compact(args.dir, args.out, args.jobs)
+    sys.stdout.write(orjson.dumps(result).decode() + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

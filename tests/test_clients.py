@@ -1,0 +1,68 @@
+"""client_table: per server and client, probes, outcomes, the era it acted in, findings."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from analyzer.clients import CLIENT_TABLE_SCHEMA, client_table
+from analyzer.rules import run_rules
+from analyzer.rules.scenario import Scenario
+
+
+def test_client_table_counts_and_findings() -> None:
+    s = Scenario()
+    for i in range(6):
+        c = s.conn("weather", f"spawn{i}", client="agent")
+        c.probe(i * 2.0, "discover-result", ttl_ms=0)
+        c.call(i * 2.0 + 0.4, modern=True)
+    legacy = s.conn("weather", "old", client="classic")
+    legacy.probe(0.0, "legacy-answer")
+    legacy.init(0.1)
+    legacy.call(0.2)
+    analysis = s.analysis()
+    findings = run_rules(analysis)
+    table = client_table(SimpleNamespace(**vars(analysis), findings=findings, servers=[]))
+    expected = pl.DataFrame(
+        {
+            "server": ["weather", "weather"],
+            "client": ["agent", "classic"],
+            "connections": [6, 1],
+            "requests": [6, 1],
+            "probes": [6, 1],
+            "outcomes": ["discover-result ×6", "legacy-answer ×1"],
+            "inits": [0, 1],
+            "acted_as": ["modern", "legacy"],
+            "server_era": [None, None],
+            "findings": [1, 0],
+            "worst": ["warning", None],
+        },
+        schema=CLIENT_TABLE_SCHEMA,
+    )
+    assert_frame_equal(table, expected)
+
+
+def test_legacy_http_session_connections_belong_to_the_initializing_client() -> None:
+    s = Scenario()
+    first = s.conn("api", "c1", client="host", transport="http")
+    first.init(0.0)
+    s.add("c1.jsonl", 0.02, server="api", conn="c1", transport="http", record_type="http.response", dir="s2c",
+          kind="response", session_id="sess-1")
+    # later requests of the session arrive on new connections with only a User-Agent
+    later = s.conn("api", "c2", client=None, transport="http")
+    s.add("c2.jsonl", 1.0, server="api", conn="c2", transport="http", record_type="http.request", dir="c2s",
+          kind="request", method="tools/call", id="2", session_id="sess-1", user_agent="python-httpx/0.28",
+          client_name="python-httpx/0.28")
+    assert later.file == "c2.jsonl"
+    table = client_table(s.analysis(), findings=[])
+    assert table.select("client", "connections", "requests", "acted_as").to_dicts() == [
+        {"client": "host", "connections": 2, "requests": 1, "acted_as": "legacy"}
+    ]
+
+
+def test_empty_analysis_gives_an_empty_table() -> None:
+    table = client_table(SimpleNamespace(), findings=[])
+    assert table.schema == pl.Schema(CLIENT_TABLE_SCHEMA)
+    assert table.height == 0

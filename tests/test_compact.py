@@ -1,0 +1,221 @@
+"""`erascope compact`: Parquet archives that analyze exactly like their JSONL captures.
+
+Compaction is idempotent, refuses to write where it could touch its input, lays files out by day
+and server, and `erascope analyze` gives byte-identical reports on the archive and on the JSONL
+files (generated captures with malformed and torn lines, and the recorded corpus). `--jobs` never
+changes a report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import unquote
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.compact import ARCHIVE_SCHEMA, SOURCES_DIR, compact, extract_archived, source_entries
+from analyzer.load import extract_file
+from bench.generate import generate
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "captures" / "corpus"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def caps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Generated captures: HTTP and stdio, a storm, a rollout split, malformed and torn lines, two days."""
+    out = tmp_path_factory.mktemp("compact") / "caps"
+    manifest = generate(out, 1 << 20, files=2, spawns=10, seed=11)
+    assert manifest.malformed and manifest.torn
+    return out
+
+
+def _tree(directory: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file under `directory`."""
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _report(*args: str) -> bytes:
+    result = runner.invoke(app, ["analyze", *args, "--format", "json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return result.stdout_bytes
+
+
+def test_parquet_report_equals_jsonl_report(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0, result.output
+    jsonl = _report(str(caps))
+    assert _report(str(archive)) == jsonl
+    report = orjson.loads(jsonl)
+    assert report["findings"], "the generated captures hide a storm and a rollout split"
+    assert {f["rule"] for f in report["findings"]} >= {"probe-storm", "rollout-split"}
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="no recorded corpus in this checkout")
+def test_parquet_report_equals_jsonl_report_on_the_recorded_corpus(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    compact([str(CORPUS)], archive, jobs=1)
+    assert _report(str(archive)) == _report(str(CORPUS))
+
+
+def test_jobs_do_not_change_the_report(caps: Path) -> None:
+    assert _report(str(caps), "--jobs", "1") == _report(str(caps), "--jobs", "2")
+
+
+def test_rerun_is_idempotent(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    first = compact([str(caps)], archive, jobs=2)
+    tree = _tree(archive)
+    assert len(first.written) == len(list(caps.glob("*.jsonl"))) and first.unchanged == []
+    again = compact([str(caps)], archive, jobs=2)
+    assert again.written == [] and len(again.unchanged) == len(first.written)
+    assert _tree(archive) == tree
+    forced = compact([str(caps)], archive, jobs=1, force=True)
+    assert len(forced.written) == len(first.written)
+    assert _tree(archive) == tree, "converting again gives the same bytes, and no extra files"
+
+
+def test_a_grown_capture_replaces_its_rows(caps: Path, tmp_path: Path) -> None:
+    work = tmp_path / "caps"
+    shutil.copytree(caps, work)
+    archive = tmp_path / "archive"
+    compact([str(work)], archive, jobs=1)
+    victim = min(work.glob("*weather*.jsonl"))
+    lines = victim.read_bytes().splitlines(keepends=True)
+    if not lines[-1].endswith(b"\n"):
+        lines = lines[:-1]  # drop a torn tail before appending, as a restarted recorder would not
+    last = orjson.loads(lines[-1])
+    extra = {**last, "seq": last["seq"] + 1, "ts": last["ts"] + 1, "type": "lifecycle", "event": "linger-end"}
+    victim.write_bytes(b"".join(lines) + orjson.dumps(extra) + b"\n")
+    os.utime(victim, ns=(victim.stat().st_atime_ns, victim.stat().st_mtime_ns + 10**9))
+    result = compact([str(work)], archive, jobs=1)
+    assert result.written == [str(victim)]
+    assert _report(str(archive)) == _report(str(work))
+    rows = pl.scan_parquet(list(archive.rglob("*.parquet")), schema=ARCHIVE_SCHEMA).filter(
+        pl.col("file") == str(victim)
+    )
+    assert rows.select(pl.len()).collect().item() == extract_file(str(victim)).messages.height
+
+
+def test_partition_layout(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    result = compact([str(caps)], archive, jobs=1)
+    parts = sorted(archive.glob("day=*/server=*/*.parquet"))
+    assert len(parts) == result.parts and parts
+    assert {p.parent.parent.name for p in parts} == {"day=2026-11-28", "day=2026-11-29"}
+    total = 0
+    for part in parts:
+        frame = pl.read_parquet(part)
+        assert frame.schema == pl.Schema(ARCHIVE_SCHEMA)
+        server = unquote(part.parent.name.removeprefix("server="))
+        assert frame.get_column("server").unique().to_list() == [server]
+        days = {datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d") for ts in frame.get_column("ts")}
+        assert days == {part.parent.parent.name.removeprefix("day=")}
+        assert part.name.removesuffix(".parquet") in {p.name for p in caps.glob("*.jsonl")}
+        total += frame.height
+    assert total == result.rows
+    entries = source_entries(archive)
+    assert len(entries) == len(result.written)
+    assert all(Path(e).parent.name == SOURCES_DIR for e in entries)
+
+
+def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    source = max(caps.glob("*_proxy_*.jsonl"), key=lambda p: p.stat().st_size)
+    frame = pl.scan_parquet(list(archive.rglob("*.parquet"))).filter(pl.col("file") == str(source)).collect()
+    lines = source.read_bytes().split(b"\n")
+    for row in frame.sample(50, seed=1).iter_rows(named=True):
+        record = orjson.loads(lines[row["line"] - 1])
+        assert row["raw"] == record.get("raw")
+        assert row["seq"] == record["seq"] and row["server"] == record["server"]
+    probes = frame.filter(pl.col("method") == "server/discover", pl.col("kind") == "request")
+    assert probes.height and probes.get_column("meta_version").is_not_null().all()
+    facts = extract_archived(next(e for e in source_entries(archive) if Path(e).name.startswith(source.name)))
+    fresh = extract_file(str(source))
+    assert facts.messages.equals(fresh.messages)
+    assert (facts.records, facts.counts, facts.malformed, facts.torn) == (
+        fresh.records,
+        fresh.counts,
+        fresh.malformed,
+        fresh.torn,
+    )
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ("inside-input", "into the input directory"),
+        ("same-as-input", "into the input directory"),
+        ("input-inside-out", "inside the output directory"),
+        ("out-holds-captures", "holds capture files"),
+        ("out-is-a-file", "is not a directory"),
+        ("archive-as-input", "already an archive"),
+    ],
+)
+def test_refuses_to_overwrite_or_mix_with_input(caps: Path, tmp_path: Path, layout: str, message: str) -> None:
+    work = tmp_path / "caps"
+    shutil.copytree(caps, work)
+    one = str(min(work.glob("*.jsonl")))
+    args = {
+        "inside-input": [str(work), "--out", str(work / "archive")],
+        "same-as-input": [str(work), "--out", str(work)],
+        "input-inside-out": [one, "--out", str(work)],
+        "out-holds-captures": [one, "--out", str(tmp_path / "other")],
+        "out-is-a-file": [str(work), "--out", one],
+        "archive-as-input": [str(tmp_path / "archive"), "--out", str(tmp_path / "again")],
+    }[layout]
+    if layout == "archive-as-input":
+        compact([str(work)], tmp_path / "archive", jobs=1)
+    if layout == "out-holds-captures":
+        (tmp_path / "other").mkdir()
+        shutil.copy(max(work.glob("*.jsonl")), tmp_path / "other")
+    before = _tree(tmp_path)
+    result = runner.invoke(app, ["compact", *args])
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert _tree(tmp_path) == before, "nothing written next to, or over, the input"
+
+
+def test_an_incomplete_archive_is_an_error(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    next(archive.rglob("*.parquet")).unlink()
+    result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
+    assert result.exit_code == 2
+    assert "archive" in result.stderr and "missing" in result.stderr
+
+
+@pytest.mark.e2e
+def test_cli_subprocess_round_trip(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    erascope = [sys.executable, "-c", "from analyzer.cli import main; main()"]
+    done = subprocess.run([*erascope, "compact", str(caps), "--out", str(archive), "--jobs", "2"], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert b"compacted" in done.stderr
+    reports = [
+        subprocess.run([*erascope, "analyze", path, "--format", "markdown", "-q"], capture_output=True, check=True)
+        for path in (str(caps), str(archive))
+    ]
+    assert reports[0].stdout == reports[1].stdout and reports[0].stdout
+
+
+def test_readme_documents_compact() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "## Scale and archives" in readme and "erascope compact" in readme

@@ -1,0 +1,434 @@
+"""The mitmproxy addon, unit level: mitmproxy's own `taddons`/`tflow` helpers, no sockets.
+
+Every record type, the SSE tee (chunks fed by hand through `flow.response.stream`), redaction as
+the addon applies it, the filter, option validation and write failures. The real wiring (mitmdump,
+real MCP peers) is in test_http_e2e.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mitmproxy import exceptions, http
+from mitmproxy.flow import Error
+from mitmproxy.test import taddons, tflow, tutils
+
+from addon import format as fmt
+from addon.http_recorder import HttpRecorder, classify_error, server_key
+from addon.redact import Redactor
+
+PROBE = b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{}}}'
+SSE_HEADERS = http.Headers(((b"content-type", b"text/event-stream"), (b"mcp-session-id", b"sess-1")))
+
+
+@pytest.fixture(autouse=True)
+def _redact_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERASCOPE_REDACT_KEY", "unit-key")
+
+
+@pytest.fixture
+def rec(tmp_path: Path) -> Iterator[tuple[HttpRecorder, Any]]:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"))
+        yield addon, tctx
+
+
+def read(tmp_path: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in sorted((tmp_path / "caps").glob("*.jsonl")):
+        out.extend(orjson.loads(line) for line in path.read_bytes().splitlines())
+    return out
+
+
+def traffic(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r["type"] != fmt.HEADER]
+
+
+def post_flow(body: bytes = PROBE, headers: list[tuple[bytes, bytes]] | None = None, path: bytes = b"/mcp"):
+    hdrs = headers or [
+        (b"Host", b"127.0.0.1:8000"),
+        (b"content-type", b"application/json"),
+        (b"mcp-protocol-version", b"2026-07-28"),
+        (b"mcp-method", b"server/discover"),
+    ]
+    req = tutils.treq(method=b"POST", path=path, host="127.0.0.1", port=8000, headers=http.Headers(hdrs), content=body)
+    return tflow.tflow(req=req)
+
+
+def json_response(body: bytes, status: int = 200, extra: tuple[tuple[bytes, bytes], ...] = ()) -> http.Response:
+    headers = http.Headers(((b"content-type", b"application/json"), (b"server", b"uvicorn"), *extra))
+    return tutils.tresp(status_code=status, reason=b"OK", headers=headers, content=body)
+
+
+def test_request_and_response_records(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.response = json_response(b'{"jsonrpc":"2.0","id":1,"result":{}}')
+    addon.responseheaders(f)
+    addon.response(f)
+    addon.done()
+    records = read(tmp_path)
+    assert records[0]["type"] == fmt.HEADER and records[0]["transport"] == "http"
+    assert records[0]["redaction"]["mode"] == "hash"
+    req, resp = traffic(records)
+    assert req["type"] == fmt.HTTP_REQUEST and resp["type"] == fmt.HTTP_RESPONSE
+    assert (req["seq"], resp["seq"]) == (1, 2)
+    assert req["conn"] == resp["conn"] == f.client_conn.id
+    assert req["flow"] == resp["flow"] == f.id
+    assert req["method"] == "POST"
+    assert req["url"] == "http://127.0.0.1:8000/mcp"
+    assert req["http_version"] == "HTTP/1.1"
+    assert req["headers"][2:] == [["mcp-protocol-version", "2026-07-28"], ["mcp-method", "server/discover"]]
+    assert req["raw"] == PROBE.decode() and req["len"] == len(PROBE)
+    assert req["body_policy"] == "full"
+    assert req["client"] == "127.0.0.1:22"
+    assert req["server"] == resp["server"] == "http://127.0.0.1:8000/mcp"
+    assert resp["status"] == 200 and resp["reason"] == "OK"
+    assert ["server", "uvicorn"] in resp["headers"]
+    assert resp["streamed"] is False
+    assert resp["peer"] == "192.168.0.1:22"  # tflow server_conn.peername
+    assert resp["raw"] == '{"jsonrpc":"2.0","id":1,"result":{}}'
+    assert (resp["t_request"], resp["t_headers"], resp["t_end"]) == (946681200, 946681202, 946681203)
+
+
+def test_binary_body_goes_to_raw_b64(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow(body=b"\xff\x00\xfe")
+    addon.request(f)
+    addon.done()
+    (req,) = traffic(read(tmp_path))
+    assert "raw" not in req
+    assert base64.b64decode(req["raw_b64"]) == b"\xff\x00\xfe"
+
+
+def test_sse_stream_is_teed_unchanged_and_recorded_per_event(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+    addon.responseheaders(f)
+    tap = f.response.stream
+    assert callable(tap)
+    chunks = [
+        b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"",
+        b"}\r",
+        b"\n\r\nid: 9\r\nretry: 500\r\nevent: message\r\ndata: {\"id\":1}\r\n\r\n",
+        b"",
+    ]
+    assert [tap(c) for c in chunks] == chunks  # the client gets exactly what the server sent
+    addon.response(f)
+    addon.done()
+    req, resp, ev0, ev1, end = traffic(read(tmp_path))
+    assert resp["streamed"] is True and "raw" not in resp and resp["t_end"] is None
+    assert ["mcp-session-id", Redactor(b"unit-key").hash("sess-1")] in resp["headers"]
+    assert (ev0["type"], ev0["index"], ev0["sse_event"]) == (fmt.SSE_EVENT, 0, "message")
+    assert ev0["raw"] == '{"jsonrpc":"2.0","method":"notifications/progress"}'
+    assert (ev1["index"], ev1["sse_id"], ev1["sse_retry"], ev1["raw"]) == (1, "9", 500, '{"id":1}')
+    assert "sse_id" not in ev0
+    assert end["type"] == fmt.SSE_END and end["how"] == "clean" and end["events"] == 2
+    assert end["incomplete"] is False
+    assert {r["flow"] for r in (req, resp, ev0, ev1, end)} == {f.id}
+
+
+def test_event_is_recorded_when_its_last_byte_passes_not_later(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+    addon.responseheaders(f)
+    f.response.stream(b"data: 1\n\n")
+    assert addon.writer is not None and addon.writer.flush(5)
+    # the stream is still open, yet the event is already on disk
+    assert [r["type"] for r in traffic(read(tmp_path))] == ["http.request", "http.response", "sse.event"]
+    addon.done()
+
+
+def test_sse_response_without_body_still_ends(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=b"")
+    addon.responseheaders(f)
+    addon.response(f)  # headers came with end-of-stream: mitmproxy never calls the tap
+    addon.done()
+    assert [r["type"] for r in traffic(read(tmp_path))] == ["http.request", "http.response", "sse.end"]
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "how"),
+    [
+        ("Client disconnected.", "client-gone", "client-gone"),
+        ("stream reset by client (CANCEL)", "client-gone", "client-gone"),
+        ("server closed connection", "upstream-reset", "upstream-reset"),
+        ("HTTP/1 protocol error: peer closed connection without sending complete message body", "upstream-reset",
+         "upstream-reset"),
+        ("something odd", "other", "error"),
+    ],
+)  # fmt: skip
+def test_stream_cut_by_error_ends_with_how(rec, tmp_path: Path, message: str, kind: str, how: str) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+    addon.responseheaders(f)
+    f.response.stream(b"data: 1\n\ndata: par")
+    f.error = Error(message)
+    addon.error(f)
+    addon.done()
+    *_, ev, end, err = traffic(read(tmp_path))
+    assert ev["type"] == fmt.SSE_EVENT
+    assert (end["type"], end["how"], end["events"], end["incomplete"]) == (fmt.SSE_END, how, 1, True)
+    assert end["error"] == message
+    assert (err["type"], err["kind"], err["phase"], err["error"]) == (fmt.HTTP_ERROR, kind, "response", message)
+
+
+def test_connection_refused_records_request_then_error(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.error = Error("Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 1)")
+    addon.error(f)
+    addon.done()
+    req, err = traffic(read(tmp_path))
+    assert req["type"] == fmt.HTTP_REQUEST
+    assert (err["kind"], err["phase"], err["flow"]) == ("connection-refused", "request", f.id)
+
+
+def test_error_before_request_hook_still_records_the_request(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    f.error = Error("Client disconnected.")
+    addon.error(f)
+    addon.done()
+    assert [r["type"] for r in traffic(read(tmp_path))] == ["http.request", "http.error"]
+
+
+def test_open_stream_at_shutdown_is_ended_as_error(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow()
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+    addon.responseheaders(f)
+    addon.done()
+    end = traffic(read(tmp_path))[-1]
+    assert (end["type"], end["how"]) == (fmt.SSE_END, "error")
+    assert not addon.flows
+
+
+def test_redaction_in_records(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    hdrs = [(b"Authorization", b"Bearer tok-123"), (b"mcp-session-id", b"abc"), (b"X-Api-Key", b"k")]
+    f = post_flow(headers=hdrs, path=b"/mcp?token=qs-secret&x=1")
+    addon.request(f)
+    addon.done()
+    (req,) = traffic(read(tmp_path))
+    text = orjson.dumps(req)
+    assert b"tok-123" not in text and b"qs-secret" not in text and b'"k"' not in text
+    h = Redactor(b"unit-key").hash
+    assert req["headers"] == [["Authorization", f"Bearer {h('tok-123')}"], ["mcp-session-id", h("abc")],
+                              ["X-Api-Key", h("k")]]  # fmt: skip
+    assert req["url"] == f"http://127.0.0.1:8000/mcp?token={h('qs-secret')}&x=1"
+    assert req["server"] == "http://127.0.0.1:8000/mcp"
+
+
+def test_no_redaction_switch_keeps_everything(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_redact=False)
+        f = post_flow(headers=[(b"Authorization", b"Bearer tok-123")], path=b"/mcp?token=t")
+        addon.request(f)
+        addon.done()
+    records = read(tmp_path)
+    assert records[0]["redaction"]["mode"] == "off"
+    assert records[1]["headers"] == [["Authorization", "Bearer tok-123"]]
+    assert records[1]["url"].endswith("?token=t")
+
+
+def test_metadata_bodies_in_requests_and_events(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    call = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"private"}}}'
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_bodies="metadata")
+        f = post_flow(body=call)
+        addon.request(f)
+        f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+        addon.responseheaders(f)
+        f.response.stream(b'data: {"jsonrpc":"2.0","id":2,"result":{"content":[{"text":"private"}]}}\n\n')
+        f.response.stream(b"")
+        addon.response(f)
+        addon.done()
+    records = read(tmp_path)
+    assert records[0]["redaction"]["bodies"] == "metadata"
+    req, _, ev, _ = traffic(records)
+    assert b"private" not in orjson.dumps(records)
+    assert req["body_policy"] == ev["body_policy"] == "metadata"
+    assert req["len"] == len(call)
+    assert orjson.loads(req["raw"])["params"]["name"] == "echo"
+    assert "$redacted" in orjson.loads(ev["raw"])["result"]["content"]
+
+
+def test_filter_records_only_matching_flows(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_filter="~u /mcp")
+        keep, drop = post_flow(), post_flow(path=b"/health")
+        for f in (keep, drop):
+            addon.request(f)
+            f.response = json_response(b"{}")
+            addon.response(f)
+        addon.done()
+    assert {r["flow"] for r in traffic(read(tmp_path))} == {keep.id}
+
+
+def test_server_option_names_every_record(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_server="weather")
+        f = post_flow()
+        addon.request(f)
+        f.error = Error("server closed connection")
+        addon.error(f)
+        addon.done()
+    records = read(tmp_path)
+    assert {r["server"] for r in records} == {"weather"}
+    assert "weather" in records[0]["server"]
+
+
+def test_server_key_default_is_origin_and_path() -> None:
+    f = post_flow(path=b"/a/mcp?x=1")
+    assert server_key(f) == "http://127.0.0.1:8000/a/mcp"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "match"),
+    [
+        ("erascope_filter", "~q ~~(", "erascope_filter"),
+        ("erascope_bodies", "everything", "erascope_bodies|Invalid choice|everything"),
+        ("erascope_redact_headers", ["x-ok", "bad name"], "erascope_redact_headers"),
+    ],
+)
+def test_bad_options_raise_options_error(option: str, value: Any, match: str) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx, pytest.raises(exceptions.OptionsError, match=match):
+        tctx.configure(addon, **{option: value})
+
+
+def test_capture_dir_that_is_a_file_is_rejected(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx, pytest.raises(exceptions.OptionsError, match="not a directory"):
+        tctx.configure(addon, erascope_dir=str(tmp_path / "file"))
+
+
+def test_write_failure_is_reported_once_and_never_breaks_the_flow(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "file").write_text("x")
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx, caplog.at_level(logging.ERROR, logger="erascope"):
+        tctx.configure(addon, erascope_dir=str(tmp_path / "file" / "caps"))  # mkdir will fail
+        tap_out = []
+        for _ in range(3):
+            f = post_flow()
+            addon.request(f)
+            f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+            addon.responseheaders(f)
+            tap_out.append(f.response.stream(b"data: x\n\n"))
+            f.response.stream(b"")
+            addon.response(f)
+        addon.done()
+    assert tap_out == [b"data: x\n\n"] * 3
+    assert addon.lost == 12
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len([e for e in errors if "cannot write capture" in e]) == 1
+    assert any("12 record(s) lost" in e for e in errors)
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [
+        ("Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 9)", "connection-refused"),
+        ("[Errno 111] Connection refused", "connection-refused"),
+        ("Client disconnected.", "client-gone"),
+        ("killed", "client-gone"),
+        ("server closed connection", "upstream-reset"),
+        ("HTTP/2 connection closed: <ConnectionTerminated>", "upstream-reset"),
+        ("Connection timed out", "timeout"),
+        ("mystery", "other"),
+    ],
+)
+def test_classify_error(message: str, kind: str) -> None:
+    assert classify_error(message) == kind
+
+
+def test_connect_error_before_any_request_is_recorded_without_flow(rec, tmp_path: Path) -> None:
+    from mitmproxy.proxy.server_hooks import ServerConnectionHookData
+
+    addon, _ = rec
+    client, server = tflow.tclient_conn(), tflow.tserver_conn()
+    server.error = "Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 9)"
+    addon.server_connect_error(ServerConnectionHookData(server=server, client=client))
+    # once the client has sent a request, its connect errors belong to that flow's `error` hook
+    f = post_flow()
+    addon.requestheaders(f)
+    addon.server_connect_error(ServerConnectionHookData(server=server, client=f.client_conn))
+    addon.done()
+    (err,) = traffic(read(tmp_path))
+    assert (err["type"], err["flow"], err["phase"], err["kind"]) == (fmt.HTTP_ERROR, None, "connect",
+                                                                     "connection-refused")  # fmt: skip
+    assert err["conn"] == client.id and err["peer"] == "address:22"  # the address it tried
+
+
+def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_path: Path) -> None:
+    from mitmproxy.proxy.server_hooks import ServerConnectionHookData
+
+    from analyzer.schema import RECORD_SCHEMA
+
+    addon, _ = rec
+    f = post_flow(body=b"\xff")
+    f.request.encode("gzip")  # recorded decoded, with the encoded size in wire_len
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+    addon.responseheaders(f)
+    f.response.stream(b"id: 1\nretry: 5\ndata: x\n\ndata: y")
+    f.error = Error("Client disconnected.")
+    addon.error(f)
+    g = post_flow()
+    addon.request(g)
+    g.response = json_response(b"{}")
+    addon.response(g)
+    server = tflow.tserver_conn()
+    server.error = "Connect call failed"
+    addon.server_connect_error(ServerConnectionHookData(server=server, client=tflow.tclient_conn()))
+    addon.done()
+    records = traffic(read(tmp_path))
+    assert {r["type"] for r in records} == {fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT, fmt.SSE_END,
+                                            fmt.HTTP_ERROR}  # fmt: skip
+    doc = (Path(__file__).resolve().parent.parent / "captures" / "FORMAT.md").read_text()
+    fields = {k for r in records for k in r}
+    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete"} <= fields
+    assert sorted(k for k in fields if f"`{k}`" not in doc) == []
+    assert sorted(k for k in fields if k not in RECORD_SCHEMA) == []
+    (encoded,) = [r for r in records if "wire_len" in r]
+    assert base64.b64decode(encoded["raw_b64"]) == b"\xff" and encoded["len"] == 1 and encoded["wire_len"] > 1
+
+
+def test_client_disconnected_after_idle_timeout_is_a_timeout() -> None:
+    from addon.http_recorder import error_record
+
+    f = post_flow()
+    f.error = Error("Client disconnected.")
+    idle = error_record(f, last_activity=1000.0, idle_timeout=600, now=1600.1)
+    assert (idle["kind"], idle["idle_s"]) == ("timeout", 600.1)
+    left = error_record(f, last_activity=1000.0, idle_timeout=600, now=1010.0)
+    assert left["kind"] == "client-gone" and "idle_s" not in left
+    f.error = Error("server closed connection")
+    assert error_record(f, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"

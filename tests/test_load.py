@@ -1,0 +1,216 @@
+"""Loading: inputs, headers, malformed and torn lines, versions, invariants (hypothesis)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from addon.errors import ErascopeError
+from addon.writer import CaptureWriter
+from analyzer.load import combine, extract_file, find_inputs
+from analyzer.pipeline import analyze
+from tests.test_messages import Cap, discover_result, probe
+
+HEADER = {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "seq": 0, "part": 0}
+
+
+def write_lines(path: Path, lines: list[str], *, trailing_newline: bool = True) -> Path:
+    path.write_text("\n".join(lines) + ("\n" if trailing_newline else ""), encoding="utf-8")
+    return path
+
+
+def frame(seq: int, raw: str, direction: str = "c2s") -> str:
+    rec = {"type": "frame", "seq": seq, "ts": 1.0 + seq, "mono": 1.0, "server": "srv", "conn": "c1",
+           "dir": direction, "raw": raw, "len": len(raw), "nl": True}
+    return orjson.dumps(rec).decode()
+
+
+def test_writer_capture_reads_on_the_fast_path(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1))
+    facts = extract_file(str(cap.close()))
+    assert (facts.records, facts.malformed, facts.torn, facts.skipped) == (3, [], None, None)
+    assert facts.counts == {"header": 1, "frame": 2}
+    assert facts.transport == "stdio"
+    assert facts.messages.get_column("line").to_list() == [2, 3]
+
+
+def test_malformed_lines_are_located(tmp_path: Path) -> None:
+    lines = [
+        orjson.dumps(HEADER).decode(),
+        frame(1, '{"jsonrpc":"2.0","id":1,"method":"ping"}'),
+        "this is not json",
+        "[1, 2, 3]",
+        '{"seq": 3}',
+        "",
+        '{"type": "frame", "seq": "three"}',
+        frame(4, '{"jsonrpc":"2.0","id":1,"result":{}}', "s2c"),
+    ]
+    path = str(write_lines(tmp_path / "x.jsonl", lines))
+    facts = extract_file(path)
+    assert [(b.line, b.reason) for b in facts.malformed] == [
+        (3, "not valid JSON"),
+        (4, "not a JSON object"),
+        (5, "no record type"),
+        (6, "empty line"),
+        (7, "field 'seq' has the wrong type (str)"),
+    ]
+    assert all(b.file == path for b in facts.malformed)
+    assert facts.torn is None
+    assert facts.messages.get_column("line").to_list() == [2, 8]
+    assert facts.messages.get_column("kind").to_list() == ["request", "response"]
+
+
+def test_torn_last_line(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    path = cap.close()
+    with path.open("ab") as f:
+        f.write(b'{"type":"frame","seq":2,"raw":"{\\"jsonrpc')  # recorder killed mid-write
+    facts = extract_file(str(path))
+    assert facts.torn is not None and facts.torn.line == 3 and "torn" in facts.torn.reason
+    assert facts.malformed == []
+    assert facts.records == 2
+
+
+def test_unknown_major_version_is_refused(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "future.jsonl", [orjson.dumps({**HEADER, "format": "erascope/2"}).decode()])
+    with pytest.raises(ErascopeError, match=r"erascope/2.*not supported"):
+        analyze([str(path)])
+
+
+def test_non_capture_files_are_skipped_and_noted(tmp_path: Path) -> None:
+    write_lines(tmp_path / "notes.jsonl", ['{"hello": "world"}'])
+    write_lines(tmp_path / "other.jsonl", [orjson.dumps({**HEADER, "format": "otherformat/1"}).decode()])
+    (tmp_path / "readme.txt").write_text("not even jsonl")
+    cap = Cap(tmp_path / "caps")
+    cap.c2s(probe(1))
+    real = str(cap.close())
+    a = analyze([str(tmp_path)])
+    assert a.inputs.files == [real]
+    assert sorted(Path(f).name for f, _ in a.inputs.skipped) == ["notes.jsonl", "other.jsonl"]
+    assert all("not an erascope capture" in reason for _, reason in a.inputs.skipped)
+
+
+def test_empty_input_says_so(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ErascopeError, match="no capture records found in"):
+        analyze([str(tmp_path / "empty")])
+    write_lines(tmp_path / "junk.jsonl", ["nope"])
+    with pytest.raises(ErascopeError, match=r"no capture records found in .*skipped"):
+        analyze([str(tmp_path / "junk.jsonl")])
+
+
+def test_missing_path_and_empty_glob(tmp_path: Path) -> None:
+    with pytest.raises(ErascopeError, match="no such file or directory"):
+        find_inputs([str(tmp_path / "missing.jsonl")])
+    with pytest.raises(ErascopeError, match="no files match"):
+        find_inputs([str(tmp_path / "*.jsonl")])
+
+
+def test_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
+    # Permission bits do not stop root, so use a path that cannot be read as a file.
+    (tmp_path / "dir.jsonl").mkdir()
+    with pytest.raises(ErascopeError, match="cannot read"):
+        extract_file(str(tmp_path / "dir.jsonl"))
+
+
+def test_globs_directories_and_duplicates(tmp_path: Path) -> None:
+    paths = []
+    for n in range(2):
+        cap = Cap(tmp_path / f"d{n}", server=f"s{n}")
+        cap.c2s(probe(1))
+        paths.append(str(cap.close()))
+    found = find_inputs([str(tmp_path / "d*" / "*.jsonl"), str(tmp_path / "d0"), paths[1]])
+    assert found == paths
+
+
+def test_rotated_parts_pair_across_files(tmp_path: Path) -> None:
+    w = CaptureWriter(tmp_path, transport="stdio", server="srv", rotate_bytes=400)
+    raw_req = orjson.dumps(probe(1)).decode()
+    raw_resp = orjson.dumps(discover_result(1)).decode()
+    w.write({"type": "frame", "conn": "c1", "dir": "c2s", "raw": raw_req, "len": len(raw_req), "nl": True})
+    w.write({"type": "frame", "conn": "c1", "dir": "s2c", "raw": raw_resp, "len": len(raw_resp), "nl": True})
+    w.close()
+    assert len(w.paths) == 2
+    a = analyze([str(tmp_path)])
+    assert a.probes.get_column("outcome").to_list() == ["discover-result"]
+    resp = a.messages.filter(pl.col("kind") == "response")
+    assert resp.get_column("file").to_list() == [str(w.paths[1])]
+    assert resp.get_column("req_line").to_list() == [2]
+
+
+# --- invariants ----------------------------------------------------------------------------------
+_ids = st.one_of(st.integers(-(2**40), 2**40), st.text(min_size=0, max_size=12))
+_payloads = st.one_of(
+    st.builds(lambda i: orjson.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {}}).decode(), _ids),
+    st.builds(lambda i: orjson.dumps({"jsonrpc": "2.0", "id": i, "result": {}}).decode(), _ids),
+    st.text(max_size=40),
+)
+_garbage = st.text(max_size=60).filter(lambda s: "\n" not in s and not _is_record(s))
+
+
+def _is_record(text: str) -> bool:
+    try:
+        obj: Any = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and "type" in obj
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payloads=st.lists(_payloads, min_size=0, max_size=25))
+def test_loading_never_drops_or_duplicates_records(
+    tmp_path_factory: pytest.TempPathFactory, payloads: list[str]
+) -> None:
+    path = tmp_path_factory.mktemp("inv") / "c.jsonl"
+    write_lines(path, [orjson.dumps(HEADER).decode()] + [frame(n + 1, raw) for n, raw in enumerate(payloads)])
+    facts = extract_file(str(path))
+    m = combine([facts]).messages
+    assert facts.records == len(payloads) + 1
+    assert m.get_column("seq").to_list() == list(range(1, len(payloads) + 1))
+    assert m.get_column("line").to_list() == list(range(2, len(payloads) + 2))
+    assert facts.malformed == [] and facts.torn is None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    payloads=st.lists(_payloads, min_size=1, max_size=12),
+    garbage=st.lists(st.tuples(st.integers(0, 20), _garbage), min_size=1, max_size=5),
+    newline_at_end=st.booleans(),
+)
+def test_garbage_lines_are_reported_never_fatal(
+    tmp_path_factory: pytest.TempPathFactory,
+    payloads: list[str],
+    garbage: list[tuple[int, str]],
+    newline_at_end: bool,
+) -> None:
+    good = [frame(n + 1, raw) for n, raw in enumerate(payloads)]
+    lines: list[tuple[str, bool]] = [(g, True) for g in good]
+    for pos, text in garbage:
+        lines.insert(min(pos, len(lines)), (text, False))
+    all_lines = [orjson.dumps(HEADER).decode()] + [t for t, _ in lines]
+    bad_numbers = [n + 2 for n, (_, ok) in enumerate(lines) if not ok]
+    if not newline_at_end and all_lines[-1] == "":
+        newline_at_end = True  # a file cannot end in an empty line without a newline
+    path = write_lines(tmp_path_factory.mktemp("garbage") / "c.jsonl", all_lines, trailing_newline=newline_at_end)
+    facts = extract_file(str(path))
+    reported = sorted([b.line for b in facts.malformed] + ([facts.torn.line] if facts.torn else []))
+    if not newline_at_end and all_lines[-1] == "":
+        bad_numbers = bad_numbers[:-1]
+    assert reported == bad_numbers
+    assert facts.records == len(good) + 1
+    assert combine([facts]).messages.get_column("seq").to_list() == list(range(1, len(good) + 1))
+
+
+def test_headers_alone_are_empty_input(tmp_path: Path) -> None:
+    write_lines(tmp_path / "only-header.jsonl", [orjson.dumps(HEADER).decode()])
+    with pytest.raises(ErascopeError, match="no capture records found in"):
+        analyze([str(tmp_path)])

@@ -1,0 +1,207 @@
+"""Probe and initialize outcomes: each class with a positive and a negative inline capture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analyzer.schema import INIT_OUTCOMES, INITS_SCHEMA, PROBE_OUTCOMES, PROBES_SCHEMA
+from tests.test_messages import (
+    MODERN,
+    Cap,
+    discover_result,
+    err,
+    init,
+    init_result,
+    modern_headers,
+    probe,
+    run,
+)
+
+
+def outcomes(path: Path, **opts: float) -> list[str]:
+    return run(path, **opts).probes.get_column("outcome").to_list()
+
+
+def test_schema_and_outcome_vocabulary(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1))
+    a = run(cap.close())
+    assert dict(a.probes.schema) == PROBES_SCHEMA
+    assert dict(a.inits.schema) == INITS_SCHEMA
+    assert set(a.probes.get_column("outcome")) <= set(PROBE_OUTCOMES)
+
+
+def test_discover_result_modern_and_legacy_advertisement(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1, (MODERN, "2025-11-25"), ttl=0))
+    cap.c2s(probe(2))
+    cap.s2c(discover_result(2, ("2025-06-18", "2025-11-25")))
+    p = run(cap.close()).probes
+    assert p.get_column("outcome").to_list() == ["discover-result", "discover-result"]
+    assert p.get_column("modern_versions").to_list() == [True, False]
+    assert p.get_column("versions").to_list() == [[MODERN, "2025-11-25"], ["2025-06-18", "2025-11-25"]]
+    assert p.get_column("ttl_ms").to_list() == [0, 0]
+    assert p.get_column("answer_line").to_list() == [3, 5]
+
+
+@pytest.mark.parametrize("code", [-32022, -32004])
+def test_unsupported_version(tmp_path: Path, code: int) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(err(1, code, "Unsupported protocol version", {"supported": [MODERN], "requested": "2099-01-01"}))
+    p = run(cap.close()).probes
+    assert p.get_column("outcome").to_list() == ["unsupported-version"]
+    assert p.get_column("versions").to_list() == [[MODERN]]
+    assert p.get_column("error_code").to_list() == [code]
+
+
+@pytest.mark.parametrize("code", [-32020, -32021])
+def test_modern_error(tmp_path: Path, code: int) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(err(1, code, "modern"))
+    assert outcomes(cap.close()) == ["modern-error"]
+
+
+@pytest.mark.parametrize("code", [-32601, -32602, -32600, -32000])
+def test_legacy_answer_stdio(tmp_path: Path, code: int) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(err(1, code, "legacy", ""))
+    assert outcomes(cap.close()) == ["legacy-answer"]
+
+
+def test_legacy_answer_http_400_json_body_with_other_id_and_plain_404(tmp_path: Path) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 400, err("server-error", -32600, "Bad Request: Missing session ID"))
+    cap.http_request("f2", probe(2), headers=modern_headers())
+    cap.http_response("f2", 404, "")
+    cap.http_request("f3", probe(3), headers=modern_headers())
+    cap.http_response("f3", 400, err(None, -32000, "Server not initialized"))
+    p = run(cap.close()).probes
+    assert p.get_column("outcome").to_list() == ["legacy-answer"] * 3
+    assert p.get_column("http_status").to_list() == [400, 404, 400]
+
+
+def test_http_probe_without_headers_is_malformed_but_modern_error_still_counts(tmp_path: Path) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=[["Content-Type", "application/json"]])
+    cap.http_response("f1", 400, err("server-error", -32600, "Bad Request: Missing session ID"))
+    cap.http_request("f2", probe(2), headers=[["Content-Type", "application/json"]])
+    cap.http_response("f2", 400, err(2, -32020, "Header mismatch"))
+    p = run(cap.close()).probes
+    assert p.get_column("outcome").to_list() == ["malformed-probe", "modern-error"]
+    assert p.get_column("well_formed").to_list() == [False, False]
+
+
+def test_malformed_probe_stdio(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1, envelope=False))
+    cap.s2c(err(1, -32602, "Invalid request parameters", ""))
+    cap.c2s(probe(2, envelope=False))
+    cap.s2c(err(2, -32022, "Unsupported", {"supported": [MODERN]}))
+    cap.c2s(probe(3))
+    cap.s2c(err(3, -32602, "Invalid request parameters", ""))
+    assert outcomes(cap.close()) == ["malformed-probe", "unsupported-version", "legacy-answer"]
+
+
+def test_no_answer_and_late_answer(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1), dt=12.0)  # after the 10 s timeout: the client had given up
+    cap.c2s(probe(2))
+    cap.s2c(discover_result(2), dt=9.0)
+    cap.c2s(probe(3))  # never answered, capture ends
+    path = cap.close()
+    assert outcomes(path) == ["no-answer", "discover-result", "no-answer"]
+    assert outcomes(path, probe_timeout=15.0) == ["discover-result", "discover-result", "no-answer"]
+
+
+def test_connection_died_stdio(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.life("server-eof")
+    cap.life("exit", code=1)
+    p = run(cap.close()).probes
+    assert p.get_column("outcome").to_list() == ["connection-died"]
+    assert p.get_column("answer_line").to_list() == [3]
+
+
+def test_client_closing_first_is_not_a_death(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.life("client-eof")
+    cap.life("server-eof")
+    cap.life("exit", signal="SIGTERM")
+    assert outcomes(cap.close()) == ["no-answer"]
+
+
+def test_death_after_timeout_is_no_answer(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.life("exit", code=1, dt=30.0)
+    assert outcomes(cap.close()) == ["no-answer"]
+
+
+def test_connection_died_http(tmp_path: Path) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.record({"type": "http.error", "flow": "f1", "kind": "upstream-reset", "error": "reset"})
+    cap.http_request("f2", probe(2), headers=modern_headers())
+    cap.http_response("f2", 200, streamed=True)
+    cap.record({"type": "sse.end", "flow": "f2", "how": "upstream-reset", "events": 0})
+    cap.http_request("f3", probe(3), headers=modern_headers())
+    cap.http_response("f3", 200, streamed=True)
+    cap.sse("f3", 0, discover_result(3))
+    cap.record({"type": "sse.end", "flow": "f3", "how": "clean", "events": 1})
+    assert outcomes(cap.close()) == ["connection-died", "connection-died", "discover-result"]
+
+
+def test_garbage_only_non_json_before_death(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c("Traceback (most recent call last):")
+    cap.life("server-eof")
+    assert outcomes(cap.close()) == ["garbage"]
+
+
+def test_banner_before_real_answer_is_not_garbage(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c("Server v1 ready")
+    cap.s2c(err(1, -32602, "Invalid request parameters", ""))
+    assert outcomes(cap.close()) == ["legacy-answer"]
+
+
+def test_http_non_json_200_is_garbage(tmp_path: Path) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 200, "<html>hello</html>")
+    assert outcomes(cap.close()) == ["garbage"]
+
+
+def test_initialize_outcomes(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(init(1), conn="a")
+    cap.s2c(init_result(1), conn="a")
+    cap.c2s(init(2), conn="b")
+    cap.s2c(err(2, -32022, "Unsupported protocol version", {"supported": [MODERN]}), conn="b")
+    cap.c2s(init(3), conn="c")
+    cap.s2c(err(3, -32600, "Bad request"), conn="c")
+    cap.c2s(init(4), conn="d")
+    cap.life("exit", code=1, conn="d")
+    cap.c2s(init(5), conn="e")
+    inits = run(cap.close()).inits
+    assert inits.get_column("outcome").to_list() == [
+        "served", "refused-named", "refused-unnamed", "connection-died", "no-answer"
+    ]
+    assert set(inits.get_column("outcome")) <= set(INIT_OUTCOMES)
+    assert inits.get_column("versions").to_list() == [["2025-11-25"], [MODERN], None, None, None]
+    assert inits.get_column("requested_version").to_list() == ["2025-11-25"] * 5
+    assert inits.filter(pl.col("outcome") == "served").get_column("client_name").to_list() == ["test-client"]

@@ -1,0 +1,108 @@
+"""stale-era and rollout-split on tiny inline frames."""
+
+from __future__ import annotations
+
+from analyzer.findings import Evidence, Severity
+from analyzer.rules import run_rules
+from analyzer.rules.scenario import MODERN, Scenario
+
+
+def test_stale_era_keeps_sending_refused_initialize() -> None:
+    s = Scenario()
+    lines = [
+        s.conn("api", f"c{i}", client="cached").init(i * 5.0, "refused-named", versions=[MODERN]) for i in range(3)
+    ]
+    [f] = run_rules(s.analysis(), only=["stale-era"])
+    assert (f.rule, f.severity, f.client) == ("stale-era", Severity.WARNING, "cached")
+    assert f.details["requests"] == 3
+    assert [e.line for e in f.evidence] == lines
+    assert "refuses it with unsupported-version" in f.message
+
+
+def test_stale_era_refused_then_reprobe_is_fine() -> None:
+    s = Scenario()
+    s.conn("api", "c0").init(0.0, "refused-named", versions=[MODERN])
+    s.conn("api", "c1").probe(1.0, "discover-result")
+    s.conn("api", "c2").init(2.0, "refused-named", versions=[MODERN])
+    assert run_rules(s.analysis(), only=["stale-era"]) == []
+
+
+def test_stale_era_modern_requests_refused_the_legacy_way() -> None:
+    s = Scenario()
+    c = s.conn("api", "c1", client="cached", transport="http")
+    c.probe(0.0, "discover-result")
+    c.call(1.0, id="2", modern=True)
+    c.call(100.0, id="3", modern=True, error_code=-32000, http_status=400)
+    c.call(101.0, id="4", modern=True, error_code=-32000, http_status=400)
+    [f] = run_rules(s.analysis(), only=["stale-era"])
+    assert "now answers as legacy" in f.message
+
+
+def test_stale_era_after_other_clients_saw_the_upgrade() -> None:
+    s = Scenario()
+    old = s.conn("svc", "a1", client="A")
+    old.probe(0.0, "legacy-answer")
+    old.init(0.1)
+    old.call(1.0, session="s1")
+    # the server is upgraded; B's probe sees it
+    change = s.conn("svc", "b1", client="B").probe(50.0, "discover-result")
+    stale = s.conn("svc", "a2", client="A")
+    init = stale.init(60.0)
+    [f] = run_rules(s.analysis(), only=["stale-era"])
+    assert f.client == "A"
+    assert Evidence("b1.jsonl", change, "B saw modern") in f.evidence
+    assert Evidence("a2.jsonl", init, "legacy request") in f.evidence
+
+
+def test_no_stale_era_when_the_client_reprobes_after_the_upgrade() -> None:
+    s = Scenario()
+    old = s.conn("svc", "a1", client="A")
+    old.probe(0.0, "legacy-answer")
+    old.init(0.1)
+    s.conn("svc", "b1", client="B").probe(50.0, "discover-result")
+    fresh = s.conn("svc", "a2", client="A")
+    fresh.probe(60.0, "discover-result")
+    fresh.call(60.5, modern=True)
+    assert run_rules(s.analysis(), only=["stale-era"]) == []
+
+
+def test_rollout_split_between_peers() -> None:
+    s = Scenario()
+    for i in range(4):
+        peer = "10.0.0.1:8000" if i % 2 == 0 else "10.0.0.2:8000"
+        outcome = "discover-result" if i % 2 == 0 else "legacy-answer"
+        s.conn("lb", f"c{i}", transport="http").probe(i * 5.0, outcome, peer=peer, http_status=200)
+    [f] = run_rules(s.analysis(), only=["rollout-split"])
+    assert (f.rule, f.severity, f.server, f.client) == ("rollout-split", Severity.WARNING, "lb", None)
+    assert f.details["axis"] == "era"
+    assert f.details["peers"] == [
+        {"peer": "10.0.0.1:8000", "era": "modern", "count": 2},
+        {"peer": "10.0.0.2:8000", "era": "legacy", "count": 2},
+    ]
+    assert f.details["duration_s"] == 15.0
+    assert "10.0.0.2:8000 → legacy ×2" in f.message
+
+
+def test_rollout_split_initialize_served_and_refused() -> None:
+    s = Scenario()
+    s.conn("lb", "c1", transport="http").init(0.0, peer="10.0.0.1:8000")
+    s.conn("lb", "c2", transport="http").init(1.0, "refused-named", versions=[MODERN], peer="10.0.0.2:8000")
+    [f] = run_rules(s.analysis(), only=["rollout-split"])
+    assert f.details["axis"] == "initialize"
+
+
+def test_a_clean_upgrade_is_not_a_split() -> None:
+    s = Scenario()
+    for i in range(3):
+        s.conn("svc", f"old{i}").probe(i * 5.0, "legacy-answer")
+    for i in range(3):
+        s.conn("svc", f"new{i}").probe(20.0 + i * 5.0, "discover-result")
+    assert run_rules(s.analysis(), only=["rollout-split"]) == []
+
+
+def test_flipping_without_peer_addresses_is_a_split() -> None:
+    s = Scenario()
+    for i, outcome in enumerate(["legacy-answer", "discover-result", "legacy-answer", "discover-result"]):
+        s.conn("svc", f"c{i}").probe(i * 5.0, outcome)
+    [f] = run_rules(s.analysis(), only=["rollout-split"])
+    assert f.details["peers"][0]["peer"] == "(no peer address)"

@@ -1,0 +1,777 @@
+"""The stdio tee: pure parts without processes, then the real command around real subprocesses.
+
+Which behaviour is tested where:
+- Line splitting and the pump (forward, then record; carry-over buffer; tail at EOF) run over plain
+  `os.pipe()` pairs, so Hypothesis can throw random streams and random read sizes at them quickly.
+- Everything a user meets (spawn, EOF propagation, linger, exit status, signals, stderr passthrough,
+  capture write failures) runs the real `erascope record stdio` command around real processes:
+  coreutils `cat` and the scripted servers in `tests/peers/scripted_server.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from addon import format as fmt
+from addon.errors import ErascopeError
+from addon.stdio_tee import (
+    LineSplitter,
+    Pump,
+    Sequencer,
+    SpawnFailed,
+    StdioTee,
+    _await_drained,
+    exit_status,
+    fd_forwarder,
+    run_tee,
+    server_key,
+)
+from tests.peers.capture_tools import events, lifecycle, only_capture, rebuild, traffic
+
+ERASCOPE = Path(sys.executable).parent / "erascope"
+SCRIPTED = Path(__file__).parent / "peers" / "scripted_server.py"
+PY = sys.executable
+LINGER = 0.3
+
+
+@pytest.fixture(autouse=True)
+def _redact_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    # In-process tees must not create the per-host key file under the real state directory.
+    monkeypatch.setenv("ERASCOPE_REDACT_KEY", "test-key")
+
+
+def tee_cmd(out: Path, *server: str, linger: float = LINGER, extra: tuple[str, ...] = ()) -> list[str]:
+    return [str(ERASCOPE), "record", "stdio", "--out", str(out), "--linger", str(linger), *extra, "--", *server]
+
+
+def scripted(mode: str) -> list[str]:
+    return [PY, str(SCRIPTED), mode]
+
+
+# --- streams for property tests ------------------------------------------------------------------
+
+_pieces = st.one_of(
+    st.binary(max_size=64),
+    st.sampled_from([b"\n", b"\r\n", b"\r", b"\xff\xfe", b"\xc3", b"\xe2\x82", b"{}", b"\x00"]),
+    st.text(max_size=20).map(lambda t: t.encode()),
+    # A long line: crosses many read boundaries and the 64 KiB pipe buffer.
+    st.integers(min_value=60_000, max_value=300_000).map(lambda n: b"y" * n),
+)
+streams = st.lists(_pieces, max_size=30).map(b"".join)
+
+
+def lines_of(data: bytes) -> list[tuple[bytes, bool]]:
+    """The reference split: what the tee must record for a stream."""
+    parts = data.split(b"\n")
+    out = [(p, True) for p in parts[:-1]]
+    if parts[-1]:
+        out.append((parts[-1], False))
+    return out
+
+
+def join_lines(lines: list[tuple[bytes, bool]]) -> bytes:
+    return b"".join(p + (b"\n" if nl else b"") for p, nl in lines)
+
+
+# --- LineSplitter ----------------------------------------------------------------------------------
+
+
+@given(data=streams, cuts=st.lists(st.integers(min_value=0, max_value=400_000), max_size=20))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_splitter_any_chunking_gives_the_reference_lines(data: bytes, cuts: list[int]) -> None:
+    bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    splitter = LineSplitter()
+    got: list[tuple[bytes, bool]] = []
+    for a, b in itertools.pairwise(bounds):
+        got += [(line, True) for line in splitter.feed(data[a:b])]
+    tail = splitter.tail()
+    if tail is not None:
+        got.append((tail, False))
+    assert got == lines_of(data)
+    assert join_lines(got) == data
+
+
+def test_splitter_examples() -> None:
+    s = LineSplitter()
+    assert s.feed(b"ab") == []
+    assert s.feed(b"c\r\nd\n\nxy") == [b"abc\r", b"d", b""]
+    assert s.feed(b"") == []
+    assert s.tail() == b"xy"
+    assert s.tail() is None
+
+
+# --- Pump over pipes ---------------------------------------------------------------------------------
+
+
+def pump_through_pipes(data: bytes, chunk_size: int) -> tuple[bytes, list[tuple[bytes, bool]], bool]:
+    """Run one Pump between two pipes: feed `data` in, collect what comes out and what was recorded."""
+    src_r, src_w = os.pipe()
+    dst_r, dst_w = os.pipe()
+    recorded: list[tuple[bytes, bool]] = []
+    ended: list[bool] = []
+    received = bytearray()
+
+    def feed() -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(src_w, view[: 1 + (len(view) % 70_001)])
+            view = view[n:]
+        os.close(src_w)
+
+    def drain() -> None:
+        while chunk := os.read(dst_r, 1 << 16):
+            received.extend(chunk)
+
+    def on_end(eof: bool) -> None:
+        ended.append(eof)
+        os.close(dst_w)  # as the tee does: the destination sees EOF when the source did
+
+    pump = Pump(
+        src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((p, nl)), on_end=on_end, chunk_size=chunk_size
+    )
+    threads = [threading.Thread(target=feed), threading.Thread(target=drain)]
+    for t in threads:
+        t.start()
+    pump.run()
+    for t in threads:
+        t.join()
+    os.close(src_r)
+    os.close(dst_r)
+    assert pump.error is None
+    return bytes(received), recorded, ended == [True]
+
+
+@given(data=streams, chunk_size=st.integers(min_value=1, max_value=1 << 20))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_pump_relays_exactly_and_records_every_line(data: bytes, chunk_size: int) -> None:
+    out, recorded, eof = pump_through_pipes(data, chunk_size)
+    assert out == data
+    assert recorded == lines_of(data)
+    assert eof
+
+
+def test_pump_keeps_recording_when_destination_is_gone() -> None:
+    """EPIPE on the destination (a dead server's stdin) is reported once; later lines are still recorded."""
+    src_r, src_w = os.pipe()
+    dst_r, dst_w = os.pipe()
+    os.close(dst_r)
+    errors: list[OSError] = []
+    recorded: list[tuple[bytes, bool]] = []
+    pump = Pump(src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((p, nl)), on_forward_error=errors.append)
+    pump.start()
+    os.write(src_w, b"one\ntwo\n")
+    os.write(src_w, b"three")
+    os.close(src_w)
+    assert pump.join(10)
+    assert pump.error is None
+    assert [type(e) for e in errors] == [BrokenPipeError]
+    assert recorded == [(b"one", True), (b"two", True), (b"three", False)]
+    os.close(src_r)
+    os.close(dst_w)
+
+
+def test_pump_drained_while_the_writer_stays() -> None:
+    """A grandchild holding the server's stdout open: the pump reads what is there, then is "drained"."""
+    src_r, src_w = os.pipe()
+    recorded: list[tuple[bytes, bool]] = []
+    pump = Pump(src_r, None, lambda p, nl: recorded.append((p, nl))).start()
+    os.write(src_w, b"last words\npartial")
+    _await_drained(pump)  # returns although the pipe is still open
+    assert not pump.done.is_set()
+    assert recorded == [(b"last words", True)]
+    os.write(src_w, b" rest\n")
+    os.close(src_w)
+    assert pump.join(10)
+    assert recorded == [(b"last words", True), (b"partial rest", True)]
+    assert pump.eof and pump.drained()
+    os.close(src_r)
+
+
+# --- Sequencer: records leave in the order their bytes were read ----------------------------------
+
+
+def test_sequencer_holds_a_record_behind_an_earlier_unrecorded_read() -> None:
+    out: list[str] = []
+    seq = Sequencer(lambda r: out.append(r["n"]))
+    t_req = seq.begin("c2s")  # the request was read (and is being forwarded)
+    t_ans = seq.begin("s2c")  # the answer was read before the request's thread recorded it
+    seq.submit({"n": "answer"}, t_ans)
+    seq.submit({"n": "exit"})  # an event now: after everything read so far
+    assert out == []
+    seq.submit({"n": "request"}, t_req)
+    assert out == ["request"]
+    seq.end("c2s")
+    assert out == ["request", "answer"]
+    seq.end("s2c")
+    assert out == ["request", "answer", "exit"]
+
+
+def test_sequencer_drain_releases_what_a_stalled_stream_held_back() -> None:
+    out: list[str] = []
+    seq = Sequencer(lambda r: out.append(r["n"]))
+    seq.begin("c2s")  # e.g. forwarding blocks on a server that stopped reading
+    t = seq.begin("s2c")
+    seq.submit({"n": "a"}, t)
+    seq.submit({"n": "b"}, t)
+    assert out == []
+    seq.drain()
+    assert out == ["a", "b"]
+
+
+def test_sequencer_close_is_the_last_word_of_a_stream() -> None:
+    out: list[str] = []
+    seq = Sequencer(lambda r: out.append(r["n"]))
+    seq.begin("c2s")
+    seq.record("c2s", {"n": "frame"})
+    seq.end("c2s")
+    assert seq.close("c2s", {"n": "linger-end"})
+    seq.begin("c2s")  # a parked pump reads more after the window closed
+    seq.record("c2s", {"n": "too late"})
+    seq.end("c2s")
+    assert not seq.close("c2s", {"n": "again"})
+    assert out == ["frame", "linger-end"]
+
+
+@given(
+    plans=st.lists(st.lists(st.integers(min_value=0, max_value=3), max_size=6), min_size=1, max_size=3),
+    order=st.randoms(use_true_random=False),
+)
+@settings(max_examples=300, deadline=None)
+def test_sequencer_output_is_complete_and_in_read_order(plans: list[list[int]], order) -> None:
+    """Streams read chunks (each making 0..3 records) and interleave arbitrarily: nothing is lost, and
+    records come out sorted by the read they belong to."""
+    out: list[tuple[int, int]] = []
+    seq = Sequencer(lambda r: out.append((r["ticket"], r["i"])))
+    # Each stream's steps, in its own order: per chunk ("begin",), ("submit", i)..., ("end",).
+    queues: dict[int, list[tuple]] = {name: [] for name in range(len(plans))}
+    for name, plan in enumerate(plans):
+        for n in plan:
+            queues[name] += [("begin",), *[("submit", k) for k in range(n)], ("end",)]
+    tickets: dict[int, int] = {}
+    total = 0
+    while any(queues.values()):
+        name = order.choice([k for k, q in queues.items() if q])
+        step = queues[name].pop(0)
+        if step[0] == "begin":
+            tickets[name] = seq.begin(str(name))
+        elif step[0] == "submit":
+            seq.submit({"ticket": tickets[name], "i": step[1]}, tickets[name])
+            total += 1
+        else:
+            seq.end(str(name))
+    seq.drain()
+    assert len(out) == total
+    assert out == sorted(out)
+
+
+def test_answer_is_recorded_after_its_request_even_if_the_request_is_recorded_late(tmp_path: Path) -> None:
+    """The client-side thread is slow to record (descheduled, GIL busy): the answer still comes after."""
+    c_r, c_w = os.pipe()
+    s_r, s_w = os.pipe()
+    tee = StdioTee(["cat"], out_dir=tmp_path, linger=0, stderr=io.BytesIO(), stdin_fd=c_r, stdout_fd=s_w)
+    original = tee._on_c2s
+    slow = threading.Event()
+
+    def late_c2s(payload: bytes, nl: bool) -> None:
+        slow.wait(0.3)  # the answer is forwarded and recorded by the other thread meanwhile
+        original(payload, nl)
+
+    tee._on_c2s = late_c2s  # type: ignore[method-assign]
+    t = threading.Thread(target=tee.run)
+    t.start()
+    os.write(c_w, b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+    assert os.read(s_r, 100) == b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'  # relayed without waiting
+    os.close(c_w)
+    t.join(60)
+    records = traffic(only_capture(tmp_path))
+    frames = [r[fmt.F_DIR] for r in records if r[fmt.F_TYPE] == fmt.FRAME]
+    assert frames == [fmt.C2S, fmt.S2C]
+    for fd in (c_r, s_r, s_w):
+        os.close(fd)
+
+
+# --- small pure helpers ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (["python", "-m", "weather_server"], "python -m weather_server"),
+        (["/usr/bin/python3", "-u", "/srv/mcp/server.py", "--port", "3"], "python3 server.py"),
+        (["node", "build/index.js"], "node index.js"),
+        (["npx", "-y", "@modelcontextprotocol/server-everything"], "npx @modelcontextprotocol/server-everything"),
+        (["uvx", "mcp-server-git", "--repository", "/x"], "uvx mcp-server-git"),
+        (["java", "-jar", "/opt/app/mcp.jar"], "java mcp.jar"),
+        (["python", "-c", "print(1)"], "python -c"),
+        (["/opt/bin/mcp-server-foo"], "mcp-server-foo"),
+        (["mcp-server-foo", "--token=hmac:0123456789ab"], "mcp-server-foo"),
+    ],
+)
+def test_server_key(argv: list[str], key: str) -> None:
+    assert server_key(argv) == key
+
+
+def test_exit_status_is_shell_like() -> None:
+    assert exit_status(0) == 0
+    assert exit_status(3) == 3
+    assert exit_status(-signal.SIGKILL) == 137
+    assert exit_status(-signal.SIGTERM) == 143
+
+
+def test_empty_command_and_negative_linger_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(ErascopeError, match="no server command"):
+        run_tee([], out_dir=tmp_path, stderr=io.BytesIO())
+    with pytest.raises(ErascopeError, match="linger"):
+        run_tee(["cat"], out_dir=tmp_path, linger=-1, stderr=io.BytesIO())
+
+
+def test_spawn_failure_in_process(tmp_path: Path) -> None:
+    err = io.BytesIO()
+    with pytest.raises(SpawnFailed) as info:
+        run_tee([str(tmp_path / "missing-server")], out_dir=tmp_path / "c", stderr=err)
+    assert info.value.exit_code == 127
+    rec = lifecycle(only_capture(tmp_path / "c"), fmt.EV_SPAWN_FAILED)
+    assert "ENOENT" in rec["error"]
+    assert err.getvalue() == b""  # the library never prints; the CLI reports SpawnFailed
+
+
+# --- the real command around real processes ----------------------------------------------------------
+
+
+def run(cmd: list[str], env: dict[str, str], data: bytes = b"", **kw: object) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(cmd, input=data, capture_output=True, env=env, timeout=120, check=False, **kw)  # type: ignore[call-overload]
+
+
+@given(data=streams)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_cat_through_the_tee_property(
+    tmp_path_factory: pytest.TempPathFactory, clean_env: dict[str, str], data: bytes
+) -> None:
+    out = tmp_path_factory.mktemp("cap")
+    proc = run(tee_cmd(out, "cat"), clean_env, data)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == data
+    records = only_capture(out)
+    assert rebuild(records, fmt.C2S) == data
+    assert rebuild(records, fmt.S2C) == data
+
+
+def test_edge_bytes_through_cat(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    data = b'{"a":1}\r\n' + b"\xff\xfe not utf-8\n" + "h\u00e9llo \u2603\n".encode() + b"\n" + b"no newline at end"
+    proc = run(tee_cmd(tmp_path, "cat"), clean_env, data)
+    assert proc.stdout == data
+    records = only_capture(tmp_path)
+    frames = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME and r[fmt.F_DIR] == fmt.C2S]
+    assert [r.get(fmt.F_RAW) for r in frames] == ['{"a":1}\r', None, "h\u00e9llo \u2603", "", "no newline at end"]
+    assert fmt.payload_bytes(frames[1]) == b"\xff\xfe not utf-8"
+    assert frames[1][fmt.F_LEN] == len(b"\xff\xfe not utf-8")
+    assert [r[fmt.F_NL] for r in frames] == [True, True, True, True, False]
+    assert all(r[fmt.F_CONN] == frames[0][fmt.F_CONN] for r in records[1:])
+    header = records[0]
+    assert header["transport"] == fmt.STDIO
+    assert header[fmt.F_SERVER] == "cat"
+    assert header["argv"] == ["cat"]
+
+
+def test_ten_megabyte_line_both_ways(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    big = b'{"jsonrpc":"2.0","id":1,"result":{"blob":"' + b"x" * (10 * 1024 * 1024) + b'"}}\n'
+    data = big + b'{"jsonrpc":"2.0","id":2}\n' + big[:-1]
+    proc = run(tee_cmd(tmp_path, "cat"), clean_env, data)
+    assert proc.returncode == 0
+    assert proc.stdout == data
+    records = only_capture(tmp_path)
+    for direction in (fmt.C2S, fmt.S2C):
+        frames = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME and r[fmt.F_DIR] == direction]
+        assert [r[fmt.F_LEN] for r in frames] == [len(big) - 1, 24, len(big) - 1]
+        assert rebuild(records, direction) == data
+
+
+def test_secret_arguments_are_redacted_and_env_never_recorded(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    env = dict(clean_env, WEATHER_API_KEY="env-secret-value-123")
+    script = "import sys; sys.stdout.write(sys.stdin.read())"
+    proc = run(tee_cmd(tmp_path, PY, "-c", script, "--api-key", "sk-live-abc", "--token=tok-xyz"), env, b"hi\n")
+    assert proc.stdout == b"hi\n"
+    text = only_capture(tmp_path)
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))
+    assert b"sk-live-abc" not in raw and b"tok-xyz" not in raw and b"env-secret-value-123" not in raw
+    spawn = lifecycle(text, fmt.EV_SPAWN)
+    assert spawn["argv"][-3] == "--api-key"
+    assert spawn["argv"][-2].startswith("hmac:") and spawn["argv"][-1].startswith("--token=hmac:")
+    assert text[0]["argv"] == spawn["argv"]
+    assert spawn["cwd"] == os.getcwd()
+
+
+def test_server_name_option(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    proc = run(tee_cmd(tmp_path, "cat", extra=("--server", "weather prod")), clean_env, b"x\n")
+    assert proc.returncode == 0
+    (path,) = list(tmp_path.glob("*.jsonl"))
+    assert "_weather-prod_" in path.name
+    assert {r[fmt.F_SERVER] for r in only_capture(tmp_path)} == {"weather prod"}
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_options_after_the_double_dash_belong_to_the_server(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    cmd = tee_cmd(tmp_path / "c", "sh", "-c", 'echo "$@"', "sh", "--server", "x", "--out", "y", "--linger", "9")
+    proc = run(cmd, clean_env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"--server x --out y --linger 9\n"
+    assert only_capture(tmp_path / "c")[0][fmt.F_SERVER] == "sh -c"
+
+
+def test_cli_reports_bad_linger(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    proc = run(tee_cmd(tmp_path, "cat", linger=-1), clean_env)
+    assert proc.returncode == 2
+    assert b"--linger must be >= 0" in proc.stderr
+
+
+# --- lifecycle with scripted servers ---------------------------------------------------------------
+
+
+class Client:
+    """The client side of a tee process: its stdin and stdout pipes, driven by hand."""
+
+    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+        pipe = subprocess.PIPE
+        self.proc = subprocess.Popen(cmd, stdin=pipe, stdout=pipe, stderr=pipe, env=env)
+        assert self.proc.stdin and self.proc.stdout and self.proc.stderr
+        self.stdin, self.stdout, self.stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
+
+    def send(self, line: bytes) -> None:
+        self.stdin.write(line)
+        self.stdin.flush()
+
+    def read_to_eof(self) -> bytes:
+        return self.stdout.read()
+
+    def finish(self, timeout: float = 60) -> tuple[int, bytes]:
+        with contextlib.suppress(BrokenPipeError):
+            self.stdin.close()
+        rc = self.proc.wait(timeout)
+        err = self.stderr.read()
+        self.stdout.close()
+        self.stderr.close()
+        return rc, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def client_factory(clean_env: dict[str, str]):
+    started: list[Client] = []
+
+    def make(cmd: list[str]) -> Client:
+        c = Client(cmd, clean_env)
+        started.append(c)
+        return c
+
+    yield make
+    for c in started:
+        c.kill()
+
+
+PROBE = b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}\n'
+
+
+def test_crash_on_start(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("crash-on-start")))
+    # The client still holds stdin open: EOF on stdout must come from the server's death alone.
+    assert c.read_to_eof() == b""
+    rc, err = c.finish()
+    assert rc == 3
+    assert b"fatal: config file /etc/weather.toml not found\n" in err
+    records = only_capture(tmp_path)
+    exit_rec = lifecycle(records, fmt.EV_EXIT)
+    assert exit_rec["code"] == 3 and exit_rec["status"] == 3 and "signal" not in exit_rec
+    assert rebuild(records, None, fmt.STDERR) == b"fatal: config file /etc/weather.toml not found\n"
+    ev = events(records)
+    assert ev[0] == fmt.EV_SPAWN
+    assert fmt.EV_SERVER_EOF in ev
+
+
+def test_banner_then_answers(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("banner-then-answers")))
+    c.send(PROBE)
+    banner = c.stdout.readline()
+    answer = c.stdout.readline()
+    assert banner.startswith(b"weather-server v1.2")
+    assert answer == b'{"jsonrpc":"2.0","id":1,"result":{"echo":"server/discover"}}\n'
+    c.send(b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}\n')
+    assert c.stdout.readline() == b'{"jsonrpc":"2.0","id":2,"result":{"echo":"initialize"}}\n'
+    rc, _ = c.finish()
+    assert rc == 0
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == banner + answer + b'{"jsonrpc":"2.0","id":2,"result":{"echo":"initialize"}}\n'
+    ev = events(records)
+    assert ev.index(fmt.EV_CLIENT_EOF) < ev.index(fmt.EV_EXIT)
+    assert fmt.EV_LINGER_END not in ev
+    # Forwarding before recording, and one tee thread per direction: each answer is recorded after
+    # the request that caused it.
+    frames = [(r[fmt.F_DIR], fmt.payload_bytes(r)) for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME]
+    assert frames.index((fmt.C2S, PROBE[:-1])) < frames.index((fmt.S2C, answer[:-1]))
+
+
+def test_banner_then_crash(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("banner-then-crash")))
+    c.send(PROBE)
+    out = c.read_to_eof()
+    assert out.startswith(b"weather-server v1.2") and out.count(b"\n") == 1
+    rc, err = c.finish()
+    assert rc == 1
+    assert b"panic: database locked" in err
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.C2S).startswith(PROBE)
+    assert lifecycle(records, fmt.EV_EXIT)["code"] == 1
+    assert rebuild(records, None, fmt.STDERR) == b"panic: database locked\n"
+
+
+def test_never_answers(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("never-answers")))
+    c.send(PROBE)
+    c.send(b'{"jsonrpc":"2.0","id":2,"method":"initialize"}\n')
+    rc, _ = c.finish()  # the client gives up and closes stdin
+    assert rc == 0
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == b""
+    assert rebuild(records, fmt.C2S) == PROBE + b'{"jsonrpc":"2.0","id":2,"method":"initialize"}\n'
+    ev = events(records)
+    assert ev.index(fmt.EV_CLIENT_EOF) < ev.index(fmt.EV_EXIT)
+    assert lifecycle(records, fmt.EV_EXIT)["status"] == 0
+
+
+def test_linger_records_client_bytes_after_server_exit_until_linger_end(tmp_path: Path, client_factory) -> None:
+    linger = 0.6
+    c = client_factory(tee_cmd(tmp_path, *scripted("exit-after-first-line"), linger=linger))
+    c.send(PROBE)
+    assert c.read_to_eof() == b'{"jsonrpc":"2.0","id":1,"result":{"echo":"server/discover"}}\n'
+    # The server is gone (stdout EOF reached us at once); the client, unaware, sends initialize.
+    late = b'{"jsonrpc":"2.0","id":2,"method":"initialize","params":{}}\n'
+    c.send(late)
+    assert c.proc.wait(60) == 0  # the tee ends by itself after the linger window, stdin still open
+    # Bytes written now can no longer be recorded by anyone: the tee is gone.
+    with pytest.raises(BrokenPipeError):
+        c.send(b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}\n' * 10000)
+    c.finish()
+    records = only_capture(tmp_path)
+    seqs = {r[fmt.F_EVENT]: r[fmt.F_SEQ] for r in traffic(records) if r[fmt.F_TYPE] == fmt.LIFECYCLE}
+    late_frame = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME and fmt.payload_bytes(r) == late[:-1]]
+    assert len(late_frame) == 1 and late_frame[0][fmt.F_DIR] == fmt.C2S
+    # The client saw EOF only after server-eof was recorded (the tee records it under the same lock
+    # that client frames need); `exit` may come before or after, whenever the tee reaps the server.
+    assert seqs[fmt.EV_SERVER_EOF] < late_frame[0][fmt.F_SEQ] < seqs[fmt.EV_LINGER_END]
+    # (Whether writing `late` to the server's stdin failed depends on how far its exit had got:
+    # closing stdout comes before the process is gone. test_server_stdin_broken pins that down.)
+    assert fmt.EV_CLIENT_EOF not in seqs
+    # linger-end is the last word on the client side: nothing of the client recorded after it.
+    assert max(r[fmt.F_SEQ] for r in traffic(records) if r.get(fmt.F_DIR) == fmt.C2S) < seqs[fmt.EV_LINGER_END]
+    ends = lifecycle(records, fmt.EV_LINGER_END)[fmt.F_MONO] - lifecycle(records, fmt.EV_EXIT)[fmt.F_MONO]
+    assert ends >= linger * 0.99  # the window is at least as long as asked (a correctness bound)
+
+
+def test_linger_gate_in_process(tmp_path: Path) -> None:
+    """After linger-end, client bytes are not recorded, even if the client keeps writing."""
+    c_r, c_w = os.pipe()
+    s_r, s_w = os.pipe()
+    script = "import sys; sys.stdout.write(sys.stdin.readline())"
+    tee = StdioTee([PY, "-c", script], out_dir=tmp_path, linger=0.2, stderr=io.BytesIO(), stdin_fd=c_r, stdout_fd=s_w)
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(tee.run()))
+    t.start()
+    os.write(c_w, b"first\n")
+    got = b""
+    while chunk := os.read(s_r, 100):
+        got += chunk  # EOF arrives when the server exits: the tee replaced our stdout with /dev/null
+    assert got == b"first\n"
+    os.write(c_w, b"during linger\n")
+    t.join(60)
+    assert done == [0]
+    c2s = tee.pumps[fmt.C2S]
+    assert not c2s.done.is_set()  # parked on our pipe, which we still hold open
+    os.write(c_w, b"after linger\n")  # read by the parked pump, but recorded by nobody
+    os.close(c_w)
+    assert c2s.join(10) and c2s.error is None
+    records = only_capture(tmp_path)
+    c2s_bytes = rebuild(records, fmt.C2S)
+    assert c2s_bytes.startswith(b"first\n")
+    assert b"after linger" not in c2s_bytes
+    assert events(records)[-1] == fmt.EV_LINGER_END
+    for fd in (c_r, s_r, s_w):
+        os.close(fd)
+
+
+def test_server_stdin_broken(tmp_path: Path, client_factory) -> None:
+    """The server closed its stdin: the tee's write fails with EPIPE, is recorded, and the tee lives on."""
+    c = client_factory(tee_cmd(tmp_path, *scripted("close-stdin-then-answer")))
+    c.send(PROBE)
+    assert c.stdout.readline() == b'{"jsonrpc":"2.0","id":1,"result":{"echo":"server/discover"}}\n'
+    late = b'{"jsonrpc":"2.0","id":2,"method":"initialize"}\n'
+    c.send(late)  # the server's stdin is closed by now: it answered only after closing it
+    c.send(late)
+    assert c.read_to_eof() == b"bye\n"  # still relaying the other way
+    rc, _ = c.finish()
+    assert rc == 0
+    records = only_capture(tmp_path)
+    broken = lifecycle(records, fmt.EV_STDIN_BROKEN)  # exactly once
+    assert "EPIPE" in broken["error"]
+    assert rebuild(records, fmt.C2S) == PROBE + late + late  # recorded although not delivered
+    frames = [r for r in traffic(records) if r.get(fmt.F_DIR) == fmt.C2S]
+    assert frames[1][fmt.F_SEQ] > broken[fmt.F_SEQ]  # forwarding (and its failure) comes first
+
+
+def _ready_pid(c: Client) -> int:
+    line = c.stderr.readline()
+    m = re.match(rb"ready pid=(\d+)", line)
+    assert m, line
+    return int(m.group(1))
+
+
+def test_server_killed_from_outside(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("answers-then-waits")))
+    pid = _ready_pid(c)
+    c.send(PROBE)
+    assert c.stdout.readline() == b'{"jsonrpc":"2.0","id":1,"result":{"echo":"server/discover"}}\n'
+    os.kill(pid, signal.SIGKILL)
+    assert c.read_to_eof() == b""  # EOF propagated while the client still holds stdin open
+    assert c.proc.wait(60) == 128 + signal.SIGKILL
+    c.finish()
+    records = only_capture(tmp_path)
+    exit_rec = lifecycle(records, fmt.EV_EXIT)
+    assert exit_rec["signal"] == "SIGKILL" and exit_rec["status"] == 137 and "code" not in exit_rec
+    assert lifecycle(records, fmt.EV_SPAWN)["pid"] == pid
+    ev = events(records)
+    assert fmt.EV_LINGER_END in ev and fmt.EV_SIGNAL not in ev
+
+
+def test_grandchild_holding_stdout_does_not_delay_eof(tmp_path: Path, client_factory) -> None:
+    """The server exits but leaves a child that inherited its stdout and stderr: the client still gets EOF."""
+    c = client_factory(tee_cmd(tmp_path, "sh", "-c", 'sleep 120 & echo "$!"; echo bye >&2'))
+    line = c.stdout.readline()
+    orphan = int(line)
+    try:
+        assert c.read_to_eof() == b""  # EOF although `sleep` holds the pipe's write end
+        assert c.proc.wait(60) == 0
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+    c.finish()
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == line
+    assert rebuild(records, None, fmt.STDERR) == b"bye\n"
+    ev = events(records)
+    assert ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_SERVER_EOF) < ev.index(fmt.EV_LINGER_END)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signal_to_tee_is_forwarded(tmp_path: Path, client_factory, sig: signal.Signals) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("answers-then-waits")))
+    _ready_pid(c)
+    c.proc.send_signal(sig)
+    assert c.read_to_eof() == b""
+    rc = c.proc.wait(60)
+    c.finish()
+    records = only_capture(tmp_path)
+    assert lifecycle(records, fmt.EV_SIGNAL)["signal"] == sig.name
+    assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+    exit_rec = lifecycle(records, fmt.EV_EXIT)
+    # (Python turns SIGINT into KeyboardInterrupt, prints the traceback, then dies of SIGINT itself.)
+    assert exit_rec["signal"] == sig.name and "code" not in exit_rec
+    assert exit_rec["status"] == 128 + sig
+    assert rc == exit_rec["status"]
+    ev = events(records)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT)
+
+
+def test_signal_during_linger_ends_it(tmp_path: Path, client_factory) -> None:
+    """The server is gone and the user stops the tee: no waiting out a long linger window."""
+    c = client_factory(tee_cmd(tmp_path, *scripted("exit-after-first-line"), linger=600))
+    c.send(PROBE)
+    assert c.read_to_eof().startswith(b'{"jsonrpc":"2.0","id":1')
+    c.proc.send_signal(signal.SIGTERM)
+    assert c.proc.wait(60) == 0  # the server's status, not the signal's; long before 600 s
+    c.finish()
+    records = only_capture(tmp_path)
+    sig = lifecycle(records, fmt.EV_SIGNAL)
+    # `forwarded` depends on whether the tee had reaped the server yet; both end the linger.
+    assert sig["signal"] == "SIGTERM" and isinstance(sig["forwarded"], bool)
+    ev = events(records)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_LINGER_END)
+    assert ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_LINGER_END)
+
+
+def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    missing = run(tee_cmd(tmp_path / "a", str(tmp_path / "no-such-server")), clean_env)
+    assert missing.returncode == 127
+    assert b"cannot start server" in missing.stderr
+    assert lifecycle(only_capture(tmp_path / "a"), fmt.EV_SPAWN_FAILED)["status"] == 127
+    not_exec = tmp_path / "server.sh"
+    not_exec.write_text("#!/bin/sh\necho hi\n")
+    not_exec.chmod(0o644)
+    # We run as root, who may execute anything with an x bit: without any x bit exec still fails.
+    denied = run(tee_cmd(tmp_path / "b", str(not_exec)), clean_env)
+    assert denied.returncode == 126
+    assert "EACCES" in lifecycle(only_capture(tmp_path / "b"), fmt.EV_SPAWN_FAILED)["error"]
+
+
+# --- capture write failures never break the relay --------------------------------------------------
+
+LOSS = re.compile(rb"capture incomplete: (\d+) record\(s\) lost")
+
+
+def test_unwritable_out_dir(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a regular file")
+    data = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(50)) + b"tail"
+    proc = run(tee_cmd(blocker / "captures", *scripted("never-answers")), clean_env, data)
+    assert proc.returncode == 0
+    assert proc.stderr.count(b"cannot write capture") == 1
+    m = LOSS.search(proc.stderr)
+    assert m and int(m.group(1)) >= 51 + 3  # frames plus spawn, client-eof, exit at least
+    proc = run(tee_cmd(blocker / "captures", "cat"), clean_env, data)
+    assert proc.stdout == data and proc.returncode == 0
+
+
+def test_disk_full_while_recording(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """RLIMIT_FSIZE makes capture writes fail with EFBIG part-way, as a full disk would."""
+    limit = 8192
+
+    def limited() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    data = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"tools/list","params":{}}\n' % i for i in range(400))
+    proc = subprocess.run(
+        tee_cmd(tmp_path, "cat"), input=data, capture_output=True, env=clean_env, timeout=120, preexec_fn=limited
+    )
+    assert proc.stdout == data
+    assert proc.returncode == 0
+    assert proc.stderr.count(b"cannot write capture") == 1
+    assert b"File too large" in proc.stderr
+    m = LOSS.search(proc.stderr)
+    assert m
+    lost = int(m.group(1))
+    (path,) = list(tmp_path.glob("*.jsonl"))
+    assert path.stat().st_size <= limit
+    written = 0
+    for line in path.read_bytes().split(b"\n"):
+        with contextlib.suppress(orjson.JSONDecodeError):
+            written += orjson.loads(line)[fmt.F_SEQ] > 0
+    # Every record was either written or counted as lost: 400 lines each way, plus spawn,
+    # client-eof, exit and server-eof.
+    assert written + lost == 2 * 400 + 4
+    assert written > 0 and lost > 0
