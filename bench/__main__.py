@@ -138,16 +138,16 @@ def run_child(*args: str, rss_limit_mb: float = RSS_LIMIT_MB) -> Run:
     return Run(wall=wall, seconds=result["seconds"], rss_mb=usage.ru_maxrss / 1024, out=result)
 
 
-def dataset(size: int, *, clean: bool = False, seed: int = 1) -> Path:
+def dataset(size: int, *, clean: bool = False, seed: int = 1, spawns: int | None = None) -> Path:
     """Generated captures of `size` bytes under bench/data/, reused while their manifest exists."""
     # v2: the current generator; bump when its output changes so stale caches are not reused
-    tag = f"gen-v2-{size // MB}m-s{seed}{'-clean' if clean else ''}"
+    tag = f"gen-v2-{size // MB}m-s{seed}{'-clean' if clean else ''}{f'-{spawns}spawns' if spawns else ''}"
     path = DATA / tag
     if (path / "manifest.json").is_file():
         return path
     shutil.rmtree(path, ignore_errors=True)  # an interrupted generation leaves no manifest
     console.print(f"[dim]generating {size // MB} MiB of captures into {path.relative_to(ROOT)} …[/dim]")
-    generate(path, size, seed=seed, clean=clean)
+    generate(path, size, seed=seed, clean=clean, spawns=spawns, files=2 if spawns else None)
     return path
 
 
@@ -295,6 +295,12 @@ def bench_jobs(p: Profile) -> dict[str, Any]:
     variants: dict[str, Callable[[], Run]] = {
         f"analyze --jobs {j}": (lambda j=j: run_child("analyze", str(messy), "--jobs", str(j))) for j in jobs
     }
+    # many small files (one capture per stdio spawn) are where per-file overhead shows
+    small = dataset(16 * MB, spawns=600)
+    variants |= {
+        f"analyze --jobs {j}, 600 small captures": (lambda j=j: run_child("analyze", str(small), "--jobs", str(j)))
+        for j in jobs
+    }
     workers = str(max(2, cores))
     variants |= {
         "per-file step, sequential": lambda: run_child("extract", str(messy), "seq"),
@@ -307,7 +313,10 @@ def bench_jobs(p: Profile) -> dict[str, Any]:
     seq = s["per-file step, sequential"]
     out: dict[str, Any] = {"size_mb": p.size // MB, "cores": cores, "variants": s}
     for key, label in (("median_s", "medians"), ("min_s", "fastest runs")):
-        speedups = {k: _ratio(one, v, key) for k, v in s.items() if k.startswith("analyze")}
+        one_small = s["analyze --jobs 1, 600 small captures"]
+        speedups = {
+            k: _ratio(one_small if "small" in k else one, v, key) for k, v in s.items() if k.startswith("analyze")
+        }
         step = {k: _ratio(seq, v, key) for k, v in s.items() if k.startswith("per-file")}
         console.print(f"speedup over --jobs 1 ({label}): {speedups}; per-file step over sequential: {step}")
         suffix = "" if key == "median_s" else "_min"
