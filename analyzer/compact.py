@@ -101,18 +101,26 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
     """
     path = Path(entry_path)
     entry = _read_entry(path)
-    facts = FileFacts(
-        file=entry["file"],
-        capture=entry["capture"],
-        transport=entry["transport"],
-        skipped=entry["skipped"],
-        records=entry["records"],
-        counts=dict(entry["counts"]),
-        malformed=[BadLine(entry["file"], line, reason) for line, reason in entry["malformed"]],
-        torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
-        lost=entry["lost"],
-    )
-    parts = [path.parent.parent / p for p in entry["parts"]]
+    if entry.get("columns") != list(ARCHIVE_SCHEMA):
+        raise ErascopeError(
+            f"{path}: archived with other columns than this erascope extracts;"
+            " run `erascope compact` on the captures again to refresh the archive"
+        )
+    try:
+        facts = FileFacts(
+            file=entry["file"],
+            capture=entry["capture"],
+            transport=entry["transport"],
+            skipped=entry["skipped"],
+            records=entry["records"],
+            counts=dict(entry["counts"]),
+            malformed=[BadLine(entry["file"], line, reason) for line, reason in entry["malformed"]],
+            torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
+            lost=entry["lost"],
+        )
+        parts = [path.parent.parent / p for p in entry["parts"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ErascopeError(f"{path}: malformed archive entry ({exc!r})") from None
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
         raise ErascopeError(f"archive {path.parent.parent} is incomplete: {', '.join(missing)} missing")
@@ -200,6 +208,7 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         "torn": [facts.torn.line, facts.torn.reason] if facts.torn else None,
         "lost": facts.lost,
         "source": fingerprint,
+        "columns": list(ARCHIVE_SCHEMA),
         "parts": sorted(parts),
     }
     _atomic_write(entry_path, lambda tmp: tmp.write_bytes(orjson.dumps(entry, option=orjson.OPT_INDENT_2)))
@@ -216,6 +225,7 @@ def _unchanged(path: str, out: Path) -> bool:
     return (
         entry.get("file") == path
         and entry.get("source") == _fingerprint(path)
+        and entry.get("columns") == list(ARCHIVE_SCHEMA)  # an erascope that extracts more converts again
         and all((out / p).is_file() for p in entry["parts"])
     )
 

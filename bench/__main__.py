@@ -7,6 +7,7 @@ so only ratios measured side by side in one run mean much.
 
 Benchmarks (names for --only):
   ratio    analyzer vs a bare polars `scan_ndjson(schema=RECORD_SCHEMA)` of the same files (≤ 2×)
+  stages   the pipeline stage by stage: seconds and peak RSS after each
   parquet  compaction cost, and the analyzer on the Parquet archive vs on the JSONL files
   memory   analyzer peak RSS as the input doubles (target: flat, < 300 MB)
   jobs     analyzer with 1..N jobs, and the per-file step as threads vs processes
@@ -48,7 +49,7 @@ DATA: Final = ROOT / "bench" / "data"
 MB: Final = 1 << 20
 MEMORY_TARGET_MB: Final = 300
 RATIO_TARGET: Final = 2.0
-BENCHMARKS: Final = ("ratio", "parquet", "memory", "jobs", "tee", "addon")
+BENCHMARKS: Final = ("ratio", "stages", "parquet", "memory", "jobs", "tee", "addon")
 
 console = Console(highlight=False)
 
@@ -225,6 +226,19 @@ def bench_ratio(p: Profile) -> dict[str, Any]:
     }
 
 
+def bench_stages(p: Profile) -> dict[str, Any]:
+    clean = dataset(p.size, clean=True)
+    run = run_child("stages", str(clean))
+    table = Table(title=f"where the analyzer spends time and memory, {p.size // MB} MiB", title_justify="left")
+    for col in ("stage", "s", "peak RSS MB after"):
+        table.add_column(col, justify="left" if col == "stage" else "right")
+    for name, m in run.out["stages"].items():
+        table.add_row(name, f"{m['s']:.2f}", f"{m['peak_rss_mb']:.0f}")
+    console.print(table)
+    console.print(f"{run.out['messages']} message rows, {run.out['messages_mb']} MB in the combined frame")
+    return {"size_mb": p.size // MB, **run.out}
+
+
 def bench_parquet(p: Profile) -> dict[str, Any]:
     messy = dataset(p.size)
     archive = DATA / f"{messy.name}.archive"
@@ -384,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     table: dict[str, Callable[[Profile], dict[str, Any] | None]] = {
         "ratio": bench_ratio,
+        "stages": bench_stages,
         "parquet": bench_parquet,
         "memory": bench_memory,
         "jobs": bench_jobs,

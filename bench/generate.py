@@ -911,35 +911,17 @@ def generate(
     small = n_spawns * 6000  # rough share of the spawn captures
     per_file = max(20_000, (size - small) // max(1, n_files))
     n_stdio = n_files // 3
-    cfs: list[tuple[CaptureFile, str]] = []
     span = 4.5 * 3600  # files start across 4.5 hours from 22:00 UTC: two days
-    torn_every = 3
-    for i in range(n_files):
-        start = BASE_TS + span * i / max(1, n_files) + rng.uniform(0, 60)
-        if i % 3 == 2 and i // 3 < n_stdio:
-            server = WEATHER if (i // 3) % 2 == 0 else FILES
-            cf = CaptureFile(out, transport=fmt.STDIO, server=server, start=start, rng=rng)
-            write_bulk_stdio(g, cf, per_file, server)
-            kind = "stdio-session"
-        else:
-            cf = CaptureFile(out, transport=fmt.HTTP, server="proxy", start=start, rng=rng)
-            write_bulk_http(g, cf, per_file, fleet_file=(i == 0))
-            kind = "http-proxy"
-        cfs.append((cf, kind))
-    spawn_mix = [WEATHER, WEATHER, WEATHER, FILES, FILES, NOTES, RUSTY, SLEEPY, CHATTY]
-    for j in range(n_spawns):
-        t = BASE_TS + span * j / max(1, n_spawns) + rng.uniform(0, 30)
-        server = spawn_mix[j % len(spawn_mix)]
-        if j % 8 == 7:  # the TypeScript client: throwaway probe spawn, then the session spawn
-            cfs.append((write_spawn(g, out, t, WEATHER, TS_CLIENT, throwaway=True), "stdio-spawn"))
-            cfs.append((write_spawn(g, out, t + 0.2, WEATHER, TS_CLIENT, throwaway=False, probe=False), "stdio-spawn"))
-            continue
-        cfs.append((write_spawn(g, out, t, server, rng.choice(CLIENTS), throwaway=False), "stdio-spawn"))
-    for k, (cf, kind) in enumerate(cfs):
+    done = 0
+
+    def finish(cf: CaptureFile, kind: str) -> None:
+        # closed as soon as written: hundreds of spawn captures must not hold hundreds of descriptors
+        nonlocal done
         torn = None
-        if k % torn_every == 1 and not clean:
+        if done % 3 == 1 and not clean:  # every third file ends in a torn line, as a killed recorder leaves
             torn = b'{"type":"frame","seq":' + str(cf.seq + 1).encode() + b',"ts":17964'
             manifest.torn.append({"file": cf.path.name, "line": cf.lines + 1})
+        done += 1
         cf.close(torn)
         manifest.files.append(
             {
@@ -951,6 +933,27 @@ def generate(
                 "records": cf.records,
             }
         )
+
+    for i in range(n_files):
+        start = BASE_TS + span * i / max(1, n_files) + rng.uniform(0, 60)
+        if i % 3 == 2 and i // 3 < n_stdio:
+            server = WEATHER if (i // 3) % 2 == 0 else FILES
+            cf = CaptureFile(out, transport=fmt.STDIO, server=server, start=start, rng=rng)
+            write_bulk_stdio(g, cf, per_file, server)
+            finish(cf, "stdio-session")
+        else:
+            cf = CaptureFile(out, transport=fmt.HTTP, server="proxy", start=start, rng=rng)
+            write_bulk_http(g, cf, per_file, fleet_file=(i == 0))
+            finish(cf, "http-proxy")
+    spawn_mix = [WEATHER, WEATHER, WEATHER, FILES, FILES, NOTES, RUSTY, SLEEPY, CHATTY]
+    for j in range(n_spawns):
+        t = BASE_TS + span * j / max(1, n_spawns) + rng.uniform(0, 30)
+        server = spawn_mix[j % len(spawn_mix)]
+        if j % 8 == 7:  # the TypeScript client: throwaway probe spawn, then the session spawn
+            finish(write_spawn(g, out, t, WEATHER, TS_CLIENT, throwaway=True), "stdio-spawn")
+            finish(write_spawn(g, out, t + 0.2, WEATHER, TS_CLIENT, throwaway=False, probe=False), "stdio-spawn")
+            continue
+        finish(write_spawn(g, out, t, server, rng.choice(CLIENTS), throwaway=False), "stdio-spawn")
     manifest.files.sort(key=lambda f: f["name"])
     (out / "manifest.json").write_bytes(manifest.to_json())
     return manifest

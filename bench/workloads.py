@@ -3,6 +3,7 @@
     python -m bench.workloads scan DIR               bare polars scan_ndjson(schema=RECORD_SCHEMA)
     python -m bench.workloads analyze PATH [--jobs N] the analyzer pipeline (JSONL or a Parquet archive)
     python -m bench.workloads load PATH              loading alone (per-file step + combine)
+    python -m bench.workloads stages PATH [--jobs N]  the pipeline stage by stage (seconds, peak RSS)
     python -m bench.workloads extract DIR MODE [--jobs N]   per-file step only: seq | threads | processes
     python -m bench.workloads compact DIR OUT [--jobs N]    erascope compact
 
@@ -62,6 +63,51 @@ def load(path: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t, "records": loaded.records, "messages": loaded.messages.height}
 
 
+def stages(path: str, jobs: int | None) -> dict[str, Any]:
+    """The pipeline stage by stage: seconds and peak RSS (MB) after each, to see where time and memory go."""
+    import resource
+
+    from analyzer.eras import server_verdicts
+    from analyzer.load import combine, extract_files, find_inputs
+    from analyzer.pipeline import Analysis, AnalyzeOptions, _client_table, _inputs
+    from analyzer.probes import classify_inits, classify_probes
+    from analyzer.rules import run_rules
+
+    opts = AnalyzeOptions(jobs=jobs)
+    marks: dict[str, dict[str, float]] = {}
+    start = last = time.perf_counter()
+
+    def mark(name: str) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        marks[name] = {"s": round(now - last, 3), "peak_rss_mb": round(peak, 1)}
+        last = now
+
+    facts = extract_files(find_inputs([path]), opts.load, jobs=jobs)
+    mark("extract_files")
+    messages = combine(facts).messages
+    mark("combine")
+    probes = classify_probes(messages, opts.probe_timeout)
+    inits = classify_inits(messages, opts.probe_timeout)
+    mark("classify")
+    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window)
+    mark("verdicts")
+    analysis = Analysis(inputs=_inputs(facts), messages=messages, probes=probes, inits=inits, servers=servers)
+    findings = run_rules(analysis, opts.rule_options)
+    mark("rules")
+    analysis.findings = findings
+    _client_table(analysis)
+    mark("clients")
+    return {
+        "seconds": time.perf_counter() - start,
+        "stages": marks,
+        "messages": messages.height,
+        "messages_mb": round(messages.estimated_size() / 2**20, 1),
+        "findings": len(findings),
+    }
+
+
 def extract(directory: str, mode: str, jobs: int) -> dict[str, Any]:
     """The per-file step and the combine step, parallelized three ways, for the jobs benchmark."""
     from analyzer.load import combine, extract_file, extract_files, find_inputs
@@ -97,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("path")
     p.add_argument("--jobs", type=int, default=None)
     sub.add_parser("load").add_argument("path")
+    p = sub.add_parser("stages")
+    p.add_argument("path")
+    p.add_argument("--jobs", type=int, default=None)
     p = sub.add_parser("extract")
     p.add_argument("dir")
     p.add_argument("mode", choices=["seq", "threads", "processes"])
@@ -110,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         result = scan(args.dir)
     elif args.cmd == "analyze":
         result = analyze(args.path, args.jobs)
+    elif args.cmd == "stages":
+        result = stages(args.path, args.jobs)
     elif args.cmd == "load":
         result = load(args.path)
     elif args.cmd == "extract":

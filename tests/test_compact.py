@@ -219,3 +219,18 @@ def test_cli_subprocess_round_trip(caps: Path, tmp_path: Path) -> None:
 def test_readme_documents_compact() -> None:
     readme = (ROOT / "README.md").read_text()
     assert "## Scale and archives" in readme and "erascope compact" in readme
+
+
+def test_an_archive_from_an_erascope_with_other_columns_is_refreshed(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    entry_path = Path(source_entries(archive)[0])
+    entry = orjson.loads(entry_path.read_bytes())
+    entry["columns"] = entry["columns"][:-2]  # as if written before two columns were added
+    entry_path.write_bytes(orjson.dumps(entry))
+    result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
+    assert result.exit_code == 2
+    assert "run `erascope compact` on the captures again" in result.stderr
+    again = compact([str(caps)], archive, jobs=1)
+    assert again.written == [entry["file"]]
+    assert _report(str(archive)) == _report(str(caps))
