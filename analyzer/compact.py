@@ -15,7 +15,9 @@ written last, after the Parquet parts, so an interrupted run leaves no half-regi
 Idempotent: outputs are named after the input file, so re-running replaces them instead of adding
 duplicates, and an input whose size and modification time did not change is skipped. Partitions
 use percent-encoded server keys (hive style, lossless); readers take the true value from the
-`server` column inside the files, so the directory names are for pruning and for humans.
+`server` column inside the files, so the directory names are for pruning and for humans. Each
+entry records the columns it was written with: an archive from an erascope that extracted other
+columns is refused when read (with the fix: compact again), and the next `compact` converts again.
 
 The archive never shares space with its input: an output directory inside an input directory, an
 input inside the output directory, or an output directory that holds captures is refused.

@@ -1,0 +1,1 @@
+"""Benchmarks and the synthetic capture generator (`python -m bench`, `python -m bench.generate`)."""

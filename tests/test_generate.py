@@ -204,3 +204,18 @@ def test_the_analyzer_finds_what_was_planted(generated: tuple[Path, dict]) -> No
     assert [(f.server, f.client) for f in storms] == [(gen.API, manifest["storm"]["client"])]
     assert storms[0].details["probes"] >= manifest["storm"]["probes"]
     assert [f.server for f in analysis.findings if f.rule == "rollout-split"] == [gen.FLEET]
+
+
+def test_benchmark_workloads_read_the_generated_captures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import workloads
+
+    out = tmp_path / "clean"
+    manifest = gen.generate(out, 512 << 10, files=2, spawns=9, seed=4, clean=True)
+    records = sum(f["records"] for f in manifest.files)
+    results = {}
+    for args in (["scan", str(out)], ["analyze", str(out), "--jobs", "2"], ["load", str(out)], ["stages", str(out)]):
+        assert workloads.main(args) == 0
+        results[args[0]] = orjson.loads(capsys.readouterr().out)
+    assert results["scan"]["records"] == results["analyze"]["records"] == results["load"]["records"] == records
+    assert results["stages"]["findings"] == results["analyze"]["findings"] > 0
+    assert set(results["stages"]["stages"]) == {"extract_files", "combine", "classify", "verdicts", "rules", "clients"}
