@@ -12,7 +12,6 @@ arrives within 10 ms of when it arrives without the proxy.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import re
 import shutil
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+
+from bench._standalone import module_main
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 BIN: Final = Path(sys.executable).parent
@@ -289,16 +290,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer runs and requests")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON only")
-    args = parser.parse_args()
-    r = run(quick=args.quick)
-    if args.json:
-        sys.stdout.write(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    lines = [
+def describe(r: dict[str, Any]) -> list[str]:
+    return [
         f"HTTP recorder (medians of {r['runs']} interleaved runs, {r['requests_per_run']} requests over"
         f" {r['connections']} connections, same machine, same run)",
         f"  requests/s: direct {r['rps_direct']}, plain mitmdump {r['rps_plain_mitmdump']},"
@@ -311,9 +304,11 @@ def main() -> None:
         f"  first SSE event: direct {r['sse_first_event_ms_direct']} ms, through the recording proxy"
         f" {r['sse_first_event_ms_proxy']} ms (+{r['sse_added_ms']} ms)",
         f"  capture: {r['capture_records']} records, {r['capture_bytes']} bytes",
-        "  targets: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in r["targets"].items()),
     ]
-    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    module_main(__doc__.splitlines()[0], run, describe)
 
 
 if __name__ == "__main__":

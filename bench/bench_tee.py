@@ -11,7 +11,6 @@ the tee and within 2× of direct.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
+from bench._standalone import module_main
 
 ECHO = (
     "import sys\n"
@@ -185,16 +184,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer runs and messages")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON only")
-    args = parser.parse_args()
-    r = run(quick=args.quick)
-    if args.json:
-        sys.stdout.write(orjson.dumps(r, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return
-    lines = [
+def describe(r: dict[str, Any]) -> list[str]:
+    return [
         f"stdio tee vs direct pipe (median of {r['runs']} runs, same machine, same run)",
         f"  round trip, small message: direct {r['rt_direct_us']} µs, tee {r['rt_tee_us']} µs"
         f" -> {r['rt_ratio']}x, +{r['rt_added_us']} µs per message",
@@ -202,9 +193,11 @@ def main() -> None:
         f"  1 MB messages: direct {r['mb_s_direct']} MB/s, tee {r['mb_s_tee']} MB/s -> direct/tee {r['tp_ratio']}x",
         f"  fastest runs: round trip {r['rt_ratio_best']}x, 1 MB tee {r['mb_s_tee_best']} MB/s"
         f" (direct/tee {r['tp_ratio_best']}x)",
-        "  targets: " + ", ".join(f"{k} {'ok' if v else 'MISSED'}" for k, v in r["targets"].items()),
     ]
-    sys.stdout.write("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    module_main(__doc__.splitlines()[0], run, describe)
 
 
 if __name__ == "__main__":
