@@ -370,11 +370,10 @@ def _crash_on_start_stdio(r: Run) -> None:
 
 
 def _crash_on_start_http(r: Run) -> None:
-    # The upstream never came up: nothing listens on its port. `erascope record http` keeps
-    # mitmproxy's default eager upstream connect, which drops such clients before any flow exists
-    # (nothing is recorded), so this one runs the addon in mitmdump with lazy connects.
+    # The upstream never came up: nothing listens on its port. `erascope record http` connects
+    # upstream per request, so the client gets a 502 and the flow error is recorded.
     key = _key("crash-on-start-http", "server")
-    with r.mitmdump_recorder(key, free_port(), "--set", "connection_strategy=lazy") as url:
+    with r.http_recorder(key, free_port()) as url:
         r.modern_client("client", "--mode", "auto", "--timeout", "30", "--url", url)
 
 
@@ -402,6 +401,15 @@ def _never_answers(r: Run) -> None:
         "--",
         *r.tee(key, [r.modern_py, str(PEERS / "misfit_server.py"), "silent"]),
     )
+
+
+def _never_answers_http(r: Run) -> None:
+    port = free_port()
+    server = r.procs.start("silent-http", [r.modern_py, str(PEERS / "misfit_server.py"), "silent-http",
+                                           "--port", str(port)], r.env)  # fmt: skip
+    wait_listening(port, server, "silent HTTP server")
+    with r.http_recorder(_key("never-answers-http", "server"), port) as url:
+        r.modern_client("client", "--mode", "auto", "--timeout", "16", "--url", url)
 
 
 def _storm_stdio(r: Run) -> None:
@@ -501,9 +509,9 @@ MODERN_ONLY_HTTP_NOTE = (
     "Expected era 'unknown': the capture proves the handshake is refused, not that the server is modern."
 )
 CRASH_HTTP_NOTE = (
-    "Recorded with `mitmdump -s addon/http_recorder.py --set connection_strategy=lazy`: `erascope record http` "
-    "uses mitmproxy's default eager upstream connect, so with the upstream down the client connection is closed "
-    "before any flow exists and the capture stays empty (the client then sees a ReadError, not a 502)."
+    "`erascope record http` connects upstream per request (mitmproxy's `connection_strategy=lazy`), so with the "
+    "upstream down the client gets a 502 and the flow error is recorded; with mitmproxy's default eager connect "
+    "the client connection would be closed before any flow exists."
 )
 CRASH_STDIO_NOTE = (
     "As WIRE-FACTS says: the 2.3.0 client's pending probe fails with -32000 'Connection closed' and its fallback "
@@ -512,6 +520,10 @@ CRASH_STDIO_NOTE = (
 NEVER_NOTE = (
     "The 2.3.0 client sent initialize 10 s after the unanswered probe (no notifications/cancelled); the recipe "
     "bounds the client at 16 s, so the initialize waited about 6 s before the client gave up and closed stdin."
+)
+NEVER_HTTP_NOTE = (
+    "Over HTTP the 2.3.0 client likewise gave the probe 10 s, then POSTed initialize, which the silent server "
+    "never answered either; the recipe bounds the client at 16 s."
 )
 SPLIT_NOTE = (
     "Pinned per client connection, yet only the first client got the modern node for its session: a legacy "
@@ -601,6 +613,12 @@ SCENARIOS: tuple[Scenario, ...] = (
         "auto client → a server that reads and never answers (probe timeout, then initialize)",
         AUTO, _one("never-answers-stdio", MISFIT, "broken"), ("probe-timeout",), _never_answers,
         (NEVER_NOTE,),
+    ),
+    Scenario(
+        "never-answers-http", "http",
+        "auto client → an HTTP server that accepts requests and never answers (probe timeout, then initialize)",
+        AUTO, _one("never-answers-http", MISFIT, "broken"), ("probe-timeout",), _never_answers_http,
+        (NEVER_HTTP_NOTE,),
     ),
     Scenario(
         "probe-storm-stdio", "stdio", "a host opening a new 2.3.0 Client (new spawn and probe) per tool call, 20 calls",
