@@ -39,6 +39,7 @@ import polars as pl
 from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.load import BadLine, FileFacts, LoadOptions, extract_file, find_inputs
+from analyzer.messages import as_categoricals, as_strings
 from analyzer.schema import MESSAGES_SCHEMA
 
 ARCHIVE_FORMAT: Final = "erascope-archive/1"
@@ -131,6 +132,7 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
             pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False)
             .select(list(MESSAGES_SCHEMA))
             .sort("line")
+            .pipe(as_categoricals)  # the in-memory dtypes `extract_file` gives
             .collect()
         )
     return facts
@@ -195,7 +197,7 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
         for (day_value, server), chunk in groups.items():
             rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
-            rows = chunk.select(list(ARCHIVE_SCHEMA))
+            rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
             _atomic_write(out / rel, lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd"))
             parts.append(rel)
     entry = {

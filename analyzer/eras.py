@@ -34,6 +34,7 @@ from typing import Final
 import polars as pl
 
 from analyzer.findings import Evidence
+from analyzer.messages import as_strings
 from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
 from analyzer.schema import MODERN_VERSIONS
 
@@ -192,8 +193,9 @@ def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
     answers = messages.filter(
         (pl.col("kind") == "error")
         & pl.col("error_code").is_in((-32600, -32000))
-        & pl.col("error_message").str.contains(_SESSION_ERROR).fill_null(False)
-    )
+        & pl.col("error_message").cast(pl.String).str.contains(_SESSION_ERROR).fill_null(False)
+    ).pipe(as_strings)
+    reqs = reqs.pipe(as_strings)
     return answers.join(reqs, left_on=["capture", "req_seq"], right_on=["capture", "_rseq"], how="inner").select(
         "server",
         "peer",
@@ -283,25 +285,38 @@ def server_verdicts(
         )
     )
 
-    summary = messages.group_by("server").agg(
-        transport=pl.col("transport").drop_nulls().unique().sort().str.join("+"),
-        first_seen=pl.col("ts").min(),
-        last_seen=pl.col("ts").max(),
-        connections=pl.col("conn").drop_nulls().n_unique(),
-        clients=pl.col("client_name").drop_nulls().unique().sort(),
-        peers=pl.col("peer").drop_nulls().unique().sort(),
-        versions=pl.concat_list(
-            pl.col("supported_versions").fill_null([]),
-            pl.col("error_supported").fill_null([]),
-            pl.when(pl.col("kind") == "response")
-            .then(pl.concat_list(pl.col("init_version")))
-            .otherwise(None)
-            .fill_null([]),
+    # Aggregated on the frame's own dtypes (categoricals stay 4 bytes a row); only the small
+    # per-server lists are turned into strings, then sorted.
+    def texts(col: str) -> pl.Expr:
+        return pl.col(col).list.eval(pl.element().cast(pl.String)).list.unique().list.sort()
+
+    summary = (
+        messages.lazy()
+        .group_by("server")
+        .agg(
+            _transport=pl.col("transport").drop_nulls().unique(),
+            first_seen=pl.col("ts").min(),
+            last_seen=pl.col("ts").max(),
+            connections=pl.col("conn").drop_nulls().n_unique(),
+            _clients=pl.col("client_name").drop_nulls().unique(),
+            _peers=pl.col("peer").drop_nulls().unique(),
+            _listed=pl.concat_list(pl.col("supported_versions").fill_null([]), pl.col("error_supported").fill_null([]))
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .drop_nulls()
+            .unique(),
+            _served=pl.col("init_version").filter(pl.col("kind") == "response").drop_nulls().unique(),
         )
-        .list.explode(keep_nulls=False, empty_as_null=False)
-        .drop_nulls()
-        .unique()
-        .sort(),
+        .select(
+            pl.col("server").cast(pl.String),
+            transport=texts("_transport").list.join("+"),
+            first_seen="first_seen",
+            last_seen="last_seen",
+            connections="connections",
+            clients=texts("_clients"),
+            peers=texts("_peers"),
+            versions=pl.concat_list(texts("_listed"), texts("_served")).list.unique().list.sort(),
+        )
+        .collect()
     )
     verdicts: list[ServerVerdict] = []
     for row in summary.sort("server").iter_rows(named=True):

@@ -7,9 +7,13 @@ The work is split in two so it parallelizes and so other inputs can plug in:
   `RECORD_SCHEMA`, locates malformed and torn lines, and turns the records into rows of the
   messages frame (`analyzer.messages.messages_from_records`). Running it for many files at once
   (threads or processes), or adding another input branch (Parquet), needs nothing else.
-- `combine(facts) -> Loaded` concatenates the per-file messages, pairs every response with its
-  request (a rotated capture can split a connection across files, so pairing happens here), and
-  sums up the inputs (files, records, malformed/torn locations, skipped files).
+- `combine(facts) -> Loaded` pairs every response with its request (a rotated capture can split a
+  connection across files, so pairing happens here, per batch of whole captures), concatenates the
+  per-file messages and sums up the inputs (files, records, malformed/torn locations, skipped files).
+
+The messages rows hold their repetitive string columns as `pl.Categorical`
+(`analyzer.messages.CATEGORICAL_COLUMNS`, about a third of the memory of plain strings);
+`analyzer.messages.as_strings` gives the `MESSAGES_SCHEMA` dtypes back.
 
 Reading one file takes the fastest path the file allows. Polars' NDJSON reader fails on the first
 syntax error even with `ignore_errors=True`, skips blank lines (which shifts row numbers) and with
@@ -47,12 +51,14 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.messages import MESSAGE_RECORD_TYPES, messages_from_records, pair_responses
+from analyzer.messages import MESSAGE_RECORD_TYPES, as_categoricals, messages_from_records, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
 _RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
+PAIR_BATCH_ROWS: Final = 250_000
+"""Captures are paired in batches of about this many message rows (see `combine`)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -321,7 +327,7 @@ def _read(
             extra=extra,
         )
         try:
-            df = rows.collect(engine="streaming")
+            df = as_categoricals(rows).collect(engine="streaming")
         except pl.exceptions.PolarsError:
             if robust:
                 raise
@@ -428,7 +434,41 @@ def extract_files(
 
 
 def combine(facts: list[FileFacts]) -> Loaded:
-    """Concatenate per-file messages in capture order and pair responses with their requests."""
-    frames = [f.messages for f in facts if f.skipped is None and f.messages.height]
-    messages = pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
-    return Loaded(messages=pair_responses(messages), files=facts)
+    """Pair responses with their requests, then concatenate the messages in input order.
+
+    Pairing never crosses captures (every key starts with the capture id), so it runs on batches of
+    whole captures (`PAIR_BATCH_ROWS` rows or one capture, whichever is larger): the extra memory
+    pairing needs follows the largest capture, not the whole input, while hundreds of small stdio
+    captures still pair in a few calls. Each file's unpaired rows are replaced by its paired rows
+    batch by batch, so the input is never held twice.
+    """
+    read = [f for f in facts if f.skipped is None and f.messages.height]
+    by_capture: dict[str, list[FileFacts]] = {}
+    for f in read:
+        by_capture.setdefault(f.capture, []).append(f)
+    batch: list[FileFacts] = []
+    rows = 0
+    for parts in by_capture.values():
+        batch.extend(parts)
+        rows += sum(f.messages.height for f in parts)
+        if rows >= PAIR_BATCH_ROWS:
+            _pair_batch(batch)
+            batch, rows = [], 0
+    if batch:
+        _pair_batch(batch)
+    frames = [f.messages for f in read]
+    messages = pl.concat(frames, how="vertical", rechunk=False) if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
+    return Loaded(messages=messages, files=facts)
+
+
+def _pair_batch(batch: list[FileFacts]) -> None:
+    """Pair the rows of whole captures at once; each file gets back its own slice (pairing keeps row order)."""
+    if len(batch) == 1:
+        batch[0].messages = pair_responses(batch[0].messages)
+        return
+    heights = [f.messages.height for f in batch]
+    paired = pair_responses(pl.concat([f.messages for f in batch], how="vertical"))
+    offset = 0
+    for f, height in zip(batch, heights, strict=True):
+        f.messages = paired.slice(offset, height)
+        offset += height

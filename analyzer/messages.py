@@ -279,6 +279,52 @@ def messages_from_records(
     return out.cast(MESSAGES_SCHEMA)  # type: ignore[arg-type]
 
 
+CATEGORICAL_COLUMNS: Final = (
+    "file",
+    "server",
+    "transport",
+    "conn",
+    "flow",
+    "record_type",
+    "dir",
+    "kind",
+    "method",
+    "meta_version",
+    "error_requested",
+    "init_version",
+    "header_version",
+    "header_method",
+    "session_id",
+    "peer",
+    "node_hint",
+    "client_name",
+    "client_version",
+    "user_agent",
+    "event",
+    "signal",
+    "capture",
+)
+"""String columns of the messages frame that are held as `pl.Categorical` while it is in memory.
+
+They repeat (a handful of files, servers, kinds, methods per input) and most are null on most rows;
+a string column costs 16 bytes per row even when null, a categorical 4. Ids and error messages stay
+strings (they hardly repeat). Filters and joins between messages columns work on categoricals as
+they are; `as_strings` turns a (filtered) frame back into `MESSAGES_SCHEMA` dtypes before it meets
+String columns of other frames, string functions, or output.
+"""
+
+
+def as_categoricals(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """`frame` with `CATEGORICAL_COLUMNS` (those it has) as `pl.Categorical`: the in-memory messages dtypes."""
+    names = [c for c in CATEGORICAL_COLUMNS if c in frame.collect_schema()]
+    return frame.with_columns(pl.col(names).cast(pl.Categorical()))
+
+
+def as_strings[F: (pl.DataFrame, pl.LazyFrame)](frame: F) -> F:
+    """`frame` with every categorical column back to `pl.String` (a no-op on frames that have none)."""
+    return frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
+
+
 _OPPOSITE: Final = {fmt.C2S: fmt.S2C, fmt.S2C: fmt.C2S}
 
 
@@ -295,8 +341,13 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         return messages
     df = messages.with_row_index("_row")
     key = pl.col("capture") + pl.lit("\x1f") + pl.col("conn").fill_null("")
-    requests = df.filter((pl.col("kind") == "request") & pl.col("id").is_not_null())
-    answers = df.filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
+    # narrow subsets as strings (the frame may hold categoricals): they meet string keys below
+    cols = ["_row", "capture", "conn", "flow", "id", "dir", "kind", "record_type", "seq", "line", "ts", "method"]
+    narrow = df.lazy().select(cols)
+    requests = as_strings(narrow.filter((pl.col("kind") == "request") & pl.col("id").is_not_null()).collect())
+    answers = as_strings(
+        narrow.filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null()).collect()
+    )
 
     stdio_req = (
         requests.filter(pl.col("flow").is_null())
@@ -347,23 +398,38 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     ).unique("_row", keep="first")
 
     flow_info = (
-        df.filter(pl.col("record_type") == fmt.HTTP_RESPONSE)
+        as_strings(
+            df.lazy()
+            .select("capture", "flow", "record_type", "http_status", "peer", "node_hint")
+            .filter(pl.col("record_type") == fmt.HTTP_RESPONSE)
+            .collect()
+        )
         .select(_fkey=flow_key, _status="http_status", _peer="peer", _node="node_hint")
         .unique("_fkey", keep="first")
     )
-    out = (
-        df.join(matched, on="_row", how="left")
-        .with_columns(_fkey=flow_key)
-        .join(flow_info, on="_fkey", how="left")
-        .with_columns(
-            method=pl.coalesce("method", "_method"),
+    kept = messages.schema
+
+    def filled(name: str, other: str) -> pl.Expr:
+        # coalesce as strings, then back to the frame's own dtype (String or Categorical)
+        return pl.coalesce(pl.col(name).cast(pl.String), other).cast(kept[name])
+
+    # Only the columns pairing changes go through the joins (in row order); the frame's other
+    # columns are reused as they are instead of being copied by each join.
+    changed = ["method", "http_status", "peer", "node_hint"]
+    updates = (
+        df.select("_row", *changed, _fkey=flow_key.cast(pl.String))
+        .join(matched, on="_row", how="left", maintain_order="left")
+        .join(flow_info, on="_fkey", how="left", maintain_order="left")
+        .select(
+            method=filled("method", "_method"),
             req_line=pl.col("_req_line").cast(pl.UInt32),
             req_ts=pl.col("_req_ts"),
             req_seq=pl.col("_req_seq"),
             http_status=pl.coalesce("http_status", "_status"),
-            peer=pl.coalesce("peer", "_peer"),
-            node_hint=pl.coalesce("node_hint", "_node"),
+            peer=filled("peer", "_peer"),
+            node_hint=filled("node_hint", "_node"),
         )
-        .sort("_row")
     )
-    return out.select(list(messages.columns))
+    if updates.height != messages.height:  # a duplicate key would add rows: never expected
+        raise AssertionError("pairing changed the number of messages")
+    return messages.with_columns(updates.get_columns()).select(list(messages.columns))

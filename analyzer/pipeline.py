@@ -2,6 +2,7 @@
 
 find inputs → `extract_file` per file → `combine` (pairing) → probe and initialize outcomes →
 per-server era verdicts → findings (`analyzer.rules.run_rules`) → client table (when available).
+The rules and the client table share one `RuleContext` (`Analysis.rule_context`).
 """
 
 from __future__ import annotations
@@ -67,6 +68,8 @@ class Analysis:
     servers: list[ServerVerdict]
     findings: list[Finding] = field(default_factory=list)
     clients: pl.DataFrame | None = None
+    rule_context: Any = field(default=None, repr=False, compare=False)
+    """The rules' `RuleContext` of this analysis, shared with the client table (derived frames computed once)."""
 
 
 def _inputs(facts: list[FileFacts]) -> Inputs:
@@ -112,8 +115,10 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     inits = classify_inits(messages, opts.probe_timeout)
     servers = server_verdicts(messages, probes, inits, opts.inconsistency_window)
     analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers)
-    from analyzer.rules import run_rules
+    from analyzer.rules import RuleContext, RuleOptions, run_rules
 
+    # one context for the rules and the client table: its derived frames are computed once
+    analysis.rule_context = RuleContext.from_analysis(analysis, RuleOptions())
     analysis.findings = run_rules(analysis, opts.rule_options)
     analysis.clients = _client_table(analysis)
     return analysis

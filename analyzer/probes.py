@@ -21,6 +21,7 @@ from typing import Final
 
 import polars as pl
 
+from analyzer.messages import as_strings
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
 DEFAULT_PROBE_TIMEOUT: Final = 10.0
@@ -61,20 +62,40 @@ def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> p
 
 def _decide(messages: pl.DataFrame, method: str, timeout: float) -> pl.DataFrame:
     """Requests of `method` with their answer and the first garbage/death/client-EOF after them."""
-    reqs = messages.filter((pl.col("kind") == "request") & (pl.col("method") == method)).with_columns(
+    # Filters run on the frame as it is (categorical columns compare with strings); the small
+    # results are turned into strings before they meet string keys.
+    reqs = as_strings(messages.filter((pl.col("kind") == "request") & (pl.col("method") == method))).with_columns(
         _key=_conn_key()
     )
+    # Lazy with the requests' keys semi-joined first: only the few connections and answers that
+    # concern these requests are copied, not every named row or every answer of the input.
+    lazy = messages.lazy()
     # Client identity: the request's own, else the first one named on the connection.
     names = (
-        messages.filter(pl.col("client_name").is_not_null())
-        .group_by(_key=_conn_key())
+        lazy.select("capture", "conn", "flow", "client_name")
+        .filter(pl.col("client_name").is_not_null())
+        .pipe(as_strings)
+        .with_columns(_key=_conn_key())
+        .join(reqs.lazy().select("_key").unique(), on="_key", how="semi", maintain_order="left")
+        .group_by("_key", maintain_order=True)
         .agg(_conn_client=pl.col("client_name").first())
     )
-    reqs = reqs.join(names, on="_key", how="left").with_columns(
-        client_name=pl.coalesce("client_name", "_conn_client")
+    reqs = (
+        reqs.lazy()
+        .join(names, on="_key", how="left", maintain_order="left")
+        .with_columns(client_name=pl.coalesce("client_name", "_conn_client"))
+        .collect()
     )
     answers = (
-        messages.filter(pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid")))
+        lazy.filter(pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid")))
+        .join(
+            # keyed in the frame's own dtype, so only the answers to these requests become strings
+            reqs.lazy().select(pl.col("capture").cast(messages.schema["capture"]), req_seq="seq"),
+            on=["capture", "req_seq"],
+            how="semi",
+            maintain_order="left",
+        )
+        .pipe(as_strings)
         .sort("seq")
         .unique(["capture", "req_seq"], keep="first")
         .select(
@@ -92,16 +113,17 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float) -> pl.DataFrame
             a_peer="peer",
             a_node="node_hint",
         )
+        .collect()
     )
     reqs = reqs.join(answers, on=["capture", "seq"], how="left")
-    s2c_garbage = messages.filter(
-        (pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null()
+    s2c_garbage = as_strings(
+        messages.filter((pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null())
     )
-    event = pl.col("event")
-    deaths = messages.filter(
-        event.is_in(_STDIO_DEATHS) | event.is_in(_HTTP_DEATHS) | event.str.starts_with("http-error:")
-    )
-    client_eof = messages.filter(pl.col("event") == "client-eof")
+    # the distinct events are few: pick the `http-error:*` ones there instead of a string test per row
+    seen = messages.get_column("event").drop_nulls().unique().cast(pl.String).to_list()
+    fatal = sorted({*_STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))})
+    deaths = as_strings(messages.filter(pl.col("event").is_in(fatal)))
+    client_eof = as_strings(messages.filter(pl.col("event") == "client-eof"))
     reqs = _first_after(reqs, s2c_garbage, "g_")
     reqs = _first_after(reqs, deaths, "d_")
     reqs = _first_after(reqs, client_eof, "e_")

@@ -72,6 +72,9 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
 
 KINDS: Final = ("request", "response", "error", "notification", "invalid", "lifecycle")
 
+# The logical columns of the messages frame. In memory, `analyzer.messages` holds the repetitive
+# string columns as `pl.Categorical` (half the memory on big inputs); Parquet archives store them
+# as strings. Code that needs string functions on the frame converts with `messages.as_strings`.
 MESSAGES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "file": pl.String(),  # capture file path as given/found
     "line": pl.UInt32(),  # 1-based line number in that file

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import polars as pl
@@ -66,3 +67,21 @@ def test_empty_analysis_gives_an_empty_table() -> None:
     table = client_table(SimpleNamespace(), findings=[])
     assert table.schema == pl.Schema(CLIENT_TABLE_SCHEMA)
     assert table.height == 0
+
+
+def test_pipeline_shares_one_rule_context_and_gets_the_same_table(tmp_path: Path) -> None:
+    from analyzer.pipeline import analyze
+    from analyzer.rules import RuleContext, RuleOptions
+    from tests.test_messages import Cap, discover_result, probe
+
+    cap = Cap(tmp_path)
+    for n in range(3):
+        cap.c2s(probe(n + 1))
+        cap.s2c(discover_result(n + 1))
+    a = analyze([str(cap.close())])
+    assert isinstance(a.rule_context, RuleContext)
+    assert RuleContext.from_analysis(a, RuleOptions()) is a.rule_context
+    fresh = SimpleNamespace(messages=a.messages, probes=a.probes, inits=a.inits, findings=a.findings, servers=a.servers)
+    assert a.clients is not None
+    assert_frame_equal(a.clients, client_table(fresh))
+    assert a.clients.get_column("probes").to_list() == [3]

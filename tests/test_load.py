@@ -13,8 +13,11 @@ from hypothesis import strategies as st
 
 from addon.errors import ErascopeError
 from addon.writer import CaptureWriter
+from analyzer import load
 from analyzer.load import combine, extract_file, find_inputs
+from analyzer.messages import CATEGORICAL_COLUMNS, as_strings, pair_responses
 from analyzer.pipeline import analyze
+from analyzer.schema import MESSAGES_SCHEMA
 from tests.test_messages import Cap, discover_result, probe
 
 HEADER = {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "seq": 0, "part": 0}
@@ -214,3 +217,53 @@ def test_headers_alone_are_empty_input(tmp_path: Path) -> None:
     write_lines(tmp_path / "only-header.jsonl", [orjson.dumps(HEADER).decode()])
     with pytest.raises(ErascopeError, match="no capture records found in"):
         analyze([str(tmp_path)])
+
+
+# --- combine: pairing per batch of captures ------------------------------------------------------
+def _mixed_captures(tmp_path: Path) -> list[str]:
+    """A capture rotated across two parts (request in one, answer in the next) between two small ones."""
+    w = CaptureWriter(tmp_path / "rot", transport="stdio", server="srv", rotate_bytes=400)
+    for n, obj in enumerate((probe(1), discover_result(1))):
+        raw = orjson.dumps(obj).decode()
+        w.write({"type": "frame", "conn": "c1", "dir": "c2s" if n == 0 else "s2c", "raw": raw, "len": len(raw)})
+    w.close()
+    assert len(w.paths) == 2
+    paths: list[str] = []
+    for n in range(2):
+        cap = Cap(tmp_path / f"small{n}", server=f"s{n}")
+        cap.c2s(probe(7))
+        cap.s2c(discover_result(7))
+        paths.append(str(cap.close()))
+    return [paths[0], *(str(p) for p in w.paths), paths[1]]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 3, 1_000_000])
+def test_combine_is_the_same_for_every_batch_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int
+) -> None:
+    paths = _mixed_captures(tmp_path)
+    whole = pair_responses(pl.concat([extract_file(p).messages for p in paths]))
+    monkeypatch.setattr(load, "PAIR_BATCH_ROWS", batch_rows)
+    facts = [extract_file(p) for p in paths]
+    combined = combine(facts).messages
+    assert combined.equals(whole)
+    assert combined.get_column("file").cast(pl.String).to_list() == [paths[0]] * 2 + paths[1:3] + [paths[3]] * 2
+    # the rotated capture's answer, in the second part, was paired with the request in the first
+    resp = combined.filter((pl.col("kind") == "response") & (pl.col("file") == paths[2]))
+    assert resp.get_column("req_line").to_list() == [2]
+    assert combined.get_column("req_line").to_list() == [None, 2, None, 2, None, 2]
+    # each file keeps its own (paired) rows
+    assert [f.messages.height for f in facts] == [2, 1, 1, 2]
+
+
+def test_messages_hold_repetitive_strings_as_categoricals(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1))
+    m = combine([extract_file(str(cap.close()))]).messages
+    for name in CATEGORICAL_COLUMNS:
+        assert m.schema[name] == pl.Categorical(), name
+    assert m.schema["id"] == pl.String()
+    plain = as_strings(m)
+    assert dict(plain.schema) == MESSAGES_SCHEMA
+    assert plain.get_column("method").to_list() == ["server/discover", "server/discover"]

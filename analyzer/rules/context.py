@@ -13,6 +13,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
 from analyzer.rules.frames import as_lazy
 from analyzer.rules.options import RuleOptions
@@ -39,7 +40,15 @@ class RuleContext:
 
     @classmethod
     def from_analysis(cls, analysis: Any, options: RuleOptions) -> RuleContext:
-        """Read `messages`, `probes` and `inits` from any object that has them (missing ones are empty)."""
+        """Read `messages`, `probes` and `inits` from any object that has them (missing ones are empty).
+
+        An analysis that carries a `rule_context` (the pipeline sets one) gets that context back with
+        `options` set, so the derived frames, which do not depend on options, are computed once.
+        """
+        shared = getattr(analysis, "rule_context", None)
+        if isinstance(shared, cls):
+            shared.options = options
+            return shared
         return cls(
             messages=as_lazy(getattr(analysis, "messages", None), MESSAGES_SCHEMA),
             probes=as_lazy(getattr(analysis, "probes", None), PROBES_SCHEMA),
@@ -68,10 +77,12 @@ class RuleContext:
             pl.col("user_agent").drop_nulls().first().alias("_ua"),
             pl.col("ts").min().alias("conn_start"),
             pl.col("ts").max().alias("conn_end"),
-        )
+        ).pipe(as_strings)
         named = per_conn.filter(pl.col("_info").is_not_null()).select("server", "conn", "_info")
         owners = (
             msgs.filter(pl.col("session_id").is_not_null())
+            .select("server", "conn", "session_id")
+            .pipe(as_strings)
             .join(named, on=["server", "conn"])
             .group_by("server", "session_id")
             .agg(pl.col("_info").first().alias("_owner"))
@@ -136,10 +147,14 @@ class RuleContext:
                 "session_id",
                 "peer",
             )
+            .pipe(as_strings)
             .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
             .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
             .join(probes, on=["file", "line"], how="left")
             .join(inits, on=["file", "line"], how="left")
+            # long, repetitive paths: categorical (4 bytes a row) in this wide frame and its copies;
+            # `evidence()` turns them back into strings, and `responses` keys `capture` alike
+            .with_columns(pl.col("file", "capture").cast(pl.Categorical()))
             .with_columns(
                 (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
                 (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
@@ -194,6 +209,8 @@ class RuleContext:
                 pl.col("session_id").alias("resp_session_id"),
                 pl.col("peer").alias("resp_peer"),
             )
+            .pipe(as_strings)
+            .with_columns(pl.col("capture").cast(pl.Categorical()))  # joined with `requests` on it
             .unique(subset=["capture", "seq"], keep="first", maintain_order=True)
             .collect()
         )

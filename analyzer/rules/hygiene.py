@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from analyzer.findings import Severity
+from analyzer.messages import as_strings
 from analyzer.rules.base import rule
 from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext
 from analyzer.rules.frames import evidence
@@ -48,7 +49,7 @@ def unnamed_versions(ctx: RuleContext) -> pl.DataFrame:
         (pl.col("dir") == "s2c")
         & pl.col("error_code").is_in(UNSUPPORTED_CODES)
         & (pl.col("error_supported").list.len().fill_null(0) == 0)
-    ).select("server", "file", "line", "ts")
+    ).select("server", "file", "line", "ts").pipe(as_strings)
     inits = ctx.inits.filter(pl.col("outcome") == "refused-unnamed").select(
         "server", "file", pl.coalesce("answer_line", "line").alias("line"), "ts"
     )
@@ -79,8 +80,8 @@ def stdout_pollution(ctx: RuleContext) -> pl.DataFrame:
         (pl.col("transport") == "stdio")
         & (pl.col("dir") == "s2c")
         & (pl.col("kind") == "invalid")
-        & (pl.col("record_type").fill_null("frame") == "frame")
-    )
+        & (pl.col("record_type").cast(pl.String).fill_null("frame") == "frame")
+    ).pipe(as_strings)
     return _per_server(rows, "not JSON-RPC")
 
 
@@ -155,5 +156,5 @@ def rc_error_code(ctx: RuleContext) -> pl.DataFrame:
     Example:
         `{"error":{"code":-32004,"message":"Unsupported protocol version","data":{"supported":[…]}}}`.
     """
-    rows = ctx.messages.filter((pl.col("dir") == "s2c") & (pl.col("error_code") == -32004))
+    rows = ctx.messages.filter((pl.col("dir") == "s2c") & (pl.col("error_code") == -32004)).pipe(as_strings)
     return _per_server(rows, "error -32004")

@@ -60,8 +60,11 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
     changes = _era_changes(ctx).sort("change_ts")
     reqs = ctx.requests
     acting = (
-        reqs.filter(pl.col("is_real") | pl.col("is_init"))
-        .with_columns(request_style().alias("style"))
+        # only the columns used below: `requests` is wide and every copy of it counts
+        reqs.lazy()
+        .filter(pl.col("is_real") | pl.col("is_init"))
+        .select(*_KEYS, "ts", "file", "line", request_style().alias("style"))
+        .collect()
         .join(reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")), on=_KEYS)
         .sort("ts")
     )
@@ -122,14 +125,21 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
     opts = ctx.options
     reqs = ctx.requests
     refused_init = _runs(
-        reqs.filter(pl.col("is_init") | pl.col("is_probe")),
+        reqs.lazy()
+        .filter(pl.col("is_init") | pl.col("is_probe"))
+        .select(*_KEYS, "ts", "file", "line", "is_init", "init_error_code")
+        .collect(),
         pl.col("is_init") & pl.col("init_error_code").is_in(UNSUPPORTED_CODES),
         "kept sending initialize to a server that refuses it with unsupported-version",
         "initialize refused",
         opts.stale_repeats,
     )
-    modern_reqs = reqs.filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null())).join(
-        ctx.responses, on=["capture", "seq"], how="left"
+    modern_reqs = (
+        reqs.lazy()
+        .filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null()))
+        .select(*_KEYS, "ts", "file", "line", "is_real", "capture", "seq")
+        .collect()
+        .join(ctx.responses.select("capture", "seq", "resp_error_code"), on=["capture", "seq"], how="left")
     )
     legacy_refusal = pl.col("is_real") & pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)
     refused_modern = _runs(
@@ -193,7 +203,10 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     # modern requests show the era of the node that answered them: a result is modern, a sessionless
     # refusal is a legacy node (a round-robin proxy sending the call after the probe elsewhere)
     request_answers = (
-        ctx.requests.filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
+        ctx.requests.lazy()
+        .filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
+        .select("server", "file", "peer", "capture", "seq")
+        .collect()
         .join(ctx.responses, on=["capture", "seq"])
         .select(
             "server",
