@@ -8,18 +8,7 @@ from hypothesis import strategies as st
 from analyzer.findings import Severity
 from analyzer.rules import REGISTRY, run_rules
 from analyzer.rules.scenario import MODERN, Scenario
-
-PROBE_OUTCOMES = [
-    "discover-result",
-    "unsupported-version",
-    "modern-error",
-    "legacy-answer",
-    "no-answer",
-    "connection-died",
-    "garbage",
-    "malformed-probe",
-]
-INIT_OUTCOMES = ["served", "refused-named", "refused-unnamed", "no-answer", "connection-died"]
+from analyzer.schema import INIT_OUTCOMES, PROBE_OUTCOMES
 
 step = st.one_of(
     st.tuples(st.just("probe"), st.sampled_from(PROBE_OUTCOMES), st.sampled_from(["1", "2"])),
