@@ -37,6 +37,8 @@ MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
 
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
+_REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
+"""Columns the probe and initialize frames take from the request row as they are."""
 
 
 def _conn_key() -> pl.Expr:
@@ -183,14 +185,7 @@ def classify_probes(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEO
     answered = pl.col("_answered")
     versions = pl.when(answered).then(pl.coalesce("a_sv", "a_es"))
     out = df.select(
-        "file",
-        "line",
-        "server",
-        "transport",
-        "conn",
-        "flow",
-        "ts",
-        "id",
+        *_REQUEST_KEYS,
         requested_version=pl.coalesce("meta_version", "header_version"),
         well_formed="_well_formed",
         outcome="_outcome",
@@ -243,14 +238,7 @@ def classify_inits(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOU
         .otherwise(pl.lit("no-answer"))
     )
     out = df.select(
-        "file",
-        "line",
-        "server",
-        "transport",
-        "conn",
-        "flow",
-        "ts",
-        "id",
+        *_REQUEST_KEYS,
         requested_version=pl.coalesce("init_version", "header_version"),
         outcome=outcome,
         answer_line=pl.when(answered).then(pl.col("a_line")).when(pl.col("_died")).then(pl.col("d_line")),
