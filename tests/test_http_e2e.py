@@ -27,7 +27,7 @@ from addon import format as fmt
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 SERVER = ROOT / "tests" / "peers" / "http_mcp_server.py"
-BALANCER = ROOT / "tests" / "peers" / "http_round_robin.py"
+BALANCER = ROOT / "captures" / "peers" / "round_robin.py"
 RECORDER = ROOT / "addon" / "http_recorder.py"
 STARTUP_TIMEOUT = 60.0
 

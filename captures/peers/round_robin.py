@@ -41,7 +41,7 @@ class RoundRobin:
         nodes = []
         for item in filter(None, (p.strip() for p in ctx.options.rr_upstreams.split(","))):
             host, sep, port = item.rpartition(":")
-            if not sep or not port.isdigit():
+            if not sep or not host or not port.isdigit():
                 raise exceptions.OptionsError(f"rr_upstreams: {item!r} is not host:port")
             nodes.append((host, int(port)))
         self._nodes = nodes
