@@ -26,6 +26,16 @@ record_app = typer.Typer(help="Record MCP traffic into erascope captures.", no_a
 app.add_typer(record_app, name="record")
 
 
+CaptureDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        help="Capture directory; default: $ERASCOPE_CAPTURE_DIR or $XDG_STATE_HOME/erascope/captures.",
+    ),
+]
+"""`--out` of every `record` command."""
+
+
 def _fail(exc: ErascopeError) -> typer.Exit:
     typer.echo(f"erascope: error: {exc}", err=True)
     return typer.Exit(code=exc.exit_code)
@@ -44,13 +54,7 @@ def record_stdio(
             help="Server key; default: the command's basename plus what it runs (e.g. `python -m weather`).",
         ),
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            help="Capture directory; default: $ERASCOPE_CAPTURE_DIR or $XDG_STATE_HOME/erascope/captures.",
-        ),
-    ] = None,
+    out: CaptureDirOption = None,
     linger: Annotated[
         float, typer.Option("--linger", help="Seconds to keep recording client bytes after the server exits.")
     ] = 2.0,
@@ -82,13 +86,7 @@ def record_http(
     server: Annotated[
         str | None, typer.Option("--server", help="Server key; default: the upstream URL (origin + path).")
     ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(
-            "--out",
-            help="Capture directory; default: $ERASCOPE_CAPTURE_DIR or $XDG_STATE_HOME/erascope/captures.",
-        ),
-    ] = None,
+    out: CaptureDirOption = None,
     redact: Annotated[
         bool,
         typer.Option(
