@@ -15,24 +15,38 @@ The messages rows hold their repetitive string columns as `pl.Categorical`
 (`analyzer.messages.CATEGORICAL_COLUMNS`, about a third of the memory of plain strings);
 `analyzer.messages.as_strings` gives the `MESSAGES_SCHEMA` dtypes back.
 
-Reading one file takes the fastest path the file allows. Polars' NDJSON reader fails on the first
+A file is read in pieces of about `PIECE_BYTES` (16 MiB), each cut after a newline (a longer line
+makes its piece longer; lines are never split), and every piece keeps the file's line numbers.
+Polars memory-maps a file it scans, so scanning whole files made peak memory follow the largest
+file: extracting one 256 MiB capture peaked at 570 MB, in 16 MiB pieces parsed from bytes at 300 MB
+(and a few percent slower). Per file only the record counts (summed), the messages rows
+(concatenated) and the bad lines are kept.
+
+Each piece takes the fastest path the file allows. Polars' NDJSON reader fails on the first
 syntax error even with `ignore_errors=True`, skips blank lines (which shifts row numbers) and with
 `ignore_errors=True` silently turns wrong-typed fields into nulls, so it cannot locate bad lines.
 Hence:
 
-1. `scan_ndjson` with the schema, strict, unless the last line is already known to be torn. When
-   it succeeds and its row count equals the file's line count, row numbers are line numbers: done
-   (the common case: files written by `CaptureWriter`). It rejects non-object lines (`[1,2]`)
+1. `scan_ndjson` with the schema, strict, unless the file's last line is already known to be torn.
+   When it succeeds and its row count equals the piece's line count, row numbers are line numbers:
+   done (the common case: files written by `CaptureWriter`). It rejects non-object lines (`[1,2]`)
    with an error; with `ignore_errors=True` it would turn them into all-null rows instead.
-2. Otherwise the file is read as lines (`scan_lines`); `str.json_path_match("$.type")` (null for
+2. Otherwise the piece is read as lines (`scan_lines`); `str.json_path_match("$.type")` (null for
    invalid JSON, non-objects and a missing `type`, never an exception) marks the bad lines, and the
    good ones are decoded with `str.json_decode` and the same schema.
 3. `json_decode` raises when any field has the wrong type (a `seq` that is a string); only then are
    the lines checked one by one against the schema, so the wrong-typed ones are located too.
 
-Each path is one streaming query per file that yields both the record counts and the messages rows
-(the file is parsed once; `raw` is never kept). Peak memory follows the largest file, not the
-input's total: polars' NDJSON reader itself needs several times a file's size.
+The path (and whether ids need the robust reading, see `messages_from_records`) is chosen per
+file, not per piece: the two readers disagree on some wrong-typed fields (an object `raw` is text
+to the NDJSON reader and an error to `json_decode`), so pieces that chose on their own would read a
+file differently depending on where the pieces happen to be cut. When a later piece needs a slower
+path, the file is read again from its start on that path (rare: it takes a bad line or an id that
+is an object in a file that began on the fast path; a torn last line is seen before the first
+piece). A bad last line of the file (not empty) is torn, every other bad line malformed.
+
+Each path is one streaming query per piece that yields both the record counts and the messages
+rows (a piece is parsed once per path; `raw` is never kept).
 """
 
 from __future__ import annotations
@@ -40,11 +54,11 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, BinaryIO, Final
 
 import orjson
 import polars as pl
@@ -59,6 +73,8 @@ _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
 _RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
 PAIR_BATCH_ROWS: Final = 250_000
 """Captures are paired in batches of about this many message rows (see `combine`)."""
+PIECE_BYTES: Final = 16 << 20
+"""A capture file is read in pieces of about this many bytes (see the module docstring)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -205,15 +221,22 @@ def read_header(path: str) -> dict[str, Any] | None:
     return header
 
 
-def _line_count(path: str) -> int:
-    """Lines in the file as `scan_lines` counts them (a last line without `\\n` counts)."""
-    count = 0
-    last = b"\n"
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (0 if last == b"\n" else 1)
+def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
+    """The file in pieces of about `size` bytes, each cut after a newline (only the last may lack one).
+
+    A line longer than `size` makes its piece longer: lines are never split.
+    """
+    while piece := f.read(size):
+        cut = piece.rfind(b"\n") + 1
+        while cut == 0 and (more := f.read(size)):
+            last = more.rfind(b"\n")
+            cut = 0 if last < 0 else len(piece) + last + 1
+            piece += more
+        if 0 < cut < len(piece):
+            # Seeking back to the cut instead of carrying the rest over saves copying every piece twice.
+            f.seek(cut - len(piece), os.SEEK_CUR)
+            piece = piece[:cut]
+        yield piece
 
 
 def _last_line_parses(path: str) -> bool:
@@ -235,14 +258,14 @@ def _last_line_parses(path: str) -> bool:
         return False
 
 
-def _fast_scan(path: str) -> pl.LazyFrame:
+def _fast_scan(piece: bytes, first_line: int) -> pl.LazyFrame:
     """Path 1: a strict NDJSON scan; raises on the first bad line."""
-    return pl.scan_ndjson(path, schema=RECORD_SCHEMA, ignore_errors=False).with_row_index("line", offset=1)
+    return pl.scan_ndjson(piece, schema=RECORD_SCHEMA, ignore_errors=False).with_row_index("line", offset=first_line)
 
 
-def _lines_scan(path: str) -> pl.LazyFrame:
-    """Paths 2 and 3: the file as lines, `rtype` null on every line that is not a record."""
-    return pl.scan_lines(path, name="text", row_index_name="line", row_index_offset=1).with_columns(
+def _lines_scan(piece: bytes, first_line: int) -> pl.LazyFrame:
+    """Paths 2 and 3: the piece as lines, `rtype` null on every line that is not a record."""
+    return pl.scan_lines(piece, name="text", row_index_name="line", row_index_offset=first_line).with_columns(
         rtype=pl.col("text").str.json_path_match("$.type")
     )
 
@@ -303,16 +326,17 @@ def _wrong_types(lines: pl.LazyFrame, file: str) -> list[BadLine]:
 
 
 def _read(
-    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None
-) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Record counts per type and the messages rows, in one streaming pass where polars can.
+    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
+    """Record counts per type, the messages rows and whether the robust id reading was needed.
 
-    Raises `PolarsError` when the records cannot be read this way (the caller picks another path).
+    One streaming pass where polars can. Raises `PolarsError` when the records cannot be read this
+    way (the caller picks another path).
     """
     records = records.with_columns(pl.col("line").cast(pl.UInt32))
-    for robust in (False, True):
+    for attempt in (True,) if robust else (False, True):
         # The fast reading of id/method raises on an id that is an object or array; then the
-        # slower one that never raises (see `messages_from_records`). One pass over the file gives
+        # slower one that never raises (see `messages_from_records`). One pass over the piece gives
         # both the counts and the messages: every record keeps a row until counted.
         extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
         if options is not None and options.keep_raw:
@@ -322,41 +346,93 @@ def _read(
             file=facts.file,
             capture=facts.capture,
             transport=facts.transport,
-            robust=robust,
+            robust=attempt,
             all_records=True,
             extra=extra,
         )
         try:
             df = as_categoricals(rows).collect(engine="streaming")
         except pl.exceptions.PolarsError:
-            if robust:
+            if attempt:
                 raise
             continue
         counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
         msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES)).drop("_type", "_lost")
-        return counts, msgs
+        return counts, msgs, attempt
     raise AssertionError("unreachable")
 
 
-def _read_lines(facts: FileFacts, options: LoadOptions | None) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Paths 2 and 3: locate the bad lines, read the rest."""
-    path = facts.file
-    total = _line_count(path)
-    lines = _lines_scan(path)
-    reasons = lines.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
-    bad = [BadLine(path, int(n), r) for n, r in reasons.iter_rows()]
-    try:
-        counts, msgs = _read(facts, _decoded(lines), options)
-    except pl.exceptions.PolarsError:
-        wrong = _wrong_types(lines, path)
-        bad.extend(wrong)
-        counts, msgs = _read(facts, _decoded(lines, [b.line for b in wrong]), options)
-    for b in sorted(bad):
-        if b.line == total and b.reason != "empty line":
-            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
-        else:
-            facts.malformed.append(b)
-    return counts, msgs
+# The paths of the module docstring, in the order they are tried; a `_Mode` pairs one with the
+# id reading (robust or not), and modes compare in that same order.
+_FAST: Final = 1
+_LINES: Final = 2
+_CHECKED: Final = 3
+
+
+@dataclass(frozen=True, order=True)
+class _Mode:
+    path: int
+    robust: bool = False
+
+
+@dataclass
+class _Piece:
+    counts: pl.DataFrame
+    messages: pl.DataFrame
+    bad: list[BadLine]
+
+
+def _read_piece(
+    facts: FileFacts, piece: bytes, first_line: int, lines: int, mode: _Mode, options: LoadOptions | None
+) -> tuple[_Mode, _Piece]:
+    """Read one piece (`lines` lines) in the first mode, from `mode` on, that works for it; returns that mode too."""
+    path, robust = mode.path, mode.robust
+    if path == _FAST:
+        try:
+            counts, msgs, robust = _read(facts, _fast_scan(piece, first_line), options, robust)
+            # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
+            # without `type` reads as nulls: both send the piece to the line path.
+            if int(counts.get_column("n").sum()) == lines and counts["type"].null_count() == 0:
+                return _Mode(_FAST, robust), _Piece(counts, msgs, [])
+        except pl.exceptions.PolarsError:
+            pass
+        path, robust = _LINES, False
+    lines_lf = _lines_scan(piece, first_line)
+    reasons = lines_lf.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
+    bad = [BadLine(facts.file, int(n), r) for n, r in reasons.iter_rows()]
+    if path == _LINES:
+        try:
+            counts, msgs, robust = _read(facts, _decoded(lines_lf), options, robust)
+            return _Mode(_LINES, robust), _Piece(counts, msgs, bad)
+        except pl.exceptions.PolarsError:
+            path, robust = _CHECKED, False
+    wrong = _wrong_types(lines_lf, facts.file)
+    counts, msgs, robust = _read(facts, _decoded(lines_lf, [b.line for b in wrong]), options, robust)
+    return _Mode(_CHECKED, robust), _Piece(counts, msgs, bad + wrong)
+
+
+def _read_pieces(facts: FileFacts, mode: _Mode, options: LoadOptions | None) -> tuple[_Mode, list[_Piece] | None, int]:
+    """Every piece of the file read in one mode: the mode, the pieces and the file's line count.
+
+    The two readers disagree on some wrong-typed fields (the NDJSON reader turns an object `raw`
+    into text, `json_decode` rejects it) and the robust id reading writes `1.0` where the fast one
+    writes `1`, so a file whose pieces took different modes would read differently from the file
+    read whole. Hence one mode per file: when a later piece needs a higher one, the pieces come
+    back as None and the caller reads the file again in that mode.
+    """
+    parts: list[_Piece] = []
+    lines = 0
+    with open(facts.file, "rb") as f:
+        for piece in _pieces(f, PIECE_BYTES):
+            count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+            needed, part = _read_piece(facts, piece, lines + 1, count, mode, options)
+            if needed != mode:
+                if parts:
+                    return needed, None, 0
+                mode = needed
+            parts.append(part)
+            lines += count
+    return mode, parts, lines
 
 
 def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
@@ -378,23 +454,27 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
     transport = header.get("transport")
     facts.transport = transport if isinstance(transport, str) else None
     try:
-        read: tuple[pl.DataFrame, pl.DataFrame] | None = None
-        if _last_line_parses(path):
-            try:
-                counts, msgs = _read(facts, _fast_scan(path), options)
-                # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a
-                # record without `type` reads as nulls: both send the file to the line path.
-                if int(counts.get_column("n").sum()) == _line_count(path) and counts["type"].null_count() == 0:
-                    read = counts, msgs
-            except pl.exceptions.PolarsError:
-                read = None
-        counts, msgs = read if read is not None else _read_lines(facts, options)
+        # A torn tail (the recorder was killed mid-write) would fail the fast path in the last piece
+        # and make every piece be read again: start on the line path right away.
+        mode = _Mode(_FAST if _last_line_parses(path) else _LINES)
+        parts: list[_Piece] | None = None
+        while parts is None:
+            mode, parts, total = _read_pieces(facts, mode, options)
     except OSError as exc:
         raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not parts:
+        return facts  # emptied since its header was read
+    for b in sorted(b for part in parts for b in part.bad):
+        if b.line == total and b.reason != "empty line":
+            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
+        else:
+            facts.malformed.append(b)
+    counts = pl.concat([part.counts for part in parts]).group_by("type").agg(pl.col("n").sum(), pl.col("lost").max())
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
     facts.records = int(counts.get_column("n").sum())
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
-    facts.messages = msgs
+    frames = [part.messages for part in parts]
+    facts.messages = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
     return facts
 
 
