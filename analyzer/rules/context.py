@@ -1,8 +1,9 @@
 """Derived frames several rules share, computed once per analysis.
 
 `requests` is the client-decision view: every client→server request in time order per server and
-client, with what the server answered (probe and initialize outcomes) and what the client sent next
-(on the same connection, else its next request to the same server on another connection).
+client, a narrow row each. `probe_rows` adds, for the probes only, what the server answered and what
+the client sent next (on the same connection, else its next request to the same server on another
+connection).
 """
 
 from __future__ import annotations
@@ -27,6 +28,23 @@ __all__ = ["UNSUPPORTED_CODES", "RuleContext", "era_of_probe", "modern_list", "r
 UNKNOWN_CLIENT: Final = "unknown"
 
 _NEXT_COLUMNS: Final = ("file", "line", "ts", "method", "id", "meta_version", "has_envelope", "conn", "init_outcome")
+_VIEW_COLUMNS: Final = (
+    "file",
+    "line",
+    "capture",
+    "server",
+    "transport",
+    "conn",
+    "seq",
+    "ts",
+    "method",
+    "meta_version",
+    "session_id",
+    "peer",
+)
+"""The columns of `RuleContext.requests`: what rules read of every request."""
+_DETAIL_COLUMNS: Final = ("flow", "id", "has_envelope", "header_version", "header_method")
+"""Request columns only `probe_rows` carries (read for the probes and the requests after them)."""
 
 
 @dataclass
@@ -71,13 +89,17 @@ class RuleContext:
             pl.col("client_name").is_not_null()
             & (pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent")))
         )
-        per_conn = msgs.group_by("server", "conn").agg(
-            info.first().alias("_info"),
-            pl.col("session_id").drop_nulls().first().alias("_session"),
-            pl.col("user_agent").drop_nulls().first().alias("_ua"),
-            pl.col("ts").min().alias("conn_start"),
-            pl.col("ts").max().alias("conn_end"),
-        ).pipe(as_strings)
+        per_conn = (
+            msgs.group_by("server", "conn")
+            .agg(
+                info.first().alias("_info"),
+                pl.col("session_id").drop_nulls().first().alias("_session"),
+                pl.col("user_agent").drop_nulls().first().alias("_ua"),
+                pl.col("ts").min().alias("conn_start"),
+                pl.col("ts").max().alias("conn_end"),
+            )
+            .pipe(as_strings)
+        )
         named = per_conn.filter(pl.col("_info").is_not_null()).select("server", "conn", "_info")
         owners = (
             msgs.filter(pl.col("session_id").is_not_null())
@@ -102,7 +124,50 @@ class RuleContext:
 
     @cached_property
     def requests(self) -> pl.DataFrame:
-        """Client requests in time order per (server, client), with outcomes and the next request."""
+        """Client requests in time order per (server, client), one narrow row each.
+
+        Every rule that reads all requests needs only these columns; what a probe was answered and
+        what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
+        row per request of the input, stays narrow. `_i` is the row's position in this order.
+        """
+        return (
+            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
+            .select(*_VIEW_COLUMNS)
+            .pipe(as_strings)
+            .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
+            .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
+            # long, repetitive paths: categorical (4 bytes a row) in this frame and its copies;
+            # `evidence()` turns them back into strings, and `responses` keys `capture` alike
+            .with_columns(pl.col("file", "capture").cast(pl.Categorical()))
+            .with_columns(
+                (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
+                (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
+                (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
+            )
+            .sort("server", "client", "ts", "seq", nulls_last=True)
+            .with_row_index("_i")
+            .collect()
+        )
+
+    def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
+        """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
+        wanted = keys.lazy().select(pl.col("capture").cast(pl.String), "seq").unique()
+        return (
+            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
+            .select("capture", "seq", *_DETAIL_COLUMNS)
+            .pipe(as_strings)
+            .join(wanted, on=["capture", "seq"], how="semi")
+            .unique(["capture", "seq"], keep="first")
+        )
+
+    @cached_property
+    def probe_rows(self) -> pl.DataFrame:
+        """The classified probes among `requests`, with their outcome and the client's next request.
+
+        The next request is the next one on the same connection, else the client's next request to
+        the same server on another connection (`next_same_conn` says which).
+        """
+        reqs = self.requests
         probes = self.probes.select(
             "file",
             "line",
@@ -118,62 +183,39 @@ class RuleContext:
             "answer_ts",
             pl.col("peer").alias("probe_peer"),
         )
-        inits = self.inits.select(
-            "file",
-            "line",
-            pl.col("outcome").alias("init_outcome"),
-            pl.col("error_code").alias("init_error_code"),
-            pl.col("versions").alias("init_versions"),
-            pl.col("answer_line").alias("init_answer_line"),
+        same_conn = pl.col("_i").shift(-1).over("server", "conn")
+        nexts = (
+            reqs.lazy()
+            .select("_i", "is_probe", _sc=same_conn, _ac=pl.col("_i").shift(-1).over("server", "client"))
+            .filter(pl.col("is_probe"))
+            .select("_i", _next=pl.coalesce("_sc", "_ac"), next_same_conn=pl.col("_sc").is_not_null())
         )
-        base = (
-            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
-            .select(
-                "file",
-                "line",
-                "capture",
-                "server",
-                "transport",
-                "conn",
-                "flow",
-                "seq",
-                "ts",
-                "id",
-                "method",
-                "meta_version",
-                "has_envelope",
-                "header_version",
-                "header_method",
-                "session_id",
-                "peer",
-            )
-            .pipe(as_strings)
-            .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
-            .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
-            .join(probes, on=["file", "line"], how="left")
+        rows = (
+            reqs.lazy()
+            .filter(pl.col("is_probe"))
+            .with_columns(pl.col("file").cast(pl.String))
+            .join(probes, on=["file", "line"], how="inner")
+            .join(nexts, on="_i", how="left")
+            .collect()
+        )
+        next_rows = reqs.join(rows.select(pl.col("_next").alias("_i")), on="_i", how="semi")
+        inits = self.inits.select("file", "line", pl.col("outcome").alias("init_outcome"))
+        next_cols = (
+            next_rows.lazy()
+            .with_columns(pl.col("file", "capture").cast(pl.String))
+            .join(self._request_details(next_rows), on=["capture", "seq"], how="left")
             .join(inits, on=["file", "line"], how="left")
-            # long, repetitive paths: categorical (4 bytes a row) in this wide frame and its copies;
-            # `evidence()` turns them back into strings, and `responses` keys `capture` alike
-            .with_columns(pl.col("file", "capture").cast(pl.Categorical()))
-            .with_columns(
-                (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
-                (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
-                (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
-            )
-            .sort("server", "client", "ts", "seq", nulls_last=True)
+            .select("_i", *[pl.col(c).alias(f"next_{c}") for c in _NEXT_COLUMNS])
         )
-        same_conn = [pl.col(c).shift(-1).over("server", "conn").alias(f"_sc_{c}") for c in _NEXT_COLUMNS]
-        any_conn = [pl.col(c).shift(-1).over("server", "client").alias(f"_ac_{c}") for c in _NEXT_COLUMNS]
-        has_same = pl.col("_sc_line").is_not_null()
-        nexts = [
-            pl.when(has_same).then(pl.col(f"_sc_{c}")).otherwise(pl.col(f"_ac_{c}")).alias(f"next_{c}")
-            for c in _NEXT_COLUMNS
-        ]
         return (
-            base.with_columns(*same_conn, *any_conn)
-            .with_columns(*nexts, has_same.alias("next_same_conn"))
-            .drop([f"_sc_{c}" for c in _NEXT_COLUMNS] + [f"_ac_{c}" for c in _NEXT_COLUMNS])
+            rows.lazy()
+            .with_columns(pl.col("capture").cast(pl.String))
+            .join(self._request_details(rows), on=["capture", "seq"], how="left")
+            .join(next_cols, left_on="_next", right_on="_i", how="left")
             .with_columns(
+                pl.col("file", "capture").cast(pl.Categorical()),
+                pl.col("next_file").cast(pl.Categorical()),
+                pl.col("next_same_conn").fill_null(False),
                 (pl.col("next_method") == PROBE_METHOD).fill_null(False).alias("next_is_probe"),
                 (pl.col("next_method") == INIT_METHOD).fill_null(False).alias("next_is_init"),
                 # a modern request is one that carries the version envelope (the probe included)
@@ -181,22 +223,17 @@ class RuleContext:
                 .fill_null(False)
                 .alias("next_is_modern"),
             )
+            .drop("_next")
+            .sort("_i")
             .collect()
         )
-
-    @cached_property
-    def probe_rows(self) -> pl.DataFrame:
-        """The probes among `requests` (rows that the probes frame classified)."""
-        return self.requests.filter(pl.col("is_probe") & pl.col("outcome").is_not_null())
 
     @cached_property
     def responses(self) -> pl.DataFrame:
         """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts."""
         return (
             self.messages.filter(
-                (pl.col("dir") == "s2c")
-                & pl.col("kind").is_in(["response", "error"])
-                & pl.col("req_seq").is_not_null()
+                (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
             )
             .select(
                 "capture",
@@ -249,6 +286,8 @@ def request_style() -> pl.Expr:
 
 def modern_list(col: str) -> pl.Expr:
     """The known modern versions a version list names (empty list when none or null)."""
-    return pl.col(col).fill_null(pl.lit([], dtype=pl.List(pl.String()))).list.set_intersection(
-        pl.lit(sorted(MODERN_VERSIONS), dtype=pl.List(pl.String()))
+    return (
+        pl.col(col)
+        .fill_null(pl.lit([], dtype=pl.List(pl.String())))
+        .list.set_intersection(pl.lit(sorted(MODERN_VERSIONS), dtype=pl.List(pl.String())))
     )
