@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from analyzer.condense import Traffic, traffic_of
 from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
 from analyzer.rules.frames import as_lazy
@@ -43,6 +44,8 @@ _VIEW_COLUMNS: Final = (
     "peer",
 )
 """The columns of `RuleContext.requests`: what rules read of every request."""
+_NAME_COLUMNS: Final = ("server", "conn", "ts", "seq", "client_name", "user_agent")
+_VIEW_CATEGORICALS: Final = ("transport", "conn", "method", "meta_version", "session_id", "peer")
 _DETAIL_COLUMNS: Final = ("flow", "id", "has_envelope", "header_version", "header_method")
 """Request columns only `probe_rows` carries (read for the probes and the requests after them)."""
 
@@ -55,6 +58,8 @@ class RuleContext:
     probes: pl.LazyFrame
     inits: pl.LazyFrame
     options: RuleOptions
+    traffic_facts: Traffic | None = None
+    """What condensing dropped (`analyzer.condense`); computed from `messages` when not given."""
 
     @classmethod
     def from_analysis(cls, analysis: Any, options: RuleOptions) -> RuleContext:
@@ -72,7 +77,15 @@ class RuleContext:
             probes=as_lazy(getattr(analysis, "probes", None), PROBES_SCHEMA),
             inits=as_lazy(getattr(analysis, "inits", None), INITS_SCHEMA),
             options=options,
+            traffic_facts=getattr(analysis, "traffic", None),
         )
+
+    @cached_property
+    def traffic(self) -> Traffic:
+        """`traffic_facts`, or the same facts computed from `messages` (never condensed then)."""
+        if self.traffic_facts is not None:
+            return self.traffic_facts
+        return traffic_of(self.messages.collect())
 
     @cached_property
     def conn_clients(self) -> pl.DataFrame:
@@ -83,28 +96,38 @@ class RuleContext:
         clients send later requests with only `mcp-session-id`, often on new connections); else
         the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
         """
-        msgs = self.messages.filter(pl.col("conn").is_not_null()).sort("ts", "seq", nulls_last=True)
+        names = [self.messages.select(*_NAME_COLUMNS)]
+        moved = self.traffic.requests
+        if moved is not None and moved.height:  # requests of condensed exchanges
+            names = [f.pipe(as_strings) for f in (names[0], moved.lazy().select(*_NAME_COLUMNS))]
+        msgs = (
+            pl.concat(names, how="vertical")
+            .filter(pl.col("conn").is_not_null())
+            .sort("ts", "seq", nulls_last=True)
+        )
         # the messages frame falls back to the User-Agent in client_name; only a differing name is clientInfo
         info = pl.col("client_name").filter(
             pl.col("client_name").is_not_null()
             & (pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent")))
         )
-        per_conn = (
+        named_rows = (
             msgs.group_by("server", "conn")
-            .agg(
-                info.first().alias("_info"),
-                pl.col("session_id").drop_nulls().first().alias("_session"),
-                pl.col("user_agent").drop_nulls().first().alias("_ua"),
-                pl.col("ts").min().alias("conn_start"),
-                pl.col("ts").max().alias("conn_end"),
-            )
+            .agg(info.first().alias("_info"), pl.col("user_agent").drop_nulls().first().alias("_ua"))
             .pipe(as_strings)
+        )
+        # first seen and session ids come from `traffic`: condensing dropped rows that carry them
+        sessions = self.traffic.sessions.lazy().sort("ts", "seq", nulls_last=True).pipe(as_strings)
+        first_session = sessions.group_by("server", "conn").agg(pl.col("session_id").first().alias("_session"))
+        per_conn = (
+            self.traffic.conns.lazy()
+            .pipe(as_strings)
+            .join(named_rows, on=["server", "conn"], how="left")
+            .join(first_session, on=["server", "conn"], how="left")
+            .rename({"start": "conn_start", "end": "conn_end"})
         )
         named = per_conn.filter(pl.col("_info").is_not_null()).select("server", "conn", "_info")
         owners = (
-            msgs.filter(pl.col("session_id").is_not_null())
-            .select("server", "conn", "session_id")
-            .pipe(as_strings)
+            sessions.select("server", "conn", "session_id")
             .join(named, on=["server", "conn"])
             .group_by("server", "session_id")
             .agg(pl.col("_info").first().alias("_owner"))
@@ -131,14 +154,15 @@ class RuleContext:
         row per request of the input, stays narrow. `_i` is the row's position in this order.
         """
         return (
-            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
+            self.traffic.request_rows(self.messages)
             .select(*_VIEW_COLUMNS)
             .pipe(as_strings)
             .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
             .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
-            # long, repetitive paths: categorical (4 bytes a row) in this frame and its copies;
-            # `evidence()` turns them back into strings, and `responses` keys `capture` alike
-            .with_columns(pl.col("file", "capture").cast(pl.Categorical()))
+            # repetitive strings: categorical (4 bytes a row instead of 16 and more) in this frame,
+            # which has a row per request; `server` and `client`, the keys every rule joins on, stay
+            # strings. `evidence()` turns `file` back into strings, `responses` keys `capture` alike.
+            .with_columns(pl.col("file", "capture", *_VIEW_CATEGORICALS).cast(pl.Categorical()))
             .with_columns(
                 (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
                 (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
@@ -153,7 +177,7 @@ class RuleContext:
         """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
         wanted = keys.lazy().select(pl.col("capture").cast(pl.String), "seq").unique()
         return (
-            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
+            self.traffic.request_rows(self.messages)
             .select("capture", "seq", *_DETAIL_COLUMNS)
             .pipe(as_strings)
             .join(wanted, on=["capture", "seq"], how="semi")
@@ -224,31 +248,51 @@ class RuleContext:
                 .alias("next_is_modern"),
             )
             .drop("_next")
+            # the few probe rows meet string columns of other frames: only the paths stay categorical
+            .with_columns(pl.col(*_VIEW_CATEGORICALS, "next_method", "next_meta_version", "next_conn").cast(pl.String))
             .sort("_i")
             .collect()
         )
 
     @cached_property
     def responses(self) -> pl.DataFrame:
-        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts."""
+        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts.
+
+        The first answer of each request: the kept answer rows and the answers condensing dropped
+        (`Traffic.answers`: results to enveloped requests), in the order they were seen (`seq`).
+        """
+        kept = self.messages.filter(
+            (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
+        ).select(
+            pl.col("capture").cast(pl.String),
+            pl.col("req_seq").alias("seq"),
+            pl.col("line").alias("resp_line"),
+            pl.col("ts").alias("resp_ts"),
+            pl.col("kind").cast(pl.String).alias("resp_kind"),
+            pl.col("error_code").alias("resp_error_code"),
+            pl.col("peer").cast(pl.String).alias("resp_peer"),
+            pl.col("seq").alias("_answer_seq"),
+        )
+        dropped = self.traffic.answers.lazy().select(
+            pl.col("capture").cast(pl.String),
+            pl.col("req_seq").alias("seq"),
+            pl.col("line").alias("resp_line"),
+            pl.col("ts").alias("resp_ts"),
+            pl.lit("response").alias("resp_kind"),
+            pl.lit(None, pl.Int64()).alias("resp_error_code"),
+            pl.col("peer").cast(pl.String).alias("resp_peer"),
+            pl.col("seq").alias("_answer_seq"),
+        )
+        frames = [kept]
+        if self.traffic.answers.height:
+            frames.append(dropped)
+        answers = pl.concat(frames, how="vertical")
+        if len(frames) > 1:
+            answers = answers.sort("_answer_seq", maintain_order=True)
         return (
-            self.messages.filter(
-                (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
-            )
-            .select(
-                "capture",
-                pl.col("req_seq").alias("seq"),
-                pl.col("line").alias("resp_line"),
-                pl.col("ts").alias("resp_ts"),
-                pl.col("kind").alias("resp_kind"),
-                pl.col("error_code").alias("resp_error_code"),
-                pl.col("http_status").alias("resp_http_status"),
-                pl.col("session_id").alias("resp_session_id"),
-                pl.col("peer").alias("resp_peer"),
-            )
-            .pipe(as_strings)
-            .with_columns(pl.col("capture").cast(pl.Categorical()))  # joined with `requests` on it
+            answers.with_columns(pl.col("capture").cast(pl.Categorical()))  # joined with `requests` on it
             .unique(subset=["capture", "seq"], keep="first", maintain_order=True)
+            .drop("_answer_seq")
             .collect()
         )
 

@@ -207,7 +207,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     request_answers = (
         ctx.requests.lazy()
         .filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
-        .select("server", "file", "peer", "capture", "seq")
+        .select("server", "file", pl.col("peer").cast(pl.String), "capture", "seq")
         .collect()
         .join(ctx.responses, on=["capture", "seq"])
         .select(
