@@ -38,7 +38,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.load import BadLine, FileFacts, LoadOptions, extract_file, find_inputs
+from analyzer.load import BadLine, FileFacts, LoadOptions, extract_file, find_inputs, finish
 from analyzer.messages import as_categoricals, as_strings
 from analyzer.schema import MESSAGES_SCHEMA
 
@@ -135,6 +135,7 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
             .pipe(as_categoricals)  # the in-memory dtypes `extract_file` gives
             .collect()
         )
+    finish(facts)  # paired and condensed as `extract_file` does for analysis
     return facts
 
 

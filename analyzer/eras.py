@@ -33,6 +33,7 @@ from typing import Final
 
 import polars as pl
 
+from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
 from analyzer.messages import as_strings
 from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
@@ -45,6 +46,7 @@ YES: Final = "yes"
 NO: Final = "no"
 UNKNOWN: Final = "unknown"
 _MAX_EVIDENCE: Final = 6
+_NO_TEXTS: Final = pl.lit([], dtype=pl.List(pl.String()))
 
 
 @dataclass(frozen=True)
@@ -248,10 +250,18 @@ def _mark_contradictions(ev: pl.DataFrame, window: float) -> pl.DataFrame:
 
 
 def server_verdicts(
-    messages: pl.DataFrame, probes: pl.DataFrame, inits: pl.DataFrame, window: float = DEFAULT_WINDOW
+    messages: pl.DataFrame,
+    probes: pl.DataFrame,
+    inits: pl.DataFrame,
+    window: float = DEFAULT_WINDOW,
+    traffic: Traffic | None = None,
 ) -> list[ServerVerdict]:
-    """One verdict per server key seen in the messages, sorted by server key."""
-    if messages.is_empty():
+    """One verdict per server key seen in the messages, sorted by server key.
+
+    `traffic` holds what condensing dropped (`analyzer.condense`); without it, it is computed from
+    `messages`.
+    """
+    if messages.is_empty() and (traffic is None or traffic.rows == 0):  # condensing can empty `messages`
         return []
     ev_all = pl.concat([evidence_frame(probes, inits), request_evidence(messages)], how="vertical_relaxed")
     ev_all = ev_all.sort("server", "ts", "file", "line", maintain_order=True).with_row_index("_row")
@@ -290,31 +300,38 @@ def server_verdicts(
     def texts(col: str) -> pl.Expr:
         return pl.col(col).list.eval(pl.element().cast(pl.String)).list.unique().list.sort()
 
+    traffic = traffic if traffic is not None else traffic_of(messages)
+    named = messages.lazy().select("server", "client_name")
+    if traffic.requests is not None and traffic.requests.height:  # moved by condensing
+        moved = traffic.requests.lazy().select("server", "client_name")
+        named = pl.concat([named.pipe(as_strings), moved.pipe(as_strings)], how="vertical")
+    clients = named.group_by(pl.col("server").cast(pl.String)).agg(_clients=pl.col("client_name").drop_nulls().unique())
+    kept = messages.lazy().group_by("server").agg(
+        _listed=pl.concat_list(pl.col("supported_versions").fill_null([]), pl.col("error_supported").fill_null([]))
+        .list.explode(keep_nulls=False, empty_as_null=False)
+        .drop_nulls()
+        .unique(),
+        _served=pl.col("init_version").filter(pl.col("kind") == "response").drop_nulls().unique(),
+    )
+    conns = traffic.conns.lazy().group_by("server").agg(connections=pl.col("conn").n_unique())
+    server_key = pl.col("server").cast(pl.String)
     summary = (
-        messages.lazy()
-        .group_by("server")
-        .agg(
-            _transport=pl.col("transport").drop_nulls().unique(),
-            first_seen=pl.col("ts").min(),
-            last_seen=pl.col("ts").max(),
-            connections=pl.col("conn").drop_nulls().n_unique(),
-            _clients=pl.col("client_name").drop_nulls().unique(),
-            _peers=pl.col("peer").drop_nulls().unique(),
-            _listed=pl.concat_list(pl.col("supported_versions").fill_null([]), pl.col("error_supported").fill_null([]))
-            .list.explode(keep_nulls=False, empty_as_null=False)
-            .drop_nulls()
-            .unique(),
-            _served=pl.col("init_version").filter(pl.col("kind") == "response").drop_nulls().unique(),
-        )
+        traffic.servers.lazy()
+        .with_columns(server_key)
+        .join(kept.with_columns(server_key), on="server", how="left")
+        .join(conns.with_columns(server_key), on="server", how="left")
+        .join(clients, on="server", how="left")
         .select(
-            pl.col("server").cast(pl.String),
-            transport=texts("_transport").list.join("+"),
-            first_seen="first_seen",
-            last_seen="last_seen",
-            connections="connections",
-            clients=texts("_clients"),
-            peers=texts("_peers"),
-            versions=pl.concat_list(texts("_listed"), texts("_served")).list.unique().list.sort(),
+            "server",
+            transport=texts("transports").list.join("+"),
+            first_seen="first",
+            last_seen="last",
+            connections=pl.col("connections").fill_null(0),
+            clients=texts("_clients").fill_null(_NO_TEXTS),
+            peers=texts("peers"),
+            versions=pl.concat_list(texts("_listed").fill_null(_NO_TEXTS), texts("_served").fill_null(_NO_TEXTS))
+            .list.unique()
+            .list.sort(),
         )
         .collect()
     )

@@ -7,9 +7,12 @@ The work is split in two so it parallelizes and so other inputs can plug in:
   `RECORD_SCHEMA`, locates malformed and torn lines, and turns the records into rows of the
   messages frame (`analyzer.messages.messages_from_records`). Running it for many files at once
   (threads or processes), or adding another input branch (Parquet), needs nothing else.
-- `combine(facts) -> Loaded` pairs every response with its request (a rotated capture can split a
-  connection across files, so pairing happens here, per batch of whole captures), concatenates the
-  per-file messages and sums up the inputs (files, records, malformed/torn locations, skipped files).
+  The step ends with `finish`: the file's responses are paired with their requests and the rows
+  later steps read only as aggregates are condensed (`analyzer.condense`), so what a file leaves
+  in memory is a fraction of its rows.
+- `combine(facts) -> Loaded` pairs the parts of rotated captures again across files (a connection
+  can span parts), concatenates the per-file messages and `Traffic`, and sums up the inputs (files,
+  records, malformed/torn locations, skipped files).
 
 The messages rows hold their repetitive string columns as `pl.Categorical`
 (`analyzer.messages.CATEGORICAL_COLUMNS`, about a third of the memory of plain strings);
@@ -54,6 +57,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -65,14 +69,13 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
+from analyzer.condense import Traffic, condense, merge, traffic_of
 from analyzer.messages import MESSAGE_RECORD_TYPES, as_categoricals, messages_from_records, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
 _RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
-PAIR_BATCH_ROWS: Final = 250_000
-"""Captures are paired in batches of about this many message rows (see `combine`)."""
 PIECE_BYTES: Final = 16 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
 
@@ -93,7 +96,9 @@ class LoadOptions:
     keep_stderr: bool = False
     """Reserved: stderr lines are counted but not turned into messages."""
     keep_raw: bool = False
-    """Add the payload `raw` to the messages rows (Parquet archives keep it; analysis does not need it)."""
+    """Add the payload `raw` to the messages rows, unpaired and not condensed (what Parquet archives keep)."""
+    condense: bool = True
+    """Drop the rows later steps read only as aggregates (`analyzer.condense`); off to see every message."""
 
 
 @dataclass
@@ -116,6 +121,8 @@ class FileFacts:
     lost: int = 0
     """Records the recorder reported lost (`capture-error` records)."""
     messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGES_SCHEMA))
+    traffic: Traffic = field(default_factory=Traffic)
+    """What condensing dropped from `messages` (`analyzer.condense`)."""
 
 
 @dataclass
@@ -124,6 +131,7 @@ class Loaded:
 
     messages: pl.DataFrame
     files: list[FileFacts]
+    traffic: Traffic = field(default_factory=Traffic)
 
     @property
     def records(self) -> int:
@@ -435,14 +443,15 @@ def _read_pieces(facts: FileFacts, mode: _Mode, options: LoadOptions | None) -> 
     return mode, parts, lines
 
 
-def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
+def extract_file(path: str, options: LoadOptions | None = None, *, whole_capture: bool = False) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
     Independent of every other file (safe to run in parallel). A file whose first line is not an
     erascope header is returned with `skipped` set. Raises `ErascopeError` for an unreadable file or
-    an unknown format major version.
+    an unknown format major version. `whole_capture`: no other input file belongs to this file's
+    capture (`extract_files` knows; see `finish`).
     """
-    if path.endswith(".json") and Path(path).parent.name == "_sources":
+    if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
 
         return extract_archived(path)
@@ -475,7 +484,27 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     frames = [part.messages for part in parts]
     facts.messages = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
+    if options is None or not options.keep_raw:  # archives keep the rows as read
+        finish(facts, condensed=options is None or options.condense, whole_capture=whole_capture)
     return facts
+
+
+def finish(facts: FileFacts, *, condensed: bool = True, whole_capture: bool = False) -> None:
+    """Pair the file's messages within the file, then condense them (`analyzer.condense`).
+
+    Pairing here sees every row before condensing drops some; `combine` pairs the parts of a rotated
+    capture again, across files, for the answers whose request is in another part. Only when the
+    file holds its whole capture are the requests of condensed exchanges moved out of the messages.
+    """
+    paired = pair_responses(facts.messages)
+    if condensed:
+        facts.messages, facts.traffic = condense(paired, move_requests=whole_capture)
+    else:
+        facts.messages, facts.traffic = paired, traffic_of(paired)
+
+
+def _is_archive_entry(path: str) -> bool:
+    return path.endswith(".json") and Path(path).parent.name == "_sources"
 
 
 # --- all files -----------------------------------------------------------------------------------
@@ -493,15 +522,17 @@ def extract_files(
     (bench/README.md has the measurements). `progress(done, total, path)` is called in input order.
     """
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
+    parts = Counter(capture_id(p) for p in paths)
+    whole = {p: parts[capture_id(p)] == 1 and not _is_archive_entry(p) for p in paths}
     facts: list[FileFacts] = []
     if workers == 1:
         for n, path in enumerate(paths, 1):
-            facts.append(extract_file(path, options))
+            facts.append(extract_file(path, options, whole_capture=whole[path]))
             if progress is not None:
                 progress(n, len(paths), path)
         return facts
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(extract_file, path, options) for path in paths]
+        futures = [pool.submit(extract_file, path, options, whole_capture=whole[path]) for path in paths]
         try:
             for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
                 facts.append(future.result())
@@ -514,38 +545,26 @@ def extract_files(
 
 
 def combine(facts: list[FileFacts]) -> Loaded:
-    """Pair responses with their requests, then concatenate the messages in input order.
+    """Pair the parts of rotated captures across files, then concatenate the messages in input order.
 
-    Pairing never crosses captures (every key starts with the capture id), so it runs on batches of
-    whole captures (`PAIR_BATCH_ROWS` rows or one capture, whichever is larger): the extra memory
-    pairing needs follows the largest capture, not the whole input, while hundreds of small stdio
-    captures still pair in a few calls. Each file's unpaired rows are replaced by its paired rows
-    batch by batch, so the input is never held twice.
+    Every file was paired on its own (`finish`); only a capture split into several files has answers
+    whose request is in another file. Its parts are paired again together (pairing is idempotent on
+    rows already paired) and each file gets back its own slice.
     """
     read = [f for f in facts if f.skipped is None and f.messages.height]
     by_capture: dict[str, list[FileFacts]] = {}
     for f in read:
         by_capture.setdefault(f.capture, []).append(f)
-    batch: list[FileFacts] = []
-    rows = 0
     for parts in by_capture.values():
-        batch.extend(parts)
-        rows += sum(f.messages.height for f in parts)
-        if rows >= PAIR_BATCH_ROWS:
-            _pair_batch(batch)
-            batch, rows = [], 0
-    if batch:
-        _pair_batch(batch)
+        if len(parts) > 1:
+            _pair_batch(parts)
     frames = [f.messages for f in read]
     messages = pl.concat(frames, how="vertical", rechunk=False) if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
-    return Loaded(messages=messages, files=facts)
+    return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.skipped is None]))
 
 
 def _pair_batch(batch: list[FileFacts]) -> None:
-    """Pair the rows of whole captures at once; each file gets back its own slice (pairing keeps row order)."""
-    if len(batch) == 1:
-        batch[0].messages = pair_responses(batch[0].messages)
-        return
+    """Pair the rows of one capture's files at once; each file gets back its own slice (pairing keeps row order)."""
     heights = [f.messages.height for f in batch]
     paired = pair_responses(pl.concat([f.messages for f in batch], how="vertical"))
     offset = 0

@@ -16,6 +16,7 @@ from typing import Any
 import polars as pl
 
 from addon.errors import ErascopeError
+from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, extract_files, find_inputs
@@ -68,8 +69,16 @@ class Analysis:
     servers: list[ServerVerdict]
     findings: list[Finding] = field(default_factory=list)
     clients: pl.DataFrame | None = None
+    traffic: Traffic | None = field(default=None, repr=False, compare=False)
+    """What condensing dropped from `messages` (`analyzer.condense`); None when nothing was."""
     rule_context: Any = field(default=None, repr=False, compare=False)
     """The rules' `RuleContext` of this analysis, shared with the client table (derived frames computed once)."""
+
+
+    @property
+    def message_count(self) -> int:
+        """Message rows read, the condensed ones included."""
+        return self.traffic.rows if self.traffic is not None else self.messages.height
 
 
 def _inputs(facts: list[FileFacts]) -> Inputs:
@@ -111,10 +120,12 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
         notes = f" ({len(inputs.skipped)} file(s) skipped: not erascope captures)" if inputs.skipped else ""
         raise ErascopeError(f"no capture records found in {where}{notes}")
     messages = loaded.messages
-    probes = classify_probes(messages, opts.probe_timeout)
-    inits = classify_inits(messages, opts.probe_timeout)
-    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window)
-    analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers)
+    probes = classify_probes(messages, opts.probe_timeout, loaded.traffic.requests)
+    inits = classify_inits(messages, opts.probe_timeout, loaded.traffic.requests)
+    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, loaded.traffic)
+    analysis = Analysis(
+        inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
+    )
     from analyzer.rules import RuleContext, RuleOptions, run_rules
 
     # one context for the rules and the client table: its derived frames are computed once

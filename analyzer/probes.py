@@ -38,6 +38,7 @@ MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
+_NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
 """Columns the probe and initialize frames take from the request row as they are."""
 
 
@@ -62,7 +63,7 @@ def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> p
     return requests.sort("seq").join_asof(ev, on="seq", by="_key", strategy="forward", check_sortedness=False)
 
 
-def _decide(messages: pl.DataFrame, method: str, timeout: float) -> pl.DataFrame:
+def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: pl.DataFrame | None) -> pl.DataFrame:
     """Requests of `method` with their answer and the first garbage/death/client-EOF after them."""
     # Filters run on the frame as it is (categorical columns compare with strings); the small
     # results are turned into strings before they meet string keys.
@@ -73,12 +74,15 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float) -> pl.DataFrame
     # concern these requests are copied, not every named row or every answer of the input.
     lazy = messages.lazy()
     # Client identity: the request's own, else the first one named on the connection.
+    named = [lazy.select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null()).pipe(as_strings)]
+    if moved is not None and moved.height:  # requests of condensed exchanges (`Traffic.requests`)
+        named.append(moved.lazy().select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null()).pipe(as_strings))
     names = (
-        lazy.select("capture", "conn", "flow", "client_name")
-        .filter(pl.col("client_name").is_not_null())
-        .pipe(as_strings)
+        pl.concat(named, how="vertical")
         .with_columns(_key=_conn_key())
         .join(reqs.lazy().select("_key").unique(), on="_key", how="semi", maintain_order="left")
+        # first in the order the rows were captured (one key lies within one capture)
+        .sort("seq", maintain_order=True)
         .group_by("_key", maintain_order=True)
         .agg(_conn_client=pl.col("client_name").first())
     )
@@ -146,11 +150,16 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float) -> pl.DataFrame
     )
 
 
-def classify_probes(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT) -> pl.DataFrame:
-    """One row per `server/discover` request with its outcome (`PROBES_SCHEMA`)."""
+def classify_probes(
+    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """One row per `server/discover` request with its outcome (`PROBES_SCHEMA`).
+
+    `moved`: the requests condensing moved out of `messages` (`Traffic.requests`), read for client names.
+    """
     if messages.is_empty():
         return pl.DataFrame(schema=PROBES_SCHEMA)
-    df = _decide(messages, "server/discover", timeout)
+    df = _decide(messages, "server/discover", timeout, moved)
     is_http = pl.col("flow").is_not_null()
     well_formed = pl.col("has_envelope").fill_null(False) & (
         ~is_http | (pl.col("header_version").is_not_null() & pl.col("header_method").is_not_null())
@@ -215,7 +224,9 @@ def classify_probes(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEO
     return out.sort("ts", "file", "line").cast(PROBES_SCHEMA)  # type: ignore[arg-type]
 
 
-def classify_inits(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT) -> pl.DataFrame:
+def classify_inits(
+    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: pl.DataFrame | None = None
+) -> pl.DataFrame:
     """One row per `initialize` request with its outcome (`INITS_SCHEMA`).
 
     The timeout only separates `no-answer` from a late answer in the same way as for probes; the
@@ -223,7 +234,7 @@ def classify_inits(messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOU
     """
     if messages.is_empty():
         return pl.DataFrame(schema=INITS_SCHEMA)
-    df = _decide(messages, "initialize", timeout)
+    df = _decide(messages, "initialize", timeout, moved)
     answered = pl.col("_answered")
     named = pl.col("a_es").list.len().fill_null(0) > 0
     outcome = (

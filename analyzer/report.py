@@ -88,6 +88,11 @@ def _sorted(findings: list[Finding]) -> list[Finding]:
     return sort_findings(list(findings))
 
 
+def _message_count(analysis: Analysis) -> int:
+    count = getattr(analysis, "message_count", None)  # plain test doubles carry only `messages`
+    return int(count) if count is not None else analysis.messages.height
+
+
 def _counts(series: pl.Series) -> dict[str, int]:
     return {str(k): int(n) for k, n in sorted(series.value_counts().iter_rows())}
 
@@ -113,7 +118,7 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
         },
         "totals": {
             "servers": len(analysis.servers),
-            "messages": analysis.messages.height,
+            "messages": _message_count(analysis),
             "probes": analysis.probes.height,
             "probe_outcomes": _counts(analysis.probes.get_column("outcome")),
             "inits": analysis.inits.height,
@@ -293,7 +298,7 @@ def _totals_line(analysis: Analysis) -> str:
     inp = analysis.inputs
     sev = _severity_text(analysis)
     return (
-        f"{len(inp.files)} file(s), {inp.records} record(s), {analysis.messages.height} message(s), "
+        f"{len(inp.files)} file(s), {inp.records} record(s), {_message_count(analysis)} message(s), "
         f"{len(analysis.servers)} server(s), {analysis.probes.height} probe(s), {analysis.inits.height} initialize, "
         f"findings: {sev}"
     )

@@ -48,7 +48,7 @@ def analyze(path: str, jobs: int | None) -> dict[str, Any]:
     return {
         "seconds": time.perf_counter() - t,
         "records": result.inputs.records,
-        "messages": result.messages.height,
+        "messages": result.message_count,
         "findings": len(result.findings),
         "files": len(result.inputs.files),
     }
@@ -60,7 +60,7 @@ def load(path: str) -> dict[str, Any]:
 
     t = time.perf_counter()
     loaded = combine(extract_files(find_inputs([path])))
-    return {"seconds": time.perf_counter() - t, "records": loaded.records, "messages": loaded.messages.height}
+    return {"seconds": time.perf_counter() - t, "records": loaded.records, "messages": loaded.traffic.rows}
 
 
 def stages(path: str, jobs: int | None) -> dict[str, Any]:
@@ -86,14 +86,17 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
 
     facts = extract_files(find_inputs([path]), opts.load, jobs=jobs)
     mark("extract_files")
-    messages = combine(facts).messages
+    loaded = combine(facts)
+    messages = loaded.messages
     mark("combine")
-    probes = classify_probes(messages, opts.probe_timeout)
-    inits = classify_inits(messages, opts.probe_timeout)
+    probes = classify_probes(messages, opts.probe_timeout, loaded.traffic.requests)
+    inits = classify_inits(messages, opts.probe_timeout, loaded.traffic.requests)
     mark("classify")
-    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window)
+    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, loaded.traffic)
     mark("verdicts")
-    analysis = Analysis(inputs=_inputs(facts), messages=messages, probes=probes, inits=inits, servers=servers)
+    analysis = Analysis(
+        inputs=_inputs(facts), messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
+    )
     findings = run_rules(analysis, opts.rule_options)
     mark("rules")
     analysis.findings = findings
@@ -102,7 +105,8 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     return {
         "seconds": time.perf_counter() - start,
         "stages": marks,
-        "messages": messages.height,
+        "messages": loaded.traffic.rows,
+        "kept_rows": messages.height,
         "messages_mb": round(messages.estimated_size() / 2**20, 1),
         "findings": len(findings),
     }
@@ -124,7 +128,7 @@ def extract(directory: str, mode: str, jobs: int) -> dict[str, Any]:
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     loaded = combine(facts)
-    return {"seconds": time.perf_counter() - t, "messages": loaded.messages.height, "files": len(files)}
+    return {"seconds": time.perf_counter() - t, "messages": loaded.traffic.rows, "files": len(files)}
 
 
 def compact(directory: str, out: str, jobs: int | None) -> dict[str, Any]:

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from addon.errors import ErascopeError
 from addon.writer import CaptureWriter
-from analyzer import load
-from analyzer.load import combine, extract_file, find_inputs
+from analyzer.load import LoadOptions, combine, extract_file, find_inputs
 from analyzer.messages import CATEGORICAL_COLUMNS, as_strings, pair_responses
 from analyzer.pipeline import analyze
 from analyzer.schema import MESSAGES_SCHEMA
@@ -57,7 +56,7 @@ def test_malformed_lines_are_located(tmp_path: Path) -> None:
         frame(4, '{"jsonrpc":"2.0","id":1,"result":{}}', "s2c"),
     ]
     path = str(write_lines(tmp_path / "x.jsonl", lines))
-    facts = extract_file(path)
+    facts = extract_file(path, LoadOptions(condense=False))  # the ping's answer would be condensed
     assert [(b.line, b.reason) for b in facts.malformed] == [
         (3, "not valid JSON"),
         (4, "not a JSON object"),
@@ -237,16 +236,14 @@ def _mixed_captures(tmp_path: Path) -> list[str]:
     return [paths[0], *(str(p) for p in w.paths), paths[1]]
 
 
-@pytest.mark.parametrize("batch_rows", [1, 3, 1_000_000])
-def test_combine_is_the_same_for_every_batch_size(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_rows: int
-) -> None:
+@pytest.mark.parametrize("condensed", [False, True])
+def test_combine_pairs_rotated_parts_across_files(tmp_path: Path, condensed: bool) -> None:
     paths = _mixed_captures(tmp_path)
-    whole = pair_responses(pl.concat([extract_file(p).messages for p in paths]))
-    monkeypatch.setattr(load, "PAIR_BATCH_ROWS", batch_rows)
-    facts = [extract_file(p) for p in paths]
+    options = LoadOptions(condense=condensed)
+    whole = pair_responses(pl.concat([extract_file(p, LoadOptions(keep_raw=True)).messages.drop("raw") for p in paths]))
+    facts = [extract_file(p, options) for p in paths]
     combined = combine(facts).messages
-    assert combined.equals(whole)
+    assert combined.equals(whole)  # probes and their answers are never condensed
     assert combined.get_column("file").cast(pl.String).to_list() == [paths[0]] * 2 + paths[1:3] + [paths[3]] * 2
     # the rotated capture's answer, in the second part, was paired with the request in the first
     resp = combined.filter((pl.col("kind") == "response") & (pl.col("file") == paths[2]))

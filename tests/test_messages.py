@@ -13,7 +13,7 @@ import orjson
 import polars as pl
 
 from addon.writer import CaptureWriter
-from analyzer.load import combine, extract_file
+from analyzer.load import LoadOptions, combine, extract_file
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze
 
 MODERN = "2026-07-28"
@@ -144,7 +144,8 @@ def run(path: Path, **opts: Any) -> Analysis:
 
 
 def messages_of(path: Path) -> pl.DataFrame:
-    return combine([extract_file(str(path))]).messages
+    """Every message row of the capture (not condensed: these tests look at each row)."""
+    return combine([extract_file(str(path), LoadOptions(condense=False))]).messages
 
 
 # --- tests ---------------------------------------------------------------------------------------

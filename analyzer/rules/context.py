@@ -1,8 +1,9 @@
 """Derived frames several rules share, computed once per analysis.
 
 `requests` is the client-decision view: every client→server request in time order per server and
-client, with what the server answered (probe and initialize outcomes) and what the client sent next
-(on the same connection, else its next request to the same server on another connection).
+client, a narrow row each. `probe_rows` adds, for the probes only, what the server answered and what
+the client sent next (on the same connection, else its next request to the same server on another
+connection).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from analyzer.condense import Traffic, traffic_of
 from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
 from analyzer.rules.frames import as_lazy
@@ -27,6 +29,25 @@ __all__ = ["UNSUPPORTED_CODES", "RuleContext", "era_of_probe", "modern_list", "r
 UNKNOWN_CLIENT: Final = "unknown"
 
 _NEXT_COLUMNS: Final = ("file", "line", "ts", "method", "id", "meta_version", "has_envelope", "conn", "init_outcome")
+_VIEW_COLUMNS: Final = (
+    "file",
+    "line",
+    "capture",
+    "server",
+    "transport",
+    "conn",
+    "seq",
+    "ts",
+    "method",
+    "meta_version",
+    "session_id",
+    "peer",
+)
+"""The columns of `RuleContext.requests`: what rules read of every request."""
+_NAME_COLUMNS: Final = ("server", "conn", "ts", "seq", "client_name", "user_agent")
+_VIEW_CATEGORICALS: Final = ("transport", "conn", "method", "meta_version", "session_id", "peer")
+_DETAIL_COLUMNS: Final = ("flow", "id", "has_envelope", "header_version", "header_method")
+"""Request columns only `probe_rows` carries (read for the probes and the requests after them)."""
 
 
 @dataclass
@@ -37,6 +58,8 @@ class RuleContext:
     probes: pl.LazyFrame
     inits: pl.LazyFrame
     options: RuleOptions
+    traffic_facts: Traffic | None = None
+    """What condensing dropped (`analyzer.condense`); computed from `messages` when not given."""
 
     @classmethod
     def from_analysis(cls, analysis: Any, options: RuleOptions) -> RuleContext:
@@ -54,7 +77,15 @@ class RuleContext:
             probes=as_lazy(getattr(analysis, "probes", None), PROBES_SCHEMA),
             inits=as_lazy(getattr(analysis, "inits", None), INITS_SCHEMA),
             options=options,
+            traffic_facts=getattr(analysis, "traffic", None),
         )
+
+    @cached_property
+    def traffic(self) -> Traffic:
+        """`traffic_facts`, or the same facts computed from `messages` (never condensed then)."""
+        if self.traffic_facts is not None:
+            return self.traffic_facts
+        return traffic_of(self.messages.collect())
 
     @cached_property
     def conn_clients(self) -> pl.DataFrame:
@@ -65,24 +96,38 @@ class RuleContext:
         clients send later requests with only `mcp-session-id`, often on new connections); else
         the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
         """
-        msgs = self.messages.filter(pl.col("conn").is_not_null()).sort("ts", "seq", nulls_last=True)
+        names = [self.messages.select(*_NAME_COLUMNS)]
+        moved = self.traffic.requests
+        if moved is not None and moved.height:  # requests of condensed exchanges
+            names = [f.pipe(as_strings) for f in (names[0], moved.lazy().select(*_NAME_COLUMNS))]
+        msgs = (
+            pl.concat(names, how="vertical")
+            .filter(pl.col("conn").is_not_null())
+            .sort("ts", "seq", nulls_last=True)
+        )
         # the messages frame falls back to the User-Agent in client_name; only a differing name is clientInfo
         info = pl.col("client_name").filter(
             pl.col("client_name").is_not_null()
             & (pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent")))
         )
-        per_conn = msgs.group_by("server", "conn").agg(
-            info.first().alias("_info"),
-            pl.col("session_id").drop_nulls().first().alias("_session"),
-            pl.col("user_agent").drop_nulls().first().alias("_ua"),
-            pl.col("ts").min().alias("conn_start"),
-            pl.col("ts").max().alias("conn_end"),
-        ).pipe(as_strings)
+        named_rows = (
+            msgs.group_by("server", "conn")
+            .agg(info.first().alias("_info"), pl.col("user_agent").drop_nulls().first().alias("_ua"))
+            .pipe(as_strings)
+        )
+        # first seen and session ids come from `traffic`: condensing dropped rows that carry them
+        sessions = self.traffic.sessions.lazy().sort("ts", "seq", nulls_last=True).pipe(as_strings)
+        first_session = sessions.group_by("server", "conn").agg(pl.col("session_id").first().alias("_session"))
+        per_conn = (
+            self.traffic.conns.lazy()
+            .pipe(as_strings)
+            .join(named_rows, on=["server", "conn"], how="left")
+            .join(first_session, on=["server", "conn"], how="left")
+            .rename({"start": "conn_start", "end": "conn_end"})
+        )
         named = per_conn.filter(pl.col("_info").is_not_null()).select("server", "conn", "_info")
         owners = (
-            msgs.filter(pl.col("session_id").is_not_null())
-            .select("server", "conn", "session_id")
-            .pipe(as_strings)
+            sessions.select("server", "conn", "session_id")
             .join(named, on=["server", "conn"])
             .group_by("server", "session_id")
             .agg(pl.col("_info").first().alias("_owner"))
@@ -102,7 +147,51 @@ class RuleContext:
 
     @cached_property
     def requests(self) -> pl.DataFrame:
-        """Client requests in time order per (server, client), with outcomes and the next request."""
+        """Client requests in time order per (server, client), one narrow row each.
+
+        Every rule that reads all requests needs only these columns; what a probe was answered and
+        what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
+        row per request of the input, stays narrow. `_i` is the row's position in this order.
+        """
+        return (
+            self.traffic.request_rows(self.messages)
+            .select(*_VIEW_COLUMNS)
+            .pipe(as_strings)
+            .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
+            .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
+            # repetitive strings: categorical (4 bytes a row instead of 16 and more) in this frame,
+            # which has a row per request; `server` and `client`, the keys every rule joins on, stay
+            # strings. `evidence()` turns `file` back into strings, `responses` keys `capture` alike.
+            .with_columns(pl.col("file", "capture", *_VIEW_CATEGORICALS).cast(pl.Categorical()))
+            .with_columns(
+                (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
+                (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
+                (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
+            )
+            .sort("server", "client", "ts", "seq", nulls_last=True)
+            .with_row_index("_i")
+            .collect()
+        )
+
+    def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
+        """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
+        wanted = keys.lazy().select(pl.col("capture").cast(pl.String), "seq").unique()
+        return (
+            self.traffic.request_rows(self.messages)
+            .select("capture", "seq", *_DETAIL_COLUMNS)
+            .pipe(as_strings)
+            .join(wanted, on=["capture", "seq"], how="semi")
+            .unique(["capture", "seq"], keep="first")
+        )
+
+    @cached_property
+    def probe_rows(self) -> pl.DataFrame:
+        """The classified probes among `requests`, with their outcome and the client's next request.
+
+        The next request is the next one on the same connection, else the client's next request to
+        the same server on another connection (`next_same_conn` says which).
+        """
+        reqs = self.requests
         probes = self.probes.select(
             "file",
             "line",
@@ -118,62 +207,39 @@ class RuleContext:
             "answer_ts",
             pl.col("peer").alias("probe_peer"),
         )
-        inits = self.inits.select(
-            "file",
-            "line",
-            pl.col("outcome").alias("init_outcome"),
-            pl.col("error_code").alias("init_error_code"),
-            pl.col("versions").alias("init_versions"),
-            pl.col("answer_line").alias("init_answer_line"),
+        same_conn = pl.col("_i").shift(-1).over("server", "conn")
+        nexts = (
+            reqs.lazy()
+            .select("_i", "is_probe", _sc=same_conn, _ac=pl.col("_i").shift(-1).over("server", "client"))
+            .filter(pl.col("is_probe"))
+            .select("_i", _next=pl.coalesce("_sc", "_ac"), next_same_conn=pl.col("_sc").is_not_null())
         )
-        base = (
-            self.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))
-            .select(
-                "file",
-                "line",
-                "capture",
-                "server",
-                "transport",
-                "conn",
-                "flow",
-                "seq",
-                "ts",
-                "id",
-                "method",
-                "meta_version",
-                "has_envelope",
-                "header_version",
-                "header_method",
-                "session_id",
-                "peer",
-            )
-            .pipe(as_strings)
-            .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
-            .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
-            .join(probes, on=["file", "line"], how="left")
+        rows = (
+            reqs.lazy()
+            .filter(pl.col("is_probe"))
+            .with_columns(pl.col("file").cast(pl.String))
+            .join(probes, on=["file", "line"], how="inner")
+            .join(nexts, on="_i", how="left")
+            .collect()
+        )
+        next_rows = reqs.join(rows.select(pl.col("_next").alias("_i")), on="_i", how="semi")
+        inits = self.inits.select("file", "line", pl.col("outcome").alias("init_outcome"))
+        next_cols = (
+            next_rows.lazy()
+            .with_columns(pl.col("file", "capture").cast(pl.String))
+            .join(self._request_details(next_rows), on=["capture", "seq"], how="left")
             .join(inits, on=["file", "line"], how="left")
-            # long, repetitive paths: categorical (4 bytes a row) in this wide frame and its copies;
-            # `evidence()` turns them back into strings, and `responses` keys `capture` alike
-            .with_columns(pl.col("file", "capture").cast(pl.Categorical()))
-            .with_columns(
-                (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
-                (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
-                (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
-            )
-            .sort("server", "client", "ts", "seq", nulls_last=True)
+            .select("_i", *[pl.col(c).alias(f"next_{c}") for c in _NEXT_COLUMNS])
         )
-        same_conn = [pl.col(c).shift(-1).over("server", "conn").alias(f"_sc_{c}") for c in _NEXT_COLUMNS]
-        any_conn = [pl.col(c).shift(-1).over("server", "client").alias(f"_ac_{c}") for c in _NEXT_COLUMNS]
-        has_same = pl.col("_sc_line").is_not_null()
-        nexts = [
-            pl.when(has_same).then(pl.col(f"_sc_{c}")).otherwise(pl.col(f"_ac_{c}")).alias(f"next_{c}")
-            for c in _NEXT_COLUMNS
-        ]
         return (
-            base.with_columns(*same_conn, *any_conn)
-            .with_columns(*nexts, has_same.alias("next_same_conn"))
-            .drop([f"_sc_{c}" for c in _NEXT_COLUMNS] + [f"_ac_{c}" for c in _NEXT_COLUMNS])
+            rows.lazy()
+            .with_columns(pl.col("capture").cast(pl.String))
+            .join(self._request_details(rows), on=["capture", "seq"], how="left")
+            .join(next_cols, left_on="_next", right_on="_i", how="left")
             .with_columns(
+                pl.col("file", "capture").cast(pl.Categorical()),
+                pl.col("next_file").cast(pl.Categorical()),
+                pl.col("next_same_conn").fill_null(False),
                 (pl.col("next_method") == PROBE_METHOD).fill_null(False).alias("next_is_probe"),
                 (pl.col("next_method") == INIT_METHOD).fill_null(False).alias("next_is_init"),
                 # a modern request is one that carries the version envelope (the probe included)
@@ -181,37 +247,52 @@ class RuleContext:
                 .fill_null(False)
                 .alias("next_is_modern"),
             )
+            .drop("_next")
+            # the few probe rows meet string columns of other frames: only the paths stay categorical
+            .with_columns(pl.col(*_VIEW_CATEGORICALS, "next_method", "next_meta_version", "next_conn").cast(pl.String))
+            .sort("_i")
             .collect()
         )
 
     @cached_property
-    def probe_rows(self) -> pl.DataFrame:
-        """The probes among `requests` (rows that the probes frame classified)."""
-        return self.requests.filter(pl.col("is_probe") & pl.col("outcome").is_not_null())
-
-    @cached_property
     def responses(self) -> pl.DataFrame:
-        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts."""
+        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts.
+
+        The first answer of each request: the kept answer rows and the answers condensing dropped
+        (`Traffic.answers`: results to enveloped requests), in the order they were seen (`seq`).
+        """
+        kept = self.messages.filter(
+            (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
+        ).select(
+            pl.col("capture").cast(pl.String),
+            pl.col("req_seq").alias("seq"),
+            pl.col("line").alias("resp_line"),
+            pl.col("ts").alias("resp_ts"),
+            pl.col("kind").cast(pl.String).alias("resp_kind"),
+            pl.col("error_code").alias("resp_error_code"),
+            pl.col("peer").cast(pl.String).alias("resp_peer"),
+            pl.col("seq").alias("_answer_seq"),
+        )
+        dropped = self.traffic.answers.lazy().select(
+            pl.col("capture").cast(pl.String),
+            pl.col("req_seq").alias("seq"),
+            pl.col("line").alias("resp_line"),
+            pl.col("ts").alias("resp_ts"),
+            pl.lit("response").alias("resp_kind"),
+            pl.lit(None, pl.Int64()).alias("resp_error_code"),
+            pl.col("peer").cast(pl.String).alias("resp_peer"),
+            pl.col("seq").alias("_answer_seq"),
+        )
+        frames = [kept]
+        if self.traffic.answers.height:
+            frames.append(dropped)
+        answers = pl.concat(frames, how="vertical")
+        if len(frames) > 1:
+            answers = answers.sort("_answer_seq", maintain_order=True)
         return (
-            self.messages.filter(
-                (pl.col("dir") == "s2c")
-                & pl.col("kind").is_in(["response", "error"])
-                & pl.col("req_seq").is_not_null()
-            )
-            .select(
-                "capture",
-                pl.col("req_seq").alias("seq"),
-                pl.col("line").alias("resp_line"),
-                pl.col("ts").alias("resp_ts"),
-                pl.col("kind").alias("resp_kind"),
-                pl.col("error_code").alias("resp_error_code"),
-                pl.col("http_status").alias("resp_http_status"),
-                pl.col("session_id").alias("resp_session_id"),
-                pl.col("peer").alias("resp_peer"),
-            )
-            .pipe(as_strings)
-            .with_columns(pl.col("capture").cast(pl.Categorical()))  # joined with `requests` on it
+            answers.with_columns(pl.col("capture").cast(pl.Categorical()))  # joined with `requests` on it
             .unique(subset=["capture", "seq"], keep="first", maintain_order=True)
+            .drop("_answer_seq")
             .collect()
         )
 
@@ -249,6 +330,8 @@ def request_style() -> pl.Expr:
 
 def modern_list(col: str) -> pl.Expr:
     """The known modern versions a version list names (empty list when none or null)."""
-    return pl.col(col).fill_null(pl.lit([], dtype=pl.List(pl.String()))).list.set_intersection(
-        pl.lit(sorted(MODERN_VERSIONS), dtype=pl.List(pl.String()))
+    return (
+        pl.col(col)
+        .fill_null(pl.lit([], dtype=pl.List(pl.String())))
+        .list.set_intersection(pl.lit(sorted(MODERN_VERSIONS), dtype=pl.List(pl.String())))
     )

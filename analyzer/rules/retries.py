@@ -126,11 +126,11 @@ def retry_loop(ctx: RuleContext) -> pl.DataFrame:
         probe 2026-07-28 → -32022 `supported: ["2026-07-28"]` → probe 2026-07-28 → -32022 → probe …
     """
     opts = ctx.options
-    seq = ctx.requests.with_columns(
-        (pl.col("is_probe") & _refused() & pl.col("next_is_probe")).fill_null(False).alias("retried")
-    ).with_columns(pl.col("retried").rle_id().over(_KEYS).alias("run"))
+    # A run is a stretch of retried probes with no other request of the client in between: adjacent
+    # positions (`_i`) in the client's request sequence.
+    retried = ctx.probe_rows.filter((_refused() & pl.col("next_is_probe")).fill_null(False)).sort("_i")
     runs = (
-        seq.filter(pl.col("retried"))
+        retried.with_columns((pl.col("_i").diff().over(_KEYS) != 1).fill_null(True).cum_sum().alias("run"))
         .group_by([*_KEYS, "run"])
         .agg(
             pl.len().alias("retries"),

@@ -26,7 +26,9 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
     `cost_horizon_s`. Null when no real request followed.
     """
     probes = ctx.probe_rows.select("file", "line", "server", "client", "conn", "ts").sort("ts")
-    real = ctx.requests.filter(pl.col("is_real")).select("server", "client", "conn", pl.col("ts").alias("real_ts"))
+    real = ctx.requests.filter(pl.col("is_real")).select(
+        "server", "client", pl.col("conn").cast(pl.String), pl.col("ts").alias("real_ts")
+    )
     same_conn = probes.join_asof(
         real.select("server", "conn", "real_ts").sort("real_ts"),
         left_on="ts",

@@ -127,7 +127,9 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
     refused_init = _runs(
         reqs.lazy()
         .filter(pl.col("is_init") | pl.col("is_probe"))
-        .select(*_KEYS, "ts", "file", "line", "is_init", "init_error_code")
+        .select(*_KEYS, "_i", "ts", pl.col("file").cast(pl.String), "line", "is_init")
+        .join(ctx.inits.select("file", "line", init_error_code="error_code"), on=["file", "line"], how="left")
+        .sort("_i")
         .collect(),
         pl.col("is_init") & pl.col("init_error_code").is_in(UNSUPPORTED_CODES),
         "kept sending initialize to a server that refuses it with unsupported-version",
@@ -205,7 +207,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     request_answers = (
         ctx.requests.lazy()
         .filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
-        .select("server", "file", "peer", "capture", "seq")
+        .select("server", "file", pl.col("peer").cast(pl.String), "capture", "seq")
         .collect()
         .join(ctx.responses, on=["capture", "seq"])
         .select(

@@ -1,0 +1,284 @@
+"""Condensing one file's paired messages: drop the rows no later step reads, keep what they add up to.
+
+Most rows of a busy capture are the answers to ordinary requests (`tools/call` results) and the HTTP
+bookkeeping around them: an event stream's start and clean end, 2xx acknowledgements, progress
+notifications. The classification, the verdicts and the rules read those rows only through a few
+aggregates, so after pairing (which needs them) they are dropped and the aggregates are kept in
+`Traffic`, a few small frames:
+
+- `conns`: per (server, connection) the first and last time anything was seen on it;
+- `sessions`: per (server, connection, session id) the first (ts, seq) it was seen;
+- `servers`: per server the first and last time, transports and upstream peers seen;
+- `answers`: for each dropped answer to a request that carries the version envelope, the answer's
+  line, time, seq and peer (the rules read how modern requests were answered);
+- `rows`: how many message rows there were before condensing (the report counts messages).
+
+What is dropped: s2c results answering anything but `server/discover` and `initialize` that name no
+versions; HTTP responses that only start an event stream or acknowledge (`kind` lifecycle) and clean
+stream ends, when the flow's request is in the same file; s2c notifications. Errors, invalid lines,
+requests, process lifecycle and failures are always kept. Requests are never dropped, so a later
+pairing of the parts of a rotated capture pairs the kept rows exactly as before.
+
+`traffic_of(messages)` gives the same `Traffic` for messages that were never condensed (inline test
+frames, Parquet archives read back), so every consumer can rely on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+import polars as pl
+
+from addon import format as fmt
+
+_KEEP_ANSWERS_OF: Final = ("server/discover", "initialize")
+_MASK_COLUMNS: Final = (
+    "capture",
+    "flow",
+    "kind",
+    "dir",
+    "req_seq",
+    "method",
+    "supported_versions",
+    "error_supported",
+    "init_version",
+    "ttl_ms",
+    "record_type",
+    "event",
+)
+_CAT: Final = pl.Categorical()
+
+CONNS_SCHEMA: Final = {"server": _CAT, "conn": _CAT, "start": pl.Float64(), "end": pl.Float64()}
+SESSIONS_SCHEMA: Final = {"server": _CAT, "conn": _CAT, "session_id": _CAT, "ts": pl.Float64(), "seq": pl.Int64()}
+SERVERS_SCHEMA: Final = {
+    "server": _CAT,
+    "first": pl.Float64(),
+    "last": pl.Float64(),
+    "transports": pl.List(_CAT),
+    "peers": pl.List(_CAT),
+}
+REQUEST_COLUMNS: Final = (
+    "file",
+    "line",
+    "capture",
+    "server",
+    "transport",
+    "conn",
+    "flow",
+    "seq",
+    "ts",
+    "id",
+    "method",
+    "meta_version",
+    "has_envelope",
+    "header_version",
+    "header_method",
+    "session_id",
+    "peer",
+    "client_name",
+    "user_agent",
+)
+"""The columns of a request row that anything reads once its exchange is condensed."""
+ANSWERS_SCHEMA: Final = {
+    "capture": _CAT,
+    "req_seq": pl.Int64(),
+    "seq": pl.Int64(),
+    "line": pl.UInt32(),
+    "ts": pl.Float64(),
+    "peer": _CAT,
+}
+
+
+def _empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(schema=schema)
+
+
+@dataclass
+class Traffic:
+    """What the condensed rows added up to (see the module docstring)."""
+
+    conns: pl.DataFrame = field(default_factory=lambda: _empty(CONNS_SCHEMA))
+    sessions: pl.DataFrame = field(default_factory=lambda: _empty(SESSIONS_SCHEMA))
+    servers: pl.DataFrame = field(default_factory=lambda: _empty(SERVERS_SCHEMA))
+    answers: pl.DataFrame = field(default_factory=lambda: _empty(ANSWERS_SCHEMA))
+    requests: pl.DataFrame | None = None
+    """The requests of condensed exchanges (`REQUEST_COLUMNS`), moved out of the messages frame."""
+    rows: int = 0
+
+    def request_rows(self, messages: pl.LazyFrame | pl.DataFrame) -> pl.LazyFrame:
+        """Every request: those still in `messages` and the moved ones, with `REQUEST_COLUMNS`.
+
+        Columns keep the messages frame's dtypes (categoricals in an analysis, strings in test frames).
+        """
+        kept = messages.lazy().filter((pl.col("kind") == "request") & (pl.col("dir") == fmt.C2S))
+        kept = kept.select(REQUEST_COLUMNS)
+        if self.requests is None or self.requests.is_empty():
+            return kept
+        schema = kept.collect_schema()
+        moved = self.requests.lazy().with_columns(
+            pl.col(name).cast(pl.String).cast(dtype) if dtype in (pl.String(), _CAT) else pl.col(name).cast(dtype)
+            for name, dtype in schema.items()
+        )
+        return pl.concat([kept, moved], how="vertical")
+
+
+def _cat(frame: pl.LazyFrame, names: tuple[str, ...]) -> pl.LazyFrame:
+    return frame.with_columns(pl.col(names).cast(pl.String).cast(_CAT))
+
+
+def traffic_of(
+    messages: pl.DataFrame, answers: pl.DataFrame | None = None, requests: pl.DataFrame | None = None
+) -> Traffic:
+    """The aggregates of `messages` (not condensed yet); `answers` and `requests` are what condensing moved."""
+    lazy = messages.lazy()
+    with_conn = lazy.filter(pl.col("conn").is_not_null())
+    conns = with_conn.group_by("server", "conn").agg(start=pl.col("ts").min(), end=pl.col("ts").max())
+    sessions = (
+        with_conn.filter(pl.col("session_id").is_not_null())
+        .group_by("server", "conn", "session_id")
+        .agg(pl.col("ts", "seq").sort_by("ts", "seq", nulls_last=True).first())
+    )
+    servers = lazy.group_by("server").agg(
+        first=pl.col("ts").min(),
+        last=pl.col("ts").max(),
+        transports=pl.col("transport").drop_nulls().unique().cast(pl.String).cast(_CAT),
+        peers=pl.col("peer").drop_nulls().unique().cast(pl.String).cast(_CAT),
+    )
+    conns_df, sessions_df, servers_df = pl.collect_all(
+        [
+            _cat(conns, ("server", "conn")),
+            _cat(sessions, ("server", "conn", "session_id")),
+            _cat(servers, ("server",)),
+        ]
+    )
+    return Traffic(
+        conns=conns_df.cast(CONNS_SCHEMA),  # type: ignore[arg-type]
+        sessions=sessions_df.cast(SESSIONS_SCHEMA),  # type: ignore[arg-type]
+        servers=servers_df.cast(SERVERS_SCHEMA),  # type: ignore[arg-type]
+        answers=_empty(ANSWERS_SCHEMA) if answers is None else answers,
+        requests=requests,
+        rows=messages.height,
+    )
+
+
+def merge(parts: list[Traffic]) -> Traffic:
+    """The `Traffic` of several files together (a connection or server can span files)."""
+    if not parts:
+        return Traffic()
+    conns = (
+        pl.concat([p.conns for p in parts])
+        .group_by("server", "conn", maintain_order=True)
+        .agg(pl.col("start").min(), pl.col("end").max())
+    )
+    sessions = (
+        pl.concat([p.sessions for p in parts])
+        .group_by("server", "conn", "session_id", maintain_order=True)
+        .agg(pl.col("ts", "seq").sort_by("ts", "seq", nulls_last=True).first())
+    )
+    servers = (
+        pl.concat([p.servers for p in parts])
+        .group_by("server", maintain_order=True)
+        .agg(
+            pl.col("first").min(),
+            pl.col("last").max(),
+            pl.col("transports").explode().drop_nulls().unique(),
+            pl.col("peers").explode().drop_nulls().unique(),
+        )
+    )
+    return Traffic(
+        conns=conns,
+        sessions=sessions,
+        servers=servers.cast(SERVERS_SCHEMA),  # type: ignore[arg-type]
+        answers=pl.concat([p.answers for p in parts]),
+        requests=_concat_requests([p.requests for p in parts]),
+        rows=sum(p.rows for p in parts),
+    )
+
+
+def _concat_requests(frames: list[pl.DataFrame | None]) -> pl.DataFrame | None:
+    present = [f for f in frames if f is not None and f.height]
+    return pl.concat(present, how="vertical", rechunk=False) if present else None
+
+
+def condense(messages: pl.DataFrame, *, move_requests: bool = False) -> tuple[pl.DataFrame, Traffic]:
+    """Drop the rows later steps only read through `Traffic`; `messages` must be paired already.
+
+    `move_requests`: also move the requests of condensed exchanges into `Traffic.requests` (narrow
+    rows). Only for a capture that is whole in this file: the parts of a rotated capture are paired
+    again across files, which needs their requests in the messages frame.
+    """
+    if messages.is_empty():
+        return messages, traffic_of(messages)
+    kind = pl.col("kind")
+    s2c = pl.col("dir") == fmt.S2C
+    plain_answer = (
+        (kind == "response")
+        & s2c
+        & pl.col("req_seq").is_not_null()
+        & ~pl.col("method").is_in(_KEEP_ANSWERS_OF).fill_null(False)
+        & pl.col("supported_versions").is_null()
+        & pl.col("error_supported").is_null()
+        & pl.col("init_version").is_null()
+        & pl.col("ttl_ms").is_null()
+    )
+    requested_flows = (
+        messages.lazy()
+        .filter((pl.col("dir") == fmt.C2S) & pl.col("flow").is_not_null())
+        .select("capture", "flow")
+        .unique()
+        .with_columns(_has_request=pl.lit(True))
+    )
+    bookkeeping = (
+        ((pl.col("record_type") == fmt.HTTP_RESPONSE) & (kind == "lifecycle")) | (pl.col("event") == "sse-end:clean")
+    ) & pl.col("_has_request").fill_null(False)
+    notification = (kind == "notification") & s2c
+    # the mask is computed on the few columns it needs; the frame itself is filtered once
+    drop = (
+        messages.lazy()
+        .select(_MASK_COLUMNS)
+        .join(requested_flows, on=["capture", "flow"], how="left", maintain_order="left")
+        .select(plain_answer.fill_null(False) | bookkeeping.fill_null(False) | notification.fill_null(False))
+        .collect()
+        .to_series()
+    )
+    if drop.len() != messages.height:  # the join is on unique keys: never expected
+        raise AssertionError("condensing changed the number of messages")
+    modern_requests = (
+        messages.lazy()
+        .filter((kind == "request") & pl.col("meta_version").is_not_null())
+        .select("capture", req_seq="seq")
+    )
+    answers = (
+        messages.with_columns(_drop=drop)
+        .lazy()
+        .filter(pl.col("_drop") & (kind == "response") & pl.col("req_seq").is_not_null())
+        .join(modern_requests, on=["capture", "req_seq"], how="semi")
+        .select(*ANSWERS_SCHEMA)
+        .pipe(_cat, ("capture", "peer"))
+        .collect()
+        .cast(ANSWERS_SCHEMA)  # type: ignore[arg-type]
+    )
+    moved = None
+    if move_requests:
+        answered = (
+            messages.with_columns(_drop=drop)
+            .lazy()
+            .filter(pl.col("_drop") & (kind == "response") & pl.col("req_seq").is_not_null())
+            .select("capture", seq="req_seq")
+            .unique()
+            .with_columns(_answered=pl.lit(True))
+        )
+        is_moved = (
+            messages.lazy()
+            .select("capture", "seq", "kind", "dir")
+            .join(answered, on=["capture", "seq"], how="left", maintain_order="left")
+            .select((kind == "request") & (pl.col("dir") == fmt.C2S) & pl.col("_answered").fill_null(False))
+            .collect()
+            .to_series()
+        )
+        moved = messages.filter(is_moved).select(REQUEST_COLUMNS)
+        drop = drop | is_moved
+    traffic = traffic_of(messages, answers, moved)
+    kept = messages.filter(~drop)
+    return kept, traffic

@@ -1,0 +1,105 @@
+"""Condensing (`analyzer.condense`): the rows it drops change no report, and what it keeps adds up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from addon.writer import CaptureWriter
+from analyzer.condense import condense, traffic_of
+from analyzer.load import LoadOptions, extract_file, find_inputs
+from analyzer.messages import as_strings, pair_responses
+from analyzer.pipeline import AnalyzeOptions, analyze
+from analyzer.report import render_json, render_markdown, render_text
+from bench import generate as gen
+from tests.test_messages import Cap, discover_result, modern_headers, probe
+
+CORPUS = Path(__file__).resolve().parent.parent / "captures" / "corpus"
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gen") / "data"
+    gen.generate(out, 3 << 20, files=3, spawns=18, seed=11)
+    return out
+
+
+def _both(path: Path) -> tuple[object, object]:
+    full = analyze([path], AnalyzeOptions(load=LoadOptions(condense=False), jobs=1))
+    condensed = analyze([path], AnalyzeOptions(jobs=1))
+    return full, condensed
+
+
+@pytest.mark.parametrize("where", ["corpus", "generated"])
+def test_condensing_changes_no_report(where: str, generated: Path) -> None:
+    full, condensed = _both(CORPUS if where == "corpus" else generated)
+    # the comparison means something only when rows were dropped
+    assert condensed.messages.height < full.messages.height  # type: ignore[attr-defined]
+    assert condensed.message_count == full.message_count == full.messages.height  # type: ignore[attr-defined]
+    assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
+    assert render_markdown(condensed) == render_markdown(full)  # type: ignore[arg-type]
+    assert render_text(condensed, width=160) == render_text(full, width=160)  # type: ignore[arg-type]
+
+
+def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
+    plain = as_strings(frame).with_columns(pl.col(pl.List(pl.Categorical())).cast(pl.List(pl.String())))
+    lists = [name for name, dtype in plain.schema.items() if isinstance(dtype, pl.List)]
+    plain = plain.with_columns(pl.col(lists).list.sort()) if lists else plain
+    return plain.sort(pl.all().exclude(lists))
+
+
+def test_what_is_dropped_and_what_it_adds_up_to(generated: Path) -> None:
+    dropped_any = False
+    for path in find_inputs([generated]):
+        paired = pair_responses(extract_file(path, LoadOptions(keep_raw=True)).messages.drop("raw"))
+        kept, traffic = condense(paired, move_requests=True)
+        whole = traffic_of(paired)
+        assert traffic.rows == paired.height
+        for name in ("conns", "sessions", "servers"):
+            assert _sorted(getattr(traffic, name)).equals(_sorted(getattr(whole, name))), (path, name)
+        moved = as_strings(traffic.requests) if traffic.requests is not None else None
+        assert moved is not None
+        gone = as_strings(paired.join(kept.select("line"), on="line", how="anti"))
+        # requests of condensed exchanges are moved, not dropped, and only those
+        assert gone.filter(pl.col("kind") == "request").select(moved.columns).equals(moved)
+        dropped = gone.filter(pl.col("kind") != "request")
+        kept_s = pl.concat([as_strings(kept).select(moved.columns), moved])
+        dropped_any = dropped_any or dropped.height > 0
+        # never dropped: errors, garbage, process lifecycle, probe and initialize answers
+        assert dropped.filter(pl.col("kind").is_in(["error", "invalid"])).is_empty()
+        assert dropped.filter(pl.col("method").is_in(["server/discover", "initialize"])).is_empty()
+        assert dropped.filter(pl.col("record_type") == "lifecycle").is_empty()
+        assert set(dropped.get_column("kind").unique()) <= {"response", "lifecycle", "notification"}
+        answered = set(dropped.filter(pl.col("kind") == "response").get_column("req_seq").to_list())
+        assert set(moved.get_column("seq").to_list()) <= answered
+        # each dropped answer to an enveloped request is kept as a fact the rules read
+        enveloped = kept_s.filter(pl.col("meta_version").is_not_null()).select("seq")  # kept or moved
+        answers = dropped.filter(pl.col("kind") == "response").join(
+            enveloped, left_on="req_seq", right_on="seq", how="semi"
+        )
+        assert sorted(traffic.answers.get_column("line").to_list()) == sorted(answers.get_column("line").to_list())
+    assert dropped_any
+
+
+def test_a_rotated_capture_reports_alike(tmp_path: Path) -> None:
+    """Flows cut by rotation (request in one part, its stream in the next) pair and count as before."""
+    out = tmp_path / "rot"
+    cap = Cap(out, transport="http")
+    cap.writer = CaptureWriter(out, transport="http", server="srv", rotate_bytes=900)
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 200, discover_result(1), headers=[["Content-Type", "application/json"]])
+    for n in range(2, 40):
+        flow = f"f{n}"
+        cap.http_request(flow, {**probe(n), "method": "tools/call"}, headers=modern_headers("tools/call"))
+        cap.http_response(flow, 200, streamed=True, peer=f"10.0.0.{n % 3}:8000")
+        cap.sse(flow, 0, {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}})
+        cap.sse(flow, 1, {"jsonrpc": "2.0", "id": n, "result": {"content": []}})
+        cap.record({"type": "sse.end", "flow": flow, "dir": "s2c", "how": "clean"})
+    cap.writer.close()
+    assert len(cap.writer.paths) > 5
+    full, condensed = _both(out)
+    assert condensed.messages.height < full.messages.height  # type: ignore[attr-defined]
+    assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
+    assert render_text(condensed, width=160) == render_text(full, width=160)  # type: ignore[arg-type]
