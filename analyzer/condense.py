@@ -11,16 +11,23 @@ aggregates, so after pairing (which needs them) they are dropped and the aggrega
 - `servers`: per server the first and last time, transports and upstream peers seen;
 - `answers`: for each dropped answer to a request that carries the version envelope, the answer's
   line, time, seq and peer (the rules read how modern requests were answered);
+- `requests`: the requests whose answer was dropped, moved out of the messages frame into narrow
+  rows (`REQUEST_COLUMNS`, about half the bytes of a message row); `Traffic.request_rows` gives
+  every request back, kept and moved, for the rules' request view;
 - `rows`: how many message rows there were before condensing (the report counts messages).
 
-What is dropped: s2c results answering anything but `server/discover` and `initialize` that name no
-versions; HTTP responses that only start an event stream or acknowledge (`kind` lifecycle) and clean
-stream ends, when the flow's request is in the same file; s2c notifications. Errors, invalid lines,
-requests, process lifecycle and failures are always kept. Requests are never dropped, so a later
-pairing of the parts of a rotated capture pairs the kept rows exactly as before.
+What is condensed: an exchange whose answer is a plain result (s2c, answering anything but
+`server/discover` and `initialize`, naming no versions). Its answer is dropped, its request moves
+to `Traffic.requests`, and over HTTP the bookkeeping of its flow (the response that only starts the
+event stream or acknowledges, the clean stream end) is dropped; s2c notifications are dropped too.
+Errors, invalid lines, process lifecycle, failures and every request without such an answer stay.
+Files are read and condensed in chunks (`analyzer.load`), so an answer can come in a later chunk
+or part than its request; `analyzer.load.relink` pairs the kept rows again together with the moved
+requests those answers can belong to, which gives the pairing of reading everything at once.
 
 `traffic_of(messages)` gives the same `Traffic` for messages that were never condensed (inline test
-frames, Parquet archives read back), so every consumer can rely on it.
+frames, `LoadOptions(condense=False)`), so every consumer can rely on it. tests/test_condense.py
+checks that condensing changes no report.
 """
 
 from __future__ import annotations
@@ -116,9 +123,11 @@ class Traffic:
         if self.requests is None or self.requests.is_empty():
             return kept
         schema = kept.collect_schema()
+        have = self.requests.schema
         moved = self.requests.lazy().with_columns(
             pl.col(name).cast(pl.String).cast(dtype) if dtype in (pl.String(), _CAT) else pl.col(name).cast(dtype)
             for name, dtype in schema.items()
+            if have[name] != dtype  # in an analysis both sides have the messages dtypes: nothing to convert
         )
         return pl.concat([kept, moved], how="vertical")
 
@@ -201,12 +210,12 @@ def _concat_requests(frames: list[pl.DataFrame | None]) -> pl.DataFrame | None:
     return pl.concat(present, how="vertical", rechunk=False) if present else None
 
 
-def condense(messages: pl.DataFrame, *, move_requests: bool = False) -> tuple[pl.DataFrame, Traffic]:
+def condense(messages: pl.DataFrame) -> tuple[pl.DataFrame, Traffic]:
     """Drop the rows later steps only read through `Traffic`; `messages` must be paired already.
 
-    `move_requests`: also move the requests of condensed exchanges into `Traffic.requests` (narrow
-    rows). Only for a capture that is whole in this file: the parts of a rotated capture are paired
-    again across files, which needs their requests in the messages frame.
+    A condensed exchange: a plain result (dropped), its request (moved into `Traffic.requests`),
+    and for HTTP its flow's bookkeeping (dropped). Requests without such an answer stay, so do the
+    bookkeeping rows of their flows: pairing again across pieces of work (`relink`) needs them.
     """
     if messages.is_empty():
         return messages, traffic_of(messages)
@@ -221,64 +230,45 @@ def condense(messages: pl.DataFrame, *, move_requests: bool = False) -> tuple[pl
         & pl.col("error_supported").is_null()
         & pl.col("init_version").is_null()
         & pl.col("ttl_ms").is_null()
-    )
-    requested_flows = (
-        messages.lazy()
-        .filter((pl.col("dir") == fmt.C2S) & pl.col("flow").is_not_null())
-        .select("capture", "flow")
-        .unique()
-        .with_columns(_has_request=pl.lit(True))
-    )
+    ).fill_null(False)
     bookkeeping = (
         ((pl.col("record_type") == fmt.HTTP_RESPONSE) & (kind == "lifecycle")) | (pl.col("event") == "sse-end:clean")
-    ) & pl.col("_has_request").fill_null(False)
-    notification = (kind == "notification") & s2c
-    # the mask is computed on the few columns it needs; the frame itself is filtered once
-    drop = (
-        messages.lazy()
-        .select(_MASK_COLUMNS)
-        .join(requested_flows, on=["capture", "flow"], how="left", maintain_order="left")
-        .select(plain_answer.fill_null(False) | bookkeeping.fill_null(False) | notification.fill_null(False))
-        .collect()
-        .to_series()
+    ).fill_null(False)
+    notification = ((kind == "notification") & s2c).fill_null(False)
+    # the masks are computed on the few columns they need; the frame itself is filtered once
+    rows = messages.lazy().select(*_MASK_COLUMNS, "seq", "meta_version").with_row_index("_r")
+    plain = rows.filter(plain_answer)
+    answered = plain.select("capture", seq="req_seq").unique()
+    moved_rows = rows.filter((kind == "request") & (pl.col("dir") == fmt.C2S)).join(
+        answered, on=["capture", "seq"], how="semi"
     )
-    if drop.len() != messages.height:  # the join is on unique keys: never expected
-        raise AssertionError("condensing changed the number of messages")
-    modern_requests = (
-        messages.lazy()
-        .filter((kind == "request") & pl.col("meta_version").is_not_null())
-        .select("capture", req_seq="seq")
+    moved_flows = moved_rows.filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
+    booked = rows.filter(bookkeeping).join(moved_flows, on=["capture", "flow"], how="semi")
+    modern = moved_rows.filter(pl.col("meta_version").is_not_null()).select("capture", req_seq="seq")
+    plain_r, moved_r, booked_r, notified_r, modern_answers = pl.collect_all(
+        [
+            plain.select("_r"),
+            moved_rows.select("_r"),
+            booked.select("_r"),
+            rows.filter(notification).select("_r"),
+            plain.join(modern, on=["capture", "req_seq"], how="semi").select("_r"),
+        ]
     )
+    index = pl.int_range(pl.len(), dtype=pl.UInt32)
+    moved_at = moved_r.get_column("_r").implode()
+    gone_at = pl.concat([plain_r, booked_r, notified_r, moved_r]).get_column("_r").implode()
+    is_moved = messages.select(index.is_in(moved_at)).to_series()
+    is_gone = messages.select(index.is_in(gone_at)).to_series()
     answers = (
-        messages.with_columns(_drop=drop)
+        messages.select(list(ANSWERS_SCHEMA))
+        .with_row_index("_r")
+        .join(modern_answers, on="_r", how="semi")
+        .drop("_r")
         .lazy()
-        .filter(pl.col("_drop") & (kind == "response") & pl.col("req_seq").is_not_null())
-        .join(modern_requests, on=["capture", "req_seq"], how="semi")
-        .select(*ANSWERS_SCHEMA)
         .pipe(_cat, ("capture", "peer"))
         .collect()
         .cast(ANSWERS_SCHEMA)  # type: ignore[arg-type]
     )
-    moved = None
-    if move_requests:
-        answered = (
-            messages.with_columns(_drop=drop)
-            .lazy()
-            .filter(pl.col("_drop") & (kind == "response") & pl.col("req_seq").is_not_null())
-            .select("capture", seq="req_seq")
-            .unique()
-            .with_columns(_answered=pl.lit(True))
-        )
-        is_moved = (
-            messages.lazy()
-            .select("capture", "seq", "kind", "dir")
-            .join(answered, on=["capture", "seq"], how="left", maintain_order="left")
-            .select((kind == "request") & (pl.col("dir") == fmt.C2S) & pl.col("_answered").fill_null(False))
-            .collect()
-            .to_series()
-        )
-        moved = messages.filter(is_moved).select(REQUEST_COLUMNS)
-        drop = drop | is_moved
+    moved = messages.filter(is_moved).select(REQUEST_COLUMNS)
     traffic = traffic_of(messages, answers, moved)
-    kept = messages.filter(~drop)
-    return kept, traffic
+    return messages.filter(~is_gone), traffic

@@ -301,11 +301,21 @@ def server_verdicts(
         return pl.col(col).list.eval(pl.element().cast(pl.String)).list.unique().list.sort()
 
     traffic = traffic if traffic is not None else traffic_of(messages)
-    named = messages.lazy().select("server", "client_name")
+    sources = [messages.lazy()]
     if traffic.requests is not None and traffic.requests.height:  # moved by condensing
-        moved = traffic.requests.lazy().select("server", "client_name")
-        named = pl.concat([named.pipe(as_strings), moved.pipe(as_strings)], how="vertical")
-    clients = named.group_by(pl.col("server").cast(pl.String)).agg(_clients=pl.col("client_name").drop_nulls().unique())
+        sources.append(traffic.requests.lazy())
+    # distinct names per server in each frame's own dtype first: only those few become strings
+    clients = (
+        pl.concat(
+            [
+                src.select("server", "client_name").drop_nulls().unique().pipe(as_strings)
+                for src in sources
+            ],
+            how="vertical",
+        )
+        .group_by("server")
+        .agg(_clients=pl.col("client_name").unique())
+    )
     kept = messages.lazy().group_by("server").agg(
         _listed=pl.concat_list(pl.col("supported_versions").fill_null([]), pl.col("error_supported").fill_null([]))
         .list.explode(keep_nulls=False, empty_as_null=False)

@@ -7,10 +7,12 @@ The work is split in two so it parallelizes and so other inputs can plug in:
   `RECORD_SCHEMA`, locates malformed and torn lines, and turns the records into rows of the
   messages frame (`analyzer.messages.messages_from_records`). Running it for many files at once
   (threads or processes), or adding another input branch (Parquet), needs nothing else.
-  The step ends with `finish`: the file's responses are paired with their requests and the rows
-  later steps read only as aggregates are condensed (`analyzer.condense`), so what a file leaves
-  in memory is a fraction of its rows.
-- `combine(facts) -> Loaded` pairs the parts of rotated captures again across files (a connection
+  As pieces are read, every `CHUNK_BYTES` (64 MiB) of them are paired and condensed
+  (`analyzer.condense`: the rows later steps read only as aggregates are dropped, the requests of
+  plain exchanges move into narrow rows), and at the end `relink` pairs the chunks' kept rows again
+  for the answers whose request was in an earlier chunk. What a file leaves in memory is a small
+  fraction of its rows, and no file is ever held whole.
+- `combine(facts) -> Loaded` relinks the parts of rotated captures across files (a connection
   can span parts), concatenates the per-file messages and `Traffic`, and sums up the inputs (files,
   records, malformed/torn locations, skipped files).
 
@@ -57,7 +59,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
 _RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
 PIECE_BYTES: Final = 16 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
+CHUNK_BYTES: Final = 64 << 20
+"""Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -388,6 +391,8 @@ class _Piece:
     counts: pl.DataFrame
     messages: pl.DataFrame
     bad: list[BadLine]
+    traffic: Traffic | None = None
+    """Set on the last piece of a chunk once it is condensed (see `_read_pieces`)."""
 
 
 def _read_piece(
@@ -419,7 +424,9 @@ def _read_piece(
     return _Mode(_CHECKED, robust), _Piece(counts, msgs, bad + wrong)
 
 
-def _read_pieces(facts: FileFacts, mode: _Mode, options: LoadOptions | None) -> tuple[_Mode, list[_Piece] | None, int]:
+def _read_pieces(
+    facts: FileFacts, mode: _Mode, options: LoadOptions | None, chunked: bool
+) -> tuple[_Mode, list[_Piece] | None, int]:
     """Every piece of the file read in one mode: the mode, the pieces and the file's line count.
 
     The two readers disagree on some wrong-typed fields (the NDJSON reader turns an object `raw`
@@ -427,8 +434,12 @@ def _read_pieces(facts: FileFacts, mode: _Mode, options: LoadOptions | None) -> 
     writes `1`, so a file whose pieces took different modes would read differently from the file
     read whole. Hence one mode per file: when a later piece needs a higher one, the pieces come
     back as None and the caller reads the file again in that mode.
+
+    `chunked`: every `CHUNK_BYTES` of pieces are paired and condensed at once (`_finish_chunk`), so
+    a file's messages never all wait in memory; the chunk's result is kept on its last piece.
     """
     parts: list[_Piece] = []
+    open_from, open_bytes = 0, 0
     lines = 0
     with open(facts.file, "rb") as f:
         for piece in _pieces(f, PIECE_BYTES):
@@ -440,16 +451,31 @@ def _read_pieces(facts: FileFacts, mode: _Mode, options: LoadOptions | None) -> 
                 mode = needed
             parts.append(part)
             lines += count
+            open_bytes += len(piece)
+            if chunked and open_bytes >= CHUNK_BYTES:
+                _finish_chunk(parts[open_from:])
+                open_from, open_bytes = len(parts), 0
+    if chunked and open_from < len(parts):
+        _finish_chunk(parts[open_from:])
     return mode, parts, lines
 
 
-def extract_file(path: str, options: LoadOptions | None = None, *, whole_capture: bool = False) -> FileFacts:
+def _finish_chunk(pieces: list[_Piece]) -> None:
+    """Pair and condense the messages of consecutive pieces; the result replaces them."""
+    frames = [p.messages for p in pieces]
+    messages = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
+    kept, traffic = condense(pair_responses(messages))
+    for p in pieces:
+        p.messages, p.traffic = p.messages.clear(), None
+    pieces[-1].messages, pieces[-1].traffic = kept, traffic
+
+
+def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
     Independent of every other file (safe to run in parallel). A file whose first line is not an
     erascope header is returned with `skipped` set. Raises `ErascopeError` for an unreadable file or
-    an unknown format major version. `whole_capture`: no other input file belongs to this file's
-    capture (`extract_files` knows; see `finish`).
+    an unknown format major version.
     """
     if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
@@ -467,8 +493,10 @@ def extract_file(path: str, options: LoadOptions | None = None, *, whole_capture
         # and make every piece be read again: start on the line path right away.
         mode = _Mode(_FAST if _last_line_parses(path) else _LINES)
         parts: list[_Piece] | None = None
+        opts = options or LoadOptions()
+        chunked = opts.condense and not opts.keep_raw
         while parts is None:
-            mode, parts, total = _read_pieces(facts, mode, options)
+            mode, parts, total = _read_pieces(facts, mode, options, chunked)
     except OSError as exc:
         raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not parts:
@@ -482,25 +510,71 @@ def extract_file(path: str, options: LoadOptions | None = None, *, whole_capture
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
     facts.records = int(counts.get_column("n").sum())
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
-    frames = [part.messages for part in parts]
-    facts.messages = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
-    if options is None or not options.keep_raw:  # archives keep the rows as read
-        finish(facts, condensed=options is None or options.condense, whole_capture=whole_capture)
+    frames = [part.messages for part in parts if part.messages.height]
+    if chunked:
+        traffic = merge([part.traffic for part in parts if part.traffic is not None])
+        facts.messages, facts.traffic = relink(frames, traffic), traffic
+    else:
+        facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
+        if not opts.keep_raw:  # archives keep the rows as read
+            finish(facts, condensed=False)
     return facts
 
 
-def finish(facts: FileFacts, *, condensed: bool = True, whole_capture: bool = False) -> None:
-    """Pair the file's messages within the file, then condense them (`analyzer.condense`).
+def finish(facts: FileFacts, *, condensed: bool = True) -> None:
+    """Pair `facts.messages` and condense them (`analyzer.condense`): the Parquet branch's last step.
 
-    Pairing here sees every row before condensing drops some; `combine` pairs the parts of a rotated
-    capture again, across files, for the answers whose request is in another part. Only when the
-    file holds its whole capture are the requests of condensed exchanges moved out of the messages.
+    Reading a JSONL file does the same chunk by chunk (`_read_pieces`, then `relink`).
     """
     paired = pair_responses(facts.messages)
     if condensed:
-        facts.messages, facts.traffic = condense(paired, move_requests=whole_capture)
+        facts.messages, facts.traffic = condense(paired)
     else:
         facts.messages, facts.traffic = paired, traffic_of(paired)
+
+
+def relink(frames: list[pl.DataFrame], traffic: Traffic) -> pl.DataFrame:
+    """Pair the kept rows of consecutive pieces of work (chunks of a file, parts of a capture) again.
+
+    Each piece was paired on its own, so an answer whose request lies in an earlier piece is still
+    unpaired. The kept rows are few; the moved requests (`traffic.requests`) an answer can belong to
+    (the one a kept answer already names, and those on an unpaired answer's connection with its id,
+    or in its flow) go through pairing with them and are left out again afterwards.
+    """
+    if not frames:
+        return pl.DataFrame(schema=MESSAGES_SCHEMA)
+    if len(frames) == 1:
+        return frames[0]  # paired as a whole already
+    kept = pl.concat(frames, how="vertical", rechunk=False)
+    moved = traffic.requests
+    if moved is None or moved.is_empty():
+        return pair_responses(kept)
+    answers = kept.lazy().filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
+    named = answers.filter(pl.col("req_seq").is_not_null()).select("capture", seq="req_seq")
+    unpaired = answers.filter(pl.col("req_seq").is_null())
+    on_conn = unpaired.filter(pl.col("flow").is_null()).select("capture", "conn", "id").unique()
+    on_flow = unpaired.filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
+    candidates = pl.concat(
+        [
+            moved.lazy().join(named, on=["capture", "seq"], how="semi"),
+            moved.lazy().filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn", "id"], how="semi"),
+            moved.lazy().filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"),
+        ]
+    ).unique(["capture", "seq"], keep="first")
+    dtypes = kept.schema
+    as_rows = candidates.with_columns(
+        kind=pl.lit("request").cast(dtypes["kind"]),
+        dir=pl.lit(fmt.C2S).cast(dtypes["dir"]),
+        record_type=pl.when(pl.col("flow").is_null())
+        .then(pl.lit(fmt.FRAME))
+        .otherwise(pl.lit(fmt.HTTP_REQUEST))
+        .cast(dtypes["record_type"]),
+        _moved=pl.lit(True),
+    ).collect()
+    if as_rows.is_empty():
+        return pair_responses(kept)
+    both = pl.concat([kept.with_columns(_moved=pl.lit(False)), as_rows], how="diagonal_relaxed")
+    return pair_responses(both).filter(~pl.col("_moved")).drop("_moved").select(list(kept.columns))
 
 
 def _is_archive_entry(path: str) -> bool:
@@ -522,17 +596,15 @@ def extract_files(
     (bench/README.md has the measurements). `progress(done, total, path)` is called in input order.
     """
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
-    parts = Counter(capture_id(p) for p in paths)
-    whole = {p: parts[capture_id(p)] == 1 and not _is_archive_entry(p) for p in paths}
     facts: list[FileFacts] = []
     if workers == 1:
         for n, path in enumerate(paths, 1):
-            facts.append(extract_file(path, options, whole_capture=whole[path]))
+            facts.append(extract_file(path, options))
             if progress is not None:
                 progress(n, len(paths), path)
         return facts
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(extract_file, path, options, whole_capture=whole[path]) for path in paths]
+        futures = [pool.submit(extract_file, path, options) for path in paths]
         try:
             for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
                 facts.append(future.result())
@@ -557,17 +629,17 @@ def combine(facts: list[FileFacts]) -> Loaded:
         by_capture.setdefault(f.capture, []).append(f)
     for parts in by_capture.values():
         if len(parts) > 1:
-            _pair_batch(parts)
+            _relink_parts(parts)
     frames = [f.messages for f in read]
     messages = pl.concat(frames, how="vertical", rechunk=False) if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
     return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.skipped is None]))
 
 
-def _pair_batch(batch: list[FileFacts]) -> None:
-    """Pair the rows of one capture's files at once; each file gets back its own slice (pairing keeps row order)."""
-    heights = [f.messages.height for f in batch]
-    paired = pair_responses(pl.concat([f.messages for f in batch], how="vertical"))
+def _relink_parts(parts: list[FileFacts]) -> None:
+    """Pair one capture's files again together; each file gets back its own slice (pairing keeps row order)."""
+    heights = [f.messages.height for f in parts]
+    paired = relink([f.messages for f in parts], merge([f.traffic for f in parts]))
     offset = 0
-    for f, height in zip(batch, heights, strict=True):
+    for f, height in zip(parts, heights, strict=True):
         f.messages = paired.slice(offset, height)
         offset += height

@@ -325,7 +325,9 @@ def as_strings[F: (pl.DataFrame, pl.LazyFrame)](frame: F) -> F:
     return frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
 
 
-_OPPOSITE: Final = {fmt.C2S: fmt.S2C, fmt.S2C: fmt.C2S}
+def _code(name: str) -> pl.Expr:
+    """A join key from a column: a categorical's code (4 bytes, no string built), a string as it is."""
+    return pl.col(name).to_physical()
 
 
 def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
@@ -336,27 +338,41 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     carries: legacy servers answer `"server-error"` or null); an SSE event answers the request of
     its flow with the same id. HTTP rows also get the status, peer and node hint of their flow's
     response.
+
+    Connections and flows are keyed by (capture, conn) and (capture, flow) as they are stored
+    (categorical codes in an analysis), so pairing builds no key strings.
     """
     if messages.is_empty():
         return messages
     df = messages.with_row_index("_row")
-    key = pl.col("capture") + pl.lit("\x1f") + pl.col("conn").fill_null("")
-    # narrow subsets as strings (the frame may hold categoricals): they meet string keys below
-    cols = ["_row", "capture", "conn", "flow", "id", "dir", "kind", "record_type", "seq", "line", "ts", "method"]
-    narrow = df.lazy().select(cols)
-    requests = as_strings(narrow.filter((pl.col("kind") == "request") & pl.col("id").is_not_null()).collect())
-    answers = as_strings(
-        narrow.filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null()).collect()
+    narrow = df.lazy().select(
+        "_row",
+        "id",
+        "kind",
+        "record_type",
+        "seq",
+        "line",
+        "ts",
+        "method",
+        "dir",
+        _cap=_code("capture"),
+        _conn=_code("conn"),
+        _flow=_code("flow"),
+        _is_c2s=pl.col("dir") == fmt.C2S,
     )
+    requests = narrow.filter((pl.col("kind") == "request") & pl.col("id").is_not_null()).collect()
+    answers = narrow.filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
+    answers = answers.collect()
 
     stdio_req = (
-        requests.filter(pl.col("flow").is_null())
+        requests.filter(pl.col("_flow").is_null())
         .select(
-            _key=key,
+            "_cap",
+            "_conn",
             _id=pl.col("id"),
-            _rdir=pl.col("dir").replace_strict(_OPPOSITE, default=None),
+            _answer_c2s=~pl.col("_is_c2s"),  # the answer travels the other way
             seq="seq",
-            _method="method",
+            _method=pl.col("method").cast(pl.String),
             _req_line="line",
             _req_ts="ts",
             _req_seq="seq",
@@ -364,48 +380,52 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         .sort("seq")
     )
     stdio_ans = (
-        answers.filter(pl.col("flow").is_null() & pl.col("id").is_not_null())
-        .select("_row", "seq", _key=key, _id=pl.col("id"), _rdir=pl.col("dir"))
+        answers.filter(pl.col("_flow").is_null() & pl.col("id").is_not_null())
+        .select("_row", "seq", "_cap", "_conn", _id=pl.col("id"), _answer_c2s=pl.col("_is_c2s"))
         .sort("seq")
     )
     matched_stdio = stdio_ans.join_asof(
-        stdio_req, on="seq", by=["_key", "_id", "_rdir"], strategy="backward", check_sortedness=False
+        stdio_req, on="seq", by=["_cap", "_conn", "_id", "_answer_c2s"], strategy="backward", check_sortedness=False
     ).select("_row", "_method", "_req_line", "_req_ts", "_req_seq")
 
-    flow_key = pl.col("capture") + pl.lit("\x1f") + pl.col("flow")
-    http_req = requests.filter(pl.col("flow").is_not_null()).select(
-        _fkey=flow_key, _id=pl.col("id"), _method="method", _req_line="line", _req_ts="ts", _req_seq="seq"
+    http_req = requests.filter(pl.col("_flow").is_not_null()).select(
+        "_cap",
+        "_flow",
+        _id=pl.col("id"),
+        _method=pl.col("method").cast(pl.String),
+        _req_line="line",
+        _req_ts="ts",
+        _req_seq="seq",
     )
-    by_flow = http_req.unique("_fkey", keep="first").drop("_id")
-    http_resp = answers.filter(pl.col("flow").is_not_null() & (pl.col("record_type") == fmt.HTTP_RESPONSE)).select(
-        "_row", _fkey=flow_key
-    )
-    matched_resp = http_resp.join(by_flow, on="_fkey", how="inner").drop("_fkey")
-    sse = answers.filter(pl.col("flow").is_not_null() & (pl.col("record_type") == fmt.SSE_EVENT)).select(
-        "_row", _fkey=flow_key, _id=pl.col("id")
-    )
-    matched_sse = sse.join(http_req.unique(["_fkey", "_id"], keep="first"), on=["_fkey", "_id"], how="inner").drop(
-        "_fkey", "_id"
-    )
+    by_flow = http_req.unique(["_cap", "_flow"], keep="first").drop("_id")
+    http_answers = answers.filter(pl.col("_flow").is_not_null())
+    http_resp = http_answers.filter(pl.col("record_type") == fmt.HTTP_RESPONSE).select("_row", "_cap", "_flow")
+    matched_resp = http_resp.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
+    sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select("_row", "_cap", "_flow", _id=pl.col("id"))
+    matched_sse = sse.join(
+        http_req.unique(["_cap", "_flow", "_id"], keep="first"), on=["_cap", "_flow", "_id"], how="inner"
+    ).drop("_cap", "_flow", "_id")
     # An SSE error without an id (`"id": null`, e.g. -32000 "Server not initialized") answers its flow's request.
-    sse_null = answers.filter(
-        pl.col("flow").is_not_null() & (pl.col("record_type") == fmt.SSE_EVENT) & pl.col("id").is_null()
-        & (pl.col("kind") == "error")
-    ).select("_row", _fkey=flow_key)
-    matched_sse_null = sse_null.join(by_flow, on="_fkey", how="inner").drop("_fkey")
+    sse_null = http_answers.filter(
+        (pl.col("record_type") == fmt.SSE_EVENT) & pl.col("id").is_null() & (pl.col("kind") == "error")
+    ).select("_row", "_cap", "_flow")
+    matched_sse_null = sse_null.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
     matched = pl.concat(
         [matched_stdio, matched_resp, matched_sse, matched_sse_null], how="vertical_relaxed"
     ).unique("_row", keep="first")
 
     flow_info = (
-        as_strings(
-            df.lazy()
-            .select("capture", "flow", "record_type", "http_status", "peer", "node_hint")
-            .filter(pl.col("record_type") == fmt.HTTP_RESPONSE)
-            .collect()
+        df.lazy()
+        .filter(pl.col("record_type") == fmt.HTTP_RESPONSE)
+        .select(
+            _cap=_code("capture"),
+            _flow=_code("flow"),
+            _status="http_status",
+            _peer=pl.col("peer").cast(pl.String),
+            _node=pl.col("node_hint").cast(pl.String),
         )
-        .select(_fkey=flow_key, _status="http_status", _peer="peer", _node="node_hint")
-        .unique("_fkey", keep="first")
+        .unique(["_cap", "_flow"], keep="first")
+        .collect()
     )
     kept = messages.schema
 
@@ -417,9 +437,9 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     # columns are reused as they are instead of being copied by each join.
     changed = ["method", "http_status", "peer", "node_hint"]
     updates = (
-        df.select("_row", *changed, _fkey=flow_key.cast(pl.String))
+        df.select("_row", *changed, _cap=_code("capture"), _flow=_code("flow"))
         .join(matched, on="_row", how="left", maintain_order="left")
-        .join(flow_info, on="_fkey", how="left", maintain_order="left")
+        .join(flow_info, on=["_cap", "_flow"], how="left", maintain_order="left")
         .select(
             method=filled("method", "_method"),
             req_line=pl.col("_req_line").cast(pl.UInt32),

@@ -67,20 +67,27 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: pl.DataF
     """Requests of `method` with their answer and the first garbage/death/client-EOF after them."""
     # Filters run on the frame as it is (categorical columns compare with strings); the small
     # results are turned into strings before they meet string keys.
-    reqs = as_strings(messages.filter((pl.col("kind") == "request") & (pl.col("method") == method))).with_columns(
-        _key=_conn_key()
-    )
+    native = messages.filter((pl.col("kind") == "request") & (pl.col("method") == method))
+    reqs = as_strings(native).with_columns(_key=_conn_key())
     # Lazy with the requests' keys semi-joined first: only the few connections and answers that
     # concern these requests are copied, not every named row or every answer of the input.
     lazy = messages.lazy()
-    # Client identity: the request's own, else the first one named on the connection.
-    named = [lazy.select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null()).pipe(as_strings)]
+    # Client identity: the request's own, else the first one named on the connection (stdio) or
+    # flow (HTTP). The named rows of those connections and flows are picked in the frames' own
+    # dtypes, before anything becomes a string.
+    on_conn = native.lazy().filter(pl.col("flow").is_null()).select("capture", "conn").unique()
+    on_flow = native.lazy().filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
+    sources = [lazy]
     if moved is not None and moved.height:  # requests of condensed exchanges (`Traffic.requests`)
-        named.append(moved.lazy().select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null()).pipe(as_strings))
+        sources.append(moved.lazy())
+    named = []
+    for source in sources:
+        rows = source.select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null())
+        named.append(rows.filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn"], how="semi"))
+        named.append(rows.filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"))
     names = (
-        pl.concat(named, how="vertical")
+        pl.concat([frame.pipe(as_strings) for frame in named], how="vertical")
         .with_columns(_key=_conn_key())
-        .join(reqs.lazy().select("_key").unique(), on="_key", how="semi", maintain_order="left")
         # first in the order the rows were captured (one key lies within one capture)
         .sort("seq", maintain_order=True)
         .group_by("_key", maintain_order=True)

@@ -8,6 +8,7 @@ import polars as pl
 import pytest
 
 from addon.writer import CaptureWriter
+from analyzer import load
 from analyzer.condense import condense, traffic_of
 from analyzer.load import LoadOptions, extract_file, find_inputs
 from analyzer.messages import as_strings, pair_responses
@@ -32,8 +33,17 @@ def _both(path: Path) -> tuple[object, object]:
     return full, condensed
 
 
+@pytest.fixture(params=["one chunk", "tiny chunks"])
+def chunks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Files condensed as one chunk, or in chunks of a few lines (answers land in later chunks)."""
+    if request.param == "tiny chunks":
+        monkeypatch.setattr(load, "PIECE_BYTES", 16384)
+        monkeypatch.setattr(load, "CHUNK_BYTES", 1)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("where", ["corpus", "generated"])
-def test_condensing_changes_no_report(where: str, generated: Path) -> None:
+def test_condensing_changes_no_report(where: str, generated: Path, chunks: str) -> None:
     full, condensed = _both(CORPUS if where == "corpus" else generated)
     # the comparison means something only when rows were dropped
     assert condensed.messages.height < full.messages.height  # type: ignore[attr-defined]
@@ -54,7 +64,7 @@ def test_what_is_dropped_and_what_it_adds_up_to(generated: Path) -> None:
     dropped_any = False
     for path in find_inputs([generated]):
         paired = pair_responses(extract_file(path, LoadOptions(keep_raw=True)).messages.drop("raw"))
-        kept, traffic = condense(paired, move_requests=True)
+        kept, traffic = condense(paired)
         whole = traffic_of(paired)
         assert traffic.rows == paired.height
         for name in ("conns", "sessions", "servers"):
@@ -83,7 +93,7 @@ def test_what_is_dropped_and_what_it_adds_up_to(generated: Path) -> None:
     assert dropped_any
 
 
-def test_a_rotated_capture_reports_alike(tmp_path: Path) -> None:
+def test_a_rotated_capture_reports_alike(tmp_path: Path, chunks: str) -> None:
     """Flows cut by rotation (request in one part, its stream in the next) pair and count as before."""
     out = tmp_path / "rot"
     cap = Cap(out, transport="http")

@@ -96,24 +96,36 @@ class RuleContext:
         clients send later requests with only `mcp-session-id`, often on new connections); else
         the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
         """
-        names = [self.messages.select(*_NAME_COLUMNS)]
-        moved = self.traffic.requests
-        if moved is not None and moved.height:  # requests of condensed exchanges
-            names = [f.pipe(as_strings) for f in (names[0], moved.lazy().select(*_NAME_COLUMNS))]
-        msgs = (
-            pl.concat(names, how="vertical")
-            .filter(pl.col("conn").is_not_null())
-            .sort("ts", "seq", nulls_last=True)
-        )
+        sources = [self.messages]
+        if self.traffic.requests is not None and self.traffic.requests.height:  # condensed exchanges
+            sources.append(self.traffic.requests.lazy())
+
+        def first(src: pl.LazyFrame, value: str, where: pl.Expr) -> pl.LazyFrame:
+            # the earliest value per connection in the frame's own dtype; only these rows become strings
+            return (
+                src.filter(pl.col("conn").is_not_null() & where)
+                .group_by("server", "conn")
+                .agg(pl.col(value, "ts", "seq").sort_by("ts", "seq", nulls_last=True).first())
+                .pipe(as_strings)
+            )
+
+        def earliest(parts: list[pl.LazyFrame], value: str) -> pl.LazyFrame:
+            return (
+                pl.concat(parts, how="vertical")
+                .sort("ts", "seq", nulls_last=True, maintain_order=True)
+                .group_by("server", "conn", maintain_order=True)
+                .agg(pl.col(value).first())
+            )
+
         # the messages frame falls back to the User-Agent in client_name; only a differing name is clientInfo
-        info = pl.col("client_name").filter(
-            pl.col("client_name").is_not_null()
-            & (pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent")))
+        is_info = pl.col("client_name").is_not_null() & (
+            pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent"))
         )
-        named_rows = (
-            msgs.group_by("server", "conn")
-            .agg(info.first().alias("_info"), pl.col("user_agent").drop_nulls().first().alias("_ua"))
-            .pipe(as_strings)
+        infos = earliest([first(src, "client_name", is_info) for src in sources], "client_name")
+        has_agent = pl.col("user_agent").is_not_null()
+        agents = earliest([first(src, "user_agent", has_agent) for src in sources], "user_agent")
+        named_rows = infos.rename({"client_name": "_info"}).join(
+            agents.rename({"user_agent": "_ua"}), on=["server", "conn"], how="full", coalesce=True
         )
         # first seen and session ids come from `traffic`: condensing dropped rows that carry them
         sessions = self.traffic.sessions.lazy().sort("ts", "seq", nulls_last=True).pipe(as_strings)
@@ -156,8 +168,10 @@ class RuleContext:
         return (
             self.traffic.request_rows(self.messages)
             .select(*_VIEW_COLUMNS)
-            .pipe(as_strings)
-            .join(self.conn_clients.lazy().select("server", "conn", "client"), on=["server", "conn"], how="left")
+            # a row per request: `server` becomes a string (the key of every rule), the rest stays as
+            # it is; the small client table meets it in the request rows' `conn` dtype
+            .with_columns(pl.col("server").cast(pl.String))
+            .join(self._clients_by_conn(), on=["server", "conn"], how="left")
             .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
             # repetitive strings: categorical (4 bytes a row instead of 16 and more) in this frame,
             # which has a row per request; `server` and `client`, the keys every rule joins on, stay
@@ -173,14 +187,20 @@ class RuleContext:
             .collect()
         )
 
+    def _clients_by_conn(self) -> pl.LazyFrame:
+        conn_dtype = self.traffic.request_rows(self.messages).collect_schema()["conn"]
+        return self.conn_clients.lazy().select("server", pl.col("conn").cast(conn_dtype), "client")
+
     def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
         """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
-        wanted = keys.lazy().select(pl.col("capture").cast(pl.String), "seq").unique()
+        every = self.traffic.request_rows(self.messages)
+        # matched in the request rows' own dtypes: only the few wanted rows become strings
+        native = every.collect_schema()["capture"]
+        wanted = keys.lazy().select(pl.col("capture").cast(pl.String).cast(native), "seq").unique()
         return (
-            self.traffic.request_rows(self.messages)
-            .select("capture", "seq", *_DETAIL_COLUMNS)
-            .pipe(as_strings)
+            every.select("capture", "seq", *_DETAIL_COLUMNS)
             .join(wanted, on=["capture", "seq"], how="semi")
+            .pipe(as_strings)
             .unique(["capture", "seq"], keep="first")
         )
 
@@ -207,11 +227,35 @@ class RuleContext:
             "answer_ts",
             pl.col("peer").alias("probe_peer"),
         )
-        same_conn = pl.col("_i").shift(-1).over("server", "conn")
-        nexts = (
+        # Positions only, looked up for the few probes (no window over every request): the next
+        # request on the probe's connection is the next position with the same (server, conn) —
+        # a connection belongs to one client, so it lies inside the client's stretch of positions;
+        # the client's next request is the next position, when it is still the same client.
+        probe_at = reqs.lazy().filter(pl.col("is_probe")).select("_i", "server", "conn", "client")
+        # semi joins keyed on the few probes pick the candidate rows without copying every request
+        probed_conns = probe_at.select("server", "conn").unique()
+        on_probed_conns = reqs.lazy().join(probed_conns, on=["server", "conn"], how="semi")
+        on_conn = probe_at.join_asof(
+            on_probed_conns.select("server", "conn", _sc="_i"),
+            left_on="_i",
+            right_on="_sc",
+            by=["server", "conn"],
+            strategy="forward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        )
+        after = (
             reqs.lazy()
-            .select("_i", "is_probe", _sc=same_conn, _ac=pl.col("_i").shift(-1).over("server", "client"))
-            .filter(pl.col("is_probe"))
+            .join(probe_at.select(pl.col("_i") + 1), on="_i", how="semi")
+            .select(pl.col("_i") - 1, _after_server="server", _after_client="client", _ac="_i")
+        )
+        nexts = (
+            on_conn.join(after, on="_i", how="left")
+            .with_columns(
+                _ac=pl.when(
+                    (pl.col("_after_server") == pl.col("server")) & (pl.col("_after_client") == pl.col("client"))
+                ).then(pl.col("_ac"))
+            )
             .select("_i", _next=pl.coalesce("_sc", "_ac"), next_same_conn=pl.col("_sc").is_not_null())
         )
         rows = (
@@ -264,7 +308,7 @@ class RuleContext:
         kept = self.messages.filter(
             (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
         ).select(
-            pl.col("capture").cast(pl.String),
+            "capture",
             pl.col("req_seq").alias("seq"),
             pl.col("line").alias("resp_line"),
             pl.col("ts").alias("resp_ts"),
@@ -274,7 +318,7 @@ class RuleContext:
             pl.col("seq").alias("_answer_seq"),
         )
         dropped = self.traffic.answers.lazy().select(
-            pl.col("capture").cast(pl.String),
+            "capture",  # categorical, like the messages frame's in an analysis
             pl.col("req_seq").alias("seq"),
             pl.col("line").alias("resp_line"),
             pl.col("ts").alias("resp_ts"),
