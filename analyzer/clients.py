@@ -62,7 +62,8 @@ def client_table(analysis: Any, findings: list[Finding] | None = None) -> pl.Dat
                 .sort()
                 .str.join("+")
                 .alias("acted_as"),
-            ),
+            )
+            .with_columns(pl.col(keys).cast(pl.String)),
             on=keys,
             how="left",
         )

@@ -165,31 +165,32 @@ class RuleContext:
         what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
         row per request of the input, stays narrow. `_i` is the row's position in this order.
         """
+        rows = self.traffic.request_rows(self.messages).select(*_VIEW_COLUMNS)
         return (
-            self.traffic.request_rows(self.messages)
-            .select(*_VIEW_COLUMNS)
-            # a row per request: `server` becomes a string (the key of every rule), the rest stays as
-            # it is; the small client table meets it in the request rows' `conn` dtype
-            .with_columns(pl.col("server").cast(pl.String))
-            .join(self._clients_by_conn(), on=["server", "conn"], how="left")
-            .with_columns(pl.col("client").fill_null(UNKNOWN_CLIENT))
-            # repetitive strings: categorical (4 bytes a row instead of 16 and more) in this frame,
-            # which has a row per request; `server` and `client`, the keys every rule joins on, stay
-            # strings. `evidence()` turns `file` back into strings, `responses` keys `capture` alike.
-            .with_columns(pl.col("file", "capture", *_VIEW_CATEGORICALS).cast(pl.Categorical()))
+            rows.join(self._clients_by_conn(rows.collect_schema()), on=["server", "conn"], how="left")
+            .with_columns(pl.coalesce("client", pl.lit(UNKNOWN_CLIENT).cast(pl.Categorical())).alias("client"))
+            # A row per request: every repetitive column is categorical (4 bytes a row instead of 16
+            # and more), `server` and `client` too; rules turn them into strings on their small
+            # results. `evidence()` turns `file` back into strings, `responses` keys `capture` alike.
+            .with_columns(pl.col("file", "capture", "server", "client", *_VIEW_CATEGORICALS).cast(pl.Categorical()))
             .with_columns(
                 (pl.col("method") == PROBE_METHOD).fill_null(False).alias("is_probe"),
                 (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
                 (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
             )
+            # the order of the (server, client) groups does not matter, only the order inside them
             .sort("server", "client", "ts", "seq", nulls_last=True)
             .with_row_index("_i")
             .collect()
         )
 
-    def _clients_by_conn(self) -> pl.LazyFrame:
-        conn_dtype = self.traffic.request_rows(self.messages).collect_schema()["conn"]
-        return self.conn_clients.lazy().select("server", pl.col("conn").cast(conn_dtype), "client")
+    def _clients_by_conn(self, schema: pl.Schema) -> pl.LazyFrame:
+        """`conn_clients` keyed in the request rows' dtypes, the client as a categorical."""
+        return self.conn_clients.lazy().select(
+            pl.col("server").cast(schema["server"]),
+            pl.col("conn").cast(schema["conn"]),
+            pl.col("client").cast(pl.Categorical()),
+        )
 
     def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
         """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
@@ -293,7 +294,11 @@ class RuleContext:
             )
             .drop("_next")
             # the few probe rows meet string columns of other frames: only the paths stay categorical
-            .with_columns(pl.col(*_VIEW_CATEGORICALS, "next_method", "next_meta_version", "next_conn").cast(pl.String))
+            .with_columns(
+                pl.col("server", "client", *_VIEW_CATEGORICALS, "next_method", "next_meta_version", "next_conn").cast(
+                    pl.String
+                )
+            )
             .sort("_i")
             .collect()
         )

@@ -25,10 +25,13 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
     throwaway sibling process), the client's next real request to the server within
     `cost_horizon_s`. Null when no real request followed.
     """
-    probes = ctx.probe_rows.select("file", "line", "server", "client", "conn", "ts").sort("ts")
-    real = ctx.requests.filter(pl.col("is_real")).select(
-        "server", "client", pl.col("conn").cast(pl.String), pl.col("ts").alias("real_ts")
+    # keyed like the request view (categoricals): the few probes are converted, not every request
+    probes = (
+        ctx.probe_rows.select("file", "line", "server", "client", "conn", "ts")
+        .with_columns(pl.col("server", "client", "conn").cast(pl.Categorical()))
+        .sort("ts")
     )
+    real = ctx.requests.filter(pl.col("is_real")).select("server", "client", "conn", pl.col("ts").alias("real_ts"))
     same_conn = probes.join_asof(
         real.select("server", "conn", "real_ts").sort("real_ts"),
         left_on="ts",
@@ -105,9 +108,10 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         .group_by(_KEYS)
         .agg(pl.col("in_window").max().alias("max_in_window"))
     )
-    reqs = ctx.requests.group_by(_KEYS).agg(
-        pl.col("is_real").sum().alias("real_requests"),
-        pl.col("conn").n_unique().alias("connections"),
+    reqs = (
+        ctx.requests.group_by(_KEYS)
+        .agg(pl.col("is_real").sum().alias("real_requests"), pl.col("conn").n_unique().alias("connections"))
+        .with_columns(pl.col(_KEYS).cast(pl.String))
     )
     per_client = (
         probes.join(costs, on=["file", "line"], how="left")

@@ -25,7 +25,7 @@ def _runs(seq: pl.DataFrame, flag: pl.Expr, reason: str, note: str, min_len: int
         .group_by([*_KEYS, "_run"])
         .agg(pl.len().alias("n"), pl.col("ts").min(), evidence(note=note).alias("evidence"))
         .filter(pl.col("n") >= min_len)
-        .select(*_KEYS, "ts", "n", pl.lit(reason).alias("reason"), "evidence")
+        .select(pl.col(_KEYS).cast(pl.String), "ts", "n", pl.lit(reason).alias("reason"), "evidence")
     )
 
 
@@ -57,7 +57,8 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
     Each request is matched (as-of, backwards) with the server's latest era change before it and with
     the client's own latest probe before it: linear in the number of requests, however often eras flip.
     """
-    changes = _era_changes(ctx).sort("change_ts")
+    # keyed like the request view (categoricals): the few changes and probes are converted
+    changes = _era_changes(ctx).with_columns(pl.col("server", "changer").cast(pl.Categorical())).sort("change_ts")
     reqs = ctx.requests
     acting = (
         # only the columns used below: `requests` is wide and every copy of it counts
@@ -68,7 +69,10 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
         .join(reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")), on=_KEYS)
         .sort("ts")
     )
-    probes = ctx.probe_rows.select("server", "client", pl.col("ts").alias("probe_ts")).sort("probe_ts")
+    probes = (
+        ctx.probe_rows.select(pl.col("server", "client").cast(pl.Categorical()), pl.col("ts").alias("probe_ts"))
+        .sort("probe_ts")
+    )
     return (
         acting.join_asof(
             changes, left_on="ts", right_on="change_ts", by="server", strategy="backward", check_sortedness=False
@@ -89,13 +93,15 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
             .first()
             .alias("reason"),
             pl.concat_list(
-                evidence("change_file", "change_line", pl.format("{} saw {}", "changer", "new_era")).head(1),
+                evidence(
+                    "change_file", "change_line", pl.format("{} saw {}", pl.col("changer").cast(pl.String), "new_era")
+                ).head(1),
                 evidence(note=pl.format("{} request", "style")).head(10),
             )
             .list.explode(keep_nulls=False, empty_as_null=False)
             .alias("evidence"),
         )
-        .select(*_KEYS, "ts", "n", "reason", "evidence")
+        .select(pl.col(_KEYS).cast(pl.String), "ts", "n", "reason", "evidence")
     )
 
 
@@ -207,7 +213,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     request_answers = (
         ctx.requests.lazy()
         .filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
-        .select("server", "file", pl.col("peer").cast(pl.String), "capture", "seq")
+        .select(pl.col("server").cast(pl.String), "file", pl.col("peer").cast(pl.String), "capture", "seq")
         .collect()
         .join(ctx.responses, on=["capture", "seq"])
         .select(
