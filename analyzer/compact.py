@@ -128,12 +128,14 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
     if missing:
         raise ErascopeError(f"archive {path.parent.parent} is incomplete: {', '.join(missing)} missing")
     if parts:
+        # categorical before the sort, in the streaming engine: the archive's plain strings are never
+        # all in memory at once
         facts.messages = (
             pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False)
             .select(list(MESSAGES_SCHEMA))
-            .sort("line")
             .pipe(as_categoricals)  # the in-memory dtypes `extract_file` gives
-            .collect()
+            .sort("line")
+            .collect(engine="streaming")
         )
     finish(facts)  # paired and condensed as `extract_file` does for analysis
     return facts

@@ -81,6 +81,8 @@ PIECE_BYTES: Final = 8 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
 CHUNK_BYTES: Final = 64 << 20
 """Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
+CHUNK_ROWS: Final = 100_000
+"""Frames already in memory (Parquet archives) are paired and condensed in chunks of this many rows."""
 
 
 @dataclass(frozen=True, order=True)
@@ -522,15 +524,23 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
 
 
 def finish(facts: FileFacts, *, condensed: bool = True) -> None:
-    """Pair `facts.messages` and condense them (`analyzer.condense`): the Parquet branch's last step.
+    """Pair `facts.messages` and condense them (`analyzer.condense`) in chunks of `CHUNK_ROWS` rows.
 
-    Reading a JSONL file does the same chunk by chunk (`_read_pieces`, then `relink`).
+    For frames already in memory (the Parquet branch); reading a JSONL file does the same chunk by
+    chunk as it reads (`_read_pieces`). `condensed=False` only pairs.
     """
-    paired = pair_responses(facts.messages)
-    if condensed:
-        facts.messages, facts.traffic = condense(paired)
-    else:
+    if not condensed:
+        paired = pair_responses(facts.messages)
         facts.messages, facts.traffic = paired, traffic_of(paired)
+        return
+    frames: list[pl.DataFrame] = []
+    traffics: list[Traffic] = []
+    for offset in range(0, max(facts.messages.height, 1), CHUNK_ROWS):
+        kept, traffic = condense(pair_responses(facts.messages.slice(offset, CHUNK_ROWS)))
+        frames.append(kept)
+        traffics.append(traffic)
+    facts.traffic = merge(traffics)
+    facts.messages = relink(frames, facts.traffic)
 
 
 def relink(frames: list[pl.DataFrame], traffic: Traffic) -> pl.DataFrame:
