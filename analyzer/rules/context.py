@@ -179,7 +179,7 @@ class RuleContext:
                 (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
             )
             # the order of the (server, client) groups does not matter, only the order inside them
-            .sort("server", "client", "ts", "seq", nulls_last=True)
+            .sort(pl.col("server").to_physical(), pl.col("client").to_physical(), "ts", "seq", nulls_last=True)
             .with_row_index("_i")
             .collect()
         )
