@@ -31,9 +31,12 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
         .with_columns(pl.col("server", "client", "conn").cast(pl.Categorical()))
         .sort("ts")
     )
-    real = ctx.requests.filter(pl.col("is_real")).select("server", "client", "conn", pl.col("ts").alias("real_ts"))
+    real = ctx.requests.lazy().filter(pl.col("is_real")).select("server", "client", "conn", real_ts="ts")
+    # only the requests of probed connections and probing clients can answer the look-ups below
+    on_probed_conns = real.join(probes.lazy().select("server", "conn").unique(), on=["server", "conn"], how="semi")
+    of_probing_clients = real.join(probes.lazy().select(*_KEYS).unique(), on=_KEYS, how="semi")
     same_conn = probes.join_asof(
-        real.select("server", "conn", "real_ts").sort("real_ts"),
+        on_probed_conns.select("server", "conn", "real_ts").sort("real_ts").collect(),
         left_on="ts",
         right_on="real_ts",
         by=["server", "conn"],
@@ -44,7 +47,7 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
         same_conn.rename({"real_ts": "conn_real_ts"})
         .sort("ts")
         .join_asof(
-            real.select("server", "client", "real_ts").sort("real_ts"),
+            of_probing_clients.select("server", "client", "real_ts").sort("real_ts").collect(),
             left_on="ts",
             right_on="real_ts",
             by=_KEYS,
