@@ -60,7 +60,9 @@ def emit(
 
     The frame has `server`, `ts`, `evidence` (a list of evidence structs) and optionally `client`;
     every other column goes into `details`. Evidence is de-duplicated, sorted by file and line, kept
-    to `max_evidence` entries, and its full count is kept in `details["evidence_total"]`.
+    to `max_evidence` entries, and its full count is kept in `details["evidence_total"]`. A rule
+    with too much evidence to list passes the first entries in that order and its own
+    `evidence_total` column (the count of all distinct entries).
     """
     out: list[Finding] = []
     for row in df.to_dicts():
@@ -75,8 +77,9 @@ def emit(
                 if e is not None and e.get("file") is not None and e.get("line") is not None
             }
         )
+        total = row.pop("evidence_total", None)
         details = {k: _plain(v) for k, v in row.items()}
-        details["evidence_total"] = len(items)
+        details["evidence_total"] = len(items) if total is None else int(total)
         out.append(
             Finding(
                 rule=rule,

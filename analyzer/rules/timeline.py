@@ -283,7 +283,25 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .group_by("server", "axis")
         .agg(pl.struct("peer", "era", "count").alias("peers"))
     )
-    ev = inside.group_by("server", "axis").agg(evidence(note=pl.format("{} via {}", "era", "peer")).alias("evidence"))
+    # Every answer inside the split is evidence, and there can be hundreds of thousands: each group
+    # keeps only the entries the finding shows (the first `max_evidence` in file:line order, as
+    # `emit` sorts them) and the count of all of them.
+    ev = (
+        inside.select(
+            "server",
+            "axis",
+            pl.col("file").cast(pl.String),
+            pl.col("line").cast(pl.UInt32),
+            pl.format("{} via {}", "era", "peer").alias("note"),
+        )
+        .unique()
+        .sort("file", "line", "note")
+        .group_by("server", "axis", maintain_order=True)
+        .agg(
+            pl.len().alias("evidence_total"),
+            evidence(note=pl.col("note")).head(opts.max_evidence).alias("evidence"),
+        )
+    )
     fmt = "%Y-%m-%dT%H:%M:%S%.3fZ"
     return (
         spans.join(peers, on=["server", "axis"])
