@@ -38,6 +38,7 @@ from typing import Final
 import polars as pl
 
 from addon import format as fmt
+from analyzer.messages import as_categoricals
 
 _KEEP_ANSWERS_OF: Final = ("server/discover", "initialize")
 _MASK_COLUMNS: Final = (
@@ -122,18 +123,22 @@ class Traffic:
         kept = kept.select(REQUEST_COLUMNS)
         if self.requests is None or self.requests.is_empty():
             return kept
-        schema = kept.collect_schema()
         have = self.requests.schema
         moved = self.requests.lazy().with_columns(
-            pl.col(name).cast(pl.String).cast(dtype) if dtype in (pl.String(), _CAT) else pl.col(name).cast(dtype)
-            for name, dtype in schema.items()
+            pl.col(name).cast(dtype)
+            for name, dtype in kept.collect_schema().items()
             if have[name] != dtype  # in an analysis both sides have the messages dtypes: nothing to convert
         )
         return pl.concat([kept, moved], how="vertical")
 
 
-def _cat(frame: pl.LazyFrame, names: tuple[str, ...]) -> pl.LazyFrame:
-    return frame.with_columns(pl.col(names).cast(pl.String).cast(_CAT))
+def with_moved(messages: pl.LazyFrame | pl.DataFrame, moved: pl.DataFrame | None) -> list[pl.LazyFrame]:
+    """The frames whose rows carry request fields: `messages`, and the requests condensing moved out
+    of it (`Traffic.requests`) when there are any. Each keeps its own dtypes."""
+    frames = [messages.lazy()]
+    if moved is not None and moved.height:
+        frames.append(moved.lazy())
+    return frames
 
 
 def traffic_of(
@@ -156,9 +161,9 @@ def traffic_of(
     )
     conns_df, sessions_df, servers_df = pl.collect_all(
         [
-            _cat(conns, ("server", "conn")),
-            _cat(sessions, ("server", "conn", "session_id")),
-            _cat(servers, ("server",)),
+            as_categoricals(conns),
+            as_categoricals(sessions),
+            as_categoricals(servers),
         ]
     )
     return Traffic(
@@ -265,7 +270,7 @@ def condense(messages: pl.DataFrame) -> tuple[pl.DataFrame, Traffic]:
         .join(modern_answers, on="_r", how="semi")
         .drop("_r")
         .lazy()
-        .pipe(_cat, ("capture", "peer"))
+        .pipe(as_categoricals)
         .collect()
         .cast(ANSWERS_SCHEMA)  # type: ignore[arg-type]
     )

@@ -33,7 +33,7 @@ from typing import Final
 
 import polars as pl
 
-from analyzer.condense import Traffic, traffic_of
+from analyzer.condense import Traffic, traffic_of, with_moved
 from analyzer.findings import Evidence
 from analyzer.messages import as_strings
 from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
@@ -301,15 +301,12 @@ def server_verdicts(
         return pl.col(col).list.eval(pl.element().cast(pl.String)).list.unique().list.sort()
 
     traffic = traffic if traffic is not None else traffic_of(messages)
-    sources = [messages.lazy()]
-    if traffic.requests is not None and traffic.requests.height:  # moved by condensing
-        sources.append(traffic.requests.lazy())
     # distinct names per server in each frame's own dtype first: only those few become strings
     clients = (
         pl.concat(
             [
                 src.select("server", "client_name").drop_nulls().unique().pipe(as_strings)
-                for src in sources
+                for src in with_moved(messages, traffic.requests)
             ],
             how="vertical",
         )

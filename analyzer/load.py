@@ -514,8 +514,7 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     frames = [part.messages for part in parts if part.messages.height]
     if chunked:
-        traffic = merge([part.traffic for part in parts if part.traffic is not None])
-        facts.messages, facts.traffic = relink(frames, traffic), traffic
+        _set_relinked(facts, frames, [part.traffic for part in parts if part.traffic is not None])
     else:
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
         if not opts.keep_raw:  # archives keep the rows as read
@@ -539,15 +538,20 @@ def finish(facts: FileFacts, *, condensed: bool = True) -> None:
         kept, traffic = condense(pair_responses(facts.messages.slice(offset, CHUNK_ROWS)))
         frames.append(kept)
         traffics.append(traffic)
+    _set_relinked(facts, frames, traffics)
+
+
+def _set_relinked(facts: FileFacts, frames: list[pl.DataFrame], traffics: list[Traffic]) -> None:
+    """A file's condensed chunks (kept rows, `Traffic`) become its messages and traffic."""
     facts.traffic = merge(traffics)
-    facts.messages = relink(frames, facts.traffic)
+    facts.messages = relink(frames, facts.traffic.requests)
 
 
-def relink(frames: list[pl.DataFrame], traffic: Traffic) -> pl.DataFrame:
+def relink(frames: list[pl.DataFrame], moved: pl.DataFrame | None) -> pl.DataFrame:
     """Pair the kept rows of consecutive pieces of work (chunks of a file, parts of a capture) again.
 
     Each piece was paired on its own, so an answer whose request lies in an earlier piece is still
-    unpaired. The kept rows are few; the moved requests (`traffic.requests`) an answer can belong to
+    unpaired. The kept rows are few; the moved requests (`Traffic.requests`) an answer can belong to
     (the one a kept answer already names, and those on an unpaired answer's connection with its id,
     or in its flow) go through pairing with them and are left out again afterwards.
     """
@@ -556,7 +560,6 @@ def relink(frames: list[pl.DataFrame], traffic: Traffic) -> pl.DataFrame:
     if len(frames) == 1:
         return frames[0]  # paired as a whole already
     kept = pl.concat(frames, how="vertical", rechunk=False)
-    moved = traffic.requests
     if moved is None or moved.is_empty():
         return pair_responses(kept)
     answers = kept.lazy().filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
@@ -648,7 +651,8 @@ def combine(facts: list[FileFacts]) -> Loaded:
 def _relink_parts(parts: list[FileFacts]) -> None:
     """Pair one capture's files again together; each file gets back its own slice (pairing keeps row order)."""
     heights = [f.messages.height for f in parts]
-    paired = relink([f.messages for f in parts], merge([f.traffic for f in parts]))
+    moved = [f.traffic.requests for f in parts if f.traffic.requests is not None]
+    paired = relink([f.messages for f in parts], pl.concat(moved) if moved else None)
     offset = 0
     for f, height in zip(parts, heights, strict=True):
         f.messages = paired.slice(offset, height)

@@ -21,6 +21,7 @@ from typing import Final
 
 import polars as pl
 
+from analyzer.condense import with_moved
 from analyzer.messages import as_strings
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
@@ -77,11 +78,8 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: pl.DataF
     # dtypes, before anything becomes a string.
     on_conn = native.lazy().filter(pl.col("flow").is_null()).select("capture", "conn").unique()
     on_flow = native.lazy().filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
-    sources = [lazy]
-    if moved is not None and moved.height:  # requests of condensed exchanges (`Traffic.requests`)
-        sources.append(moved.lazy())
     named = []
-    for source in sources:
+    for source in with_moved(lazy, moved):
         rows = source.select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null())
         named.append(rows.filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn"], how="semi"))
         named.append(rows.filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"))

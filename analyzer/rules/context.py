@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from analyzer.condense import Traffic, traffic_of
+from analyzer.condense import Traffic, traffic_of, with_moved
 from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
 from analyzer.rules.frames import as_lazy
@@ -96,9 +96,7 @@ class RuleContext:
         clients send later requests with only `mcp-session-id`, often on new connections); else
         the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
         """
-        sources = [self.messages]
-        if self.traffic.requests is not None and self.traffic.requests.height:  # condensed exchanges
-            sources.append(self.traffic.requests.lazy())
+        sources = with_moved(self.messages, self.traffic.requests)
 
         def first(src: pl.LazyFrame, value: str, where: pl.Expr) -> pl.LazyFrame:
             # the earliest value per connection in the frame's own dtype; only these rows become strings
@@ -268,18 +266,20 @@ class RuleContext:
             .collect()
         )
         next_rows = reqs.join(rows.select(pl.col("_next").alias("_i")), on="_i", how="semi")
+        # one look-up over every request for both the probes and the requests after them
+        details = self._request_details(pl.concat([r.select("capture", "seq") for r in (rows, next_rows)])).collect()
         inits = self.inits.select("file", "line", pl.col("outcome").alias("init_outcome"))
         next_cols = (
             next_rows.lazy()
             .with_columns(pl.col("file", "capture").cast(pl.String))
-            .join(self._request_details(next_rows), on=["capture", "seq"], how="left")
+            .join(details.lazy(), on=["capture", "seq"], how="left")
             .join(inits, on=["file", "line"], how="left")
             .select("_i", *[pl.col(c).alias(f"next_{c}") for c in _NEXT_COLUMNS])
         )
         return (
             rows.lazy()
             .with_columns(pl.col("capture").cast(pl.String))
-            .join(self._request_details(rows), on=["capture", "seq"], how="left")
+            .join(details.lazy(), on=["capture", "seq"], how="left")
             .join(next_cols, left_on="_next", right_on="_i", how="left")
             .with_columns(
                 pl.col("file", "capture").cast(pl.Categorical()),
