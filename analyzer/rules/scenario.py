@@ -86,6 +86,19 @@ class Conn:
     def _base(self) -> dict[str, Any]:
         return {"server": self.server, "conn": self.conn, "transport": self.transport}
 
+    def _classified(self, line: int, t: float, id: str, version: str | None) -> dict[str, Any]:
+        """The request columns a probes or inits row shares with its request."""
+        return {
+            "file": self.file,
+            "line": line,
+            "server": self.server,
+            "transport": self.transport,
+            "conn": self.conn,
+            "ts": self.scenario.start + t,
+            "id": id,
+            "requested_version": version,
+        }
+
     def _request(self, t: float, method: str, id: str | None, **extra: Any) -> int:
         record_type = "http.request" if self.transport == "http" else "frame"
         return self.scenario.add(
@@ -174,14 +187,7 @@ class Conn:
             answer_ts = self.scenario.start + at
         self.scenario.probes.append(
             {
-                "file": self.file,
-                "line": line,
-                "server": self.server,
-                "transport": self.transport,
-                "conn": self.conn,
-                "ts": self.scenario.start + t,
-                "id": id,
-                "requested_version": version,
+                **self._classified(line, t, id, version),
                 "well_formed": well_formed,
                 "outcome": outcome,
                 "answer_line": answer_line,
@@ -227,14 +233,7 @@ class Conn:
             answer_line = self.exit(at)
         self.scenario.inits.append(
             {
-                "file": self.file,
-                "line": line,
-                "server": self.server,
-                "transport": self.transport,
-                "conn": self.conn,
-                "ts": self.scenario.start + t,
-                "id": id,
-                "requested_version": version,
+                **self._classified(line, t, id, version),
                 "outcome": outcome,
                 "answer_line": answer_line,
                 "error_code": error_code if outcome != "served" else None,
