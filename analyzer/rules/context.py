@@ -44,7 +44,6 @@ _VIEW_COLUMNS: Final = (
     "peer",
 )
 """The columns of `RuleContext.requests`: what rules read of every request."""
-_NAME_COLUMNS: Final = ("server", "conn", "ts", "seq", "client_name", "user_agent")
 _VIEW_CATEGORICALS: Final = ("transport", "conn", "method", "meta_version", "session_id", "peer")
 _DETAIL_COLUMNS: Final = ("flow", "id", "has_envelope", "header_version", "header_method")
 """Request columns only `probe_rows` carries (read for the probes and the requests after them)."""
