@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+if sys.argv[1:2] != ["scan"]:
+    # the analyzer's workloads run with the allocator settings the `erascope` command gets
+    # (`analyzer.ALLOCATOR_CONF`, set only if the package is imported before polars); the bare
+    # scan, the baseline, keeps polars' defaults
+    import analyzer  # noqa: F401
 import polars as pl
 
 

@@ -308,6 +308,7 @@ class RuleContext:
 
         The first answer of each request: the kept answer rows and the answers condensing dropped
         (`Traffic.answers`: results to enveloped requests), in the order they were seen (`seq`).
+        A row per answered request: `resp_kind` and `resp_peer` are categoricals, like the request view.
         """
         kept = self.messages.filter(
             (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
@@ -316,9 +317,9 @@ class RuleContext:
             pl.col("req_seq").alias("seq"),
             pl.col("line").alias("resp_line"),
             pl.col("ts").alias("resp_ts"),
-            pl.col("kind").cast(pl.String).alias("resp_kind"),
+            pl.col("kind").cast(pl.Categorical()).alias("resp_kind"),
             pl.col("error_code").alias("resp_error_code"),
-            pl.col("peer").cast(pl.String).alias("resp_peer"),
+            pl.col("peer").cast(pl.Categorical()).alias("resp_peer"),
             pl.col("seq").alias("_answer_seq"),
         )
         dropped = self.traffic.answers.lazy().select(
@@ -326,9 +327,9 @@ class RuleContext:
             pl.col("req_seq").alias("seq"),
             pl.col("line").alias("resp_line"),
             pl.col("ts").alias("resp_ts"),
-            pl.lit("response").alias("resp_kind"),
+            pl.lit("response").cast(pl.Categorical()).alias("resp_kind"),
             pl.lit(None, pl.Int64()).alias("resp_error_code"),
-            pl.col("peer").cast(pl.String).alias("resp_peer"),
+            pl.col("peer").cast(pl.Categorical()).alias("resp_peer"),
             pl.col("seq").alias("_answer_seq"),
         )
         frames = [kept]

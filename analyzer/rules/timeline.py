@@ -19,7 +19,8 @@ _LEGACY_REFUSALS = (-32000, -32600)
 def _runs(seq: pl.DataFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
     """Runs of at least `min_len` flagged rows in a row per (server, client)."""
     return (
-        seq.with_columns(flag.fill_null(False).alias("_flag"))
+        # only the columns a run needs: `seq` has a row per request
+        seq.select(*_KEYS, "ts", "file", "line", flag.fill_null(False).alias("_flag"))
         .with_columns(pl.col("_flag").rle_id().over(_KEYS).alias("_run"))
         .filter(pl.col("_flag"))
         .group_by([*_KEYS, "_run"])
@@ -43,8 +44,8 @@ def _era_changes(ctx: RuleContext) -> pl.DataFrame:
             pl.col("client").alias("changer"),
             pl.col("ts").alias("change_ts"),
             "next_change_ts",
-            pl.col("era").alias("new_era"),
-            "old_era",
+            pl.col("era").cast(pl.Categorical()).alias("new_era"),
+            pl.col("old_era").cast(pl.Categorical()),
             pl.col("file").alias("change_file"),
             pl.col("line").alias("change_line"),
         )
@@ -64,7 +65,7 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
         # only the columns used below: `requests` is wide and every copy of it counts
         reqs.lazy()
         .filter(pl.col("is_real") | pl.col("is_init"))
-        .select(*_KEYS, "ts", "file", "line", request_style().alias("style"))
+        .select(*_KEYS, "ts", "file", "line", request_style().cast(pl.Categorical()).alias("style"))
         .collect()
         .join(reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")), on=_KEYS)
         .sort("ts")
@@ -77,14 +78,15 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
         acting.join_asof(
             changes, left_on="ts", right_on="change_ts", by="server", strategy="backward", check_sortedness=False
         )
-        .join_asof(probes, left_on="ts", right_on="probe_ts", by=_KEYS, strategy="backward", check_sortedness=False)
+        # narrowed before the second look-up: most requests are not acting in an old era
         .filter(
             pl.col("change_ts").is_not_null()
             & (pl.col("client") != pl.col("changer"))
             & (pl.col("style") == pl.col("old_era"))
             & (pl.col("first_ts") < pl.col("change_ts"))
-            & (pl.col("probe_ts").is_null() | (pl.col("probe_ts") < pl.col("change_ts")))
         )
+        .join_asof(probes, left_on="ts", right_on="probe_ts", by=_KEYS, strategy="backward", check_sortedness=False)
+        .filter(pl.col("probe_ts").is_null() | (pl.col("probe_ts") < pl.col("change_ts")))
         .group_by(*_KEYS, "change_ts")
         .agg(
             pl.len().alias("n"),
@@ -199,23 +201,25 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         naming both peers.
     """
     opts = ctx.options
+    # An answer row per enveloped request: every text column is categorical until the few rows of
+    # the result (`_answers_frame`), like the request view it comes from.
+    cat = pl.Categorical()
     probe_answers = ctx.probe_rows.select(
-        "server",
+        pl.col("server").cast(cat),
         "ts",
         "file",
         pl.col("answer_line").alias("line"),
-        pl.coalesce("probe_peer", "peer").alias("peer"),
-        era_of_probe().alias("era"),
-        pl.lit("era").alias("axis"),
+        pl.coalesce("probe_peer", "peer").cast(cat).alias("peer"),
+        era_of_probe().cast(cat).alias("era"),
+        pl.lit("era").cast(cat).alias("axis"),
     )
     # modern requests show the era of the node that answered them: a result is modern, a sessionless
     # refusal is a legacy node (a round-robin proxy sending the call after the probe elsewhere)
     request_answers = (
         ctx.requests.lazy()
         .filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
-        .select(pl.col("server").cast(pl.String), "file", pl.col("peer").cast(pl.String), "capture", "seq")
-        .collect()
-        .join(ctx.responses, on=["capture", "seq"])
+        .select("server", "file", "peer", "capture", "seq")
+        .join(ctx.responses.lazy(), on=["capture", "seq"])
         .select(
             "server",
             pl.col("resp_ts").alias("ts"),
@@ -226,24 +230,26 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
             .then(pl.lit("modern"))
             .when(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS))
             .then(pl.lit("legacy"))
-            .otherwise(pl.lit(None, dtype=pl.String()))
+            .cast(cat)
             .alias("era"),
-            pl.lit("era").alias("axis"),
+            pl.lit("era").cast(cat).alias("axis"),
         )
+        .collect()
     )
     init_answers = (
         ctx.inits.filter((pl.col("outcome") == "served") | pl.col("error_code").is_in(UNSUPPORTED_CODES))
         .select(
-            "server",
+            pl.col("server").cast(cat),
             "ts",
-            "file",
+            pl.col("file").cast(cat),
             pl.coalesce("answer_line", "line").alias("line"),
-            "peer",
+            pl.col("peer").cast(cat),
             pl.when(pl.col("outcome") == "served")
             .then(pl.lit("serves initialize"))
             .otherwise(pl.lit("refuses initialize"))
+            .cast(cat)
             .alias("era"),
-            pl.lit("initialize").alias("axis"),
+            pl.lit("initialize").cast(cat).alias("axis"),
         )
         .collect()
     )
@@ -251,7 +257,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         pl.concat([probe_answers, request_answers, init_answers], how="vertical_relaxed")
         .filter(pl.col("era").is_not_null())
         .with_columns(
-            pl.col("peer").fill_null("(no peer address)"),
+            pl.coalesce("peer", pl.lit("(no peer address)").cast(cat)),
             pl.from_epoch((pl.col("ts") * 1_000_000).cast(pl.Int64()), time_unit="us").alias("dt"),
         )
         .sort("dt")
@@ -279,6 +285,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     peers = (
         inside.group_by("server", "axis", "peer", "era")
         .agg(pl.len().alias("count"))
+        .with_columns(pl.col("peer", "era").cast(pl.String))
         .sort("peer", "era")
         .group_by("server", "axis")
         .agg(pl.struct("peer", "era", "count").alias("peers"))
@@ -306,6 +313,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     return (
         spans.join(peers, on=["server", "axis"])
         .join(ev, on=["server", "axis"])
+        .with_columns(pl.col("server", "axis").cast(pl.String))
         .with_columns(
             pl.from_epoch((pl.col("ts") * 1e6).cast(pl.Int64()), time_unit="us").dt.strftime(fmt).alias("began"),
             pl.from_epoch((pl.col("end_ts") * 1e6).cast(pl.Int64()), time_unit="us").dt.strftime(fmt).alias("ended"),
