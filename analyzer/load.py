@@ -20,11 +20,6 @@ The messages rows hold their repetitive string columns as `pl.Categorical`
 (`analyzer.messages.CATEGORICAL_COLUMNS`, about a third of the memory of plain strings);
 `analyzer.messages.as_strings` gives the `MESSAGES_SCHEMA` dtypes back.
 
-A file on the fast path (below) is read as one streaming scan of the mapped file (`_stream_file`),
-condensed every `CHUNK_ROWS` records: polars parses it on every core and its heap does not grow with
-the file (the mapped file's pages are page cache, not heap). A file that needs a slower path (a
-bad line, a blank line, a torn tail) is read in pieces instead.
-
 A file is read in pieces of about `PIECE_BYTES` (8 MiB), each cut after a newline (a longer line
 makes its piece longer; lines are never split), and every piece keeps the file's line numbers.
 Polars memory-maps a file it scans, so scanning whole files made peak memory follow the largest
@@ -343,36 +338,6 @@ def _wrong_types(lines: pl.LazyFrame, file: str) -> list[BadLine]:
     return bad
 
 
-def _message_rows(
-    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
-) -> pl.LazyFrame:
-    """A row for every record: the messages columns plus the record's `_type` and `_lost`.
-
-    One pass over the records gives both the counts and the messages: every record keeps a row
-    until counted (`_split`).
-    """
-    extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
-    if options is not None and options.keep_raw:
-        extra["raw"] = pl.col("raw")
-    rows = messages_from_records(
-        records.with_columns(pl.col("line").cast(pl.UInt32)),
-        file=facts.file,
-        capture=facts.capture,
-        transport=facts.transport,
-        robust=robust,
-        all_records=True,
-        extra=extra,
-    )
-    return as_categoricals(rows)
-
-
-def _split(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`_message_rows` → (record counts per type, the messages rows)."""
-    counts = rows.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
-    msgs = rows.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES)).drop("_type", "_lost")
-    return counts, msgs
-
-
 def _read(
     facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
@@ -381,16 +346,31 @@ def _read(
     One streaming pass where polars can. Raises `PolarsError` when the records cannot be read this
     way (the caller picks another path).
     """
+    records = records.with_columns(pl.col("line").cast(pl.UInt32))
     for attempt in (True,) if robust else (False, True):
         # The fast reading of id/method raises on an id that is an object or array; then the
-        # slower one that never raises (see `messages_from_records`).
+        # slower one that never raises (see `messages_from_records`). One pass over the piece gives
+        # both the counts and the messages: every record keeps a row until counted.
+        extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
+        if options is not None and options.keep_raw:
+            extra["raw"] = pl.col("raw")
+        rows = messages_from_records(
+            records,
+            file=facts.file,
+            capture=facts.capture,
+            transport=facts.transport,
+            robust=attempt,
+            all_records=True,
+            extra=extra,
+        )
         try:
-            df = _message_rows(facts, records, options, attempt).collect(engine="streaming")
+            df = as_categoricals(rows).collect(engine="streaming")
         except pl.exceptions.PolarsError:
             if attempt:
                 raise
             continue
-        counts, msgs = _split(df)
+        counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
+        msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES)).drop("_type", "_lost")
         return counts, msgs, attempt
     raise AssertionError("unreachable")
 
@@ -482,50 +462,6 @@ def _read_pieces(
     return mode, parts, lines
 
 
-STREAM_FILES = True
-"""Read files on the fast path as one streaming scan (`_stream_file`); tests turn it off to exercise pieces."""
-
-
-def _line_count(path: str) -> int:
-    """The file's lines (a last line without a newline counts), counted by polars on the mapped file."""
-    return int(pl.scan_lines(path).select(pl.len()).collect().item())
-
-
-def _stream_file(
-    facts: FileFacts, options: LoadOptions | None, chunked: bool
-) -> tuple[_Mode, list[_Piece], int] | _Mode:
-    """Path 1 for a whole file: one streaming scan of it, condensed every `CHUNK_ROWS` records.
-
-    The scan maps the file instead of copying it into memory and parses it on every core, so this
-    is the fastest reading and the one whose heap does not grow with the file. It gives up on the
-    first bad line, and a file with blank lines reads fewer records than it has lines: then the
-    mode the pieces start from comes back instead (`_LINES`), and the file is read in pieces.
-    """
-    robust = False
-    while True:
-        records = pl.scan_ndjson(facts.file, schema=RECORD_SCHEMA, ignore_errors=False)
-        rows = _message_rows(facts, records.with_row_index("line", offset=1), options, robust)
-        parts: list[_Piece] = []
-        try:
-            for batch in rows.collect_batches(chunk_size=CHUNK_ROWS):
-                counts, msgs = _split(batch)
-                parts.append(_Piece(counts, msgs, []))
-                if chunked:
-                    _finish_chunk(parts[-1:])
-        except pl.exceptions.PolarsError as exc:
-            # only the fast id reading raises from `json_decode`; the robust one may still read the file
-            if not robust and "json_decode" in str(exc):
-                robust = True
-                continue
-            return _Mode(_LINES)
-        break
-    lines = _line_count(facts.file)
-    records_read = sum(int(part.counts.get_column("n").sum()) for part in parts)
-    if records_read != lines or any(part.counts.get_column("type").null_count() for part in parts):
-        return _Mode(_LINES)
-    return _Mode(_FAST, robust), parts, lines
-
-
 def _finish_chunk(pieces: list[_Piece]) -> None:
     """Pair and condense the messages of consecutive pieces; the result replaces them."""
     frames = [p.messages for p in pieces]
@@ -561,12 +497,6 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
-        if mode.path == _FAST and STREAM_FILES:
-            streamed = _stream_file(facts, options, chunked)
-            if isinstance(streamed, _Mode):
-                mode = streamed
-            else:
-                mode, parts, total = streamed
         while parts is None:
             mode, parts, total = _read_pieces(facts, mode, options, chunked)
     except OSError as exc:

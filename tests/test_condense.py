@@ -39,7 +39,6 @@ def chunks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     if request.param == "tiny chunks":
         monkeypatch.setattr(load, "PIECE_BYTES", 16384)
         monkeypatch.setattr(load, "CHUNK_BYTES", 1)
-        monkeypatch.setattr(load, "CHUNK_ROWS", 5)
     return str(request.param)
 
 

@@ -22,13 +22,9 @@ WHOLE = 16 << 20
 """A piece size no test file reaches: the file is one piece, as before pieces existed (`read` allocates it)."""
 
 
-def facts_of(
-    path: Path | str, piece_bytes: int, options: LoadOptions | None = None, *, stream: bool = False
-) -> FileFacts:
-    """The file read in pieces of `piece_bytes`, or (`stream`) as one streaming scan where it can be."""
+def facts_of(path: Path | str, piece_bytes: int, options: LoadOptions | None = None) -> FileFacts:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(load, "PIECE_BYTES", piece_bytes)
-        mp.setattr(load, "STREAM_FILES", stream)
         # every message row: these tests compare reading, not condensing (tests/test_condense.py)
         return extract_file(str(path), options or LoadOptions(condense=False))
 
@@ -51,8 +47,6 @@ def assert_piece_size_does_not_matter(path: Path, sizes: tuple[int, ...] = (1, 6
     whole = facts_of(path, WHOLE)
     for size in sizes:
         assert_same_facts(facts_of(path, size), whole)
-    # the whole-file streaming scan (or its fallback to pieces) reads the same facts
-    assert_same_facts(facts_of(path, WHOLE, stream=True), whole)
     return whole
 
 
@@ -227,47 +221,4 @@ def test_any_piece_size_reads_like_the_whole_file(
     text = "\n".join([orjson.dumps(HEADER).decode(), *lines]) + end
     path = tmp_path_factory.mktemp("pieces") / "c.jsonl"
     path.write_text(text, encoding="utf-8")
-    whole = facts_of(path, WHOLE)
-    assert_same_facts(facts_of(path, piece_bytes), whole)
-    assert_same_facts(facts_of(path, WHOLE, stream=True), whole)
-
-
-def test_clean_files_are_streamed_and_bad_ones_fall_back_to_pieces(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    read_in_pieces: list[str] = []
-    real = load._read_pieces
-
-    def spy(facts: FileFacts, *args: object) -> object:
-        read_in_pieces.append(Path(facts.file).name)
-        return real(facts, *args)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(load, "_read_pieces", spy)
-    monkeypatch.setattr(load, "STREAM_FILES", True)
-    monkeypatch.setattr(load, "CHUNK_ROWS", 3)  # several streamed batches, each condensed on its own
-    header = orjson.dumps(HEADER).decode()
-    calls = [frame(2 * n - 1, f'{{"jsonrpc":"2.0","id":{n},"method":"tools/list"}}') for n in range(1, 6)]
-    answers = [frame(2 * n, f'{{"jsonrpc":"2.0","id":{n},"result":{{}}}}', "s2c") for n in range(1, 6)]
-    exchanges = [line for pair in zip(calls, answers, strict=True) for line in pair]
-    files = {
-        "clean.jsonl": [header, *exchanges],
-        "object-id.jsonl": [header, *exchanges, frame(11, '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}')],
-        "blank.jsonl": [header, *exchanges[:4], "", *exchanges[4:]],
-        "garbage.jsonl": [header, *exchanges[:4], "not json", *exchanges[4:]],
-    }
-    facts = {}
-    for name, lines in files.items():
-        facts[name] = extract_file(str(write_lines(tmp_path / name, lines)), LoadOptions(condense=False))
-    # an id that is an object only needs the robust id reading, which the stream has too
-    assert read_in_pieces == ["blank.jsonl", "garbage.jsonl"]
-    clean = extract_file(facts["clean.jsonl"].file)  # condensed batch by batch
-    monkeypatch.setattr(load, "STREAM_FILES", False)
-    for streamed in facts.values():
-        assert_same_facts(streamed, extract_file(streamed.file, LoadOptions(condense=False)))
-    assert facts["clean.jsonl"].records == 11 and facts["clean.jsonl"].malformed == []
-    assert [(b.line, b.reason) for b in facts["blank.jsonl"].malformed] == [(6, "empty line")]
-    assert [(b.line, b.reason) for b in facts["garbage.jsonl"].malformed] == [(6, "not valid JSON")]
-    # batches of 3 records cut exchanges apart: an answer kept for that still finds its request
-    assert clean.traffic.rows == 10 and clean.traffic.requests.height + clean.messages.height >= 5
-    kept_answers = clean.messages.filter(pl.col("dir") == "s2c")
-    assert kept_answers.height > 0 and kept_answers.get_column("req_line").null_count() == 0
+    assert_same_facts(facts_of(path, piece_bytes), facts_of(path, WHOLE))
