@@ -3,7 +3,7 @@
 import os
 import sys
 
-ALLOCATOR_CONF = "background_thread:true,dirty_decay_ms:100,muzzy_decay_ms:0"
+ALLOCATOR_CONF = "background_thread:true,max_background_threads:1,dirty_decay_ms:100,muzzy_decay_ms:0"
 """jemalloc settings for polars, applied when this package is imported before polars.
 
 Polars allocates through jemalloc and configures it on import from `_RJEM_MALLOC_CONF`, appending
