@@ -201,8 +201,8 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         naming both peers.
     """
     opts = ctx.options
-    # An answer row per enveloped request: every text column is categorical until the few rows of
-    # the result (`_answers_frame`), like the request view it comes from.
+    # An answer row per enveloped request: its text columns stay categorical, like the request view
+    # they come from, and only the few rows of the result become strings.
     cat = pl.Categorical()
     probe_answers = ctx.probe_rows.select(
         pl.col("server").cast(cat),
