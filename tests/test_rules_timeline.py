@@ -106,3 +106,29 @@ def test_flipping_without_peer_addresses_is_a_split() -> None:
         s.conn("svc", f"c{i}").probe(i * 5.0, outcome)
     [f] = run_rules(s.analysis(), only=["rollout-split"])
     assert f.details["peers"][0]["peer"] == "(no peer address)"
+
+
+def test_stale_era_runs_are_per_client_and_broken_by_an_answered_request() -> None:
+    s = Scenario()
+    refused = {"modern": True, "error_code": -32000, "http_status": 400}
+    a = s.conn("api", "a1", client="A", transport="http")
+    b = s.conn("api", "b1", client="B", transport="http")
+    c = s.conn("api", "c1", client="C", transport="http")
+    a.probe(0.0, "discover-result")
+    b.probe(0.0, "discover-result")
+    c.probe(0.0, "discover-result")
+    # A: refused, answered, refused: never two in a row
+    a.call(10.0, id="a2", **refused)
+    a.call(11.0, id="a3", modern=True)
+    a.call(12.0, id="a4", **refused)
+    # B: two refused in a row, interleaved in time with A's and C's requests, and a legacy request
+    # in between, which is not a modern request and does not break the run
+    b.call(10.5, id="b2", **refused)
+    b.call(11.2, id="b3")
+    b.call(11.5, id="b4", **refused)
+    # C: its only refusal comes right after B's in the request order: a run never spans clients
+    c.call(12.5, id="c2", **refused)
+    [f] = run_rules(s.analysis(), only=["stale-era"])
+    assert f.client == "B"
+    assert f.details["requests"] == 2
+    assert "now answers as legacy" in f.message

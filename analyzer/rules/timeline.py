@@ -16,17 +16,24 @@ _LEGACY_REFUSALS = (-32000, -32600)
 """How legacy servers refuse a request outside a session: "Server not initialized", "Missing session ID"."""
 
 
-def _runs(seq: pl.DataFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
-    """Runs of at least `min_len` flagged rows in a row per (server, client)."""
+def _runs(seq: pl.LazyFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
+    """Runs of at least `min_len` flagged rows in a row per (server, client).
+
+    `seq` is in order with each (server, client) in one stretch, as in the request view. Only the
+    flagged rows are kept, with their position: a run goes on while the next flagged row is the
+    very next row of `seq` and has the same (server, client). No window over every row of `seq`.
+    """
+    flagged = seq.with_row_index("_pos").filter(flag.fill_null(False)).select(*_KEYS, "_pos", "ts", "file", "line")
+    goes_on = (pl.col("_pos") == pl.col("_pos").shift(1) + 1) & pl.all_horizontal(
+        pl.col(k) == pl.col(k).shift(1) for k in _KEYS
+    )
     return (
-        # only the columns a run needs: `seq` has a row per request
-        seq.select(*_KEYS, "ts", "file", "line", flag.fill_null(False).alias("_flag"))
-        .with_columns(pl.col("_flag").rle_id().over(_KEYS).alias("_run"))
-        .filter(pl.col("_flag"))
+        flagged.with_columns((~goes_on.fill_null(False)).cum_sum().alias("_run"))
         .group_by([*_KEYS, "_run"])
         .agg(pl.len().alias("n"), pl.col("ts").min(), evidence(note=note).alias("evidence"))
         .filter(pl.col("n") >= min_len)
         .select(pl.col(_KEYS).cast(pl.String), "ts", "n", pl.lit(reason).alias("reason"), "evidence")
+        .collect()
     )
 
 
@@ -137,24 +144,27 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         .filter(pl.col("is_init") | pl.col("is_probe"))
         .select(*_KEYS, "_i", "ts", pl.col("file").cast(pl.String), "line", "is_init")
         .join(ctx.inits.select("file", "line", init_error_code="error_code"), on=["file", "line"], how="left")
-        .sort("_i")
-        .collect(),
+        .sort("_i"),
         pl.col("is_init") & pl.col("init_error_code").is_in(UNSUPPORTED_CODES),
         "kept sending initialize to a server that refuses it with unsupported-version",
         "initialize refused",
         opts.stale_repeats,
     )
+    # the first answers that refuse the legacy way are few: only they are looked up for every request
+    refusals = (
+        ctx.responses.lazy()
+        .filter(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS))
+        .select("capture", "seq", _refused=pl.lit(True))
+    )
     modern_reqs = (
         reqs.lazy()
         .filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null()))
         .select(*_KEYS, "ts", "file", "line", "is_real", "capture", "seq")
-        .collect()
-        .join(ctx.responses.select("capture", "seq", "resp_error_code"), on=["capture", "seq"], how="left")
+        .join(refusals, on=["capture", "seq"], how="left", maintain_order="left")
     )
-    legacy_refusal = pl.col("is_real") & pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)
     refused_modern = _runs(
         modern_reqs,
-        legacy_refusal,
+        pl.col("is_real") & pl.col("_refused"),
         "kept sending modern requests to a server that now answers as legacy",
         "modern request refused the legacy way",
         opts.stale_repeats,
