@@ -543,9 +543,12 @@ def finish(facts: FileFacts, *, condensed: bool = True) -> None:
 
 
 def _set_relinked(facts: FileFacts, frames: list[pl.DataFrame], traffics: list[Traffic]) -> None:
-    """A file's condensed chunks (kept rows, `Traffic`) become its messages and traffic."""
+    """A file's condensed chunks (kept rows, `Traffic`: one per chunk) become its messages and traffic."""
     facts.traffic = merge(traffics)
-    facts.messages = relink(frames, facts.traffic.requests)
+    if len(traffics) > 1:
+        facts.messages = relink(frames, facts.traffic.requests)
+    elif frames:
+        facts.messages = frames[0]  # one chunk, paired as a whole already
 
 
 def relink(frames: list[pl.DataFrame], moved: pl.DataFrame | None) -> pl.DataFrame:
@@ -555,11 +558,13 @@ def relink(frames: list[pl.DataFrame], moved: pl.DataFrame | None) -> pl.DataFra
     unpaired. The kept rows are few; the moved requests (`Traffic.requests`) an answer can belong to
     (the one a kept answer already names, and those on an unpaired answer's connection with its id,
     or in its flow) go through pairing with them and are left out again afterwards.
+
+    `frames` are the pieces' kept rows (empty ones may be left out) and `moved` the requests of
+    every piece, those whose kept rows are empty included: a piece condensed to nothing can still
+    hold the request of a later duplicate answer.
     """
     if not frames:
         return pl.DataFrame(schema=MESSAGES_SCHEMA)
-    if len(frames) == 1:
-        return frames[0]  # paired as a whole already
     kept = pl.concat(frames, how="vertical", rechunk=False)
     if moved is None or moved.is_empty():
         return pair_responses(kept)
@@ -633,14 +638,16 @@ def extract_files(
 def combine(facts: list[FileFacts]) -> Loaded:
     """Pair the parts of rotated captures across files, then concatenate the messages in input order.
 
-    Every file was paired on its own (`finish`); only a capture split into several files has answers
-    whose request is in another file. Its parts are paired again together (pairing is idempotent on
-    rows already paired) and each file gets back its own slice.
+    Every file was paired and condensed on its own as it was read; only a capture split into several
+    files has answers whose request is in another file. Its parts are relinked together (`relink`),
+    each file getting back its own slice.
     """
     read = [f for f in facts if f.skipped is None and f.messages.height]
     by_capture: dict[str, list[FileFacts]] = {}
-    for f in read:
-        by_capture.setdefault(f.capture, []).append(f)
+    for f in facts:
+        # a part condensed to nothing still takes part: its moved requests can be answered later
+        if f.skipped is None and (f.messages.height or f.traffic.requests is not None):
+            by_capture.setdefault(f.capture, []).append(f)
     for parts in by_capture.values():
         if len(parts) > 1:
             _relink_parts(parts)
@@ -653,7 +660,7 @@ def _relink_parts(parts: list[FileFacts]) -> None:
     """Pair one capture's files again together; each file gets back its own slice (pairing keeps row order)."""
     heights = [f.messages.height for f in parts]
     moved = [f.traffic.requests for f in parts if f.traffic.requests is not None]
-    paired = relink([f.messages for f in parts], pl.concat(moved) if moved else None)
+    paired = relink([f.messages for f in parts if f.messages.height], pl.concat(moved) if moved else None)
     offset = 0
     for f, height in zip(parts, heights, strict=True):
         f.messages = paired.slice(offset, height)

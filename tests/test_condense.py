@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 
@@ -15,6 +16,7 @@ from analyzer.messages import as_strings, pair_responses
 from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.report import render_json, render_markdown, render_text
 from bench import generate as gen
+from tests.test_load import HEADER, frame, write_lines
 from tests.test_messages import Cap, discover_result, modern_headers, probe
 
 CORPUS = Path(__file__).resolve().parent.parent / "captures" / "corpus"
@@ -113,3 +115,42 @@ def test_a_rotated_capture_reports_alike(tmp_path: Path, chunks: str) -> None:
     assert condensed.messages.height < full.messages.height  # type: ignore[attr-defined]
     assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
     assert render_text(condensed, width=160) == render_text(full, width=160)  # type: ignore[arg-type]
+
+
+def _answer_pairs(frame: pl.DataFrame) -> list[tuple[object, ...]]:
+    answers = as_strings(frame).filter(pl.col("dir") == "s2c")
+    return answers.select("file", "line", "method", "req_line").sort("file", "line").rows()
+
+
+@pytest.mark.parametrize("split", ["chunks", "parts"])
+def test_a_duplicate_answer_finds_a_request_condensed_away(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, split: str
+) -> None:
+    # The first piece of work (a chunk of a file, or the first part of a rotated capture) holds one
+    # plain exchange only, so condensing leaves it no rows; the server answers the same id again in
+    # the next one. Read whole, that duplicate answer pairs with the request: condensed, too.
+    exchange = [
+        frame(1, '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'),
+        frame(2, '{"jsonrpc":"2.0","id":1,"result":{}}', "s2c"),
+    ]
+    again = frame(3, '{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"again"}}', "s2c")
+    header = orjson.dumps(HEADER).decode()
+    if split == "chunks":
+        first = [header, *exchange]
+        paths = [write_lines(tmp_path / "dup.jsonl", [*first, again])]
+        monkeypatch.setattr(load, "PIECE_BYTES", sum(len(line) + 1 for line in first))
+        monkeypatch.setattr(load, "CHUNK_BYTES", 1)  # a chunk per piece
+    else:
+        second = orjson.dumps({**HEADER, "part": 1}).decode()
+        paths = [
+            write_lines(tmp_path / "dup.000.jsonl", [header, *exchange]),
+            write_lines(tmp_path / "dup.001.jsonl", [second, again]),
+        ]
+    full = analyze([tmp_path], AnalyzeOptions(load=LoadOptions(condense=False), jobs=1))
+    condensed = analyze([tmp_path], AnalyzeOptions(jobs=1))
+    assert _answer_pairs(full.messages) == [
+        (str(paths[0]), 3, "tools/list", 2),
+        (str(paths[-1]), 4 if split == "chunks" else 2, "tools/list", 2),
+    ]
+    assert _answer_pairs(condensed.messages) == _answer_pairs(full.messages)[1:]  # the plain answer is dropped
+    assert render_json(condensed) == render_json(full)
