@@ -48,6 +48,15 @@ def evidence(file: str | pl.Expr = "file", line: str | pl.Expr = "line", note: s
     )
 
 
+def run_ids(position: str, keys: list[str]) -> pl.Expr:
+    """An id per run of rows at consecutive `position`s within each `keys` group.
+
+    The frame must be in `position` order. Ids are unique across groups, so runs are grouped by
+    `keys` plus the id.
+    """
+    return (pl.col(position).diff().over(keys) != 1).fill_null(True).cum_sum()
+
+
 def emit(
     df: pl.DataFrame,
     *,

@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext
-from analyzer.rules.frames import evidence
+from analyzer.rules.frames import evidence, run_ids
 
 _KEYS = ["server", "client"]
 
@@ -130,7 +130,7 @@ def retry_loop(ctx: RuleContext) -> pl.DataFrame:
     # positions (`_i`) in the client's request sequence.
     retried = ctx.probe_rows.filter((_refused() & pl.col("next_is_probe")).fill_null(False)).sort("_i")
     runs = (
-        retried.with_columns((pl.col("_i").diff().over(_KEYS) != 1).fill_null(True).cum_sum().alias("run"))
+        retried.with_columns(run_ids("_i", _KEYS).alias("run"))
         .group_by([*_KEYS, "run"])
         .agg(
             pl.len().alias("retries"),

@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext, era_of_probe, request_style
-from analyzer.rules.frames import evidence
+from analyzer.rules.frames import evidence, run_ids
 
 _KEYS = ["server", "client"]
 _LEGACY_REFUSALS = (-32000, -32600)
@@ -19,16 +19,13 @@ _LEGACY_REFUSALS = (-32000, -32600)
 def _runs(seq: pl.LazyFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
     """Runs of at least `min_len` flagged rows in a row per (server, client).
 
-    `seq` is in order with each (server, client) in one stretch, as in the request view. Only the
-    flagged rows are kept, with their position: a run goes on while the next flagged row is the
-    very next row of `seq` and has the same (server, client). No window over every row of `seq`.
+    `seq` is in request order, as in the request view. Only the flagged rows are kept, with their
+    position in `seq`: a run goes on while a client's next flagged row is its very next row of
+    `seq`. No window over every row of `seq`.
     """
     flagged = seq.with_row_index("_pos").filter(flag.fill_null(False)).select(*_KEYS, "_pos", "ts", "file", "line")
-    goes_on = (pl.col("_pos") == pl.col("_pos").shift(1) + 1) & pl.all_horizontal(
-        pl.col(k) == pl.col(k).shift(1) for k in _KEYS
-    )
     return (
-        flagged.with_columns((~goes_on.fill_null(False)).cum_sum().alias("_run"))
+        flagged.with_columns(run_ids("_pos", _KEYS).alias("_run"))
         .group_by([*_KEYS, "_run"])
         .agg(pl.len().alias("n"), pl.col("ts").min(), evidence(note=note).alias("evidence"))
         .filter(pl.col("n") >= min_len)
