@@ -74,7 +74,6 @@ class Analysis:
     rule_context: Any = field(default=None, repr=False, compare=False)
     """The rules' `RuleContext` of this analysis, shared with the client table (derived frames computed once)."""
 
-
     @property
     def message_count(self) -> int:
         """Message rows read, the condensed ones included."""

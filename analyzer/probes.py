@@ -39,8 +39,9 @@ MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
-_NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
 """Columns the probe and initialize frames take from the request row as they are."""
+_NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
+"""Columns read from the rows that name a client, to name the client of a connection or flow."""
 
 
 def _conn_key() -> pl.Expr:
