@@ -325,9 +325,10 @@ def bench_memory(p: Profile) -> dict[str, Any]:
         "target_mb": MEMORY_TARGET_MB,
     }
     for stage in ("scan", "load", "analyze", "analyze-clean"):
-        heaps = [v["peak_heap_mb"] for k, v in rows.items() if k.split()[0] == stage]
-        rss = [v["peak_rss_mb"] for k, v in rows.items() if k.split()[0] == stage]
-        killed = any(v["killed_over_rss_limit"] for k, v in rows.items() if k.split()[0] == stage)
+        of_stage = [v for k, v in rows.items() if k.split()[0] == stage]
+        heaps = [v["peak_heap_mb"] for v in of_stage]
+        rss = [v["peak_rss_mb"] for v in of_stage]
+        killed = any(v["killed_over_rss_limit"] for v in of_stage)
         met = max(heaps) < MEMORY_TARGET_MB and not killed
         out[stage] = {
             "peak_heap_mb": heaps,
