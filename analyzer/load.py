@@ -37,6 +37,10 @@ Hence:
    When it succeeds and its row count equals the piece's line count, row numbers are line numbers:
    done (the common case: files written by `CaptureWriter`). It rejects non-object lines (`[1,2]`)
    with an error; with `ignore_errors=True` it would turn them into all-null rows instead.
+   `headers` is first read as text, which costs half the time of building its lists; a piece whose
+   headers that text cannot carry exactly (a backslash or quote in a value, a pair that is not two
+   strings; `analyzer.messages.HEADERS_AS_TEXT`) is scanned again with the lists, so both give
+   the same rows and a piece may choose on its own.
 2. Otherwise the piece is read as lines (`scan_lines`); `str.json_path_match("$.type")` (null for
    invalid JSON, non-objects and a missing `type`, never an exception) marks the bad lines, and the
    good ones are decoded with `str.json_decode` and the same schema.
@@ -72,12 +76,20 @@ import polars as pl
 from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.condense import Traffic, condense, merge, traffic_of
-from analyzer.messages import MESSAGE_RECORD_TYPES, as_categoricals, messages_from_records, pair_responses
+from analyzer.messages import (
+    HEADERS_AS_TEXT,
+    MESSAGE_RECORD_TYPES,
+    as_categoricals,
+    messages_from_records,
+    pair_responses,
+)
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
 _RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
+_TEXT_HEADERS_SCHEMA: Final = {**RECORD_SCHEMA, "headers": pl.String()}
+"""`RECORD_SCHEMA` with `headers` read as text: half the time of building its lists (`HEADERS_AS_TEXT`)."""
 PIECE_BYTES: Final = 8 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
 CHUNK_BYTES: Final = 64 << 20
@@ -272,9 +284,13 @@ def _last_line_parses(path: str) -> bool:
         return False
 
 
-def _fast_scan(piece: bytes, first_line: int) -> pl.LazyFrame:
-    """Path 1: a strict NDJSON scan; raises on the first bad line."""
-    return pl.scan_ndjson(piece, schema=RECORD_SCHEMA, ignore_errors=False).with_row_index("line", offset=first_line)
+def _fast_scan(piece: bytes, first_line: int, *, headers_as_text: bool = False) -> pl.LazyFrame:
+    """Path 1: a strict NDJSON scan; raises on the first bad line.
+
+    `headers_as_text` reads `headers` as text (`_TEXT_HEADERS_SCHEMA`), which `_read` checks.
+    """
+    schema = _TEXT_HEADERS_SCHEMA if headers_as_text else RECORD_SCHEMA
+    return pl.scan_ndjson(piece, schema=schema, ignore_errors=False).with_row_index("line", offset=first_line)
 
 
 def _lines_scan(piece: bytes, first_line: int) -> pl.LazyFrame:
@@ -341,18 +357,22 @@ def _wrong_types(lines: pl.LazyFrame, file: str) -> list[BadLine]:
 
 def _read(
     facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
-) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
+) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
 
     One streaming pass where polars can. Raises `PolarsError` when the records cannot be read this
-    way (the caller picks another path).
+    way (the caller picks another path). Returns None when `headers` was read as text and some
+    record's headers do not have the shape that text carries exactly (`HEADERS_AS_TEXT`).
     """
     records = records.with_columns(pl.col("line").cast(pl.UInt32))
+    headers_as_text = records.collect_schema()["headers"] == pl.String()
     for attempt in (True,) if robust else (False, True):
         # The fast reading of id/method raises on an id that is an object or array; then the
         # slower one that never raises (see `messages_from_records`). One pass over the piece gives
         # both the counts and the messages: every record keeps a row until counted.
         extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
+        if headers_as_text:
+            extra["_bad_headers"] = ~pl.col("headers").str.contains(HEADERS_AS_TEXT).fill_null(True)
         if options is not None and options.keep_raw:
             extra["raw"] = pl.col("raw")
         rows = messages_from_records(
@@ -370,10 +390,23 @@ def _read(
             if attempt:
                 raise
             continue
+        if headers_as_text:
+            if df.get_column("_bad_headers").any():
+                return None
+            df = df.drop("_bad_headers")
         counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
         msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES)).drop("_type", "_lost")
         return counts, msgs, attempt
     raise AssertionError("unreachable")
+
+
+def _read_lists(
+    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
+    """`_read` of records whose `headers` are lists (never None then)."""
+    read = _read(facts, records, options, robust)
+    assert read is not None
+    return read
 
 
 # The paths of the module docstring, in the order they are tried; a `_Mode` pairs one with the
@@ -405,7 +438,11 @@ def _read_piece(
     path, robust = mode.path, mode.robust
     if path == _FAST:
         try:
-            counts, msgs, robust = _read(facts, _fast_scan(piece, first_line), options, robust)
+            read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust)
+            if read is None:  # headers the text cannot carry exactly: read them as lists
+                read = _read(facts, _fast_scan(piece, first_line), options, robust)
+            assert read is not None
+            counts, msgs, robust = read
             # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
             # without `type` reads as nulls: both send the piece to the line path.
             if int(counts.get_column("n").sum()) == lines and counts["type"].null_count() == 0:
@@ -418,12 +455,12 @@ def _read_piece(
     bad = [BadLine(facts.file, int(n), r) for n, r in reasons.iter_rows()]
     if path == _LINES:
         try:
-            counts, msgs, robust = _read(facts, _decoded(lines_lf), options, robust)
+            counts, msgs, robust = _read_lists(facts, _decoded(lines_lf), options, robust)
             return _Mode(_LINES, robust), _Piece(counts, msgs, bad)
         except pl.exceptions.PolarsError:
             path, robust = _CHECKED, False
     wrong = _wrong_types(lines_lf, facts.file)
-    counts, msgs, robust = _read(facts, _decoded(lines_lf, [b.line for b in wrong]), options, robust)
+    counts, msgs, robust = _read_lists(facts, _decoded(lines_lf, [b.line for b in wrong]), options, robust)
     return _Mode(_CHECKED, robust), _Piece(counts, msgs, bad + wrong)
 
 

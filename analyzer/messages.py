@@ -67,12 +67,44 @@ def _headers_text(headers: pl.Expr) -> pl.Expr:
     ).list.join("\n")
 
 
-def _header(text: pl.Expr, name: str) -> pl.Expr:
-    """First value of header `name` (lowercase) from `_headers_text`."""
+def _header(text: pl.Expr, name: str, *, as_json: bool = False) -> pl.Expr:
+    """First value of header `name` (lowercase) from `_headers_text`, or with `as_json` from the
+    headers as the NDJSON reader gives them for a `String` dtype (see `HEADERS_AS_TEXT`)."""
+    if as_json:
+        return text.str.extract(f'[\\[ ]\\[(?i:"{re.escape(name)}"), "([^"\\\\]*)"\\]', 1)
     return text.str.extract(f"(?m)^{re.escape(name)}\x00([^\n]*)", 1)
 
 
-_ID_METHOD: Final = pl.Struct({"id": pl.String(), "method": pl.String()})
+HEADERS_AS_TEXT: Final = r'^\[(?:\["[^"\\]*", "[^"\\]*"\](?:, \["[^"\\]*", "[^"\\]*"\])*)?\]$'
+"""The shape of `headers` read with a `String` dtype when reading it as text is exact.
+
+Polars' NDJSON reader turns a list it is asked to read as `String` into JSON-like text
+(`[["name", "value"], ...]`), which costs half the time of building the lists. It writes a quote
+in a value as `\"` but leaves a backslash or a tab as it is, so text with a backslash cannot be read
+back exactly: only headers of this shape (pairs of strings without a backslash or a quote) are read
+from the text; a piece with any other `headers` is read with the list dtype (`analyzer.load`).
+"""
+
+
+_CLIENT_INFO: Final = pl.Struct({"name": pl.String(), "version": pl.String()})
+_FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON payload
+    {
+        "id": pl.String(),
+        "method": pl.String(),
+        "params": pl.Struct(
+            {
+                "_meta": pl.Struct(
+                    {
+                        META_PV: pl.String(),
+                        # only its presence is read; any object decodes, a non-object raises
+                        META_CAPS: pl.Struct({"_": pl.String()}),
+                        META_CLIENT: _CLIENT_INFO,
+                    }
+                )
+            }
+        ),
+    }
+)
 
 
 def messages_from_records(
@@ -87,9 +119,15 @@ def messages_from_records(
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
-    By default `id` and `method` come from one `json_decode` (one parse instead of two); it raises
-    on an id or method that is an object or array, and then the caller collects again with
-    `robust=True`, which reads them with `json_path_match` (never raises).
+    By default `id`, `method` and the `_meta` envelope's fields come from one `json_decode`
+    (`_FIELDS`: one parse instead of six). It raises on an id or method that is an object or array
+    and on an envelope of another shape (`params` an array, `_meta` or `clientCapabilities` not an
+    object, a version or client name that is an object); the caller then collects again with
+    `robust=True`, which reads each with `json_path_match` (never raises). Both give the same values
+    except for numbers where strings belong: `1.0` reads as `1` the fast way, as `1.0` the robust way.
+
+    `records` may hold `headers` as lists (`RECORD_SCHEMA`) or as the text the NDJSON reader makes
+    of them for a `String` dtype (see `HEADERS_AS_TEXT`).
 
     `all_records=True` keeps a row for every record (non-message ones too), so the loader can count
     records in the same single pass over the file; it then keeps only the rows of
@@ -97,31 +135,38 @@ def messages_from_records(
     """
     raw = pl.col("raw")
     rtype = pl.col("type")
+    as_json = records.collect_schema().get("headers") == pl.String()
     is_payload = rtype.is_in((fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT))
     is_json = is_payload & raw.str.contains(r"^\s*\{")
-    if robust:
-        id_method = [_path(pl.col("_json"), "$.id").alias("_id"), _path(pl.col("_json"), "$.method").alias("_method")]
-    else:
-        decoded = pl.col("_json").str.json_decode(_ID_METHOD)
-        id_method = [decoded.struct.field("id").alias("_id"), decoded.struct.field("method").alias("_method")]
     # Paths are applied to a masked input (null where not needed), never masked afterwards: a
     # `when().then(path(raw))` would still parse every row.
-    lf = (
-        (records if all_records else records.filter(rtype.is_in(MESSAGE_RECORD_TYPES)))
-        .with_columns(_json=pl.when(is_json).then(raw))
-        .with_columns(
-            *id_method,
-            _is_json=is_json.fill_null(False),
-        )
-        .with_columns(
-            # The error object, only where one can be: a payload without a method that mentions it.
-            _error=_path(
-                pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json")),
-                "$.error",
-            ),
-        )
-        .with_columns(_code=_path(pl.col("_error"), "$.code"))
+    lf = (records if all_records else records.filter(rtype.is_in(MESSAGE_RECORD_TYPES))).with_columns(
+        _json=pl.when(is_json).then(raw), _is_json=is_json.fill_null(False)
     )
+    if robust:
+        lf = lf.with_columns(_id=_path(pl.col("_json"), "$.id"), _method=_path(pl.col("_json"), "$.method"))
+    else:
+        fields = pl.col("_fields")
+        meta = fields.struct.field("params").struct.field("_meta")
+        lf = (
+            lf.with_columns(_fields=pl.col("_json").str.json_decode(_FIELDS))
+            .with_columns(
+                _id=fields.struct.field("id"),
+                _method=fields.struct.field("method"),
+                _meta_version=meta.struct.field(META_PV),
+                _meta_caps=meta.struct.field(META_CAPS).is_not_null(),
+                _meta_client=meta.struct.field(META_CLIENT).struct.field("name"),
+                _meta_client_version=meta.struct.field(META_CLIENT).struct.field("version"),
+            )
+            .drop("_fields")
+        )
+    lf = lf.with_columns(
+        # The error object, only where one can be: a payload without a method that mentions it.
+        _error=_path(
+            pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json")),
+            "$.error",
+        ),
+    ).with_columns(_code=_path(pl.col("_error"), "$.code"))
     # Only a number-looking id in a payload that quotes some id can be a string id.
     maybe_quoted = pl.when(
         pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')
@@ -206,22 +251,34 @@ def messages_from_records(
     maybe_versions = is_resp & (
         raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
     )
+    if robust:  # the fast reading decoded these with the id
+        meta_text = _path(pl.when(is_req).then(raw), "$.params._meta")
+        lf = lf.with_columns(_meta=meta_text).with_columns(
+            _meta_version=_path(pl.col("_meta"), f"$['{META_PV}']"),
+            _meta_caps=_path(pl.col("_meta"), f"$['{META_CAPS}']").is_not_null(),
+            _meta_client=_path(pl.col("_meta"), f"$['{META_CLIENT}'].name"),
+            _meta_client_version=_path(pl.col("_meta"), f"$['{META_CLIENT}'].version"),
+        )
     lf = lf.with_columns(
-        _meta=_path(pl.when(is_req).then(raw), "$.params._meta"),
         _data=_path(pl.col("_error"), "$.data"),
         _emsg=_path(pl.col("_error"), "$.message"),
         _ptext=_path(pl.when(is_init_req).then(raw), "$.params"),
         _rtext=_path(pl.when(maybe_versions).then(raw), "$.result"),
-        _htext=_headers_text(pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(pl.col("headers"))),
+        _htext=pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(
+            pl.col("headers") if as_json else _headers_text(pl.col("headers"))
+        ),
     )
-    meta = pl.col("_meta")
     data = pl.col("_data")
     ptext = pl.col("_ptext")
     rtext = pl.col("_rtext")
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
     htext = pl.col("_htext")
-    ua = pl.when(rtype == fmt.HTTP_REQUEST).then(_header(htext, "user-agent"))
-    node_header = pl.coalesce(_header(htext, "x-served-by"), _header(htext, "via"), _header(htext, "server"))
+
+    def header(name: str) -> pl.Expr:
+        return _header(htext, name, as_json=as_json)
+
+    ua = pl.when(rtype == fmt.HTTP_REQUEST).then(header("user-agent"))
+    node_header = pl.coalesce(header("x-served-by"), header("via"), header("server"))
     out = lf.select(
         file=pl.lit(file, pl.String),
         line=pl.col("line").cast(pl.UInt32),
@@ -243,18 +300,18 @@ def messages_from_records(
         .then(pl.col("error"))
         .when(is_err & is_http)
         .then(pl.coalesce(raw.str.slice(0, 200), pl.col("reason"))),
-        meta_version=_path(meta, f"$['{META_PV}']"),
+        meta_version=pl.when(is_req).then(pl.col("_meta_version")),
         has_envelope=pl.when(is_req).then(
-            _path(meta, f"$['{META_PV}']").is_not_null() & _path(meta, f"$['{META_CAPS}']").is_not_null()
+            pl.col("_meta_version").is_not_null() & pl.col("_meta_caps").fill_null(False)
         ),
         supported_versions=_string_list(_path(rtext, "$.supportedVersions")),
         error_supported=_string_list(_path(data, "$.supported")),
         error_requested=_path(data, "$.requested"),
         init_version=pl.coalesce(_path(ptext, "$.protocolVersion"), _path(rtext, "$.protocolVersion")),
         ttl_ms=_path(rtext, "$.ttlMs").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
-        header_version=pl.when(rtype == fmt.HTTP_REQUEST).then(_header(htext, "mcp-protocol-version")),
-        header_method=pl.when(rtype == fmt.HTTP_REQUEST).then(_header(htext, "mcp-method")),
-        session_id=pl.when(is_http).then(_header(htext, "mcp-session-id")),
+        header_version=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-protocol-version")),
+        header_method=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-method")),
+        session_id=pl.when(is_http).then(header("mcp-session-id")),
         http_status=status,
         peer=pl.col("peer"),
         node_hint=pl.coalesce(
@@ -263,9 +320,11 @@ def messages_from_records(
             pl.when(rtype == fmt.HTTP_RESPONSE).then(node_header),
         ),
         client_name=pl.coalesce(
-            _path(meta, f"$['{META_CLIENT}'].name"), _path(ptext, "$.clientInfo.name"), ua.str.slice(0, 120)
+            pl.when(is_req).then(pl.col("_meta_client")), _path(ptext, "$.clientInfo.name"), ua.str.slice(0, 120)
         ),
-        client_version=pl.coalesce(_path(meta, f"$['{META_CLIENT}'].version"), _path(ptext, "$.clientInfo.version")),
+        client_version=pl.coalesce(
+            pl.when(is_req).then(pl.col("_meta_client_version")), _path(ptext, "$.clientInfo.version")
+        ),
         user_agent=ua,
         event=pl.col("_event"),
         exit_code=pl.when(rtype == fmt.LIFECYCLE).then(pl.col("code")),
