@@ -32,6 +32,7 @@ checks that condensing changes no report.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -98,18 +99,26 @@ ANSWERS_SCHEMA: Final = {
 }
 
 
-def _empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    return pl.DataFrame(schema=schema)
+def _empty(schema: dict[str, pl.DataType]) -> Callable[[], pl.DataFrame]:
+    """A maker of empty frames with `schema`: clearing a template takes 1 µs, building a frame from
+    a schema 40 µs and more, and every file read makes several."""
+    return pl.DataFrame(schema=schema).clear
+
+
+_no_conns: Final = _empty(CONNS_SCHEMA)
+_no_sessions: Final = _empty(SESSIONS_SCHEMA)
+_no_servers: Final = _empty(SERVERS_SCHEMA)
+_no_answers: Final = _empty(ANSWERS_SCHEMA)
 
 
 @dataclass
 class Traffic:
     """What the condensed rows added up to (see the module docstring)."""
 
-    conns: pl.DataFrame = field(default_factory=lambda: _empty(CONNS_SCHEMA))
-    sessions: pl.DataFrame = field(default_factory=lambda: _empty(SESSIONS_SCHEMA))
-    servers: pl.DataFrame = field(default_factory=lambda: _empty(SERVERS_SCHEMA))
-    answers: pl.DataFrame = field(default_factory=lambda: _empty(ANSWERS_SCHEMA))
+    conns: pl.DataFrame = field(default_factory=_no_conns)
+    sessions: pl.DataFrame = field(default_factory=_no_sessions)
+    servers: pl.DataFrame = field(default_factory=_no_servers)
+    answers: pl.DataFrame = field(default_factory=_no_answers)
     requests: pl.DataFrame | None = None
     """The requests of condensed exchanges (`REQUEST_COLUMNS`), moved out of the messages frame."""
     rows: int = 0
@@ -170,7 +179,7 @@ def traffic_of(
         conns=conns_df.cast(CONNS_SCHEMA),  # type: ignore[arg-type]
         sessions=sessions_df.cast(SESSIONS_SCHEMA),  # type: ignore[arg-type]
         servers=servers_df.cast(SERVERS_SCHEMA),  # type: ignore[arg-type]
-        answers=_empty(ANSWERS_SCHEMA) if answers is None else answers,
+        answers=_no_answers() if answers is None else answers,
         requests=requests,
         rows=messages.height,
     )

@@ -66,7 +66,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
@@ -94,6 +94,8 @@ PIECE_BYTES: Final = 8 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
 CHUNK_BYTES: Final = 64 << 20
 """Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
+_no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
+"""An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
 CHUNK_ROWS: Final = 100_000
 """Frames already in memory (Parquet archives) are paired and condensed in chunks of this many rows."""
 
@@ -138,9 +140,12 @@ class FileFacts:
     torn: BadLine | None = None
     lost: int = 0
     """Records the recorder reported lost (`capture-error` records)."""
-    messages: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=MESSAGES_SCHEMA))
+    messages: pl.DataFrame = field(default_factory=_no_messages)
     traffic: Traffic = field(default_factory=Traffic)
     """What condensing dropped from `messages` (`analyzer.condense`)."""
+    pending: bool = False
+    """`messages` are read but not paired and condensed yet: a small file, left to be finished
+    together with other such files (`finish_pending`)."""
 
 
 @dataclass
@@ -465,7 +470,7 @@ def _read_piece(
 
 
 def _read_pieces(
-    facts: FileFacts, mode: _Mode, options: LoadOptions | None, chunked: bool
+    facts: FileFacts, mode: _Mode, options: LoadOptions | None, chunked: bool, defer: bool = False
 ) -> tuple[_Mode, list[_Piece] | None, int]:
     """Every piece of the file read in one mode: the mode, the pieces and the file's line count.
 
@@ -477,6 +482,7 @@ def _read_pieces(
 
     `chunked`: every `CHUNK_BYTES` of pieces are paired and condensed at once (`_finish_chunk`), so
     a file's messages never all wait in memory; the chunk's result is kept on its last piece.
+    `defer`: a file of at most `PIECE_BYTES` is left unpaired, `pending` (see `finish_pending`).
     """
     parts: list[_Piece] = []
     open_from, open_bytes = 0, 0
@@ -495,7 +501,9 @@ def _read_pieces(
             if chunked and open_bytes >= CHUNK_BYTES:
                 _finish_chunk(parts[open_from:])
                 open_from, open_bytes = len(parts), 0
-    if chunked and open_from < len(parts):
+    if defer and open_from == 0 and open_bytes <= PIECE_BYTES:
+        facts.pending = True  # a small file: left for `finish_pending`
+    elif chunked and open_from < len(parts):
         _finish_chunk(parts[open_from:])
     return mode, parts, lines
 
@@ -510,12 +518,15 @@ def _finish_chunk(pieces: list[_Piece]) -> None:
     pieces[-1].messages, pieces[-1].traffic = kept, traffic
 
 
-def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
+def extract_file(path: str, options: LoadOptions | None = None, *, defer: bool = False) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
     Independent of every other file (safe to run in parallel). A file whose first line is not an
     erascope header is returned with `skipped` set. Raises `ErascopeError` for an unreadable file or
     an unknown format major version.
+
+    `defer=True` leaves a file of at most `PIECE_BYTES` `pending` (read, not yet paired and
+    condensed): `finish_pending` finishes many such files at once.
     """
     if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
@@ -536,7 +547,7 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
         while parts is None:
-            mode, parts, total = _read_pieces(facts, mode, options, chunked)
+            mode, parts, total = _read_pieces(facts, mode, options, chunked, defer and chunked)
     except OSError as exc:
         raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not parts:
@@ -551,7 +562,9 @@ def extract_file(path: str, options: LoadOptions | None = None) -> FileFacts:
     facts.records = int(counts.get_column("n").sum())
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     frames = [part.messages for part in parts if part.messages.height]
-    if chunked:
+    if facts.pending:
+        facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
+    elif chunked:
         _set_relinked(facts, frames, [part.traffic for part in parts if part.traffic is not None])
     else:
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
@@ -577,6 +590,51 @@ def finish(facts: FileFacts, *, condensed: bool = True) -> None:
         frames.append(kept)
         traffics.append(traffic)
     _set_relinked(facts, frames, traffics)
+
+
+def finish_pending(facts: Iterable[FileFacts]) -> None:
+    """Pair and condense the `pending` files among `facts`, many at once, as each would be alone.
+
+    Pairing and condensing cost a few milliseconds per call whatever the size, which for a file
+    of a few records (a stdio capture per spawn) is more than reading it. Pairing and condensing
+    key every row by its capture, so files of different captures are finished together in groups
+    of up to `CHUNK_ROWS` rows, and each file gets back exactly its own rows and moved requests.
+    Files of one capture (rotated parts, or copies with the same name) never share a group: those
+    are paired across files by `combine`.
+    """
+    group: list[FileFacts] = []
+    rows = 0
+    for f in facts:
+        if not f.pending:
+            continue
+        if group and (rows >= CHUNK_ROWS or any(g.capture == f.capture for g in group)):
+            _finish_group(group)
+            group, rows = [], 0
+        group.append(f)
+        rows += f.messages.height
+    if group:
+        _finish_group(group)
+
+
+def _finish_group(files: list[FileFacts]) -> None:
+    for f in files:
+        f.pending = False
+    frames = [f.messages for f in files if f.messages.height]
+    if not frames:
+        return
+    kept, traffic = condense(pair_responses(pl.concat(frames, how="vertical", rechunk=False)))
+    # kept rows stay in input order, so each file's are the next `height` rows
+    heights = {str(name): int(n) for name, n in kept.group_by("file").len().iter_rows()}
+    moved: dict[str, pl.DataFrame] = {}
+    if traffic.requests is not None:
+        moved = {str(key[0]): part for key, part in traffic.requests.partition_by("file", as_dict=True).items()}
+    offset = 0
+    for n, f in enumerate(files):
+        height = heights.get(f.file, 0)
+        f.messages, offset = kept.slice(offset, height), offset + height
+        # the group's aggregates go with its first file: `merge` adds up every file's anyway
+        own = moved.get(f.file)
+        f.traffic = replace(traffic, requests=own) if n == 0 else Traffic(requests=own)
 
 
 def _set_relinked(facts: FileFacts, frames: list[pl.DataFrame], traffics: list[Traffic]) -> None:
@@ -650,25 +708,38 @@ def extract_files(
     Threads, not processes: polars releases the GIL while it parses and computes, so threads keep
     every core busy without pickling each file's frame back to the parent, and start instantly
     (bench/README.md has the measurements). `progress(done, total, path)` is called in input order.
+
+    Files read in one piece are finished (paired and condensed) together, as soon as they add up
+    to `CHUNK_ROWS` rows (`finish_pending`): unpaired rows never pile up.
     """
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
+    unfinished, pending_rows = 0, 0
+
+    def add(n: int, path: str, result: FileFacts) -> None:
+        nonlocal unfinished, pending_rows
+        facts.append(result)
+        if result.pending:
+            pending_rows += result.messages.height
+        if pending_rows >= CHUNK_ROWS:
+            finish_pending(facts[unfinished:])
+            unfinished, pending_rows = len(facts), 0
+        if progress is not None:
+            progress(n, len(paths), path)
+
     if workers == 1:
         for n, path in enumerate(paths, 1):
-            facts.append(extract_file(path, options))
-            if progress is not None:
-                progress(n, len(paths), path)
-        return facts
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(extract_file, path, options) for path in paths]
-        try:
-            for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
-                facts.append(future.result())
-                if progress is not None:
-                    progress(n, len(paths), path)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+            add(n, path, extract_file(path, options, defer=True))
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(extract_file, path, options, defer=True) for path in paths]
+            try:
+                for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
+                    add(n, path, future.result())
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+    finish_pending(facts[unfinished:])
     return facts
 
 

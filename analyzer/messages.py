@@ -375,7 +375,8 @@ String columns of other frames, string functions, or output.
 
 def as_categoricals(frame: pl.LazyFrame) -> pl.LazyFrame:
     """`frame` with `CATEGORICAL_COLUMNS` (those it has) as `pl.Categorical`: the in-memory messages dtypes."""
-    names = [c for c in CATEGORICAL_COLUMNS if c in frame.collect_schema()]
+    schema = frame.collect_schema()
+    names = [c for c in CATEGORICAL_COLUMNS if c in schema]
     return frame.with_columns(pl.col(names).cast(pl.Categorical()))
 
 
