@@ -79,7 +79,6 @@ from analyzer.condense import Traffic, condense, merge, traffic_of
 from analyzer.messages import (
     HEADERS_AS_TEXT,
     MESSAGE_RECORD_TYPES,
-    as_categoricals,
     messages_from_records,
     pair_responses,
 )
@@ -369,8 +368,8 @@ def _read(
     way (the caller picks another path). Returns None when `headers` was read as text and some
     record's headers do not have the shape that text carries exactly (`HEADERS_AS_TEXT`).
     """
-    records = records.with_columns(pl.col("line").cast(pl.UInt32))
     headers_as_text = records.collect_schema()["headers"] == pl.String()
+    records = records.with_columns(pl.col("line").cast(pl.UInt32))
     for attempt in (True,) if robust else (False, True):
         # The fast reading of id/method raises on an id that is an object or array; then the
         # slower one that never raises (see `messages_from_records`). One pass over the piece gives
@@ -387,10 +386,11 @@ def _read(
             transport=facts.transport,
             robust=attempt,
             all_records=True,
+            categorical=True,
             extra=extra,
         )
         try:
-            df = as_categoricals(rows).collect(engine="streaming")
+            df = rows.collect(engine="streaming")
         except pl.exceptions.PolarsError:
             if attempt:
                 raise

@@ -13,6 +13,7 @@ both as `1`, so a number-looking id is taken as a string only when the payload h
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Final
 
@@ -115,6 +116,7 @@ def messages_from_records(
     transport: str | None,
     robust: bool = False,
     all_records: bool = False,
+    categorical: bool = False,
     extra: dict[str, pl.Expr] | None = None,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
@@ -131,42 +133,59 @@ def messages_from_records(
 
     `all_records=True` keeps a row for every record (non-message ones too), so the loader can count
     records in the same single pass over the file; it then keeps only the rows of
-    `MESSAGE_RECORD_TYPES`. `extra` adds columns computed from the records (e.g. the raw payload).
+    `MESSAGE_RECORD_TYPES`. `categorical=True` gives `CATEGORICAL_COLUMNS` as `pl.Categorical`
+    (the in-memory dtypes, see `as_categoricals`). `extra` adds columns computed from the records
+    (e.g. the raw payload).
+    """
+    as_json = records.collect_schema().get("headers") == pl.String()
+    steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical)
+    lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
+    for step in steps:
+        lf = lf.with_columns(**step)
+    literal = pl.Categorical() if categorical else pl.String()
+    given = {"file": file, "transport": transport, "capture": capture}
+    exprs = {
+        name: pl.lit(given[name], pl.String).cast(literal) if expr is None else expr for name, expr in columns.items()
+    }
+    return lf.select(**exprs, **(extra or {}))
+
+
+@functools.cache
+def _plan(
+    *, robust: bool, as_json: bool, categorical: bool
+) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
+    """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
+    of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
+
+    `file`, `transport` and `capture` are literals of each call: None here.
     """
     raw = pl.col("raw")
     rtype = pl.col("type")
-    as_json = records.collect_schema().get("headers") == pl.String()
     is_payload = rtype.is_in((fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT))
     is_json = is_payload & raw.str.contains(r"^\s*\{")
     # Paths are applied to a masked input (null where not needed), never masked afterwards: a
     # `when().then(path(raw))` would still parse every row.
-    lf = (records if all_records else records.filter(rtype.is_in(MESSAGE_RECORD_TYPES))).with_columns(
-        _json=pl.when(is_json).then(raw), _is_json=is_json.fill_null(False)
-    )
+    steps: list[dict[str, pl.Expr]] = [{"_json": pl.when(is_json).then(raw), "_is_json": is_json.fill_null(False)}]
     if robust:
-        lf = lf.with_columns(_id=_path(pl.col("_json"), "$.id"), _method=_path(pl.col("_json"), "$.method"))
+        steps.append({"_id": _path(pl.col("_json"), "$.id"), "_method": _path(pl.col("_json"), "$.method")})
     else:
         fields = pl.col("_fields")
         meta = fields.struct.field("params").struct.field("_meta")
-        lf = (
-            lf.with_columns(_fields=pl.col("_json").str.json_decode(_FIELDS))
-            .with_columns(
-                _id=fields.struct.field("id"),
-                _method=fields.struct.field("method"),
-                _meta_version=meta.struct.field(META_PV),
-                _meta_caps=meta.struct.field(META_CAPS).is_not_null(),
-                _meta_client=meta.struct.field(META_CLIENT).struct.field("name"),
-                _meta_client_version=meta.struct.field(META_CLIENT).struct.field("version"),
-            )
-            .drop("_fields")
+        steps.append({"_fields": pl.col("_json").str.json_decode(_FIELDS)})
+        steps.append(
+            {
+                "_id": fields.struct.field("id"),
+                "_method": fields.struct.field("method"),
+                "_meta_version": meta.struct.field(META_PV),
+                "_meta_caps": meta.struct.field(META_CAPS).is_not_null(),
+                "_meta_client": meta.struct.field(META_CLIENT).struct.field("name"),
+                "_meta_client_version": meta.struct.field(META_CLIENT).struct.field("version"),
+            }
         )
-    lf = lf.with_columns(
-        # The error object, only where one can be: a payload without a method that mentions it.
-        _error=_path(
-            pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json")),
-            "$.error",
-        ),
-    ).with_columns(_code=_path(pl.col("_error"), "$.code"))
+    # The error object, only where one can be: a payload without a method that mentions it.
+    error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json"))
+    steps.append({"_error": _path(error_text, "$.error")})
+    steps.append({"_code": _path(pl.col("_error"), "$.code")})
     # Only a number-looking id in a payload that quotes some id can be a string id.
     maybe_quoted = pl.when(
         pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')
@@ -236,12 +255,8 @@ def messages_from_records(
         .when(rtype == fmt.FRAME)
         .then(pl.col("dir"))
     )
-    lf = lf.with_columns(_id_text=id_text).with_columns(
-        _kind=kind,
-        _event=event,
-        _dir=direction,
-        _error_code=error_code,
-    )
+    steps.append({"_id_text": id_text})
+    steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code})
     # Deeper paths, each only on the rows that can carry it.
     k = pl.col("_kind")
     is_req = k.is_in(("request", "notification"))
@@ -252,21 +267,25 @@ def messages_from_records(
         raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
     )
     if robust:  # the fast reading decoded these with the id
-        meta_text = _path(pl.when(is_req).then(raw), "$.params._meta")
-        lf = lf.with_columns(_meta=meta_text).with_columns(
-            _meta_version=_path(pl.col("_meta"), f"$['{META_PV}']"),
-            _meta_caps=_path(pl.col("_meta"), f"$['{META_CAPS}']").is_not_null(),
-            _meta_client=_path(pl.col("_meta"), f"$['{META_CLIENT}'].name"),
-            _meta_client_version=_path(pl.col("_meta"), f"$['{META_CLIENT}'].version"),
+        steps.append({"_meta": _path(pl.when(is_req).then(raw), "$.params._meta")})
+        steps.append(
+            {
+                "_meta_version": _path(pl.col("_meta"), f"$['{META_PV}']"),
+                "_meta_caps": _path(pl.col("_meta"), f"$['{META_CAPS}']").is_not_null(),
+                "_meta_client": _path(pl.col("_meta"), f"$['{META_CLIENT}'].name"),
+                "_meta_client_version": _path(pl.col("_meta"), f"$['{META_CLIENT}'].version"),
+            }
         )
-    lf = lf.with_columns(
-        _data=_path(pl.col("_error"), "$.data"),
-        _emsg=_path(pl.col("_error"), "$.message"),
-        _ptext=_path(pl.when(is_init_req).then(raw), "$.params"),
-        _rtext=_path(pl.when(maybe_versions).then(raw), "$.result"),
-        _htext=pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(
-            pl.col("headers") if as_json else _headers_text(pl.col("headers"))
-        ),
+    steps.append(
+        {
+            "_data": _path(pl.col("_error"), "$.data"),
+            "_emsg": _path(pl.col("_error"), "$.message"),
+            "_ptext": _path(pl.when(is_init_req).then(raw), "$.params"),
+            "_rtext": _path(pl.when(maybe_versions).then(raw), "$.result"),
+            "_htext": pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(
+                pl.col("headers") if as_json else _headers_text(pl.col("headers"))
+            ),
+        }
     )
     data = pl.col("_data")
     ptext = pl.col("_ptext")
@@ -279,11 +298,11 @@ def messages_from_records(
 
     ua = pl.when(rtype == fmt.HTTP_REQUEST).then(header("user-agent"))
     node_header = pl.coalesce(header("x-served-by"), header("via"), header("server"))
-    out = lf.select(
-        file=pl.lit(file, pl.String),
+    columns: dict[str, pl.Expr | None] = dict(
+        file=None,
         line=pl.col("line").cast(pl.UInt32),
         server=pl.col("server"),
-        transport=pl.lit(transport, pl.String),
+        transport=None,
         conn=pl.col("conn"),
         flow=pl.col("flow"),
         seq=pl.col("seq"),
@@ -331,11 +350,13 @@ def messages_from_records(
         signal=pl.col("signal"),
         req_line=pl.lit(None, pl.UInt32),
         req_ts=pl.lit(None, pl.Float64),
-        capture=pl.lit(capture, pl.String),
+        capture=None,
         req_seq=pl.lit(None, pl.Int64),
-        **(extra or {}),
     )
-    return out.cast(MESSAGES_SCHEMA)  # type: ignore[arg-type]
+    # each column in its final dtype: a cast of the whole frame would resolve the plan's schema again
+    dtypes = {**MESSAGES_SCHEMA, **({name: pl.Categorical() for name in CATEGORICAL_COLUMNS} if categorical else {})}
+    typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
+    return tuple(steps), typed
 
 
 CATEGORICAL_COLUMNS: Final = (
