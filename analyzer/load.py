@@ -400,8 +400,11 @@ def _read(
                 return None
             df = df.drop("_bad_headers")
         counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
-        msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES)).drop("_type", "_lost")
-        return counts, msgs, attempt
+        if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
+            msgs = df  # most pieces hold only messages: no copy of every column
+        else:
+            msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES))
+        return counts, msgs.drop("_type", "_lost"), attempt
     raise AssertionError("unreachable")
 
 

@@ -453,7 +453,7 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
             _id=pl.col("id"),
             _answer_c2s=~pl.col("_is_c2s"),  # the answer travels the other way
             seq="seq",
-            _method=pl.col("method").cast(pl.String),
+            _method="method",
             _req_line="line",
             _req_ts="ts",
             _req_seq="seq",
@@ -473,7 +473,7 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         "_cap",
         "_flow",
         _id=pl.col("id"),
-        _method=pl.col("method").cast(pl.String),
+        _method="method",
         _req_line="line",
         _req_ts="ts",
         _req_seq="seq",
@@ -502,17 +502,16 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
             _cap=_code("capture"),
             _flow=_code("flow"),
             _status="http_status",
-            _peer=pl.col("peer").cast(pl.String),
-            _node=pl.col("node_hint").cast(pl.String),
+            _peer="peer",
+            _node="node_hint",
         )
         .unique(["_cap", "_flow"], keep="first")
         .collect()
     )
-    kept = messages.schema
 
     def filled(name: str, other: str) -> pl.Expr:
-        # coalesce as strings, then back to the frame's own dtype (String or Categorical)
-        return pl.coalesce(pl.col(name).cast(pl.String), other).cast(kept[name])
+        # both in the frame's own dtype (String or Categorical): no string is built per row
+        return pl.coalesce(name, other)
 
     # Only the columns pairing changes go through the joins (in row order); the frame's other
     # columns are reused as they are instead of being copied by each join.
