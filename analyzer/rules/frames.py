@@ -73,6 +73,14 @@ def emit(
     with too much evidence to list passes the first entries in that order and its own
     `evidence_total` column (the count of all distinct entries).
     """
+    if "evidence" in df.columns and "evidence_total" not in df.columns and df.height:
+        # thousands of entries (a storm's probes) are counted and cut here, not made into objects
+        el = pl.element()
+        usable = el.struct.field("file").is_not_null() & el.struct.field("line").is_not_null()
+        distinct = pl.col("evidence").list.eval(
+            el.filter(usable).struct.with_fields(pl.field("note").fill_null("")).unique().sort()
+        )
+        df = df.with_columns(evidence=distinct.list.head(max_evidence), evidence_total=distinct.list.len())
     out: list[Finding] = []
     for row in df.to_dicts():
         server = row.pop("server")
