@@ -28,35 +28,35 @@ one 256 MiB capture read as a single streaming scan, condensed batch by batch, t
 1 GB bench set it was no faster either, so pieces are the only path.
 Per file only the record counts (summed), the condensed messages rows and the bad lines are kept.
 
-Each piece takes the fastest path the file allows. Polars' NDJSON reader fails on the first
-syntax error even with `ignore_errors=True`, skips blank lines (which shifts row numbers) and with
-`ignore_errors=True` silently turns wrong-typed fields into nulls, so it cannot locate bad lines.
-Hence:
+Polars' NDJSON reader fails on the first syntax error even with `ignore_errors=True`, skips blank
+lines (which shifts row numbers) and with `ignore_errors=True` silently turns wrong-typed fields
+into nulls, so it cannot locate bad lines. It is still the one judge of what a record is: every
+record line, in any piece, is read by it. Each piece:
 
-1. `scan_ndjson` with the schema, strict, unless the file's last line is already known to be torn.
-   When it succeeds and its row count equals the piece's line count, row numbers are line numbers:
-   done (the common case: files written by `CaptureWriter`). It rejects non-object lines (`[1,2]`)
-   with an error; with `ignore_errors=True` it would turn them into all-null rows instead.
+1. `scan_ndjson` with the schema, strict. When it succeeds and its row count equals the piece's
+   line count, row numbers are line numbers: done (the common case: files written by
+   `CaptureWriter`). It rejects non-object lines (`[1,2]`) with an error; with
+   `ignore_errors=True` it would turn them into all-null rows instead.
    `headers` is first read as text, which costs half the time of building its lists; a piece whose
    headers that text cannot carry exactly (a backslash or quote in a value, a pair that is not two
    strings; `analyzer.messages.HEADERS_AS_TEXT`) is scanned again with the lists, so both give
    the same rows and a piece may choose on its own.
-2. Otherwise the piece is read as lines (`scan_lines`); `str.json_path_match("$.type")` (null for
-   invalid JSON, non-objects and a missing `type`, never an exception) marks the bad lines, and the
-   good ones are decoded with `str.json_decode` and the same schema.
-3. `json_decode` raises when any field has the wrong type (a `seq` that is a string); only then are
-   the lines checked one by one against the schema, so the wrong-typed ones are located too.
+2. Otherwise (a piece with a bad line; the others of the file stay on path 1) the piece is read as
+   lines (`scan_lines`): `str.json_path_match("$.type")` (null for invalid JSON, non-objects and a
+   missing `type`, never an exception) marks the bad lines, and the good ones are scanned as NDJSON
+   again, each row given back its line number. When the reader refuses that batch too (valid JSON
+   with a field of the wrong type, such as a `seq` that is a string), halving the batch finds the
+   lines it refuses (`_refused`).
 
-The path (and whether ids need the robust reading, see `messages_from_records`) is chosen per
-file, not per piece: the two readers disagree on some wrong-typed fields (an object `raw` is text
-to the NDJSON reader and an error to `json_decode`), so pieces that chose on their own would read a
-file differently depending on where the pieces happen to be cut. When a later piece needs a slower
-path, the file is read again from its start on that path (rare: it takes a bad line or an id that
-is an object in a file that began on the fast path; a torn last line is seen before the first
-piece). A bad last line of the file (not empty) is torn, every other bad line malformed.
+A line is thus judged by the same reading wherever it is and whatever else its file holds: a
+wrong type in a field the analysis never reads is not read, and an object `raw` is read as its
+JSON text, on both paths. Only the id reading (robust or not, see `messages_from_records`) is
+chosen per file: it writes `1.0` where the fast one writes `1`, so when a later piece needs it the
+file is read again from its start with it (rare: an id that is an object). A bad last line of the
+file (not empty) is torn, every other bad line malformed.
 
-Each path is one streaming query per piece that yields both the record counts and the messages
-rows (a piece is parsed once per path; `raw` is never kept).
+Each reading is one streaming query per piece that yields both the record counts and the messages
+rows (`raw` is never kept).
 """
 
 from __future__ import annotations
@@ -86,7 +86,6 @@ from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
-_RECORD_STRUCT: Final = pl.Struct(RECORD_SCHEMA)
 _TEXT_HEADERS_SCHEMA: Final = {**RECORD_SCHEMA, "headers": pl.String()}
 """`RECORD_SCHEMA` with `headers` read as text: half the time of building its lists (`HEADERS_AS_TEXT`)."""
 PIECE_BYTES: Final = 8 << 20
@@ -269,25 +268,6 @@ def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
         yield piece
 
 
-def _last_line_parses(path: str) -> bool:
-    """Whether the file's last line is a JSON object; a torn tail sends the file to the line path."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        back = min(size, 1 << 16)
-        f.seek(size - back)
-        tail = f.read(back)
-    if not tail.endswith(b"\n"):
-        return False
-    last = tail[:-1].rsplit(b"\n", 1)[-1]
-    if len(last) >= back - 1:
-        return True  # a line longer than the window: let the scan decide
-    try:
-        return isinstance(orjson.loads(last), dict)
-    except orjson.JSONDecodeError:
-        return False
-
-
 def _fast_scan(piece: bytes, first_line: int, *, headers_as_text: bool = False) -> pl.LazyFrame:
     """Path 1: a strict NDJSON scan; raises on the first bad line.
 
@@ -315,13 +295,6 @@ _REASON: Final = (
 )
 
 
-def _decoded(lines: pl.LazyFrame, drop: list[int] | None = None) -> pl.LazyFrame:
-    good = lines.filter(pl.col("rtype").is_not_null())
-    if drop:
-        good = good.filter(~pl.col("line").is_in(drop))
-    return good.select("line", rec=pl.col("text").str.json_decode(_RECORD_STRUCT)).unnest("rec")
-
-
 _EXPECT: Final[dict[type[pl.DataType], tuple[type, ...]]] = {
     pl.String: (str,),
     pl.Int64: (int,),
@@ -346,17 +319,6 @@ def _type_error(obj: dict[str, Any]) -> str | None:
         if not ok:
             return f"field {name!r} has the wrong type ({type(value).__name__})"
     return None
-
-
-def _wrong_types(lines: pl.LazyFrame, file: str) -> list[BadLine]:
-    """Path 3 (rare): the record lines whose fields do not fit the schema, found one by one."""
-    good = lines.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
-    bad: list[BadLine] = []
-    for n, text in good.iter_rows():
-        why = _type_error(orjson.loads(text))
-        if why is not None:
-            bad.append(BadLine(file, int(n), why))
-    return bad
 
 
 def _read(
@@ -417,19 +379,6 @@ def _read_lists(
     return read
 
 
-# The paths of the module docstring, in the order they are tried; a `_Mode` pairs one with the
-# id reading (robust or not), and modes compare in that same order.
-_FAST: Final = 1
-_LINES: Final = 2
-_CHECKED: Final = 3
-
-
-@dataclass(frozen=True, order=True)
-class _Mode:
-    path: int
-    robust: bool = False
-
-
 @dataclass
 class _Piece:
     counts: pl.DataFrame
@@ -440,48 +389,91 @@ class _Piece:
 
 
 def _read_piece(
-    facts: FileFacts, piece: bytes, first_line: int, lines: int, mode: _Mode, options: LoadOptions | None
-) -> tuple[_Mode, _Piece]:
-    """Read one piece (`lines` lines) in the first mode, from `mode` on, that works for it; returns that mode too."""
-    path, robust = mode.path, mode.robust
-    if path == _FAST:
-        try:
-            read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust)
-            if read is None:  # headers the text cannot carry exactly: read them as lists
-                read = _read(facts, _fast_scan(piece, first_line), options, robust)
-            assert read is not None
-            counts, msgs, robust = read
-            # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
-            # without `type` reads as nulls: both send the piece to the line path.
-            if int(counts.get_column("n").sum()) == lines and counts["type"].null_count() == 0:
-                return _Mode(_FAST, robust), _Piece(counts, msgs, [])
-        except pl.exceptions.PolarsError:
-            pass
-        path, robust = _LINES, False
+    facts: FileFacts, piece: bytes, first_line: int, lines: int, robust: bool, options: LoadOptions | None
+) -> tuple[bool, _Piece]:
+    """Read one piece (`lines` lines); returns it and whether it needed the robust id reading."""
+    try:
+        read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust)
+        if read is None:  # headers the text cannot carry exactly: read them as lists
+            read = _read(facts, _fast_scan(piece, first_line), options, robust)
+        assert read is not None
+        counts, msgs, used = read
+        # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
+        # without `type` reads as nulls: both send the piece to the line path.
+        if int(counts.get_column("n").sum()) == lines and counts["type"].null_count() == 0:
+            return used, _Piece(counts, msgs, [])
+    except pl.exceptions.PolarsError:
+        pass
+    return _read_bad_piece(facts, piece, first_line, robust, options)
+
+
+def _read_bad_piece(
+    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None
+) -> tuple[bool, _Piece]:
+    """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
     lines_lf = _lines_scan(piece, first_line)
     reasons = lines_lf.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
     bad = [BadLine(facts.file, int(n), r) for n, r in reasons.iter_rows()]
-    if path == _LINES:
-        try:
-            counts, msgs, robust = _read_lists(facts, _decoded(lines_lf), options, robust)
-            return _Mode(_LINES, robust), _Piece(counts, msgs, bad)
-        except pl.exceptions.PolarsError:
-            path, robust = _CHECKED, False
-    wrong = _wrong_types(lines_lf, facts.file)
-    counts, msgs, robust = _read_lists(facts, _decoded(lines_lf, [b.line for b in wrong]), options, robust)
-    return _Mode(_CHECKED, robust), _Piece(counts, msgs, bad + wrong)
+    good = lines_lf.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
+    read = _read_lines(facts, good, options, robust)
+    if read is None:
+        refused = _refused(facts, good, options, robust)
+        for n in refused:
+            text = good.item(n, "text")
+            why = _type_error(orjson.loads(text)) or "a field does not fit the record schema"
+            bad.append(BadLine(facts.file, int(good.item(n, "line")), why))
+        good = good.with_row_index("_n").filter(~pl.col("_n").is_in(refused)).drop("_n")
+        read = _read_lines(facts, good, options, robust)
+        assert read is not None  # every line it refuses is left out
+    counts, msgs, used = read
+    return used, _Piece(counts, msgs, bad)
+
+
+def _read_lines(
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool
+) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
+    """`_read` of record lines (`line`, `text`) scanned as NDJSON again; None when the reader refuses one."""
+    if lines.is_empty():
+        records = pl.LazyFrame(schema={"line": pl.UInt32(), **RECORD_SCHEMA})
+    else:
+        numbers = lines.lazy().select(_n=pl.int_range(pl.len(), dtype=pl.UInt32), line=pl.col("line"))
+        records = (
+            pl.scan_ndjson("\n".join(lines.get_column("text")).encode(), schema=RECORD_SCHEMA)
+            .with_row_index("_n")
+            .join(numbers, on="_n", how="left", maintain_order="left")
+            .drop("_n")
+        )
+    try:
+        return _read_lists(facts, records, options, robust)
+    except pl.exceptions.PolarsError:
+        return None
+
+
+def _refused(facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool) -> list[int]:
+    """The positions in `lines` of the lines the reading refuses, found by halving.
+
+    The NDJSON reader names no line when it refuses a batch; halving the batch until one line is
+    left finds them by the same reading as every other line (the fields the analysis reads, with
+    their types), in a few readings when they are few.
+    """
+    if lines.height == 1:
+        return [0]
+    mid = lines.height // 2
+    found = []
+    for offset, part in ((0, lines.head(mid)), (mid, lines.slice(mid))):
+        if _read_lines(facts, part, options, robust) is None:
+            found += [offset + n for n in _refused(facts, part, options, robust)]
+    return found
 
 
 def _read_pieces(
-    facts: FileFacts, mode: _Mode, options: LoadOptions | None, chunked: bool, defer: bool = False
-) -> tuple[_Mode, list[_Piece] | None, int]:
-    """Every piece of the file read in one mode: the mode, the pieces and the file's line count.
+    facts: FileFacts, robust: bool, options: LoadOptions | None, chunked: bool, defer: bool = False
+) -> tuple[bool, list[_Piece] | None, int]:
+    """Every piece of the file, all with the same id reading: that reading, the pieces and the file's line count.
 
-    The two readers disagree on some wrong-typed fields (the NDJSON reader turns an object `raw`
-    into text, `json_decode` rejects it) and the robust id reading writes `1.0` where the fast one
-    writes `1`, so a file whose pieces took different modes would read differently from the file
-    read whole. Hence one mode per file: when a later piece needs a higher one, the pieces come
-    back as None and the caller reads the file again in that mode.
+    The robust id reading writes `1.0` where the fast one writes `1`, so a file whose pieces read
+    ids differently would read differently from the file read whole. When a later piece needs the
+    robust reading, the pieces come back as None and the caller reads the file again with it.
 
     `chunked`: every `CHUNK_BYTES` of pieces are paired and condensed at once (`_finish_chunk`), so
     a file's messages never all wait in memory; the chunk's result is kept on its last piece.
@@ -493,11 +485,11 @@ def _read_pieces(
     with open(facts.file, "rb") as f:
         for piece in _pieces(f, PIECE_BYTES):
             count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
-            needed, part = _read_piece(facts, piece, lines + 1, count, mode, options)
-            if needed != mode:
+            needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
+            if needed != robust:
                 if parts:
                     return needed, None, 0
-                mode = needed
+                robust = needed
             parts.append(part)
             lines += count
             open_bytes += len(piece)
@@ -508,7 +500,7 @@ def _read_pieces(
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
         _finish_chunk(parts[open_from:])
-    return mode, parts, lines
+    return robust, parts, lines
 
 
 def _finish_chunk(pieces: list[_Piece]) -> None:
@@ -543,14 +535,12 @@ def extract_file(path: str, options: LoadOptions | None = None, *, defer: bool =
     transport = header.get("transport")
     facts.transport = transport if isinstance(transport, str) else None
     try:
-        # A torn tail (the recorder was killed mid-write) would fail the fast path in the last piece
-        # and make every piece be read again: start on the line path right away.
-        mode = _Mode(_FAST if _last_line_parses(path) else _LINES)
+        robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
         while parts is None:
-            mode, parts, total = _read_pieces(facts, mode, options, chunked, defer and chunked)
+            robust, parts, total = _read_pieces(facts, robust, options, chunked, defer and chunked)
     except OSError as exc:
         raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not parts:

@@ -104,14 +104,43 @@ def test_bad_lines_in_many_pieces(tmp_path: Path) -> None:
     assert whole.messages.get_column("line").to_list() == [2, 5, 9, 11]
 
 
-def test_bad_line_in_a_later_piece_only(tmp_path: Path) -> None:
-    # the first pieces read on the fast path before the bad one is met; the file is then read
-    # again on the line path, and its last line (complete, but blank) is not torn
+def test_bad_line_in_a_later_piece_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # only the pieces that hold a bad line take the line path; the last line (complete, but blank)
+    # is not torn
     good = [frame(n, f'{{"jsonrpc":"2.0","id":{n},"method":"ping"}}') for n in range(1, 8)]
     path = write_lines(tmp_path / "late.jsonl", [orjson.dumps(HEADER).decode(), *good, "oops", frame(8, "{}"), ""])
     whole = assert_piece_size_does_not_matter(path, (64, 300, 1000))
     assert [(b.line, b.reason) for b in whole.malformed] == [(9, "not valid JSON"), (11, "empty line")]
     assert whole.torn is None
+    slow: list[int] = []
+    read_bad_piece = load._read_bad_piece
+    monkeypatch.setattr(load, "_read_bad_piece", lambda facts, piece, first, *rest: (
+        slow.append(first), read_bad_piece(facts, piece, first, *rest))[1])
+    pieces = pieces_of(path, 300)
+    assert len(pieces) > 3
+    facts_of(path, 300)
+    with_bad = [n for n, p in enumerate(pieces) if b"oops" in p or b"\n\n" in p or p.startswith(b"\n")]
+    assert len(slow) == len(with_bad) < len(pieces)
+
+
+def test_lines_the_reader_refuses_are_located_by_it(tmp_path: Path) -> None:
+    # valid JSON with a field of the wrong type: the NDJSON reader refuses it without naming the
+    # line; halving finds it, however many good lines surround it. A wrong type in a field the
+    # analysis never reads (`nl`) is not read, so it is no error, in this file as in a clean one.
+    good = [frame(n, f'{{"jsonrpc":"2.0","id":{n},"method":"ping"}}') for n in range(1, 40)]
+    wrong = ['{"type":"frame","seq":"x"}', '{"type":"frame","ts":"noon"}', '{"type":"http.response","status":"ok"}']
+    unread = '{"type":"frame","seq":99,"nl":3}'
+    lines = [orjson.dumps(HEADER).decode(), *good[:10], wrong[0], *good[10:30], wrong[1], wrong[2], unread, *good[30:]]
+    path = write_lines(tmp_path / "wrong.jsonl", lines)
+    whole = assert_piece_size_does_not_matter(path, (1, 500, 3000))
+    assert [(b.line, b.reason) for b in whole.malformed] == [
+        (12, "field 'seq' has the wrong type (str)"),
+        (33, "field 'ts' has the wrong type (str)"),
+        (34, "field 'status' has the wrong type (str)"),
+    ]
+    assert whole.records == 1 + len(good) + 1
+    clean = write_lines(tmp_path / "clean.jsonl", [orjson.dumps(HEADER).decode(), unread])
+    assert facts_of(clean, WHOLE).records == 2
 
 
 def test_a_line_longer_than_several_pieces(tmp_path: Path) -> None:
@@ -133,9 +162,10 @@ def test_a_line_longer_than_several_pieces(tmp_path: Path) -> None:
 
 
 def test_readings_that_depend_on_the_whole_file(tmp_path: Path) -> None:
-    # The NDJSON reader takes an object `raw` as text while the line path rejects it, and an id
-    # that is an object switches the file to the robust id reading (`1.0` instead of `1`): pieces
-    # that chose their path on their own would read such a file differently from the file whole.
+    # An id that is an object switches the file to the robust id reading (`1.0` instead of `1`):
+    # pieces that chose their reading on their own would read such a file differently from the
+    # file whole. A bad line elsewhere changes nothing about the other lines: the NDJSON reader
+    # judges every record, so an object `raw` is text with or without one.
     obj_raw = '{"type":"frame","seq":1,"dir":"c2s","conn":"c1","raw":{"jsonrpc":"2.0"}}'
     float_id = frame(2, '{"jsonrpc":"2.0","id":1.0,"method":"ping"}')
     object_id = frame(4, '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}')
@@ -151,7 +181,10 @@ def test_readings_that_depend_on_the_whole_file(tmp_path: Path) -> None:
         path = write_lines(tmp_path / f"{name}.jsonl", lines, trailing_newline=not name.endswith("torn"))
         whole = assert_piece_size_does_not_matter(path, (1, 64, 150, 400))
         if name.startswith("raw"):
-            assert whole.malformed[0].reason == "field 'raw' has the wrong type (dict)"
+            bad = [b.line for b in whole.malformed] + ([whole.torn.line] if whole.torn else [])
+            assert bad == [7]  # only the bad line itself
+            row = whole.messages.filter(pl.col("line") == 2).row(0, named=True)
+            assert (row["record_type"], row["kind"]) == ("frame", "invalid")
         if name.startswith("ids"):
             assert whole.messages.get_column("id").to_list()[0] == "1.0"
 
