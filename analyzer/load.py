@@ -424,7 +424,10 @@ def _read_bad_piece(
             bad.append(BadLine(facts.file, int(good.item(n, "line")), why))
         good = good.with_row_index("_n").filter(~pl.col("_n").is_in(refused)).drop("_n")
         read = _read_lines(facts, good, options, robust)
-        assert read is not None  # every line it refuses is left out
+    if read is None:  # refused as a batch though no line alone is: never seen, but never fatal
+        bad += [BadLine(facts.file, int(n), "refused with the lines around it") for n in good.get_column("line")]
+        read = _read_lines(facts, good.clear(), options, robust)
+        assert read is not None
     counts, msgs, used = read
     return used, _Piece(counts, msgs, bad)
 

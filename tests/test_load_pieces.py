@@ -255,3 +255,25 @@ def test_any_piece_size_reads_like_the_whole_file(
     path = tmp_path_factory.mktemp("pieces") / "c.jsonl"
     path.write_text(text, encoding="utf-8")
     assert_same_facts(facts_of(path, piece_bytes), facts_of(path, WHOLE))
+
+
+def test_a_batch_refused_though_no_line_alone_is_never_fatal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not seen with polars 2.1: a reader that refuses two lines together but each alone. The
+    # lines are then reported (counted and located), never a traceback.
+    lines = [orjson.dumps(HEADER).decode(), "oops", *(frame(n, "{}") for n in range(1, 5))]
+    path = write_lines(tmp_path / "pair.jsonl", lines)
+    read_lines = load._read_lines
+
+    def picky(facts: FileFacts, good: pl.DataFrame, *rest: object) -> object:
+        together = good.filter(pl.col("line").is_in([3, 4])).height == 2
+        return None if together else read_lines(facts, good, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(load, "_read_lines", picky)
+    facts = facts_of(path, WHOLE)
+    reported = [*facts.malformed, *([facts.torn] if facts.torn else [])]
+    assert sorted(b.line for b in reported) == list(range(1, 7))  # every line accounted for
+    assert {b.reason for b in reported if b.line != 2} <= {
+        "refused with the lines around it",
+        "torn last line (refused with the lines around it)",
+    }
+    assert facts.records == 0
