@@ -64,15 +64,15 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
     """
     # keyed like the request view (categoricals): the few changes and probes are converted
     changes = _era_changes(ctx).with_columns(pl.col("server", "changer").cast(pl.Categorical())).sort("change_ts")
-    reqs = ctx.requests
+    # only the requests to servers whose era changed can act in an old one
+    reqs = ctx.requests.lazy().join(changes.lazy().select("server").unique(), on="server", how="semi")
     acting = (
         # only the columns used below: `requests` is wide and every copy of it counts
-        reqs.lazy()
-        .filter(pl.col("is_real") | pl.col("is_init"))
+        reqs.filter(pl.col("is_real") | pl.col("is_init"))
         .select(*_KEYS, "ts", "file", "line", request_style().cast(pl.Categorical()).alias("style"))
-        .collect()
         .join(reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")), on=_KEYS)
         .sort("ts")
+        .collect()
     )
     probes = (
         ctx.probe_rows.select(pl.col("server", "client").cast(pl.Categorical()), pl.col("ts").alias("probe_ts"))
