@@ -76,17 +76,6 @@ def _header(text: pl.Expr, name: str, *, as_json: bool = False) -> pl.Expr:
     return text.str.extract(f"(?m)^{re.escape(name)}\x00([^\n]*)", 1)
 
 
-def _ascii_header(lowered: pl.Expr, text: pl.Expr, name: str) -> pl.Expr:
-    """First value of header `name` (lowercase) from headers as text (`HEADERS_AS_TEXT`), found in
-    `lowered`, the same text lowercased (ASCII only, so that offsets are the same in both).
-
-    In that shape `["` only ever starts a pair (values hold no quote), and a value ends at the next quote.
-    """
-    prefix = f'["{name}", "'
-    rest = text.str.slice(lowered.str.find(prefix, literal=True) + len(prefix))
-    return rest.str.slice(0, rest.str.find('"', literal=True))
-
-
 HEADERS_AS_TEXT: Final = r'^\[(?:\["[^"\\]*", "[^"\\]*"\](?:, \["[^"\\]*", "[^"\\]*"\])*)?\]$'
 """The shape of `headers` read with a `String` dtype when reading it as text is exact.
 
@@ -303,22 +292,9 @@ def _plan(
     rtext = pl.col("_rtext")
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
     htext = pl.col("_htext")
-    if as_json:
-        # ASCII headers (nearly all) are looked up by literal search in their lowercased text, whose
-        # byte offsets are the original's; the few others by a case-insensitive regex.
-        ascii_only = htext.str.len_bytes() == htext.str.len_chars()
-        steps.append(
-            {
-                "_hlower": pl.when(ascii_only).then(htext).str.to_lowercase(),
-                "_hother": pl.when(~ascii_only).then(htext),
-            }
-        )
 
     def header(name: str) -> pl.Expr:
-        if not as_json:
-            return _header(htext, name)
-        found = _ascii_header(pl.col("_hlower"), htext, name)
-        return pl.coalesce(found, _header(pl.col("_hother"), name, as_json=True))
+        return _header(htext, name, as_json=as_json)
 
     ua = pl.when(rtype == fmt.HTTP_REQUEST).then(header("user-agent"))
     node_header = pl.coalesce(header("x-served-by"), header("via"), header("server"))
