@@ -80,6 +80,15 @@ def test_plain_headers_are_read_from_text(tmp_path: Path) -> None:
     assert read(path).messages.equals(read_with_header_lists(path).messages, null_equal=True)
 
 
+def test_headers_with_other_than_ascii_read_alike(tmp_path: Path) -> None:
+    headers = [["X-Note", "İstanbul ſ"], ["USER-AGENT", "ua/1 ü"], ["Mcp-Method", "tools/call"]]
+    path = http_capture(tmp_path, headers)
+    assert text_reading_of(path) is not None
+    request = read(path).messages.row(0, named=True)
+    assert (request["user_agent"], request["header_method"]) == ("ua/1 ü", "tools/call")
+    assert read(path).messages.equals(read_with_header_lists(path).messages, null_equal=True)
+
+
 @pytest.mark.parametrize(
     "value",
     # (HTTP field values cannot hold a line break: RFC 9110 5.5)
