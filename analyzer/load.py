@@ -17,8 +17,9 @@ The work is split in two so it parallelizes and so other inputs can plug in:
   records, malformed/torn locations, skipped files).
 
 The messages rows hold their repetitive string columns as `pl.Categorical`
-(`analyzer.messages.CATEGORICAL_COLUMNS`, about a third of the memory of plain strings);
-`analyzer.messages.as_strings` gives the `MESSAGES_SCHEMA` dtypes back.
+(`analyzer.messages.CATEGORICAL_COLUMNS`, about a third of the memory of plain strings) and flow
+ids as 64-bit keys (`analyzer.messages.flow_key`: unique ids would fill polars' string cache for
+good); `analyzer.messages.as_strings` gives the `MESSAGES_SCHEMA` dtypes back.
 
 A file is read in pieces of about `PIECE_BYTES` (8 MiB), each cut after a newline (a longer line
 makes its piece longer; lines are never split), and every piece keeps the file's line numbers.
@@ -349,6 +350,7 @@ def _read(
             robust=attempt,
             all_records=True,
             categorical=True,
+            flow_ids=options is not None and options.keep_raw,  # archives keep the ids
             extra=extra,
         )
         try:
@@ -627,7 +629,8 @@ def _finish_group(files: list[FileFacts]) -> None:
     offset = 0
     for n, f in enumerate(files):
         height = heights.get(f.file, 0)
-        f.messages, offset = kept.slice(offset, height), offset + height
+        # a file condensed to nothing gets the empty frame a file read alone gets
+        f.messages, offset = (kept.slice(offset, height) if height else _no_messages()), offset + height
         # the group's aggregates go with its first file: `merge` adds up every file's anyway
         own = moved.get(f.file)
         f.traffic = replace(traffic, requests=own) if n == 0 else Traffic(requests=own)

@@ -50,7 +50,7 @@ def _conn_key() -> pl.Expr:
         pl.col("capture")
         + pl.lit("\x1f")
         + pl.when(pl.col("flow").is_null()).then(pl.lit("c:") + pl.col("conn").fill_null("")).otherwise(
-            pl.lit("f:") + pl.col("flow")
+            pl.lit("f:") + pl.col("flow").cast(pl.String)
         )
     )
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from addon.errors import ErascopeError
 from addon.writer import CaptureWriter
 from analyzer.load import LoadOptions, combine, extract_file, find_inputs
-from analyzer.messages import CATEGORICAL_COLUMNS, as_strings, pair_responses
+from analyzer.messages import CATEGORICAL_COLUMNS, as_categoricals, as_strings, pair_responses
 from analyzer.pipeline import analyze
 from analyzer.schema import MESSAGES_SCHEMA
 from tests.test_messages import Cap, discover_result, probe
@@ -240,7 +240,8 @@ def _mixed_captures(tmp_path: Path) -> list[str]:
 def test_combine_pairs_rotated_parts_across_files(tmp_path: Path, condensed: bool) -> None:
     paths = _mixed_captures(tmp_path)
     options = LoadOptions(condense=condensed)
-    whole = pair_responses(pl.concat([extract_file(p, LoadOptions(keep_raw=True)).messages.drop("raw") for p in paths]))
+    as_read = pl.concat([extract_file(p, LoadOptions(keep_raw=True)).messages.drop("raw") for p in paths])
+    whole = pair_responses(as_categoricals(as_read.lazy()).collect())  # flow ids as the keys an analysis holds
     facts = [extract_file(p, options) for p in paths]
     combined = combine(facts).messages
     assert combined.equals(whole)  # probes and their answers are never condensed
@@ -264,3 +265,24 @@ def test_messages_hold_repetitive_strings_as_categoricals(tmp_path: Path) -> Non
     plain = as_strings(m)
     assert dict(plain.schema) == MESSAGES_SCHEMA
     assert plain.get_column("method").to_list() == ["server/discover", "server/discover"]
+
+
+def test_flows_are_held_as_keys_and_archives_keep_the_ids(tmp_path: Path) -> None:
+    cap = Cap(tmp_path / "http", transport="http")
+    for n, flow in enumerate(("f-one", "f-two", "f-one-b"), 1):
+        cap.http_request(flow, probe(n))
+        cap.http_response(flow, 200, discover_result(n))
+    path = str(cap.close())
+    held = extract_file(path, LoadOptions(condense=False)).messages
+    # one key per flow id, never a string in the process-wide categorical cache
+    assert held.schema["flow"] == pl.UInt64()
+    keys = held.get_column("flow").to_list()
+    assert keys[0] == keys[1] != keys[2] == keys[3] != keys[4] == keys[5]
+    assert held.get_column("req_line").to_list() == [None, 2, None, 4, None, 6]  # paired by key
+    assert dict(as_strings(held).schema) == MESSAGES_SCHEMA
+    # what `erascope compact` archives: the ids themselves
+    kept = extract_file(path, LoadOptions(keep_raw=True)).messages
+    assert kept.get_column("flow").to_list() == ["f-one", "f-one", "f-two", "f-two", "f-one-b", "f-one-b"]
+    stdio = Cap(tmp_path / "stdio")
+    stdio.c2s(probe(1))
+    assert extract_file(str(stdio.close())).messages.get_column("flow").to_list() == [None]
