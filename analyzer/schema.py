@@ -73,8 +73,10 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
 KINDS: Final = ("request", "response", "error", "notification", "invalid", "lifecycle")
 
 # The logical columns of the messages frame. In memory, `analyzer.messages` holds the repetitive
-# string columns as `pl.Categorical` (half the memory on big inputs); Parquet archives store them
-# as strings. Code that needs string functions on the frame converts with `messages.as_strings`.
+# string columns as `pl.Categorical` (half the memory on big inputs) and `flow` as a 64-bit key
+# (`messages.flow_key`; frames derived from it, such as PROBES, carry that key as text); Parquet
+# archives store strings and the flow ids themselves. Code that needs string functions on the
+# frame converts with `messages.as_strings`.
 MESSAGES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "file": pl.String(),  # capture file path as given/found
     "line": pl.UInt32(),  # 1-based line number in that file
