@@ -560,13 +560,11 @@ def extract_file(path: str, options: LoadOptions | None = None, *, defer: bool =
     facts.records = int(counts.get_column("n").sum())
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     frames = [part.messages for part in parts if part.messages.height]
-    if facts.pending:
-        facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
-    elif chunked:
+    if chunked and not facts.pending:
         _set_relinked(facts, frames, [part.traffic for part in parts if part.traffic is not None])
     else:
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
-        if not opts.keep_raw:  # archives keep the rows as read
+        if not (chunked or opts.keep_raw):  # archives keep the rows as read; pending ones wait
             finish(facts, condensed=False)
     return facts
 
@@ -601,14 +599,16 @@ def finish_pending(facts: Iterable[FileFacts]) -> None:
     are paired across files by `combine`.
     """
     group: list[FileFacts] = []
+    captures: set[str] = set()
     rows = 0
     for f in facts:
         if not f.pending:
             continue
-        if group and (rows >= CHUNK_ROWS or any(g.capture == f.capture for g in group)):
+        if group and (rows >= CHUNK_ROWS or f.capture in captures):
             _finish_group(group)
-            group, rows = [], 0
+            group, captures, rows = [], set(), 0
         group.append(f)
+        captures.add(f.capture)
         rows += f.messages.height
     if group:
         _finish_group(group)
@@ -708,8 +708,8 @@ def extract_files(
     every core busy without pickling each file's frame back to the parent, and start instantly
     (bench/README.md has the measurements). `progress(done, total, path)` is called in input order.
 
-    Files read in one piece are finished (paired and condensed) together, as soon as they add up
-    to `CHUNK_ROWS` rows (`finish_pending`): unpaired rows never pile up.
+    Files of at most one piece (`PIECE_BYTES`) are finished (paired and condensed) together, as soon
+    as they add up to `CHUNK_ROWS` rows (`finish_pending`): unpaired rows never pile up.
     """
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
