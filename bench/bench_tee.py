@@ -6,7 +6,9 @@ numbers are ratios and differences on this machine, not absolutes to compare acr
     python -m bench.bench_tee [--quick]
 
 Targets: round trip ≤ 3× direct and ≤ ~70 µs added per message; 1 MB messages ≥ 150 MB/s through
-the tee and within 2× of direct.
+the tee and within 2× of direct. The round trip is also measured for two relays that record
+nothing: a bare Python one, and the same two threads in C (built with the system compiler when
+there is one), which shows what any relay that sleeps in its reads costs on this machine.
 """
 
 from __future__ import annotations
@@ -50,6 +52,44 @@ RELAY = (
 """The floor: a bare two-thread Python relay (no recording, no lifecycle), to show what any Python
 relay costs on this machine, apart from what recording adds."""
 
+C_RELAY = r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+struct pump { int from, to, close_to; };
+static void *run(void *arg) {
+    struct pump *p = arg;
+    static __thread char buf[1 << 16];
+    ssize_t n;
+    while ((n = read(p->from, buf, sizeof buf)) > 0)
+        for (ssize_t off = 0, w; off < n; off += w)
+            if ((w = write(p->to, buf + off, n - off)) <= 0) exit(1);
+    if (p->close_to) close(p->to);
+    return 0;
+}
+int main(int argc, char **argv) {
+    int in[2], out[2];
+    if (argc < 2 || pipe(in) || pipe(out)) return 2;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0); dup2(out[1], 1); close(in[1]); close(out[0]);
+        execvp(argv[1], argv + 1);
+        _exit(127);
+    }
+    close(in[0]); close(out[1]);
+    struct pump up = {0, in[1], 1}, down = {out[0], 1, 0};
+    pthread_t t;
+    pthread_create(&t, 0, run, &up);
+    run(&down);
+    int status;
+    waitpid(pid, &status, 0);
+    return 0;
+}
+"""
+"""The floor for any relay that sleeps in its reads: the same two threads in C, no Python at all.
+Built with the system C compiler when there is one; without one that variant is left out."""
+
 SMALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}\n'
 MB = 1024 * 1024
 
@@ -58,6 +98,17 @@ def _tee_prefix(out_dir: Path) -> list[str]:
     script = Path(sys.executable).parent / "erascope"
     runner = [str(script)] if script.exists() else [sys.executable, "-c", "from analyzer.cli import main; main()"]
     return [*runner, "record", "stdio", "--out", str(out_dir), "--linger", "0", "--"]
+
+
+def _build_c_relay(tmp: Path) -> Path | None:
+    """Compile `C_RELAY` with `cc`; None when there is no compiler or it fails."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    src, exe = tmp / "relay.c", tmp / "relay"
+    src.write_text(C_RELAY)
+    done = subprocess.run([cc, "-O2", "-pthread", "-o", str(exe), str(src)], capture_output=True, check=False)
+    return exe if done.returncode == 0 else None
 
 
 def _spawn(cmd: list[str]) -> subprocess.Popen[bytes]:
@@ -141,12 +192,15 @@ def run(quick: bool = False) -> dict[str, Any]:
     try:
         tee = [*_tee_prefix(tmp), *echo]
         relay = [sys.executable, "-c", RELAY, *echo]
-        direct_rt, tee_rt, floor_rt, direct_tp, tee_tp = [], [], [], [], []
+        c_relay = _build_c_relay(tmp)
+        direct_rt, tee_rt, floor_rt, c_rt, direct_tp, tee_tp = [], [], [], [], [], []
         for _ in range(runs):
             # Interleaved, so drift in machine load hits all sides alike.
             direct_rt.append(_round_trips(echo, messages))
             tee_rt.append(_round_trips(tee, messages))
             floor_rt.append(_round_trips(relay, messages))
+            if c_relay is not None:
+                c_rt.append(_round_trips([str(c_relay), *echo], messages))
             direct_tp.append(_throughput(echo, big))
             tee_tp.append(_throughput(tee, big))
         captured = sum(p.stat().st_size for p in tmp.glob("*.jsonl"))
@@ -166,6 +220,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "rt_added_us": round(t_rt - d_rt, 1),
         "rt_bare_relay_us": round(f_rt, 1),
         "rt_bare_relay_ratio": round(f_rt / d_rt, 2),
+        "rt_c_relay_us": round(statistics.median(c_rt), 1) if c_rt else None,
+        "rt_c_relay_ratio": round(statistics.median(c_rt) / d_rt, 2) if c_rt else None,
         "mb_s_direct": round(d_tp, 1),
         "mb_s_tee": round(t_tp, 1),
         "tp_ratio": round(d_tp / t_tp, 2),
@@ -190,6 +246,12 @@ def describe(r: dict[str, Any]) -> list[str]:
         f"  round trip, small message: direct {r['rt_direct_us']} µs, tee {r['rt_tee_us']} µs"
         f" -> {r['rt_ratio']}x, +{r['rt_added_us']} µs per message",
         f"  (bare two-thread Python relay, no recording: {r['rt_bare_relay_us']} µs -> {r['rt_bare_relay_ratio']}x)",
+        "  (the same relay in C, no recording: "
+        + (
+            f"{r['rt_c_relay_us']} µs -> {r['rt_c_relay_ratio']}x)"
+            if r["rt_c_relay_us"] is not None
+            else "not measured, no C compiler)"
+        ),
         f"  1 MB messages: direct {r['mb_s_direct']} MB/s, tee {r['mb_s_tee']} MB/s -> direct/tee {r['tp_ratio']}x",
         f"  fastest runs: round trip {r['rt_ratio_best']}x, 1 MB tee {r['mb_s_tee_best']} MB/s"
         f" (direct/tee {r['tp_ratio_best']}x)",
