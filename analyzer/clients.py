@@ -49,7 +49,8 @@ def client_table(analysis: Any, findings: list[Finding] | None = None) -> pl.Dat
         ctx.conn_clients.group_by(keys)
         .agg(pl.col("conn").n_unique().cast(pl.UInt32()).alias("connections"))
         .join(
-            reqs.with_columns(style.alias("_style"))
+            reqs.lazy()
+            .with_columns(style.alias("_style"))
             .group_by(keys)
             .agg(
                 pl.col("is_real").sum().cast(pl.UInt32()).alias("requests"),
@@ -63,7 +64,10 @@ def client_table(analysis: Any, findings: list[Finding] | None = None) -> pl.Dat
                 .str.join("+")
                 .alias("acted_as"),
             )
-            .with_columns(pl.col(keys).cast(pl.String)),
+            .with_columns(pl.col(keys).cast(pl.String))
+            # a row per request in, a row per client out: the streaming engine aggregates it in
+            # small batches (the in-memory group-by took about 100 MB more at 2 GB of input)
+            .collect(engine="streaming"),
             on=keys,
             how="left",
         )

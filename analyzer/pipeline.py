@@ -128,7 +128,11 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     from analyzer.rules import RuleContext, RuleOptions, run_rules
 
     # one context for the rules and the client table: its derived frames are computed once
-    analysis.rule_context = RuleContext.from_analysis(analysis, RuleOptions())
+    analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
+    # A row per moved request, read only by the context's request frames: once those are built,
+    # nothing else may hold them (the per-file facts share their memory).
+    del facts, loaded
+    analysis.traffic = context.release_moved()
     analysis.findings = run_rules(analysis, opts.rule_options)
     analysis.clients = _client_table(analysis)
     return analysis

@@ -77,7 +77,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     from analyzer.load import combine, extract_files, find_inputs
     from analyzer.pipeline import Analysis, AnalyzeOptions, _client_table, _inputs
     from analyzer.probes import classify_inits, classify_probes
-    from analyzer.rules import run_rules
+    from analyzer.rules import RuleContext, RuleOptions, run_rules
 
     opts = AnalyzeOptions(jobs=jobs)
     marks: dict[str, dict[str, float]] = {}
@@ -103,6 +103,12 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     analysis = Analysis(
         inputs=_inputs(facts), messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
     )
+    # as `analyze` does: one context, its request frames built, the moved requests let go
+    analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
+    rows = loaded.traffic.rows
+    del facts, loaded
+    analysis.traffic = context.release_moved()
+    mark("request_view")
     findings = run_rules(analysis, opts.rule_options)
     mark("rules")
     analysis.findings = findings
@@ -111,7 +117,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     return {
         "seconds": time.perf_counter() - start,
         "stages": marks,
-        "messages": loaded.traffic.rows,
+        "messages": rows,
         "kept_rows": messages.height,
         "messages_mb": round(messages.estimated_size() / 2**20, 1),
         "findings": len(findings),

@@ -55,6 +55,24 @@ def test_condensing_changes_no_report(where: str, generated: Path, chunks: str) 
     assert render_text(condensed, width=160) == render_text(full, width=160)  # type: ignore[arg-type]
 
 
+def test_the_moved_requests_are_let_go_once_the_request_frames_exist(generated: Path) -> None:
+    from analyzer.rules import run_rules
+
+    full, condensed = _both(generated)
+    ctx = condensed.rule_context  # type: ignore[attr-defined]
+    # the analysis keeps no row per moved request; the request view still has every request
+    assert condensed.traffic.requests is None  # type: ignore[attr-defined]
+    every = full.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))  # type: ignore[attr-defined]
+    assert ctx.requests.height == every.height > condensed.messages.filter(pl.col("kind") == "request").height  # type: ignore[attr-defined]
+    # rules run again on the released context read only the frames built before the release
+    again = run_rules(condensed)
+    assert again == condensed.findings  # type: ignore[attr-defined]
+    assert [f.details for f in again] == [f.details for f in condensed.findings]  # type: ignore[attr-defined]
+    # anything that would read the moved requests now fails loudly instead of seeing only kept rows
+    with pytest.raises(RuntimeError, match="released"):
+        ctx._request_details(ctx.requests.select("capture", "seq").head(1))
+
+
 def _sorted(frame: pl.DataFrame) -> pl.DataFrame:
     plain = as_strings(frame).with_columns(pl.col(pl.List(pl.Categorical())).cast(pl.List(pl.String())))
     lists = [name for name, dtype in plain.schema.items() if isinstance(dtype, pl.List)]

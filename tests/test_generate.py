@@ -218,4 +218,12 @@ def test_benchmark_workloads_read_the_generated_captures(tmp_path: Path, capsys:
         results[args[0]] = orjson.loads(capsys.readouterr().out)
     assert results["scan"]["records"] == results["analyze"]["records"] == results["load"]["records"] == records
     assert results["stages"]["findings"] == results["analyze"]["findings"] > 0
-    assert set(results["stages"]["stages"]) == {"extract_files", "combine", "classify", "verdicts", "rules", "clients"}
+    assert set(results["stages"]["stages"]) == {
+        "extract_files",
+        "combine",
+        "classify",
+        "verdicts",
+        "request_view",
+        "rules",
+        "clients",
+    }

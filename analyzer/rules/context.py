@@ -8,7 +8,7 @@ connection).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Final
 
@@ -59,6 +59,7 @@ class RuleContext:
     options: RuleOptions
     traffic_facts: Traffic | None = None
     """What condensing dropped (`analyzer.condense`); computed from `messages` when not given."""
+    _released: bool = field(default=False, init=False, repr=False)
 
     @classmethod
     def from_analysis(cls, analysis: Any, options: RuleOptions) -> RuleContext:
@@ -86,6 +87,26 @@ class RuleContext:
             return self.traffic_facts
         return traffic_of(self.messages.collect())
 
+    def release_moved(self) -> Traffic:
+        """Build every frame that reads the moved requests (`Traffic.requests`), then let them go.
+
+        The moved requests are a row per condensed request (about 80 MB at 2 GB of input), and only
+        `conn_clients`, `requests` and `probe_rows` read them. Once those exist the context drops
+        its reference and returns the facts without them, for the caller to keep instead of its
+        own (the memory is freed when no one holds the old `Traffic` any more).
+        """
+        _ = self.conn_clients, self.requests, self.probe_rows
+        self.traffic_facts = replace(self.traffic, requests=None)
+        self.__dict__["traffic"] = self.traffic_facts
+        self._released = True
+        return self.traffic_facts
+
+    def _moved_requests(self) -> pl.LazyFrame:
+        """Every request, kept and moved (`Traffic.request_rows`); refused once `release_moved` ran."""
+        if self._released:
+            raise RuntimeError("the moved requests were released (RuleContext.release_moved)")
+        return self.traffic.request_rows(self.messages)
+
     @cached_property
     def conn_clients(self) -> pl.DataFrame:
         """One client name per (server, conn).
@@ -95,6 +116,8 @@ class RuleContext:
         clients send later requests with only `mcp-session-id`, often on new connections); else
         the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
         """
+        if self._released:
+            raise RuntimeError("the moved requests were released (RuleContext.release_moved)")
         sources = with_moved(self.messages, self.traffic.requests)
 
         def first(src: pl.LazyFrame, value: str, where: pl.Expr) -> pl.LazyFrame:
@@ -162,7 +185,7 @@ class RuleContext:
         what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
         row per request of the input, stays narrow. `_i` is the row's position in this order.
         """
-        rows = self.traffic.request_rows(self.messages).select(*_VIEW_COLUMNS)
+        rows = self._moved_requests().select(*_VIEW_COLUMNS)
         return (
             rows.join(self._clients_by_conn(rows.collect_schema()), on=["server", "conn"], how="left")
             .with_columns(pl.coalesce("client", pl.lit(UNKNOWN_CLIENT).cast(pl.Categorical())).alias("client"))
@@ -191,7 +214,7 @@ class RuleContext:
 
     def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
         """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
-        every = self.traffic.request_rows(self.messages)
+        every = self._moved_requests()
         # matched in the request rows' own dtypes: only the few wanted rows become strings
         native = every.collect_schema()["capture"]
         wanted = keys.lazy().select(pl.col("capture").cast(pl.String).cast(native), "seq").unique()

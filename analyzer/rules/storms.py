@@ -112,9 +112,12 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         .agg(pl.col("in_window").max().alias("max_in_window"))
     )
     reqs = (
-        ctx.requests.group_by(_KEYS)
+        ctx.requests.lazy()
+        .group_by(_KEYS)
         .agg(pl.col("is_real").sum().alias("real_requests"), pl.col("conn").n_unique().alias("connections"))
         .with_columns(pl.col(_KEYS).cast(pl.String))
+        # a row per request in, a row per client out: in small batches (see `client_table`)
+        .collect(engine="streaming")
     )
     per_client = (
         probes.join(costs, on=["file", "line"], how="left")
