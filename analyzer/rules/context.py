@@ -17,7 +17,7 @@ import polars as pl
 from analyzer.condense import Traffic, traffic_of, with_moved
 from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
-from analyzer.rules.frames import as_lazy
+from analyzer.rules.frames import as_lazy, pair_key
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
@@ -253,17 +253,24 @@ class RuleContext:
         # a connection belongs to one client, so it lies inside the client's stretch of positions;
         # the client's next request is the next position, when it is still the same client.
         probe_at = reqs.lazy().filter(pl.col("is_probe")).select("_i", "server", "conn", "client")
-        # semi joins keyed on the few probes pick the candidate rows without copying every request
-        probed_conns = probe_at.select("server", "conn").unique()
-        on_probed_conns = reqs.lazy().join(probed_conns, on=["server", "conn"], how="semi")
-        on_conn = probe_at.join_asof(
-            on_probed_conns.select("server", "conn", _sc="_i"),
-            left_on="_i",
-            right_on="_sc",
-            by=["server", "conn"],
-            strategy="forward",
-            allow_exact_matches=False,
-            check_sortedness=False,
+        # semi joins keyed on the few probes pick the candidate rows without copying every request;
+        # one integer key per (server, conn), as `probe_costs` does
+        probed_conns = probe_at.select(pair_key("server", "conn")).unique()
+        on_probed_conns = (
+            reqs.lazy().select(pair_key("server", "conn"), _sc="_i").join(probed_conns, on="_key", how="semi")
+        )
+        on_conn = (
+            probe_at.with_columns(pair_key("server", "conn"))
+            .join_asof(
+                on_probed_conns,
+                left_on="_i",
+                right_on="_sc",
+                by="_key",
+                strategy="forward",
+                allow_exact_matches=False,
+                check_sortedness=False,
+            )
+            .drop("_key")
         )
         after = (
             reqs.lazy()

@@ -117,3 +117,11 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 3)
     return value
+
+
+def pair_key(first: str, second: str) -> pl.Expr:
+    """Two categoricals as one 64-bit key: an as-of join `by` one integer column costs a third of
+    the memory of one `by` two categoricals (a row per request on the right side)."""
+    return (
+        pl.col(first).to_physical().cast(pl.UInt64()) * (1 << 32) + pl.col(second).to_physical().cast(pl.UInt64())
+    ).alias("_key")

@@ -9,21 +9,13 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe
-from analyzer.rules.frames import evidence
+from analyzer.rules.frames import evidence, pair_key
 
 _KEYS = ["server", "client"]
 
 
 def _dt(col: str = "ts") -> pl.Expr:
     return pl.from_epoch((pl.col(col) * 1_000_000).cast(pl.Int64()), time_unit="us")
-
-
-def _pair_key(first: str, second: str) -> pl.Expr:
-    """Two categoricals as one 64-bit key: an as-of join `by` one integer column costs a third of
-    the memory of one `by` two categoricals (a row per request on the right side)."""
-    return (
-        pl.col(first).to_physical().cast(pl.UInt64()) * (1 << 32) + pl.col(second).to_physical().cast(pl.UInt64())
-    ).alias("_key")
 
 
 def probe_costs(ctx: RuleContext) -> pl.DataFrame:
@@ -45,12 +37,12 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
     # The view is in time order within each (server, client), hence within each connection too:
     # what an as-of join needs inside each `by` group, so these rows are not sorted again.
     def candidates(first: str, second: str) -> pl.DataFrame:
-        wanted = probes.lazy().select(_pair_key(first, second)).unique()
-        return real.select(_pair_key(first, second), real_ts="ts").join(wanted, on="_key", how="semi").collect()
+        wanted = probes.lazy().select(pair_key(first, second)).unique()
+        return real.select(pair_key(first, second), real_ts="ts").join(wanted, on="_key", how="semi").collect()
 
     def look_up(left: pl.DataFrame, first: str, second: str, **tolerance: float) -> pl.DataFrame:
         return (
-            left.with_columns(_pair_key(first, second))
+            left.with_columns(pair_key(first, second))
             .join_asof(
                 candidates(first, second),
                 left_on="ts",

@@ -1,0 +1,40 @@
+"""Shared look-up helpers of the rules: one integer key per pair, as-of look-ups in the view's order."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from analyzer.rules import RuleContext, RuleOptions
+from analyzer.rules.frames import pair_key
+from analyzer.rules.scenario import Scenario
+from analyzer.rules.storms import probe_costs
+
+
+def test_pair_key_is_one_key_per_pair_across_frames() -> None:
+    cat = pl.Categorical()
+    left = pl.DataFrame({"a": ["s1", "s1", "s2", None], "b": ["x", "y", "x", "x"]}).cast(cat)
+    right = pl.DataFrame({"a": ["s2", "s1"], "b": ["x", "y"]}).cast(cat)
+    keys = left.select(pair_key("a", "b"))["_key"].to_list()
+    # distinct pairs, distinct keys; a missing half gives no key (it matches nothing, like the pair)
+    assert len(set(keys[:3])) == 3 and keys[3] is None
+    # the same strings in another frame give the same keys (categories are shared)
+    assert right.select(pair_key("a", "b"))["_key"].to_list() == [keys[2], keys[1]]
+
+
+def test_probe_costs_with_clients_interleaved_in_time() -> None:
+    # The request view is in time order within each (server, client), not overall: two clients
+    # probing the same server in turns must each get the cost to their own next real request.
+    s = Scenario()
+    for i in range(4):
+        for client, offset, wait in (("A", 0.0, 0.5), ("B", 0.1, 0.8)):
+            t = i * 2.0 + offset
+            s.conn("weather", f"{client}-probe{i}", client=client).probe(t, "discover-result")
+            s.conn("weather", f"{client}-call{i}", client=client).call(t + wait, modern=True)
+    ctx = RuleContext.from_analysis(s.analysis(), RuleOptions())
+    costs = probe_costs(ctx).join(ctx.probe_rows.select("file", "line", "client"), on=["file", "line"])
+    by_client = costs.group_by("client").agg(pl.col("cost_s").min().alias("lo"), pl.col("cost_s").max().alias("hi"))
+    got = {row["client"]: (row["lo"], row["hi"]) for row in by_client.iter_rows(named=True)}
+    assert got["A"] == (pytest.approx(0.5), pytest.approx(0.5))
+    assert got["B"] == (pytest.approx(0.8), pytest.approx(0.8))
+    assert costs.height == 8
