@@ -119,9 +119,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def pair_key(first: str, second: str) -> pl.Expr:
+def pair_key(first: str, second: str, *, cast: pl.DataType | None = None) -> pl.Expr:
     """Two categoricals as one 64-bit key: an as-of join `by` one integer column costs a third of
-    the memory of one `by` two categoricals (a row per request on the right side)."""
-    return (
-        pl.col(first).to_physical().cast(pl.UInt64()) * (1 << 32) + pl.col(second).to_physical().cast(pl.UInt64())
-    ).alias("_key")
+    the memory of one `by` two categoricals (a row per request on the right side).
+
+    Categories are process-wide, so keys of different frames match when their strings do. `cast`
+    (`pl.Categorical()`) turns string columns into categoricals first.
+    """
+    a, b = pl.col(first), pl.col(second)
+    if cast is not None:
+        a, b = a.cast(cast), b.cast(cast)
+    return (a.to_physical().cast(pl.UInt64()) * (1 << 32) + b.to_physical().cast(pl.UInt64())).alias("_key")
