@@ -11,7 +11,7 @@ from typing import Any, Final
 import polars as pl
 
 from analyzer.findings import Finding
-from analyzer.rules.context import RuleContext, request_style
+from analyzer.rules.context import RuleContext
 from analyzer.rules.options import RuleOptions
 
 CLIENT_TABLE_SCHEMA: Final[dict[str, pl.DataType]] = {
@@ -22,7 +22,7 @@ CLIENT_TABLE_SCHEMA: Final[dict[str, pl.DataType]] = {
     "probes": pl.UInt32(),
     "outcomes": pl.String(),  # probe outcomes with counts, most frequent first
     "inits": pl.UInt32(),
-    "acted_as": pl.String(),  # modern | legacy | modern+legacy | none: the era its requests used
+    "acted_as": pl.String(),  # modern | legacy | legacy+modern | none: the era its requests used
     "server_era": pl.String(),  # the server's verdict (analysis.servers)
     "findings": pl.UInt32(),  # findings naming this server and client
     "worst": pl.String(),  # most severe of those findings, or null
@@ -37,7 +37,10 @@ def client_table(analysis: Any, findings: list[Finding] | None = None) -> pl.Dat
     ctx = RuleContext.from_analysis(analysis, RuleOptions())
     reqs = ctx.requests
     keys = ["server", "client"]
-    style = pl.when(pl.col("is_probe")).then(None).otherwise(request_style())
+    # the era each real request or initialize acted in (`request_style`), as two flags per row:
+    # strings for a million requests would cost more than the whole aggregate
+    acted = pl.col("is_real") | pl.col("is_init")
+    legacy = pl.col("is_init") | pl.col("session_id").is_not_null() | pl.col("meta_version").is_null()
     outcomes = (
         ctx.probe_rows.group_by(*keys, "outcome")
         .agg(pl.len().alias("n"))
@@ -50,21 +53,25 @@ def client_table(analysis: Any, findings: list[Finding] | None = None) -> pl.Dat
         .agg(pl.col("conn").n_unique().cast(pl.UInt32()).alias("connections"))
         .join(
             reqs.lazy()
-            .with_columns(style.alias("_style"))
             .group_by(keys)
             .agg(
                 pl.col("is_real").sum().cast(pl.UInt32()).alias("requests"),
                 pl.col("is_probe").sum().cast(pl.UInt32()).alias("probes"),
                 pl.col("is_init").sum().cast(pl.UInt32()).alias("inits"),
-                pl.col("_style")
-                .filter(pl.col("is_real") | pl.col("is_init"))
-                .drop_nulls()
-                .unique()
-                .sort()
-                .str.join("+")
-                .alias("acted_as"),
+                (acted & legacy).any().alias("_legacy"),
+                (acted & ~legacy).any().alias("_modern"),
             )
-            .with_columns(pl.col(keys).cast(pl.String))
+            .with_columns(
+                pl.col(keys).cast(pl.String),
+                # the eras in name order, as `acted_as` lists them
+                pl.concat_str(
+                    pl.when("_legacy").then(pl.lit("legacy")),
+                    pl.when("_modern").then(pl.lit("modern")),
+                    separator="+",
+                    ignore_nulls=True,
+                ).alias("acted_as"),
+            )
+            .drop("_legacy", "_modern")
             # a row per request in, a row per client out: the streaming engine aggregates it in
             # small batches (the in-memory group-by took about 100 MB more at 2 GB of input)
             .collect(engine="streaming"),

@@ -129,9 +129,10 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
 
     # one context for the rules and the client table: its derived frames are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
-    # A row per moved request, read only by the context's request frames: once those are built,
-    # nothing else may hold them (the per-file facts share their memory).
+    # The rows condensing moved out are read only by the context's first frames: held only through
+    # the context, each goes as soon as it is read (the per-file facts share their memory).
     del facts, loaded
+    analysis.traffic = None
     analysis.traffic = context.release_moved()
     analysis.findings = run_rules(analysis, opts.rule_options)
     analysis.clients = _client_table(analysis)

@@ -107,6 +107,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
     rows = loaded.traffic.rows
     del facts, loaded
+    analysis.traffic = None
     analysis.traffic = context.release_moved()
     mark("request_view")
     findings = run_rules(analysis, opts.rule_options)

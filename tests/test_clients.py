@@ -85,3 +85,13 @@ def test_pipeline_shares_one_rule_context_and_gets_the_same_table(tmp_path: Path
     assert a.clients is not None
     assert_frame_equal(a.clients, client_table(fresh))
     assert a.clients.get_column("probes").to_list() == [3]
+
+
+def test_acted_as_names_both_eras_in_name_order_and_none_for_probes_only() -> None:
+    s = Scenario()
+    both = s.conn("weather", "mixed", client="both")
+    both.init(0.0)  # the handshake acts in the legacy era
+    both.call(0.5, modern=True)  # an enveloped call acts in the modern one
+    s.conn("weather", "probing", client="prober").probe(1.0, "discover-result")
+    table = client_table(s.analysis(), findings=[])
+    assert dict(zip(table["client"], table["acted_as"], strict=True)) == {"both": "legacy+modern", "prober": "none"}

@@ -55,13 +55,19 @@ def test_condensing_changes_no_report(where: str, generated: Path, chunks: str) 
     assert render_text(condensed, width=160) == render_text(full, width=160)  # type: ignore[arg-type]
 
 
-def test_the_moved_requests_are_let_go_once_the_request_frames_exist(generated: Path) -> None:
+def test_the_moved_rows_are_let_go_once_the_frames_that_read_them_exist(generated: Path) -> None:
     from analyzer.rules import run_rules
 
     full, condensed = _both(generated)
     ctx = condensed.rule_context  # type: ignore[attr-defined]
-    # the analysis keeps no row per moved request; the request view still has every request
+    # the analysis keeps no row per moved request or dropped answer; the request view still has
+    # every request, and the answers view the answers condensing kept facts of (those to
+    # enveloped requests), all of them as reading without condensing finds them
     assert condensed.traffic.requests is None  # type: ignore[attr-defined]
+    assert condensed.traffic.answers.is_empty()  # type: ignore[attr-defined]
+    whole, kept = (_sorted(a.rule_context.responses) for a in (full, condensed))  # type: ignore[attr-defined]
+    assert kept.height > condensed.messages.filter(pl.col("dir") == "s2c").height  # type: ignore[attr-defined]
+    assert kept.join(whole, on=kept.columns, how="anti", nulls_equal=True).is_empty()
     every = full.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))  # type: ignore[attr-defined]
     assert ctx.requests.height == every.height > condensed.messages.filter(pl.col("kind") == "request").height  # type: ignore[attr-defined]
     # rules run again on the released context read only the frames built before the release

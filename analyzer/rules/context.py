@@ -88,18 +88,25 @@ class RuleContext:
         return traffic_of(self.messages.collect())
 
     def release_moved(self) -> Traffic:
-        """Build every frame that reads the moved requests (`Traffic.requests`), then let them go.
+        """Build every frame that reads the rows condensing moved out, then let those rows go.
 
-        The moved requests are a row per condensed request (about 80 MB at 2 GB of input), and only
-        `conn_clients`, `requests` and `probe_rows` read them. Once those exist the context drops
-        its reference and returns the facts without them, for the caller to keep instead of its
-        own (the memory is freed when no one holds the old `Traffic` any more).
+        The moved requests (`Traffic.requests`, a row per condensed request: about 80 MB at 2 GB of
+        input) are read only by `conn_clients`, `requests` and `probe_rows`; the dropped answers
+        (`Traffic.answers`, about 23 MB) only by `responses`. Each goes as soon as what reads it
+        exists, and the facts without them are returned. Whoever else holds the original `Traffic`
+        keeps the rows alive: the caller should hold it only through the context while this runs.
         """
+        # the answers first: while the request frames are built, they are gone already
+        _ = self.responses
+        self._keep(replace(self.traffic, answers=Traffic().answers))
         _ = self.conn_clients, self.requests, self.probe_rows
-        self.traffic_facts = replace(self.traffic, requests=None)
-        self.__dict__["traffic"] = self.traffic_facts
         self._released = True
-        return self.traffic_facts
+        self._keep(replace(self.traffic, requests=None))
+        return self.traffic
+
+    def _keep(self, traffic: Traffic) -> None:
+        self.traffic_facts = traffic
+        self.__dict__["traffic"] = traffic  # the cached property's slot
 
     def _moved_requests(self) -> pl.LazyFrame:
         """Every request, kept and moved (`Traffic.request_rows`); refused once `release_moved` ran."""
