@@ -85,12 +85,16 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: pl.DataF
         named.append(rows.filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn"], how="semi"))
         named.append(rows.filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"))
     names = (
-        pl.concat([frame.pipe(as_strings) for frame in named], how="vertical")
-        .with_columns(_key=_conn_key())
+        # grouped in the frames' own dtypes (the named rows are many: a row per request over HTTP,
+        # where every request names its client); only one row per connection or flow becomes text
+        pl.concat(named, how="vertical_relaxed")
+        .with_columns(pl.when(pl.col("flow").is_null()).then(pl.col("conn")).alias("conn"))
         # first in the order the rows were captured (one key lies within one capture)
         .sort("seq", maintain_order=True)
-        .group_by("_key", maintain_order=True)
+        .group_by("capture", "flow", "conn", maintain_order=True)
         .agg(_conn_client=pl.col("client_name").first())
+        .pipe(as_strings)
+        .select(_conn_key().alias("_key"), "_conn_client")
     )
     reqs = (
         reqs.lazy()

@@ -205,3 +205,16 @@ def test_initialize_outcomes(tmp_path: Path) -> None:
     assert inits.get_column("versions").to_list() == [["2025-11-25"], [MODERN], None, None, None]
     assert inits.get_column("requested_version").to_list() == ["2025-11-25"] * 5
     assert inits.filter(pl.col("outcome") == "served").get_column("client_name").to_list() == ["test-client"]
+
+
+def test_a_probe_without_client_info_takes_the_client_named_on_its_connection(tmp_path: Path) -> None:
+    # a bare probe names no client; the initialize on the same stdio connection does, and so the
+    # probe belongs to that client (the first name in capture order, also across condensed rows)
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1, envelope=False))
+    cap.s2c(err(1, -32601, "Method not found"))
+    cap.c2s(init(2))
+    cap.s2c(init_result(2))
+    p = run(cap.close()).probes
+    assert p.get_column("client_name").to_list() == ["test-client"]
+    assert p.get_column("outcome").to_list() == ["malformed-probe"]
