@@ -120,8 +120,9 @@ def _plain(value: Any) -> Any:
 
 
 def pair_key(first: str, second: str, *, cast: pl.DataType | None = None) -> pl.Expr:
-    """Two categoricals as one 64-bit key: an as-of join `by` one integer column costs a third of
-    the memory of one `by` two categoricals (a row per request on the right side).
+    """Two categoricals as one 64-bit integer named `_key`: joins, look-ups and sorts over a row per
+    request by one integer column hold far less memory than by two categoricals (an as-of join
+    `by` it a third).
 
     Categories are process-wide, so keys of different frames match when their strings do. `cast`
     (`pl.Categorical()`) turns string columns into categoricals first.
