@@ -38,3 +38,22 @@ def test_probe_costs_with_clients_interleaved_in_time() -> None:
     assert got["A"] == (pytest.approx(0.5), pytest.approx(0.5))
     assert got["B"] == (pytest.approx(0.8), pytest.approx(0.8))
     assert costs.height == 8
+
+
+def test_probe_next_request_on_its_connection_when_another_connection_comes_between() -> None:
+    # Each probe is followed first by the same client's request on another connection, then by a
+    # request on its own: the next request on the connection is looked further up, for many probes
+    # at once (enough rows for the joins to run on several threads, which may reorder them).
+    s = Scenario()
+    for i in range(400):
+        t = i * 10.0
+        own = s.conn("weather", f"own{i}", client="agent")
+        other = s.conn("weather", f"other{i}", client="agent")
+        own.probe(t, "discover-result")
+        other.call(t + 1.0, modern=True)
+        own.call(t + 2.0, modern=True)
+    rows = RuleContext.from_analysis(s.analysis(), RuleOptions()).probe_rows.sort("ts")
+    assert rows.height == 400
+    assert rows["next_same_conn"].all()
+    assert (rows["next_ts"] - rows["ts"]).to_list() == pytest.approx([2.0] * 400)
+    assert rows["next_conn"].to_list() == [f"own{i}" for i in range(400)]

@@ -264,36 +264,42 @@ class RuleContext:
         # a connection belongs to one client, so it lies inside the client's stretch of positions;
         # the client's next request is the next position, when it is still the same client.
         probe_at = reqs.lazy().filter(pl.col("is_probe")).select("_i", "server", "conn", "client")
-        # semi joins keyed on the few probes pick the candidate rows without copying every request;
-        # one integer key per (server, conn), as `probe_costs` does
-        probed_conns = probe_at.select(pair_key("server", "conn")).unique()
-        on_probed_conns = (
-            reqs.lazy().select(pair_key("server", "conn"), _sc="_i").join(probed_conns, on="_key", how="semi")
-        )
-        on_conn = (
-            probe_at.with_columns(pair_key("server", "conn"))
-            .join_asof(
-                on_probed_conns,
-                left_on="_i",
-                right_on="_sc",
-                by="_key",
-                strategy="forward",
-                allow_exact_matches=False,
-                check_sortedness=False,
-            )
-            .drop("_key")
-        )
+        # the request right after each probe, picked by position (a semi join keyed on the probes)
         after = (
             reqs.lazy()
             .join(probe_at.select(pl.col("_i") + 1), on="_i", how="semi")
-            .select(pl.col("_i") - 1, _after_server="server", _after_client="client", _ac="_i")
+            .select(pl.col("_i") - 1, _after_server="server", _after_client="client", _after_conn="conn", _ac="_i")
         )
+        with_after = probe_at.join(after, on="_i", how="left").with_columns(
+            _on_conn=((pl.col("_after_server") == pl.col("server")) & (pl.col("_after_conn") == pl.col("conn")))
+            .fill_null(False)
+        )
+        # Most often that request is on the probe's connection. Only for the other probes is the next
+        # request on their connection looked up further on, among the requests of those connections
+        # alone (one integer key per (server, conn), as `probe_costs` does).
+        # sorted: an as-of join needs its left side in order, and a join's output order is not kept
+        elsewhere = with_after.filter(~pl.col("_on_conn")).select("_i", pair_key("server", "conn")).sort("_i")
+        candidates = (
+            reqs.lazy()
+            .select(pair_key("server", "conn"), _sc="_i")
+            .join(elsewhere.select("_key").unique(), on="_key", how="semi")
+        )
+        further = elsewhere.join_asof(
+            candidates,
+            left_on="_i",
+            right_on="_sc",
+            by="_key",
+            strategy="forward",
+            allow_exact_matches=False,
+            check_sortedness=False,
+        ).select("_i", "_sc")
         nexts = (
-            on_conn.join(after, on="_i", how="left")
+            with_after.join(further, on="_i", how="left")
             .with_columns(
+                _sc=pl.when("_on_conn").then(pl.col("_ac")).otherwise(pl.col("_sc")),
                 _ac=pl.when(
                     (pl.col("_after_server") == pl.col("server")) & (pl.col("_after_client") == pl.col("client"))
-                ).then(pl.col("_ac"))
+                ).then(pl.col("_ac")),
             )
             .select("_i", _next=pl.coalesce("_sc", "_ac"), next_same_conn=pl.col("_sc").is_not_null())
         )
