@@ -178,3 +178,29 @@ def test_a_duplicate_answer_finds_a_request_condensed_away(
     ]
     assert _answer_pairs(condensed.messages) == _answer_pairs(full.messages)[1:]  # the plain answer is dropped
     assert render_json(condensed) == render_json(full)
+
+
+@pytest.mark.parametrize("big_seq", [False, True])
+def test_a_request_answered_twice_keeps_its_first_answer(tmp_path: Path, big_seq: bool) -> None:
+    # An enveloped call answered with a result (condensed into the answers facts), then again with
+    # an error (kept): the answers view holds the first answer only, with seq numbers that fit an
+    # integer key and with ones that do not (then the check runs on both columns).
+    from analyzer.rules.context import _answered_twice
+
+    meta = '{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}'
+    base = (1 << 33) if big_seq else 0
+    lines = [
+        orjson.dumps(HEADER).decode(),
+        frame(base + 1, '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":' + meta + "}"),
+        frame(base + 2, '{"jsonrpc":"2.0","id":7,"result":{}}', "s2c"),
+        frame(base + 3, '{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"again"}}', "s2c"),
+    ]
+    write_lines(tmp_path / "twice.jsonl", lines)
+    analysis = analyze([tmp_path], AnalyzeOptions(jobs=1))
+    answers = analysis.rule_context.responses  # type: ignore[attr-defined]
+    assert answers.select("seq", "resp_line", pl.col("resp_kind").cast(pl.String)).rows() == [
+        (base + 1, 3, "response")
+    ]
+    both = pl.DataFrame({"capture": ["c", "c", "d"], "seq": [base + 1, base + 1, base + 1]})
+    both = both.with_columns(pl.col("capture").cast(pl.Categorical()))
+    assert _answered_twice(both) and not _answered_twice(both.slice(1))
