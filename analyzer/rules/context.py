@@ -278,13 +278,13 @@ class RuleContext:
         # request on their connection looked up further on, among the requests of those connections
         # alone (one integer key per (server, conn), as `probe_costs` does).
         # sorted: an as-of join needs its left side in order, and a join's output order is not kept
-        elsewhere = with_after.filter(~pl.col("_on_conn")).select("_i", pair_key("server", "conn")).sort("_i")
-        candidates = (
-            reqs.lazy()
-            .select(pair_key("server", "conn"), _sc="_i")
-            .join(elsewhere.select("_key").unique(), on="_key", how="semi")
+        elsewhere = (
+            with_after.filter(~pl.col("_on_conn")).select("_i", pair_key("server", "conn")).sort("_i").collect()
         )
-        further = elsewhere.join_asof(
+        # picked by a filter, which keeps the view's order (the as-of join's right side needs it)
+        wanted = elsewhere.get_column("_key").unique().implode()
+        candidates = reqs.lazy().select(pair_key("server", "conn"), _sc="_i").filter(pl.col("_key").is_in(wanted))
+        further = elsewhere.lazy().join_asof(
             candidates,
             left_on="_i",
             right_on="_sc",

@@ -35,10 +35,11 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
 
     # Only the requests of probed connections and probing clients can answer the look-ups below.
     # The view is in time order within each (server, client), hence within each connection too:
-    # what an as-of join needs inside each `by` group, so these rows are not sorted again.
+    # what an as-of join needs inside each `by` group, so these rows are not sorted again. They are
+    # picked by a filter, which keeps that order (a join need not).
     def candidates(first: str, second: str) -> pl.DataFrame:
-        wanted = probes.lazy().select(pair_key(first, second)).unique()
-        return real.select(pair_key(first, second), real_ts="ts").join(wanted, on="_key", how="semi").collect()
+        wanted = probes.select(pair_key(first, second)).get_column("_key").unique().implode()
+        return real.select(pair_key(first, second), real_ts="ts").filter(pl.col("_key").is_in(wanted)).collect()
 
     def look_up(left: pl.DataFrame, first: str, second: str, **tolerance: float) -> pl.DataFrame:
         return (
