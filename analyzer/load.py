@@ -397,8 +397,7 @@ def _read_piece(
     try:
         read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust)
         if read is None:  # headers the text cannot carry exactly: read them as lists
-            read = _read(facts, _fast_scan(piece, first_line), options, robust)
-        assert read is not None
+            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust)
         counts, msgs, used = read
         # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
         # without `type` reads as nulls: both send the piece to the line path.
@@ -658,7 +657,7 @@ def relink(frames: list[pl.DataFrame], moved: pl.DataFrame | None) -> pl.DataFra
     hold the request of a later duplicate answer.
     """
     if not frames:
-        return pl.DataFrame(schema=MESSAGES_SCHEMA)
+        return _no_messages()
     kept = pl.concat(frames, how="vertical", rechunk=False)
     if moved is None or moved.is_empty():
         return pair_responses(kept)

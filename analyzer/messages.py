@@ -535,10 +535,6 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         .collect()
     )
 
-    def filled(name: str, other: str) -> pl.Expr:
-        # both in the frame's own dtype (String or Categorical): no string is built per row
-        return pl.coalesce(name, other)
-
     # Only the columns pairing changes go through the joins (in row order); the frame's other
     # columns are reused as they are instead of being copied by each join.
     changed = ["method", "http_status", "peer", "node_hint"]
@@ -546,14 +542,15 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         df.select("_row", *changed, _cap=_code("capture"), _flow=_code("flow"))
         .join(matched, on="_row", how="left", maintain_order="left")
         .join(flow_info, on=["_cap", "_flow"], how="left", maintain_order="left")
+        # coalesced in the frame's own dtypes (String or Categorical): no string is built per row
         .select(
-            method=filled("method", "_method"),
+            method=pl.coalesce("method", "_method"),
             req_line=pl.col("_req_line").cast(pl.UInt32),
             req_ts=pl.col("_req_ts"),
             req_seq=pl.col("_req_seq"),
             http_status=pl.coalesce("http_status", "_status"),
-            peer=filled("peer", "_peer"),
-            node_hint=filled("node_hint", "_node"),
+            peer=pl.coalesce("peer", "_peer"),
+            node_hint=pl.coalesce("node_hint", "_node"),
         )
     )
     if updates.height != messages.height:  # a duplicate key would add rows: never expected

@@ -108,10 +108,15 @@ class RuleContext:
         self.traffic_facts = traffic
         self.__dict__["traffic"] = traffic  # the cached property's slot
 
-    def _moved_requests(self) -> pl.LazyFrame:
-        """Every request, kept and moved (`Traffic.request_rows`); refused once `release_moved` ran."""
+    def _moved(self) -> pl.DataFrame | None:
+        """`Traffic.requests`, the moved requests; refused once `release_moved` let them go."""
         if self._released:
             raise RuntimeError("the moved requests were released (RuleContext.release_moved)")
+        return self.traffic.requests
+
+    def _moved_requests(self) -> pl.LazyFrame:
+        """Every request, kept and moved (`Traffic.request_rows`); refused once `release_moved` ran."""
+        self._moved()
         return self.traffic.request_rows(self.messages)
 
     @cached_property
@@ -123,9 +128,7 @@ class RuleContext:
         clients send later requests with only `mcp-session-id`, often on new connections); else
         the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
         """
-        if self._released:
-            raise RuntimeError("the moved requests were released (RuleContext.release_moved)")
-        sources = with_moved(self.messages, self.traffic.requests)
+        sources = with_moved(self.messages, self._moved())
 
         def first(src: pl.LazyFrame, value: str, where: pl.Expr) -> pl.LazyFrame:
             # the earliest value per connection in the frame's own dtype; only these rows become strings
@@ -404,8 +407,7 @@ def _answered_twice(answers: pl.DataFrame) -> bool:
         return False
     lo, hi = seq.min(), seq.max()
     if isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < 1 << 32 and seq.null_count() == 0:
-        key = pl.col("capture").to_physical().cast(pl.UInt64()) * (1 << 32) + pl.col("seq").cast(pl.UInt64())
-        return bool(answers.select(key.is_duplicated().any()).item())
+        return bool(answers.select(pair_key("capture", "seq").is_duplicated().any()).item())
     return bool(answers.select(pl.struct("capture", "seq").is_duplicated().any()).item())
 
 

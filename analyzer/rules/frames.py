@@ -122,7 +122,7 @@ def _plain(value: Any) -> Any:
 def pair_key(first: str, second: str, *, cast: pl.DataType | None = None) -> pl.Expr:
     """Two categoricals as one 64-bit integer named `_key`: joins, look-ups and sorts over a row per
     request by one integer column hold far less memory than by two categoricals (an as-of join
-    `by` it a third).
+    `by` it a third). `second` may also be an integer column whose values lie in [0, 2³²).
 
     Categories are process-wide, so keys of different frames match when their strings do. `cast`
     (`pl.Categorical()`) turns string columns into categoricals first.
