@@ -250,7 +250,7 @@ def describe(r: dict[str, Any]) -> list[str]:
         + (
             f"{r['rt_c_relay_us']} µs -> {r['rt_c_relay_ratio']}x)"
             if r["rt_c_relay_us"] is not None
-            else "not measured, no C compiler)"
+            else "not measured: no C compiler, or it failed)"
         ),
         f"  1 MB messages: direct {r['mb_s_direct']} MB/s, tee {r['mb_s_tee']} MB/s -> direct/tee {r['tp_ratio']}x",
         f"  fastest runs: round trip {r['rt_ratio_best']}x, 1 MB tee {r['mb_s_tee_best']} MB/s"
