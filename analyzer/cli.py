@@ -199,6 +199,14 @@ def analyze_cmd(
         int | None,
         typer.Option("--jobs", "-j", min=1, help="Files read in parallel; default: one per core (same report)."),
     ] = None,
+    temp_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--temp-dir",
+            help="Where the analysis keeps rows it reads again later (about a twentieth of the input's size); "
+            "default: $TMPDIR. Removed when it ends.",
+        ),
+    ] = None,
 ) -> None:
     """Analyze captures: each server's era, probe outcomes and client mistakes.
 
@@ -217,7 +225,7 @@ def analyze_cmd(
         raise _fail(ErascopeError(f"unknown --fail-on {fail_on!r} (choose from {', '.join(_FAIL_ON)})"))
     if probe_timeout <= 0:
         raise _fail(ErascopeError("--probe-timeout must be a positive number of seconds"))
-    options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs)
+    options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None)
     if baseline is not None and write_baseline is None:
         from analyzer.baseline import load_baseline
 

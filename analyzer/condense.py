@@ -16,6 +16,9 @@ aggregates, so after pairing (which needs them) they are dropped and the aggrega
   every request back, kept and moved, for the rules' request view;
 - `rows`: how many message rows there were before condensing (the report counts messages).
 
+An analysis writes `requests` and `answers` to disk as each file is read (`spilled`,
+`analyzer.spill`): they grow with the input and are read again only by the rules' first frames.
+
 What is condensed: an exchange whose answer is a plain result (s2c, answering anything but
 `server/discover` and `initialize`, naming no versions). Its answer is dropped, its request moves
 to `Traffic.requests`, and over HTTP the bookkeeping of its flow (the response that only starts the
@@ -33,13 +36,20 @@ checks that condensing changes no report.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import polars as pl
 
 from addon import format as fmt
 from analyzer.messages import as_categoricals
+from analyzer.spill import Spill
+
+Rows = pl.DataFrame | pl.LazyFrame
+"""Rows held in memory, or a lazy scan of rows written to disk (`spilled`)."""
+SPILL_MIN_ROWS: Final = 1_000
+"""Smaller frames are not spilled: a file costs about 0.5 ms to write and more to scan whatever its
+size, which for the few rows of a spawn-per-call capture is more than holding them (under 100 kB)."""
 
 _KEEP_ANSWERS_OF: Final = ("server/discover", "initialize")
 _MASK_COLUMNS: Final = (
@@ -118,8 +128,8 @@ class Traffic:
     conns: pl.DataFrame = field(default_factory=_no_conns)
     sessions: pl.DataFrame = field(default_factory=_no_sessions)
     servers: pl.DataFrame = field(default_factory=_no_servers)
-    answers: pl.DataFrame = field(default_factory=_no_answers)
-    requests: pl.DataFrame | None = None
+    answers: Rows = field(default_factory=_no_answers)
+    requests: Rows | None = None
     """The requests of condensed exchanges (`REQUEST_COLUMNS`), moved out of the messages frame."""
     rows: int = 0
 
@@ -130,9 +140,9 @@ class Traffic:
         """
         kept = messages.lazy().filter((pl.col("kind") == "request") & (pl.col("dir") == fmt.C2S))
         kept = kept.select(REQUEST_COLUMNS)
-        if self.requests is None or self.requests.is_empty():
+        if self.requests is None or not has_rows(self.requests):
             return kept
-        have = self.requests.schema
+        have = self.requests.lazy().collect_schema()
         moved = self.requests.lazy().with_columns(
             pl.col(name).cast(dtype)
             for name, dtype in kept.collect_schema().items()
@@ -141,13 +151,34 @@ class Traffic:
         return pl.concat([kept, moved], how="vertical")
 
 
-def with_moved(messages: pl.LazyFrame | pl.DataFrame, moved: pl.DataFrame | None) -> list[pl.LazyFrame]:
+def with_moved(messages: pl.LazyFrame | pl.DataFrame, moved: Rows | None) -> list[pl.LazyFrame]:
     """The frames whose rows carry request fields: `messages`, and the requests condensing moved out
     of it (`Traffic.requests`) when there are any. Each keeps its own dtypes."""
     frames = [messages.lazy()]
-    if moved is not None and moved.height:
+    if moved is not None and has_rows(moved):
         frames.append(moved.lazy())
     return frames
+
+
+def has_rows(frame: Rows | None) -> bool:
+    """Whether `frame` holds any row. A lazy frame here is a scan of rows written to disk
+    (`spilled`), which is never empty: nothing is collected to tell."""
+    if frame is None:
+        return False
+    return isinstance(frame, pl.LazyFrame) or frame.height > 0
+
+
+def spilled(traffic: Traffic, spill: Spill) -> Traffic:
+    """`traffic` with its moved requests and dropped answers written to `spill`, held as lazy scans.
+
+    Frames of fewer than `SPILL_MIN_ROWS` rows, and frames spilled already, stay as they are.
+    """
+    requests, answers = traffic.requests, traffic.answers
+    if isinstance(requests, pl.DataFrame) and requests.height >= SPILL_MIN_ROWS:
+        requests = spill.put(requests)
+    if isinstance(answers, pl.DataFrame) and answers.height >= SPILL_MIN_ROWS:
+        answers = spill.put(answers)
+    return replace(traffic, requests=requests, answers=answers)
 
 
 def traffic_of(
@@ -209,19 +240,39 @@ def merge(parts: list[Traffic]) -> Traffic:
             pl.col("peers").explode().drop_nulls().unique(),
         )
     )
+    answers = concat_rows([p.answers for p in parts])
     return Traffic(
         conns=conns,
         sessions=sessions,
         servers=servers.cast(SERVERS_SCHEMA),  # type: ignore[arg-type]
-        answers=pl.concat([p.answers for p in parts]),
-        requests=_concat_requests([p.requests for p in parts]),
+        answers=_no_answers() if answers is None else answers,
+        requests=concat_rows([p.requests for p in parts]),
         rows=sum(p.rows for p in parts),
     )
 
 
-def _concat_requests(frames: list[pl.DataFrame | None]) -> pl.DataFrame | None:
-    present = [f for f in frames if f is not None and f.height]
-    return pl.concat(present, how="vertical", rechunk=False) if present else None
+def concat_rows(frames: list[Rows | None]) -> Rows | None:
+    """The frames with rows one after another; lazy when any was spilled, None when none has rows."""
+    present = [f for f in frames if f is not None and has_rows(f)]
+    if not present:
+        return None
+    if all(isinstance(f, pl.DataFrame) for f in present):
+        return pl.concat(present, how="vertical", rechunk=False)  # type: ignore[type-var]
+    # Each run of frames in memory becomes one frame first: a query over hundreds of small inputs
+    # (a capture per spawn) costs more to plan than to run, and it runs once per reader.
+    parts: list[pl.LazyFrame] = []
+    run: list[pl.DataFrame] = []
+    for frame in present:
+        if isinstance(frame, pl.DataFrame):
+            run.append(frame)
+            continue
+        if run:
+            parts.append(pl.concat(run, how="vertical", rechunk=False).lazy())
+            run = []
+        parts.append(frame)
+    if run:
+        parts.append(pl.concat(run, how="vertical", rechunk=False).lazy())
+    return pl.concat(parts, how="vertical")
 
 
 def condense(messages: pl.DataFrame) -> tuple[pl.DataFrame, Traffic]:

@@ -76,7 +76,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.condense import Traffic, condense, merge, traffic_of
+from analyzer.condense import Rows, Traffic, concat_rows, condense, has_rows, merge, spilled, traffic_of
 from analyzer.messages import (
     HEADERS_AS_TEXT,
     MESSAGE_RECORD_TYPES,
@@ -84,6 +84,7 @@ from analyzer.messages import (
     pair_responses,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
+from analyzer.spill import Spill
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
@@ -623,7 +624,7 @@ def _finish_group(files: list[FileFacts]) -> None:
     # kept rows stay in input order, so each file's are the next `height` rows
     heights = {str(name): int(n) for name, n in kept.group_by("file").len().iter_rows()}
     moved: dict[str, pl.DataFrame] = {}
-    if traffic.requests is not None:
+    if isinstance(traffic.requests, pl.DataFrame):  # just condensed: in memory
         moved = {str(key[0]): part for key, part in traffic.requests.partition_by("file", as_dict=True).items()}
     offset = 0
     for n, f in enumerate(files):
@@ -644,7 +645,7 @@ def _set_relinked(facts: FileFacts, frames: list[pl.DataFrame], traffics: list[T
         facts.messages = frames[0]  # one chunk, paired as a whole already
 
 
-def relink(frames: list[pl.DataFrame], moved: pl.DataFrame | None) -> pl.DataFrame:
+def relink(frames: list[pl.DataFrame], moved: Rows | None) -> pl.DataFrame:
     """Pair the kept rows of consecutive pieces of work (chunks of a file, parts of a capture) again.
 
     Each piece was paired on its own, so an answer whose request lies in an earlier piece is still
@@ -659,7 +660,7 @@ def relink(frames: list[pl.DataFrame], moved: pl.DataFrame | None) -> pl.DataFra
     if not frames:
         return _no_messages()
     kept = pl.concat(frames, how="vertical", rechunk=False)
-    if moved is None or moved.is_empty():
+    if moved is None or not has_rows(moved):
         return pair_responses(kept)
     answers = kept.lazy().filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
     named = answers.filter(pl.col("req_seq").is_not_null()).select("capture", seq="req_seq")
@@ -700,6 +701,7 @@ def extract_files(
     *,
     jobs: int | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    spill: Spill | None = None,
 ) -> list[FileFacts]:
     """`extract_file` for every path, `jobs` files at a time (default: all cores), in input order.
 
@@ -709,7 +711,17 @@ def extract_files(
 
     Files of at most one piece (`PIECE_BYTES`) are finished (paired and condensed) together, as soon
     as they add up to `CHUNK_ROWS` rows (`finish_pending`): unpaired rows never pile up.
+
+    With a `spill`, each file's moved requests and dropped answers are written to it as soon as the
+    file is finished (`analyzer.condense.spilled`): what waits in memory is the kept rows alone.
     """
+
+    def spill_finished(done: list[FileFacts]) -> None:
+        if spill is not None:
+            for f in done:
+                if not f.pending and f.skipped is None:
+                    f.traffic = spilled(f.traffic, spill)
+
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
     unfinished, pending_rows = 0, 0
@@ -719,8 +731,11 @@ def extract_files(
         facts.append(result)
         if result.pending:
             pending_rows += result.messages.height
+        else:
+            spill_finished([result])
         if pending_rows >= CHUNK_ROWS:
             finish_pending(facts[unfinished:])
+            spill_finished(facts[unfinished:])
             unfinished, pending_rows = len(facts), 0
         if progress is not None:
             progress(n, len(paths), path)
@@ -738,6 +753,7 @@ def extract_files(
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
     finish_pending(facts[unfinished:])
+    spill_finished(facts[unfinished:])
     return facts
 
 
@@ -765,8 +781,8 @@ def combine(facts: list[FileFacts]) -> Loaded:
 def _relink_parts(parts: list[FileFacts]) -> None:
     """Pair one capture's files again together; each file gets back its own slice (pairing keeps row order)."""
     heights = [f.messages.height for f in parts]
-    moved = [f.traffic.requests for f in parts if f.traffic.requests is not None]
-    paired = relink([f.messages for f in parts if f.messages.height], pl.concat(moved) if moved else None)
+    moved = concat_rows([f.traffic.requests for f in parts])
+    paired = relink([f.messages for f in parts if f.messages.height], moved)
     offset = 0
     for f, height in zip(parts, heights, strict=True):
         f.messages = paired.slice(offset, height)

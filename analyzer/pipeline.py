@@ -21,6 +21,7 @@ from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, extract_files, find_inputs
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
+from analyzer.spill import Spill
 
 ProgressCallback = Callable[[int, int, str], None]
 """Called after each file with (files done, files total, file just read)."""
@@ -40,6 +41,8 @@ class AnalyzeOptions:
     progress: ProgressCallback | None = None
     jobs: int | None = None
     """Files read in parallel (threads); None: one per core. Reports do not depend on it."""
+    spill_dir: str | None = None
+    """Where the temporary files of the analysis go (`analyzer.spill`); None: the system's (`TMPDIR`)."""
 
 
 @dataclass
@@ -104,13 +107,19 @@ def _client_table(analysis: Analysis) -> pl.DataFrame | None:
 def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) -> Analysis:
     """Analyze capture files, directories and globs.
 
-    Raises `ErascopeError` for missing/unreadable paths, unknown format versions, and when no
-    capture record at all was found.
+    Raises `ErascopeError` for missing/unreadable paths, unknown format versions, when no capture
+    record at all was found, and when the temporary files cannot be written (`analyzer.spill`).
     """
     opts = options or AnalyzeOptions()
     path_list = [str(p) for p in paths]
     files = find_inputs(path_list)
-    facts: list[FileFacts] = extract_files(files, opts.load, jobs=opts.jobs, progress=opts.progress)
+    # The rows condensing moves out wait on disk until the rules' first frames read them (`Spill`).
+    with Spill(opts.spill_dir) as spill:
+        return _analyze(files, path_list, opts, spill)
+
+
+def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
+    facts: list[FileFacts] = extract_files(files, opts.load, jobs=opts.jobs, progress=opts.progress, spill=spill)
     loaded = combine(facts)
     inputs = _inputs(facts)
     headers = sum(f.counts.get("header", 0) for f in facts if f.skipped is None)
@@ -130,7 +139,8 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     # one context for the rules and the client table: its derived frames are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
     # The rows condensing moved out are read only by the context's first frames: held only through
-    # the context, each goes as soon as it is read (the per-file facts share their memory).
+    # the context, each goes as soon as it is read (the per-file facts share their memory). Nothing
+    # reads the spilled files after this.
     del facts, loaded
     analysis.traffic = None
     analysis.traffic = context.release_moved()

@@ -21,7 +21,7 @@ from typing import Final
 
 import polars as pl
 
-from analyzer.condense import with_moved
+from analyzer.condense import Rows, with_moved
 from analyzer.messages import as_strings
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
@@ -65,7 +65,7 @@ def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> p
     return requests.sort("seq").join_asof(ev, on="seq", by="_key", strategy="forward", check_sortedness=False)
 
 
-def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: pl.DataFrame | None) -> pl.DataFrame:
+def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | None) -> pl.DataFrame:
     """Requests of `method` with their answer and the first garbage/death/client-EOF after them."""
     # Filters run on the frame as it is (categorical columns compare with strings); the small
     # results are turned into strings before they meet string keys.
@@ -161,7 +161,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: pl.DataF
 
 
 def classify_probes(
-    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: pl.DataFrame | None = None
+    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: Rows | None = None
 ) -> pl.DataFrame:
     """One row per `server/discover` request with its outcome (`PROBES_SCHEMA`).
 
@@ -235,7 +235,7 @@ def classify_probes(
 
 
 def classify_inits(
-    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: pl.DataFrame | None = None
+    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: Rows | None = None
 ) -> pl.DataFrame:
     """One row per `initialize` request with its outcome (`INITS_SCHEMA`).
 

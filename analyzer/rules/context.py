@@ -14,7 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from analyzer.condense import Traffic, traffic_of, with_moved
+from analyzer.condense import Rows, Traffic, has_rows, traffic_of, with_moved
 from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
 from analyzer.rules.frames import as_lazy, pair_key
@@ -108,7 +108,7 @@ class RuleContext:
         self.traffic_facts = traffic
         self.__dict__["traffic"] = traffic  # the cached property's slot
 
-    def _moved(self) -> pl.DataFrame | None:
+    def _moved(self) -> Rows | None:
         """`Traffic.requests`, the moved requests; refused once `release_moved` let them go."""
         if self._released:
             raise RuntimeError("the moved requests were released (RuleContext.release_moved)")
@@ -383,7 +383,7 @@ class RuleContext:
             pl.col("seq").alias("_answer_seq"),
         )
         frames = [kept]
-        if self.traffic.answers.height:
+        if has_rows(self.traffic.answers):
             frames.append(dropped)
         answers = (
             pl.concat(frames, how="vertical")

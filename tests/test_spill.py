@@ -1,0 +1,139 @@
+"""The rows an analysis writes to disk while it reads (`analyzer.spill`): same rows back, nothing left behind."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+
+from addon.errors import ErascopeError
+from analyzer import condense
+from analyzer import spill as spill_module
+from analyzer.condense import merge
+from analyzer.load import combine, extract_files
+from analyzer.messages import as_strings
+from analyzer.pipeline import AnalyzeOptions, analyze
+from analyzer.spill import Spill
+from tests.test_condense import _sorted
+from tests.test_load import HEADER, write_lines
+from tests.test_load_batches import inputs  # noqa: F401  (the fixture: many small files, rotated parts)
+
+CORPUS = Path(__file__).resolve().parent.parent / "captures" / "corpus"
+
+
+def test_put_gives_back_the_same_rows_and_close_removes_them(tmp_path: Path) -> None:
+    frame = pl.DataFrame(
+        {
+            "server": pl.Series(["a", "b", None, "a"], dtype=pl.Categorical()),
+            "seq": [3, 1, 2, None],
+            "ts": [0.5, None, 1.5, 2.5],
+            "flag": [True, False, None, True],
+        }
+    )
+    with Spill(tmp_path) as spill:
+        back = spill.put(frame)
+        assert isinstance(back, pl.LazyFrame)
+        assert back.collect().equals(frame, null_equal=True)
+        assert back.collect_schema() == frame.schema  # categoricals stay categoricals
+        assert spill.bytes > 0 and len(list(spill.path.iterdir())) == 1
+        assert spill.path.parent == tmp_path
+    assert not spill.path.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_that_fails_is_a_clear_error(tmp_path: Path) -> None:
+    # a real "no space left on device": the next file the spill writes is /dev/full
+    with Spill(tmp_path) as spill:
+        os.symlink("/dev/full", spill.path / "000001.arrow")
+        with pytest.raises(ErascopeError, match=r"cannot write temporary file .*000001\.arrow.*TMPDIR"):
+            spill.put(pl.DataFrame({"a": list(range(10_000))}))
+
+
+def test_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ErascopeError, match="cannot create a temporary directory in"):
+        Spill(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("min_rows", [1, condense.SPILL_MIN_ROWS])
+def test_loading_with_a_spill_reads_the_same_rows(
+    inputs: list[str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    min_rows: int,
+) -> None:
+    """Every frame spilled (the parts of the rotated capture are paired again from disk), or the default."""
+    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", min_rows)
+    alone = extract_files(inputs, jobs=2)
+    # a file's moved requests and dropped answers are spilled when there are enough of them
+    frames = [f for a in alone for f in (a.traffic.requests, a.traffic.answers) if f is not None]
+    big = sum(f.height >= min_rows for f in frames)  # type: ignore[union-attr]
+    assert big > 10 if min_rows == 1 else big == 0, big  # the small files of a spawn-per-call capture
+    with Spill(tmp_path) as spill:
+        spilled = combine(extract_files(inputs, jobs=2, spill=spill))
+        assert len(list(spill.path.iterdir())) == big
+        kind = pl.LazyFrame if big else pl.DataFrame
+        assert isinstance(spilled.traffic.requests, kind)
+        assert isinstance(spilled.traffic.answers, kind)
+        in_memory = combine(alone)
+        assert isinstance(in_memory.traffic.requests, pl.DataFrame)
+        assert spilled.messages.equals(in_memory.messages, null_equal=True)
+        for name in ("requests", "answers"):
+            got, want = getattr(spilled.traffic, name).lazy().collect(), getattr(in_memory.traffic, name)
+            assert got.height == want.height > 0, name
+            assert _sorted(as_strings(got)).equals(_sorted(as_strings(want)), null_equal=True), name
+        assert spilled.traffic.rows == in_memory.traffic.rows
+        # merging spilled facts with in-memory ones keeps every row
+        both = merge([spilled.traffic, in_memory.traffic])
+        assert isinstance(both.requests, kind)
+        assert both.requests.lazy().collect().height == 2 * in_memory.traffic.requests.height
+
+
+def test_analyze_spills_and_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written: list[int] = []
+    put = Spill.put
+
+    def counting(self: Spill, frame: pl.DataFrame) -> pl.LazyFrame:
+        written.append(frame.height)
+        return put(self, frame)
+
+    monkeypatch.setattr(spill_module.Spill, "put", counting)
+    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)  # the corpus' captures are small
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    analysis = analyze([CORPUS], AnalyzeOptions(spill_dir=str(temp)))
+    assert sum(written) > 0  # the corpus has plain exchanges: their requests went to disk
+    assert analysis.servers and list(temp.iterdir()) == []
+    # and when the analysis fails part way
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_lines(empty / "x.jsonl", [orjson.dumps(HEADER).decode()])  # a header, no traffic
+    with pytest.raises(ErascopeError, match="no capture records"):
+        analyze([empty], AnalyzeOptions(spill_dir=str(temp)))
+    assert list(temp.iterdir()) == []
+
+
+def test_the_cli_takes_a_temp_dir_and_refuses_a_missing_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    used: list[Path] = []
+    put = Spill.put
+
+    def recording(self: Spill, frame: pl.DataFrame) -> pl.LazyFrame:
+        used.append(self.path.parent)
+        return put(self, frame)
+
+    monkeypatch.setattr(spill_module.Spill, "put", recording)
+    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    ok = CliRunner().invoke(app, ["analyze", str(CORPUS), "-q", "--format", "json", "--temp-dir", str(temp)])
+    assert ok.exit_code == 0, ok.output
+    assert used and set(used) == {temp} and list(temp.iterdir()) == []
+    bad = CliRunner().invoke(app, ["analyze", str(CORPUS), "-q", "--temp-dir", str(tmp_path / "missing")])
+    assert bad.exit_code == 2
+    assert "cannot create a temporary directory in" in bad.output
