@@ -334,6 +334,17 @@ def condense(messages: pl.DataFrame) -> tuple[pl.DataFrame, Traffic]:
         .collect()
         .cast(ANSWERS_SCHEMA)  # type: ignore[arg-type]
     )
-    moved = messages.filter(is_moved).select(REQUEST_COLUMNS)
+    moved = compacted(messages.filter(is_moved).select(REQUEST_COLUMNS))
     traffic = traffic_of(messages, answers, moved)
-    return messages.filter(~is_gone), traffic
+    return compacted(messages.filter(~is_gone)), traffic
+
+
+def compacted(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with its text columns written into buffers of their own.
+
+    Polars keeps texts longer than 12 bytes in buffers shared by every frame filtered from the same
+    one: the few rows condensing keeps would hold the texts of every row read (the kept rows of
+    2 GB of captures: 65 MB of memory, 19 MB of it their own). Appending "" copies each text.
+    """
+    texts = [name for name, dtype in frame.schema.items() if dtype == pl.String()]
+    return frame.with_columns(pl.concat_str(pl.col(name), pl.lit("")) for name in texts) if texts else frame
