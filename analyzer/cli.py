@@ -258,6 +258,7 @@ def analyze_cmd(
             progress.stop()
     color = output is None and fmt == "text" and sys.stdout.isatty()
     text = render(analysis, fmt, color=color)
+    analysis.close()  # everything the report reads is in it: the temporary files go now
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")

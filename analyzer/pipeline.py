@@ -8,6 +8,7 @@ The rules and the client table share one `RuleContext` (`Analysis.rule_context`)
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,15 @@ class Analysis:
     """What condensing dropped from `messages` (`analyzer.condense`); None when nothing was."""
     rule_context: Any = field(default=None, repr=False, compare=False)
     """The rules' `RuleContext` of this analysis, shared with the client table (derived frames computed once)."""
+    spill: Spill | None = field(default=None, repr=False, compare=False)
+    """The temporary files the rule context's request view is read from (`analyzer.spill`): removed by
+    `close`, or when the analysis is garbage-collected or the interpreter exits."""
+
+    def close(self) -> None:
+        """Remove the analysis' temporary files. Its frames, verdicts and findings stay; running the
+        rules again on its `rule_context` does not work afterwards."""
+        if self.spill is not None:
+            self.spill.close()
 
     @property
     def message_count(self) -> int:
@@ -113,9 +123,17 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     opts = options or AnalyzeOptions()
     path_list = [str(p) for p in paths]
     files = find_inputs(path_list)
-    # The rows condensing moves out wait on disk until the rules' first frames read them (`Spill`).
-    with Spill(opts.spill_dir) as spill:
-        return _analyze(files, path_list, opts, spill)
+    # The rows condensing moves out wait on disk until the rules' first frames read them, and the
+    # request view the rules read lives there too (`Spill`): files that go with the analysis.
+    spill = Spill(opts.spill_dir)
+    try:
+        analysis = _analyze(files, path_list, opts, spill)
+    except BaseException:
+        spill.close()
+        raise
+    analysis.spill = spill
+    weakref.finalize(analysis, spill.close)
+    return analysis
 
 
 def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
@@ -137,7 +155,7 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
     from analyzer.rules import RuleContext, RuleOptions, run_rules
 
     # one context for the rules and the client table: its derived frames are computed once
-    analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
+    analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
     # The rows condensing moved out are read only by the context's first frames: held only through
     # the context, each goes as soon as it is read (the per-file facts share their memory). Nothing
     # reads the spilled files after this.

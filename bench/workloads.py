@@ -61,11 +61,13 @@ def analyze(path: str, jobs: int | None) -> dict[str, Any]:
 
 
 def load(path: str) -> dict[str, Any]:
-    """Loading alone: every file's per-file step, then the combine step (pairing)."""
+    """Loading alone, as `analyze` loads: every file's per-file step (spilling), then the combine step (pairing)."""
     from analyzer.load import combine, extract_files, find_inputs
+    from analyzer.spill import Spill
 
     t = time.perf_counter()
-    loaded = combine(extract_files(find_inputs([path])))
+    with Spill() as spill:
+        loaded = combine(extract_files(find_inputs([path]), spill=spill))
     return {"seconds": time.perf_counter() - t, "records": loaded.records, "messages": loaded.traffic.rows}
 
 
@@ -78,8 +80,10 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     from analyzer.pipeline import Analysis, AnalyzeOptions, _client_table, _inputs
     from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions, run_rules
+    from analyzer.spill import Spill
 
     opts = AnalyzeOptions(jobs=jobs)
+    spill = Spill()
     marks: dict[str, dict[str, float]] = {}
     start = last = time.perf_counter()
 
@@ -90,7 +94,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
         marks[name] = {"s": round(now - last, 3), "peak_rss_mb": round(peak, 1)}
         last = now
 
-    facts = extract_files(find_inputs([path]), opts.load, jobs=jobs)
+    facts = extract_files(find_inputs([path]), opts.load, jobs=jobs, spill=spill)
     mark("extract_files")
     loaded = combine(facts)
     messages = loaded.messages
@@ -104,7 +108,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
         inputs=_inputs(facts), messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
     )
     # as `analyze` does: one context, its request frames built, the moved requests let go
-    analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions())
+    analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
     rows = loaded.traffic.rows
     del facts, loaded
     analysis.traffic = None
@@ -115,6 +119,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     analysis.findings = findings
     _client_table(analysis)
     mark("clients")
+    spill.close()
     return {
         "seconds": time.perf_counter() - start,
         "stages": marks,

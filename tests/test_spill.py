@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from analyzer.condense import merge
 from analyzer.load import combine, extract_files
 from analyzer.messages import as_strings
 from analyzer.pipeline import AnalyzeOptions, analyze
+from analyzer.rules import run_rules
 from analyzer.spill import Spill
 from tests.test_condense import _sorted
 from tests.test_load import HEADER, write_lines
@@ -91,7 +93,7 @@ def test_loading_with_a_spill_reads_the_same_rows(
         assert both.requests.lazy().collect().height == 2 * in_memory.traffic.requests.height
 
 
-def test_analyze_spills_and_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_analyze_spills_and_its_files_go_with_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     written: list[int] = []
     put = Spill.put
 
@@ -105,8 +107,20 @@ def test_analyze_spills_and_leaves_nothing_behind(tmp_path: Path, monkeypatch: p
     temp.mkdir()
     analysis = analyze([CORPUS], AnalyzeOptions(spill_dir=str(temp)))
     assert sum(written) > 0  # the corpus has plain exchanges: their requests went to disk
-    assert analysis.servers and list(temp.iterdir()) == []
-    # and when the analysis fails part way
+    assert analysis.servers and analysis.spill is not None and analysis.spill.path.parent == temp
+    # the request view the rules read stays there while the analysis lives: the rules run again
+    assert isinstance(analysis.rule_context.requests, pl.LazyFrame)
+    again = run_rules(analysis)
+    assert again == analysis.findings and [f.details for f in again] == [f.details for f in analysis.findings]
+    analysis.close()
+    assert list(temp.iterdir()) == []
+    # an analysis nobody holds any more takes its files with it
+    dropped = analyze([CORPUS], AnalyzeOptions(spill_dir=str(temp)))
+    assert list(temp.iterdir()) != []
+    del dropped
+    gc.collect()
+    assert list(temp.iterdir()) == []
+    # and an analysis that fails part way leaves nothing behind
     empty = tmp_path / "empty"
     empty.mkdir()
     write_lines(empty / "x.jsonl", [orjson.dumps(HEADER).decode()])  # a header, no traffic
