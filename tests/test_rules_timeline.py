@@ -91,6 +91,29 @@ def test_rollout_split_initialize_served_and_refused() -> None:
     assert f.details["axis"] == "initialize"
 
 
+def test_a_split_seen_only_in_how_modern_requests_were_answered() -> None:
+    """Every probe answered modern; modern calls answered with results and sessionless refusals by turns."""
+    s = Scenario()
+    c = s.conn("lb", "c1", transport="http")
+    c.probe(0.0, "discover-result")
+    for i in range(4):
+        refused = {"error_code": -32000, "http_status": 400} if i % 2 else {}
+        c.call(1.0 + i, id=f"r{i}", modern=True, **refused)  # type: ignore[arg-type]
+    [f] = run_rules(s.analysis(), only=["rollout-split"])
+    assert f.details["axis"] == "era"
+    assert f.details["peers"] == [
+        {"peer": "(no peer address)", "era": "legacy", "count": 2},
+        {"peer": "(no peer address)", "era": "modern", "count": 3},
+    ]
+    # answered modern throughout: no split
+    calm = Scenario()
+    c = calm.conn("lb", "c1", transport="http")
+    c.probe(0.0, "discover-result")
+    for i in range(4):
+        c.call(1.0 + i, id=f"r{i}", modern=True)
+    assert run_rules(calm.analysis(), only=["rollout-split"]) == []
+
+
 def test_a_clean_upgrade_is_not_a_split() -> None:
     s = Scenario()
     for i in range(3):

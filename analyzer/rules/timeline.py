@@ -222,9 +222,19 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     )
     # modern requests show the era of the node that answered them: a result is modern, a sessionless
     # refusal is a legacy node (a round-robin proxy sending the call after the probe elsewhere)
+    modern_requests = ctx.requests.lazy().filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
+    # A server whose answers all show the modern era cannot split: the answers to its modern
+    # requests (a row each, most of the input) are read only for servers that also answered the
+    # legacy way somewhere, in a probe answer or a sessionless refusal (few rows either way).
+    refusals = ctx.responses.lazy().filter(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)).select("capture", "seq")
+    answered_legacy = pl.concat(
+        [
+            probe_answers.lazy().filter(pl.col("era") == "legacy").select("server"),
+            modern_requests.join(refusals, on=["capture", "seq"], how="semi").select("server"),
+        ]
+    ).unique()
     request_answers = (
-        ctx.requests.lazy()
-        .filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
+        modern_requests.join(answered_legacy, on="server", how="semi")
         .select("server", "file", "peer", "capture", "seq")
         .join(ctx.responses.lazy(), on=["capture", "seq"])
         .select(
