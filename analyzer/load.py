@@ -472,7 +472,12 @@ def _refused(facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None,
 
 
 def _read_pieces(
-    facts: FileFacts, robust: bool, options: LoadOptions | None, chunked: bool, defer: bool = False
+    facts: FileFacts,
+    robust: bool,
+    options: LoadOptions | None,
+    chunked: bool,
+    defer: bool = False,
+    spill: Spill | None = None,
 ) -> tuple[bool, list[_Piece] | None, int]:
     """Every piece of the file, all with the same id reading: that reading, the pieces and the file's line count.
 
@@ -483,6 +488,7 @@ def _read_pieces(
     `chunked`: every `CHUNK_BYTES` of pieces are paired and condensed at once (`_finish_chunk`), so
     a file's messages never all wait in memory; the chunk's result is kept on its last piece.
     `defer`: a file of at most `PIECE_BYTES` is left unpaired, `pending` (see `finish_pending`).
+    `spill`: each chunk's moved requests and dropped answers are written there (`spilled`).
     """
     parts: list[_Piece] = []
     open_from, open_bytes = 0, 0
@@ -499,26 +505,34 @@ def _read_pieces(
             lines += count
             open_bytes += len(piece)
             if chunked and open_bytes >= CHUNK_BYTES:
-                _finish_chunk(parts[open_from:])
+                _finish_chunk(parts[open_from:], spill)
                 open_from, open_bytes = len(parts), 0
     if defer and open_from == 0 and open_bytes <= PIECE_BYTES:
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
-        _finish_chunk(parts[open_from:])
+        _finish_chunk(parts[open_from:], spill)
     return robust, parts, lines
 
 
-def _finish_chunk(pieces: list[_Piece]) -> None:
-    """Pair and condense the messages of consecutive pieces; the result replaces them."""
+def _finish_chunk(pieces: list[_Piece], spill: Spill | None = None) -> None:
+    """Pair and condense the messages of consecutive pieces; the result replaces them.
+
+    With a `spill`, the moved requests and dropped answers go there at once: a big file's would
+    otherwise wait in memory until the file is read to its end.
+    """
     frames = [p.messages for p in pieces]
     messages = frames[0] if len(frames) == 1 else pl.concat(frames, how="vertical", rechunk=False)
     kept, traffic = condense(pair_responses(messages))
+    if spill is not None:
+        traffic = spilled(traffic, spill)
     for p in pieces:
         p.messages, p.traffic = p.messages.clear(), None
     pieces[-1].messages, pieces[-1].traffic = kept, traffic
 
 
-def extract_file(path: str, options: LoadOptions | None = None, *, defer: bool = False) -> FileFacts:
+def extract_file(
+    path: str, options: LoadOptions | None = None, *, defer: bool = False, spill: Spill | None = None
+) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
     Independent of every other file (safe to run in parallel). A file whose first line is not an
@@ -526,7 +540,8 @@ def extract_file(path: str, options: LoadOptions | None = None, *, defer: bool =
     an unknown format major version.
 
     `defer=True` leaves a file of at most `PIECE_BYTES` `pending` (read, not yet paired and
-    condensed): `finish_pending` finishes many such files at once.
+    condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows
+    condensing moves out are written there as each chunk is condensed (`analyzer.spill`).
     """
     if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
@@ -545,7 +560,7 @@ def extract_file(path: str, options: LoadOptions | None = None, *, defer: bool =
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
         while parts is None:
-            robust, parts, total = _read_pieces(facts, robust, options, chunked, defer and chunked)
+            robust, parts, total = _read_pieces(facts, robust, options, chunked, defer and chunked, spill)
     except OSError as exc:
         raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not parts:
@@ -712,8 +727,9 @@ def extract_files(
     Files of at most one piece (`PIECE_BYTES`) are finished (paired and condensed) together, as soon
     as they add up to `CHUNK_ROWS` rows (`finish_pending`): unpaired rows never pile up.
 
-    With a `spill`, each file's moved requests and dropped answers are written to it as soon as the
-    file is finished (`analyzer.condense.spilled`): what waits in memory is the kept rows alone.
+    With a `spill`, the moved requests and dropped answers are written to it as each chunk is
+    condensed, and those of small files as soon as they are finished (`analyzer.condense.spilled`):
+    what waits in memory is the kept rows alone.
     """
 
     def spill_finished(done: list[FileFacts]) -> None:
@@ -742,10 +758,10 @@ def extract_files(
 
     if workers == 1:
         for n, path in enumerate(paths, 1):
-            add(n, path, extract_file(path, options, defer=True))
+            add(n, path, extract_file(path, options, defer=True, spill=spill))
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(extract_file, path, options, defer=True) for path in paths]
+            futures = [pool.submit(extract_file, path, options, defer=True, spill=spill) for path in paths]
             try:
                 for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
                     add(n, path, future.result())

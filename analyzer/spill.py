@@ -3,10 +3,12 @@
 Condensing moves a narrow row per request of the input out of the messages frame, and keeps a row
 per dropped answer to an enveloped request (`analyzer.condense.Traffic`). Nothing reads them again
 until the rules build their frames, and they grow with the input: about 115 MB for 2 GB of
-captures. An analysis (`analyzer.pipeline.analyze`) writes them, file by file as each is read, to
-Arrow IPC files in a temporary directory and keeps only lazy scans of them; the few queries that
-read them later read only the columns and rows they need. The directory is removed when the
-analysis ends, whatever happens.
+captures. An analysis (`analyzer.pipeline.analyze`) writes them, chunk by chunk as the captures are
+read, to Arrow IPC files in a temporary directory and keeps only lazy scans of them; the few
+queries that read them later read only the columns and rows they need. The rules' request view (a
+row per request, `analyzer.rules.context.RuleContext.requests`) is written there too. The
+directory goes with the analysis (`Analysis.close`, or when it is garbage-collected), and at once
+when the analysis fails.
 
 Without a `Spill` (the default of the loading functions) the rows stay in memory, as frames.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -37,6 +40,7 @@ class Spill:
             where = directory or tempfile.gettempdir()
             raise ErascopeError(f"cannot create a temporary directory in {where}: {exc.strerror or exc}") from None
         self._count = 0
+        self._lock = threading.Lock()  # files are written from the threads that read captures
         self.bytes = 0
         """Bytes written so far."""
 
@@ -46,8 +50,9 @@ class Spill:
         Raises `ErascopeError` when the file cannot be written (a full disk, say): an analysis that
         cannot keep its rows stops with a message, it never goes on without them.
         """
-        self._count += 1
-        target = self.path / f"{self._count:06d}.arrow"
+        with self._lock:
+            self._count += 1
+            target = self.path / f"{self._count:06d}.arrow"
         try:
             # uncompressed: reading it back is a copy of the pages, no decoding
             frame.write_ipc(target, compression="uncompressed")
@@ -56,7 +61,8 @@ class Spill:
                 f"cannot write temporary file {target}: {exc.strerror or exc}"
                 " (set TMPDIR to a directory with more free space)"
             ) from None
-        self.bytes += target.stat().st_size
+        with self._lock:
+            self.bytes += target.stat().st_size
         return pl.scan_ipc(target)
 
     def close(self) -> None:

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 
 from addon.errors import ErascopeError
-from analyzer import condense
+from analyzer import condense, load
 from analyzer import spill as spill_module
 from analyzer.condense import merge
-from analyzer.load import combine, extract_files
+from analyzer.load import combine, extract_file, extract_files
 from analyzer.messages import as_strings
 from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.rules import run_rules
@@ -91,6 +91,28 @@ def test_loading_with_a_spill_reads_the_same_rows(
         both = merge([spilled.traffic, in_memory.traffic])
         assert isinstance(both.requests, kind)
         assert both.requests.lazy().collect().height == 2 * in_memory.traffic.requests.height
+
+
+def test_a_file_read_in_chunks_spills_each_chunk_as_it_is_condensed(
+    inputs: list[str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(load, "PIECE_BYTES", 16 << 10)
+    monkeypatch.setattr(load, "CHUNK_BYTES", 64 << 10)
+    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)
+    biggest = max(inputs, key=os.path.getsize)
+    assert os.path.getsize(biggest) > 8 * load.CHUNK_BYTES
+    with Spill(tmp_path) as spill:
+        chunked = extract_file(biggest, spill=spill)
+        assert len(list(spill.path.iterdir())) > 8  # while the file was read, not at its end
+        alone = extract_file(biggest)
+        # answers whose request was in an earlier chunk are paired from the spilled rows
+        assert chunked.messages.equals(alone.messages, null_equal=True)
+        for name in ("requests", "answers"):
+            got, want = getattr(chunked.traffic, name), getattr(alone.traffic, name)
+            assert isinstance(got, pl.LazyFrame) and isinstance(want, pl.DataFrame), name
+            assert got.collect().equals(want, null_equal=True), name
 
 
 def test_analyze_spills_and_its_files_go_with_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
