@@ -173,3 +173,36 @@ def test_the_cli_takes_a_temp_dir_and_refuses_a_missing_one(tmp_path: Path, monk
     bad = CliRunner().invoke(app, ["analyze", str(CORPUS), "-q", "--temp-dir", str(tmp_path / "missing")])
     assert bad.exit_code == 2
     assert "cannot create a temporary directory in" in bad.output
+
+
+def test_the_request_view_built_in_buckets_on_disk_is_the_view_built_in_memory(
+    inputs: list[str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from analyzer.probes import classify_inits, classify_probes
+    from analyzer.rules import RuleContext, RuleOptions
+    from analyzer.rules import context as context_module
+
+    monkeypatch.setattr(context_module, "VIEW_BUCKET_ROWS", 100)
+    monkeypatch.setattr(context_module, "VIEW_SLICE_ROWS", 37)
+    loaded = combine(extract_files(inputs, jobs=2))
+    moved = loaded.traffic.requests
+    analysis = SimpleNamespace(
+        messages=loaded.messages,
+        probes=classify_probes(loaded.messages, moved=moved),
+        inits=classify_inits(loaded.messages, moved=moved),
+        traffic=loaded.traffic,
+    )
+    in_memory = RuleContext.from_analysis(analysis, RuleOptions()).requests
+    assert isinstance(in_memory, pl.DataFrame)
+    servers = in_memory.get_column("server").n_unique()
+    assert servers > 3 and in_memory.height > 10 * 100
+    with Spill(tmp_path) as spill:
+        view = RuleContext.from_analysis(analysis, RuleOptions(), spill).requests
+        assert isinstance(view, pl.LazyFrame)
+        # a bucket per server at least, each written in slices
+        assert len(list(spill.path.iterdir())) > servers + in_memory.height // 100
+        assert view.collect().equals(in_memory)

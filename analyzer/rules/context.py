@@ -47,7 +47,10 @@ _VIEW_COLUMNS: Final = (
 """The columns of `RuleContext.requests`: what rules read of every request."""
 _VIEW_CATEGORICALS: Final = ("transport", "conn", "method", "meta_version", "session_id", "peer")
 VIEW_SLICE_ROWS: Final = 1 << 17
-"""A spilled request view is sorted and written this many rows at a time (about 8 MB)."""
+"""A spilled request view is written this many rows at a time (about 8 MB)."""
+VIEW_BUCKET_ROWS: Final = 1 << 18
+"""A spilled request view is built from buckets of servers of about this many requests (16 MB of
+view rows): one bucket is in memory at a time, each read once more."""
 _DETAIL_COLUMNS: Final = ("flow", "id", "has_envelope", "header_version", "header_method")
 """Request columns only `probe_rows` carries (read for the probes and the requests after them)."""
 
@@ -201,13 +204,14 @@ class RuleContext:
         what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
         row per request of the input, stays narrow. `_i` is the row's position in this order.
 
-        With a `spill`, the frame is written there and read back lazily: each rule then reads only
-        the columns and rows it needs. Readers call `.lazy()` on it either way.
+        With a `spill`, the frame is built a bucket of servers at a time and written
+        there, and read back lazily: each rule then reads only the columns and rows it needs, and only
+        one bucket of requests is ever in memory. Readers call `.lazy()` on it either way.
         """
         rows = self._moved_requests().select(*_VIEW_COLUMNS)
         cat = pl.Categorical()
         clients = self.conn_clients.select(pair_key("server", "conn", cast=cat), pl.col("client").cast(cat))
-        unsorted = (
+        every = (
             # A row per request: every repetitive column is categorical (4 bytes a row instead of 16
             # and more), `server` and `client` too; rules turn them into strings on their small
             # results. `evidence()` turns `file` back into strings, `responses` keys `capture` alike.
@@ -224,19 +228,27 @@ class RuleContext:
                 (pl.col("method") == INIT_METHOD).fill_null(False).alias("is_init"),
                 (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
             )
-            .collect()
         )
-        # Sorting positions, then gathering each column once, copies rows once.
-        order = _view_order(unsorted)
         columns = [*_VIEW_COLUMNS, "client", "is_probe", "is_init", "is_real"]
         if self.spill is None:
-            return unsorted.select(pl.col(columns).gather(order)).with_row_index("_i")
-        # written a slice of rows at a time: only one slice of the sorted copy is ever in memory
+            unsorted = every.collect()
+            # sorting positions, then gathering each column once, copies rows once
+            return unsorted.select(pl.col(columns).gather(_view_order(unsorted))).with_row_index("_i")
+        # The buckets come in the order of their servers' codes, the first part of the view's order
+        # (`_view_order`), and each is sorted on its own: together, the view's order. Each is read
+        # anew from the (spilled) requests, and written a slice of rows at a time.
         parts = []
-        for start in range(0, max(order.len(), 1), VIEW_SLICE_ROWS):
-            positions = order.slice(start, VIEW_SLICE_ROWS)
-            part = unsorted.select(pl.col(columns).gather(positions)).with_row_index("_i", offset=start)
-            parts.append(self.spill.put(part))
+        offset = 0
+        for bucket in _buckets(every):
+            unsorted = every.filter(bucket).collect(engine="streaming")
+            order = _view_order(unsorted)
+            for start in range(0, order.len(), VIEW_SLICE_ROWS):
+                positions = order.slice(start, VIEW_SLICE_ROWS)
+                part = unsorted.select(pl.col(columns).gather(positions)).with_row_index("_i", offset=offset + start)
+                parts.append(self.spill.put(part))
+            offset += unsorted.height
+        if not parts:
+            parts.append(self.spill.put(every.select(columns).head(0).collect().with_row_index("_i")))
         return pl.concat(parts, how="vertical")
 
     def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
@@ -410,6 +422,32 @@ class RuleContext:
                 subset=["capture", "seq"], keep="first", maintain_order=True
             )
         return answers.drop("_answer_seq")
+
+
+def _buckets(rows: pl.LazyFrame) -> list[pl.Expr]:
+    """Filters that cut `rows` into buckets of servers with consecutive categorical codes (a null
+    server last) of at most `VIEW_BUCKET_ROWS` rows each, or one server's rows when they are more.
+
+    By server, not by (server, client): a filter on a column as read is applied while reading,
+    one on the client (looked up per connection) only after every row was read.
+    """
+    code = pl.col("server").to_physical()
+    counts = rows.group_by(code).agg(pl.len()).sort("server", nulls_last=True).collect(engine="streaming")
+    groups: list[list[int | None]] = []
+    total = 0
+    for server, n in counts.iter_rows():
+        if not groups or total + n > VIEW_BUCKET_ROWS:
+            groups.append([])
+            total = 0
+        groups[-1].append(server)
+        total += n
+    buckets = []
+    for group in groups:
+        present = [server for server in group if server is not None]
+        # the codes are sorted and distinct: no other server's lies between a bucket's first and last
+        inside = code.is_between(present[0], present[-1]) if present else pl.lit(False)
+        buckets.append(inside | code.is_null() if None in group else inside)
+    return buckets
 
 
 def _view_order(unsorted: pl.DataFrame) -> pl.Series:
