@@ -7,7 +7,7 @@ The work is split in two so it parallelizes and so other inputs can plug in:
   `RECORD_SCHEMA`, locates malformed and torn lines, and turns the records into rows of the
   messages frame (`analyzer.messages.messages_from_records`). Running it for many files at once
   (threads or processes), or adding another input branch (Parquet), needs nothing else.
-  As pieces are read, every `CHUNK_BYTES` (64 MiB) of them are paired and condensed
+  As pieces are read, every `CHUNK_BYTES` (32 MiB) of them are paired and condensed
   (`analyzer.condense`: the rows later steps read only as aggregates are dropped, the requests of
   plain exchanges move into narrow rows), and at the end `relink` pairs the chunks' kept rows again
   for the answers whose request was in an earlier chunk. What a file leaves in memory is a small
@@ -92,7 +92,7 @@ _TEXT_HEADERS_SCHEMA: Final = {**RECORD_SCHEMA, "headers": pl.String()}
 """`RECORD_SCHEMA` with `headers` read as text: half the time of building its lists (`HEADERS_AS_TEXT`)."""
 PIECE_BYTES: Final = 8 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
-CHUNK_BYTES: Final = 64 << 20
+CHUNK_BYTES: Final = 32 << 20
 """Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
 _no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
 """An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
