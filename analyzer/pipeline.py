@@ -2,7 +2,9 @@
 
 find inputs → `extract_file` per file → `combine` (pairing) → probe and initialize outcomes →
 per-server era verdicts → findings (`analyzer.rules.run_rules`) → client table (when available).
-The rules and the client table share one `RuleContext` (`Analysis.rule_context`).
+The rules and the client table share one `RuleContext` (`Analysis.rule_context`). The rows that
+grow with the input and are read only near the end (the requests condensing moves out, the rules'
+request view) wait in the analysis' temporary files (`analyzer.spill`, `Analysis.spill`).
 """
 
 from __future__ import annotations

@@ -104,6 +104,8 @@ class RuleContext:
         (`Traffic.answers`, about 23 MB) only by `responses`. Each goes as soon as what reads it
         exists, and the facts without them are returned. Whoever else holds the original `Traffic`
         keeps the rows alive: the caller should hold it only through the context while this runs.
+        (In an analysis they are scans of files on disk already, `analyzer.spill`: what goes then is
+        the small part of them that stayed in memory.)
         """
         # the answers first: while the request frames are built, they are gone already
         _ = self.responses
