@@ -203,7 +203,7 @@ def analyze_cmd(
         Path | None,
         typer.Option(
             "--temp-dir",
-            help="Where the analysis keeps rows it reads again later (about a twentieth of the input's size); "
+            help="Where the analysis keeps rows it reads again later (about a tenth of the input's size); "
             "default: $TMPDIR. Removed when it ends.",
         ),
     ] = None,

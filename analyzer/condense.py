@@ -16,7 +16,7 @@ aggregates, so after pairing (which needs them) they are dropped and the aggrega
   every request back, kept and moved, for the rules' request view;
 - `rows`: how many message rows there were before condensing (the report counts messages).
 
-An analysis writes `requests` and `answers` to disk as each file is read (`spilled`,
+An analysis writes `requests` and `answers` to disk as the captures are read (`spilled`,
 `analyzer.spill`): they grow with the input and are read again only by the rules' first frames.
 
 What is condensed: an exchange whose answer is a plain result (s2c, answering anything but

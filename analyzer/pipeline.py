@@ -159,8 +159,8 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
     # one context for the rules and the client table: its derived frames are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
     # The rows condensing moved out are read only by the context's first frames: held only through
-    # the context, each goes as soon as it is read (the per-file facts share their memory). Nothing
-    # reads the spilled files after this.
+    # the context, each goes as soon as it is read (the per-file facts share their memory). After
+    # this, the spilled files read are the request view's.
     del facts, loaded
     analysis.traffic = None
     analysis.traffic = context.release_moved()

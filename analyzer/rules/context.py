@@ -206,9 +206,9 @@ class RuleContext:
         what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
         row per request of the input, stays narrow. `_i` is the row's position in this order.
 
-        With a `spill`, the frame is built a bucket of servers at a time and written
-        there, and read back lazily: each rule then reads only the columns and rows it needs, and only
-        one bucket of requests is ever in memory. Readers call `.lazy()` on it either way.
+        With a `spill`, the frame is built a bucket of servers at a time, written there and read back
+        lazily: only one bucket of requests is ever in memory, and each rule reads only the columns
+        and rows it needs. Readers call `.lazy()` on it either way.
         """
         rows = self._moved_requests().select(*_VIEW_COLUMNS)
         cat = pl.Categorical()
