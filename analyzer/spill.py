@@ -54,12 +54,12 @@ class Spill:
             self._count += 1
             target = self.path / f"{self._count:06d}.arrow"
         try:
-            # uncompressed: reading it back is a copy of the pages, no decoding
+            # uncompressed: the rules read these files several times, and each read then skips decompressing
             frame.write_ipc(target, compression="uncompressed")
         except OSError as exc:
             raise ErascopeError(
                 f"cannot write temporary file {target}: {exc.strerror or exc}"
-                " (set TMPDIR to a directory with more free space)"
+                " (point --temp-dir or TMPDIR to a directory with more free space)"
             ) from None
         with self._lock:
             self.bytes += target.stat().st_size
