@@ -34,6 +34,11 @@ def _runs(seq: pl.LazyFrame, flag: pl.Expr, reason: str, note: str, min_len: int
     )
 
 
+def _legacy_refusals(ctx: RuleContext) -> pl.LazyFrame:
+    """The requests (`capture`, `seq`) a server refused the legacy way, outside a session."""
+    return ctx.responses.lazy().filter(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)).select("capture", "seq")
+
+
 def _era_changes(ctx: RuleContext) -> pl.DataFrame:
     """Per server, each probe whose answer shows a different era than the previous answer (any client)."""
     return (
@@ -147,12 +152,8 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         "initialize refused",
         opts.stale_repeats,
     )
-    # the first answers that refuse the legacy way are few: only they are looked up for every request
-    refusals = (
-        ctx.responses.lazy()
-        .filter(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS))
-        .select("capture", "seq", _refused=pl.lit(True))
-    )
+    # the answers that refuse the legacy way are few: only they are looked up for every request
+    refusals = _legacy_refusals(ctx).with_columns(_refused=pl.lit(True))
     modern_reqs = (
         reqs.lazy()
         .filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null()))
@@ -226,11 +227,10 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     # A server whose answers all show the modern era cannot split: the answers to its modern
     # requests (a row each, most of the input) are read only for servers that also answered the
     # legacy way somewhere, in a probe answer or a sessionless refusal (few rows either way).
-    refusals = ctx.responses.lazy().filter(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)).select("capture", "seq")
     answered_legacy = pl.concat(
         [
             probe_answers.lazy().filter(pl.col("era") == "legacy").select("server"),
-            modern_requests.join(refusals, on=["capture", "seq"], how="semi").select("server"),
+            modern_requests.join(_legacy_refusals(ctx), on=["capture", "seq"], how="semi").select("server"),
         ]
     ).unique()
     request_answers = (
