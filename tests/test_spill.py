@@ -115,20 +115,27 @@ def test_a_file_read_in_chunks_spills_each_chunk_as_it_is_condensed(
             assert got.collect().equals(want, null_equal=True), name
 
 
-def test_analyze_spills_and_its_files_go_with_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    written: list[int] = []
+def _spill_every_frame(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, int]]:
+    """Spill frames of any size (the corpus' captures are small); returns, for each frame written,
+    the directory its spill was made in and its rows."""
+    written: list[tuple[Path, int]] = []
     put = Spill.put
 
-    def counting(self: Spill, frame: pl.DataFrame) -> pl.LazyFrame:
-        written.append(frame.height)
+    def recording(self: Spill, frame: pl.DataFrame) -> pl.LazyFrame:
+        written.append((self.path.parent, frame.height))
         return put(self, frame)
 
-    monkeypatch.setattr(spill_module.Spill, "put", counting)
-    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)  # the corpus' captures are small
+    monkeypatch.setattr(spill_module.Spill, "put", recording)
+    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)
+    return written
+
+
+def test_analyze_spills_and_its_files_go_with_the_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    written = _spill_every_frame(monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()
     analysis = analyze([CORPUS], AnalyzeOptions(spill_dir=str(temp)))
-    assert sum(written) > 0  # the corpus has plain exchanges: their requests went to disk
+    assert sum(rows for _, rows in written) > 0  # the corpus has plain exchanges: their requests went to disk
     assert analysis.servers and analysis.spill is not None and analysis.spill.path.parent == temp
     # the request view the rules read stays there while the analysis lives: the rules run again
     assert isinstance(analysis.rule_context.requests, pl.LazyFrame)
@@ -156,20 +163,12 @@ def test_the_cli_takes_a_temp_dir_and_refuses_a_missing_one(tmp_path: Path, monk
 
     from analyzer.cli import app
 
-    used: list[Path] = []
-    put = Spill.put
-
-    def recording(self: Spill, frame: pl.DataFrame) -> pl.LazyFrame:
-        used.append(self.path.parent)
-        return put(self, frame)
-
-    monkeypatch.setattr(spill_module.Spill, "put", recording)
-    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)
+    written = _spill_every_frame(monkeypatch)
     temp = tmp_path / "temp"
     temp.mkdir()
     ok = CliRunner().invoke(app, ["analyze", str(CORPUS), "-q", "--format", "json", "--temp-dir", str(temp)])
     assert ok.exit_code == 0, ok.output
-    assert used and set(used) == {temp} and list(temp.iterdir()) == []
+    assert written and {directory for directory, _ in written} == {temp} and list(temp.iterdir()) == []
     bad = CliRunner().invoke(app, ["analyze", str(CORPUS), "-q", "--temp-dir", str(tmp_path / "missing")])
     assert bad.exit_code == 2
     assert "cannot create a temporary directory in" in bad.output
