@@ -36,6 +36,24 @@ CaptureDirOption = Annotated[
 """`--out` of every `record` command."""
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from addon.writer import tool_version
+
+        typer.echo(f"erascope {tool_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version, help="Print erascope's version and exit."),
+    ] = False,
+) -> None:
+    """Record real MCP traffic and audit how clients probe server eras."""
+
+
 def _fail(exc: ErascopeError) -> typer.Exit:
     typer.echo(f"erascope: error: {exc}", err=True)
     return typer.Exit(code=exc.exit_code)
