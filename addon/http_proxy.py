@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from addon.errors import ErascopeError
 from addon.http_recorder import HttpRecorder
 from addon.redact import BODIES_FULL, BODY_POLICIES
+from addon.writer import mitmproxy_confdir
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_IDLE_TIMEOUT = 3600
@@ -120,7 +121,9 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
         raise ErascopeError(f"--idle-timeout must be a positive number of seconds, not {config.idle_timeout}")
     if config.bodies not in BODY_POLICIES:
         raise ErascopeError(f"--bodies must be one of {', '.join(BODY_POLICIES)}, not {config.bodies!r}")
-    opts = options.Options()
+    # set before the default addons load: the TLS addon writes its CA into confdir as soon as it is
+    # configured, and mitmproxy's default is ~/.mitmproxy
+    opts = options.Options(confdir=str(mitmproxy_confdir()))
     m = master.Master(opts)
     startup = _Startup(on_ready)
     logging.getLogger().addHandler(startup.handler)

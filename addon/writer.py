@@ -53,13 +53,27 @@ def slug(text: str, limit: int = 40) -> str:
     return (cleaned or "server")[:limit]
 
 
+def state_dir() -> Path:
+    """erascope's state directory: `$XDG_STATE_HOME/erascope`, else `~/.local/state/erascope`.
+
+    Everything erascope keeps between runs lives here (unless redirected): the captures, the
+    redaction key and mitmproxy's configuration directory.
+    """
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "erascope"
+
+
 def default_capture_dir() -> Path:
-    """`$ERASCOPE_CAPTURE_DIR`, else `$XDG_STATE_HOME/erascope/captures`, else ~/.local/state/…"""
+    """`$ERASCOPE_CAPTURE_DIR`, else `captures` in the state directory (`state_dir()`)."""
     env = os.environ.get("ERASCOPE_CAPTURE_DIR")
     if env:
         return Path(env)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "erascope" / "captures"
+    return state_dir() / "captures"
+
+
+def mitmproxy_confdir() -> Path:
+    """mitmproxy's confdir for `record http`: its CA files stay in erascope's state, not in ~/.mitmproxy."""
+    return state_dir() / "mitmproxy"
 
 
 class CaptureWriter:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,10 +44,20 @@ def modern_py() -> Path:
     return Path(sys.executable)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_outside_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """erascope's state directory (captures, redaction key, mitmproxy's confdir) in a tmp dir for the
+    whole run: code under test, in-process or in a subprocess, never writes into the real HOME."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+        yield
+
+
 @pytest.fixture
 def clean_env(tmp_path: Path) -> dict[str, str]:
-    """An environment for subprocesses: captures and redaction key kept inside the test's tmp dir."""
+    """An environment for subprocesses: HOME, captures and redaction key kept inside the test's tmp dir."""
     env = dict(os.environ)
+    env["HOME"] = str(tmp_path / "home")
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
     env["ERASCOPE_REDACT_KEY"] = "test-key"
     env["PYTHONUNBUFFERED"] = "1"
