@@ -121,9 +121,14 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
         raise ErascopeError(f"--idle-timeout must be a positive number of seconds, not {config.idle_timeout}")
     if config.bodies not in BODY_POLICIES:
         raise ErascopeError(f"--bodies must be one of {', '.join(BODY_POLICIES)}, not {config.bodies!r}")
+    confdir = mitmproxy_confdir()
+    try:
+        confdir.mkdir(parents=True, exist_ok=True, mode=0o700)  # mitmproxy puts its CA's private key here
+    except OSError as exc:
+        raise ErascopeError(f"cannot create mitmproxy's confdir {confdir}: {exc.strerror or exc}") from exc
     # set before the default addons load: the TLS addon writes its CA into confdir as soon as it is
     # configured, and mitmproxy's default is ~/.mitmproxy
-    opts = options.Options(confdir=str(mitmproxy_confdir()))
+    opts = options.Options(confdir=str(confdir))
     m = master.Master(opts)
     startup = _Startup(on_ready)
     logging.getLogger().addHandler(startup.handler)

@@ -62,3 +62,4 @@ def test_record_http_writes_only_under_the_state_dir(tmp_path: Path) -> None:
     assert all(f.startswith(".local/state/erascope/") for f in written), written
     assert ".local/state/erascope/redact.key" in written
     assert any(f.startswith(".local/state/erascope/mitmproxy/mitmproxy-ca") for f in written), written
+    assert (home / ".local/state/erascope/mitmproxy").stat().st_mode & 0o777 == 0o700
