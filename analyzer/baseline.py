@@ -26,6 +26,7 @@ import orjson
 
 from addon.errors import ErascopeError
 from analyzer.findings import Finding, Severity
+from analyzer.output import write_atomic
 
 BASELINE_FORMAT: Final = "erascope-baseline/1"
 
@@ -112,10 +113,7 @@ def write_baseline(findings: list[Finding], path: str | Path) -> int:
     p = Path(path)
     previous = load_baseline(p) if p.exists() else None
     doc = baseline_document(findings, previous)
-    try:
-        p.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    except OSError as exc:
-        raise ErascopeError(f"baseline {p}: cannot write: {exc.strerror}") from None
+    write_atomic(p, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     return len(doc["accepted"])
 
 

@@ -244,6 +244,14 @@ def analyze_cmd(
     if probe_timeout <= 0:
         raise _fail(ErascopeError("--probe-timeout must be a positive number of seconds"))
     options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None)
+    targets = {name: p for name, p in (("--output", output), ("--write-baseline", write_baseline)) if p is not None}
+    if targets:
+        from analyzer.output import check_targets
+
+        try:
+            check_targets(paths, targets)  # before the (long) analysis: a capture is never overwritten
+        except ErascopeError as exc:
+            raise _fail(exc) from None
     if baseline is not None and write_baseline is None:
         from analyzer.baseline import load_baseline
 
@@ -278,10 +286,13 @@ def analyze_cmd(
     text = render(analysis, fmt, color=color)
     analysis.close()  # everything the report reads is in it: the temporary files go now
     if output is not None:
+        from analyzer.output import write_atomic
+
         try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise _fail(ErascopeError(f"cannot write {output}: {exc.strerror or exc}")) from None
+            write_atomic(output, text.encode("utf-8"))
+        except ErascopeError as exc:
+            raise _fail(exc) from None
+        typer.echo(f"erascope: wrote the report to {output}", err=True)
     else:
         typer.echo(text, nl=False)
     notes = len(analysis.inputs.malformed) + len(analysis.inputs.torn) + len(analysis.inputs.skipped)
