@@ -9,6 +9,7 @@ learns the real listen address (port 0 works) and the files written.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
 from collections.abc import Callable
@@ -80,8 +81,16 @@ def parse_upstream(url: str) -> tuple[str, str]:
     return origin, origin + (parts.path or "")
 
 
+_SERVER_LOG = "mitmproxy.addons.proxyserver"
+"""Logs why a listen address cannot be bound, with advice in mitmproxy's own option syntax."""
+
+
 class _Startup:
-    """Collects mitmproxy's error log while the servers come up, and reports the bound addresses."""
+    """Collects mitmproxy's error log while the servers come up, and reports the bound addresses.
+
+    Until the proxy listens, the proxy server's log goes only here (not to stderr too): a failure
+    to bind is reported once, in erascope's words, by `_listen_error`.
+    """
 
     def __init__(self, on_ready: Callable[[list[tuple[str, int]]], None] | None) -> None:
         self.on_ready = on_ready
@@ -89,18 +98,39 @@ class _Startup:
         self.listen: list[tuple[str, int]] = []
         self.handler = _ListHandler(self.errors)
 
+    def attach(self) -> None:
+        logging.getLogger().addHandler(self.handler)
+        server_log = logging.getLogger(_SERVER_LOG)
+        server_log.addHandler(self.handler)
+        server_log.propagate = False
+
+    def detach(self) -> None:
+        logging.getLogger().removeHandler(self.handler)
+        server_log = logging.getLogger(_SERVER_LOG)
+        server_log.removeHandler(self.handler)
+        server_log.propagate = True
+
     def running(self) -> None:
         from mitmproxy import ctx
 
         ps = ctx.master.addons.get("proxyserver")
         self.listen = [(a[0], a[1]) for a in ps.listen_addrs()] if ps else []
         if not self.listen:
-            self.errors.append("the proxy is not listening")
             ctx.master.shutdown()
             return
-        logging.getLogger().removeHandler(self.handler)
+        self.detach()
         if self.on_ready is not None:
             self.on_ready(self.listen)
+
+
+def _listen_error(host: str, port: int, errors: list[str]) -> ErascopeError:
+    shown = f"[{host}]" if ":" in host else host
+    if any(f"[Errno {errno.EADDRINUSE}]" in e or "address already in use" in e.lower() for e in errors):
+        reason = f"port {port} is in use; choose another with --listen HOST:PORT"
+    else:
+        # mitmproxy's first line says why; the rest advises its own options, which erascope does not have
+        reason = "; ".join(e.splitlines()[0] for e in errors if e) or "the proxy is not listening"
+    return ErascopeError(f"cannot listen on {shown}:{port}: {reason} (port 0 picks a free one)")
 
 
 class _ListHandler(logging.Handler):
@@ -131,7 +161,7 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
     opts = options.Options(confdir=str(confdir))
     m = master.Master(opts)
     startup = _Startup(on_ready)
-    logging.getLogger().addHandler(startup.handler)
+    startup.attach()
     recorder = HttpRecorder()
     m.addons.add(*addons.default_addons())
     m.addons.add(recorder, startup)
@@ -161,10 +191,9 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        logging.getLogger().removeHandler(startup.handler)
+        startup.detach()
     if not startup.listen:
-        detail = "; ".join(startup.errors) or "unknown error"
-        raise ErascopeError(f"cannot listen on {host}:{port}: {detail} (--listen 127.0.0.1:0 picks a free port)")
+        raise _listen_error(host, port, startup.errors)
     return ProxyRun(listen=startup.listen, files=recorder.paths, records=recorder.records, lost=recorder.lost)
 
 

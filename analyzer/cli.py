@@ -8,28 +8,85 @@ terminal. Every command's help carries an example.
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from addon.errors import ErascopeError
+
+
+class _ArgumentByName(TyperArgument):
+    """An argument whose help shows its metavar only, never the Python type typer derives."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+def _plain_help(params: list[Any]) -> list[Any]:
+    # typer's help has a type column (`<bool>`, `<list[str]>`); every valued option here names its
+    # value with a metavar, flags take no value, and arguments show their metavar in the name column
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+        elif type(param) is TyperArgument:
+            param.__class__ = _ArgumentByName
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_help(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _plain_help(super().get_params(ctx))
+
 
 app = typer.Typer(
     name="erascope",
     help="Record real MCP traffic and audit how clients probe server eras.",
+    cls=_Group,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-record_app = typer.Typer(help="Record MCP traffic into erascope captures.", no_args_is_help=True)
+record_app = typer.Typer(help="Record MCP traffic into erascope captures.", cls=_Group, no_args_is_help=True)
 app.add_typer(record_app, name="record")
+
+
+class ReportFormat(StrEnum):
+    """`analyze --format` (any case); the renderers are `analyzer.report.FORMATS`."""
+
+    TEXT = "text"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+class FailOn(StrEnum):
+    """`analyze --fail-on` (any case): a severity, or never."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    NEVER = "never"
+
+
+class Bodies(StrEnum):
+    """`record http --bodies` (any case); the policies are `addon.redact.BODY_POLICIES`."""
+
+    FULL = "full"
+    METADATA = "metadata"
 
 
 CaptureDirOption = Annotated[
     Path | None,
     typer.Option(
         "--out",
+        metavar="DIR",
         help="Capture directory; default: $ERASCOPE_CAPTURE_DIR or $XDG_STATE_HOME/erascope/captures.",
     ),
 ]
@@ -61,20 +118,27 @@ def _fail(exc: ErascopeError) -> typer.Exit:
 
 @record_app.command(
     "stdio",
+    cls=_Command,
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
 def record_stdio(
-    cmd: Annotated[list[str], typer.Argument(help="The server command and its arguments, after `--`.")],
+    cmd: Annotated[
+        list[str], typer.Argument(metavar="COMMAND", help="The server command and its arguments, after `--`.")
+    ],
     server: Annotated[
         str | None,
         typer.Option(
             "--server",
+            metavar="NAME",
             help="Server key; default: the command's basename plus what it runs (e.g. `python -m weather`).",
         ),
     ] = None,
     out: CaptureDirOption = None,
     linger: Annotated[
-        float, typer.Option("--linger", help="Seconds to keep recording client bytes after the server exits.")
+        float,
+        typer.Option(
+            "--linger", metavar="SECONDS", help="Seconds to keep recording client bytes after the server exits."
+        ),
     ] = 2.0,
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
@@ -95,14 +159,18 @@ def record_stdio(
     raise typer.Exit(code=status)
 
 
-@record_app.command("http")
+@record_app.command("http", cls=_Command)
 def record_http(
-    upstream: Annotated[str, typer.Option("--upstream", help="The MCP server's URL, e.g. http://127.0.0.1:8000/mcp.")],
+    upstream: Annotated[
+        str, typer.Option("--upstream", metavar="URL", help="The MCP server's URL, e.g. http://127.0.0.1:8000/mcp.")
+    ],
     listen: Annotated[
-        str, typer.Option("--listen", help="HOST:PORT to accept clients on (port 0 picks a free one).")
+        str,
+        typer.Option("--listen", metavar="HOST:PORT", help="Where to accept clients (port 0 picks a free one)."),
     ] = "127.0.0.1:8080",
     server: Annotated[
-        str | None, typer.Option("--server", help="Server key; default: the upstream URL (origin + path).")
+        str | None,
+        typer.Option("--server", metavar="NAME", help="Server key; default: the upstream URL (origin + path)."),
     ] = None,
     out: CaptureDirOption = None,
     redact: Annotated[
@@ -113,20 +181,25 @@ def record_http(
         ),
     ] = True,
     bodies: Annotated[
-        str,
+        Bodies,
         typer.Option(
             "--bodies",
+            case_sensitive=False,
             help="full: exact bodies; metadata: JSON-RPC envelope only (arguments and contents hashed).",
         ),
-    ] = "full",
+    ] = Bodies.FULL,
     redact_header: Annotated[
-        list[str] | None, typer.Option("--redact-header", help="Another header whose value is hashed (repeatable).")
+        list[str] | None,
+        typer.Option("--redact-header", metavar="NAME", help="Another header whose value is hashed (repeatable)."),
     ] = None,
     keep_host: Annotated[
         bool, typer.Option("--keep-host", help="Forward the client's Host header instead of the upstream's.")
     ] = False,
     idle_timeout: Annotated[
-        int, typer.Option("--idle-timeout", help="Seconds a silent connection (e.g. an SSE stream) stays open.")
+        int,
+        typer.Option(
+            "--idle-timeout", metavar="SECONDS", help="Seconds a silent connection (e.g. an SSE stream) stays open."
+        ),
     ] = 3600,
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
@@ -149,7 +222,7 @@ def record_http(
         server=server,
         out_dir=out,
         redact=redact,
-        bodies=bodies,
+        bodies=bodies.value,
         redact_headers=list(redact_header or []),
         keep_host_header=keep_host,
         idle_timeout=idle_timeout,
@@ -175,52 +248,71 @@ def record_http(
         raise typer.Exit(code=1)
 
 
-_FAIL_ON = ("error", "warning", "info", "never")
-
-
-@app.command("analyze")
+@app.command("analyze", cls=_Command)
 def analyze_cmd(
-    paths: Annotated[list[str], typer.Argument(help="Capture files, directories (searched for *.jsonl) or globs.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Report format: text, json or markdown.")] = "text",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report here, not stdout.")] = None,
-    fail_on: Annotated[
-        str,
+    paths: Annotated[
+        list[str],
+        typer.Argument(metavar="PATH", help="Capture files, directories (searched for *.jsonl) or globs."),
+    ],
+    report_format: Annotated[
+        ReportFormat, typer.Option("--format", "-f", case_sensitive=False, help="Report format.")
+    ] = ReportFormat.TEXT,
+    output: Annotated[
+        Path | None,
         typer.Option(
-            "--fail-on", help="Exit 1 when a finding at or above this severity exists: error, warning, info, never."
+            "--output", "-o", metavar="FILE", help="Write the report here, not stdout (never over a capture)."
         ),
-    ] = "never",
+    ] = None,
+    fail_on_choice: Annotated[
+        FailOn,
+        typer.Option("--fail-on", case_sensitive=False, help="Exit 1 when a finding at or above this severity exists."),
+    ] = FailOn.NEVER,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no input notes on stderr.")] = False,
     probe_timeout: Annotated[
-        float, typer.Option("--probe-timeout", help="Seconds after which an unanswered probe counts as no-answer.")
+        float,
+        typer.Option(
+            "--probe-timeout",
+            metavar="SECONDS",
+            help="Seconds after which an unanswered probe counts as no-answer.",
+        ),
     ] = 10.0,
     baseline: Annotated[
         Path | None,
         typer.Option(
             "--baseline",
+            metavar="FILE",
             help="JSON file of accepted findings (rule + server): exit 1 only for new findings (at or above "
             "--fail-on, when given) and for baselined findings that no longer occur.",
         ),
     ] = None,
     write_baseline: Annotated[
         Path | None,
-        typer.Option("--write-baseline", help="Write a baseline accepting every finding of this run, then exit 0."),
+        typer.Option(
+            "--write-baseline",
+            metavar="FILE",
+            help="Write a baseline accepting every finding of this run, then exit 0.",
+        ),
     ] = None,
     rule_option: Annotated[
         list[str] | None,
         typer.Option(
             "--rule-option",
+            metavar="NAME=VALUE",
             help="A rule threshold, NAME=VALUE (repeatable), e.g. storm_min_probes=3; `erascope rules --brief` "
             "lists them.",
         ),
     ] = None,
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, help="Files read in parallel; default: one per core (same report)."),
+        typer.Option(
+            "--jobs", "-j", min=1, metavar="N", help="Files read in parallel; default: one per core (same report)."
+        ),
     ] = None,
     temp_dir: Annotated[
         Path | None,
         typer.Option(
             "--temp-dir",
+            metavar="DIR",
             help="Where the analysis keeps rows it reads again later (about a tenth of the input's size); "
             "default: $TMPDIR. Removed when it ends.",
         ),
@@ -235,12 +327,9 @@ def analyze_cmd(
         erascope analyze captures/ --format markdown --output postmortem.md --fail-on error
     """
     from analyzer.pipeline import AnalyzeOptions, analyze
-    from analyzer.report import FORMATS, render
+    from analyzer.report import render
 
-    if fmt not in FORMATS:
-        raise _fail(ErascopeError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})"))
-    if fail_on not in _FAIL_ON:
-        raise _fail(ErascopeError(f"unknown --fail-on {fail_on!r} (choose from {', '.join(_FAIL_ON)})"))
+    fmt, fail_on = report_format.value, fail_on_choice.value
     if probe_timeout <= 0:
         raise _fail(ErascopeError("--probe-timeout must be a positive number of seconds"))
     options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None)
@@ -327,12 +416,19 @@ def analyze_cmd(
             raise typer.Exit(code=1)
 
 
-@app.command("compact")
+@app.command("compact", cls=_Command)
 def compact_cmd(
-    paths: Annotated[list[str], typer.Argument(help="Capture files, directories (searched for *.jsonl) or globs.")],
-    out: Annotated[Path, typer.Option("--out", help="Archive directory (created; must not be inside an input).")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(metavar="PATH", help="Capture files, directories (searched for *.jsonl) or globs."),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option("--out", metavar="DIR", help="Archive directory (created; must not be inside an input)."),
+    ],
     jobs: Annotated[
-        int | None, typer.Option("--jobs", "-j", min=1, help="Files converted in parallel; default: one per core.")
+        int | None,
+        typer.Option("--jobs", "-j", min=1, metavar="N", help="Files converted in parallel; default: one per core."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Convert again inputs that look unchanged.")] = False,
 ) -> None:
@@ -356,9 +452,9 @@ def compact_cmd(
     )
 
 
-@app.command("rules")
+@app.command("rules", cls=_Command)
 def rules_cmd(
-    ids: Annotated[list[str] | None, typer.Argument(help="Rule ids to show; default: all.")] = None,
+    ids: Annotated[list[str] | None, typer.Argument(metavar="RULE", help="Rule ids to show; default: all.")] = None,
     brief: Annotated[bool, typer.Option("--brief", help="One line per rule, then the thresholds.")] = False,
 ) -> None:
     """List the rules that audit client behaviour, with what each flags, why it matters and an example.

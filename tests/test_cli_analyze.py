@@ -73,8 +73,8 @@ def test_no_findings_never_fails(caps: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--format", "html"], "unknown --format"),
-        (["--fail-on", "fatal"], "unknown --fail-on"),
+        (["--format", "html"], "Invalid value for '--format'"),
+        (["--fail-on", "fatal"], "Invalid value for '--fail-on'"),
         (["--probe-timeout", "0"], "--probe-timeout"),
     ],
 )

@@ -122,7 +122,6 @@ def test_a_failed_write_leaves_the_old_report_whole(
     assert {p.name for p in tmp_path.iterdir()} == {"caps", "report.md"}, "no temporary file is left"
 
 
-
 def test_nothing_is_written_into_an_input_archive(tmp_path: Path) -> None:
     from addon.errors import ErascopeError
     from analyzer.output import check_targets
