@@ -129,3 +129,14 @@ def test_record_http_port_in_use_is_erascopes_own_message(tmp_path: Path) -> Non
         f"erascope: error: cannot listen on 127.0.0.1:{taken}: port {taken} is in use; "
         "choose another with --listen HOST:PORT (port 0 picks a free one)\n"
     )
+
+
+def test_cli_choices_are_the_librarys() -> None:
+    from addon.redact import BODY_POLICIES
+    from analyzer.cli import Bodies, FailOn, ReportFormat
+    from analyzer.findings import Severity
+    from analyzer.report import FORMATS
+
+    assert tuple(ReportFormat) == FORMATS
+    assert tuple(Bodies) == BODY_POLICIES
+    assert {*FailOn} == {s.value for s in Severity} | {"never"}
