@@ -131,3 +131,23 @@ def test_nothing_is_written_into_an_input_archive(tmp_path: Path) -> None:
     with pytest.raises(ErascopeError, match="it is inside the input archive"):
         check_targets([str(archive)], {"--output": archive / "day=2026-11-30" / "report.md"})
     check_targets([str(archive)], {"--output": tmp_path / "report.md"})  # beside it is fine
+
+
+def test_a_write_failing_midway_leaves_the_old_file_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+    import os
+
+    from addon.errors import ErascopeError
+    from analyzer.output import write_atomic
+
+    old = tmp_path / "report.json"
+    old.write_text("the good report\n")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    with pytest.raises(ErascopeError, match=r"cannot write .*report\.json: No space left on device"):
+        write_atomic(old, b"{}" * 100_000)
+    assert old.read_text() == "the good report\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"], "no temporary file is left"
