@@ -255,6 +255,8 @@ class Run:
             "--listen-host", "127.0.0.1", "--listen-port", str(listen),
             "-s", str(Path("addon", "http_recorder.py")),
             "--set", f"erascope_server={server_key}", "--set", f"erascope_dir={_rel(self.out)}", *extra,
+            # mitmproxy's CA goes where `erascope record http` puts it, inside the scratch state, not ~/.mitmproxy
+            "--set", f"confdir={Path(self.env['XDG_STATE_HOME'], 'erascope', 'mitmproxy')}",
         ]  # fmt: skip
         proc = self.procs.start(f"mitmdump-{server_key}", argv, self.env)
         try:
