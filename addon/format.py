@@ -40,9 +40,9 @@ HTTP_RESPONSE: Final = "http.response"
 SSE_EVENT: Final = "sse.event"
 """HTTP: one server-sent event of a `text/event-stream` response, as it passed."""
 SSE_END: Final = "sse.end"
-"""HTTP: how an event stream ended (`how`: clean / client-gone / upstream-reset / error)."""
+"""HTTP: how an event stream ended (`how`: clean / client-gone / upstream-reset / recorder-stopped / error)."""
 HTTP_ERROR: Final = "http.error"
-"""HTTP: a flow error (connection refused, upstream reset, timeout, client gone)."""
+"""HTTP: a flow error (connection refused, upstream reset, timeout, client gone, recorder stopped)."""
 
 RECORD_TYPES: Final = frozenset(
     {HEADER, FRAME, STDERR, LIFECYCLE, CAPTURE_ERROR, HTTP_REQUEST, HTTP_RESPONSE, SSE_EVENT, SSE_END, HTTP_ERROR}

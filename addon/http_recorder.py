@@ -56,12 +56,18 @@ HOW_CLEAN: Final = "clean"
 HOW_CLIENT_GONE: Final = "client-gone"
 HOW_UPSTREAM_RESET: Final = "upstream-reset"
 HOW_ERROR: Final = "error"
+HOW_RECORDER_STOPPED: Final = "recorder-stopped"
 KIND_REFUSED: Final = "connection-refused"
 KIND_UPSTREAM_RESET: Final = "upstream-reset"
 KIND_TIMEOUT: Final = "timeout"
 KIND_CLIENT_GONE: Final = "client-gone"
 KIND_OTHER: Final = "other"
-ERROR_KINDS: Final = (KIND_REFUSED, KIND_UPSTREAM_RESET, KIND_TIMEOUT, KIND_CLIENT_GONE, KIND_OTHER)
+KIND_RECORDER_STOPPED: Final = "recorder-stopped"
+"""The recorder shut down while the flow was open: the end of the observation, not a failure of a peer."""
+ERROR_KINDS: Final = (
+    KIND_REFUSED, KIND_UPSTREAM_RESET, KIND_TIMEOUT, KIND_CLIENT_GONE, KIND_OTHER, KIND_RECORDER_STOPPED
+)  # fmt: skip
+STOPPED_MESSAGE: Final = "erascope: the recorder stopped while the flow was open"
 
 # mitmproxy reports flow errors as text only; these fragments come from its HTTP/1, HTTP/2 and
 # connection layers (and the OS messages they wrap), checked against real failures in the tests.
@@ -272,6 +278,19 @@ _IDLE_SLACK_S: Final = 0.25
 """The watchdog fires a little after the timeout; a client leaving just before it still counts as one."""
 
 
+def stopped_record(flow: http.HTTPFlow) -> dict[str, Any]:
+    """The `http.error` of a flow still open when the recorder stopped (pure: no I/O)."""
+    return {
+        fmt.F_TYPE: fmt.HTTP_ERROR,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        "kind": KIND_RECORDER_STOPPED,
+        "error": STOPPED_MESSAGE,
+        "phase": "response" if flow.response is not None else "request",
+        F_PEER: _address(flow.server_conn.peername),
+    }
+
+
 def connect_error_record(client: Any, server: Any) -> dict[str, Any]:
     """An `http.error` of phase `connect`: the upstream could not be reached before any request
     (no `flow`; pure: no I/O)."""
@@ -352,6 +371,10 @@ class HttpRecorder:
         self.server_name: str = ""
         """`erascope_server`, cached: option lookups are slow on the per-flow path."""
         self.flows: dict[str, _FlowState] = {}
+        self.open: dict[str, http.HTTPFlow] = {}
+        """Flows whose request headers arrived and that have not ended: `done()` ends them."""
+        self.stopped = False
+        """`done()` ran: hooks of flows the proxy cancels afterwards must not open a new capture."""
         self.clients_with_requests: set[str] = set()
         """Client connections that sent a request: a later connect error belongs to a flow."""
         self.failures = 0
@@ -433,6 +456,8 @@ class HttpRecorder:
     # --- I/O ----------------------------------------------------------------------------------
     def emit(self, record: dict[str, Any], key: str) -> None:
         """Hand a record of server `key` to the capture writer, opening the capture on first use."""
+        if self.stopped:
+            return  # the capture is closed; every open flow was ended in it
         if self.writer is None:
             assert self.out_dir is not None, "configure() runs before any hook"
             self.writer = CaptureWriter(
@@ -466,6 +491,7 @@ class HttpRecorder:
             except Exception:  # an odd flow must not fail in a hook; the capture's key will do
                 key = self.capture_server
             st = self.flows[flow.id] = _FlowState(key=key, skip=self.filter is not None and not self.filter(flow))
+            self.open[flow.id] = flow
         return st
 
     def _record_request(self, flow: http.HTTPFlow, st: _FlowState) -> None:
@@ -482,6 +508,7 @@ class HttpRecorder:
     # --- hooks --------------------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self.clients_with_requests.add(flow.client_conn.id)
+        self.open[flow.id] = flow
 
     def client_disconnected(self, client: Any) -> None:
         self.clients_with_requests.discard(client.id)
@@ -517,8 +544,11 @@ class HttpRecorder:
         self._guard("response headers", self._write_response, flow, st, True)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if self.stopped:
+            return
         st = self._state(flow)
         del self.flows[flow.id]
+        self.open.pop(flow.id, None)
         if st.skip:
             return
         if st.tap is not None:
@@ -535,8 +565,11 @@ class HttpRecorder:
             self.emit(response_record(flow, self.redaction, streamed=streamed), st.key)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        if self.stopped:
+            return  # mitmproxy cancels open flows after `done()`; they were ended there
         st = self._state(flow)
         del self.flows[flow.id]
+        self.open.pop(flow.id, None)
         if st.skip:
             return
         self._guard("a flow error", self._write_error, flow, st)
@@ -554,11 +587,23 @@ class HttpRecorder:
         self.emit(rec, st.key)
 
     def done(self) -> None:
-        for st in self.flows.values():
-            if st.tap is not None:
-                self._guard("a stream end", st.tap.finish, HOW_ERROR, "recorder stopped while the stream was open")
+        # mitmproxy runs `done()` before it cancels the open connections, whose `error` hooks then
+        # fire: end every open flow here, into this capture, with its true cause, and ignore those.
+        for flow in list(self.open.values()):
+            self._guard("a stopped flow", self._write_stopped, flow)
+        self.open.clear()
         self.flows.clear()
+        self.stopped = True
         self._close_writer()
+
+    def _write_stopped(self, flow: http.HTTPFlow) -> None:
+        st = self._state(flow)
+        if st.skip:
+            return
+        self._record_request(flow, st)
+        if st.tap is not None:
+            st.tap.finish(HOW_RECORDER_STOPPED, STOPPED_MESSAGE)
+        self.emit(stopped_record(flow), st.key)
 
 
 def _mode_server(modes: Sequence[str]) -> str | None:

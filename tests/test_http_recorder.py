@@ -104,7 +104,8 @@ def test_binary_body_goes_to_raw_b64(rec, tmp_path: Path) -> None:
     f = post_flow(body=b"\xff\x00\xfe")
     addon.request(f)
     addon.done()
-    (req,) = traffic(read(tmp_path))
+    req, stopped = traffic(read(tmp_path))  # the flow was still open: ended as recorder-stopped
+    assert stopped["kind"] == "recorder-stopped"
     assert "raw" not in req
     assert base64.b64decode(req["raw_b64"]) == b"\xff\x00\xfe"
 
@@ -211,16 +212,30 @@ def test_error_before_request_hook_still_records_the_request(rec, tmp_path: Path
     assert [r["type"] for r in traffic(read(tmp_path))] == ["http.request", "http.error"]
 
 
-def test_open_stream_at_shutdown_is_ended_as_error(rec, tmp_path: Path) -> None:
+def test_open_flows_at_shutdown_end_as_recorder_stopped(rec, tmp_path: Path) -> None:
     addon, _ = rec
     f = post_flow()
     addon.request(f)
     f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
     addon.responseheaders(f)
+    waiting = post_flow()  # request headers in, body still uploading
+    addon.requestheaders(waiting)
     addon.done()
-    end = traffic(read(tmp_path))[-1]
-    assert (end["type"], end["how"]) == (fmt.SSE_END, "error")
-    assert not addon.flows
+    # mitmproxy cancels the open connections after done(): their hooks must not open a new capture
+    f.error = Error("Client disconnected.")
+    addon.error(f)
+    waiting.error = Error("Client disconnected.")
+    addon.error(waiting)
+    assert len(list((tmp_path / "caps").glob("*.jsonl"))) == 1
+    recs = traffic(read(tmp_path))
+    assert [r["type"] for r in recs if r["flow"] == f.id] == ["http.request", "http.response", "sse.end", "http.error"]
+    end, err = recs[2:4]
+    assert (end["how"], err["kind"], err["phase"]) == ("recorder-stopped", "recorder-stopped", "response")
+    assert [(r["type"], r.get("kind"), r.get("phase")) for r in recs if r["flow"] == waiting.id] == [
+        ("http.request", None, None),
+        ("http.error", "recorder-stopped", "request"),
+    ]
+    assert not addon.flows and not addon.open
 
 
 def test_redaction_in_records(rec, tmp_path: Path) -> None:
@@ -229,7 +244,8 @@ def test_redaction_in_records(rec, tmp_path: Path) -> None:
     f = post_flow(headers=hdrs, path=b"/mcp?token=qs-secret&x=1")
     addon.request(f)
     addon.done()
-    (req,) = traffic(read(tmp_path))
+    req, stopped = traffic(read(tmp_path))  # the flow was still open: ended as recorder-stopped
+    assert stopped["kind"] == "recorder-stopped"
     text = orjson.dumps(req)
     assert b"tok-123" not in text and b"qs-secret" not in text and b'"k"' not in text
     h = Redactor(b"unit-key").hash
@@ -381,7 +397,7 @@ def test_connect_error_before_any_request_is_recorded_without_flow(rec, tmp_path
     addon.requestheaders(f)
     addon.server_connect_error(ServerConnectionHookData(server=server, client=f.client_conn))
     addon.done()
-    (err,) = traffic(read(tmp_path))
+    (err,) = [r for r in traffic(read(tmp_path)) if r["flow"] is None]
     assert (err["type"], err["flow"], err["phase"], err["kind"]) == (fmt.HTTP_ERROR, None, "connect",
                                                                      "connection-refused")  # fmt: skip
     assert err["conn"] == client.id and err["peer"] == "address:22"  # the address it tried
