@@ -58,6 +58,14 @@ def record_stdio(
     linger: Annotated[
         float, typer.Option("--linger", help="Seconds to keep recording client bytes after the server exits.")
     ] = 2.0,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            help="Seconds a server may run on after the client closed stdin (or a signal) before SIGTERM,"
+            " then SIGKILL.",
+        ),
+    ] = 5.0,
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
@@ -71,7 +79,7 @@ def record_stdio(
     from addon.stdio_tee import run_tee
 
     try:
-        status = run_tee(cmd, server=server, out_dir=out, linger=linger, stderr=sys.stderr.buffer)
+        status = run_tee(cmd, server=server, out_dir=out, linger=linger, grace=grace, stderr=sys.stderr.buffer)
     except ErascopeError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code=status)

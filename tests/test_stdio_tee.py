@@ -697,6 +697,62 @@ def test_signal_to_tee_is_forwarded(tmp_path: Path, client_factory, sig: signal.
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT)
 
 
+GRACE = 0.4
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_server_ignoring_eof_is_ended_after_the_grace_period(tmp_path: Path, client_factory) -> None:
+    """The client closed stdin; a server that ignores EOF and SIGTERM must not stay as an orphan."""
+    c = client_factory(tee_cmd(tmp_path, *scripted("stubborn"), extra=("--grace", str(GRACE))))
+    pid = _ready_pid(c)
+    c.send(PROBE)
+    assert c.stdout.readline() == b'{"jsonrpc":"2.0","id":1,"result":{"echo":"server/discover"}}\n'
+    c.stdin.close()
+    assert c.proc.wait(60) == 128 + signal.SIGKILL
+    c.finish()
+    assert not _alive(pid)
+    records = only_capture(tmp_path)
+    ends = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE]
+    assert [(r["signal"], r["after"], r["grace"]) for r in ends] == [
+        ("SIGTERM", fmt.EV_CLIENT_EOF, GRACE),
+        ("SIGKILL", fmt.EV_CLIENT_EOF, GRACE),
+    ]
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGKILL"
+    ev = events(records)
+    assert ev.index(fmt.EV_CLIENT_EOF) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
+
+
+def test_signalled_tee_ends_a_server_that_ignores_the_signal(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("stubborn"), extra=("--grace", str(GRACE))))
+    pid = _ready_pid(c)
+    c.proc.send_signal(signal.SIGTERM)  # the client still holds stdin open
+    assert c.read_to_eof() == b""
+    assert c.proc.wait(60) == 128 + signal.SIGKILL
+    c.finish()
+    assert not _alive(pid)
+    records = only_capture(tmp_path)
+    assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+    ends = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE]
+    assert [(r["signal"], r["after"]) for r in ends] == [("SIGTERM", fmt.EV_SIGNAL), ("SIGKILL", fmt.EV_SIGNAL)]
+    ev = events(records)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
+
+
+def test_server_exiting_within_the_grace_period_is_left_alone(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("never-answers"), extra=("--grace", "30")))
+    c.send(PROBE)
+    rc, _ = c.finish()
+    assert rc == 0
+    assert fmt.EV_TERMINATE not in events(only_capture(tmp_path))
+
+
 def test_signal_during_linger_ends_it(tmp_path: Path, client_factory) -> None:
     """The server is gone and the user stops the tee: no waiting out a long linger window."""
     c = client_factory(tee_cmd(tmp_path, *scripted("exit-after-first-line"), linger=600))
