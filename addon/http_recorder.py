@@ -31,6 +31,7 @@ try:
 except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
+from addon.bodies import DEFAULT_MAX_BODY, bounded_body
 from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
 from addon.sse import SseEvent, SseParser
 from addon.writer import CaptureWriter, default_capture_dir
@@ -48,6 +49,13 @@ F_STREAMED: Final = "streamed"
 """http.response: the body went by as a stream (SSE events are separate records)."""
 F_PEER: Final = "peer"
 """http.response: upstream `ip:port` that answered (the node behind a load balancer)."""
+F_TRUNCATED: Final = "truncated"
+"""Bodies and SSE events: present (true) when the payload was longer than `max_body`: only its
+first `max_body` (decoded) bytes are recorded."""
+F_DECODED_LEN: Final = "decoded_len"
+"""With `truncated`: the full decoded size, null when decoding stopped at the bound."""
+F_MAX_BODY: Final = "max_body"
+"""Header: the bound on recorded bytes per body or event."""
 
 SSE_CONTENT_TYPE: Final = "text/event-stream"
 
@@ -144,15 +152,24 @@ def server_key(flow: http.HTTPFlow) -> str:
     return f"{scheme}://{authority}{req.path.split('?', 1)[0]}"
 
 
-def _body(msg: http.Message, redaction: HttpRedaction) -> dict[str, Any]:
+def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[str, Any]:
     raw = msg.raw_content
     if raw is None:  # streamed or not yet received
         return {}
-    # decode only when there is an encoding: the header lookup is far cheaper than get_content()
-    data = (msg.get_content(strict=False) or b"") if "content-encoding" in msg.headers else raw
     out: dict[str, Any] = {}
-    if len(data) != len(raw):
-        out["wire_len"] = len(raw)  # Content-Encoding was decoded for the capture
+    encoding = msg.headers.get("content-encoding")
+    if encoding is None and len(raw) <= max_body:
+        data = raw  # the common case: no decoding, nothing to bound
+    else:
+        # decoded incrementally and cut at the bound: a small gzip body can decode to gigabytes
+        bounded = bounded_body(raw, encoding, max_body)
+        data = bounded.data
+        if bounded.decoded:
+            out["wire_len"] = len(raw)  # Content-Encoding was decoded for the capture
+        if bounded.truncated:
+            out[F_TRUNCATED] = True
+            out["wire_len"] = len(raw)
+            out[F_DECODED_LEN] = bounded.decoded_len
     body, policy = redaction.body(data)
     out.update(fmt.payload_fields(body))
     if policy != BODIES_FULL:
@@ -161,7 +178,9 @@ def _body(msg: http.Message, redaction: HttpRedaction) -> dict[str, Any]:
     return out
 
 
-def request_record(flow: http.HTTPFlow, redaction: HttpRedaction) -> dict[str, Any]:
+def request_record(
+    flow: http.HTTPFlow, redaction: HttpRedaction, max_body: int = DEFAULT_MAX_BODY
+) -> dict[str, Any]:
     """The `http.request` record of a flow (pure: no I/O)."""
     req = flow.request
     rec: dict[str, Any] = {
@@ -177,11 +196,13 @@ def request_record(flow: http.HTTPFlow, redaction: HttpRedaction) -> dict[str, A
         "sni": flow.client_conn.sni,
         "t_request": req.timestamp_start,
     }
-    rec.update(_body(req, redaction))
+    rec.update(_body(req, redaction, max_body))
     return rec
 
 
-def response_record(flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: bool) -> dict[str, Any]:
+def response_record(
+    flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: bool, max_body: int = DEFAULT_MAX_BODY
+) -> dict[str, Any]:
     """The `http.response` record of a flow; without body when `streamed` (pure: no I/O)."""
     resp = flow.response
     assert resp is not None
@@ -201,7 +222,7 @@ def response_record(flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: 
         "t_end": None if streamed else resp.timestamp_end,
     }
     if not streamed:
-        rec.update(_body(resp, redaction))
+        rec.update(_body(resp, redaction, max_body))
     return rec
 
 
@@ -370,6 +391,8 @@ class HttpRecorder:
         self.capture_server: str = ""
         self.server_name: str = ""
         """`erascope_server`, cached: option lookups are slow on the per-flow path."""
+        self.max_body: int = DEFAULT_MAX_BODY
+        """`erascope_max_body` in bytes, cached."""
         self.flows: dict[str, _FlowState] = {}
         self.open: dict[str, http.HTTPFlow] = {}
         """Flows whose request headers arrived and that have not ended: `done()` ends them."""
@@ -408,6 +431,13 @@ class HttpRecorder:
             "erascope_redact_headers", Sequence[str], [], "Extra header names whose values are hashed."
         )
         loader.add_option(
+            "erascope_max_body",
+            str,
+            "16m",
+            "Record at most this much of each body (decoded) and SSE event, e.g. 16m, 512k; the rest is"
+            " relayed but not recorded, and the record says `truncated`.",
+        )
+        loader.add_option(
             "erascope_filter",
             str,
             "",
@@ -433,12 +463,23 @@ class HttpRecorder:
             bad = [h for h in opts.erascope_redact_headers if not h or any(c in h for c in " :\t\r\n")]
             if bad:
                 raise exceptions.OptionsError(f"erascope_redact_headers: not header names: {bad!r}")
+        if "erascope_max_body" in updated:
+            try:
+                size = human.parse_size(opts.erascope_max_body)
+            except ValueError as exc:
+                raise exceptions.OptionsError(f"erascope_max_body: {exc}") from exc
+            if not size or size <= 0:
+                raise exceptions.OptionsError(
+                    f"erascope_max_body must be a positive size (e.g. 16m), not {opts.erascope_max_body!r}"
+                )
+            self.max_body = size
         if "erascope_dir" in updated and opts.erascope_dir:
             path = Path(opts.erascope_dir).expanduser()
             if path.exists() and not path.is_dir():
                 raise exceptions.OptionsError(f"erascope_dir: {path} exists and is not a directory")
         relevant = {
-            "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode"
+            "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode",
+            "erascope_max_body",
         }  # fmt: skip
         if updated & relevant:
             # a new policy or place starts a new capture: one header must describe all its records
@@ -464,7 +505,7 @@ class HttpRecorder:
                 self.out_dir,
                 transport=fmt.HTTP,
                 server=self.capture_server,
-                header_extra={"redaction": self.redaction.describe()},
+                header_extra={"redaction": self.redaction.describe(), F_MAX_BODY: self.max_body},
                 on_error=self.report,
             )
         record[fmt.F_SERVER] = key
@@ -497,7 +538,7 @@ class HttpRecorder:
     def _record_request(self, flow: http.HTTPFlow, st: _FlowState) -> None:
         if not st.recorded_request:
             st.recorded_request = True
-            self.emit(request_record(flow, self.redaction), st.key)
+            self.emit(request_record(flow, self.redaction, self.max_body), st.key)
 
     def _guard(self, what: str, fn: Any, *args: Any) -> None:
         try:
@@ -562,7 +603,7 @@ class HttpRecorder:
         self._record_request(flow, st)
         if not st.response_written:
             st.response_written = True
-            self.emit(response_record(flow, self.redaction, streamed=streamed), st.key)
+            self.emit(response_record(flow, self.redaction, streamed=streamed, max_body=self.max_body), st.key)
 
     def error(self, flow: http.HTTPFlow) -> None:
         if self.stopped:

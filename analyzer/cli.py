@@ -118,6 +118,12 @@ def record_http(
     idle_timeout: Annotated[
         int, typer.Option("--idle-timeout", help="Seconds a silent connection (e.g. an SSE stream) stays open.")
     ] = 3600,
+    max_body: Annotated[
+        str,
+        typer.Option(
+            "--max-body", help="Record at most this much of each body, decoded (e.g. 16m, 512k); the rest is relayed."
+        ),
+    ] = "16m",
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
 
@@ -143,6 +149,7 @@ def record_http(
         redact_headers=list(redact_header or []),
         keep_host_header=keep_host,
         idle_timeout=idle_timeout,
+        max_body=max_body,
     )
     where = out or default_capture_dir()
 

@@ -408,7 +408,10 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
 
     from analyzer.schema import RECORD_SCHEMA
 
-    addon, _ = rec
+    addon, tctx = rec
+    tctx.configure(addon, erascope_max_body="4k")
+    big = post_flow(body=b"x" * 5000)  # recorded truncated
+    addon.request(big)
     f = post_flow(body=b"\xff")
     f.request.encode("gzip")  # recorded decoded, with the encoded size in wire_len
     addon.request(f)
@@ -430,10 +433,12 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
                                             fmt.HTTP_ERROR}  # fmt: skip
     doc = (Path(__file__).resolve().parent.parent / "captures" / "FORMAT.md").read_text()
     fields = {k for r in records for k in r}
-    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete"} <= fields
+    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete", "truncated", "decoded_len"} <= fields
     assert sorted(k for k in fields if f"`{k}`" not in doc) == []
     assert sorted(k for k in fields if k not in RECORD_SCHEMA) == []
-    (encoded,) = [r for r in records if "wire_len" in r]
+    header = read(tmp_path)[0]
+    assert sorted(k for k in header if f"`{k}`" not in doc) == []
+    (encoded,) = [r for r in records if "wire_len" in r and not r.get("truncated")]
     assert base64.b64decode(encoded["raw_b64"]) == b"\xff" and encoded["len"] == 1 and encoded["wire_len"] > 1
 
 
