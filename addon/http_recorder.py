@@ -241,6 +241,9 @@ def sse_event_record(flow: http.HTTPFlow, index: int, event: SseEvent, redaction
     }
     if policy != BODIES_FULL:
         rec["len"] = len(event.data)
+    if event.truncated:
+        rec[F_TRUNCATED] = True
+        rec[F_DECODED_LEN] = event.data_len
     if event.id is not None:
         rec["sse_id"] = event.id
     if event.retry is not None:
@@ -338,7 +341,7 @@ class SseTap:
         self.recorder = recorder
         self.flow = flow
         self.key = key
-        self.parser = SseParser()
+        self.parser = SseParser(max_event=recorder.max_body)
         self.events = 0
         self.done = False
         self.last_chunk: float | None = None

@@ -208,3 +208,44 @@ def test_gzip_bomb_through_mitmdump(clean_env: dict[str, str], tmp_path: Path) -
     assert (req["truncated"], req["wire_len"], req["len"]) == (True, len(wire), MIB)
     assert (resp_rec["truncated"], resp_rec["wire_len"], resp_rec["len"]) == (True, len(answer), MIB)
     assert max(p.stat().st_size for p in capdir.glob("*.jsonl")) < 3 * MIB
+
+
+# --- server-sent events ----------------------------------------------------------------------------
+def test_sse_parser_holds_at_most_the_bound_per_event() -> None:
+    from addon.sse import SseParser
+
+    parser = SseParser(max_event=1000)
+    chunk = b"A" * 65536
+    events = parser.feed(b"event: message\ndata: ")
+    tracemalloc.start()
+    try:
+        for _ in range(512):  # a 32 MiB data line that never ends...
+            events += parser.feed(chunk)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 * MIB, peak
+    events += parser.feed(b"\ndata: tail\n\ndata: small\n\n")  # ...until it does
+    big, small = events
+    assert big.truncated and len(big.data) == 1000 and big.data_len == 512 * 65536 + len(b"\ntail")
+    assert (small.data, small.truncated, small.data_len) == (b"small", False, 5)
+
+
+def test_sse_event_over_the_bound_is_recorded_truncated(rec: HttpRecorder, tmp_path: Path) -> None:
+    f = tflow.tflow()
+    rec.request(f)
+    f.response = tutils.tresp(headers=http_headers(), content=None)
+    rec.responseheaders(f)
+    body = b"data: " + b"B" * (2 * MIB) + b"\n\n"
+    relayed = b"".join(f.response.stream(body[i : i + 65536]) for i in range(0, len(body), 65536))
+    f.response.stream(b"")
+    rec.done()
+    assert relayed == body
+    (ev,) = (r for r in read(tmp_path / "caps") if r["type"] == fmt.SSE_EVENT)
+    assert (ev["truncated"], ev["decoded_len"], ev["len"]) == (True, 2 * MIB, MIB)
+
+
+def http_headers() -> Any:
+    from mitmproxy import http
+
+    return http.Headers(((b"content-type", b"text/event-stream"),))
