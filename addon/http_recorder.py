@@ -228,7 +228,7 @@ def response_record(
 
 def sse_event_record(flow: http.HTTPFlow, index: int, event: SseEvent, redaction: HttpRedaction) -> dict[str, Any]:
     """One `sse.event` record (pure: no I/O)."""
-    data, policy = redaction.body(event.data)
+    data, policy = redaction.sse_data(event.event, event.data)
     rec: dict[str, Any] = {
         fmt.F_TYPE: fmt.SSE_EVENT,
         fmt.F_CONN: flow.client_conn.id,

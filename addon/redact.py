@@ -108,6 +108,13 @@ SECRET_HEADERS: Final = (
 )
 """Headers whose values are credentials; hashed by default. Extend with `erascope_redact_headers`."""
 
+SECRET_HEADER_SUFFIXES: Final = ("-token", "_token", "-key", "_key", "-secret", "_secret")
+"""Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`) is
+hashed as a credential too: vendors invent such headers faster than a list can follow."""
+
+URL_HEADERS: Final = ("referer", "location", "content-location")
+"""Headers holding a URL: their secret query values are hashed like the request URL's."""
+
 HASHED_HEADERS: Final = ("mcp-session-id",)
 """Not secrets, but bearer-like handles: hashed so sessions still correlate across records."""
 
@@ -130,6 +137,9 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "password",
         "passwd",
         "session",
+        "session_id",
+        "sessionid",
+        "jwt",
         "x-amz-signature",
         "x-amz-credential",
         "x-amz-security-token",
@@ -148,8 +158,25 @@ tool arguments, result contents and log data become `{"$redacted": {"len": N, "h
 BODY_POLICIES: Final = (BODIES_FULL, BODIES_METADATA)
 
 REDACTED_KEY: Final = "$redacted"
-_PARAMS_CONTENT: Final = frozenset({"arguments", "data", "messages", "argument", "context"})
-_RESULT_CONTENT: Final = frozenset({"content", "structuredContent", "contents", "messages", "completion"})
+
+ENVELOPE_KEEP: Final = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+"""Top-level fields `metadata` mode keeps (params, result and error are reduced further)."""
+PARAMS_KEEP: Final = frozenset(
+    {"_meta", "protocolVersion", "capabilities", "clientInfo", "name", "progressToken", "progress", "total",
+     "requestId", "level"}
+)  # fmt: skip
+"""`params` fields kept: versions, capabilities, client identity, the tool or prompt name, progress
+and cancellation bookkeeping. Everything else (arguments, uris, messages, log data) is hashed."""
+RESULT_KEEP: Final = frozenset(
+    {"_meta", "protocolVersion", "capabilities", "serverInfo", "supportedVersions", "resultType", "ttlMs",
+     "cacheScope"}
+)  # fmt: skip
+"""`result` fields kept: what tells eras and servers apart. Contents, tool lists, instructions, … are hashed."""
+ERROR_KEEP: Final = frozenset({"code", "message", "data"})
+ERROR_DATA_KEEP: Final = frozenset({"supported", "requested"})
+"""`error.data` fields kept (the versions an UnsupportedProtocolVersion names); other data is hashed."""
+META_PREFIX: Final = "io.modelcontextprotocol/"
+"""`_meta` keys kept: the protocol's own (`io.modelcontextprotocol/…`) and `progressToken`."""
 
 
 def is_secret_query_param(name: str) -> bool:
@@ -176,16 +203,42 @@ def _marker(redactor: Redactor, value: object) -> dict[str, object]:
     return {REDACTED_KEY: {"len": len(data), "hash": redactor.hash(data)}}
 
 
+def _keep(redactor: Redactor, obj: object, keep: frozenset[str]) -> object:
+    """An object with the `keep` fields as they are and every other value hashed; not an object: hashed."""
+    if not isinstance(obj, dict):
+        return _marker(redactor, obj)
+    return {k: v if k in keep else _marker(redactor, v) for k, v in obj.items()}
+
+
+def _meta(redactor: Redactor, meta: object) -> object:
+    if not isinstance(meta, dict):
+        return _marker(redactor, meta)
+    return {
+        k: v if k == "progressToken" or k.startswith(META_PREFIX) else _marker(redactor, v) for k, v in meta.items()
+    }
+
+
+def _reduce(redactor: Redactor, obj: object, keep: frozenset[str]) -> object:
+    out = _keep(redactor, obj, keep)
+    if isinstance(out, dict) and "_meta" in out:
+        out["_meta"] = _meta(redactor, out["_meta"])
+    return out
+
+
 def _metadata_message(redactor: Redactor, msg: object) -> object:
     if not isinstance(msg, dict):
         return _marker(redactor, msg)
-    out = dict(msg)
-    params = out.get("params")
-    if isinstance(params, dict):
-        out["params"] = {k: _marker(redactor, v) if k in _PARAMS_CONTENT else v for k, v in params.items()}
-    result = out.get("result")
-    if isinstance(result, dict):
-        out["result"] = {k: _marker(redactor, v) if k in _RESULT_CONTENT else v for k, v in result.items()}
+    out = _keep(redactor, msg, ENVELOPE_KEEP)
+    assert isinstance(out, dict)
+    if "params" in msg:
+        out["params"] = _reduce(redactor, msg["params"], PARAMS_KEEP)
+    if "result" in msg:
+        out["result"] = _reduce(redactor, msg["result"], RESULT_KEEP)
+    if "error" in msg:
+        error = _keep(redactor, msg["error"], ERROR_KEEP)
+        if isinstance(error, dict) and "data" in error:
+            error["data"] = _keep(redactor, error["data"], ERROR_DATA_KEEP)
+        out["error"] = error
     return out
 
 
@@ -217,6 +270,8 @@ class HttpRedaction:
             "mode": "hash" if self.enabled else "off",
             "bodies": self.bodies,
             "headers": sorted(self.secret_headers) if self.enabled else [],
+            "header_suffixes": list(SECRET_HEADER_SUFFIXES) if self.enabled else [],
+            "url_headers": list(URL_HEADERS) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
         }
@@ -229,6 +284,10 @@ class HttpRedaction:
         if low in HASHED_HEADERS:
             return self.redactor.hash(value)
         if low not in self.secret_headers:
+            if low.endswith(SECRET_HEADER_SUFFIXES):
+                return self.redactor.hash(value)
+            if low in URL_HEADERS:
+                return self.url(value)
             return value
         if low in ("cookie", "set-cookie"):
             return self._cookie(value, low == "set-cookie")
@@ -258,6 +317,13 @@ class HttpRedaction:
         head, _, rest = url.partition("?")
         query, hash_sep, fragment = rest.partition("#")
         return f"{head}?{_redact_query(self.redactor, query)}{hash_sep}{fragment}"
+
+    def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
+        """An SSE event's data under the policy: a legacy `endpoint` event's URL gets its secret query
+        values (the `session_id`) hashed first, in both body modes."""
+        if self.enabled and event == "endpoint" and b"?" in data:
+            data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        return self.body(data)
 
     def body(self, data: bytes) -> tuple[bytes, str]:
         """A JSON-RPC body (one message or a batch) under the body policy, and the policy applied.

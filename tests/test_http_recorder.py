@@ -453,3 +453,28 @@ def test_client_disconnected_after_idle_timeout_is_a_timeout() -> None:
     assert left["kind"] == "client-gone" and "idle_s" not in left
     f.error = Error("server closed connection")
     assert error_record(f, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"
+
+
+@pytest.mark.parametrize("bodies", ["full", "metadata"])
+def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_path: Path, bodies: str) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_bodies=bodies)
+        f = tflow.tflow()
+        f.request.path = "/sse?jwt=jwt-secret"
+        f.request.headers["Private-Token"] = "pat-secret"
+        f.request.headers["Referer"] = "https://app/cb?code=code-secret"
+        addon.request(f)
+        f.response = tutils.tresp(headers=http.Headers(((b"content-type", b"text/event-stream"),)), content=None)
+        addon.responseheaders(f)
+        chunk = b"event: endpoint\r\ndata: /messages/?session_id=sid-secret\r\n\r\n"
+        assert f.response.stream(chunk) == chunk
+        f.response.stream(b"")
+        addon.response(f)
+        addon.done()
+    text = b"".join(p.read_bytes() for p in (tmp_path / "caps").glob("*.jsonl"))
+    for secret in (b"jwt-secret", b"pat-secret", b"code-secret", b"sid-secret"):
+        assert secret not in text
+    (ev,) = [r for r in traffic(read(tmp_path)) if r["type"] == fmt.SSE_EVENT]
+    if bodies == "full":
+        assert ev["raw"] == "/messages/?session_id=" + Redactor(b"unit-key").hash("sid-secret")
