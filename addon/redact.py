@@ -20,12 +20,19 @@ from urllib.parse import unquote_plus
 import orjson
 
 HASH_PREFIX: Final = "hmac:"
-_ARG_SECRET = re.compile(
-    r"(?i)^(--?[\w-]*(token|secret|password|passwd|api[-_]?key|apikey|auth|credential|bearer)[\w-]*)(=)(.+)$"
+
+_SECRET_WORDS: Final = (
+    r"token|secret|passw(?:or)?d|pwd|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth|credential|bearer"
+    r"|(?:^|[-_])pat(?:$|[-_])|(?:^|[-_])key$"
 )
-_ARG_SECRET_FLAG = re.compile(
-    r"(?i)^--?[\w-]*(token|secret|password|passwd|api[-_]?key|apikey|auth|credential|bearer)[\w-]*$"
-)
+_SECRET_NAME = re.compile(f"(?i)(?:{_SECRET_WORDS})")
+"""An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `GITHUB_TOKEN`, …"""
+SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
+"""Short options whose value is a secret (`-k KEY`); long ones are recognised by name."""
+_OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w-]*)=(.*)$", re.S)
+_NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
+_HEADER_SHAPED = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*)$", re.S)
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]*)@")
 
 
 def _key_path() -> Path:
@@ -69,23 +76,65 @@ class Redactor:
         return HASH_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:12]
 
     def argv(self, argv: list[str]) -> list[str]:
-        """A command line with secret-looking option values hashed (`--token=X`, `--api-key X`)."""
-        out: list[str] = []
-        hide_next = False
-        for arg in argv:
-            if hide_next:
-                out.append(self.hash(arg))
-                hide_next = False
-                continue
-            m = _ARG_SECRET.match(arg)
-            if m:
-                out.append(f"{m.group(1)}={self.hash(m.group(4))}")
-            elif _ARG_SECRET_FLAG.match(arg):
-                out.append(arg)
-                hide_next = True
-            else:
-                out.append(arg)
-        return out
+        """`redact_argv(argv, self)`."""
+        return redact_argv(argv, self)
+
+
+def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
+    """A command line as it may be recorded: every credential in it replaced by `hmac:<12 hex>`.
+
+    Hashed: the value of a secret-named option (`--token=X`, `--api-key X`, `--pat X`,
+    `--access-key=X`, `-k X`); the value of a `NAME=VALUE` pair whose name looks secret
+    (`-e GITHUB_TOKEN=X`, `--env=DB_PASSWORD=X`); the credential of a header-shaped argument whose
+    header is secret (`--header "Authorization: Bearer X"` keeps `Bearer`); the password (or the
+    lone user, often a token) of a URL's userinfo (`postgresql://user:X@host`) and secret query
+    values of a URL (`?token=X`). The program (`argv[0]`) and everything else stays, one output
+    argument per input argument. Equal secrets give equal hashes.
+    """
+    out: list[str] = []
+    hide_next = False
+    for i, arg in enumerate(argv):
+        if i == 0:
+            out.append(arg)
+        elif hide_next:
+            out.append(redactor.hash(arg))
+            hide_next = False
+        elif m := _OPTION_VALUE.match(arg):
+            flag, value = m.groups()
+            secret = _SECRET_NAME.search(flag.lstrip("-"))
+            out.append(f"{flag}={redactor.hash(value) if secret else _redact_value(value, redactor)}")
+        elif arg in SECRET_SHORT_FLAGS or (arg.startswith("-") and len(arg) > 2 and _SECRET_NAME.search(arg)):
+            out.append(arg)
+            hide_next = True
+        else:
+            out.append(_redact_value(arg, redactor))
+    return out
+
+
+def _redact_value(value: str, redactor: Redactor) -> str:
+    """One argument (or an option's value) with the credentials it carries hashed."""
+    if m := _NAME_VALUE.match(value):
+        name, val = m.groups()
+        if _SECRET_NAME.search(name):
+            return f"{name}={redactor.hash(val)}"
+        return f"{name}={_redact_value(val, redactor)}" if "://" in val else value
+    if "://" in value:
+        return _redact_url(value, redactor)
+    if m := _HEADER_SHAPED.match(value):
+        name, val = m.groups()
+        redacted = HttpRedaction(redactor).header_value(name, val)
+        if redacted != val:
+            return f"{name}: {redacted}"
+    return value
+
+
+def _redact_url(url: str, redactor: Redactor) -> str:
+    def userinfo(m: re.Match[str]) -> str:
+        user, sep, password = m.group(2).partition(":")
+        hidden = f"{user}:{redactor.hash(unquote_plus(password))}" if sep else redactor.hash(unquote_plus(user))
+        return f"{m.group(1)}{hidden}@"
+
+    return HttpRedaction(redactor).url(_URL_USERINFO.sub(userinfo, url))
 
 
 # --- HTTP ------------------------------------------------------------------------------------------

@@ -70,7 +70,7 @@ FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 REDACTION_POLICY: Final = {
     "mode": "default",
-    "argv": "secret option values replaced by hmac:<12 hex>",
+    "argv": "credentials replaced by hmac:<12 hex> (addon.redact.redact_argv)",
     "env": "not recorded",
     "frames": "verbatim",
 }
