@@ -40,9 +40,9 @@ HTTP_RESPONSE: Final = "http.response"
 SSE_EVENT: Final = "sse.event"
 """HTTP: one server-sent event of a `text/event-stream` response, as it passed."""
 SSE_END: Final = "sse.end"
-"""HTTP: how an event stream ended (`how`: clean / client-gone / upstream-reset / error)."""
+"""HTTP: how an event stream ended (`how`: clean / client-gone / upstream-reset / recorder-stopped / error)."""
 HTTP_ERROR: Final = "http.error"
-"""HTTP: a flow error (connection refused, upstream reset, timeout, client gone)."""
+"""HTTP: a flow error (connection refused, upstream reset, timeout, client gone, recorder stopped)."""
 
 RECORD_TYPES: Final = frozenset(
     {HEADER, FRAME, STDERR, LIFECYCLE, CAPTURE_ERROR, HTTP_REQUEST, HTTP_RESPONSE, SSE_EVENT, SSE_END, HTTP_ERROR}
@@ -73,10 +73,15 @@ EV_SIGNAL: Final = "signal"
 """The tee received `signal` (name) and forwarded it to the server."""
 EV_LINGER_END: Final = "linger-end"
 """The linger window after the server's exit closed; no client bytes are recorded after it."""
+EV_TERMINATE: Final = "terminate"
+"""The server outlived the grace period after `client-eof` or a `signal`: the tee sent it `signal`."""
 
 LIFECYCLE_EVENTS: Final = frozenset(
-    {EV_SPAWN, EV_SPAWN_FAILED, EV_CLIENT_EOF, EV_SERVER_EOF, EV_STDIN_BROKEN, EV_EXIT, EV_SIGNAL, EV_LINGER_END}
-)
+    {
+        EV_SPAWN, EV_SPAWN_FAILED, EV_CLIENT_EOF, EV_SERVER_EOF, EV_STDIN_BROKEN, EV_EXIT, EV_SIGNAL,
+        EV_LINGER_END, EV_TERMINATE,
+    }
+)  # fmt: skip
 
 # --- fields present in every record --------------------------------------------------------------
 F_TYPE: Final = "type"

@@ -46,6 +46,8 @@ class ReverseProxyConfig:
     """Forward the client's `Host` header unchanged (for upstreams that route by the name clients use)."""
     idle_timeout: int = DEFAULT_IDLE_TIMEOUT
     """Seconds a connection may stay silent before the proxy closes it (mitmproxy's `tcp_timeout`)."""
+    max_body: str = "16m"
+    """Bytes recorded at most per body or SSE event (`16m`, `512k`, …); more is relayed, not recorded."""
 
 
 @dataclass(slots=True)
@@ -180,6 +182,7 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
             erascope_redact=config.redact,
             erascope_bodies=config.bodies,
             erascope_redact_headers=list(config.redact_headers),
+            erascope_max_body=config.max_body,
         )
     except exceptions.OptionsError as exc:
         raise ErascopeError(str(exc)) from exc

@@ -31,6 +31,7 @@ try:
 except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
+from addon.bodies import DEFAULT_MAX_BODY, bounded_body
 from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
 from addon.sse import SseEvent, SseParser
 from addon.writer import CaptureWriter, default_capture_dir
@@ -48,6 +49,13 @@ F_STREAMED: Final = "streamed"
 """http.response: the body went by as a stream (SSE events are separate records)."""
 F_PEER: Final = "peer"
 """http.response: upstream `ip:port` that answered (the node behind a load balancer)."""
+F_TRUNCATED: Final = "truncated"
+"""Bodies and SSE events: present (true) when the payload was longer than `max_body`: only its
+first `max_body` (decoded) bytes are recorded."""
+F_DECODED_LEN: Final = "decoded_len"
+"""With `truncated`: the full decoded size, null when decoding stopped at the bound."""
+F_MAX_BODY: Final = "max_body"
+"""Header: the bound on recorded bytes per body or event."""
 
 SSE_CONTENT_TYPE: Final = "text/event-stream"
 
@@ -56,12 +64,18 @@ HOW_CLEAN: Final = "clean"
 HOW_CLIENT_GONE: Final = "client-gone"
 HOW_UPSTREAM_RESET: Final = "upstream-reset"
 HOW_ERROR: Final = "error"
+HOW_RECORDER_STOPPED: Final = "recorder-stopped"
 KIND_REFUSED: Final = "connection-refused"
 KIND_UPSTREAM_RESET: Final = "upstream-reset"
 KIND_TIMEOUT: Final = "timeout"
 KIND_CLIENT_GONE: Final = "client-gone"
 KIND_OTHER: Final = "other"
-ERROR_KINDS: Final = (KIND_REFUSED, KIND_UPSTREAM_RESET, KIND_TIMEOUT, KIND_CLIENT_GONE, KIND_OTHER)
+KIND_RECORDER_STOPPED: Final = "recorder-stopped"
+"""The recorder shut down while the flow was open: the end of the observation, not a failure of a peer."""
+ERROR_KINDS: Final = (
+    KIND_REFUSED, KIND_UPSTREAM_RESET, KIND_TIMEOUT, KIND_CLIENT_GONE, KIND_OTHER, KIND_RECORDER_STOPPED
+)  # fmt: skip
+STOPPED_MESSAGE: Final = "erascope: the recorder stopped while the flow was open"
 
 # mitmproxy reports flow errors as text only; these fragments come from its HTTP/1, HTTP/2 and
 # connection layers (and the OS messages they wrap), checked against real failures in the tests.
@@ -138,15 +152,24 @@ def server_key(flow: http.HTTPFlow) -> str:
     return f"{scheme}://{authority}{req.path.split('?', 1)[0]}"
 
 
-def _body(msg: http.Message, redaction: HttpRedaction) -> dict[str, Any]:
+def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[str, Any]:
     raw = msg.raw_content
     if raw is None:  # streamed or not yet received
         return {}
-    # decode only when there is an encoding: the header lookup is far cheaper than get_content()
-    data = (msg.get_content(strict=False) or b"") if "content-encoding" in msg.headers else raw
     out: dict[str, Any] = {}
-    if len(data) != len(raw):
-        out["wire_len"] = len(raw)  # Content-Encoding was decoded for the capture
+    encoding = msg.headers.get("content-encoding")
+    if encoding is None and len(raw) <= max_body:
+        data = raw  # the common case: no decoding, nothing to bound
+    else:
+        # decoded incrementally and cut at the bound: a small gzip body can decode to gigabytes
+        bounded = bounded_body(raw, encoding, max_body)
+        data = bounded.data
+        if bounded.decoded:
+            out["wire_len"] = len(raw)  # Content-Encoding was decoded for the capture
+        if bounded.truncated:
+            out[F_TRUNCATED] = True
+            out["wire_len"] = len(raw)
+            out[F_DECODED_LEN] = bounded.decoded_len
     body, policy = redaction.body(data)
     out.update(fmt.payload_fields(body))
     if policy != BODIES_FULL:
@@ -155,7 +178,9 @@ def _body(msg: http.Message, redaction: HttpRedaction) -> dict[str, Any]:
     return out
 
 
-def request_record(flow: http.HTTPFlow, redaction: HttpRedaction) -> dict[str, Any]:
+def request_record(
+    flow: http.HTTPFlow, redaction: HttpRedaction, max_body: int = DEFAULT_MAX_BODY
+) -> dict[str, Any]:
     """The `http.request` record of a flow (pure: no I/O)."""
     req = flow.request
     rec: dict[str, Any] = {
@@ -171,11 +196,13 @@ def request_record(flow: http.HTTPFlow, redaction: HttpRedaction) -> dict[str, A
         "sni": flow.client_conn.sni,
         "t_request": req.timestamp_start,
     }
-    rec.update(_body(req, redaction))
+    rec.update(_body(req, redaction, max_body))
     return rec
 
 
-def response_record(flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: bool) -> dict[str, Any]:
+def response_record(
+    flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: bool, max_body: int = DEFAULT_MAX_BODY
+) -> dict[str, Any]:
     """The `http.response` record of a flow; without body when `streamed` (pure: no I/O)."""
     resp = flow.response
     assert resp is not None
@@ -195,13 +222,13 @@ def response_record(flow: http.HTTPFlow, redaction: HttpRedaction, *, streamed: 
         "t_end": None if streamed else resp.timestamp_end,
     }
     if not streamed:
-        rec.update(_body(resp, redaction))
+        rec.update(_body(resp, redaction, max_body))
     return rec
 
 
 def sse_event_record(flow: http.HTTPFlow, index: int, event: SseEvent, redaction: HttpRedaction) -> dict[str, Any]:
     """One `sse.event` record (pure: no I/O)."""
-    data, policy = redaction.body(event.data)
+    data, policy = redaction.sse_data(event.event, event.data)
     rec: dict[str, Any] = {
         fmt.F_TYPE: fmt.SSE_EVENT,
         fmt.F_CONN: flow.client_conn.id,
@@ -214,6 +241,9 @@ def sse_event_record(flow: http.HTTPFlow, index: int, event: SseEvent, redaction
     }
     if policy != BODIES_FULL:
         rec["len"] = len(event.data)
+    if event.truncated:
+        rec[F_TRUNCATED] = True
+        rec[F_DECODED_LEN] = event.data_len
     if event.id is not None:
         rec["sse_id"] = event.id
     if event.retry is not None:
@@ -272,6 +302,19 @@ _IDLE_SLACK_S: Final = 0.25
 """The watchdog fires a little after the timeout; a client leaving just before it still counts as one."""
 
 
+def stopped_record(flow: http.HTTPFlow) -> dict[str, Any]:
+    """The `http.error` of a flow still open when the recorder stopped (pure: no I/O)."""
+    return {
+        fmt.F_TYPE: fmt.HTTP_ERROR,
+        fmt.F_CONN: flow.client_conn.id,
+        F_FLOW: flow.id,
+        "kind": KIND_RECORDER_STOPPED,
+        "error": STOPPED_MESSAGE,
+        "phase": "response" if flow.response is not None else "request",
+        F_PEER: _address(flow.server_conn.peername),
+    }
+
+
 def connect_error_record(client: Any, server: Any) -> dict[str, Any]:
     """An `http.error` of phase `connect`: the upstream could not be reached before any request
     (no `flow`; pure: no I/O)."""
@@ -298,7 +341,7 @@ class SseTap:
         self.recorder = recorder
         self.flow = flow
         self.key = key
-        self.parser = SseParser()
+        self.parser = SseParser(max_event=recorder.max_body)
         self.events = 0
         self.done = False
         self.last_chunk: float | None = None
@@ -351,7 +394,13 @@ class HttpRecorder:
         self.capture_server: str = ""
         self.server_name: str = ""
         """`erascope_server`, cached: option lookups are slow on the per-flow path."""
+        self.max_body: int = DEFAULT_MAX_BODY
+        """`erascope_max_body` in bytes, cached."""
         self.flows: dict[str, _FlowState] = {}
+        self.open: dict[str, http.HTTPFlow] = {}
+        """Flows whose request headers arrived and that have not ended: `done()` ends them."""
+        self.stopped = False
+        """`done()` ran: hooks of flows the proxy cancels afterwards must not open a new capture."""
         self.clients_with_requests: set[str] = set()
         """Client connections that sent a request: a later connect error belongs to a flow."""
         self.failures = 0
@@ -385,6 +434,13 @@ class HttpRecorder:
             "erascope_redact_headers", Sequence[str], [], "Extra header names whose values are hashed."
         )
         loader.add_option(
+            "erascope_max_body",
+            str,
+            "16m",
+            "Record at most this much of each body (decoded) and SSE event, e.g. 16m, 512k; the rest is"
+            " relayed but not recorded, and the record says `truncated`.",
+        )
+        loader.add_option(
             "erascope_filter",
             str,
             "",
@@ -410,12 +466,23 @@ class HttpRecorder:
             bad = [h for h in opts.erascope_redact_headers if not h or any(c in h for c in " :\t\r\n")]
             if bad:
                 raise exceptions.OptionsError(f"erascope_redact_headers: not header names: {bad!r}")
+        if "erascope_max_body" in updated:
+            try:
+                size = human.parse_size(opts.erascope_max_body)
+            except ValueError as exc:
+                raise exceptions.OptionsError(f"erascope_max_body: {exc}") from exc
+            if not size or size <= 0:
+                raise exceptions.OptionsError(
+                    f"erascope_max_body must be a positive size (e.g. 16m), not {opts.erascope_max_body!r}"
+                )
+            self.max_body = size
         if "erascope_dir" in updated and opts.erascope_dir:
             path = Path(opts.erascope_dir).expanduser()
             if path.exists() and not path.is_dir():
                 raise exceptions.OptionsError(f"erascope_dir: {path} exists and is not a directory")
         relevant = {
-            "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode"
+            "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode",
+            "erascope_max_body",
         }  # fmt: skip
         if updated & relevant:
             # a new policy or place starts a new capture: one header must describe all its records
@@ -433,13 +500,15 @@ class HttpRecorder:
     # --- I/O ----------------------------------------------------------------------------------
     def emit(self, record: dict[str, Any], key: str) -> None:
         """Hand a record of server `key` to the capture writer, opening the capture on first use."""
+        if self.stopped:
+            return  # the capture is closed; every open flow was ended in it
         if self.writer is None:
             assert self.out_dir is not None, "configure() runs before any hook"
             self.writer = CaptureWriter(
                 self.out_dir,
                 transport=fmt.HTTP,
                 server=self.capture_server,
-                header_extra={"redaction": self.redaction.describe()},
+                header_extra={"redaction": self.redaction.describe(), F_MAX_BODY: self.max_body},
                 on_error=self.report,
             )
         record[fmt.F_SERVER] = key
@@ -466,12 +535,13 @@ class HttpRecorder:
             except Exception:  # an odd flow must not fail in a hook; the capture's key will do
                 key = self.capture_server
             st = self.flows[flow.id] = _FlowState(key=key, skip=self.filter is not None and not self.filter(flow))
+            self.open[flow.id] = flow
         return st
 
     def _record_request(self, flow: http.HTTPFlow, st: _FlowState) -> None:
         if not st.recorded_request:
             st.recorded_request = True
-            self.emit(request_record(flow, self.redaction), st.key)
+            self.emit(request_record(flow, self.redaction, self.max_body), st.key)
 
     def _guard(self, what: str, fn: Any, *args: Any) -> None:
         try:
@@ -482,6 +552,7 @@ class HttpRecorder:
     # --- hooks --------------------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         self.clients_with_requests.add(flow.client_conn.id)
+        self.open[flow.id] = flow
 
     def client_disconnected(self, client: Any) -> None:
         self.clients_with_requests.discard(client.id)
@@ -517,8 +588,11 @@ class HttpRecorder:
         self._guard("response headers", self._write_response, flow, st, True)
 
     def response(self, flow: http.HTTPFlow) -> None:
+        if self.stopped:
+            return
         st = self._state(flow)
         del self.flows[flow.id]
+        self.open.pop(flow.id, None)
         if st.skip:
             return
         if st.tap is not None:
@@ -532,11 +606,14 @@ class HttpRecorder:
         self._record_request(flow, st)
         if not st.response_written:
             st.response_written = True
-            self.emit(response_record(flow, self.redaction, streamed=streamed), st.key)
+            self.emit(response_record(flow, self.redaction, streamed=streamed, max_body=self.max_body), st.key)
 
     def error(self, flow: http.HTTPFlow) -> None:
+        if self.stopped:
+            return  # mitmproxy cancels open flows after `done()`; they were ended there
         st = self._state(flow)
         del self.flows[flow.id]
+        self.open.pop(flow.id, None)
         if st.skip:
             return
         self._guard("a flow error", self._write_error, flow, st)
@@ -554,11 +631,23 @@ class HttpRecorder:
         self.emit(rec, st.key)
 
     def done(self) -> None:
-        for st in self.flows.values():
-            if st.tap is not None:
-                self._guard("a stream end", st.tap.finish, HOW_ERROR, "recorder stopped while the stream was open")
+        # mitmproxy runs `done()` before it cancels the open connections, whose `error` hooks then
+        # fire: end every open flow here, into this capture, with its true cause, and ignore those.
+        for flow in list(self.open.values()):
+            self._guard("a stopped flow", self._write_stopped, flow)
+        self.open.clear()
         self.flows.clear()
+        self.stopped = True
         self._close_writer()
+
+    def _write_stopped(self, flow: http.HTTPFlow) -> None:
+        st = self._state(flow)
+        if st.skip:
+            return
+        self._record_request(flow, st)
+        if st.tap is not None:
+            st.tap.finish(HOW_RECORDER_STOPPED, STOPPED_MESSAGE)
+        self.emit(stopped_record(flow), st.key)
 
 
 def _mode_server(modes: Sequence[str]) -> str | None:

@@ -20,12 +20,19 @@ from urllib.parse import unquote_plus
 import orjson
 
 HASH_PREFIX: Final = "hmac:"
-_ARG_SECRET = re.compile(
-    r"(?i)^(--?[\w-]*(token|secret|password|passwd|api[-_]?key|apikey|auth|credential|bearer)[\w-]*)(=)(.+)$"
+
+_SECRET_WORDS: Final = (
+    r"token|secret|passw(?:or)?d|pwd|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth|credential|bearer"
+    r"|(?:^|[-_])pat(?:$|[-_])|(?:^|[-_])key$"
 )
-_ARG_SECRET_FLAG = re.compile(
-    r"(?i)^--?[\w-]*(token|secret|password|passwd|api[-_]?key|apikey|auth|credential|bearer)[\w-]*$"
-)
+_SECRET_NAME = re.compile(f"(?i)(?:{_SECRET_WORDS})")
+"""An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `GITHUB_TOKEN`, …"""
+SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
+"""Short options whose value is a secret (`-k KEY`); long ones are recognised by name."""
+_OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w-]*)=(.*)$", re.S)
+_NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
+_HEADER_SHAPED = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*)$", re.S)
+_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]*)@")
 
 
 def _key_path() -> Path:
@@ -69,23 +76,65 @@ class Redactor:
         return HASH_PREFIX + hmac.new(self._key, data, hashlib.sha256).hexdigest()[:12]
 
     def argv(self, argv: list[str]) -> list[str]:
-        """A command line with secret-looking option values hashed (`--token=X`, `--api-key X`)."""
-        out: list[str] = []
-        hide_next = False
-        for arg in argv:
-            if hide_next:
-                out.append(self.hash(arg))
-                hide_next = False
-                continue
-            m = _ARG_SECRET.match(arg)
-            if m:
-                out.append(f"{m.group(1)}={self.hash(m.group(4))}")
-            elif _ARG_SECRET_FLAG.match(arg):
-                out.append(arg)
-                hide_next = True
-            else:
-                out.append(arg)
-        return out
+        """`redact_argv(argv, self)`."""
+        return redact_argv(argv, self)
+
+
+def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
+    """A command line as it may be recorded: every credential in it replaced by `hmac:<12 hex>`.
+
+    Hashed: the value of a secret-named option (`--token=X`, `--api-key X`, `--pat X`,
+    `--access-key=X`, `-k X`); the value of a `NAME=VALUE` pair whose name looks secret
+    (`-e GITHUB_TOKEN=X`, `--env=DB_PASSWORD=X`); the credential of a header-shaped argument whose
+    header is secret (`--header "Authorization: Bearer X"` keeps `Bearer`); the password (or the
+    lone user, often a token) of a URL's userinfo (`postgresql://user:X@host`) and secret query
+    values of a URL (`?token=X`). The program (`argv[0]`) and everything else stays, one output
+    argument per input argument. Equal secrets give equal hashes.
+    """
+    out: list[str] = []
+    hide_next = False
+    for i, arg in enumerate(argv):
+        if i == 0:
+            out.append(arg)
+        elif hide_next:
+            out.append(redactor.hash(arg))
+            hide_next = False
+        elif m := _OPTION_VALUE.match(arg):
+            flag, value = m.groups()
+            secret = _SECRET_NAME.search(flag.lstrip("-"))
+            out.append(f"{flag}={redactor.hash(value) if secret else _redact_value(value, redactor)}")
+        elif arg in SECRET_SHORT_FLAGS or (arg.startswith("-") and len(arg) > 2 and _SECRET_NAME.search(arg)):
+            out.append(arg)
+            hide_next = True
+        else:
+            out.append(_redact_value(arg, redactor))
+    return out
+
+
+def _redact_value(value: str, redactor: Redactor) -> str:
+    """One argument (or an option's value) with the credentials it carries hashed."""
+    if m := _NAME_VALUE.match(value):
+        name, val = m.groups()
+        if _SECRET_NAME.search(name):
+            return f"{name}={redactor.hash(val)}"
+        return f"{name}={_redact_value(val, redactor)}" if "://" in val else value
+    if "://" in value:
+        return _redact_url(value, redactor)
+    if m := _HEADER_SHAPED.match(value):
+        name, val = m.groups()
+        redacted = HttpRedaction(redactor).header_value(name, val)
+        if redacted != val:
+            return f"{name}: {redacted}"
+    return value
+
+
+def _redact_url(url: str, redactor: Redactor) -> str:
+    def userinfo(m: re.Match[str]) -> str:
+        user, sep, password = m.group(2).partition(":")
+        hidden = f"{user}:{redactor.hash(unquote_plus(password))}" if sep else redactor.hash(unquote_plus(user))
+        return f"{m.group(1)}{hidden}@"
+
+    return HttpRedaction(redactor).url(_URL_USERINFO.sub(userinfo, url))
 
 
 # --- HTTP ------------------------------------------------------------------------------------------
@@ -107,6 +156,13 @@ SECRET_HEADERS: Final = (
     "ocp-apim-subscription-key",
 )
 """Headers whose values are credentials; hashed by default. Extend with `erascope_redact_headers`."""
+
+SECRET_HEADER_SUFFIXES: Final = ("-token", "_token", "-key", "_key", "-secret", "_secret")
+"""Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`) is
+hashed as a credential too: vendors invent such headers faster than a list can follow."""
+
+URL_HEADERS: Final = ("referer", "location", "content-location")
+"""Headers holding a URL: their secret query values are hashed like the request URL's."""
 
 HASHED_HEADERS: Final = ("mcp-session-id",)
 """Not secrets, but bearer-like handles: hashed so sessions still correlate across records."""
@@ -130,6 +186,9 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "password",
         "passwd",
         "session",
+        "session_id",
+        "sessionid",
+        "jwt",
         "x-amz-signature",
         "x-amz-credential",
         "x-amz-security-token",
@@ -148,8 +207,25 @@ tool arguments, result contents and log data become `{"$redacted": {"len": N, "h
 BODY_POLICIES: Final = (BODIES_FULL, BODIES_METADATA)
 
 REDACTED_KEY: Final = "$redacted"
-_PARAMS_CONTENT: Final = frozenset({"arguments", "data", "messages", "argument", "context"})
-_RESULT_CONTENT: Final = frozenset({"content", "structuredContent", "contents", "messages", "completion"})
+
+ENVELOPE_KEEP: Final = frozenset({"jsonrpc", "id", "method", "params", "result", "error"})
+"""Top-level fields `metadata` mode keeps (params, result and error are reduced further)."""
+PARAMS_KEEP: Final = frozenset(
+    {"_meta", "protocolVersion", "capabilities", "clientInfo", "name", "progressToken", "progress", "total",
+     "requestId", "level"}
+)  # fmt: skip
+"""`params` fields kept: versions, capabilities, client identity, the tool or prompt name, progress
+and cancellation bookkeeping. Everything else (arguments, uris, messages, log data) is hashed."""
+RESULT_KEEP: Final = frozenset(
+    {"_meta", "protocolVersion", "capabilities", "serverInfo", "supportedVersions", "resultType", "ttlMs",
+     "cacheScope"}
+)  # fmt: skip
+"""`result` fields kept: what tells eras and servers apart. Contents, tool lists, instructions, … are hashed."""
+ERROR_KEEP: Final = frozenset({"code", "message", "data"})
+ERROR_DATA_KEEP: Final = frozenset({"supported", "requested"})
+"""`error.data` fields kept (the versions an UnsupportedProtocolVersion names); other data is hashed."""
+META_PREFIX: Final = "io.modelcontextprotocol/"
+"""`_meta` keys kept: the protocol's own (`io.modelcontextprotocol/…`) and `progressToken`."""
 
 
 def is_secret_query_param(name: str) -> bool:
@@ -176,16 +252,42 @@ def _marker(redactor: Redactor, value: object) -> dict[str, object]:
     return {REDACTED_KEY: {"len": len(data), "hash": redactor.hash(data)}}
 
 
+def _keep(redactor: Redactor, obj: object, keep: frozenset[str]) -> object:
+    """An object with the `keep` fields as they are and every other value hashed; not an object: hashed."""
+    if not isinstance(obj, dict):
+        return _marker(redactor, obj)
+    return {k: v if k in keep else _marker(redactor, v) for k, v in obj.items()}
+
+
+def _meta(redactor: Redactor, meta: object) -> object:
+    if not isinstance(meta, dict):
+        return _marker(redactor, meta)
+    return {
+        k: v if k == "progressToken" or k.startswith(META_PREFIX) else _marker(redactor, v) for k, v in meta.items()
+    }
+
+
+def _reduce(redactor: Redactor, obj: object, keep: frozenset[str]) -> object:
+    out = _keep(redactor, obj, keep)
+    if isinstance(out, dict) and "_meta" in out:
+        out["_meta"] = _meta(redactor, out["_meta"])
+    return out
+
+
 def _metadata_message(redactor: Redactor, msg: object) -> object:
     if not isinstance(msg, dict):
         return _marker(redactor, msg)
-    out = dict(msg)
-    params = out.get("params")
-    if isinstance(params, dict):
-        out["params"] = {k: _marker(redactor, v) if k in _PARAMS_CONTENT else v for k, v in params.items()}
-    result = out.get("result")
-    if isinstance(result, dict):
-        out["result"] = {k: _marker(redactor, v) if k in _RESULT_CONTENT else v for k, v in result.items()}
+    out = _keep(redactor, msg, ENVELOPE_KEEP)
+    assert isinstance(out, dict)
+    if "params" in msg:
+        out["params"] = _reduce(redactor, msg["params"], PARAMS_KEEP)
+    if "result" in msg:
+        out["result"] = _reduce(redactor, msg["result"], RESULT_KEEP)
+    if "error" in msg:
+        error = _keep(redactor, msg["error"], ERROR_KEEP)
+        if isinstance(error, dict) and "data" in error:
+            error["data"] = _keep(redactor, error["data"], ERROR_DATA_KEEP)
+        out["error"] = error
     return out
 
 
@@ -217,6 +319,8 @@ class HttpRedaction:
             "mode": "hash" if self.enabled else "off",
             "bodies": self.bodies,
             "headers": sorted(self.secret_headers) if self.enabled else [],
+            "header_suffixes": list(SECRET_HEADER_SUFFIXES) if self.enabled else [],
+            "url_headers": list(URL_HEADERS) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
         }
@@ -229,6 +333,10 @@ class HttpRedaction:
         if low in HASHED_HEADERS:
             return self.redactor.hash(value)
         if low not in self.secret_headers:
+            if low.endswith(SECRET_HEADER_SUFFIXES):
+                return self.redactor.hash(value)
+            if low in URL_HEADERS:
+                return self.url(value)
             return value
         if low in ("cookie", "set-cookie"):
             return self._cookie(value, low == "set-cookie")
@@ -258,6 +366,13 @@ class HttpRedaction:
         head, _, rest = url.partition("?")
         query, hash_sep, fragment = rest.partition("#")
         return f"{head}?{_redact_query(self.redactor, query)}{hash_sep}{fragment}"
+
+    def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
+        """An SSE event's data under the policy: a legacy `endpoint` event's URL gets its secret query
+        values (the `session_id`) hashed first, in both body modes."""
+        if self.enabled and event == "endpoint" and b"?" in data:
+            data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        return self.body(data)
 
     def body(self, data: bytes) -> tuple[bytes, str]:
         """A JSON-RPC body (one message or a batch) under the body policy, and the policy applied.

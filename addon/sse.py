@@ -33,16 +33,28 @@ class SseEvent:
     """The `retry:` field when this event carried a valid one (milliseconds)."""
     comments: list[bytes] = field(default_factory=list)
     """Comment lines (`: ...`) seen since the previous event, without the colon (the latest 8)."""
+    truncated: bool = False
+    """`data` holds only the first `max_event` bytes of the event's data."""
+    data_len: int = 0
+    """The size of the event's full data (as `data` would be without the bound)."""
 
 
 class SseParser:
     """Feed chunks with `feed()`; each call returns the events completed by that chunk."""
 
-    __slots__ = ("_buf", "_comments", "_data", "_event", "_has_fields", "_id", "_pending_cr", "_retry")
+    __slots__ = (
+        "_buf", "_comments", "_data", "_data_held", "_data_len", "_event", "_has_fields", "_id", "_line_cap",
+        "_line_over", "_max", "_pending_cr", "_retry", "_truncated",
+    )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, max_event: int | None = None) -> None:
+        """`max_event`: data bytes kept per event at most (None: no bound); the rest is counted only."""
         self._buf = bytearray()
         self._pending_cr = False
+        self._max = max_event
+        # a field name and its colon fit in the bound's slack; longer lines keep only their start
+        self._line_cap = None if max_event is None else max_event + 64
+        self._line_over = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -52,6 +64,9 @@ class SseParser:
         self._retry: int | None = None
         self._comments: list[bytes] = []
         self._has_fields = False
+        self._data_held = 0
+        self._data_len = -1  # the joining newline before the first line is not data
+        self._truncated = False
 
     @property
     def pending(self) -> bool:
@@ -76,10 +91,10 @@ class SseParser:
             lf = chunk.find(b"\n", i)
             cr = chunk.find(b"\r", i)
             if lf < 0 and cr < 0:
-                buf += chunk[i:]
+                self._append(buf, chunk, i, n)
                 break
             end = lf if cr < 0 or (0 <= lf < cr) else cr
-            buf += chunk[i:end]
+            self._append(buf, chunk, i, end)
             line = bytes(buf)
             buf.clear()
             if chunk[end] == 13:  # CR
@@ -95,7 +110,17 @@ class SseParser:
                 events.append(ev)
         return events
 
+    def _append(self, buf: bytearray, chunk: bytes, start: int, end: int) -> None:
+        cap = self._line_cap
+        if cap is None or len(buf) + end - start <= cap:
+            buf += chunk[start:end]
+            return
+        room = max(cap - len(buf), 0)
+        buf += chunk[start : start + room]
+        self._line_over += end - start - room
+
     def _line(self, line: bytes) -> SseEvent | None:
+        over, self._line_over = self._line_over, 0
         if not line:
             if not self._has_fields:
                 return None
@@ -105,6 +130,8 @@ class SseParser:
                 id=self._id,
                 retry=self._retry,
                 comments=self._comments,
+                truncated=self._truncated,
+                data_len=max(self._data_len, 0),
             )
             self._reset()
             return ev
@@ -119,7 +146,17 @@ class SseParser:
             value = value[1:]
         self._has_fields = True
         if name == b"data":
-            self._data.append(value)
+            self._data_len += 1 + len(value) + over
+            if self._max is None:
+                self._data.append(value)
+            else:
+                room = self._max - self._data_held - (1 if self._data else 0)
+                if over or len(value) > room:
+                    self._truncated = True
+                    value = value[: max(room, 0)]
+                if room >= 0 or not self._data:
+                    self._data.append(value)
+                    self._data_held += len(value) + (1 if len(self._data) > 1 else 0)
         elif name == b"event":
             self._event = value.decode("utf-8", "replace")
         elif name == b"id" and b"\x00" not in value:

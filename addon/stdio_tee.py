@@ -61,12 +61,16 @@ WRITER_BATCH: Final = 0.002
 DEFAULT_LINGER: Final = 2.0
 """Seconds client bytes are still recorded after the server exited."""
 
+DEFAULT_GRACE: Final = 5.0
+"""Seconds a server may outlive the client's EOF (or a signal to the tee) before the tee sends it
+SIGTERM, and then SIGTERM before SIGKILL."""
+
 FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals the tee passes on to the server instead of dying from them."""
 
 REDACTION_POLICY: Final = {
     "mode": "default",
-    "argv": "secret option values replaced by hmac:<12 hex>",
+    "argv": "credentials replaced by hmac:<12 hex> (addon.redact.redact_argv)",
     "env": "not recorded",
     "frames": "verbatim",
 }
@@ -485,6 +489,7 @@ class StdioTee:
         server: str | None = None,
         out_dir: Path | None = None,
         linger: float = DEFAULT_LINGER,
+        grace: float = DEFAULT_GRACE,
         stderr: BinaryIO,
         stdin_fd: int = 0,
         stdout_fd: int = 1,
@@ -495,8 +500,11 @@ class StdioTee:
             raise ErascopeError("no server command given; usage: erascope record stdio [OPTIONS] -- CMD [ARGS...]")
         if linger < 0:
             raise ErascopeError(f"--linger must be >= 0 seconds, got {linger}")
+        if not grace > 0:
+            raise ErascopeError(f"--grace must be > 0 seconds, got {grace}")
         self.cmd = list(cmd)
         self.linger = linger
+        self.grace = grace
         self.stdin_fd = stdin_fd
         self.stdout_fd = stdout_fd
         self._stderr = stderr
@@ -526,6 +534,10 @@ class StdioTee:
         self.pumps: dict[str, Pump] = {}
         """The running pumps by stream (`c2s`, `s2c`, `stderr`), once the server is spawned."""
         self.proc: subprocess.Popen[bytes] | None = None
+        self._pidfd: int | None = None
+        """The server as a pidfd where the OS has them: signals can never reach a recycled pid."""
+        self._ending: threading.Thread | None = None
+        self._exited = threading.Event()
 
     # --- recording ----------------------------------------------------------------------------
     def _report(self, message: str) -> None:
@@ -583,6 +595,42 @@ class StdioTee:
         with contextlib.suppress(OSError):
             self.proc.stdin.close()
         self._seq.record(fmt.C2S, self._event(fmt.EV_CLIENT_EOF))
+        self._end_server_later(fmt.EV_CLIENT_EOF)
+
+    def _end_server_later(self, after: str) -> None:
+        """Once, after `client-eof` or a signal: a server still running after the grace period gets
+        SIGTERM, and SIGKILL one more grace period later, each with a `terminate` record.
+
+        Without this, a server that ignores EOF (and SIGTERM) outlives its client as an orphan.
+        """
+        if self._ending is not None or self._exited.is_set():
+            return
+        self._ending = threading.Thread(target=self._escalate, args=(after,), name="erascope-ending", daemon=True)
+        self._ending.start()
+
+    def _escalate(self, after: str) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)  # the main thread handles them
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            if self._exited.wait(self.grace):
+                return
+            self._submit_signals()  # the main thread, parked in wait(), has not placed them yet
+            self._seq.submit(self._event(fmt.EV_TERMINATE, signal=signal_name(sig), after=after, grace=self.grace))
+            self._kill(sig)
+
+    def _kill(self, sig: int) -> bool:
+        """Send `sig` to the server unless it was reaped; True when it was sent."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None or self._exited.is_set():
+            return False
+        try:
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            else:
+                os.kill(proc.pid, sig)
+        except ProcessLookupError:
+            return False
+        return True
 
     def _on_server_end(self, ticket: int) -> None:
         """The server's output is over (EOF, or it died and its pipe is drained): tell the client.
@@ -600,15 +648,13 @@ class StdioTee:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         proc = self.proc
-        forwarded = False
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signum)
-                forwarded = True
+        forwarded = proc is not None and proc.poll() is None and self._kill(signum)
         # We are told to stop: whenever the server is (or becomes) gone, do not linger for the client.
         # Also when the kill reached a dead but unreaped server, which it cannot tell from a live one.
         self._cut_linger = True
         self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded))
+        if forwarded:
+            self._end_server_later(fmt.EV_SIGNAL)
 
     # --- running ------------------------------------------------------------------------------
     def run(self) -> int:
@@ -635,6 +681,8 @@ class StdioTee:
     def _run(self) -> int:
         proc = self.proc = self._spawn()
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; else plain pids
+            self._pidfd = os.pidfd_open(proc.pid)
         self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=os.getcwd())
         for fd in (proc.stdin.fileno(), proc.stdout.fileno(), self.stdin_fd, self.stdout_fd):
             _grow_pipe(fd)
@@ -672,6 +720,7 @@ class StdioTee:
             for pump in (s2c, err, c2s):
                 pump.start()
             returncode = proc.wait()
+            self._exited.set()
             self._submit_signals()
             status = exit_status(returncode)
             if returncode < 0:
@@ -688,7 +737,12 @@ class StdioTee:
             seq.close(fmt.STDERR)
             self._linger(c2s)
         finally:
+            self._exited.set()
             self._restore_signal_handlers(previous)
+            if self._pidfd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(self._pidfd)
+                self._pidfd = None
         for pump in (s2c, err, c2s):
             if pump.error is not None:
                 raise pump.error
@@ -756,6 +810,7 @@ def run_tee(
     server: str | None = None,
     out_dir: Path | None = None,
     linger: float = DEFAULT_LINGER,
+    grace: float = DEFAULT_GRACE,
     stderr: BinaryIO,
     stdin_fd: int = 0,
     stdout_fd: int = 1,
@@ -766,7 +821,8 @@ def run_tee(
     Returns the server's exit status (128+signal number when a signal killed it). Raises
     `SpawnFailed` (exit status 127 or 126, the failure recorded) when the command cannot start, and
     `ErascopeError` for bad arguments. Capture write failures never stop the relay: they are reported
-    on `stderr` with a count.
+    on `stderr` with a count. A server still running `grace` seconds after the client closed stdin
+    (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds.
 
     Installs handlers for SIGINT/SIGTERM/SIGHUP (forwarded to the server) and ignores SIGPIPE while
     it runs, when called from the main thread. When it returns while the client still holds
@@ -779,6 +835,7 @@ def run_tee(
         server=server,
         out_dir=out_dir,
         linger=linger,
+        grace=grace,
         stderr=stderr,
         stdin_fd=stdin_fd,
         stdout_fd=stdout_fd,

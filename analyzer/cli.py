@@ -140,6 +140,14 @@ def record_stdio(
             "--linger", metavar="SECONDS", help="Seconds to keep recording client bytes after the server exits."
         ),
     ] = 2.0,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            help="Seconds a server may run on after the client closed stdin (or a signal) before SIGTERM,"
+            " then SIGKILL.",
+        ),
+    ] = 5.0,
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
@@ -153,7 +161,7 @@ def record_stdio(
     from addon.stdio_tee import run_tee
 
     try:
-        status = run_tee(cmd, server=server, out_dir=out, linger=linger, stderr=sys.stderr.buffer)
+        status = run_tee(cmd, server=server, out_dir=out, linger=linger, grace=grace, stderr=sys.stderr.buffer)
     except ErascopeError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code=status)
@@ -201,6 +209,12 @@ def record_http(
             "--idle-timeout", metavar="SECONDS", help="Seconds a silent connection (e.g. an SSE stream) stays open."
         ),
     ] = 3600,
+    max_body: Annotated[
+        str,
+        typer.Option(
+            "--max-body", help="Record at most this much of each body, decoded (e.g. 16m, 512k); the rest is relayed."
+        ),
+    ] = "16m",
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
 
@@ -226,6 +240,7 @@ def record_http(
         redact_headers=list(redact_header or []),
         keep_host_header=keep_host,
         idle_timeout=idle_timeout,
+        max_body=max_body,
     )
     where = out or default_capture_dir()
 

@@ -21,11 +21,20 @@ columns is refused when read (with the fix: compact again), and the next `compac
 
 The archive never shares space with its input: an output directory inside an input directory, an
 input inside the output directory, or an output directory that holds captures is refused.
+
+It holds full payloads, so it gets the captures' permissions: files 0600, directories 0700 (the
+`--out` directory and every parent erascope creates, and the archive's own directories on every
+run). An existing `--out` that other users can write to (group or world writable, like /tmp) is
+refused rather than tightened: its mode is the owner's decision, and another user could replace
+the archive's files in it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
+import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -165,16 +174,51 @@ def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
         raise ErascopeError(f"--out {out} holds capture files; an archive needs a directory of its own")
 
 
+FILE_MODE: Final = 0o600
+DIR_MODE: Final = 0o700
+
+
+def _private_dir(path: Path) -> None:
+    """Create `path` and its missing parents 0700 (mkdir's `mode` skips parents and obeys the umask)."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another worker made it meanwhile
+            d.mkdir(mode=DIR_MODE)
+        os.chmod(d, DIR_MODE)
+
+
+def _check_out_mode(out: Path) -> None:
+    """Refuse an existing `--out` that users other than its owner can write to."""
+    try:
+        mode = out.stat().st_mode
+    except FileNotFoundError:
+        return
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ErascopeError(
+            f"--out {out} is writable by other users (mode {stat.S_IMODE(mode):04o}): they could replace the"
+            f" archive's files; run `chmod go-w {out}` or choose another directory (erascope does not change"
+            " the mode of a directory it did not create)"
+        )
+
+
 def _fingerprint(path: str) -> dict[str, int]:
     st = os.stat(path)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def _atomic_write(path: Path, write: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
+        # created 0600 before anything is written into it; the writer truncates, keeping the mode
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE))
+        os.chmod(tmp, FILE_MODE)
         write(tmp)
+        os.chmod(tmp, FILE_MODE)  # in case the writer replaced the file instead
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -257,8 +301,11 @@ def compact(paths: Iterable[str | Path], out: Path, *, jobs: int | None = None, 
         if other != p:
             raise ErascopeError(f"{other} and {p} share a file name; compact them into separate archives")
     _check_layout(given, inputs, out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / SOURCES_DIR).mkdir(exist_ok=True)
+    _check_out_mode(out)
+    _private_dir(out / SOURCES_DIR)
+    for p in out.rglob("*"):  # what an older, looser erascope wrote, too
+        if not p.is_symlink():
+            os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
     result = CompactResult(archive=out)
     todo = [p for p in inputs if force or not _unchanged(p, out)]
     result.unchanged = [p for p in inputs if p not in set(todo)]

@@ -9,7 +9,8 @@ For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` req
    ran out (`garbage`; a banner line before a real answer is not garbage, rule 1 wins);
 3. otherwise the connection dying within the timeout: stdio `exit` / `server-eof` /
    `server-stdin-broken` (unless the client closed first), HTTP `http.error` or an event stream
-   that ended with `upstream-reset` / `error` (`connection-died`);
+   that ended with `upstream-reset` / `error` (`connection-died`); the recorder stopping
+   (`recorder-stopped`) is not a death;
 4. otherwise `no-answer`.
 
 Everything is joins (`join_asof` forward on `seq` within a connection or flow), no row loops.
@@ -38,6 +39,8 @@ MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
 
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
+_NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
+"""The recorder stopping ends the observation of a flow, not the server's connection."""
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
 """Columns the probe and initialize frames take from the request row as they are."""
 _NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
@@ -137,7 +140,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     )
     # the distinct events are few: pick the `http-error:*` ones there instead of a string test per row
     seen = messages.get_column("event").drop_nulls().unique().cast(pl.String).to_list()
-    fatal = sorted({*_STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))})
+    fatal = sorted({*_STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
     deaths = as_strings(messages.filter(pl.col("event").is_in(fatal)))
     client_eof = as_strings(messages.filter(pl.col("event") == "client-eof"))
     reqs = _first_after(reqs, s2c_garbage, "g_")

@@ -67,6 +67,8 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
     "incomplete": pl.Boolean(),  # sse.end: the stream stopped mid-event
     "phase": pl.String(),  # http.error: connect | request | response
     "wire_len": pl.Int64(),  # http bodies: bytes on the wire when Content-Encoding was decoded
+    "truncated": pl.Boolean(),  # http bodies: only the first max_body bytes were recorded
+    "decoded_len": pl.Int64(),  # with truncated: the full decoded size (null: unknown, decoding stopped)
     "idle_s": pl.Float64(),  # http.error kind timeout: seconds the flow was idle before the proxy cut it
 }
 

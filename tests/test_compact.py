@@ -242,3 +242,40 @@ def test_an_archive_from_an_erascope_with_other_columns_is_refreshed(caps: Path,
     again = compact([str(caps)], archive, jobs=1)
     assert again.written == [entry["file"]]
     assert _report(str(archive)) == _report(str(caps))
+
+
+def _modes(directory: Path) -> set[tuple[str, int]]:
+    return {("dir" if p.is_dir() else "file", p.stat().st_mode & 0o777) for p in directory.rglob("*")}
+
+
+def test_archive_has_the_captures_permissions(caps: Path, tmp_path: Path) -> None:
+    old = os.umask(0o022)  # the usual umask: without care, files are 0644 and directories 0755
+    try:
+        out = tmp_path / "new" / "parents" / "archive"
+        compact([str(caps)], out)
+    finally:
+        os.umask(old)
+    assert _modes(out) == {("dir", 0o700), ("file", 0o600)}
+    for d in (out, out.parent, out.parent.parent):  # parents erascope created, too
+        assert d.stat().st_mode & 0o777 == 0o700, d
+
+
+def test_rerun_tightens_an_archive_written_loosely(caps: Path, tmp_path: Path) -> None:
+    out = tmp_path / "archive"
+    compact([str(caps)], out)
+    for p in out.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    compact([str(caps)], out)  # nothing to convert: the files are only tightened
+    assert _modes(out) == {("dir", 0o700), ("file", 0o600)}
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o1777])
+def test_group_or_world_writable_out_is_refused(caps: Path, tmp_path: Path, mode: int) -> None:
+    from addon.errors import ErascopeError
+
+    out = tmp_path / "shared"
+    out.mkdir()
+    out.chmod(mode)
+    with pytest.raises(ErascopeError, match="writable by other users"):
+        compact([str(caps)], out)
+    assert list(out.iterdir()) == []

@@ -372,6 +372,11 @@ def test_record_http_cli_rejects_bad_input(clean_env: dict[str, str]) -> None:
         capture_output=True, text=True, env=clean_env, timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2 and "--idle-timeout must be a positive" in bad.stderr
+    bad = subprocess.run(
+        [str(BIN / "erascope"), "record", "http", "--upstream", "http://127.0.0.1:1/mcp", "--max-body", "0"],
+        capture_output=True, text=True, env=clean_env, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "erascope_max_body must be a positive size" in bad.stderr
 
 
 def test_record_http_cli_port_in_use_is_a_clear_error(clean_env: dict[str, str], tmp_path: Path) -> None:

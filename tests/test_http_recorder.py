@@ -104,7 +104,8 @@ def test_binary_body_goes_to_raw_b64(rec, tmp_path: Path) -> None:
     f = post_flow(body=b"\xff\x00\xfe")
     addon.request(f)
     addon.done()
-    (req,) = traffic(read(tmp_path))
+    req, stopped = traffic(read(tmp_path))  # the flow was still open: ended as recorder-stopped
+    assert stopped["kind"] == "recorder-stopped"
     assert "raw" not in req
     assert base64.b64decode(req["raw_b64"]) == b"\xff\x00\xfe"
 
@@ -211,16 +212,30 @@ def test_error_before_request_hook_still_records_the_request(rec, tmp_path: Path
     assert [r["type"] for r in traffic(read(tmp_path))] == ["http.request", "http.error"]
 
 
-def test_open_stream_at_shutdown_is_ended_as_error(rec, tmp_path: Path) -> None:
+def test_open_flows_at_shutdown_end_as_recorder_stopped(rec, tmp_path: Path) -> None:
     addon, _ = rec
     f = post_flow()
     addon.request(f)
     f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
     addon.responseheaders(f)
+    waiting = post_flow()  # request headers in, body still uploading
+    addon.requestheaders(waiting)
     addon.done()
-    end = traffic(read(tmp_path))[-1]
-    assert (end["type"], end["how"]) == (fmt.SSE_END, "error")
-    assert not addon.flows
+    # mitmproxy cancels the open connections after done(): their hooks must not open a new capture
+    f.error = Error("Client disconnected.")
+    addon.error(f)
+    waiting.error = Error("Client disconnected.")
+    addon.error(waiting)
+    assert len(list((tmp_path / "caps").glob("*.jsonl"))) == 1
+    recs = traffic(read(tmp_path))
+    assert [r["type"] for r in recs if r["flow"] == f.id] == ["http.request", "http.response", "sse.end", "http.error"]
+    end, err = recs[2:4]
+    assert (end["how"], err["kind"], err["phase"]) == ("recorder-stopped", "recorder-stopped", "response")
+    assert [(r["type"], r.get("kind"), r.get("phase")) for r in recs if r["flow"] == waiting.id] == [
+        ("http.request", None, None),
+        ("http.error", "recorder-stopped", "request"),
+    ]
+    assert not addon.flows and not addon.open
 
 
 def test_redaction_in_records(rec, tmp_path: Path) -> None:
@@ -229,7 +244,8 @@ def test_redaction_in_records(rec, tmp_path: Path) -> None:
     f = post_flow(headers=hdrs, path=b"/mcp?token=qs-secret&x=1")
     addon.request(f)
     addon.done()
-    (req,) = traffic(read(tmp_path))
+    req, stopped = traffic(read(tmp_path))  # the flow was still open: ended as recorder-stopped
+    assert stopped["kind"] == "recorder-stopped"
     text = orjson.dumps(req)
     assert b"tok-123" not in text and b"qs-secret" not in text and b'"k"' not in text
     h = Redactor(b"unit-key").hash
@@ -381,7 +397,7 @@ def test_connect_error_before_any_request_is_recorded_without_flow(rec, tmp_path
     addon.requestheaders(f)
     addon.server_connect_error(ServerConnectionHookData(server=server, client=f.client_conn))
     addon.done()
-    (err,) = traffic(read(tmp_path))
+    (err,) = [r for r in traffic(read(tmp_path)) if r["flow"] is None]
     assert (err["type"], err["flow"], err["phase"], err["kind"]) == (fmt.HTTP_ERROR, None, "connect",
                                                                      "connection-refused")  # fmt: skip
     assert err["conn"] == client.id and err["peer"] == "address:22"  # the address it tried
@@ -392,7 +408,10 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
 
     from analyzer.schema import RECORD_SCHEMA
 
-    addon, _ = rec
+    addon, tctx = rec
+    tctx.configure(addon, erascope_max_body="4k")
+    big = post_flow(body=b"x" * 5000)  # recorded truncated
+    addon.request(big)
     f = post_flow(body=b"\xff")
     f.request.encode("gzip")  # recorded decoded, with the encoded size in wire_len
     addon.request(f)
@@ -414,10 +433,12 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
                                             fmt.HTTP_ERROR}  # fmt: skip
     doc = (Path(__file__).resolve().parent.parent / "captures" / "FORMAT.md").read_text()
     fields = {k for r in records for k in r}
-    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete"} <= fields
+    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete", "truncated", "decoded_len"} <= fields
     assert sorted(k for k in fields if f"`{k}`" not in doc) == []
     assert sorted(k for k in fields if k not in RECORD_SCHEMA) == []
-    (encoded,) = [r for r in records if "wire_len" in r]
+    header = read(tmp_path)[0]
+    assert sorted(k for k in header if f"`{k}`" not in doc) == []
+    (encoded,) = [r for r in records if "wire_len" in r and not r.get("truncated")]
     assert base64.b64decode(encoded["raw_b64"]) == b"\xff" and encoded["len"] == 1 and encoded["wire_len"] > 1
 
 
@@ -432,3 +453,28 @@ def test_client_disconnected_after_idle_timeout_is_a_timeout() -> None:
     assert left["kind"] == "client-gone" and "idle_s" not in left
     f.error = Error("server closed connection")
     assert error_record(f, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"
+
+
+@pytest.mark.parametrize("bodies", ["full", "metadata"])
+def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_path: Path, bodies: str) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_bodies=bodies)
+        f = tflow.tflow()
+        f.request.path = "/sse?jwt=jwt-secret"
+        f.request.headers["Private-Token"] = "pat-secret"
+        f.request.headers["Referer"] = "https://app/cb?code=code-secret"
+        addon.request(f)
+        f.response = tutils.tresp(headers=http.Headers(((b"content-type", b"text/event-stream"),)), content=None)
+        addon.responseheaders(f)
+        chunk = b"event: endpoint\r\ndata: /messages/?session_id=sid-secret\r\n\r\n"
+        assert f.response.stream(chunk) == chunk
+        f.response.stream(b"")
+        addon.response(f)
+        addon.done()
+    text = b"".join(p.read_bytes() for p in (tmp_path / "caps").glob("*.jsonl"))
+    for secret in (b"jwt-secret", b"pat-secret", b"code-secret", b"sid-secret"):
+        assert secret not in text
+    (ev,) = [r for r in traffic(read(tmp_path)) if r["type"] == fmt.SSE_EVENT]
+    if bodies == "full":
+        assert ev["raw"] == "/messages/?session_id=" + Redactor(b"unit-key").hash("sid-secret")

@@ -129,3 +129,69 @@ def test_full_bodies_untouched(red: HttpRedaction) -> None:
 def test_unknown_body_policy_is_rejected() -> None:
     with pytest.raises(ValueError, match="body policy"):
         HttpRedaction(Redactor(KEY), bodies="none")
+
+
+# --- secrets that used to leak (issue 15) -----------------------------------------------------------
+@pytest.mark.parametrize(
+    "name", ["X-API-Token", "Private-Token", "X-Gitlab-Token", "X-Service-Key", "X-Client-Secret", "X_Auth_Token"]
+)
+def test_token_key_and_secret_header_families_are_hashed(red: HttpRedaction, name: str) -> None:
+    assert red.header_value(name, "s3cret") == Redactor(KEY).hash("s3cret")
+
+
+def test_referer_and_location_queries_are_redacted(red: HttpRedaction) -> None:
+    h = Redactor(KEY).hash
+    assert red.header_value("Referer", "https://app/cb?code=c1&state=x") == f"https://app/cb?code={h('c1')}&state=x"
+    assert red.header_value("Location", "/mcp?jwt=e.y.j") == f"/mcp?jwt={h('e.y.j')}"
+    assert red.header_value("Referer", "https://app/page") == "https://app/page"
+
+
+def test_legacy_session_id_and_jwt_query_values_are_hashed(red: HttpRedaction) -> None:
+    h = Redactor(KEY).hash
+    url = "http://h/messages/?session_id=9f1c&jwt=a.b.c&page=1"
+    assert red.url(url) == f"http://h/messages/?session_id={h('9f1c')}&jwt={h('a.b.c')}&page=1"
+
+
+@pytest.mark.parametrize("bodies", ["full", "metadata"])
+def test_legacy_endpoint_event_session_id_is_hashed(bodies: str) -> None:
+    red = HttpRedaction(Redactor(KEY), bodies=bodies)
+    data, _ = red.sse_data("endpoint", b"/messages/?session_id=9f1c2b")
+    assert b"9f1c2b" not in data
+    if bodies == "full":
+        assert data == f"/messages/?session_id={Redactor(KEY).hash('9f1c2b')}".encode()
+    off = HttpRedaction(Redactor(KEY), enabled=False)
+    assert off.sse_data("endpoint", b"/messages/?session_id=9f1c2b") == (b"/messages/?session_id=9f1c2b", "full")
+
+
+def _meta_body(doc: object) -> bytes:
+    return HttpRedaction(Redactor(KEY), bodies=BODIES_METADATA).body(orjson.dumps(doc))[0]
+
+
+def test_metadata_hashes_top_level_fields_of_non_jsonrpc_bodies() -> None:
+    body = _meta_body({"username": "ann", "password": "hunter2", "jsonrpc": "2.0"})
+    doc = orjson.loads(body)
+    assert b"hunter2" not in body and b"ann" not in body
+    assert doc["jsonrpc"] == "2.0" and REDACTED_KEY in doc["password"] and REDACTED_KEY in doc["username"]
+
+
+def test_metadata_hashes_params_sent_as_an_array_and_unknown_params() -> None:
+    body = _meta_body({"jsonrpc": "2.0", "id": 1, "method": "x/y", "params": ["s3cret", {"k": "v"}]})
+    assert b"s3cret" not in body and REDACTED_KEY in orjson.loads(body)["params"]
+    body = _meta_body({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "file:///s3cret"}})
+    assert b"s3cret" not in body
+    body = _meta_body({"jsonrpc": "2.0", "id": 1, "method": "m", "params": {"_meta": {"acme/apiKey": "s3cret"}}})
+    assert b"s3cret" not in body
+
+
+def test_metadata_hashes_result_fields_it_does_not_document() -> None:
+    result = {"instructions": "s3cret-1", "tools": [{"name": "s3cret-2"}], "nextCursor": "c",
+              "protocolVersion": "2025-11-25", "serverInfo": {"name": "srv", "version": "1"}}  # fmt: skip
+    body = _meta_body({"jsonrpc": "2.0", "id": 1, "result": result})
+    doc = orjson.loads(body)["result"]
+    assert b"s3cret" not in body
+    assert doc["protocolVersion"] == "2025-11-25" and doc["serverInfo"] == result["serverInfo"]
+    error = {"code": -32602, "message": "Invalid params", "data": {"supported": ["a"], "trace": "s3cret-3"}}
+    body = _meta_body({"jsonrpc": "2.0", "id": 1, "error": error})
+    got = orjson.loads(body)["error"]
+    assert b"s3cret" not in body
+    assert (got["code"], got["message"], got["data"]["supported"]) == (-32602, "Invalid params", ["a"])

@@ -163,6 +163,18 @@ def test_connection_died_http(tmp_path: Path) -> None:
     assert outcomes(cap.close()) == ["connection-died", "connection-died", "discover-result"]
 
 
+def test_recorder_stopping_is_not_a_dead_connection(tmp_path: Path) -> None:
+    """`recorder-stopped` ends the observation of an open flow; the server did nothing wrong."""
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.record({"type": "http.error", "flow": "f1", "kind": "recorder-stopped", "error": "stopped"})
+    cap.http_request("f2", probe(2), headers=modern_headers())
+    cap.http_response("f2", 200, streamed=True)
+    cap.record({"type": "sse.end", "flow": "f2", "how": "recorder-stopped", "events": 0})
+    cap.record({"type": "http.error", "flow": "f2", "kind": "recorder-stopped", "error": "stopped"})
+    assert "connection-died" not in outcomes(cap.close())
+
+
 def test_garbage_only_non_json_before_death(tmp_path: Path) -> None:
     cap = Cap(tmp_path)
     cap.c2s(probe(1))

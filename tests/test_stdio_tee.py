@@ -404,16 +404,52 @@ def test_ten_megabyte_line_both_ways(tmp_path: Path, clean_env: dict[str, str]) 
 def test_secret_arguments_are_redacted_and_env_never_recorded(tmp_path: Path, clean_env: dict[str, str]) -> None:
     env = dict(clean_env, WEATHER_API_KEY="env-secret-value-123")
     script = "import sys; sys.stdout.write(sys.stdin.read())"
-    proc = run(tee_cmd(tmp_path, PY, "-c", script, "--api-key", "sk-live-abc", "--token=tok-xyz"), env, b"hi\n")
+    server = (PY, "-c", script, "--header", "Authorization: Bearer bear-123", "postgresql://u:pg-pw@h/db",
+              "--api-key", "sk-live-abc", "--token=tok-xyz")  # fmt: skip
+    proc = run(tee_cmd(tmp_path, *server), env, b"hi\n")
     assert proc.stdout == b"hi\n"
     text = only_capture(tmp_path)
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))
     assert b"sk-live-abc" not in raw and b"tok-xyz" not in raw and b"env-secret-value-123" not in raw
+    assert b"bear-123" not in raw and b"pg-pw" not in raw
     spawn = lifecycle(text, fmt.EV_SPAWN)
     assert spawn["argv"][-3] == "--api-key"
     assert spawn["argv"][-2].startswith("hmac:") and spawn["argv"][-1].startswith("--token=hmac:")
     assert text[0]["argv"] == spawn["argv"]
     assert spawn["cwd"] == os.getcwd()
+
+
+ARGV_SECRETS = [
+    # (argv, secret that must not survive, what must)
+    (["npx", "mcp-remote", "--header", "Authorization: Bearer tok-AAA"], "tok-AAA", "Authorization: Bearer hmac:"),
+    (["npx", "mcp-remote", "-H", "X-API-Token: tok-BBB"], "tok-BBB", "X-API-Token: hmac:"),
+    (["uvx", "mcp-server-postgres", "postgresql://user:pw-CCC@db:5432/app"], "pw-CCC", "postgresql://user:hmac:"),
+    (["srv", "--db=postgres://u:pw-DDD@h/db"], "pw-DDD", "--db=postgres://u:hmac:"),
+    (["srv", "https://h/mcp?token=tok-EEE&x=1"], "tok-EEE", "https://h/mcp?token=hmac:"),
+    (["docker", "run", "-e", "GITHUB_TOKEN=tok-FFF", "ghcr.io/github/mcp"], "tok-FFF", "GITHUB_TOKEN=hmac:"),
+    (["docker", "run", "--env=DB_PASSWORD=pw-GGG", "img"], "pw-GGG", "--env=DB_PASSWORD=hmac:"),
+    (["srv", "--pat", "pat-HHH"], "pat-HHH", "hmac:"),
+    (["srv", "--access-key=ak-III"], "ak-III", "--access-key=hmac:"),
+    (["srv", "-k", "key-JJJ"], "key-JJJ", "hmac:"),
+    (["srv", "--api-key", "sk-KKK"], "sk-KKK", "hmac:"),
+]
+
+
+@pytest.mark.parametrize(("argv", "secret", "kept"), ARGV_SECRETS, ids=[a[1] for a in ARGV_SECRETS])
+def test_argv_redaction(argv: list[str], secret: str, kept: str) -> None:
+    from addon.redact import Redactor, redact_argv
+
+    out = redact_argv(argv, Redactor(b"k"))
+    assert secret not in " ".join(out) and any(a.startswith(kept) for a in out), out
+    assert out[0] == argv[0] and len(out) == len(argv)
+    assert redact_argv(argv, Redactor(b"k")) == out  # stable: equal secrets correlate
+
+
+def test_argv_redaction_keeps_ordinary_arguments() -> None:
+    from addon.redact import Redactor, redact_argv
+
+    argv = ["python", "-m", "weather", "--port", "8080", "--host=localhost:9000", "https://h/mcp?page=2", "A=1"]
+    assert redact_argv(argv, Redactor(b"k")) == argv
 
 
 def test_server_name_option(tmp_path: Path, clean_env: dict[str, str]) -> None:
@@ -695,6 +731,62 @@ def test_signal_to_tee_is_forwarded(tmp_path: Path, client_factory, sig: signal.
     assert rc == exit_rec["status"]
     ev = events(records)
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT)
+
+
+GRACE = 0.4
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_server_ignoring_eof_is_ended_after_the_grace_period(tmp_path: Path, client_factory) -> None:
+    """The client closed stdin; a server that ignores EOF and SIGTERM must not stay as an orphan."""
+    c = client_factory(tee_cmd(tmp_path, *scripted("stubborn"), extra=("--grace", str(GRACE))))
+    pid = _ready_pid(c)
+    c.send(PROBE)
+    assert c.stdout.readline() == b'{"jsonrpc":"2.0","id":1,"result":{"echo":"server/discover"}}\n'
+    c.stdin.close()
+    assert c.proc.wait(60) == 128 + signal.SIGKILL
+    c.finish()
+    assert not _alive(pid)
+    records = only_capture(tmp_path)
+    ends = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE]
+    assert [(r["signal"], r["after"], r["grace"]) for r in ends] == [
+        ("SIGTERM", fmt.EV_CLIENT_EOF, GRACE),
+        ("SIGKILL", fmt.EV_CLIENT_EOF, GRACE),
+    ]
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGKILL"
+    ev = events(records)
+    assert ev.index(fmt.EV_CLIENT_EOF) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
+
+
+def test_signalled_tee_ends_a_server_that_ignores_the_signal(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("stubborn"), extra=("--grace", str(GRACE))))
+    pid = _ready_pid(c)
+    c.proc.send_signal(signal.SIGTERM)  # the client still holds stdin open
+    assert c.read_to_eof() == b""
+    assert c.proc.wait(60) == 128 + signal.SIGKILL
+    c.finish()
+    assert not _alive(pid)
+    records = only_capture(tmp_path)
+    assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+    ends = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE]
+    assert [(r["signal"], r["after"]) for r in ends] == [("SIGTERM", fmt.EV_SIGNAL), ("SIGKILL", fmt.EV_SIGNAL)]
+    ev = events(records)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
+
+
+def test_server_exiting_within_the_grace_period_is_left_alone(tmp_path: Path, client_factory) -> None:
+    c = client_factory(tee_cmd(tmp_path, *scripted("never-answers"), extra=("--grace", "30")))
+    c.send(PROBE)
+    rc, _ = c.finish()
+    assert rc == 0
+    assert fmt.EV_TERMINATE not in events(only_capture(tmp_path))
 
 
 def test_signal_during_linger_ends_it(tmp_path: Path, client_factory) -> None:

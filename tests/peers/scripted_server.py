@@ -13,12 +13,15 @@ Modes:
   writes `bye` and exits 0 (writes to its stdin fail with EPIPE meanwhile).
 - `answers-then-waits`: writes `ready pid=<pid>` to stderr at start (so a test knows it runs and
   whom to kill), answers requests, then ignores stdin EOF and sleeps until killed.
+- `stubborn`: like `answers-then-waits`, but also ignores SIGTERM, SIGINT and SIGHUP: only SIGKILL
+  ends it (a server that would outlive its client as an orphan).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -83,7 +86,10 @@ def main() -> int:
         stdout.write(b"bye\n")
         stdout.flush()
         return 0
-    if mode == "answers-then-waits":
+    if mode in ("answers-then-waits", "stubborn"):
+        if mode == "stubborn":
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_IGN)
         stderr.write(f"ready pid={os.getpid()}\n".encode())
         stderr.flush()
         _serve(stdin, stdout)
