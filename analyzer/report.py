@@ -5,16 +5,25 @@ where it goes.
 File paths are shown exactly as they were given or found, so reports over relative paths are
 stable (goldens can compare them byte for byte). Text and markdown cite evidence as `[n]:line` and
 end with a legend of the numbered files (`FileRefs`): long paths never sit inside a table.
+
+Every string that comes from a capture (server keys, client names, versions, notes, messages, file
+names) is attacker-controlled. Text and markdown show control characters visibly (`visible`:
+`\x1b`, `\n`, `\u202e`), so a report never moves the cursor, retitles a window or hides a line;
+markdown also escapes what markdown and HTML would act on. json carries the exact strings (only
+lone surrogates, which UTF-8 cannot hold, become U+FFFD).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import os
+import re
 import shutil
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from enum import Enum
 from typing import Any, Final
 
 import orjson
@@ -34,6 +43,71 @@ REPORT_SCHEMA: Final = "erascope-report/1"
 FORMATS: Final = ("text", "json", "markdown")
 _MAX_NOTES: Final = 20
 """Malformed-line locations listed in text/markdown (json lists them all)."""
+
+
+_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+"""What a terminal or an editor acts on instead of showing: C0 and C1 controls (ESC and CSI start
+escape sequences), DEL, bidi controls and line separators (they reorder or break what follows), and
+lone surrogates (UTF-8 cannot hold them)."""
+_NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m[0]
+    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
+    `\u202e`, `\udcff`. Everything else (other scripts, emoji) is kept as it is."""
+    return _INVISIBLE.sub(_escape, text)
+
+
+def _valid_unicode(text: str) -> str:
+    """`text` with lone surrogates (which UTF-8 cannot hold) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _scrubbed(value: Any, fix: Callable[[str], str]) -> Any:
+    """`value` with `fix` applied to every string inside it (dataclasses, lists, tuples, dicts, frames)."""
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return fix(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _scrubbed(getattr(value, f.name), fix) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*(_scrubbed(v, fix) for v in value))
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed(v, fix) for v in value)
+    if isinstance(value, dict):
+        return {_scrubbed(k, fix): _scrubbed(v, fix) for k, v in value.items()}
+    if isinstance(value, pl.DataFrame):
+        return pl.DataFrame([_scrubbed_series(s, fix) for s in value.get_columns()])
+    return value
+
+
+def _scrubbed_series(s: pl.Series, fix: Callable[[str], str]) -> pl.Series:
+    dtype = s.dtype
+    inner = dtype.inner if isinstance(dtype, pl.List) else None
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+        return pl.Series(s.name, [_scrubbed(v, fix) for v in s.to_list()], dtype=pl.String)
+    if inner is not None and (inner in (pl.String, pl.Categorical) or isinstance(inner, pl.Enum)):
+        return pl.Series(s.name, [_scrubbed(v, fix) for v in s.to_list()], dtype=pl.List(pl.String))
+    return s
+
+
+def _shown(analysis: Analysis) -> Analysis:
+    """The parts of `analysis` a text or markdown report shows, every capture string `visible`."""
+    return dataclasses.replace(
+        analysis,
+        inputs=_scrubbed(analysis.inputs, visible),
+        servers=_scrubbed(analysis.servers, visible),
+        findings=_scrubbed(analysis.findings, visible),
+        clients=_scrubbed(analysis.clients, visible),
+    )
 
 
 def _iso(ts: float | None) -> str | None:
@@ -133,7 +207,12 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
 
 def render_json(analysis: Analysis) -> str:
     """The json report, indented, keys in a fixed order, ending with a newline."""
-    return orjson.dumps(report_dict(analysis), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+    doc = report_dict(analysis)
+    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+    try:
+        return orjson.dumps(doc, option=options).decode() + "\n"
+    except TypeError:  # a lone surrogate somewhere (e.g. a file name that is not UTF-8): rare, so fixed only then
+        return orjson.dumps(_scrubbed(doc, _valid_unicode), option=options).decode() + "\n"
 
 
 # --- text and markdown ---------------------------------------------------------------------------
@@ -232,11 +311,11 @@ def _outcomes(counts: dict[str, int], *, short: bool = False) -> list[str]:
     return [f"{n} {_short(k) if short else k}" for k, n in ordered]
 
 
-def _why(v: ServerVerdict, refs: FileRefs, days: list[str]) -> str:
-    """The deciding evidence with what each line was, then the era changes, if any."""
+def _why(v: ServerVerdict, refs: FileRefs, days: list[str], esc: Callable[[str], str] = str) -> str:
+    """The deciding evidence with what each line was (`esc` applied to the notes), then the era changes."""
     notes: dict[str, list[str]] = {}
     for e in v.evidence:  # one line can decide two things (e.g. refused, and naming a version)
-        notes.setdefault(refs.loc(e), []).append(e.note)
+        notes.setdefault(refs.loc(e), []).append(esc(e.note))
     parts = "; ".join(f"{loc} {', '.join(n for n in ns if n)}".rstrip() for loc, ns in notes.items())
     parts = parts or "no deciding evidence"
     if len(v.timeline) > 1:
@@ -277,18 +356,19 @@ def _cited(evidence: tuple[Evidence, ...]) -> tuple[tuple[Evidence, ...], int]:
     return evidence[:_MAX_REFS], max(0, len(evidence) - _MAX_REFS)
 
 
-def _input_notes(analysis: Analysis) -> list[str]:
+def _input_notes(analysis: Analysis, esc: Callable[[str], str] = str) -> list[str]:
+    """One line per input note; `esc` is applied to the file names and reasons."""
     inp = analysis.inputs
     notes: list[str] = []
     for b in inp.torn:
-        notes.append(f"torn last line: {b.file}:{b.line} (skipped)")
+        notes.append(f"torn last line: {esc(b.file)}:{b.line} (skipped)")
     if inp.malformed:
         notes.append(f"{len(inp.malformed)} malformed line(s), skipped:")
-        notes.extend(f"  {b.file}:{b.line}: {b.reason}" for b in inp.malformed[:_MAX_NOTES])
+        notes.extend(f"  {esc(b.file)}:{b.line}: {esc(b.reason)}" for b in inp.malformed[:_MAX_NOTES])
         if len(inp.malformed) > _MAX_NOTES:
             notes.append(f"  … and {len(inp.malformed) - _MAX_NOTES} more (see --format json)")
     for f, reason in inp.skipped:
-        notes.append(f"skipped {f}: {reason}")
+        notes.append(f"skipped {esc(f)}: {esc(reason)}")
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
     return notes
@@ -458,6 +538,7 @@ def render_text(analysis: Analysis, *, width: int | None = None, color: bool = F
     """
     if width is None:
         width = min(shutil.get_terminal_size((100, 24)).columns, _MAX_WIDTH)
+    analysis = _shown(analysis)
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False)
     refs = FileRefs()
@@ -493,19 +574,43 @@ def render_text(analysis: Analysis, *, width: int | None = None, color: bool = F
 
 
 # --- markdown ------------------------------------------------------------------------------------
-def _md_cell(value: object) -> str:
-    text = "-" if value is None or value == "" else str(value)
-    return text.replace("|", "\\|").replace("\n", "<br>")
+_MD_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"} | {c: "\\" + c for c in "\\`*_[]|~"}
+_MD_SPECIAL: Final = re.compile("[" + re.escape("".join(_MD_ESCAPES)) + "]")
 
 
-def _md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
+def _md_text(text: str) -> str:
+    """Capture text as markdown that renders as exactly that text: HTML-significant characters as
+    entities, markdown punctuation backslash-escaped (`|` too, so table cells stay whole)."""
+    return _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
+
+
+def _md_code(text: str, *, table: bool = False) -> str:
+    """Capture text as a code span: nothing inside renders as markdown or HTML. The fence is one
+    backtick longer than the longest run inside; `table`: pipes escaped (GFM reads `\\|` in a
+    cell's code span as `|`)."""
+    if not text:
+        return "-"
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    if text[0] in "` " or text[-1] in "` ":
+        text = f" {text} "  # one space each side is stripped again by the renderer
+    return fence + (text.replace("|", "\\|") if table else text) + fence
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A GFM table of cells that are already markdown."""
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)
+    out.extend("| " + " | ".join(cell or "-" for cell in row) + " |" for row in rows)
     return out
+
+
+def _md_client_cell(column: str, value: object) -> str:
+    text = _cell(value)
+    return _md_code(text, table=True) if column in ("server", "client") and text != "-" else _md_text(text)
 
 
 def render_markdown(analysis: Analysis) -> str:
     """A markdown document for postmortems, in the text report's order, with a files legend at the end."""
+    analysis = _shown(analysis)
     refs = FileRefs()
     days = _days(analysis)
     lines = ["# erascope report", "", _summary(analysis), "", "## Servers", ""]
@@ -513,41 +618,45 @@ def render_markdown(analysis: Analysis) -> str:
         ["server", "transport", "era", "modern", "legacy", "versions", "probes", "clients"],
         [
             [
-                f"`{v.server}`",
-                v.transport,
+                _md_code(v.server, table=True),
+                _md_text(v.transport),
                 f"**{v.era}**",
                 v.modern_support,
                 v.legacy_support,
-                ", ".join(v.versions),
-                ", ".join(_outcomes(v.probe_outcomes)),
-                ", ".join(v.clients),
+                _md_text(", ".join(v.versions)),
+                _md_text(", ".join(_outcomes(v.probe_outcomes))),
+                ", ".join(_md_code(c, table=True) for c in v.clients),
             ]
             for v in analysis.servers
         ],
     )
     lines += ["", "### Why each verdict" + _times_note(days), ""]
-    lines += [f"- `{v.server}` **{v.era}**: {_why(v, refs, days)}" for v in analysis.servers]
+    lines += [f"- {_md_code(v.server)} **{v.era}**: {_why(v, refs, days, _md_text)}" for v in analysis.servers]
     lines += ["", "## Findings" + _times_note(days), ""]
     if not analysis.findings:
         lines.append("No findings.")
     for f in _sorted(analysis.findings):
-        who = f", client `{f.client}`" if f.client else ""
-        lines.append(f"- **{f.severity.value}** `{f.rule}` on `{f.server}`{who}, {_when(f.ts, days)}: {f.message}")
+        who = f", client {_md_code(f.client)}" if f.client else ""
+        lines.append(
+            f"- **{f.severity.value}** `{f.rule}` on {_md_code(f.server)}{who}, {_when(f.ts, days)}: "
+            + _md_text(f.message)
+        )
         cited, more = _cited(f.evidence)
-        evidence = "; ".join(f"{refs.loc(e)} {e.note}".rstrip() for e in cited)
+        evidence = "; ".join(f"{refs.loc(e)} {_md_text(e.note)}".rstrip() for e in cited)
         lines.append(f"  - evidence: {evidence}" + (f"; … {more} more (see --format json)" if more else ""))
     if analysis.clients is not None and analysis.clients.height:
         lines += ["", "## Clients", ""]
-        rows = [[_cell(x) for x in row] for row in analysis.clients.iter_rows()]
-        lines += _md_table(list(analysis.clients.columns), rows)
+        columns = analysis.clients.columns
+        rows = [[_md_client_cell(c, x) for c, x in zip(columns, row, strict=True)] for row in analysis.clients.rows()]
+        lines += _md_table(list(columns), rows)
     lines += ["", "## Inputs", "", _totals_line(analysis)]
-    notes = _input_notes(analysis)
+    notes = _input_notes(analysis, _md_text)
     if notes:
         lines.append("")
         lines += [f"  - {n.strip()}" if n.startswith("  ") else f"- {n}" for n in notes]
     if refs.numbers:
         lines += ["", "## Files", ""]
-        lines += [f"- [{n}] `{path}`" for path, n in refs.numbers.items()]
+        lines += [f"- [{n}] {_md_code(path)}" for path, n in refs.numbers.items()]
     return "\n".join(lines) + "\n"
 
 
