@@ -1,4 +1,4 @@
-"""Reports of an `Analysis`: `text` (rich, readable at 100 columns), `json` (`erascope-report/1`,
+"""Reports of an `Analysis`: `text` (rich, readable at 100 columns), `json` (`erascope-report/2`,
 see REPORT.md) and `markdown` (for postmortems). Every renderer returns a string; the CLI decides
 where it goes.
 
@@ -39,7 +39,7 @@ from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding
 from analyzer.pipeline import Analysis
 
-REPORT_SCHEMA: Final = "erascope-report/1"
+REPORT_SCHEMA: Final = "erascope-report/2"
 FORMATS: Final = ("text", "json", "markdown")
 _MAX_NOTES: Final = 20
 """Malformed-line locations listed in text/markdown (json lists them all)."""
@@ -172,7 +172,7 @@ def _counts(series: pl.Series) -> dict[str, int]:
 
 
 def report_dict(analysis: Analysis) -> dict[str, Any]:
-    """The `erascope-report/1` document as plain Python data (see analyzer/REPORT.md)."""
+    """The `erascope-report/2` document as plain Python data (see analyzer/REPORT.md)."""
     inp = analysis.inputs
     severities = {s: 0 for s in ("error", "warning", "info")}
     for f in analysis.findings:

@@ -31,7 +31,7 @@ def manifest_scenarios() -> list[dict[str, Any]]:
 
 
 def reduce_report(report: dict[str, Any]) -> dict[str, Any]:
-    """The parts of an `erascope-report/1` document that do not change between recordings.
+    """The parts of an `erascope-report/2` document that do not change between recordings.
 
     Era and support per server (with the sequence of eras on its timeline), findings as sorted
     [rule, severity, server] triples, and the malformed/torn line counts. Timestamps, file names,
