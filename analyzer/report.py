@@ -21,17 +21,15 @@ import io
 import os
 import re
 import shutil
-import textwrap
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Final
 
 import orjson
 import polars as pl
-from rich import box
-from rich.console import Console, Group
-from rich.padding import Padding
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 
 from addon.errors import ErascopeError
@@ -218,10 +216,6 @@ def render_json(analysis: Analysis) -> str:
 # --- text and markdown ---------------------------------------------------------------------------
 _MAX_REFS: Final = 12
 """Evidence lines cited per finding in text/markdown (json lists them all)."""
-_MAX_NAME: Final = 40
-"""Server names longer than this wrap in the "why" list (the rest of the line is for the evidence)."""
-_MAX_CLIENT: Final = 14
-"""Client names longer than this wrap inside the servers and clients tables."""
 _MAX_WIDTH: Final = 120
 """Text reports are never wider than this by default: longer lines are hard to read."""
 _ERA_STYLE: Final = {
@@ -356,19 +350,28 @@ def _cited(evidence: tuple[Evidence, ...]) -> tuple[tuple[Evidence, ...], int]:
     return evidence[:_MAX_REFS], max(0, len(evidence) - _MAX_REFS)
 
 
-def _input_notes(analysis: Analysis, esc: Callable[[str], str] = str) -> list[str]:
-    """One line per input note; `esc` is applied to the file names and reasons."""
+def _input_notes(
+    analysis: Analysis, esc: Callable[[str], str] = str, refs: FileRefs | None = None
+) -> list[str]:
+    """One line per input note; `esc` is applied to file names and reasons. With `refs`, files are
+    cited by number (`[3]:7`) like evidence, and the legend gives their paths."""
+
+    def where(file: str, line: int | None = None) -> str:
+        if refs is not None:
+            return f"[{refs.number(file)}]" + (f":{line}" if line is not None else "")
+        return esc(file) + (f":{line}" if line is not None else "")
+
     inp = analysis.inputs
     notes: list[str] = []
     for b in inp.torn:
-        notes.append(f"torn last line: {esc(b.file)}:{b.line} (skipped)")
+        notes.append(f"torn last line: {where(b.file, b.line)} (skipped)")
     if inp.malformed:
         notes.append(f"{len(inp.malformed)} malformed line(s), skipped:")
-        notes.extend(f"  {esc(b.file)}:{b.line}: {esc(b.reason)}" for b in inp.malformed[:_MAX_NOTES])
+        notes.extend(f"  {where(b.file, b.line)}: {esc(b.reason)}" for b in inp.malformed[:_MAX_NOTES])
         if len(inp.malformed) > _MAX_NOTES:
             notes.append(f"  … and {len(inp.malformed) - _MAX_NOTES} more (see --format json)")
     for f, reason in inp.skipped:
-        notes.append(f"skipped {esc(f)}: {esc(reason)}")
+        notes.append(f"skipped {where(f)}: {esc(reason)}")
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
     return notes
@@ -400,70 +403,192 @@ def _cell(value: object) -> str:
 
 
 # --- text ----------------------------------------------------------------------------------------
-def _table(title: str) -> Table:
-    # No vertical rules and one space of padding: 100 columns are tight.
-    return Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-        collapse_padding=True,
-    )
+# Tables are laid out here rather than by rich's Table: a cell never breaks a token (a server key,
+# a date, a version, a client name), so when the columns do not fit side by side at their widest
+# token, the table stacks instead: the key column (server, client) moves to a line of its own above
+# its row, then the last columns move to labelled lines under it ("clients: mcp, …"). Only a token
+# wider than the whole line is shortened, in the middle, with a visible `…`.
+_GAP: Final = 2
+"""Spaces between two table columns."""
+_STEP: Final = 2
+"""Indentation of a stacked row under its key line."""
 
 
-def _wrap(text: str, width: int) -> str:
-    """`text` broken at hyphens (then anywhere) into lines of `width`: names stay readable when folded."""
-    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=True)) or text
+@dataclass
+class _Row:
+    """One table row: a cell per column (lines separated by newlines) with its style, and the lines
+    printed above it (group headings such as a server in the clients table)."""
+
+    cells: list[str]
+    styles: list[str] = field(default_factory=list)
+    headings: list[Text] = field(default_factory=list)
+
+    def style(self, col: int) -> str:
+        return self.styles[col] if col < len(self.styles) else ""
 
 
-def _flex(width: int, fixed: list[str], natural: int) -> int:
-    """The width left for the one flexible column of a table whose other columns show `fixed` cells.
+def _ellipsized(word: str, width: int) -> str:
+    """`word` cut to `width` cells in the middle, the cut marked `…` (both ends tell names apart)."""
+    if cell_len(word) <= width:
+        return word
+    head = max(0, (width - 1 + 1) // 2)
+    tail = max(0, width - 1 - head)
+    text = word[:head] + "…" + (word[-tail:] if tail else "")
+    while cell_len(text) > width and len(text) > 1:  # wide characters
+        head, tail = (head - 1, tail) if head > tail else (head, tail - 1)
+        text = word[: max(head, 0)] + "…" + (word[-tail:] if tail > 0 else "")
+    return text
 
-    Each column costs its widest line plus two columns of spacing; the result is at least 12 and
-    never more than the flexible column needs (`natural`).
+
+def _words_wrapped(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` cells, broken only at spaces (explicit newlines kept)."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            word = _ellipsized(word, width)
+            if line and cell_len(line) + 1 + cell_len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return lines
+
+
+def _prose(text: str | Text, width: int, indent: int = 0, hang: int = 4) -> list[Text]:
+    """A paragraph wrapped at spaces to `width`, first line at `indent`, the rest at `indent + hang`."""
+    style = text.style if isinstance(text, Text) else ""
+    plain = text.plain if isinstance(text, Text) else text
+    first = _words_wrapped(plain, max(1, width - indent))
+    out = [Text(" " * indent + first[0], style=style)]
+    rest = " ".join(first[1:])
+    if rest:
+        out += [Text(" " * (indent + hang) + line, style=style) for line in _words_wrapped(rest, width - indent - hang)]
+    return out
+
+
+def _token_width(text: str) -> int:
+    return max((cell_len(w) for line in text.split("\n") for w in line.split(" ")), default=0)
+
+
+def _line_width(text: str) -> int:
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _fit(columns: list[int], headers: list[str], rows: list[_Row], room: int) -> list[int] | None:
+    """Widths for `columns` within `room` cells, no narrower than any token; None when they cannot fit.
+
+    Each column starts at its widest token and grows towards its widest line, the columns that need
+    least first, so as many as possible show each value on one line.
     """
-    return max(12, min(natural, width - sum(max(map(len, c.splitlines()), default=0) + 2 for c in fixed)))
+    least = [max(_token_width(headers[c]), *(_token_width(r.cells[c]) for r in rows)) for c in columns]
+    most = [max(_line_width(headers[c]), *(_line_width(r.cells[c]) for r in rows)) for c in columns]
+    spare = room - sum(least) - _GAP * (len(columns) - 1)
+    if spare < 0:
+        return None
+    widths = list(least)
+    for i in sorted(range(len(columns)), key=lambda i: most[i] - least[i]):
+        grow = min(spare, most[i] - least[i])
+        widths[i] += grow
+        spare -= grow
+    return widths
 
 
-def _servers_table(analysis: Analysis, width: int) -> Table:
-    headers = ["transport", "era", "modern", "legacy", "versions", "probes", "clients"]
+def _table_lines(
+    title: str,
+    headers: list[str],
+    rows: list[_Row],
+    width: int,
+    *,
+    right: frozenset[int] = frozenset(),
+    indent: int = 0,
+    show_header: bool = True,
+) -> list[Text]:
+    """`rows` laid out in `width` columns (see the section comment): the title, the header and its
+    rule, then each row's headings, its line(s) and its labelled lines."""
+    if not rows:
+        return []
+    stacked = 0  # leading key column moved above its row (0 or 1)
+    labelled: list[int] = []  # trailing columns moved to "header: value" lines
+    while True:
+        shown = [c for c in range(stacked, len(headers)) if c not in labelled]
+        at = indent + _STEP * stacked
+        widths = _fit(shown, headers, rows, width - at)
+        if widths is not None or len(shown) == 1:
+            break
+        if not stacked and len(shown) > 1:
+            stacked = 1
+        else:
+            labelled.insert(0, shown[-1])
+    if widths is None:  # one column, and a token wider than the line: shortened when wrapped
+        widths = [width - at]
+
+    def line(cells: list[str], styles: list[str], bold: bool = False) -> Text:
+        out = Text(" " * at)
+        for i, (c, text) in enumerate(zip(shown, cells, strict=True)):
+            pad = " " * (widths[i] - cell_len(text))
+            cell = pad + text if c in right else text + pad
+            out.append(cell, style=("bold " if bold else "") + styles[i])
+            if i < len(shown) - 1:
+                out.append(" " * _GAP)
+        out.rstrip()
+        return out
+
+    out: list[Text] = []
+    if title:
+        out.append(Text(title, style="bold"))
+    if show_header:
+        wrapped = [_words_wrapped(headers[c], w) for c, w in zip(shown, widths, strict=True)]
+        height = max(map(len, wrapped))
+        for n in range(height):  # headers sit on their rule
+            cells = [h[n - (height - len(h))] if n >= height - len(h) else "" for h in wrapped]
+            out.append(line(cells, [""] * len(shown), bold=True))
+        out.append(Text(" " * at + "─" * (sum(widths) + _GAP * (len(widths) - 1))))
+    for row in rows:
+        out.extend(row.headings)
+        if stacked:
+            key = _words_wrapped(row.cells[0], width - at + _STEP)
+            out += [Text(" " * (at - _STEP) + k, style=row.style(0)) for k in key]
+        wrapped = [_words_wrapped(row.cells[c], w) for c, w in zip(shown, widths, strict=True)]
+        styles = [row.style(c) for c in shown]
+        for n in range(max(map(len, wrapped))):
+            out.append(line([w[n] if n < len(w) else "" for w in wrapped], styles))
+        for c in labelled:
+            value = ", ".join(v for v in row.cells[c].split("\n") if v)
+            out += _prose(f"{headers[c]}: {value or '-'}", width, indent=at)
+    return out
+
+
+def _servers_lines(analysis: Analysis, width: int) -> list[Text]:
+    headers = ["server", "transport", "era", "modern", "legacy", "versions", "probes", "clients"]
     rows = [
-        [
-            v.transport,
-            v.era,
-            v.modern_support,
-            v.legacy_support,
-            "\n".join(v.versions) or "-",
-            "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
-            "\n".join(_wrap(c, _MAX_CLIENT) for c in v.clients) or "-",
-        ]
+        _Row(
+            cells=[
+                v.server,
+                v.transport,
+                v.era,
+                v.modern_support,
+                v.legacy_support,
+                "\n".join(v.versions) or "-",
+                "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
+                "\n".join(v.clients) or "-",
+            ],
+            styles=[_ERA_STYLE.get(v.era, ""), "", _ERA_STYLE.get(v.era, "")],
+        )
         for v in analysis.servers
     ]
-    columns = ["\n".join(col) for col in zip(headers, *rows, strict=True)]
-    server_width = _flex(width, columns, max((len(v.server) for v in analysis.servers), default=6))
-    t = _table("Servers")
-    t.add_column("server", width=server_width, overflow="fold")
-    for col in headers:
-        t.add_column(col, overflow="fold")
-    for v, row in zip(analysis.servers, rows, strict=True):
-        era = Text(v.era, style=_ERA_STYLE.get(v.era, ""))
-        t.add_row(Text(_wrap(v.server, server_width)), Text(row[0]), era, *map(Text, row[2:]))
-    return t
+    return _table_lines("Servers", headers, rows, width)
 
 
-def _why_grid(analysis: Analysis, refs: FileRefs, days: list[str]) -> Table:
-    t = Table.grid(padding=(0, 2))
-    t.add_column(overflow="fold", max_width=_MAX_NAME)
-    t.add_column()
-    for v in analysis.servers:
-        t.add_row(Text(_wrap(v.server, _MAX_NAME), style=_ERA_STYLE.get(v.era, "")), Text(_why(v, refs, days)))
-    return t
+def _why_lines(analysis: Analysis, refs: FileRefs, days: list[str], width: int) -> list[Text]:
+    rows = [
+        _Row(cells=[v.server, _why(v, refs, days)], styles=[_ERA_STYLE.get(v.era, "")]) for v in analysis.servers
+    ]
+    return _table_lines("", ["server", "why"], rows, width, show_header=False)
 
 
-def _finding_block(f: Finding, refs: FileRefs, days: list[str]) -> Group:
+def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> list[Text]:
     head = Text.assemble(
         (f.severity.value.upper(), _SEVERITY_STYLE.get(f.severity.value, "")),
         "  ",
@@ -474,47 +599,36 @@ def _finding_block(f: Finding, refs: FileRefs, days: list[str]) -> Group:
     )
     cited, more = _cited(f.evidence)
     evidence = "evidence: " + (refs.grouped(cited) or "-") + (f" … {more} more (--format json)" if more else "")
-    return Group(head, Padding(Text(f.message), (0, 0, 0, 4)), Padding(Text(evidence), (0, 0, 0, 4)))
+    # the head keeps its styles when it fits (it nearly always does); wrapped, it is plain
+    lines = [head] if cell_len(head.plain) <= width else _prose(head.plain, width)
+    return lines + _prose(f.message, width, indent=4, hang=0) + _prose(evidence, width, indent=4, hang=4)
 
 
-def _clients_table(clients: pl.DataFrame, eras: dict[str, str], width: int) -> Table:
-    """Clients grouped under a heading per server: a server column would not fit in 100 columns."""
+def _clients_lines(clients: pl.DataFrame, eras: dict[str, str], width: int) -> list[Text]:
+    """Clients under a heading line per server (a server column would not fit)."""
     shown = [c for c in clients.columns if c not in ("server", "server_era")]
-    headers = ["server / client" if c == "client" else _CLIENT_HEADERS.get(c, c) for c in shown]
-    rows = [{c: _cell(row[c]) for c in clients.columns} for row in clients.to_dicts()]
-    for row in rows:
-        if "outcomes" in row:
-            row["outcomes"] = "\n".join(_short(o) for o in row["outcomes"].split(", "))
-        if "acted_as" in row:
-            row["acted_as"] = row["acted_as"].replace("+", "+\n")  # `legacy+modern` would widen the table
-        if "client" in row:
-            row["client"] = "  " + _wrap(row["client"], _MAX_CLIENT)
-    fixed = ["\n".join([h, *(r[c] for r in rows)]) for c, h in zip(shown, headers, strict=True) if c != "client"]
-    headings = {r.get("server", ""): f"{r.get('server', '')} ({eras.get(r.get('server', ''), '?')})" for r in rows}
-    first_width = _flex(width, fixed, max(map(len, [*headings.values(), *(r.get("client", "") for r in rows)])))
-    t = _table("Clients")
+    headers = [_CLIENT_HEADERS.get(c, c) for c in shown]
     numeric = {name for name, dtype in clients.schema.items() if dtype.is_numeric()}
-    for col, header in zip(shown, headers, strict=True):
-        t.add_column(
-            header,
-            justify="right" if col in numeric else "left",
-            overflow="fold",
-            width=first_width if col == "client" else None,
-        )
+    rows: list[_Row] = []
     server = None
-    for row in rows:
-        if row.get("server") != server:
-            server = row.get("server")
-            era = eras.get(str(server), "")
-            heading = _wrap(headings[str(server)], first_width)
-            text = Text(heading, style="bold")
-            text.highlight_words([f"({era})"], _ERA_STYLE.get(era, ""))
-            t.add_row(text)
-        t.add_row(*(Text(row[c]) for c in shown))  # Text: names from captures are not rich markup
-    return t
+    for record in clients.to_dicts():
+        cells = {c: _cell(record[c]) for c in shown}
+        if "outcomes" in cells:
+            cells["outcomes"] = "\n".join(_short(o) for o in cells["outcomes"].split(", "))
+        if "acted_as" in cells:  # `legacy+modern`: one era a line, like the other lists
+            cells["acted_as"] = cells["acted_as"].replace("+", "\n")
+        row = _Row(cells=[cells[c] for c in shown])
+        if record.get("server") != server:
+            server = record.get("server")
+            era = eras.get(str(server), "?")
+            heading = Text.assemble((str(server), "bold"), " ", (f"({era})", _ERA_STYLE.get(era, "")))
+            row.headings = [heading] if cell_len(heading.plain) <= width else _prose(heading.plain, width)
+        rows.append(row)
+    right = frozenset(i for i, c in enumerate(shown) if c in numeric)
+    return _table_lines("Clients", headers, rows, width, right=right, indent=_STEP)
 
 
-def _legend(refs: FileRefs) -> list[str]:
+def _legend(refs: FileRefs, width: int) -> list[str]:
     """`[n] name` under its directory: a full path with its number rarely fits in 100 columns."""
     by_dir: dict[str, list[tuple[int, str]]] = {}
     for path, n in refs.numbers.items():
@@ -522,16 +636,16 @@ def _legend(refs: FileRefs) -> list[str]:
         by_dir.setdefault(head, []).append((n, name))
     lines: list[str] = []
     for head, files in by_dir.items():
-        indent = "  "
         if head:
-            lines.append(f"  {os.path.join(head, '')}")
-            indent = "    "
-        lines += [f"{indent}[{n}] {name}" for n, name in files]
+            lines.append(_ellipsized(os.path.join(head, ""), width))
+        for n, name in files:
+            number = f"  [{n}] "
+            lines.append(number + _ellipsized(name, width - cell_len(number)))
     return lines
 
 
 def render_text(analysis: Analysis, *, width: int | None = None, color: bool = False) -> str:
-    """Summary, servers, why each verdict, findings, clients, totals, input notes, files legend.
+    """Summary, servers, era legend, why each verdict, findings, clients, totals, input notes, files.
 
     `width`: columns to render at; None means the terminal's width (`COLUMNS`), at most 120, and
     100 when the output is not a terminal.
@@ -543,33 +657,26 @@ def render_text(analysis: Analysis, *, width: int | None = None, color: bool = F
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False)
     refs = FileRefs()
     days = _days(analysis)
-    console.print(Text("erascope: ", style="bold") + Text(_summary(analysis)))
-    console.print()
-    console.print(_servers_table(analysis, width))
-    console.print()
-    console.print(Text("Why each verdict" + _times_note(days), style="bold"))
-    console.print(_why_grid(analysis, refs, days))
-    console.print()
+    lines: list[Text] = _prose(Text("erascope: ") + Text(_summary(analysis)), width, hang=0)
+    lines[0].stylize("bold", 0, len("erascope:"))
+    lines += [Text(), *_servers_lines(analysis, width), Text()]
+    lines += [Text("Why each verdict" + _times_note(days), style="bold")]
+    lines += [*_why_lines(analysis, refs, days, width), Text()]
     if analysis.findings:
-        console.print(Text(f"Findings: {len(analysis.findings)}" + _times_note(days), style="bold"))
+        lines.append(Text(f"Findings: {len(analysis.findings)}" + _times_note(days), style="bold"))
         for f in _sorted(analysis.findings):
-            console.print(_finding_block(f, refs, days))
-            console.print()
+            lines += [*_finding_lines(f, refs, days, width), Text()]
     else:
-        console.print("No findings.")
-        console.print()
+        lines += [Text("No findings."), Text()]
     if analysis.clients is not None and analysis.clients.height:
-        console.print(_clients_table(analysis.clients, {v.server: v.era for v in analysis.servers}, width))
-    console.print()
-    console.print(_totals_line(analysis), markup=False)
-    for note in _input_notes(analysis):
-        console.print(note, markup=False)
+        lines += _clients_lines(analysis.clients, {v.server: v.era for v in analysis.servers}, width)
+    lines += [Text(), *_prose(_totals_line(analysis), width, hang=0)]
+    for note in _input_notes(analysis, refs=refs):
+        lines += _prose(note.lstrip(" "), width, indent=len(note) - len(note.lstrip(" ")))
     if refs.numbers:
-        console.print()
-        console.print(Text("Files", style="bold"))
-        for line in _legend(refs):
-            console.print(line, markup=False)
-    # Tables pad every line to the full width; trailing blanks only get in the way of copy and paste.
+        lines += [Text(), Text("Files", style="bold"), *(Text(line) for line in _legend(refs, width))]
+    for line in lines:
+        console.print(line, no_wrap=True, overflow="ignore", crop=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 
 

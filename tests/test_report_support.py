@@ -42,7 +42,7 @@ def test_inconsistent_support_is_mixed_in_every_format(scenario: str) -> None:
     md = render(analysis, "markdown")
     assert f"| `{server}` | http | **inconsistent** | {modern} | {legacy} |" in md
 
-    for width in (120,):
+    for width in (80, 100, 120):
         text = render(analysis, "text", width=width)
         servers = text.split("\nServers\n", 1)[1].split("\n\n", 1)[0]
         assert re.search(rf"\binconsistent +{modern} +{legacy}\b", servers), servers
