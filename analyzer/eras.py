@@ -47,6 +47,8 @@ DEFAULT_WINDOW: Final = 300.0
 YES: Final = "yes"
 NO: Final = "no"
 UNKNOWN: Final = "unknown"
+ERAS: Final = ("dual-era", "modern-only", "modern", "legacy", "broken", "unknown", "inconsistent")
+"""Every era label a verdict can carry (the README's table and the reports' legends list these)."""
 MIXED: Final = "mixed"
 """Support of an `inconsistent` server that answered this dimension both ways at the same time."""
 _MAX_EVIDENCE: Final = 6

@@ -227,6 +227,20 @@ _ERA_STYLE: Final = {
     "broken": "red",
     "unknown": "dim",
 }
+ERA_LEGEND: Final[dict[str, str]] = {
+    "dual-era": "answers the modern probe and serves the legacy initialize",
+    "modern-only": "answers the modern probe, refuses the legacy initialize (-32022/-32004)",
+    "modern": "answers the modern probe; no legacy initialize seen",
+    "legacy": "serves the legacy initialize, or answered the probe the legacy way (nothing modern)",
+    "broken": "served nothing: crash, garbage or silence, or refused both ways",
+    "unknown": "no deciding evidence (nothing probed or initialized)",
+    "inconsistent": "answered both ways at the same time (a fleet mid-rollout, or flapping)",
+}
+"""One line per era label (`analyzer.eras.ERAS`): the legend of the text and markdown reports."""
+_SUPPORT_LEGEND: Final = (
+    "modern, legacy: does it answer the modern probe / serve the legacy initialize: yes, no, unknown, "
+    "or mixed (an inconsistent server that answered both ways)"
+)
 _SEVERITY_STYLE: Final = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _CLIENT_HEADERS: Final = {
     "connections": "conns",
@@ -588,6 +602,14 @@ def _why_lines(analysis: Analysis, refs: FileRefs, days: list[str], width: int) 
     return _table_lines("", ["server", "why"], rows, width, show_header=False)
 
 
+def _legend_lines(analysis: Analysis, width: int) -> list[Text]:
+    """The era labels this report shows, each with what it means; then the support values."""
+    shown = {v.era for v in analysis.servers}
+    rows = [_Row([era, text], [_ERA_STYLE.get(era, "")]) for era, text in ERA_LEGEND.items() if era in shown]
+    lines = _table_lines("Eras", ["era", "meaning"], rows, width, indent=2, show_header=False)
+    return lines + _prose(_SUPPORT_LEGEND, width, indent=2, hang=2) if lines else []
+
+
 def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> list[Text]:
     head = Text.assemble(
         (f.severity.value.upper(), _SEVERITY_STYLE.get(f.severity.value, "")),
@@ -660,6 +682,8 @@ def render_text(analysis: Analysis, *, width: int | None = None, color: bool = F
     lines: list[Text] = _prose(Text("erascope: ") + Text(_summary(analysis)), width, hang=0)
     lines[0].stylize("bold", 0, len("erascope:"))
     lines += [Text(), *_servers_lines(analysis, width), Text()]
+    if analysis.servers:
+        lines += [*_legend_lines(analysis, width), Text()]
     lines += [Text("Why each verdict" + _times_note(days), style="bold")]
     lines += [*_why_lines(analysis, refs, days, width), Text()]
     if analysis.findings:
@@ -737,6 +761,11 @@ def render_markdown(analysis: Analysis) -> str:
             for v in analysis.servers
         ],
     )
+    shown = {v.era for v in analysis.servers}
+    if shown:
+        lines += ["", "### Eras", ""]
+        lines += [f"- **{era}**: {text}" for era, text in ERA_LEGEND.items() if era in shown]
+        lines.append("- " + re.sub(r"\b(yes|no|unknown|mixed)\b", r"`\1`", _SUPPORT_LEGEND, count=0))
     lines += ["", "### Why each verdict" + _times_note(days), ""]
     lines += [f"- {_md_code(v.server)} **{v.era}**: {_why(v, refs, days, _md_text)}" for v in analysis.servers]
     lines += ["", "## Findings" + _times_note(days), ""]
