@@ -23,7 +23,10 @@ from pathlib import Path
 import orjson
 import pytest
 from markdown_it import MarkdownIt
+from typer.testing import CliRunner
 
+from analyzer.baseline import BASELINE_FORMAT
+from analyzer.cli import app
 from analyzer.findings import Evidence, Finding, Severity
 from analyzer.pipeline import Analysis, analyze
 from analyzer.report import render, visible
@@ -57,6 +60,7 @@ def _raw_controls(text: str) -> list[str]:
 def hostile_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("hostile")
     cap = Cap(out, server=SERVER)
+    cap.s2c("banner " + HOSTILE)  # a stdout-pollution finding on the hostile server
     p = probe(1)
     p["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": CLIENT, "version": "v" + HOSTILE}
     cap.c2s(p)
@@ -85,6 +89,7 @@ def hostile(hostile_dir: Path) -> Analysis:
 
 def test_the_capture_reaches_the_report(hostile: Analysis) -> None:
     assert [v.server for v in hostile.servers] == [SERVER]
+    assert [(f.rule, f.server) for f in hostile.findings] == [("stdout-pollution", SERVER)]
     assert CLIENT in hostile.servers[0].clients
     assert any("meth-" in e.note for e in hostile.servers[0].evidence)
 
@@ -125,6 +130,16 @@ def test_text_under_a_real_terminal_executes_nothing(hostile_dir: Path) -> None:
     assert "\x1b[" in text, "not rendered as for a terminal"
     assert not _raw_controls(SGR.sub("", text))
     assert "\\x1b]0;pwned\\x07" in SGR.sub("", text)
+
+
+def test_baseline_messages_show_control_characters_visibly(hostile_dir: Path, tmp_path: Path) -> None:
+    """`--baseline` names new findings' servers on stderr: the same rule as the reports."""
+    baseline = tmp_path / "baseline.json"
+    baseline.write_bytes(orjson.dumps({"format": BASELINE_FORMAT, "accepted": []}))
+    result = CliRunner().invoke(app, ["analyze", "-q", str(hostile_dir), "--baseline", str(baseline)])
+    assert result.exit_code == 1, result.output
+    assert "new finding not in the baseline: warning stdout-pollution on srv-\\x1b]0;pwned" in result.stderr
+    assert not _raw_controls(result.stderr)
 
 
 def _tokens(tokens: list) -> list:
