@@ -1,6 +1,6 @@
-"""Reports of an `Analysis`: `text` (rich, readable at 100 columns), `json` (`erascope-report/2`,
-see REPORT.md) and `markdown` (for postmortems). Every renderer returns a string; the CLI decides
-where it goes.
+"""Reports of an `Analysis`: `text` (tables laid out to the width without folding a token), `json`
+(`erascope-report/2`, see REPORT.md) and `markdown` (for postmortems). Every renderer returns a
+string; the CLI decides where it goes.
 
 File paths are shown exactly as they were given or found, so reports over relative paths are
 stable (goldens can compare them byte for byte). Text and markdown cite evidence as `[n]:line` and
