@@ -445,12 +445,13 @@ def _ellipsized(word: str, width: int) -> str:
     """`word` cut to `width` cells in the middle, the cut marked `…` (both ends tell names apart)."""
     if cell_len(word) <= width:
         return word
-    head = max(0, (width - 1 + 1) // 2)
-    tail = max(0, width - 1 - head)
-    text = word[:head] + "…" + (word[-tail:] if tail else "")
-    while cell_len(text) > width and len(text) > 1:  # wide characters
+    if width <= 1:
+        return "…"
+    head, tail = width // 2, width - 1 - width // 2
+    text = word[:head] + "…" + word[len(word) - tail :]
+    while cell_len(text) > width:  # wide characters take two cells
         head, tail = (head - 1, tail) if head > tail else (head, tail - 1)
-        text = word[: max(head, 0)] + "…" + (word[-tail:] if tail > 0 else "")
+        text = word[:head] + "…" + word[len(word) - tail :]
     return text
 
 
@@ -478,7 +479,8 @@ def _prose(text: str | Text, width: int, indent: int = 0, hang: int = 4) -> list
     out = [Text(" " * indent + first[0], style=style)]
     rest = " ".join(first[1:])
     if rest:
-        out += [Text(" " * (indent + hang) + line, style=style) for line in _words_wrapped(rest, width - indent - hang)]
+        more = _words_wrapped(rest, max(1, width - indent - hang))
+        out += [Text(" " * (indent + hang) + line, style=style) for line in more]
     return out
 
 

@@ -68,3 +68,15 @@ def test_a_wide_terminal_keeps_each_server_on_few_lines(corpus: Analysis) -> Non
     )
     header_lines = len(body) - expected
     assert header_lines == 1, "\n".join(servers)
+
+
+def test_a_name_wider_than_the_line_is_shortened_visibly(corpus: Analysis) -> None:
+    from dataclasses import replace
+
+    long = "fleet-" + "x" * 150 + "-node-7"
+    servers = [replace(corpus.servers[0], server=long, clients=["c" * 120])]
+    text = render(replace(corpus, servers=servers, findings=[], clients=None), "text", width=80)
+    assert max(map(cell_len, text.splitlines())) <= 80
+    shortened = [w for w in text.split() if w.startswith("fleet-x") and "…" in w]
+    assert shortened and all(w.endswith("-node-7") for w in shortened)
+    assert long not in text
