@@ -27,6 +27,7 @@ import orjson
 from addon.errors import ErascopeError
 from analyzer.findings import Finding, Severity
 from analyzer.output import write_atomic
+from analyzer.report import visible
 
 BASELINE_FORMAT: Final = "erascope-baseline/1"
 
@@ -57,10 +58,14 @@ class BaselineResult:
         return bool(self.new or self.stale)
 
     def messages(self) -> list[str]:
-        """Human-readable lines explaining a failure (empty when nothing failed)."""
-        lines = [f"new finding not in the baseline: {f.severity.value} {f.rule} on {f.server}" for f in self.new]
+        """Human-readable lines explaining a failure (empty when nothing failed); server keys come from
+        captures (and the baseline file), so their control characters are shown, not sent."""
+        lines = [
+            f"new finding not in the baseline: {f.severity.value} {f.rule} on {visible(f.server)}" for f in self.new
+        ]
         lines += [
-            f"stale baseline entry: {e.rule} on {e.server} no longer occurs; remove it (or rewrite the baseline)"
+            f"stale baseline entry: {visible(e.rule)} on {visible(e.server)} no longer occurs; remove it (or rewrite"
+            " the baseline)"
             for e in self.stale
         ]
         return lines

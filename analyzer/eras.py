@@ -23,7 +23,9 @@ support flips, earlier legacy evidence belongs to the old server and is forgotte
 dimension flips back (A → B → A) with the whole excursion inside `window` seconds, or when the
 opposite evidence just before it came from a different upstream peer less than `window` seconds
 earlier (two nodes of one fleet disagreeing). The label holds until `window` seconds pass without
-a contradiction, so a finished rollout settles on its new era.
+a contradiction, so a finished rollout settles on its new era. While it holds, a support dimension
+that was answered both `yes` and `no` within `window` seconds of the latest contradiction is
+`mixed` (nodes of a fleet at different versions); one answered one way only keeps that value.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ DEFAULT_WINDOW: Final = 300.0
 YES: Final = "yes"
 NO: Final = "no"
 UNKNOWN: Final = "unknown"
+ERAS: Final = ("dual-era", "modern-only", "modern", "legacy", "broken", "unknown", "inconsistent")
+"""Every era label a verdict can carry (the README's table and the reports' legends list these)."""
+MIXED: Final = "mixed"
+"""Support of an `inconsistent` server that answered this dimension both ways at the same time."""
 _MAX_EVIDENCE: Final = 6
 _NO_TEXTS: Final = pl.lit([], dtype=pl.List(pl.String()))
 
@@ -376,9 +382,23 @@ def server_verdicts(
                 TimelineEntry(r["ts"], r["_era"], Evidence(r["file"], int(r["line"]), r["note"]))
                 for r in changes.iter_rows(named=True)
             ]
-            v.evidence = _contradiction(ev) if v.era == "inconsistent" else _deciding(ev, v)
+            if v.era == "inconsistent":
+                v.evidence = _contradiction(ev)
+                _mark_mixed(ev, v, window)
+            else:
+                v.evidence = _deciding(ev, v)
         verdicts.append(v)
     return verdicts
+
+
+def _mark_mixed(ev: pl.DataFrame, v: ServerVerdict, window: float) -> None:
+    """Support `mixed` for each dimension answered both yes and no within `window` of the latest contradiction."""
+    since = ev.filter(pl.col("_contra")).get_column("ts").max()
+    recent = ev.filter(pl.col("ts") >= since - window) if isinstance(since, float) else ev.clear()
+    for dim in ("modern", "legacy"):
+        values = set(recent.filter(pl.col("dim") == dim).get_column("value").to_list())
+        if {YES, NO} <= values:
+            setattr(v, f"{dim}_support", MIXED)
 
 
 def _deciding(ev: pl.DataFrame, v: ServerVerdict) -> list[Evidence]:

@@ -1,28 +1,35 @@
-"""Reports of an `Analysis`: `text` (rich, readable at 100 columns), `json` (`erascope-report/1`,
-see REPORT.md) and `markdown` (for postmortems). Every renderer returns a string; the CLI decides
-where it goes.
+"""Reports of an `Analysis`: `text` (tables laid out to the width without folding a token), `json`
+(`erascope-report/2`, see REPORT.md) and `markdown` (for postmortems). Every renderer returns a
+string; the CLI decides where it goes.
 
 File paths are shown exactly as they were given or found, so reports over relative paths are
 stable (goldens can compare them byte for byte). Text and markdown cite evidence as `[n]:line` and
 end with a legend of the numbered files (`FileRefs`): long paths never sit inside a table.
+
+Every string that comes from a capture (server keys, client names, versions, notes, messages, file
+names) is attacker-controlled. Text and markdown show control characters visibly (`visible`:
+`\x1b`, `\n`, `\u202e`), so a report never moves the cursor, retitles a window or hides a line;
+markdown also escapes what markdown and HTML would act on. json carries the exact strings (only
+lone surrogates, which UTF-8 cannot hold, become U+FFFD).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import os
+import re
 import shutil
-import textwrap
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Final
 
 import orjson
 import polars as pl
-from rich import box
-from rich.console import Console, Group
-from rich.padding import Padding
-from rich.table import Table
+from rich.cells import cell_len
+from rich.console import Console
 from rich.text import Text
 
 from addon.errors import ErascopeError
@@ -30,10 +37,75 @@ from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding
 from analyzer.pipeline import Analysis
 
-REPORT_SCHEMA: Final = "erascope-report/1"
+REPORT_SCHEMA: Final = "erascope-report/2"
 FORMATS: Final = ("text", "json", "markdown")
 _MAX_NOTES: Final = 20
 """Malformed-line locations listed in text/markdown (json lists them all)."""
+
+
+_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+"""What a terminal or an editor acts on instead of showing: C0 and C1 controls (ESC and CSI start
+escape sequences), DEL, bidi controls and line separators (they reorder or break what follows), and
+lone surrogates (UTF-8 cannot hold them)."""
+_NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m[0]
+    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def visible(text: str) -> str:
+    """`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
+    `\u202e`, `\udcff`. Everything else (other scripts, emoji) is kept as it is."""
+    return _INVISIBLE.sub(_escape, text)
+
+
+def _valid_unicode(text: str) -> str:
+    """`text` with lone surrogates (which UTF-8 cannot hold) replaced by U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _scrubbed(value: Any, fix: Callable[[str], str]) -> Any:
+    """`value` with `fix` applied to every string inside it (dataclasses, lists, tuples, dicts, frames)."""
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return fix(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: _scrubbed(getattr(value, f.name), fix) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changes)
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
+        return type(value)(*(_scrubbed(v, fix) for v in value))
+    if isinstance(value, list | tuple):
+        return type(value)(_scrubbed(v, fix) for v in value)
+    if isinstance(value, dict):
+        return {_scrubbed(k, fix): _scrubbed(v, fix) for k, v in value.items()}
+    if isinstance(value, pl.DataFrame):
+        return pl.DataFrame([_scrubbed_series(s, fix) for s in value.get_columns()])
+    return value
+
+
+def _scrubbed_series(s: pl.Series, fix: Callable[[str], str]) -> pl.Series:
+    dtype = s.dtype
+    inner = dtype.inner if isinstance(dtype, pl.List) else None
+    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
+        return pl.Series(s.name, [_scrubbed(v, fix) for v in s.to_list()], dtype=pl.String)
+    if inner is not None and (inner in (pl.String, pl.Categorical) or isinstance(inner, pl.Enum)):
+        return pl.Series(s.name, [_scrubbed(v, fix) for v in s.to_list()], dtype=pl.List(pl.String))
+    return s
+
+
+def _shown(analysis: Analysis) -> Analysis:
+    """The parts of `analysis` a text or markdown report shows, every capture string `visible`."""
+    return dataclasses.replace(
+        analysis,
+        inputs=_scrubbed(analysis.inputs, visible),
+        servers=_scrubbed(analysis.servers, visible),
+        findings=_scrubbed(analysis.findings, visible),
+        clients=_scrubbed(analysis.clients, visible),
+    )
 
 
 def _iso(ts: float | None) -> str | None:
@@ -98,7 +170,7 @@ def _counts(series: pl.Series) -> dict[str, int]:
 
 
 def report_dict(analysis: Analysis) -> dict[str, Any]:
-    """The `erascope-report/1` document as plain Python data (see analyzer/REPORT.md)."""
+    """The `erascope-report/2` document as plain Python data (see analyzer/REPORT.md)."""
     inp = analysis.inputs
     severities = {s: 0 for s in ("error", "warning", "info")}
     for f in analysis.findings:
@@ -133,16 +205,17 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
 
 def render_json(analysis: Analysis) -> str:
     """The json report, indented, keys in a fixed order, ending with a newline."""
-    return orjson.dumps(report_dict(analysis), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode() + "\n"
+    doc = report_dict(analysis)
+    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+    try:
+        return orjson.dumps(doc, option=options).decode() + "\n"
+    except TypeError:  # a lone surrogate somewhere (e.g. a file name that is not UTF-8): rare, so fixed only then
+        return orjson.dumps(_scrubbed(doc, _valid_unicode), option=options).decode() + "\n"
 
 
 # --- text and markdown ---------------------------------------------------------------------------
 _MAX_REFS: Final = 12
 """Evidence lines cited per finding in text/markdown (json lists them all)."""
-_MAX_NAME: Final = 40
-"""Server names longer than this wrap in the "why" list (the rest of the line is for the evidence)."""
-_MAX_CLIENT: Final = 14
-"""Client names longer than this wrap inside the servers and clients tables."""
 _MAX_WIDTH: Final = 120
 """Text reports are never wider than this by default: longer lines are hard to read."""
 _ERA_STYLE: Final = {
@@ -154,6 +227,20 @@ _ERA_STYLE: Final = {
     "broken": "red",
     "unknown": "dim",
 }
+ERA_LEGEND: Final[dict[str, str]] = {
+    "dual-era": "answers the modern probe and serves the legacy initialize",
+    "modern-only": "answers the modern probe, refuses the legacy initialize (-32022/-32004)",
+    "modern": "answers the modern probe; no legacy initialize seen",
+    "legacy": "serves the legacy initialize, or answered the probe the legacy way (nothing modern)",
+    "broken": "served nothing: crash, garbage or silence, or refused both ways",
+    "unknown": "no deciding evidence (nothing probed or initialized)",
+    "inconsistent": "answered both ways at the same time (a fleet mid-rollout, or flapping)",
+}
+"""One line per era label (`analyzer.eras.ERAS`): the legend of the text and markdown reports."""
+_SUPPORT_LEGEND: Final = (
+    "modern, legacy: does it answer the modern probe / serve the legacy initialize: yes, no, unknown, "
+    "or mixed (an inconsistent server that answered both ways)"
+)
 _SEVERITY_STYLE: Final = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 _CLIENT_HEADERS: Final = {
     "connections": "conns",
@@ -232,11 +319,11 @@ def _outcomes(counts: dict[str, int], *, short: bool = False) -> list[str]:
     return [f"{n} {_short(k) if short else k}" for k, n in ordered]
 
 
-def _why(v: ServerVerdict, refs: FileRefs, days: list[str]) -> str:
-    """The deciding evidence with what each line was, then the era changes, if any."""
+def _why(v: ServerVerdict, refs: FileRefs, days: list[str], esc: Callable[[str], str] = str) -> str:
+    """The deciding evidence with what each line was (`esc` applied to the notes), then the era changes."""
     notes: dict[str, list[str]] = {}
     for e in v.evidence:  # one line can decide two things (e.g. refused, and naming a version)
-        notes.setdefault(refs.loc(e), []).append(e.note)
+        notes.setdefault(refs.loc(e), []).append(esc(e.note))
     parts = "; ".join(f"{loc} {', '.join(n for n in ns if n)}".rstrip() for loc, ns in notes.items())
     parts = parts or "no deciding evidence"
     if len(v.timeline) > 1:
@@ -277,18 +364,28 @@ def _cited(evidence: tuple[Evidence, ...]) -> tuple[tuple[Evidence, ...], int]:
     return evidence[:_MAX_REFS], max(0, len(evidence) - _MAX_REFS)
 
 
-def _input_notes(analysis: Analysis) -> list[str]:
+def _input_notes(
+    analysis: Analysis, esc: Callable[[str], str] = str, refs: FileRefs | None = None
+) -> list[str]:
+    """One line per input note; `esc` is applied to file names and reasons. With `refs`, files are
+    cited by number (`[3]:7`) like evidence, and the legend gives their paths."""
+
+    def where(file: str, line: int | None = None) -> str:
+        if refs is not None:
+            return f"[{refs.number(file)}]" + (f":{line}" if line is not None else "")
+        return esc(file) + (f":{line}" if line is not None else "")
+
     inp = analysis.inputs
     notes: list[str] = []
     for b in inp.torn:
-        notes.append(f"torn last line: {b.file}:{b.line} (skipped)")
+        notes.append(f"torn last line: {where(b.file, b.line)} (skipped)")
     if inp.malformed:
         notes.append(f"{len(inp.malformed)} malformed line(s), skipped:")
-        notes.extend(f"  {b.file}:{b.line}: {b.reason}" for b in inp.malformed[:_MAX_NOTES])
+        notes.extend(f"  {where(b.file, b.line)}: {esc(b.reason)}" for b in inp.malformed[:_MAX_NOTES])
         if len(inp.malformed) > _MAX_NOTES:
             notes.append(f"  … and {len(inp.malformed) - _MAX_NOTES} more (see --format json)")
     for f, reason in inp.skipped:
-        notes.append(f"skipped {f}: {reason}")
+        notes.append(f"skipped {where(f)}: {esc(reason)}")
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
     return notes
@@ -320,70 +417,202 @@ def _cell(value: object) -> str:
 
 
 # --- text ----------------------------------------------------------------------------------------
-def _table(title: str) -> Table:
-    # No vertical rules and one space of padding: 100 columns are tight.
-    return Table(
-        title=title,
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-        collapse_padding=True,
-    )
+# Tables are laid out here rather than by rich's Table: a cell never breaks a token (a server key,
+# a date, a version, a client name), so when the columns do not fit side by side at their widest
+# token, the table stacks instead: the key column (server, client) moves to a line of its own above
+# its row, then the last columns move to labelled lines under it ("clients: mcp, …"). Only a token
+# wider than the whole line is shortened, in the middle, with a visible `…`.
+_GAP: Final = 2
+"""Spaces between two table columns."""
+_STEP: Final = 2
+"""Indentation of a stacked row under its key line."""
 
 
-def _wrap(text: str, width: int) -> str:
-    """`text` broken at hyphens (then anywhere) into lines of `width`: names stay readable when folded."""
-    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=True)) or text
+@dataclass
+class _Row:
+    """One table row: a cell per column (lines separated by newlines) with its style, and the lines
+    printed above it (group headings such as a server in the clients table)."""
+
+    cells: list[str]
+    styles: list[str] = field(default_factory=list)
+    headings: list[Text] = field(default_factory=list)
+
+    def style(self, col: int) -> str:
+        return self.styles[col] if col < len(self.styles) else ""
 
 
-def _flex(width: int, fixed: list[str], natural: int) -> int:
-    """The width left for the one flexible column of a table whose other columns show `fixed` cells.
+def _ellipsized(word: str, width: int) -> str:
+    """`word` cut to `width` cells in the middle, the cut marked `…` (both ends tell names apart)."""
+    if cell_len(word) <= width:
+        return word
+    if width <= 1:
+        return "…"
+    head, tail = width // 2, width - 1 - width // 2
+    text = word[:head] + "…" + word[len(word) - tail :]
+    while cell_len(text) > width:  # wide characters take two cells
+        head, tail = (head - 1, tail) if head > tail else (head, tail - 1)
+        text = word[:head] + "…" + word[len(word) - tail :]
+    return text
 
-    Each column costs its widest line plus two columns of spacing; the result is at least 12 and
-    never more than the flexible column needs (`natural`).
+
+def _words_wrapped(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` cells, broken only at spaces (explicit newlines kept)."""
+    lines: list[str] = []
+    for paragraph in text.split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            word = _ellipsized(word, width)
+            if line and cell_len(line) + 1 + cell_len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return lines
+
+
+def _prose(text: str | Text, width: int, indent: int = 0, hang: int = 4) -> list[Text]:
+    """A paragraph wrapped at spaces to `width`, first line at `indent`, the rest at `indent + hang`."""
+    style = text.style if isinstance(text, Text) else ""
+    plain = text.plain if isinstance(text, Text) else text
+    first = _words_wrapped(plain, max(1, width - indent))
+    out = [Text(" " * indent + first[0], style=style)]
+    rest = " ".join(first[1:])
+    if rest:
+        more = _words_wrapped(rest, max(1, width - indent - hang))
+        out += [Text(" " * (indent + hang) + line, style=style) for line in more]
+    return out
+
+
+def _token_width(text: str) -> int:
+    return max((cell_len(w) for line in text.split("\n") for w in line.split(" ")), default=0)
+
+
+def _line_width(text: str) -> int:
+    return max((cell_len(line) for line in text.split("\n")), default=0)
+
+
+def _fit(columns: list[int], headers: list[str], rows: list[_Row], room: int) -> list[int] | None:
+    """Widths for `columns` within `room` cells, no narrower than any token; None when they cannot fit.
+
+    Each column starts at its widest token and grows towards its widest line, the columns that need
+    least first, so as many as possible show each value on one line.
     """
-    return max(12, min(natural, width - sum(max(map(len, c.splitlines()), default=0) + 2 for c in fixed)))
+    least = [max(_token_width(headers[c]), *(_token_width(r.cells[c]) for r in rows)) for c in columns]
+    most = [max(_line_width(headers[c]), *(_line_width(r.cells[c]) for r in rows)) for c in columns]
+    spare = room - sum(least) - _GAP * (len(columns) - 1)
+    if spare < 0:
+        return None
+    widths = list(least)
+    for i in sorted(range(len(columns)), key=lambda i: most[i] - least[i]):
+        grow = min(spare, most[i] - least[i])
+        widths[i] += grow
+        spare -= grow
+    return widths
 
 
-def _servers_table(analysis: Analysis, width: int) -> Table:
-    headers = ["transport", "era", "modern", "legacy", "versions", "probes", "clients"]
+def _table_lines(
+    title: str,
+    headers: list[str],
+    rows: list[_Row],
+    width: int,
+    *,
+    right: frozenset[int] = frozenset(),
+    indent: int = 0,
+    show_header: bool = True,
+) -> list[Text]:
+    """`rows` laid out in `width` columns (see the section comment): the title, the header and its
+    rule, then each row's headings, its line(s) and its labelled lines."""
+    if not rows:
+        return []
+    stacked = 0  # leading key column moved above its row (0 or 1)
+    labelled: list[int] = []  # trailing columns moved to "header: value" lines
+    while True:
+        shown = [c for c in range(stacked, len(headers)) if c not in labelled]
+        at = indent + _STEP * stacked
+        widths = _fit(shown, headers, rows, width - at)
+        if widths is not None or len(shown) == 1:
+            break
+        if not stacked and len(shown) > 1:
+            stacked = 1
+        else:
+            labelled.insert(0, shown[-1])
+    if widths is None:  # one column, and a token wider than the line: shortened when wrapped
+        widths = [width - at]
+
+    def line(cells: list[str], styles: list[str], bold: bool = False) -> Text:
+        out = Text(" " * at)
+        for i, (c, text) in enumerate(zip(shown, cells, strict=True)):
+            pad = " " * (widths[i] - cell_len(text))
+            cell = pad + text if c in right else text + pad
+            out.append(cell, style=("bold " if bold else "") + styles[i])
+            if i < len(shown) - 1:
+                out.append(" " * _GAP)
+        out.rstrip()
+        return out
+
+    out: list[Text] = []
+    if title:
+        out.append(Text(title, style="bold"))
+    if show_header:
+        wrapped = [_words_wrapped(headers[c], w) for c, w in zip(shown, widths, strict=True)]
+        height = max(map(len, wrapped))
+        for n in range(height):  # headers sit on their rule
+            cells = [h[n - (height - len(h))] if n >= height - len(h) else "" for h in wrapped]
+            out.append(line(cells, [""] * len(shown), bold=True))
+        out.append(Text(" " * at + "─" * (sum(widths) + _GAP * (len(widths) - 1))))
+    for row in rows:
+        out.extend(row.headings)
+        if stacked:
+            key = _words_wrapped(row.cells[0], width - at + _STEP)
+            out += [Text(" " * (at - _STEP) + k, style=row.style(0)) for k in key]
+        wrapped = [_words_wrapped(row.cells[c], w) for c, w in zip(shown, widths, strict=True)]
+        styles = [row.style(c) for c in shown]
+        for n in range(max(map(len, wrapped))):
+            out.append(line([w[n] if n < len(w) else "" for w in wrapped], styles))
+        for c in labelled:
+            value = ", ".join(v for v in row.cells[c].split("\n") if v)
+            out += _prose(f"{headers[c]}: {value or '-'}", width, indent=at)
+    return out
+
+
+def _servers_lines(analysis: Analysis, width: int) -> list[Text]:
+    headers = ["server", "transport", "era", "modern", "legacy", "versions", "probes", "clients"]
     rows = [
-        [
-            v.transport,
-            v.era,
-            v.modern_support,
-            v.legacy_support,
-            "\n".join(v.versions) or "-",
-            "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
-            "\n".join(_wrap(c, _MAX_CLIENT) for c in v.clients) or "-",
-        ]
+        _Row(
+            cells=[
+                v.server,
+                v.transport,
+                v.era,
+                v.modern_support,
+                v.legacy_support,
+                "\n".join(v.versions) or "-",
+                "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
+                "\n".join(v.clients) or "-",
+            ],
+            styles=[_ERA_STYLE.get(v.era, ""), "", _ERA_STYLE.get(v.era, "")],
+        )
         for v in analysis.servers
     ]
-    columns = ["\n".join(col) for col in zip(headers, *rows, strict=True)]
-    server_width = _flex(width, columns, max((len(v.server) for v in analysis.servers), default=6))
-    t = _table("Servers")
-    t.add_column("server", width=server_width, overflow="fold")
-    for col in headers:
-        t.add_column(col, overflow="fold")
-    for v, row in zip(analysis.servers, rows, strict=True):
-        era = Text(v.era, style=_ERA_STYLE.get(v.era, ""))
-        t.add_row(Text(_wrap(v.server, server_width)), Text(row[0]), era, *map(Text, row[2:]))
-    return t
+    return _table_lines("Servers", headers, rows, width)
 
 
-def _why_grid(analysis: Analysis, refs: FileRefs, days: list[str]) -> Table:
-    t = Table.grid(padding=(0, 2))
-    t.add_column(overflow="fold", max_width=_MAX_NAME)
-    t.add_column()
-    for v in analysis.servers:
-        t.add_row(Text(_wrap(v.server, _MAX_NAME), style=_ERA_STYLE.get(v.era, "")), Text(_why(v, refs, days)))
-    return t
+def _why_lines(analysis: Analysis, refs: FileRefs, days: list[str], width: int) -> list[Text]:
+    rows = [
+        _Row(cells=[v.server, _why(v, refs, days)], styles=[_ERA_STYLE.get(v.era, "")]) for v in analysis.servers
+    ]
+    return _table_lines("", ["server", "why"], rows, width, show_header=False)
 
 
-def _finding_block(f: Finding, refs: FileRefs, days: list[str]) -> Group:
+def _legend_lines(analysis: Analysis, width: int) -> list[Text]:
+    """The era labels this report shows, each with what it means; then the support values."""
+    shown = {v.era for v in analysis.servers}
+    rows = [_Row([era, text], [_ERA_STYLE.get(era, "")]) for era, text in ERA_LEGEND.items() if era in shown]
+    lines = _table_lines("Eras", ["era", "meaning"], rows, width, indent=2, show_header=False)
+    return lines + _prose(_SUPPORT_LEGEND, width, indent=2, hang=2) if lines else []
+
+
+def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> list[Text]:
     head = Text.assemble(
         (f.severity.value.upper(), _SEVERITY_STYLE.get(f.severity.value, "")),
         "  ",
@@ -394,47 +623,36 @@ def _finding_block(f: Finding, refs: FileRefs, days: list[str]) -> Group:
     )
     cited, more = _cited(f.evidence)
     evidence = "evidence: " + (refs.grouped(cited) or "-") + (f" … {more} more (--format json)" if more else "")
-    return Group(head, Padding(Text(f.message), (0, 0, 0, 4)), Padding(Text(evidence), (0, 0, 0, 4)))
+    # the head keeps its styles when it fits (it nearly always does); wrapped, it is plain
+    lines = [head] if cell_len(head.plain) <= width else _prose(head.plain, width)
+    return lines + _prose(f.message, width, indent=4, hang=0) + _prose(evidence, width, indent=4, hang=4)
 
 
-def _clients_table(clients: pl.DataFrame, eras: dict[str, str], width: int) -> Table:
-    """Clients grouped under a heading per server: a server column would not fit in 100 columns."""
+def _clients_lines(clients: pl.DataFrame, eras: dict[str, str], width: int) -> list[Text]:
+    """Clients under a heading line per server (a server column would not fit)."""
     shown = [c for c in clients.columns if c not in ("server", "server_era")]
-    headers = ["server / client" if c == "client" else _CLIENT_HEADERS.get(c, c) for c in shown]
-    rows = [{c: _cell(row[c]) for c in clients.columns} for row in clients.to_dicts()]
-    for row in rows:
-        if "outcomes" in row:
-            row["outcomes"] = "\n".join(_short(o) for o in row["outcomes"].split(", "))
-        if "acted_as" in row:
-            row["acted_as"] = row["acted_as"].replace("+", "+\n")  # `legacy+modern` would widen the table
-        if "client" in row:
-            row["client"] = "  " + _wrap(row["client"], _MAX_CLIENT)
-    fixed = ["\n".join([h, *(r[c] for r in rows)]) for c, h in zip(shown, headers, strict=True) if c != "client"]
-    headings = {r.get("server", ""): f"{r.get('server', '')} ({eras.get(r.get('server', ''), '?')})" for r in rows}
-    first_width = _flex(width, fixed, max(map(len, [*headings.values(), *(r.get("client", "") for r in rows)])))
-    t = _table("Clients")
+    headers = [_CLIENT_HEADERS.get(c, c) for c in shown]
     numeric = {name for name, dtype in clients.schema.items() if dtype.is_numeric()}
-    for col, header in zip(shown, headers, strict=True):
-        t.add_column(
-            header,
-            justify="right" if col in numeric else "left",
-            overflow="fold",
-            width=first_width if col == "client" else None,
-        )
+    rows: list[_Row] = []
     server = None
-    for row in rows:
-        if row.get("server") != server:
-            server = row.get("server")
-            era = eras.get(str(server), "")
-            heading = _wrap(headings[str(server)], first_width)
-            text = Text(heading, style="bold")
-            text.highlight_words([f"({era})"], _ERA_STYLE.get(era, ""))
-            t.add_row(text)
-        t.add_row(*(Text(row[c]) for c in shown))  # Text: names from captures are not rich markup
-    return t
+    for record in clients.to_dicts():
+        cells = {c: _cell(record[c]) for c in shown}
+        if "outcomes" in cells:
+            cells["outcomes"] = "\n".join(_short(o) for o in cells["outcomes"].split(", "))
+        if "acted_as" in cells:  # `legacy+modern`: one era a line, like the other lists
+            cells["acted_as"] = cells["acted_as"].replace("+", "\n")
+        row = _Row(cells=[cells[c] for c in shown])
+        if record.get("server") != server:
+            server = record.get("server")
+            era = eras.get(str(server), "?")
+            heading = Text.assemble((str(server), "bold"), " ", (f"({era})", _ERA_STYLE.get(era, "")))
+            row.headings = [heading] if cell_len(heading.plain) <= width else _prose(heading.plain, width)
+        rows.append(row)
+    right = frozenset(i for i, c in enumerate(shown) if c in numeric)
+    return _table_lines("Clients", headers, rows, width, right=right, indent=_STEP)
 
 
-def _legend(refs: FileRefs) -> list[str]:
+def _legend(refs: FileRefs, width: int) -> list[str]:
     """`[n] name` under its directory: a full path with its number rarely fits in 100 columns."""
     by_dir: dict[str, list[tuple[int, str]]] = {}
     for path, n in refs.numbers.items():
@@ -442,70 +660,90 @@ def _legend(refs: FileRefs) -> list[str]:
         by_dir.setdefault(head, []).append((n, name))
     lines: list[str] = []
     for head, files in by_dir.items():
-        indent = "  "
         if head:
-            lines.append(f"  {os.path.join(head, '')}")
-            indent = "    "
-        lines += [f"{indent}[{n}] {name}" for n, name in files]
+            lines.append(_ellipsized(os.path.join(head, ""), width))
+        for n, name in files:
+            number = f"  [{n}] "
+            lines.append(number + _ellipsized(name, width - cell_len(number)))
     return lines
 
 
 def render_text(analysis: Analysis, *, width: int | None = None, color: bool = False) -> str:
-    """Summary, servers, why each verdict, findings, clients, totals, input notes, files legend.
+    """Summary, servers, era legend, why each verdict, findings, clients, totals, input notes, files.
 
     `width`: columns to render at; None means the terminal's width (`COLUMNS`), at most 120, and
     100 when the output is not a terminal.
     """
     if width is None:
         width = min(shutil.get_terminal_size((100, 24)).columns, _MAX_WIDTH)
+    analysis = _shown(analysis)
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False)
     refs = FileRefs()
     days = _days(analysis)
-    console.print(Text("erascope: ", style="bold") + Text(_summary(analysis)))
-    console.print()
-    console.print(_servers_table(analysis, width))
-    console.print()
-    console.print(Text("Why each verdict" + _times_note(days), style="bold"))
-    console.print(_why_grid(analysis, refs, days))
-    console.print()
+    lines: list[Text] = _prose(Text("erascope: ") + Text(_summary(analysis)), width, hang=0)
+    lines[0].stylize("bold", 0, len("erascope:"))
+    lines += [Text(), *_servers_lines(analysis, width), Text()]
+    if analysis.servers:
+        lines += [*_legend_lines(analysis, width), Text()]
+    lines += [Text("Why each verdict" + _times_note(days), style="bold")]
+    lines += [*_why_lines(analysis, refs, days, width), Text()]
     if analysis.findings:
-        console.print(Text(f"Findings: {len(analysis.findings)}" + _times_note(days), style="bold"))
+        lines.append(Text(f"Findings: {len(analysis.findings)}" + _times_note(days), style="bold"))
         for f in _sorted(analysis.findings):
-            console.print(_finding_block(f, refs, days))
-            console.print()
+            lines += [*_finding_lines(f, refs, days, width), Text()]
     else:
-        console.print("No findings.")
-        console.print()
+        lines += [Text("No findings."), Text()]
     if analysis.clients is not None and analysis.clients.height:
-        console.print(_clients_table(analysis.clients, {v.server: v.era for v in analysis.servers}, width))
-    console.print()
-    console.print(_totals_line(analysis), markup=False)
-    for note in _input_notes(analysis):
-        console.print(note, markup=False)
+        lines += _clients_lines(analysis.clients, {v.server: v.era for v in analysis.servers}, width)
+    lines += [Text(), *_prose(_totals_line(analysis), width, hang=0)]
+    for note in _input_notes(analysis, refs=refs):
+        lines += _prose(note.lstrip(" "), width, indent=len(note) - len(note.lstrip(" ")))
     if refs.numbers:
-        console.print()
-        console.print(Text("Files", style="bold"))
-        for line in _legend(refs):
-            console.print(line, markup=False)
-    # Tables pad every line to the full width; trailing blanks only get in the way of copy and paste.
+        lines += [Text(), Text("Files", style="bold"), *(Text(line) for line in _legend(refs, width))]
+    for line in lines:
+        console.print(line, no_wrap=True, overflow="ignore", crop=False)
     return "\n".join(line.rstrip() for line in buf.getvalue().splitlines()) + "\n"
 
 
 # --- markdown ------------------------------------------------------------------------------------
-def _md_cell(value: object) -> str:
-    text = "-" if value is None or value == "" else str(value)
-    return text.replace("|", "\\|").replace("\n", "<br>")
+_MD_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"} | {c: "\\" + c for c in "\\`*_[]|~"}
+_MD_SPECIAL: Final = re.compile("[" + re.escape("".join(_MD_ESCAPES)) + "]")
 
 
-def _md_table(headers: list[str], rows: list[list[object]]) -> list[str]:
+def _md_text(text: str) -> str:
+    """Capture text as markdown that renders as exactly that text: HTML-significant characters as
+    entities, markdown punctuation backslash-escaped (`|` too, so table cells stay whole)."""
+    return _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
+
+
+def _md_code(text: str, *, table: bool = False) -> str:
+    """Capture text as a code span: nothing inside renders as markdown or HTML. The fence is one
+    backtick longer than the longest run inside; `table`: pipes escaped (GFM reads `\\|` in a
+    cell's code span as `|`)."""
+    if not text:
+        return "-"
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    if text[0] in "` " or text[-1] in "` ":
+        text = f" {text} "  # one space each side is stripped again by the renderer
+    return fence + (text.replace("|", "\\|") if table else text) + fence
+
+
+def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """A GFM table of cells that are already markdown."""
     out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)
+    out.extend("| " + " | ".join(cell or "-" for cell in row) + " |" for row in rows)
     return out
+
+
+def _md_client_cell(column: str, value: object) -> str:
+    text = _cell(value)
+    return _md_code(text, table=True) if column in ("server", "client") and text != "-" else _md_text(text)
 
 
 def render_markdown(analysis: Analysis) -> str:
     """A markdown document for postmortems, in the text report's order, with a files legend at the end."""
+    analysis = _shown(analysis)
     refs = FileRefs()
     days = _days(analysis)
     lines = ["# erascope report", "", _summary(analysis), "", "## Servers", ""]
@@ -513,41 +751,50 @@ def render_markdown(analysis: Analysis) -> str:
         ["server", "transport", "era", "modern", "legacy", "versions", "probes", "clients"],
         [
             [
-                f"`{v.server}`",
-                v.transport,
+                _md_code(v.server, table=True),
+                _md_text(v.transport),
                 f"**{v.era}**",
                 v.modern_support,
                 v.legacy_support,
-                ", ".join(v.versions),
-                ", ".join(_outcomes(v.probe_outcomes)),
-                ", ".join(v.clients),
+                _md_text(", ".join(v.versions)),
+                _md_text(", ".join(_outcomes(v.probe_outcomes))),
+                ", ".join(_md_code(c, table=True) for c in v.clients),
             ]
             for v in analysis.servers
         ],
     )
+    shown = {v.era for v in analysis.servers}
+    if shown:
+        lines += ["", "### Eras", ""]
+        lines += [f"- **{era}**: {text}" for era, text in ERA_LEGEND.items() if era in shown]
+        lines.append("- " + re.sub(r"\b(yes|no|unknown|mixed)\b", r"`\1`", _SUPPORT_LEGEND, count=0))
     lines += ["", "### Why each verdict" + _times_note(days), ""]
-    lines += [f"- `{v.server}` **{v.era}**: {_why(v, refs, days)}" for v in analysis.servers]
+    lines += [f"- {_md_code(v.server)} **{v.era}**: {_why(v, refs, days, _md_text)}" for v in analysis.servers]
     lines += ["", "## Findings" + _times_note(days), ""]
     if not analysis.findings:
         lines.append("No findings.")
     for f in _sorted(analysis.findings):
-        who = f", client `{f.client}`" if f.client else ""
-        lines.append(f"- **{f.severity.value}** `{f.rule}` on `{f.server}`{who}, {_when(f.ts, days)}: {f.message}")
+        who = f", client {_md_code(f.client)}" if f.client else ""
+        lines.append(
+            f"- **{f.severity.value}** `{f.rule}` on {_md_code(f.server)}{who}, {_when(f.ts, days)}: "
+            + _md_text(f.message)
+        )
         cited, more = _cited(f.evidence)
-        evidence = "; ".join(f"{refs.loc(e)} {e.note}".rstrip() for e in cited)
+        evidence = "; ".join(f"{refs.loc(e)} {_md_text(e.note)}".rstrip() for e in cited)
         lines.append(f"  - evidence: {evidence}" + (f"; … {more} more (see --format json)" if more else ""))
     if analysis.clients is not None and analysis.clients.height:
         lines += ["", "## Clients", ""]
-        rows = [[_cell(x) for x in row] for row in analysis.clients.iter_rows()]
-        lines += _md_table(list(analysis.clients.columns), rows)
+        columns = analysis.clients.columns
+        rows = [[_md_client_cell(c, x) for c, x in zip(columns, row, strict=True)] for row in analysis.clients.rows()]
+        lines += _md_table(list(columns), rows)
     lines += ["", "## Inputs", "", _totals_line(analysis)]
-    notes = _input_notes(analysis)
+    notes = _input_notes(analysis, _md_text)
     if notes:
         lines.append("")
         lines += [f"  - {n.strip()}" if n.startswith("  ") else f"- {n}" for n in notes]
     if refs.numbers:
         lines += ["", "## Files", ""]
-        lines += [f"- [{n}] `{path}`" for path, n in refs.numbers.items()]
+        lines += [f"- [{n}] {_md_code(path)}" for path, n in refs.numbers.items()]
     return "\n".join(lines) + "\n"
 
 

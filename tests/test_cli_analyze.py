@@ -55,7 +55,7 @@ def test_output_file(caps: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
     result = runner.invoke(app, ["analyze", str(caps), "--format", "json", "--output", str(out)])
     assert result.exit_code == 0 and result.stdout == ""
-    assert orjson.loads(out.read_bytes())["schema"] == "erascope-report/1"
+    assert orjson.loads(out.read_bytes())["schema"] == "erascope-report/2"
 
 
 @pytest.mark.usefixtures("one_warning")

@@ -59,11 +59,35 @@ def sync_readme(path: Path, *, check: bool = False) -> bool:
     return True
 
 
+class _Trimmed:
+    """A renderable whose lines end where their text ends.
+
+    Tables and markdown paragraphs pad every line to the console width; in a terminal that is
+    invisible, but piped or copied it leaves trailing spaces on every line.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        for line in console.render_lines(self.inner, options, pad=False):
+            kept = list(line)
+            while kept and not kept[-1].control and not kept[-1].text.rstrip(" "):
+                kept.pop()
+            if kept and not kept[-1].control:
+                last = kept[-1]
+                kept[-1] = Segment(last.text.rstrip(" "), last.style)
+            yield from kept
+            yield Segment.line()
+
+
 def rule_renderables(ids: list[str] | None = None, *, brief: bool = False) -> list[Any]:
     """Rich renderables documenting the rules (all, or `ids`); the caller prints them.
 
     `brief`: one table row per rule (id, severity, summary) plus the options table. Otherwise each
-    rule's summary and fixed sections, in registry order.
+    rule's summary and fixed sections, in registry order. Lines carry no trailing spaces.
     """
     from rich.markdown import Markdown
     from rich.table import Table
@@ -86,12 +110,12 @@ def rule_renderables(ids: list[str] | None = None, *, brief: bool = False) -> li
             options.add_column(col, overflow="fold")
         for name, default, doc in option_docs():
             options.add_row(name, str(default), doc)
-        return [table, options]
+        return [_Trimmed(table), _Trimmed(options)]
     out: list[Any] = []
     for rule in chosen:
         sev = rule.severity.value
-        out.append(Text.assemble((rule.id, "bold"), "  ", (sev, styles[sev]), "  ", rule.summary))
+        out.append(_Trimmed(Text.assemble((rule.id, "bold"), "  ", (sev, styles[sev]), "  ", rule.summary)))
         body = "\n\n".join(f"**{name}:** {text}" for name, text in rule.sections().items() if text)
-        out.append(Markdown(body))
+        out.append(_Trimmed(Markdown(body)))
         out.append(Text(""))
     return out
