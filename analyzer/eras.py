@@ -33,8 +33,9 @@ from typing import Final
 
 import polars as pl
 
-from analyzer.condense import Traffic, traffic_of, with_moved
+from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
+from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
 from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
 from analyzer.schema import MODERN_VERSIONS
@@ -301,17 +302,12 @@ def server_verdicts(
         return pl.col(col).list.eval(pl.element().cast(pl.String)).list.unique().list.sort()
 
     traffic = traffic if traffic is not None else traffic_of(messages)
-    # distinct names per server in each frame's own dtype first: only those few become strings
+    # the same client identities as the rules and the client table see (`analyzer.identity`)
     clients = (
-        pl.concat(
-            [
-                src.select("server", "client_name").drop_nulls().unique().pipe(as_strings)
-                for src in with_moved(messages, traffic.requests)
-            ],
-            how="vertical",
-        )
+        connection_identities(messages, traffic, traffic.requests)
+        .lazy()
         .group_by("server")
-        .agg(_clients=pl.col("client_name").unique())
+        .agg(_clients=pl.col("client").unique())
     )
     kept = messages.lazy().group_by("server").agg(
         _listed=pl.concat_list(pl.col("supported_versions").fill_null([]), pl.col("error_supported").fill_null([]))

@@ -28,6 +28,7 @@ from rich.text import Text
 from addon.errors import ErascopeError
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding
+from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
 
 REPORT_SCHEMA: Final = "erascope-report/1"
@@ -399,7 +400,8 @@ def _finding_block(f: Finding, refs: FileRefs, days: list[str]) -> Group:
 
 def _clients_table(clients: pl.DataFrame, eras: dict[str, str], width: int) -> Table:
     """Clients grouped under a heading per server: a server column would not fit in 100 columns."""
-    shown = [c for c in clients.columns if c not in ("server", "server_era")]
+    # the identity's parts are in its text (`client`); json has them apart
+    shown = [c for c in clients.columns if c not in ("server", "server_era", "identity")]
     headers = ["server / client" if c == "client" else _CLIENT_HEADERS.get(c, c) for c in shown]
     rows = [{c: _cell(row[c]) for c in clients.columns} for row in clients.to_dicts()]
     for row in rows:
@@ -407,8 +409,9 @@ def _clients_table(clients: pl.DataFrame, eras: dict[str, str], width: int) -> T
             row["outcomes"] = "\n".join(_short(o) for o in row["outcomes"].split(", "))
         if "acted_as" in row:
             row["acted_as"] = row["acted_as"].replace("+", "+\n")  # `legacy+modern` would widen the table
-        if "client" in row:
-            row["client"] = "  " + _wrap(row["client"], _MAX_CLIENT)
+        if "client" in row:  # an identity part a line (`analyzer.identity`)
+            parts = row["client"].split(IDENTITY_SEPARATOR)
+            row["client"] = "\n".join("  " + line for p in parts for line in _wrap(p, _MAX_CLIENT).splitlines())
     fixed = ["\n".join([h, *(r[c] for r in rows)]) for c, h in zip(shown, headers, strict=True) if c != "client"]
     headings = {r.get("server", ""): f"{r.get('server', '')} ({eras.get(r.get('server', ''), '?')})" for r in rows}
     first_width = _flex(width, fixed, max(map(len, [*headings.values(), *(r.get("client", "") for r in rows)])))
@@ -538,8 +541,9 @@ def render_markdown(analysis: Analysis) -> str:
         lines.append(f"  - evidence: {evidence}" + (f"; … {more} more (see --format json)" if more else ""))
     if analysis.clients is not None and analysis.clients.height:
         lines += ["", "## Clients", ""]
-        rows = [[_cell(x) for x in row] for row in analysis.clients.iter_rows()]
-        lines += _md_table(list(analysis.clients.columns), rows)
+        table = analysis.clients.drop("identity", strict=False)
+        rows = [[_cell(x) for x in row] for row in table.iter_rows()]
+        lines += _md_table(list(table.columns), rows)
     lines += ["", "## Inputs", "", _totals_line(analysis)]
     notes = _input_notes(analysis)
     if notes:

@@ -59,7 +59,7 @@ def test_expected_rules(scenario: str) -> None:
 def test_probe_storm_numbers_on_the_stdio_storm() -> None:
     analysis = analyze([_scenario("probe-storm-stdio")])
     [storm] = [f for f in analysis.findings if f.rule == "probe-storm"]
-    assert storm.client == "mcp"
+    assert storm.client == "mcp 0.1.0"  # clientInfo name and version; the corpus predates host processes
     assert storm.details["probes"] == 20
     assert storm.details["connections"] == 20
     assert storm.details["answer_runs"] == 1

@@ -46,9 +46,16 @@ class Scenario:
         client: str | None = "client",
         transport: str = "stdio",
         file: str | None = None,
+        version: str | None = None,
+        user_agent: str | None = None,
+        address: str | None = None,
     ) -> Conn:
-        """A connection (stdio spawn or HTTP client connection) to `server`."""
-        return Conn(self, server, conn, client, transport, file or f"{conn}.jsonl")
+        """A connection (stdio spawn or HTTP client connection) to `server`.
+
+        Its requests carry clientInfo `client` / `version`, and over HTTP `user_agent` and the client
+        `address` (`ip:port`); `Conn.spawn` names the host process of a stdio connection.
+        """
+        return Conn(self, server, conn, client, transport, file or f"{conn}.jsonl", version, user_agent, address)
 
     def add(self, file: str, t: float, **row: Any) -> int:
         """Append one message row at `t` seconds; returns its line number."""
@@ -82,6 +89,9 @@ class Conn:
     client: str | None
     transport: str
     file: str
+    version: str | None = None
+    user_agent: str | None = None
+    address: str | None = None
 
     def _base(self) -> dict[str, Any]:
         return {"server": self.server, "conn": self.conn, "transport": self.transport}
@@ -110,7 +120,11 @@ class Conn:
             kind="request",
             method=method,
             id=id,
-            client_name=self.client,
+            # as loading gives it: the clientInfo name, else the User-Agent
+            client_name=self.client or self.user_agent,
+            client_version=self.version,
+            user_agent=self.user_agent,
+            client_addr=self.address,
             **extra,
         )
 
@@ -268,6 +282,12 @@ class Conn:
         if answer:
             self._answer(t + 0.01, line, t, method, id, error_code=error_code, http_status=http_status)
         return line
+
+    def spawn(self, t: float, host: str | None = None) -> int:
+        """The server process started (stdio), by the host process whose command line is `host`."""
+        return self.scenario.add(
+            self.file, t, **self._base(), record_type="lifecycle", kind="lifecycle", event="spawn", host_process=host
+        )
 
     def stdout_line(self, t: float) -> int:
         """A line on the server's stdout that is not JSON-RPC."""
