@@ -47,6 +47,8 @@ YES: Final = "yes"
 NO: Final = "no"
 UNKNOWN: Final = "unknown"
 _MAX_EVIDENCE: Final = 6
+_MAX_ERROR: Final = 120
+"""Characters of a recorder's error message quoted in a why-line."""
 _NO_TEXTS: Final = pl.lit([], dtype=pl.List(pl.String()))
 
 
@@ -267,6 +269,7 @@ def server_verdicts(
     ev_all = pl.concat([evidence_frame(probes, inits), request_evidence(messages)], how="vertical_relaxed")
     ev_all = ev_all.sort("server", "ts", "file", "line", maintain_order=True).with_row_index("_row")
     ev_all = _mark_contradictions(ev_all, window)
+    ev_all = _name_upstream_failures(ev_all, messages)
     m = pl.col("_m")
     last_contra = pl.when(pl.col("_contra")).then(pl.col("ts")).forward_fill().over("server")
     ev_all = (
@@ -375,6 +378,42 @@ def server_verdicts(
             v.evidence = _contradiction(ev) if v.era == "inconsistent" else _deciding(ev, v)
         verdicts.append(v)
     return verdicts
+
+
+def _name_upstream_failures(ev: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """`ev` with the note of each piece of evidence that is an HTTP recorder's upstream failure (an
+    `http.error` other than `client-gone`: the client got the proxy's 502, not the server's answer)
+    naming it: `probe connection-died: upstream unreachable (connection-refused: [Errno 111] …)`."""
+    failed = (
+        messages.lazy()
+        .filter((pl.col("record_type") == "http.error") & (pl.col("event") != "http-error:client-gone"))
+        .select("file", "line", "event", "error_message")
+        .pipe(as_strings)
+        # the few rows, rechunked: polars 2.1 panics when `pl.format` reads the filtered string
+        # column as it comes out of the filter (binview index assertion)
+        .collect()
+        .rechunk()
+        .select(
+            pl.col("file").alias("_file"),
+            "line",
+            _why=pl.format(
+                "upstream unreachable ({}: {})",
+                pl.col("event").str.strip_prefix("http-error:"),
+                pl.col("error_message").fill_null("?").str.slice(0, _MAX_ERROR),
+            ),
+        )
+        .unique(["_file", "line"])
+    )
+    if failed.is_empty():
+        return ev
+    return (
+        ev.with_columns(_file=pl.col("file").cast(pl.String))
+        .join(failed, on=["_file", "line"], how="left", maintain_order="left")
+        .with_columns(
+            note=pl.when(pl.col("_why").is_not_null()).then(pl.format("{}: {}", "note", "_why")).otherwise("note")
+        )
+        .drop("_file", "_why")
+    )
 
 
 def _deciding(ev: pl.DataFrame, v: ServerVerdict) -> list[Evidence]:

@@ -340,6 +340,14 @@ def _wrap(text: str, width: int) -> str:
     return "\n".join(textwrap.wrap(text, width, break_on_hyphens=True)) or text
 
 
+def _identity_lines(identity: str, width: int) -> str:
+    """A client identity (`analyzer.identity`) a part a line, the parts after the first indented."""
+    first, *rest = identity.split(IDENTITY_SEPARATOR)
+    lines = _wrap(first, width).splitlines()
+    lines += ["  " + line for part in rest for line in _wrap(part, width - 2).splitlines()]
+    return "\n".join(lines)
+
+
 def _flex(width: int, fixed: list[str], natural: int) -> int:
     """The width left for the one flexible column of a table whose other columns show `fixed` cells.
 
@@ -359,7 +367,7 @@ def _servers_table(analysis: Analysis, width: int) -> Table:
             v.legacy_support,
             "\n".join(v.versions) or "-",
             "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
-            "\n".join(_wrap(c, _MAX_CLIENT) for c in v.clients) or "-",
+            "\n".join(_identity_lines(c, _MAX_CLIENT) for c in v.clients) or "-",
         ]
         for v in analysis.servers
     ]
@@ -410,8 +418,7 @@ def _clients_table(clients: pl.DataFrame, eras: dict[str, str], width: int) -> T
         if "acted_as" in row:
             row["acted_as"] = row["acted_as"].replace("+", "+\n")  # `legacy+modern` would widen the table
         if "client" in row:  # an identity part a line (`analyzer.identity`)
-            parts = row["client"].split(IDENTITY_SEPARATOR)
-            row["client"] = "\n".join("  " + line for p in parts for line in _wrap(p, _MAX_CLIENT).splitlines())
+            row["client"] = "\n".join("  " + line for line in _identity_lines(row["client"], _MAX_CLIENT).splitlines())
     fixed = ["\n".join([h, *(r[c] for r in rows)]) for c, h in zip(shown, headers, strict=True) if c != "client"]
     headings = {r.get("server", ""): f"{r.get('server', '')} ({eras.get(r.get('server', ''), '?')})" for r in rows}
     first_width = _flex(width, fixed, max(map(len, [*headings.values(), *(r.get("client", "") for r in rows)])))

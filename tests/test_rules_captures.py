@@ -27,7 +27,8 @@ EXPECTED: dict[str, set[str]] = {
     "upgrade-stdio": set(),  # the client re-probes on every start, so it follows the upgrade
     "upgrade-http": set(),
     "crash-on-start-stdio": set(),  # mcp 2.3.0 fails locally after the crash: nothing misread on the wire
-    "crash-on-start-http": {"misread-crash"},  # over HTTP it sends initialize after the dead probe
+    # the upstream never came up: the proxy answered both probe and initialize; not a client misread
+    "crash-on-start-http": {"upstream-unreachable"},
     "banner-then-work-stdio": {"stdout-pollution"},
     "banner-then-crash-stdio": {"stdout-pollution"},
     "never-answers-stdio": {"probe-timeout"},

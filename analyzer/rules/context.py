@@ -14,6 +14,7 @@ from typing import Any, Final
 
 import polars as pl
 
+from addon import format as fmt
 from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import as_strings
@@ -23,6 +24,8 @@ from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 from analyzer.spill import Spill
 
+UPSTREAM_EVENT_PREFIX: Final = "http-error:"
+"""The messages frame's `event` of an `http.error` record is this prefix and the record's `kind`."""
 PROBE_METHOD: Final = "server/discover"
 INIT_METHOD: Final = "initialize"
 NOT_REAL: Final = (PROBE_METHOD, INIT_METHOD, "ping")
@@ -136,6 +139,44 @@ class RuleContext:
         as parts in `identity`, plus the connection's first and last time. A stdio capture has one
         connection per spawn."""
         return connection_identities(self.messages, self.traffic, self._moved())
+
+    @cached_property
+    def upstream_failures(self) -> pl.DataFrame:
+        """The HTTP recorder's flow errors on the server's side, one row each (`server`, `capture`,
+        `file`, `line`, `ts`, `conn`, `flow`, `kind`, `error`).
+
+        Every `http.error` except `client-gone`: the proxy could not connect upstream, the upstream
+        reset or closed the exchange, or it timed out. The client then got the proxy's own 502 (or a
+        cut stream), not an answer from the server.
+        """
+        return (
+            self.messages.filter(
+                (pl.col("record_type") == fmt.HTTP_ERROR) & (pl.col("event") != UPSTREAM_EVENT_PREFIX + "client-gone")
+            )
+            .select(
+                "server",
+                "capture",
+                "file",
+                "line",
+                "ts",
+                "conn",
+                "flow",
+                kind=pl.col("event").cast(pl.String).str.strip_prefix(UPSTREAM_EVENT_PREFIX),
+                error="error_message",
+            )
+            .pipe(as_strings)
+            .sort("file", "line")
+            .collect()
+            # rechunked: polars 2.1 panics when `pl.format` reads a filtered string column as it
+            # comes out of the filter (binview index assertion); the rows are few
+            .rechunk()
+        )
+
+    def upstream_failure_lines(self) -> pl.DataFrame:
+        """`file`, `line` (the keys of `upstream_failures`), `failure` (`kind: error`)."""
+        return self.upstream_failures.select(
+            "file", "line", failure=pl.format("{}: {}", "kind", pl.col("error").fill_null("?"))
+        )
 
     @cached_property
     def requests(self) -> Rows:
