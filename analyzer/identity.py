@@ -47,7 +47,8 @@ IDENTITIES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "conn_start": pl.Float64(),
     "conn_end": pl.Float64(),
 }
-_PORT: Final = r":\d+$"
+_HOST_PORT: Final = r"^(\[[^\]]*\]|[^:]*):\d+$"
+"""`host:port` or `[v6]:port` (the recorder's `client`); the host is group 1."""
 
 
 def identity_text(parts: pl.Expr) -> pl.Expr:
@@ -108,7 +109,7 @@ def connection_identities(messages: pl.DataFrame | pl.LazyFrame, traffic: Traffi
     )
     agents = first(["user_agent"], pl.col("user_agent").is_not_null())
     addresses = first(["client_addr"], pl.col("client_addr").is_not_null()).select(
-        *keys, address=pl.col("client_addr").str.replace(_PORT, "")
+        *keys, address=pl.col("client_addr").str.replace(_HOST_PORT, "${1}")
     )
     hosts = first(["host_process"], pl.col("host_process").is_not_null())
     own = (

@@ -11,15 +11,25 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
 from analyzer.pipeline import analyze
-from tests.test_http_e2e import BIN, Proc, procs, start_server  # noqa: F401 (procs is a fixture)
+from tests.test_http_e2e import BIN, Proc, start_server
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """Processes a test starts, stopped (terminated, then killed) when it ends."""
+    started: list[Proc] = []
+    yield started
+    for p in reversed(started):
+        p.stop()
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN_CLIENT = ROOT / "captures" / "peers" / "modern_client.py"
@@ -61,7 +71,7 @@ def test_stdio_two_sdks_with_one_client_info_are_two_clients(
 
 
 def test_http_two_sdks_with_one_client_info_are_two_clients(
-    procs: list[Proc],  # noqa: F811
+    procs: list[Proc],
     tmp_path: Path,
     clean_env: dict[str, str],
     modern_py: Path,

@@ -11,15 +11,25 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
 from analyzer.pipeline import analyze
-from tests.test_http_e2e import BIN, Proc, procs, start_server  # noqa: F401 (procs is a fixture)
+from tests.test_http_e2e import BIN, Proc, start_server
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """Processes a test starts, stopped (terminated, then killed) when it ends."""
+    started: list[Proc] = []
+    yield started
+    for p in reversed(started):
+        p.stop()
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN_CLIENT = ROOT / "captures" / "peers" / "modern_client.py"
@@ -43,7 +53,7 @@ def record_http(procs: list[Proc], upstream: str, capdir: Path, env: dict[str, s
 
 
 def test_dead_upstream_is_warned_about_and_reported_as_upstream_unreachable(
-    procs: list[Proc],  # noqa: F811
+    procs: list[Proc],
     tmp_path: Path,
     clean_env: dict[str, str],
     modern_py: Path,
@@ -77,7 +87,7 @@ def test_dead_upstream_is_warned_about_and_reported_as_upstream_unreachable(
 
 
 def test_live_upstream_gives_no_warning(
-    procs: list[Proc],  # noqa: F811
+    procs: list[Proc],
     tmp_path: Path,
     clean_env: dict[str, str],
 ) -> None:
