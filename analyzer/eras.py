@@ -33,6 +33,7 @@ from typing import Final
 
 import polars as pl
 
+from addon import format as fmt
 from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
 from analyzer.identity import connection_identities
@@ -386,7 +387,7 @@ def _name_upstream_failures(ev: pl.DataFrame, messages: pl.DataFrame) -> pl.Data
     naming it: `probe connection-died: upstream unreachable (connection-refused: [Errno 111] …)`."""
     failed = (
         messages.lazy()
-        .filter((pl.col("record_type") == "http.error") & (pl.col("event") != "http-error:client-gone"))
+        .filter((pl.col("record_type") == fmt.HTTP_ERROR) & (pl.col("event") != "http-error:client-gone"))
         .select("file", "line", "event", "error_message")
         .pipe(as_strings)
         # the few rows, rechunked: polars 2.1 panics when `pl.format` reads the filtered string
