@@ -144,6 +144,8 @@ _MAX_NAME: Final = 40
 """Server names longer than this wrap in the "why" list (the rest of the line is for the evidence)."""
 _MAX_CLIENT: Final = 14
 """Client names longer than this wrap inside the servers and clients tables."""
+_MAX_IDENTITY_PART: Final = 22
+"""Client identities show a part a line (`analyzer.identity`); a longer part (a host command line) wraps."""
 _MAX_WIDTH: Final = 120
 """Text reports are never wider than this by default: longer lines are hard to read."""
 _ERA_STYLE: Final = {
@@ -367,7 +369,7 @@ def _servers_table(analysis: Analysis, width: int) -> Table:
             v.legacy_support,
             "\n".join(v.versions) or "-",
             "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
-            "\n".join(_identity_lines(c, _MAX_CLIENT) for c in v.clients) or "-",
+            "\n".join(_identity_lines(c, _MAX_IDENTITY_PART) for c in v.clients) or "-",
         ]
         for v in analysis.servers
     ]
@@ -418,7 +420,8 @@ def _clients_table(clients: pl.DataFrame, eras: dict[str, str], width: int) -> T
         if "acted_as" in row:
             row["acted_as"] = row["acted_as"].replace("+", "+\n")  # `legacy+modern` would widen the table
         if "client" in row:  # an identity part a line (`analyzer.identity`)
-            row["client"] = "\n".join("  " + line for line in _identity_lines(row["client"], _MAX_CLIENT).splitlines())
+            lines = _identity_lines(row["client"], _MAX_IDENTITY_PART).splitlines()
+            row["client"] = "\n".join("  " + line for line in lines)
     fixed = ["\n".join([h, *(r[c] for r in rows)]) for c, h in zip(shown, headers, strict=True) if c != "client"]
     headings = {r.get("server", ""): f"{r.get('server', '')} ({eras.get(r.get('server', ''), '?')})" for r in rows}
     first_width = _flex(width, fixed, max(map(len, [*headings.values(), *(r.get("client", "") for r in rows)])))
