@@ -10,7 +10,7 @@ import polars as pl
 from analyzer.findings import Finding, Severity
 from analyzer.messages import as_strings
 from analyzer.rules.base import rule
-from analyzer.rules.context import RuleContext
+from analyzer.rules.context import INIT_METHOD, PROBE_METHOD, RuleContext
 from analyzer.rules.frames import EVIDENCE_DTYPE, evidence
 
 _MAX_ERROR = 160
@@ -22,13 +22,16 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
     `method`. A probe or `initialize` whose outcome line is the failure, and any request of the
     failed HTTP flow."""
     fails = ctx.upstream_failures
+    schema = {"file": pl.String(), "line": pl.UInt32(), "req_line": pl.UInt32(), "method": pl.String()}
+    if fails.is_empty():  # the common case: no request scan
+        return pl.DataFrame(schema=schema)
     keys = fails.select("file", "line")
     classified = [
         frame.select(pl.col("file").cast(pl.String), pl.col("answer_line").alias("line"), req_line="line")
         .join(keys.lazy(), on=["file", "line"], how="semi")
         .with_columns(method=pl.lit(method))
         .collect()
-        for frame, method in ((ctx.probes, "server/discover"), (ctx.inits, "initialize"))
+        for frame, method in ((ctx.probes, PROBE_METHOD), (ctx.inits, INIT_METHOD))
     ]
     by_flow = (
         ctx.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
@@ -38,7 +41,6 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
         .select("file", "line", "req_line", "method")
         .collect()
     )
-    schema = {"file": pl.String(), "line": pl.UInt32(), "req_line": pl.UInt32(), "method": pl.String()}
     parts = [p.select(pl.col(name).cast(dtype) for name, dtype in schema.items()) for p in (*classified, by_flow)]
     # rechunked: see `RuleContext.upstream_failures` (polars 2.1 and `pl.format` on filtered strings)
     return pl.concat(parts, how="vertical").unique(["file", "req_line"], keep="first", maintain_order=True).rechunk()
