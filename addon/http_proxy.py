@@ -9,6 +9,7 @@ learns the real listen address (port 0 works) and the files written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import signal
@@ -25,6 +26,10 @@ from addon.writer import mitmproxy_confdir
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_IDLE_TIMEOUT = 3600
 """mitmproxy's own default (600 s) cuts quiet legacy GET streams a direct connection would keep."""
+UPSTREAM_CHECK_TIMEOUT = 3.0
+"""Seconds the start-up check waits for a TCP connection to the upstream."""
+
+logger = logging.getLogger("erascope")
 
 
 @dataclass(slots=True)
@@ -87,18 +92,44 @@ _SERVER_LOG = "mitmproxy.addons.proxyserver"
 """Logs why a listen address cannot be bound, with advice in mitmproxy's own option syntax."""
 
 
+async def upstream_problem(origin: str, timeout: float = UPSTREAM_CHECK_TIMEOUT) -> str | None:
+    """Why a TCP connection to the host and port of `origin` (`scheme://host[:port]`) fails, or None
+    when it opens (it is closed again at once; nothing is sent)."""
+    parts = urlsplit(origin)
+    host = parts.hostname or ""
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except TimeoutError:
+        return f"no connection within {timeout:g} s"
+    except OSError as exc:
+        return str(exc) or type(exc).__name__
+    writer.close()
+    with contextlib.suppress(OSError):
+        await writer.wait_closed()
+    return None
+
+
+def _authority(origin: str) -> str:
+    parts = urlsplit(origin)
+    return parts.netloc if parts.port else f"{parts.netloc}:{443 if parts.scheme == 'https' else 80}"
+
+
 class _Startup:
-    """Collects mitmproxy's error log while the servers come up, and reports the bound addresses.
+    """Collects mitmproxy's error log while the servers come up, reports the bound addresses, and
+    warns (log level warning, `erascope` logger) when the upstream does not accept a connection.
 
     Until the proxy listens, the proxy server's log goes only here (not to stderr too): a failure
     to bind is reported once, in erascope's words, by `_listen_error`.
     """
 
-    def __init__(self, on_ready: Callable[[list[tuple[str, int]]], None] | None) -> None:
+    def __init__(self, on_ready: Callable[[list[tuple[str, int]]], None] | None, origin: str) -> None:
         self.on_ready = on_ready
+        self.origin = origin
         self.errors: list[str] = []
         self.listen: list[tuple[str, int]] = []
         self.handler = _ListHandler(self.errors)
+        self._check: asyncio.Task[None] | None = None
 
     def attach(self) -> None:
         logging.getLogger().addHandler(self.handler)
@@ -123,6 +154,19 @@ class _Startup:
         self.detach()
         if self.on_ready is not None:
             self.on_ready(self.listen)
+        # in the background: the proxy serves at once; a refused or silent upstream is only named
+        self._check = asyncio.get_running_loop().create_task(self.check_upstream())
+
+    async def check_upstream(self) -> None:
+        """Log a warning when the upstream does not accept a TCP connection: every request would then
+        get the proxy's 502, recorded as `http.error` (the analyzer's `upstream-unreachable`)."""
+        why = await upstream_problem(self.origin)
+        if why is not None:
+            logger.warning(
+                "upstream %s does not answer (%s): clients will get the proxy's 502 until it does",
+                _authority(self.origin),
+                why,
+            )
 
 
 def _listen_error(host: str, port: int, errors: list[str]) -> ErascopeError:
@@ -162,7 +206,7 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
     # configured, and mitmproxy's default is ~/.mitmproxy
     opts = options.Options(confdir=str(confdir))
     m = master.Master(opts)
-    startup = _Startup(on_ready)
+    startup = _Startup(on_ready, origin)
     startup.attach()
     recorder = HttpRecorder()
     m.addons.add(*addons.default_addons())

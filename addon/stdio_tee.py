@@ -91,6 +91,32 @@ class SpawnFailed(ErascopeError):
 # --- pure helpers ----------------------------------------------------------------------------------
 
 
+def process_argv(pid: int) -> list[str] | None:
+    """The command line of process `pid` as its argv, or None when the system does not show it.
+
+    Read from `/proc/<pid>/cmdline` (Linux); elsewhere, or for a process that is gone or hides its
+    command line, None. Bytes that are not UTF-8 are replaced (a record must be valid JSON text).
+    """
+    try:
+        data = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    if not data:  # a zombie, or a kernel thread
+        return None
+    return [arg.decode("utf-8", "replace") for arg in data.removesuffix(b"\0").split(b"\0")]
+
+
+def parent_fields(redactor: Redactor) -> dict[str, object]:
+    """`parent_pid` and `parent_argv` (redacted like the server's) of the process that started the tee.
+
+    That process is the MCP host (the client) that put `erascope record stdio` in its server config:
+    the analyzer tells clients apart by it (captures/FORMAT.md, the `spawn` event).
+    """
+    pid = os.getppid()
+    argv = process_argv(pid)
+    return {"parent_pid": pid, "parent_argv": None if argv is None else redactor.argv(argv)}
+
+
 def server_key(argv: Sequence[str]) -> str:
     """A stable, readable server key from a command line: the command's basename plus what it runs.
 
@@ -511,6 +537,8 @@ class StdioTee:
         self._stderr_lock = threading.Lock()
         self._redactor = redactor or Redactor()
         self.argv = self._redactor.argv(self.cmd)
+        self.parent = parent_fields(self._redactor)
+        """The host process that started the tee (recorded on `spawn`), read once at start."""
         self.server = server or server_key(self.argv)
         self.conn = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         extra = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
@@ -683,7 +711,7 @@ class StdioTee:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; else plain pids
             self._pidfd = os.pidfd_open(proc.pid)
-        self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=os.getcwd())
+        self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=os.getcwd(), **self.parent)
         for fd in (proc.stdin.fileno(), proc.stdout.fileno(), self.stdin_fd, self.stdout_fd):
             _grow_pipe(fd)
 

@@ -1,7 +1,8 @@
 """The client table: per server and client, how it probed, what it concluded, what the rules found.
 
-A client is named by its clientInfo (probe envelope or `initialize`), else its User-Agent (HTTP),
-else `unknown`; every connection gets the first name seen on it (one stdio spawn is one connection).
+A client is its identity (`analyzer.identity`): clientInfo name and version, over HTTP the
+User-Agent and the client's host, over stdio the host process that started the recorder. Two
+connections are one client only when all of these match.
 """
 
 from __future__ import annotations
@@ -11,12 +12,14 @@ from typing import Any, Final
 import polars as pl
 
 from analyzer.findings import Finding
+from analyzer.identity import IDENTITY_DTYPE
 from analyzer.rules.context import RuleContext
 from analyzer.rules.options import RuleOptions
 
 CLIENT_TABLE_SCHEMA: Final[dict[str, pl.DataType]] = {
     "server": pl.String(),
-    "client": pl.String(),
+    "client": pl.String(),  # the identity as text
+    "identity": IDENTITY_DTYPE,  # its parts: name, version, user_agent, address, host_process
     "connections": pl.UInt32(),
     "requests": pl.UInt32(),  # real requests (not probe, initialize or ping)
     "probes": pl.UInt32(),
@@ -50,7 +53,7 @@ def client_table(analysis: Any, findings: list[Finding] | None = None) -> pl.Dat
     )
     base = (
         ctx.conn_clients.group_by(keys)
-        .agg(pl.col("conn").n_unique().cast(pl.UInt32()).alias("connections"))
+        .agg(pl.col("identity").first(), pl.col("conn").n_unique().cast(pl.UInt32()).alias("connections"))
         .join(
             reqs.lazy()
             .group_by(keys)

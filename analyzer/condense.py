@@ -96,7 +96,9 @@ REQUEST_COLUMNS: Final = (
     "session_id",
     "peer",
     "client_name",
+    "client_version",
     "user_agent",
+    "client_addr",
 )
 """The columns of a request row that anything reads once its exchange is condensed."""
 ANSWERS_SCHEMA: Final = {

@@ -35,8 +35,10 @@ from typing import Final
 
 import polars as pl
 
-from analyzer.condense import Traffic, traffic_of, with_moved
+from addon import format as fmt
+from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
+from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
 from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
 from analyzer.schema import MODERN_VERSIONS
@@ -52,6 +54,8 @@ ERAS: Final = ("dual-era", "modern-only", "modern", "legacy", "broken", "unknown
 MIXED: Final = "mixed"
 """Support of an `inconsistent` server that answered this dimension both ways at the same time."""
 _MAX_EVIDENCE: Final = 6
+_MAX_ERROR: Final = 120
+"""Characters of a recorder's error message quoted in a why-line."""
 _NO_TEXTS: Final = pl.lit([], dtype=pl.List(pl.String()))
 
 
@@ -272,6 +276,7 @@ def server_verdicts(
     ev_all = pl.concat([evidence_frame(probes, inits), request_evidence(messages)], how="vertical_relaxed")
     ev_all = ev_all.sort("server", "ts", "file", "line", maintain_order=True).with_row_index("_row")
     ev_all = _mark_contradictions(ev_all, window)
+    ev_all = _name_upstream_failures(ev_all, messages)
     m = pl.col("_m")
     last_contra = pl.when(pl.col("_contra")).then(pl.col("ts")).forward_fill().over("server")
     ev_all = (
@@ -307,17 +312,12 @@ def server_verdicts(
         return pl.col(col).list.eval(pl.element().cast(pl.String)).list.unique().list.sort()
 
     traffic = traffic if traffic is not None else traffic_of(messages)
-    # distinct names per server in each frame's own dtype first: only those few become strings
+    # the same client identities as the rules and the client table see (`analyzer.identity`)
     clients = (
-        pl.concat(
-            [
-                src.select("server", "client_name").drop_nulls().unique().pipe(as_strings)
-                for src in with_moved(messages, traffic.requests)
-            ],
-            how="vertical",
-        )
+        connection_identities(messages, traffic, traffic.requests)
+        .lazy()
         .group_by("server")
-        .agg(_clients=pl.col("client_name").unique())
+        .agg(_clients=pl.col("client").unique())
     )
     kept = messages.lazy().group_by("server").agg(
         _listed=pl.concat_list(pl.col("supported_versions").fill_null([]), pl.col("error_supported").fill_null([]))
@@ -399,6 +399,42 @@ def _mark_mixed(ev: pl.DataFrame, v: ServerVerdict, window: float) -> None:
         values = set(recent.filter(pl.col("dim") == dim).get_column("value").to_list())
         if {YES, NO} <= values:
             setattr(v, f"{dim}_support", MIXED)
+
+
+def _name_upstream_failures(ev: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """`ev` with the note of each piece of evidence that is an HTTP recorder's upstream failure (an
+    `http.error` other than `client-gone`: the client got the proxy's 502, not the server's answer)
+    naming it: `probe connection-died: upstream unreachable (connection-refused: [Errno 111] …)`."""
+    failed = (
+        messages.lazy()
+        .filter((pl.col("record_type") == fmt.HTTP_ERROR) & (pl.col("event") != "http-error:client-gone"))
+        .select("file", "line", "event", "error_message")
+        .pipe(as_strings)
+        # the few rows, rechunked: polars 2.1 panics when `pl.format` reads the filtered string
+        # column as it comes out of the filter (binview index assertion)
+        .collect()
+        .rechunk()
+        .select(
+            pl.col("file").alias("_file"),
+            "line",
+            _why=pl.format(
+                "upstream unreachable ({}: {})",
+                pl.col("event").str.strip_prefix("http-error:"),
+                pl.col("error_message").fill_null("?").str.slice(0, _MAX_ERROR),
+            ),
+        )
+        .unique(["_file", "line"])
+    )
+    if failed.is_empty():
+        return ev
+    return (
+        ev.with_columns(_file=pl.col("file").cast(pl.String))
+        .join(failed, on=["_file", "line"], how="left", maintain_order="left")
+        .with_columns(
+            note=pl.when(pl.col("_why").is_not_null()).then(pl.format("{}: {}", "note", "_why")).otherwise("note")
+        )
+        .drop("_file", "_why")
+    )
 
 
 def _deciding(ev: pl.DataFrame, v: ServerVerdict) -> list[Evidence]:

@@ -311,7 +311,9 @@ def _type_error(obj: dict[str, Any]) -> str | None:
         value = obj.get(name)
         if value is None:
             continue
-        if isinstance(dtype, pl.List):
+        if dtype == pl.List(pl.String()):
+            ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
+        elif isinstance(dtype, pl.List):
             ok = isinstance(value, list) and all(
                 isinstance(pair, list) and all(isinstance(x, str) for x in pair) for pair in value
             )

@@ -346,6 +346,8 @@ def _plan(
             pl.when(is_req).then(pl.col("_meta_client_version")), _path(ptext, "$.clientInfo.version")
         ),
         user_agent=ua,
+        client_addr=pl.when(rtype == fmt.HTTP_REQUEST).then(pl.col("client")),
+        host_process=pl.when(rtype == fmt.LIFECYCLE).then(pl.col("parent_argv").list.join(" ")),
         event=pl.col("_event"),
         exit_code=pl.when(rtype == fmt.LIFECYCLE).then(pl.col("code")),
         signal=pl.col("signal"),
@@ -382,6 +384,8 @@ CATEGORICAL_COLUMNS: Final = (
     "client_name",
     "client_version",
     "user_agent",
+    "client_addr",
+    "host_process",
     "event",
     "signal",
     "capture",

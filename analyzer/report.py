@@ -35,6 +35,7 @@ from rich.text import Text
 from addon.errors import ErascopeError
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding
+from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
 
 REPORT_SCHEMA: Final = "erascope-report/2"
@@ -455,6 +456,12 @@ def _ellipsized(word: str, width: int) -> str:
     return text
 
 
+def _identity_cell(identity: str) -> str:
+    """A client identity (`analyzer.identity`) a part a line, the later parts marked `·`."""
+    first, *rest = identity.split(IDENTITY_SEPARATOR)
+    return "\n".join([first, *(f"· {part}" for part in rest)])
+
+
 def _words_wrapped(text: str, width: int) -> list[str]:
     """`text` in lines of at most `width` cells, broken only at spaces (explicit newlines kept)."""
     lines: list[str] = []
@@ -588,7 +595,7 @@ def _servers_lines(analysis: Analysis, width: int) -> list[Text]:
                 v.legacy_support,
                 "\n".join(v.versions) or "-",
                 "\n".join(_outcomes(v.probe_outcomes, short=True)) or "-",
-                "\n".join(v.clients) or "-",
+                "\n".join(_identity_cell(c) for c in v.clients) or "-",
             ],
             styles=[_ERA_STYLE.get(v.era, ""), "", _ERA_STYLE.get(v.era, "")],
         )
@@ -630,7 +637,8 @@ def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> l
 
 def _clients_lines(clients: pl.DataFrame, eras: dict[str, str], width: int) -> list[Text]:
     """Clients under a heading line per server (a server column would not fit)."""
-    shown = [c for c in clients.columns if c not in ("server", "server_era")]
+    # the identity's parts are in its text (`client`); json has them apart
+    shown = [c for c in clients.columns if c not in ("server", "server_era", "identity")]
     headers = [_CLIENT_HEADERS.get(c, c) for c in shown]
     numeric = {name for name, dtype in clients.schema.items() if dtype.is_numeric()}
     rows: list[_Row] = []
@@ -641,6 +649,8 @@ def _clients_lines(clients: pl.DataFrame, eras: dict[str, str], width: int) -> l
             cells["outcomes"] = "\n".join(_short(o) for o in cells["outcomes"].split(", "))
         if "acted_as" in cells:  # `legacy+modern`: one era a line, like the other lists
             cells["acted_as"] = cells["acted_as"].replace("+", "\n")
+        if "client" in cells:
+            cells["client"] = _identity_cell(cells["client"])
         row = _Row(cells=[cells[c] for c in shown])
         if record.get("server") != server:
             server = record.get("server")
@@ -784,8 +794,9 @@ def render_markdown(analysis: Analysis) -> str:
         lines.append(f"  - evidence: {evidence}" + (f"; … {more} more (see --format json)" if more else ""))
     if analysis.clients is not None and analysis.clients.height:
         lines += ["", "## Clients", ""]
-        columns = analysis.clients.columns
-        rows = [[_md_client_cell(c, x) for c, x in zip(columns, row, strict=True)] for row in analysis.clients.rows()]
+        table = analysis.clients.drop("identity", strict=False)
+        columns = table.columns
+        rows = [[_md_client_cell(c, x) for c, x in zip(columns, row, strict=True)] for row in table.rows()]
         lines += _md_table(list(columns), rows)
     lines += ["", "## Inputs", "", _totals_line(analysis)]
     notes = _input_notes(analysis, _md_text)

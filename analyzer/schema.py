@@ -41,6 +41,7 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
     "signal": pl.String(),
     "error": pl.String(),
     "lost": pl.Int64(),
+    "parent_argv": pl.List(pl.String()),  # spawn: the host process that started the tee, redacted
     # http
     "flow": pl.String(),
     "method": pl.String(),
@@ -111,6 +112,8 @@ MESSAGES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "client_name": pl.String(),  # clientInfo name (envelope or initialize), else User-Agent
     "client_version": pl.String(),
     "user_agent": pl.String(),
+    "client_addr": pl.String(),  # http.request: the client's address `ip:port` as the recorder saw it
+    "host_process": pl.String(),  # stdio spawn: the command line of the host that started the tee
     "event": pl.String(),  # lifecycle event; for stdio `exit` also code/signal below
     "exit_code": pl.Int64(),
     "signal": pl.String(),

@@ -12,6 +12,8 @@ from analyzer.clients import CLIENT_TABLE_SCHEMA, client_table
 from analyzer.rules import run_rules
 from analyzer.rules.scenario import Scenario
 
+_NO_PARTS = dict.fromkeys(("name", "version", "user_agent", "address", "host_process"))
+
 
 def test_client_table_counts_and_findings() -> None:
     s = Scenario()
@@ -30,6 +32,7 @@ def test_client_table_counts_and_findings() -> None:
         {
             "server": ["weather", "weather"],
             "client": ["agent", "classic"],
+            "identity": [dict(_NO_PARTS, name="agent"), dict(_NO_PARTS, name="classic")],
             "connections": [6, 1],
             "requests": [6, 1],
             "probes": [6, 1],
@@ -95,3 +98,90 @@ def test_acted_as_names_both_eras_in_name_order_and_none_for_probes_only() -> No
     s.conn("weather", "probing", client="prober").probe(1.0, "discover-result")
     table = client_table(s.analysis(), findings=[])
     assert dict(zip(table["client"], table["acted_as"], strict=True)) == {"both": "legacy+modern", "prober": "none"}
+
+
+# --- client identity: clientInfo name and version, User-Agent, client address, host process ------
+
+
+def _clients(s: Scenario) -> dict[str, int]:
+    table = client_table(s.analysis(), findings=[])
+    return dict(zip(table["client"], table["connections"], strict=True))
+
+
+def test_stdio_clients_with_one_client_info_are_told_apart_by_their_host_process() -> None:
+    # both mcp SDKs send clientInfo {"name": "mcp", "version": "0.1.0"}
+    s = Scenario()
+    for i, host in enumerate(["/venv/bin/python agent.py", "/legacy/bin/python agent.py", "/venv/bin/python agent.py"]):
+        c = s.conn("weather", f"spawn{i}", client="mcp", version="0.1.0")
+        c.spawn(i * 1.0, host=host)
+        c.probe(i * 1.0 + 0.1, "discover-result")
+    assert _clients(s) == {
+        "mcp 0.1.0 · host: /legacy/bin/python agent.py": 1,
+        "mcp 0.1.0 · host: /venv/bin/python agent.py": 2,  # the same program twice: one client
+    }
+
+
+def test_http_clients_are_told_apart_by_user_agent_and_client_host_not_port() -> None:
+    s = Scenario()
+    conns = [
+        ("c1", "python-httpx2/2.16.2", "127.0.0.1:40001"),
+        ("c2", "python-httpx2/2.16.2", "127.0.0.1:40002"),  # another connection of the same program
+        ("c3", "python-httpx/0.28.1", "127.0.0.1:40003"),  # another SDK on the same host
+        ("c4", "python-httpx2/2.16.2", "10.0.0.7:40001"),  # the same SDK on another host
+    ]
+    for i, (conn, agent, address) in enumerate(conns):
+        c = s.conn("api", conn, client="mcp", version="0.1.0", transport="http", user_agent=agent, address=address)
+        c.probe(i * 1.0, "discover-result")
+    assert _clients(s) == {
+        "mcp 0.1.0 · python-httpx/0.28.1 · from 127.0.0.1": 1,
+        "mcp 0.1.0 · python-httpx2/2.16.2 · from 10.0.0.7": 1,
+        "mcp 0.1.0 · python-httpx2/2.16.2 · from 127.0.0.1": 2,
+    }
+
+
+def test_identity_without_client_info_and_ipv6_address() -> None:
+    s = Scenario()
+    c = s.conn("api", "c1", client=None, transport="http", user_agent="curl/8.5.0", address="[::1]:5000")
+    c.call(0.0, modern=True)
+    s.conn("weather", "spawn", client=None).call(0.0)  # nothing names it
+    assert set(_clients(s)) == {"curl/8.5.0 · from [::1]", "unknown"}
+
+
+def test_session_continuations_take_the_identity_of_the_initializing_connection() -> None:
+    s = Scenario()
+    first = s.conn("api", "c1", client="host", version="1.2", transport="http", user_agent="ua/1", address="10.0.0.1:1")
+    first.init(0.0)
+    s.add("c1.jsonl", 0.02, server="api", conn="c1", transport="http", record_type="http.response", dir="s2c",
+          kind="response", session_id="sess-1")
+    later = s.conn("api", "c2", client=None, transport="http", user_agent="ua/1", address="10.0.0.1:2")
+    later.call(1.0, session="sess-1")
+    assert _clients(s) == {"host 1.2 · ua/1 · from 10.0.0.1": 2}
+
+
+def test_client_table_shows_the_identity_parts() -> None:
+    s = Scenario()
+    c = s.conn("weather", "spawn", client="mcp", version="0.1.0")
+    c.spawn(0.0, host="python agent.py --token=hmac:abc")
+    c.probe(0.1, "discover-result")
+    h = s.conn("api", "c1", client="mcp", version="0.1.0", transport="http", user_agent="ua/1", address="10.0.0.1:9")
+    h.probe(0.0, "discover-result")
+    table = client_table(s.analysis(), findings=[])
+    assert table["identity"].to_list() == [
+        {"name": "mcp", "version": "0.1.0", "user_agent": "ua/1", "address": "10.0.0.1", "host_process": None},
+        {"name": "mcp", "version": "0.1.0", "user_agent": None, "address": None,
+         "host_process": "python agent.py --token=hmac:abc"},
+    ]
+
+
+def test_server_verdicts_list_the_same_client_identities_as_the_client_table() -> None:
+    from analyzer.eras import server_verdicts
+
+    s = Scenario()
+    for i, agent in enumerate(["python-httpx2/2.16.2", "python-httpx/0.28.1"]):
+        c = s.conn("api", f"c{i}", client="mcp", version="0.1.0", transport="http", user_agent=agent,
+                   address=f"127.0.0.1:{4000 + i}")
+        c.probe(i * 1.0, "discover-result")
+    a = s.analysis()
+    [verdict] = server_verdicts(a.messages, a.probes, a.inits)
+    assert verdict.clients == sorted(client_table(a, findings=[])["client"].to_list())
+    assert len(verdict.clients) == 2

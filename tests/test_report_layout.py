@@ -52,7 +52,9 @@ def test_every_server_name_and_era_appears_whole(corpus: Analysis, width: int) -
     servers = text.split("\nServers\n", 1)[1].split("\n\n", 1)[0]
     for v in corpus.servers:
         assert re.search(rf"(^|\s){re.escape(v.server)}(\s|$)", servers, re.M), (width, v.server)
-        for token in (v.era, *v.versions, *v.clients):
+        # a client identity shows a part a line (`analyzer.identity`), each part whole
+        parts = [part for c in v.clients for part in c.split(" · ")]
+        for token in (v.era, *v.versions, *parts):
             assert re.search(rf"(^|\s){re.escape(token)}(\s|,|$)", servers, re.M), (width, token)
 
 
@@ -64,7 +66,9 @@ def test_a_wide_terminal_keeps_each_server_on_few_lines(corpus: Analysis) -> Non
     body = [line for line in servers if line.strip() and not set(line.strip()) <= {"─"}]
     stacked = any(line == v.server for line in body for v in corpus.servers)
     expected = sum(
-        max(len(v.versions), len(v.probe_outcomes), len(v.clients), 1) + (1 if stacked else 0) for v in corpus.servers
+        max(len(v.versions), len(v.probe_outcomes), sum(len(c.split(" · ")) for c in v.clients), 1)
+        + (1 if stacked else 0)
+        for v in corpus.servers
     )
     header_lines = len(body) - expected
     assert header_lines == 1, "\n".join(servers)

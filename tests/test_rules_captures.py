@@ -27,7 +27,8 @@ EXPECTED: dict[str, set[str]] = {
     "upgrade-stdio": set(),  # the client re-probes on every start, so it follows the upgrade
     "upgrade-http": set(),
     "crash-on-start-stdio": set(),  # mcp 2.3.0 fails locally after the crash: nothing misread on the wire
-    "crash-on-start-http": {"misread-crash"},  # over HTTP it sends initialize after the dead probe
+    # the upstream never came up: the proxy answered both probe and initialize; not a client misread
+    "crash-on-start-http": {"upstream-unreachable"},
     "banner-then-work-stdio": {"stdout-pollution"},
     "banner-then-crash-stdio": {"stdout-pollution"},
     "never-answers-stdio": {"probe-timeout"},
@@ -59,7 +60,7 @@ def test_expected_rules(scenario: str) -> None:
 def test_probe_storm_numbers_on_the_stdio_storm() -> None:
     analysis = analyze([_scenario("probe-storm-stdio")])
     [storm] = [f for f in analysis.findings if f.rule == "probe-storm"]
-    assert storm.client == "mcp"
+    assert storm.client == "mcp 0.1.0"  # clientInfo name and version; the corpus predates host processes
     assert storm.details["probes"] == 20
     assert storm.details["connections"] == 20
     assert storm.details["answer_runs"] == 1

@@ -32,6 +32,7 @@ CONTRACT_IDS = {
     "malformed-probe",
     "rc-error-code",
     "probe-timeout",
+    "upstream-unreachable",
 }
 
 

@@ -867,3 +867,24 @@ def test_disk_full_while_recording(tmp_path: Path, clean_env: dict[str, str]) ->
     # client-eof, exit and server-eof.
     assert written + lost == 2 * 400 + 4
     assert written > 0 and lost > 0
+
+
+def test_spawn_names_the_host_process_that_started_the_tee(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    # The host (the MCP client) is the tee's parent: here a Python process that runs the tee.
+    host = "import subprocess, sys; subprocess.run(sys.argv[1:], input=b'hi\\n', capture_output=True)"
+    tee = tee_cmd(tmp_path, "cat")
+    proc = run([PY, "-c", host, *tee], clean_env)
+    assert proc.returncode == 0, proc.stderr
+    spawn = lifecycle(only_capture(tmp_path), fmt.EV_SPAWN)
+    assert isinstance(spawn["parent_pid"], int) and spawn["parent_pid"] not in (os.getpid(), 1)
+    assert spawn["parent_argv"] == [PY, "-c", host, *tee]
+
+
+def test_parent_command_line_is_redacted_like_the_servers(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    host = "import subprocess, sys; subprocess.run(sys.argv[3:], input=b'hi\\n', capture_output=True)"
+    proc = run([PY, "-c", host, "--token=tok-host-123", "x", *tee_cmd(tmp_path, "cat")], clean_env)
+    assert proc.returncode == 0, proc.stderr
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))
+    assert b"tok-host-123" not in raw
+    spawn = lifecycle(only_capture(tmp_path), fmt.EV_SPAWN)
+    assert spawn["parent_argv"][3].startswith("--token=hmac:")

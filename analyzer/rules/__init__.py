@@ -17,6 +17,7 @@ from analyzer.rules.options import RuleOptions
 from analyzer.rules.retries import retry_loop, retry_same_id, retry_unsupported_version
 from analyzer.rules.storms import probe_storm, probe_timeout
 from analyzer.rules.timeline import rollout_split, stale_era
+from analyzer.rules.upstream import blame_upstream, upstream_unreachable
 
 __all__ = ["REGISTRY", "Rule", "RuleContext", "RuleOptions", "run_rules", "sort_findings"]
 
@@ -37,6 +38,7 @@ REGISTRY: Final[dict[str, Rule]] = {
         malformed_probe,
         rc_error_code,
         probe_timeout,
+        upstream_unreachable,
     )
 }
 """Every rule by id, in documentation order. Adding a rule means adding it here."""
@@ -80,4 +82,4 @@ def run_rules(
     for rule_id, rule in REGISTRY.items():
         if only is None or rule_id in only:
             findings.extend(rule.run(ctx))
-    return sort_findings(findings)
+    return sort_findings(blame_upstream(findings, ctx))

@@ -14,7 +14,9 @@ from typing import Any, Final
 
 import polars as pl
 
-from analyzer.condense import Rows, Traffic, has_rows, traffic_of, with_moved
+from addon import format as fmt
+from analyzer.condense import Rows, Traffic, has_rows, traffic_of
+from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import as_strings
 from analyzer.probes import UNSUPPORTED_CODES
 from analyzer.rules.frames import as_lazy, pair_key
@@ -22,12 +24,13 @@ from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 from analyzer.spill import Spill
 
+UPSTREAM_EVENT_PREFIX: Final = "http-error:"
+"""The messages frame's `event` of an `http.error` record is this prefix and the record's `kind`."""
 PROBE_METHOD: Final = "server/discover"
 INIT_METHOD: Final = "initialize"
 NOT_REAL: Final = (PROBE_METHOD, INIT_METHOD, "ping")
 """Requests that only negotiate or keep alive; everything else is a real request (tools/call, …)."""
 __all__ = ["UNSUPPORTED_CODES", "RuleContext", "era_of_probe", "modern_list", "request_style"]
-UNKNOWN_CLIENT: Final = "unknown"
 
 _NEXT_COLUMNS: Final = ("file", "line", "ts", "method", "id", "meta_version", "has_envelope", "conn", "init_outcome")
 _VIEW_COLUMNS: Final = (
@@ -132,70 +135,47 @@ class RuleContext:
 
     @cached_property
     def conn_clients(self) -> pl.DataFrame:
-        """One client name per (server, conn).
+        """One client per (server, conn): its identity (`analyzer.identity`), as text in `client` and
+        as parts in `identity`, plus the connection's first and last time. A stdio capture has one
+        connection per spawn."""
+        return connection_identities(self.messages, self.traffic, self._moved())
 
-        The first clientInfo name on the connection (probe envelope or `initialize`); else, over
-        HTTP, the clientInfo of the connection whose session this connection continues (legacy
-        clients send later requests with only `mcp-session-id`, often on new connections); else
-        the first User-Agent; else `unknown`. A stdio capture has one connection per spawn.
+    @cached_property
+    def upstream_failures(self) -> pl.DataFrame:
+        """The HTTP recorder's flow errors on the server's side, one row each (`server`, `capture`,
+        `file`, `line`, `ts`, `conn`, `flow`, `kind`, `error`).
+
+        Every `http.error` except `client-gone`: the proxy could not connect upstream, the upstream
+        reset or closed the exchange, or it timed out. The client then got the proxy's own 502 (or a
+        cut stream), not an answer from the server.
         """
-        sources = with_moved(self.messages, self._moved())
-
-        def first(src: pl.LazyFrame, value: str, where: pl.Expr) -> pl.LazyFrame:
-            # the earliest value per connection in the frame's own dtype; only these rows become strings
-            return (
-                src.filter(pl.col("conn").is_not_null() & where)
-                .group_by("server", "conn")
-                .agg(pl.col(value, "ts", "seq").sort_by("ts", "seq", nulls_last=True).first())
-                .pipe(as_strings)
-            )
-
-        def earliest(parts: list[pl.LazyFrame], value: str) -> pl.LazyFrame:
-            return (
-                pl.concat(parts, how="vertical")
-                .sort("ts", "seq", nulls_last=True, maintain_order=True)
-                .group_by("server", "conn", maintain_order=True)
-                .agg(pl.col(value).first())
-            )
-
-        # the messages frame falls back to the User-Agent in client_name; only a differing name is clientInfo
-        is_info = pl.col("client_name").is_not_null() & (
-            pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent"))
-        )
-        infos = earliest([first(src, "client_name", is_info) for src in sources], "client_name")
-        has_agent = pl.col("user_agent").is_not_null()
-        agents = earliest([first(src, "user_agent", has_agent) for src in sources], "user_agent")
-        named_rows = infos.rename({"client_name": "_info"}).join(
-            agents.rename({"user_agent": "_ua"}), on=["server", "conn"], how="full", coalesce=True
-        )
-        # first seen and session ids come from `traffic`: condensing dropped rows that carry them
-        sessions = self.traffic.sessions.lazy().sort("ts", "seq", nulls_last=True).pipe(as_strings)
-        first_session = sessions.group_by("server", "conn").agg(pl.col("session_id").first().alias("_session"))
-        per_conn = (
-            self.traffic.conns.lazy()
-            .pipe(as_strings)
-            .join(named_rows, on=["server", "conn"], how="left")
-            .join(first_session, on=["server", "conn"], how="left")
-            .rename({"start": "conn_start", "end": "conn_end"})
-        )
-        named = per_conn.filter(pl.col("_info").is_not_null()).select("server", "conn", "_info")
-        owners = (
-            sessions.select("server", "conn", "session_id")
-            .join(named, on=["server", "conn"])
-            .group_by("server", "session_id")
-            .agg(pl.col("_info").first().alias("_owner"))
-            .rename({"session_id": "_session"})
-        )
         return (
-            per_conn.join(owners, on=["server", "_session"], how="left")
+            self.messages.filter(
+                (pl.col("record_type") == fmt.HTTP_ERROR) & (pl.col("event") != UPSTREAM_EVENT_PREFIX + "client-gone")
+            )
             .select(
                 "server",
+                "capture",
+                "file",
+                "line",
+                "ts",
                 "conn",
-                pl.coalesce("_info", "_owner", "_ua", pl.lit(UNKNOWN_CLIENT)).alias("client"),
-                "conn_start",
-                "conn_end",
+                "flow",
+                kind=pl.col("event").cast(pl.String).str.strip_prefix(UPSTREAM_EVENT_PREFIX),
+                error="error_message",
             )
+            .pipe(as_strings)
+            .sort("file", "line")
             .collect()
+            # rechunked: polars 2.1 panics when `pl.format` reads a filtered string column as it
+            # comes out of the filter (binview index assertion); the rows are few
+            .rechunk()
+        )
+
+    def upstream_failure_lines(self) -> pl.DataFrame:
+        """`file`, `line` (the keys of `upstream_failures`), `failure` (`kind: error`)."""
+        return self.upstream_failures.select(
+            "file", "line", failure=pl.format("{}: {}", "kind", pl.col("error").fill_null("?"))
         )
 
     @cached_property

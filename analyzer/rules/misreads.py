@@ -17,10 +17,18 @@ _CRASH = ("connection-died", "garbage")
 
 def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
     """Crashed or garbled probes the client followed with `initialize`, classified as a misread or as
-    the documented recovery (a served `initialize` on a fresh process of a server with no modern answer)."""
+    the documented recovery (a served `initialize` on a fresh process of a server with no modern answer).
+
+    A probe whose "crash" was the recorder failing to reach the server (`upstream-unreachable`) is
+    left out: the server never saw it, so what the client concluded says nothing about either.
+    """
     modern_servers = ctx.probe_rows.filter(era_of_probe() == "modern").select("server").unique()
-    rows = ctx.probe_rows.filter(pl.col("outcome").is_in(_CRASH) & pl.col("next_is_init")).join(
-        modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left"
+    proxy_failed = ctx.upstream_failures.select("file", answer_line="line")
+    rows = (
+        ctx.probe_rows.filter(pl.col("outcome").is_in(_CRASH) & pl.col("next_is_init"))
+        .with_columns(pl.col("file").cast(pl.String))
+        .join(proxy_failed, on=["file", "answer_line"], how="anti")
+        .join(modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left")
     )
     recovery = (
         ~pl.col("next_same_conn")
@@ -74,6 +82,9 @@ def misread_crash(ctx: RuleContext) -> pl.DataFrame:
         the server exits), or on a later connection when that `initialize` failed too or the server
         answers other probes as modern.
 
+        Not when the "crash" was the HTTP recorder failing to reach the server (`upstream-unreachable`
+        reports that): the server never saw the probe.
+
     Why it matters:
         A crash says nothing about the era. Clients that cache "legacy" after one crash make a modern
         server permanently unusable, or keep talking to a process that is gone.
@@ -99,7 +110,8 @@ def probe_kills_server(ctx: RuleContext) -> pl.DataFrame:
     What it flags:
         Probe outcome `connection-died` or `garbage`, followed by a successful `initialize` on a fresh
         process (the client's next connection to the same server), for a server that never answered
-        a probe as modern.
+        a probe as modern. Not when the probe's "crash" was the HTTP recorder failing to reach the
+        server (`upstream-unreachable`).
 
     Why it matters:
         This is the documented recovery for servers that exit when the first request is not

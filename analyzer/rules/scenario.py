@@ -46,9 +46,16 @@ class Scenario:
         client: str | None = "client",
         transport: str = "stdio",
         file: str | None = None,
+        version: str | None = None,
+        user_agent: str | None = None,
+        address: str | None = None,
     ) -> Conn:
-        """A connection (stdio spawn or HTTP client connection) to `server`."""
-        return Conn(self, server, conn, client, transport, file or f"{conn}.jsonl")
+        """A connection (stdio spawn or HTTP client connection) to `server`.
+
+        Its requests carry clientInfo `client` / `version`, and over HTTP `user_agent` and the client
+        `address` (`ip:port`); `Conn.spawn` names the host process of a stdio connection.
+        """
+        return Conn(self, server, conn, client, transport, file or f"{conn}.jsonl", version, user_agent, address)
 
     def add(self, file: str, t: float, **row: Any) -> int:
         """Append one message row at `t` seconds; returns its line number."""
@@ -82,6 +89,9 @@ class Conn:
     client: str | None
     transport: str
     file: str
+    version: str | None = None
+    user_agent: str | None = None
+    address: str | None = None
 
     def _base(self) -> dict[str, Any]:
         return {"server": self.server, "conn": self.conn, "transport": self.transport}
@@ -110,7 +120,11 @@ class Conn:
             kind="request",
             method=method,
             id=id,
-            client_name=self.client,
+            # as loading gives it: the clientInfo name, else the User-Agent
+            client_name=self.client or self.user_agent,
+            client_version=self.version,
+            user_agent=self.user_agent,
+            client_addr=self.address,
             **extra,
         )
 
@@ -146,8 +160,12 @@ class Conn:
         peer: str | None = None,
         answer_after: float = 0.01,
         http_status: int | None = None,
+        upstream_error: str | None = None,
     ) -> int:
-        """A `server/discover` probe and the answer its `outcome` implies (none for no-answer)."""
+        """A `server/discover` probe and the answer its `outcome` implies (none for no-answer).
+
+        `connection-died` is the server's exit, or with `upstream_error` (a `kind` of `http.error`)
+        the proxy failing to reach the server (see `Conn.upstream_error`)."""
         http = self.transport == "http"
         line = self._request(
             t,
@@ -183,7 +201,7 @@ class Conn:
             answer_line = self.stdout_line(at)
             answer_ts = self.scenario.start + at
         elif outcome == "connection-died":
-            answer_line = self.exit(at)
+            answer_line = self.upstream_error(at, upstream_error) if upstream_error else self.exit(at)
             answer_ts = self.scenario.start + at
         self.scenario.probes.append(
             {
@@ -214,8 +232,9 @@ class Conn:
         versions: list[str] | None = None,
         peer: str | None = None,
         answer_after: float = 0.01,
+        upstream_error: str | None = None,
     ) -> int:
-        """An `initialize` request and the answer its `outcome` implies."""
+        """An `initialize` request and the answer its `outcome` implies (`upstream_error`: as `probe`)."""
         line = self._request(t, "initialize", id, init_version=version)
         if error_code is None:
             error_code = _INIT_ERROR_CODES.get(outcome)
@@ -230,7 +249,7 @@ class Conn:
                 at, line, t, "initialize", id, error_code=error_code, error_supported=named, peer=peer
             )
         elif outcome == "connection-died":
-            answer_line = self.exit(at)
+            answer_line = self.upstream_error(at, upstream_error) if upstream_error else self.exit(at)
         self.scenario.inits.append(
             {
                 **self._classified(line, t, id, version),
@@ -268,6 +287,25 @@ class Conn:
         if answer:
             self._answer(t + 0.01, line, t, method, id, error_code=error_code, http_status=http_status)
         return line
+
+    def spawn(self, t: float, host: str | None = None) -> int:
+        """The server process started (stdio), by the host process whose command line is `host`."""
+        return self.scenario.add(
+            self.file, t, **self._base(), record_type="lifecycle", kind="lifecycle", event="spawn", host_process=host
+        )
+
+    def upstream_error(self, t: float, kind: str = "connection-refused", error: str | None = None) -> int:
+        """An HTTP flow error the recorder wrote (`http.error` of `kind`): by default, nothing listened."""
+        message = error or "Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 8000)"
+        return self.scenario.add(
+            self.file,
+            t,
+            **self._base(),
+            record_type="http.error",
+            kind="lifecycle",
+            event=f"http-error:{kind}",
+            error_message=message,
+        )
 
     def stdout_line(self, t: float) -> int:
         """A line on the server's stdout that is not JSON-RPC."""

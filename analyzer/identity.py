@@ -1,0 +1,142 @@
+"""Who a client is: an identity per connection, built from what the wire and the recorder show.
+
+A client's identity is the combination of
+
+- its clientInfo `name` and `version` (the probe envelope's `io.modelcontextprotocol/clientInfo`
+  or `initialize`'s `clientInfo`, the first one seen on the connection);
+- over HTTP, its `User-Agent` and the host part of its address (the port changes with every
+  connection of one program, so it is left out);
+- over stdio, the command line of the host process that started the recorder (`parent_argv` of
+  the `spawn` record, redacted; its pid is left out, so one program run twice stays one client).
+
+Two connections belong to one client only when every part matches; a part the capture does not
+have (older captures, another transport) is simply absent. Different programs often share a
+clientInfo (the `mcp` 2.3.0 and 1.30.0 Python SDKs both send `{"name": "mcp", "version": "0.1.0"}`);
+what launched them, or the HTTP stack they use, tells them apart.
+
+A legacy HTTP client sends later requests of its session with only `mcp-session-id`, often on new
+connections: such a connection without clientInfo takes the whole identity of the connection
+that opened the session (the first one with clientInfo that carried the session id). A
+connection without any part is `unknown`.
+
+The identity's text (the `client` column everywhere in the analysis) joins the parts present:
+`mcp 0.1.0 · python-httpx/0.28.1 · from 127.0.0.1`, `mcp 0.1.0 · host: /usr/bin/node agent.js`.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import polars as pl
+
+from analyzer.condense import Rows, Traffic, with_moved
+from analyzer.messages import as_strings
+
+UNKNOWN_CLIENT: Final = "unknown"
+"""The identity of a connection nothing names."""
+SEPARATOR: Final = " · "
+PARTS: Final = ("name", "version", "user_agent", "address", "host_process")
+"""The parts of an identity, in the order its text shows them."""
+IDENTITY_DTYPE: Final = pl.Struct({part: pl.String() for part in PARTS})
+"""The identity as a struct (the client table's `identity` column)."""
+IDENTITIES_SCHEMA: Final[dict[str, pl.DataType]] = {
+    "server": pl.String(),
+    "conn": pl.String(),
+    "client": pl.String(),  # the identity's text
+    "identity": IDENTITY_DTYPE,
+    "conn_start": pl.Float64(),
+    "conn_end": pl.Float64(),
+}
+_HOST_PORT: Final = r"^(\[[^\]]*\]|[^:]*):\d+$"
+"""`host:port` or `[v6]:port` (the recorder's `client`); the host is group 1."""
+
+
+def identity_text(parts: pl.Expr) -> pl.Expr:
+    """The text of an identity struct (`IDENTITY_DTYPE`): the parts present, `unknown` when none is."""
+    f = parts.struct.field
+    name = pl.concat_str(f("name"), f("version"), separator=" ", ignore_nulls=True)
+    # a User-Agent the name already says (no clientInfo: loading names the client by it) is not repeated
+    agent = pl.when(f("user_agent") != f("name").fill_null("")).then(f("user_agent"))
+    text = pl.concat_str(
+        pl.when(f("name").is_not_null()).then(name),
+        agent,
+        pl.lit("from ") + f("address"),
+        pl.lit("host: ") + f("host_process"),
+        separator=SEPARATOR,
+        ignore_nulls=True,
+    )
+    return pl.when(text != "").then(text).otherwise(pl.lit(UNKNOWN_CLIENT))
+
+
+def connection_identities(messages: pl.DataFrame | pl.LazyFrame, traffic: Traffic, moved: Rows | None) -> pl.DataFrame:
+    """One row per (server, conn) of `traffic.conns`: its client identity (`IDENTITIES_SCHEMA`).
+
+    `messages` is the messages frame and `moved` the requests condensing moved out of it
+    (`Traffic.requests`, which the caller may have released from `traffic` already).
+    """
+    sources = with_moved(messages, moved)
+    keys = ["server", "conn"]
+
+    def first(value: list[str], where: pl.Expr) -> pl.LazyFrame:
+        """The earliest row's `value` columns per connection, over every source that has them."""
+        parts = []
+        for src in sources:
+            if not set(value) <= set(src.collect_schema().names()):
+                continue
+            # the earliest row per connection in the frame's own dtypes; only these rows become strings
+            parts.append(
+                src.filter(pl.col("conn").is_not_null() & where)
+                .group_by(keys)
+                .agg(pl.col(*value, "ts", "seq").sort_by("ts", "seq", nulls_last=True).first())
+                .pipe(as_strings)
+            )
+        if not parts:
+            schema = {"server": pl.String(), "conn": pl.String(), **dict.fromkeys(value, pl.String())}
+            return pl.LazyFrame(schema=schema)
+        return (
+            pl.concat(parts, how="vertical")
+            .sort("ts", "seq", nulls_last=True, maintain_order=True)
+            .group_by(keys, maintain_order=True)
+            .agg(pl.col(value).first())
+        )
+
+    # loading falls back to the User-Agent in client_name; only a differing name is clientInfo
+    is_info = pl.col("client_name").is_not_null() & (
+        pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent"))
+    )
+    infos = first(["client_name", "client_version"], is_info).rename(
+        {"client_name": "name", "client_version": "version"}
+    )
+    agents = first(["user_agent"], pl.col("user_agent").is_not_null())
+    addresses = first(["client_addr"], pl.col("client_addr").is_not_null()).select(
+        *keys, address=pl.col("client_addr").str.replace(_HOST_PORT, "${1}")
+    )
+    hosts = first(["host_process"], pl.col("host_process").is_not_null())
+    own = (
+        traffic.conns.lazy()
+        .pipe(as_strings)
+        .join(infos, on=keys, how="left")
+        .join(agents, on=keys, how="left")
+        .join(addresses, on=keys, how="left")
+        .join(hosts, on=keys, how="left")
+        .with_columns(_own=pl.struct(*PARTS), _named=pl.col("name").is_not_null())
+    )
+    # session ids come from `traffic`: condensing dropped rows that carry them
+    sessions = traffic.sessions.lazy().sort("ts", "seq", nulls_last=True).pipe(as_strings)
+    first_session = sessions.group_by(keys).agg(pl.col("session_id").first().alias("_session"))
+    owners = (
+        sessions.select(*keys, "session_id")
+        .join(own.filter("_named").select(*keys, "_own"), on=keys)
+        .group_by("server", "session_id", maintain_order=True)
+        .agg(pl.col("_own").first().alias("_owner"))
+        .rename({"session_id": "_session"})
+    )
+    identity = pl.when("_named").then("_own").otherwise(pl.coalesce("_owner", "_own"))
+    return (
+        own.join(first_session, on=keys, how="left")
+        .join(owners, on=["server", "_session"], how="left")
+        .select(*keys, identity.alias("identity"), conn_start="start", conn_end="end")
+        .with_columns(identity_text(pl.col("identity")).alias("client"))
+        .select(list(IDENTITIES_SCHEMA))
+        .collect()
+    )

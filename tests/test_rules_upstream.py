@@ -1,0 +1,91 @@
+"""upstream-unreachable: failures on the recorder's side of an HTTP exchange are not the client's."""
+
+from __future__ import annotations
+
+from analyzer.eras import server_verdicts
+from analyzer.findings import Severity
+from analyzer.rules import run_rules
+from analyzer.rules.scenario import Scenario
+
+REFUSED = "Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 8000)"
+
+
+def dead_upstream() -> Scenario:
+    """The corpus' crash-on-start-http: probe and fallback initialize both get the proxy's 502."""
+    s = Scenario()
+    probe_conn = s.conn("api", "c1", client="mcp", version="0.1.0", transport="http")
+    probe_conn.probe(0.0, "connection-died", upstream_error="connection-refused")
+    s.conn("api", "c2", client="mcp", version="0.1.0", transport="http").init(
+        0.1, "connection-died", upstream_error="connection-refused"
+    )
+    return s
+
+
+def test_positive_a_refused_upstream_is_its_own_finding_with_evidence() -> None:
+    [finding] = run_rules(dead_upstream().analysis(), only=["upstream-unreachable"])
+    assert finding.severity is Severity.ERROR
+    assert finding.server == "api" and finding.client is None
+    assert finding.details["failures"] == 2
+    assert finding.details["kinds"] == ["connection-refused ×2"]
+    assert "[Errno 111] Connect call failed" in finding.message
+    assert "server/discover" in finding.message and "initialize" in finding.message
+    assert {(e.file, e.line) for e in finding.evidence} >= {("c1.jsonl", 2), ("c2.jsonl", 2)}
+    assert any("connection-refused" in e.note for e in finding.evidence)
+
+
+def test_negative_a_client_hanging_up_is_not_an_upstream_failure() -> None:
+    s = Scenario()
+    c = s.conn("api", "c1", transport="http")
+    c.call(0.0, answer=False)
+    c.upstream_error(0.5, "client-gone", "Client disconnected.")
+    s.conn("weather", "spawn").probe(0.0, "connection-died")  # a stdio server that exits: its own crash
+    assert run_rules(s.analysis(), only=["upstream-unreachable"]) == []
+
+
+def test_upstream_reset_and_timeout_count_too() -> None:
+    s = Scenario()
+    c = s.conn("api", "c1", transport="http")
+    c.call(0.0, answer=False)
+    c.upstream_error(0.5, "upstream-reset", "peer closed connection without sending complete message body")
+    c.call(1.0, answer=False)
+    c.upstream_error(1.5, "timeout", "Client disconnected.")
+    [finding] = run_rules(s.analysis(), only=["upstream-unreachable"])
+    assert finding.details["kinds"] == ["timeout ×1", "upstream-reset ×1"]
+
+
+def test_a_dead_upstream_is_not_a_misread_crash() -> None:
+    rules = {f.rule for f in run_rules(dead_upstream().analysis())}
+    assert "misread-crash" not in rules
+    assert "probe-kills-server" not in rules
+    assert "upstream-unreachable" in rules
+
+
+def test_the_same_crash_on_a_real_server_is_still_a_misread_crash() -> None:
+    # negative control: the server answered nothing because it died, not because the proxy could not reach it
+    s = Scenario()
+    s.conn("api", "c1", transport="http").probe(0.0, "connection-died")
+    s.conn("api", "c2", transport="http").init(0.1, "connection-died")
+    assert "misread-crash" in {f.rule for f in run_rules(s.analysis())}
+
+
+def test_client_findings_caused_by_upstream_failures_say_so() -> None:
+    # a client that keeps probing a dead upstream storms: the finding names the proxy's failures
+    s = Scenario()
+    for i in range(12):
+        s.conn("api", f"c{i}", client="agent", transport="http").probe(
+            i * 1.0, "connection-died", upstream_error="connection-refused"
+        )
+    findings = [f for f in run_rules(s.analysis()) if f.client is not None]
+    assert findings, "expected a client finding (probe-storm)"
+    for f in findings:
+        assert "upstream failure" in f.message, f.message
+        assert f.details["upstream_failures"] >= 1
+
+
+def test_the_verdict_why_line_names_the_upstream_failure() -> None:
+    a = dead_upstream().analysis()
+    [verdict] = server_verdicts(a.messages, a.probes, a.inits)
+    assert verdict.era == "broken"
+    assert verdict.evidence
+    for ev in verdict.evidence:
+        assert "upstream unreachable" in ev.note and "[Errno 111] Connect call failed" in ev.note, ev.note
