@@ -207,6 +207,12 @@ def analyze_cmd(
             "default: $TMPDIR. Removed when it ends.",
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Exit 2 when any input file cannot be read or is skipped, instead of noting it."
+        ),
+    ] = False,
 ) -> None:
     """Analyze captures: each server's era, probe outcomes and client mistakes.
 
@@ -225,7 +231,9 @@ def analyze_cmd(
         raise _fail(ErascopeError(f"unknown --fail-on {fail_on!r} (choose from {', '.join(_FAIL_ON)})"))
     if probe_timeout <= 0:
         raise _fail(ErascopeError("--probe-timeout must be a positive number of seconds"))
-    options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None)
+    options = AnalyzeOptions(
+        probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None, strict=strict
+    )
     if baseline is not None and write_baseline is None:
         from analyzer.baseline import load_baseline
 
@@ -266,9 +274,14 @@ def analyze_cmd(
             raise _fail(ErascopeError(f"cannot write {output}: {exc.strerror or exc}")) from None
     else:
         typer.echo(text, nl=False)
-    notes = len(analysis.inputs.malformed) + len(analysis.inputs.torn) + len(analysis.inputs.skipped)
+    inp = analysis.inputs
+    notes = len(inp.malformed) + len(inp.torn) + len(inp.skipped) + len(inp.errors) + len(inp.duplicates)
     if notes and not quiet and fmt != "text":
-        typer.echo(f"erascope: {notes} input note(s) (malformed/torn lines, skipped files): see the report", err=True)
+        typer.echo(
+            f"erascope: {notes} input note(s) (malformed/torn lines, skipped, unreadable or duplicate files):"
+            " see the report",
+            err=True,
+        )
     if write_baseline is not None:
         from analyzer.baseline import write_baseline as write_baseline_file
 

@@ -65,6 +65,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -88,6 +89,8 @@ from analyzer.spill import Spill
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
+_RECORDER_NAME: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z_.+_\d+_[0-9a-f]{6}\.\d{3}\.jsonl$")
+"""The recorder's file names (captures/FORMAT.md): start time, server slug, pid, random hex, part."""
 _TEXT_HEADERS_SCHEMA: Final = {**RECORD_SCHEMA, "headers": pl.String()}
 """`RECORD_SCHEMA` with `headers` read as text: half the time of building its lists (`HEADERS_AS_TEXT`)."""
 PIECE_BYTES: Final = 8 << 20
@@ -98,6 +101,11 @@ _no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
 """An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
 CHUNK_ROWS: Final = 100_000
 """Frames already in memory (Parquet archives) are paired and condensed in chunks of this many rows."""
+
+
+class InputError(ErascopeError):
+    """One input file cannot be read (gone, unreadable, an unknown format major): the other files
+    still can. `extract_files` notes it on the file's `FileFacts.error` and goes on."""
 
 
 @dataclass(frozen=True, order=True)
@@ -131,7 +139,14 @@ class FileFacts:
     """The capture id (file name without the part suffix): rotated parts share it."""
     transport: str | None = None
     skipped: str | None = None
-    """Why the file was skipped (not an erascope capture); None when it was read."""
+    """Why the file was skipped (not an erascope capture, not a regular file); None when it was read."""
+    error: str | None = None
+    """Why the file could not be read (an input error: unreadable, vanished); None when it was read."""
+    identity: tuple[str, ...] = ()
+    """What names the capture part whatever the file is called (`_identity`): the same part read twice
+    is read once (`extract_files`)."""
+    duplicate_of: str | None = None
+    """The file this one repeats (same `identity`), read in its place; None when it was read."""
     records: int = 0
     """Well-formed records read (header included)."""
     counts: dict[str, int] = field(default_factory=dict)
@@ -147,6 +162,11 @@ class FileFacts:
     """`messages` are read but not paired and condensed yet: a small file, left to be finished
     together with other such files (`finish_pending`)."""
 
+    @property
+    def was_read(self) -> bool:
+        """Its records were read: not skipped, no input error, not a duplicate of another file."""
+        return self.skipped is None and self.error is None and self.duplicate_of is None
+
 
 @dataclass
 class Loaded:
@@ -158,34 +178,41 @@ class Loaded:
 
     @property
     def records(self) -> int:
-        return sum(f.records for f in self.files)
+        return sum(f.records for f in self.read)
 
     @property
     def malformed(self) -> list[BadLine]:
-        return sorted(b for f in self.files for b in f.malformed)
+        return sorted(b for f in self.read for b in f.malformed)
 
     @property
     def torn(self) -> list[BadLine]:
-        return sorted(f.torn for f in self.files if f.torn is not None)
+        return sorted(f.torn for f in self.read if f.torn is not None)
 
     @property
     def skipped(self) -> list[FileFacts]:
         return [f for f in self.files if f.skipped is not None]
+
+    @property
+    def read(self) -> list[FileFacts]:
+        """The files whose records were read (not skipped, no input error, not a duplicate)."""
+        return [f for f in self.files if f.was_read]
 
 
 # --- finding files -------------------------------------------------------------------------------
 def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     """Capture files named by `paths`: files, directories (searched recursively for `*.jsonl`) and globs.
 
-    Raises `ErascopeError` for a path that does not exist or a glob that matches nothing.
+    Sorted, each path once, so the same inputs read in the same order however they were named.
+    Inside directories, FIFOs, sockets and dangling links named `*.jsonl` are listed too: reading
+    them gives a note instead of a hang or silence (`extract_file`). Raises `ErascopeError` for a path
+    that does not exist or a glob that matches nothing.
     """
-    found: list[str] = []
-    seen: set[str] = set()
+    found: set[str] = set()
 
-    def add(p: str) -> None:
-        if p not in seen:
-            seen.add(p)
-            found.append(p)
+    def walk(directory: Path) -> None:
+        for sub in directory.rglob("*" + fmt.CAPTURE_SUFFIX):
+            if not sub.is_dir():  # a directory named *.jsonl is walked, not read
+                found.add(str(sub))
 
     for item in paths:
         text = str(item)
@@ -194,27 +221,23 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
             from analyzer.compact import source_entries
 
-            for entry in source_entries(path):
-                add(entry)
+            found.update(source_entries(path))
         elif path.is_dir():
-            for sub in sorted(path.rglob("*" + fmt.CAPTURE_SUFFIX)):
-                if sub.is_file():
-                    add(str(sub))
-        elif path.exists():
-            add(text)
+            walk(path)
+        elif path.exists() or path.is_symlink():
+            found.add(text)
         elif glob.has_magic(text):
             matches = sorted(glob.glob(text, recursive=True))
             if not matches:
                 raise ErascopeError(f"no files match {text!r}")
             for m in matches:
                 if Path(m).is_dir():
-                    for sub in sorted(Path(m).rglob("*" + fmt.CAPTURE_SUFFIX)):
-                        add(str(sub))
+                    walk(Path(m))
                 else:
-                    add(m)
+                    found.add(m)
         else:
             raise ErascopeError(f"no such file or directory: {text}")
-    return found
+    return sorted(found)
 
 
 def capture_id(path: str) -> str:
@@ -229,11 +252,18 @@ def read_header(path: str) -> dict[str, Any] | None:
 
     Raises `ErascopeError` when the file cannot be read or names an erascope major we do not know.
     """
+    return _header_of(path, _first_line(path))
+
+
+def _first_line(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            first = f.readline(_HEADER_LIMIT)
+            return f.readline(_HEADER_LIMIT)
     except OSError as exc:
-        raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     try:
         header = orjson.loads(first)
     except orjson.JSONDecodeError:
@@ -245,11 +275,76 @@ def read_header(path: str) -> dict[str, Any] | None:
         return None
     major = fmt.parse_format_id(value)
     if major != fmt.FORMAT_MAJOR:
-        raise ErascopeError(
+        raise InputError(
             f"{path}: capture format {value!r} is not supported by this erascope"
             f" (it reads {fmt.FORMAT_ID}); upgrade erascope to analyze it"
         )
     return header
+
+
+_READS: Final = "erascope reads the captures `erascope record stdio` and `erascope record http` write"
+
+
+def _not_a_capture(path: str, first: bytes) -> str:
+    """Why a file is skipped: not an erascope capture, with a hint when it looks like something known."""
+    why = "not an erascope capture (first line is not an erascope header)"
+    try:
+        obj = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        obj = None
+    if path.lower().endswith(".har") or (isinstance(obj, dict) and isinstance(obj.get("log"), dict)):
+        return f"{why}: it looks like a HAR file; {_READS} (a HAR file cannot be converted)"
+    if isinstance(obj, dict) and "jsonrpc" in obj:
+        return (
+            f"{why}: it looks like a plain JSON-RPC log; {_READS}: run the server behind"
+            " `erascope record stdio` (or the proxy `erascope record http`) to record one"
+        )
+    return f"{why}; {_READS}"
+
+
+def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
+    """What names a capture part whatever its file is called or wherever it was copied.
+
+    The recorder's header names a unique run (start time to the microsecond, host, recorder pid,
+    transport, server) and the part; the recorder's file name carries the same start time and pid
+    plus random hex, and is what an archive entry still knows of its source. Headers written by
+    hand (without those fields) identify nothing: such files are only ever told apart by path.
+    """
+    keys: list[str] = []
+    run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
+    if run[0] is not None and run[2] is not None:
+        keys.append("run:" + orjson.dumps(run).decode())
+    name = Path(path).name
+    if _RECORDER_NAME.match(name):
+        keys.append("name:" + name)
+    return tuple(keys)
+
+
+def _not_regular(path: str) -> str | None:
+    """Why `path` is not read as a file (a FIFO would block forever), or None for a regular file.
+
+    Raises `ErascopeError` for a path that cannot be looked at (gone since it was found, say).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return "a dangling symbolic link"
+        raise InputError(f"cannot read {path}: No such file or directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return None
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a device"
+    )
+    return f"not a regular file ({kind})"
 
 
 def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
@@ -413,9 +508,10 @@ def _read_bad_piece(
     facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None
 ) -> tuple[bool, _Piece]:
     """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
+    piece, not_utf8 = _without_invalid_utf8(piece, first_line)
     lines_lf = _lines_scan(piece, first_line)
     reasons = lines_lf.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
-    bad = [BadLine(facts.file, int(n), r) for n, r in reasons.iter_rows()]
+    bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     good = lines_lf.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
     read = _read_lines(facts, good, options, robust)
     if read is None:
@@ -432,6 +528,33 @@ def _read_bad_piece(
         assert read is not None
     counts, msgs, used = read
     return used, _Piece(counts, msgs, bad)
+
+
+def _without_invalid_utf8(piece: bytes, first_line: int) -> tuple[bytes, set[int]]:
+    """`piece` with every line that is not valid UTF-8 blanked, and those lines' numbers.
+
+    Polars refuses a whole text with invalid UTF-8 in it, so such lines are taken out before it
+    reads the piece as lines (their newline stays: line numbers do not move). A recorder cut by a
+    kill or a full disk can end a file inside a multi-byte character. Only ever run on a piece that
+    failed the fast reading; checking it whole first costs a few milliseconds per 8 MiB.
+    """
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return piece, set()
+    lines = piece.split(b"\n")
+    bad: set[int] = set()
+    for n, line in enumerate(lines):
+        if line.isascii():
+            continue
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            lines[n] = b" "  # blank, not empty: an empty last line would not be read as a line
+            bad.add(first_line + n)
+    return b"\n".join(lines), bad
 
 
 def _read_lines(
@@ -478,8 +601,9 @@ def _read_pieces(
     chunked: bool,
     defer: bool = False,
     spill: Spill | None = None,
-) -> tuple[bool, list[_Piece] | None, int]:
-    """Every piece of the file, all with the same id reading: that reading, the pieces and the file's line count.
+) -> tuple[bool, list[_Piece] | None, int, bool]:
+    """Every piece of the file, all with the same id reading: that reading, the pieces, the file's
+    line count, and whether its last line is complete (ends in a newline).
 
     The robust id reading writes `1.0` where the fast one writes `1`, so a file whose pieces read
     ids differently would read differently from the file read whole. When a later piece needs the
@@ -493,13 +617,15 @@ def _read_pieces(
     parts: list[_Piece] = []
     open_from, open_bytes = 0, 0
     lines = 0
+    complete = True
     with open(facts.file, "rb") as f:
         for piece in _pieces(f, PIECE_BYTES):
-            count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+            complete = piece.endswith(b"\n")
+            count = piece.count(b"\n") + (0 if complete else 1)
             needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
             if needed != robust:
                 if parts:
-                    return needed, None, 0
+                    return needed, None, 0, complete
                 robust = needed
             parts.append(part)
             lines += count
@@ -511,7 +637,7 @@ def _read_pieces(
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
         _finish_chunk(parts[open_from:], spill)
-    return robust, parts, lines
+    return robust, parts, lines, complete
 
 
 def _finish_chunk(pieces: list[_Piece], spill: Spill | None = None) -> None:
@@ -536,8 +662,9 @@ def extract_file(
     """Read one capture file into its messages rows and its input accounting.
 
     Independent of every other file (safe to run in parallel). A file whose first line is not an
-    erascope header is returned with `skipped` set. Raises `ErascopeError` for an unreadable file or
-    an unknown format major version.
+    erascope header, and a path that is not a regular file (a FIFO would block), are returned with
+    `skipped` set. Raises `InputError` for an unreadable or vanished file or an unknown format major
+    version (`extract_files` notes it and reads the other files).
 
     `defer=True` leaves a file of at most `PIECE_BYTES` `pending` (read, not yet paired and
     condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows
@@ -546,12 +673,19 @@ def extract_file(
     if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
 
-        return extract_archived(path)
+        archived = extract_archived(path)
+        archived.identity = _identity(archived.file, {})  # its source's name: the same capture as JSONL
+        return archived
     facts = FileFacts(file=path, capture=capture_id(path))
-    header = read_header(path)
-    if header is None:
-        facts.skipped = "not an erascope capture (first line is not an erascope header)"
+    facts.skipped = _not_regular(path)
+    if facts.skipped is not None:
         return facts
+    first = _first_line(path)
+    header = _header_of(path, first)
+    if header is None:
+        facts.skipped = _not_a_capture(path, first)
+        return facts
+    facts.identity = _identity(path, header)
     transport = header.get("transport")
     facts.transport = transport if isinstance(transport, str) else None
     try:
@@ -560,13 +694,13 @@ def extract_file(
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
         while parts is None:
-            robust, parts, total = _read_pieces(facts, robust, options, chunked, defer and chunked, spill)
+            robust, parts, total, complete = _read_pieces(facts, robust, options, chunked, defer and chunked, spill)
     except OSError as exc:
-        raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not parts:
         return facts  # emptied since its header was read
     for b in sorted(b for part in parts for b in part.bad):
-        if b.line == total and b.reason != "empty line":
+        if b.line == total and not complete:  # the last line without its newline: cut while written
             facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
         else:
             facts.malformed.append(b)
@@ -735,16 +869,19 @@ def extract_files(
     def spill_finished(done: list[FileFacts]) -> None:
         if spill is not None:
             for f in done:
-                if not f.pending and f.skipped is None:
+                if not f.pending and f.was_read:
                     f.traffic = spilled(f.traffic, spill)
 
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
     unfinished, pending_rows = 0, 0
+    first_of: dict[str, str] = {}  # identity key -> the file read for it
 
     def add(n: int, path: str, result: FileFacts) -> None:
         nonlocal unfinished, pending_rows
         facts.append(result)
+        if result.was_read:
+            _drop_if_duplicate(result, first_of)
         if result.pending:
             pending_rows += result.messages.height
         else:
@@ -756,12 +893,18 @@ def extract_files(
         if progress is not None:
             progress(n, len(paths), path)
 
+    def extract(path: str) -> FileFacts:
+        try:
+            return extract_file(path, options, defer=True, spill=spill)
+        except InputError as exc:
+            return FileFacts(file=path, capture=capture_id(path), error=str(exc))
+
     if workers == 1:
         for n, path in enumerate(paths, 1):
-            add(n, path, extract_file(path, options, defer=True, spill=spill))
+            add(n, path, extract(path))
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(extract_file, path, options, defer=True, spill=spill) for path in paths]
+            futures = [pool.submit(extract, path) for path in paths]
             try:
                 for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
                     add(n, path, future.result())
@@ -773,6 +916,18 @@ def extract_files(
     return facts
 
 
+def _drop_if_duplicate(facts: FileFacts, first_of: dict[str, str]) -> None:
+    """Leave out a file that repeats a capture part read already (same `FileFacts.identity`): a
+    directory given twice, a copy, an archive and its JSONL. The first in input order is read."""
+    for key in facts.identity:
+        if key in first_of:
+            facts.duplicate_of = first_of[key]
+            facts.messages, facts.traffic, facts.pending = _no_messages(), Traffic(), False
+            return
+    for key in facts.identity:
+        first_of[key] = facts.file
+
+
 def combine(facts: list[FileFacts]) -> Loaded:
     """Pair the parts of rotated captures across files, then concatenate the messages in input order.
 
@@ -780,18 +935,18 @@ def combine(facts: list[FileFacts]) -> Loaded:
     files has answers whose request is in another file. Its parts are relinked together (`relink`),
     each file getting back its own slice.
     """
-    read = [f for f in facts if f.skipped is None and f.messages.height]
+    read = [f for f in facts if f.was_read and f.messages.height]
     by_capture: dict[str, list[FileFacts]] = {}
     for f in facts:
         # a part condensed to nothing still takes part: its moved requests can be answered later
-        if f.skipped is None and (f.messages.height or f.traffic.requests is not None):
+        if f.was_read and (f.messages.height or f.traffic.requests is not None):
             by_capture.setdefault(f.capture, []).append(f)
     for parts in by_capture.values():
         if len(parts) > 1:
             _relink_parts(parts)
     frames = [f.messages for f in read]
     messages = pl.concat(frames, how="vertical", rechunk=False) if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
-    return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.skipped is None]))
+    return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.was_read]))
 
 
 def _relink_parts(parts: list[FileFacts]) -> None:
