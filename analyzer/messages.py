@@ -8,7 +8,8 @@ only on the rows that can carry them.
 
 JSON-RPC ids are kept as JSON text so that `1` and `"1"` stay distinct: `json_path_match` returns
 both as `1`, so a number-looking id is taken as a string only when the payload holds it quoted
-(`"id":"1"` or `"id": "1"`).
+(`"id":"1"` or `"id": "1"`) and not bare (`"id":1,`); a payload holding both (an id nested in the
+params or result) is parsed to read its own top-level `id`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import functools
 import re
 from typing import Final
 
+import orjson
 import polars as pl
 
 from addon import format as fmt
@@ -40,6 +42,15 @@ META_SERVER: Final = "io.modelcontextprotocol/serverInfo"
 
 _NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
+
+
+def _top_level_id_is_string(payload: str) -> bool:
+    """Whether the payload's own `id` (not one nested in its params or result) is a JSON string."""
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("id"), str)
 
 
 def _path(expr: pl.Expr, path: str) -> pl.Expr:
@@ -187,17 +198,27 @@ def _plan(
     error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json"))
     steps.append({"_error": _path(error_text, "$.error")})
     steps.append({"_code": _path(pl.col("_error"), "$.code")})
-    # Only a number-looking id in a payload that quotes some id can be a string id.
-    maybe_quoted = pl.when(
-        pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')
-    ).then(raw)
-    id_quoted = maybe_quoted.str.contains(
-        pl.lit('"id":"') + pl.col("_id") + pl.lit('"'), literal=True
-    ) | maybe_quoted.str.contains(pl.lit('"id": "') + pl.col("_id") + pl.lit('"'), literal=True)
+    # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
+    # can hold ids of their own (`"params":{"ref":{"id":"1"}}`), so the payload's text decides only
+    # when it holds the id one way alone; when it holds both `"id":"1"` and `"id":1`, the payload
+    # is parsed (`_top_level_id_is_string`: rare rows, never the common path).
+    maybe_quoted = pl.when(pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')).then(raw)
+
+    def holds(*forms: tuple[str, str]) -> pl.Expr:
+        found = [
+            maybe_quoted.str.contains(pl.lit(before) + pl.col("_id") + pl.lit(after), literal=True)
+            for before, after in forms
+        ]
+        return pl.any_horizontal(found).fill_null(False)
+
+    quoted = holds(('"id":"', '"'), ('"id": "', '"'))
+    unquoted = holds(('"id":', ","), ('"id":', "}"), ('"id": ', ","), ('"id": ', "}"))
+    exact = pl.when(quoted & unquoted).then(maybe_quoted).map_elements(_top_level_id_is_string, pl.Boolean())
+    id_quoted = pl.when(quoted & unquoted).then(exact.fill_null(False)).otherwise(quoted)
     id_text = (
         pl.when(pl.col("_id").is_null())
         .then(None)
-        .when(pl.col("_id").str.contains(_NUMBER) & ~id_quoted.fill_null(False))
+        .when(pl.col("_id").str.contains(_NUMBER) & ~id_quoted)
         .then(pl.col("_id"))
         .otherwise(
             pl.lit('"')
