@@ -7,7 +7,9 @@ terminal. Every command's help carries an example.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -160,6 +162,13 @@ def record_http(
 _FAIL_ON = ("error", "warning", "info", "never")
 
 
+def _stop_on_sigterm() -> None:
+    """Make SIGTERM unwind like Ctrl-C (exit 143), so the analysis removes its temporary directory
+    (`analyzer.spill`): the default action ends the process on the spot and leaves it behind."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 @app.command("analyze")
 def analyze_cmd(
     paths: Annotated[list[str], typer.Argument(help="Capture files, directories (searched for *.jsonl) or globs.")],
@@ -225,6 +234,7 @@ def analyze_cmd(
     from analyzer.pipeline import AnalyzeOptions, analyze
     from analyzer.report import FORMATS, render
 
+    _stop_on_sigterm()
     if fmt not in FORMATS:
         raise _fail(ErascopeError(f"unknown --format {fmt!r} (choose from {', '.join(FORMATS)})"))
     if fail_on not in _FAIL_ON:

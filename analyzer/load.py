@@ -83,6 +83,7 @@ from analyzer.messages import (
     MESSAGE_RECORD_TYPES,
     messages_from_records,
     pair_responses,
+    read_fields,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 from analyzer.spill import Spill
@@ -392,30 +393,63 @@ _REASON: Final = (
 )
 
 
-_EXPECT: Final[dict[type[pl.DataType], tuple[type, ...]]] = {
-    pl.String: (str,),
-    pl.Int64: (int,),
-    pl.Float64: (int, float),
-    pl.Boolean: (bool,),
-}
+_INT64: Final = range(-(1 << 63), 1 << 63)
 
 
-def _type_error(obj: dict[str, Any]) -> str | None:
-    """Why a decoded record does not fit RECORD_SCHEMA, or None when it does."""
-    for name, dtype in RECORD_SCHEMA.items():
+def _fits(value: Any, dtype: pl.DataType) -> bool:
+    """Whether the NDJSON reader takes `value` for a field of `dtype` (checked against polars 2.1:
+    any value fits a string, which gets its JSON text; numbers and booleans must be of their kind)."""
+    if isinstance(dtype, pl.String):
+        return True
+    if isinstance(dtype, pl.Int64):
+        return isinstance(value, int) and not isinstance(value, bool) and value in _INT64
+    if isinstance(dtype, pl.Float64):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(dtype, pl.Boolean):
+        return isinstance(value, bool)
+    if isinstance(dtype, pl.List):  # headers: a list of [name, value] lists
+        return isinstance(value, list) and all(isinstance(pair, list) for pair in value)
+    return True
+
+
+def _type_error(obj: dict[str, Any], fields: Iterable[str] = RECORD_SCHEMA) -> str | None:
+    """Why a decoded record does not fit RECORD_SCHEMA in `fields`, or None when it does."""
+    for name in fields:
         value = obj.get(name)
-        if value is None:
-            continue
-        if isinstance(dtype, pl.List):
-            ok = isinstance(value, list) and all(
-                isinstance(pair, list) and all(isinstance(x, str) for x in pair) for pair in value
-            )
-        else:
-            want = _EXPECT.get(type(dtype), ())
-            ok = isinstance(value, want) and not (isinstance(value, bool) and bool not in want)
-        if not ok:
+        if value is not None and not _fits(value, RECORD_SCHEMA[name]):
             return f"field {name!r} has the wrong type ({type(value).__name__})"
     return None
+
+
+def _why_refused(text: str, fields: Iterable[str]) -> str:
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:  # deeper than orjson reads, say
+        return "a field does not fit the record schema"
+    return (isinstance(obj, dict) and _type_error(obj, fields)) or "a field does not fit the record schema"
+
+
+def _checked_fields(options: LoadOptions | None) -> tuple[str, ...]:
+    """The fields a reading checks the type of: those the messages read, and what `_read` counts."""
+    fields = read_fields() | {"type", "lost"} | ({"raw"} if options is not None and options.keep_raw else set())
+    return tuple(name for name in RECORD_SCHEMA if name in fields)
+
+
+def _suspects(lines: pl.DataFrame, options: LoadOptions | None) -> dict[int, str]:
+    """Positions in `lines` of the lines with a field of the wrong type, and why, judged in Python
+    by the reader's own rules on the fields it reads (`_fits`): one decoding per line instead of a
+    reading per line. Lines orjson cannot decode are left to the reader."""
+    fields = _checked_fields(options)
+    found = {}
+    for n, text in enumerate(lines.get_column("text")):
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        why = _type_error(obj, fields) if isinstance(obj, dict) else None
+        if why is not None:
+            found[n] = why
+    return found
 
 
 def _read(
@@ -514,13 +548,19 @@ def _read_bad_piece(
     bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     good = lines_lf.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
     read = _read_lines(facts, good, options, robust)
-    if read is None:
-        refused = _refused(facts, good, options, robust)
-        for n in refused:
-            text = good.item(n, "text")
-            why = _type_error(orjson.loads(text)) or "a field does not fit the record schema"
-            bad.append(BadLine(facts.file, int(good.item(n, "line")), why))
-        good = good.with_row_index("_n").filter(~pl.col("_n").is_in(refused)).drop("_n")
+    for by_type in (True, False):
+        if read is not None:
+            break
+        # The reader refuses the batch: a field of the wrong type. The lines are found by their
+        # types first (as cheap as reading them); halving finds any the reader refuses otherwise.
+        if by_type:
+            refused = _suspects(good, options)
+        else:
+            fields = _checked_fields(options)
+            refused = {n: _why_refused(good.item(n, "text"), fields) for n in _refused(facts, good, options, robust)}
+        numbers = good.get_column("line")
+        bad += [BadLine(facts.file, int(numbers[n]), why) for n, why in refused.items()]
+        good = good.with_row_index("_n").filter(~pl.col("_n").is_in(list(refused))).drop("_n")
         read = _read_lines(facts, good, options, robust)
     if read is None:  # refused as a batch though no line alone is: never seen, but never fatal
         bad += [BadLine(facts.file, int(n), "refused with the lines around it") for n in good.get_column("line")]

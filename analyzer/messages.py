@@ -22,7 +22,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from analyzer.schema import MESSAGES_SCHEMA
+from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
     fmt.FRAME,
@@ -381,6 +381,24 @@ def _plan(
         columns["flow"], dtypes["flow"] = flow_key(pl.col("flow")), FLOW_KEY_DTYPE
     typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
     return tuple(steps), typed
+
+
+@functools.cache
+def read_fields() -> frozenset[str]:
+    """The record fields `messages_from_records` reads (any reading, any `headers` dtype).
+
+    The NDJSON reader checks the type of a field only when the query reads it, so these are the
+    fields whose wrong type makes the reader refuse a line (`analyzer.load` finds such lines by
+    their types without asking the reader line by line).
+    """
+    names: set[str] = set()
+    for robust in (False, True):
+        for as_json in (False, True):
+            steps, columns = _plan(robust=robust, as_json=as_json, categorical=True, flow_ids=False)
+            exprs = [e for step in steps for e in step.values()] + [e for e in columns.values() if e is not None]
+            for expr in exprs:
+                names.update(expr.meta.root_names())
+    return frozenset(names & set(RECORD_SCHEMA))
 
 
 CATEGORICAL_COLUMNS: Final = (

@@ -93,6 +93,22 @@ def test_many_wrong_typed_lines_are_each_located(tmp_path: Path) -> None:
     assert facts.records == 201
 
 
+_ODD_VALUES = ["x", "7", 1, -(2**63), 2**63, 1.5, 1.0, True, None, [1], ["a"], [["a", 1]], [[1, 2]], {}, {"a": 1}]
+
+
+@pytest.mark.parametrize("field", ["seq", "ts", "raw", "headers", "status", "streamed", "code", "lost", "pid", "type"])
+def test_a_line_is_judged_alike_on_both_paths(tmp_path: Path, field: str) -> None:
+    """The typed check that locates wrong types in a piece with bad lines agrees with the reader
+    that reads clean pieces: a line is malformed in one exactly when it is in the other."""
+    for n, value in enumerate(_ODD_VALUES):
+        rec = orjson.loads(frame(1, '{"jsonrpc":"2.0","id":1,"method":"ping"}'))
+        rec[field] = value
+        line = orjson.dumps(rec).decode()
+        alone = extract_file(str(write_lines(tmp_path / f"a{n}.jsonl", [orjson.dumps(HEADER).decode(), line])))
+        mixed = extract_file(str(write_lines(tmp_path / f"b{n}.jsonl", [orjson.dumps(HEADER).decode(), line, "nope"])))
+        assert [b.line for b in alone.malformed] == [b.line for b in mixed.malformed if b.line == 2], (field, value)
+
+
 # --- ids read from the message itself ------------------------------------------------------------
 def test_numeric_id_stays_numeric_when_params_quote_it(tmp_path: Path) -> None:
     cap = Cap(tmp_path)
