@@ -62,12 +62,14 @@ rows (`raw` is never kept).
 
 from __future__ import annotations
 
+import bisect
 import glob
 import os
 import re
 import stat
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Final
@@ -100,6 +102,14 @@ CHUNK_BYTES: Final = 32 << 20
 """Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
 _no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
 """An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
+_NO_MESSAGES: Final = _no_messages()
+_NO_TRAFFIC: Final = Traffic()
+"""The empty messages and traffic every file without rows of its own shares: frames are never changed
+in place, and a frame per file (38 columns, four more in `Traffic`) is about 30 kB of memory, which
+100,000 small captures read in batches would otherwise hold for nothing."""
+SMALL_BYTES: Final = 1 << 20
+"""Files of at most this size (whose capture has no other part among the inputs) are read many at
+once: one reading costs a few milliseconds whatever its size, more than a small capture takes."""
 CHUNK_ROWS: Final = 100_000
 """Frames already in memory (Parquet archives) are paired and condensed in chunks of this many rows."""
 
@@ -156,8 +166,8 @@ class FileFacts:
     torn: BadLine | None = None
     lost: int = 0
     """Records the recorder reported lost (`capture-error` records)."""
-    messages: pl.DataFrame = field(default_factory=_no_messages)
-    traffic: Traffic = field(default_factory=Traffic)
+    messages: pl.DataFrame = field(default_factory=lambda: _NO_MESSAGES)
+    traffic: Traffic = field(default_factory=lambda: _NO_TRAFFIC)
     """What condensing dropped from `messages` (`analyzer.condense`)."""
     pending: bool = False
     """`messages` are read but not paired and condensed yet: a small file, left to be finished
@@ -462,21 +472,24 @@ def _read(
     record's headers do not have the shape that text carries exactly (`HEADERS_AS_TEXT`).
     """
     headers_as_text = records.collect_schema()["headers"] == pl.String()
+    labels: dict[str, Any] = {"file": facts.file, "capture": facts.capture, "transport": facts.transport}
+    if isinstance(facts, _Batch):  # many files in one text: each row's file from its line number
+        records, labels = facts.locate(records)
     records = records.with_columns(pl.col("line").cast(pl.UInt32))
     for attempt in (True,) if robust else (False, True):
         # The fast reading of id/method raises on an id that is an object or array; then the
         # slower one that never raises (see `messages_from_records`). One pass over the piece gives
         # both the counts and the messages: every record keeps a row until counted.
         extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
+        if isinstance(facts, _Batch):
+            extra["_f"] = pl.col("_f")
         if headers_as_text:
             extra["_bad_headers"] = ~pl.col("headers").str.contains(HEADERS_AS_TEXT).fill_null(True)
         if options is not None and options.keep_raw:
             extra["raw"] = pl.col("raw")
         rows = messages_from_records(
             records,
-            file=facts.file,
-            capture=facts.capture,
-            transport=facts.transport,
+            **labels,
             robust=attempt,
             all_records=True,
             categorical=True,
@@ -493,12 +506,13 @@ def _read(
             if df.get_column("_bad_headers").any():
                 return None
             df = df.drop("_bad_headers")
-        counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
+        by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
+        counts = df.group_by(by).agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
             msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES))
-        return counts, msgs.drop("_type", "_lost"), attempt
+        return counts, msgs.drop("_type", "_lost", *by[:-1]), attempt
     raise AssertionError("unreachable")
 
 
@@ -909,16 +923,17 @@ def extract_files(
     def spill_finished(done: list[FileFacts]) -> None:
         if spill is not None:
             for f in done:
-                if not f.pending and f.was_read:
+                if not f.pending and f.was_read and f.traffic is not _NO_TRAFFIC:
                     f.traffic = spilled(f.traffic, spill)
 
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
     unfinished, pending_rows = 0, 0
     first_of: dict[str, str] = {}  # identity key -> the file read for it
+    done = 0
 
-    def add(n: int, path: str, result: FileFacts) -> None:
-        nonlocal unfinished, pending_rows
+    def add(result: FileFacts) -> None:
+        nonlocal unfinished, pending_rows, done
         facts.append(result)
         if result.was_read:
             _drop_if_duplicate(result, first_of)
@@ -930,24 +945,37 @@ def extract_files(
             finish_pending(facts[unfinished:])
             spill_finished(facts[unfinished:])
             unfinished, pending_rows = len(facts), 0
+        done += 1
         if progress is not None:
-            progress(n, len(paths), path)
+            progress(done, len(paths), result.file)
 
-    def extract(path: str) -> FileFacts:
+    def extract(unit: str | list[_Small]) -> list[FileFacts]:
+        if isinstance(unit, list):
+            return _read_batch(unit, options, spill)
         try:
-            return extract_file(path, options, defer=True, spill=spill)
+            return [extract_file(unit, options, defer=True, spill=spill)]
         except InputError as exc:
-            return FileFacts(file=path, capture=capture_id(path), error=str(exc))
+            return [FileFacts(file=unit, capture=capture_id(unit), error=str(exc))]
 
+    opts = options or LoadOptions()
+    units = _units(paths, opts.condense and not opts.keep_raw, first_of)
     if workers == 1:
-        for n, path in enumerate(paths, 1):
-            add(n, path, extract(path))
+        for unit in units:
+            for result in extract(unit):
+                add(result)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(extract, path) for path in paths]
+            # a bounded window of units in flight: small files are read into memory as their batch is made
+            window: deque[Future[list[FileFacts]]] = deque()
             try:
-                for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
-                    add(n, path, future.result())
+                for unit in units:
+                    window.append(pool.submit(extract, unit))
+                    while len(window) > 2 * workers:
+                        for result in window.popleft().result():
+                            add(result)
+                while window:
+                    for result in window.popleft().result():
+                        add(result)
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
@@ -956,13 +984,173 @@ def extract_files(
     return facts
 
 
+@dataclass
+class _Small:
+    """A small capture file read into memory for a batch (`_read_batch`), or its note."""
+
+    facts: FileFacts
+    data: bytes = b""
+
+
+def _units(paths: list[str], batched: bool, first_of: dict[str, str]) -> Iterator[str | list[_Small]]:
+    """The work of `extract_files`, in input order: a path to read alone, or a batch of small files.
+
+    Small files (at most `SMALL_BYTES`, their capture in no other input file) are read here, so the
+    same part given twice is left out before its rows join a batch's (`_drop_if_duplicate`), and
+    grouped in batches of about `PIECE_BYTES`. Without `batched` (raw payloads kept, nothing
+    condensed) every file is read alone.
+    """
+    parts = Counter(capture_id(p) for p in paths)
+    batch: list[_Small] = []
+    size = 0
+    for path in paths:
+        small = batched and parts[capture_id(path)] == 1 and not _is_archive_entry(path) and _is_small(path)
+        if not small:
+            if batch:
+                yield batch
+                batch, size = [], 0
+            yield path
+            continue
+        item = _read_small(path)
+        if item.facts.was_read:
+            _drop_if_duplicate(item.facts, first_of)
+            if item.facts.duplicate_of is not None:
+                item.data = b""
+        batch.append(item)
+        size += len(item.data)
+        if size >= PIECE_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _is_small(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # read alone, which notes why it cannot be
+    return stat.S_ISREG(st.st_mode) and st.st_size <= SMALL_BYTES
+
+
+def _read_small(path: str) -> _Small:
+    """A small file's bytes and header, or its facts with why it is not read (as `extract_file` says)."""
+    facts = FileFacts(file=path, capture=capture_id(path))
+    try:
+        facts.skipped = _not_regular(path)
+        if facts.skipped is not None:
+            return _Small(facts)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        end = data.find(b"\n")
+        first = data if end < 0 else data[: end + 1]
+        header = _header_of(path, first)
+    except InputError as exc:
+        facts.error = str(exc)
+        return _Small(facts)
+    if header is None:
+        facts.skipped = _not_a_capture(path, first)
+        return _Small(facts)
+    transport = header.get("transport")
+    facts.transport = transport if isinstance(transport, str) else None
+    facts.identity = _identity(path, header)
+    return _Small(facts, data)
+
+
+@dataclass
+class _Batch(FileFacts):
+    """Small capture files read as one text (`_read_batch`): each row finds its file by its line number."""
+
+    members: list[FileFacts] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    """The line of the text each member's first line is."""
+
+    def locate(self, records: pl.LazyFrame) -> tuple[pl.LazyFrame, dict[str, Any]]:
+        """`records` with `_f` (the member's position) and its own line numbers; the member's labels."""
+        starts = pl.Series(self.starts, dtype=pl.UInt32)
+        member = pl.lit(starts).search_sorted(pl.col("line").cast(pl.UInt32), side="right").cast(pl.Int64) - 1
+        records = records.with_columns(_f=member).with_columns(
+            line=pl.col("line").cast(pl.UInt32) - pl.lit(starts).gather(pl.col("_f")) + 1
+        )
+        labels = {
+            name: pl.lit(pl.Series([getattr(m, name) for m in self.members], dtype=pl.String)).gather(pl.col("_f"))
+            for name in ("file", "capture", "transport")
+        }
+        return records, labels
+
+
+def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill | None) -> list[FileFacts]:
+    """Read small files as one text: one reading, one pairing and condensing for all of them.
+
+    Each file gets its own counts and bad lines, judged as reading it alone judges them; the rows
+    (paired and condensed: every file is a capture of its own, keyed apart) and `Traffic` of the
+    batch go with its first file, the others share empty ones. A batch that needs the robust id
+    reading is read again file by file, so each file reads its ids as it does alone.
+    """
+    read = [item for item in items if item.facts.was_read]
+    if not read:
+        return [item.facts for item in items]
+    batch = _Batch(file="", members=[item.facts for item in read])
+    texts: list[bytes] = []
+    ends: list[tuple[int, bool]] = []  # per member: line count, last line complete
+    line = 1
+    for item in read:
+        complete = item.data.endswith(b"\n")
+        count = item.data.count(b"\n") + (0 if complete else 1)
+        batch.starts.append(line)
+        ends.append((count, complete))
+        texts.append(item.data if complete else item.data + b"\n")
+        line += count
+    text = b"".join(texts)
+    for item in read:
+        item.data = b""  # the text holds them now
+    needed, part = _read_piece(batch, text, 1, line - 1, False, options)
+    if needed:
+        alone: list[FileFacts] = []
+        for item in items:
+            if not item.facts.was_read:
+                alone.append(item.facts)
+                continue
+            try:
+                alone.append(extract_file(item.facts.file, options, defer=False, spill=spill))
+            except InputError as exc:
+                alone.append(replace(item.facts, error=str(exc)))
+            alone[-1].identity = item.facts.identity
+        return alone
+    members = batch.members
+    for (at, rtype, n, lost) in part.counts.select("_f", "type", "n", "lost").iter_rows():
+        facts = members[at]
+        facts.counts[str(rtype)] = int(n)
+        facts.records += int(n)
+        if rtype == fmt.CAPTURE_ERROR:
+            facts.lost = int(lost or 0)
+    for facts in members:
+        facts.counts = dict(sorted(facts.counts.items()))
+    for b in sorted(part.bad):
+        at = bisect.bisect_right(batch.starts, b.line) - 1
+        facts, (count, complete) = members[at], ends[at]
+        local = BadLine(facts.file, b.line - batch.starts[at] + 1, b.reason)
+        if local.line == count and not complete:
+            facts.torn = BadLine(facts.file, local.line, f"torn last line ({b.reason})")
+        else:
+            facts.malformed.append(local)
+    if part.messages.height:
+        kept, traffic = condense(pair_responses(part.messages))
+        members[0].messages = kept
+        members[0].traffic = spilled(traffic, spill) if spill is not None else traffic
+    return [item.facts for item in items]
+
+
 def _drop_if_duplicate(facts: FileFacts, first_of: dict[str, str]) -> None:
     """Leave out a file that repeats a capture part read already (same `FileFacts.identity`): a
     directory given twice, a copy, an archive and its JSONL. The first in input order is read."""
     for key in facts.identity:
-        if key in first_of:
+        if first_of.get(key, facts.file) != facts.file:
             facts.duplicate_of = first_of[key]
-            facts.messages, facts.traffic, facts.pending = _no_messages(), Traffic(), False
+            facts.messages, facts.traffic, facts.pending = _NO_MESSAGES, _NO_TRAFFIC, False
             return
     for key in facts.identity:
         first_of[key] = facts.file

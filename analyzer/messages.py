@@ -122,9 +122,9 @@ _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON paylo
 def messages_from_records(
     records: pl.LazyFrame,
     *,
-    file: str,
-    capture: str,
-    transport: str | None,
+    file: str | pl.Expr,
+    capture: str | pl.Expr,
+    transport: str | pl.Expr | None,
     robust: bool = False,
     all_records: bool = False,
     categorical: bool = False,
@@ -148,6 +148,8 @@ def messages_from_records(
     `MESSAGE_RECORD_TYPES`. `categorical=True` gives the in-memory dtypes (see `as_categoricals`):
     `CATEGORICAL_COLUMNS` as `pl.Categorical` and `flow` as its `flow_key`, unless `flow_ids` (the
     ids as text, for archives). `extra` adds columns computed from the records (e.g. the raw payload).
+    `file`, `capture` and `transport` are the file's, or expressions giving each row's (records of
+    many small files read as one text).
     """
     as_json = records.collect_schema().get("headers") == pl.String()
     steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids)
@@ -157,9 +159,13 @@ def messages_from_records(
     literal = pl.Categorical() if categorical else pl.String()
     given = {"file": file, "transport": transport, "capture": capture}
     exprs = {
-        name: pl.lit(given[name], pl.String).cast(literal) if expr is None else expr for name, expr in columns.items()
+        name: expr if expr is not None else _label(given[name]).cast(literal) for name, expr in columns.items()
     }
     return lf.select(**exprs, **(extra or {}))
+
+
+def _label(value: str | pl.Expr | None) -> pl.Expr:
+    return value if isinstance(value, pl.Expr) else pl.lit(value, pl.String)
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from addon.errors import ErascopeError
 from analyzer.cli import app
-from analyzer.load import LoadOptions, extract_file, extract_files
+from analyzer.load import LoadOptions, extract_file, extract_files, find_inputs
 from analyzer.pipeline import AnalyzeOptions, analyze
 from tests.test_load import HEADER, frame, write_lines
 from tests.test_messages import Cap, discover_result, probe
@@ -135,18 +135,20 @@ def test_string_and_number_ids_stay_distinct(tmp_path: Path) -> None:
 
 
 # --- files that cannot be read -------------------------------------------------------------------
-def test_a_vanished_file_is_an_input_error_and_the_rest_is_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", ["small", "big"])
+def test_a_vanished_file_is_an_input_error_and_the_rest_is_read(tmp_path: Path, size: str) -> None:
     first = _capture(tmp_path / "a")
     second = _capture(tmp_path / "b", server="other")
-
-    def vanish(done: int, total: int, path: str) -> None:
-        if done == 1:
-            second.unlink()  # found by the directory walk, gone before it is read
-
-    a = analyze([str(tmp_path)], AnalyzeOptions(jobs=1, progress=vanish))
-    assert a.inputs.files == [str(first)]
-    assert [f for f, _ in a.inputs.errors] == [str(second)]
-    assert "No such file" in a.inputs.errors[0][1]
+    if size == "big":  # read alone, not in a batch of small files
+        with second.open("a") as f:
+            f.write((frame(99, "x" * 1000) + "\n") * 1100)
+    paths = find_inputs([str(tmp_path)])
+    second.unlink()  # found by the directory walk, gone before it is read
+    facts = extract_files(paths, jobs=1)
+    assert [f.file for f in facts if f.was_read] == [str(first)]
+    assert [(f.file, f.error) for f in facts if f.error] == [
+        (str(second), f"cannot read {second}: No such file or directory")
+    ]
 
 
 def _unreadable(path: Path) -> Path:

@@ -72,7 +72,8 @@ def test_loading_with_a_spill_reads_the_same_rows(
     # a file's moved requests and dropped answers are spilled when there are enough of them
     frames = [f for a in alone for f in (a.traffic.requests, a.traffic.answers) if f is not None]
     big = sum(f.height >= min_rows for f in frames)  # type: ignore[union-attr]
-    assert big > 10 if min_rows == 1 else big == 0, big  # the small files of a spawn-per-call capture
+    # the small files of a spawn-per-call capture: read in batches, a batch's frames are spilled together
+    assert big > 5 if min_rows == 1 else big == 0, big
     with Spill(tmp_path) as spill:
         spilled = combine(extract_files(inputs, jobs=2, spill=spill))
         assert len(list(spill.path.iterdir())) == big
