@@ -7,7 +7,9 @@ terminal. Every command's help carries an example.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -263,6 +265,13 @@ def record_http(
         raise typer.Exit(code=1)
 
 
+def _stop_on_sigterm() -> None:
+    """Make SIGTERM unwind like Ctrl-C (exit 143), so the analysis removes its temporary directory
+    (`analyzer.spill`): the default action ends the process on the spot and leaves it behind."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 @app.command("analyze", cls=_Command)
 def analyze_cmd(
     paths: Annotated[
@@ -332,6 +341,12 @@ def analyze_cmd(
             "default: $TMPDIR. Removed when it ends.",
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Exit 2 when any input file cannot be read or is skipped, instead of noting it."
+        ),
+    ] = False,
 ) -> None:
     """Analyze captures: each server's era, probe outcomes and client mistakes.
 
@@ -344,10 +359,13 @@ def analyze_cmd(
     from analyzer.pipeline import AnalyzeOptions, analyze
     from analyzer.report import render
 
+    _stop_on_sigterm()
     fmt, fail_on = report_format.value, fail_on_choice.value
     if probe_timeout <= 0:
         raise _fail(ErascopeError("--probe-timeout must be a positive number of seconds"))
-    options = AnalyzeOptions(probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None)
+    options = AnalyzeOptions(
+        probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None, strict=strict
+    )
     targets = {name: p for name, p in (("--output", output), ("--write-baseline", write_baseline)) if p is not None}
     if targets:
         from analyzer.output import check_targets
@@ -399,9 +417,14 @@ def analyze_cmd(
         typer.echo(f"erascope: wrote the report to {output}", err=True)
     else:
         typer.echo(text, nl=False)
-    notes = len(analysis.inputs.malformed) + len(analysis.inputs.torn) + len(analysis.inputs.skipped)
+    inp = analysis.inputs
+    notes = len(inp.malformed) + len(inp.torn) + len(inp.skipped) + len(inp.errors) + len(inp.duplicates)
     if notes and not quiet and fmt != "text":
-        typer.echo(f"erascope: {notes} input note(s) (malformed/torn lines, skipped files): see the report", err=True)
+        typer.echo(
+            f"erascope: {notes} input note(s) (malformed/torn lines, skipped, unreadable or duplicate files):"
+            " see the report",
+            err=True,
+        )
     if write_baseline is not None:
         from analyzer.baseline import write_baseline as write_baseline_file
 

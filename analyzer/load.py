@@ -62,11 +62,14 @@ rows (`raw` is never kept).
 
 from __future__ import annotations
 
+import bisect
 import glob
 import os
 import re
+import stat
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Final
@@ -82,12 +85,15 @@ from analyzer.messages import (
     MESSAGE_RECORD_TYPES,
     messages_from_records,
     pair_responses,
+    read_fields,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 from analyzer.spill import Spill
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
+_RECORDER_NAME: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z_.+_\d+_[0-9a-f]{6}\.\d{3}\.jsonl$")
+"""The recorder's file names (captures/FORMAT.md): start time, server slug, pid, random hex, part."""
 _TEXT_HEADERS_SCHEMA: Final = {**RECORD_SCHEMA, "headers": pl.String()}
 """`RECORD_SCHEMA` with `headers` read as text: half the time of building its lists (`HEADERS_AS_TEXT`)."""
 PIECE_BYTES: Final = 8 << 20
@@ -96,8 +102,21 @@ CHUNK_BYTES: Final = 32 << 20
 """Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
 _no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
 """An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
+_NO_MESSAGES: Final = _no_messages()
+_NO_TRAFFIC: Final = Traffic()
+"""The empty messages and traffic every file without rows of its own shares: frames are never changed
+in place, and a frame per file (38 columns, four more in `Traffic`) is about 30 kB of memory, which
+100,000 small captures read in batches would otherwise hold for nothing."""
+SMALL_BYTES: Final = 1 << 20
+"""Files of at most this size (whose capture has no other part among the inputs) are read many at
+once: one reading costs a few milliseconds whatever its size, more than a small capture takes."""
 CHUNK_ROWS: Final = 100_000
 """Frames already in memory (Parquet archives) are paired and condensed in chunks of this many rows."""
+
+
+class InputError(ErascopeError):
+    """One input file cannot be read (gone, unreadable, an unknown format major): the other files
+    still can. `extract_files` notes it on the file's `FileFacts.error` and goes on."""
 
 
 @dataclass(frozen=True, order=True)
@@ -131,7 +150,14 @@ class FileFacts:
     """The capture id (file name without the part suffix): rotated parts share it."""
     transport: str | None = None
     skipped: str | None = None
-    """Why the file was skipped (not an erascope capture); None when it was read."""
+    """Why the file was skipped (not an erascope capture, not a regular file); None when it was read."""
+    error: str | None = None
+    """Why the file could not be read (an input error: unreadable, vanished); None when it was read."""
+    identity: tuple[str, ...] = ()
+    """What names the capture part whatever the file is called (`_identity`): the same part read twice
+    is read once (`extract_files`)."""
+    duplicate_of: str | None = None
+    """The file this one repeats (same `identity`), read in its place; None when it was read."""
     records: int = 0
     """Well-formed records read (header included)."""
     counts: dict[str, int] = field(default_factory=dict)
@@ -140,12 +166,17 @@ class FileFacts:
     torn: BadLine | None = None
     lost: int = 0
     """Records the recorder reported lost (`capture-error` records)."""
-    messages: pl.DataFrame = field(default_factory=_no_messages)
-    traffic: Traffic = field(default_factory=Traffic)
+    messages: pl.DataFrame = field(default_factory=lambda: _NO_MESSAGES)
+    traffic: Traffic = field(default_factory=lambda: _NO_TRAFFIC)
     """What condensing dropped from `messages` (`analyzer.condense`)."""
     pending: bool = False
     """`messages` are read but not paired and condensed yet: a small file, left to be finished
     together with other such files (`finish_pending`)."""
+
+    @property
+    def was_read(self) -> bool:
+        """Its records were read: not skipped, no input error, not a duplicate of another file."""
+        return self.skipped is None and self.error is None and self.duplicate_of is None
 
 
 @dataclass
@@ -158,34 +189,41 @@ class Loaded:
 
     @property
     def records(self) -> int:
-        return sum(f.records for f in self.files)
+        return sum(f.records for f in self.read)
 
     @property
     def malformed(self) -> list[BadLine]:
-        return sorted(b for f in self.files for b in f.malformed)
+        return sorted(b for f in self.read for b in f.malformed)
 
     @property
     def torn(self) -> list[BadLine]:
-        return sorted(f.torn for f in self.files if f.torn is not None)
+        return sorted(f.torn for f in self.read if f.torn is not None)
 
     @property
     def skipped(self) -> list[FileFacts]:
         return [f for f in self.files if f.skipped is not None]
+
+    @property
+    def read(self) -> list[FileFacts]:
+        """The files whose records were read (not skipped, no input error, not a duplicate)."""
+        return [f for f in self.files if f.was_read]
 
 
 # --- finding files -------------------------------------------------------------------------------
 def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     """Capture files named by `paths`: files, directories (searched recursively for `*.jsonl`) and globs.
 
-    Raises `ErascopeError` for a path that does not exist or a glob that matches nothing.
+    Sorted, each path once, so the same inputs read in the same order however they were named.
+    Inside directories, FIFOs, sockets and dangling links named `*.jsonl` are listed too: reading
+    them gives a note instead of a hang or silence (`extract_file`). Raises `ErascopeError` for a path
+    that does not exist or a glob that matches nothing.
     """
-    found: list[str] = []
-    seen: set[str] = set()
+    found: set[str] = set()
 
-    def add(p: str) -> None:
-        if p not in seen:
-            seen.add(p)
-            found.append(p)
+    def walk(directory: Path) -> None:
+        for sub in directory.rglob("*" + fmt.CAPTURE_SUFFIX):
+            if not sub.is_dir():  # a directory named *.jsonl is walked, not read
+                found.add(str(sub))
 
     for item in paths:
         text = str(item)
@@ -194,27 +232,23 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
             from analyzer.compact import source_entries
 
-            for entry in source_entries(path):
-                add(entry)
+            found.update(source_entries(path))
         elif path.is_dir():
-            for sub in sorted(path.rglob("*" + fmt.CAPTURE_SUFFIX)):
-                if sub.is_file():
-                    add(str(sub))
-        elif path.exists():
-            add(text)
+            walk(path)
+        elif path.exists() or path.is_symlink():
+            found.add(text)
         elif glob.has_magic(text):
             matches = sorted(glob.glob(text, recursive=True))
             if not matches:
                 raise ErascopeError(f"no files match {text!r}")
             for m in matches:
                 if Path(m).is_dir():
-                    for sub in sorted(Path(m).rglob("*" + fmt.CAPTURE_SUFFIX)):
-                        add(str(sub))
+                    walk(Path(m))
                 else:
-                    add(m)
+                    found.add(m)
         else:
             raise ErascopeError(f"no such file or directory: {text}")
-    return found
+    return sorted(found)
 
 
 def capture_id(path: str) -> str:
@@ -229,11 +263,18 @@ def read_header(path: str) -> dict[str, Any] | None:
 
     Raises `ErascopeError` when the file cannot be read or names an erascope major we do not know.
     """
+    return _header_of(path, _first_line(path))
+
+
+def _first_line(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
-            first = f.readline(_HEADER_LIMIT)
+            return f.readline(_HEADER_LIMIT)
     except OSError as exc:
-        raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     try:
         header = orjson.loads(first)
     except orjson.JSONDecodeError:
@@ -245,11 +286,76 @@ def read_header(path: str) -> dict[str, Any] | None:
         return None
     major = fmt.parse_format_id(value)
     if major != fmt.FORMAT_MAJOR:
-        raise ErascopeError(
+        raise InputError(
             f"{path}: capture format {value!r} is not supported by this erascope"
             f" (it reads {fmt.FORMAT_ID}); upgrade erascope to analyze it"
         )
     return header
+
+
+_READS: Final = "erascope reads the captures `erascope record stdio` and `erascope record http` write"
+
+
+def _not_a_capture(path: str, first: bytes) -> str:
+    """Why a file is skipped: not an erascope capture, with a hint when it looks like something known."""
+    why = "not an erascope capture (first line is not an erascope header)"
+    try:
+        obj = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        obj = None
+    if path.lower().endswith(".har") or (isinstance(obj, dict) and isinstance(obj.get("log"), dict)):
+        return f"{why}: it looks like a HAR file; {_READS} (a HAR file cannot be converted)"
+    if isinstance(obj, dict) and "jsonrpc" in obj:
+        return (
+            f"{why}: it looks like a plain JSON-RPC log; {_READS}: run the server behind"
+            " `erascope record stdio` (or the proxy `erascope record http`) to record one"
+        )
+    return f"{why}; {_READS}"
+
+
+def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
+    """What names a capture part whatever its file is called or wherever it was copied.
+
+    The recorder's header names a unique run (start time to the microsecond, host, recorder pid,
+    transport, server) and the part; the recorder's file name carries the same start time and pid
+    plus random hex, and is what an archive entry still knows of its source. Headers written by
+    hand (without those fields) identify nothing: such files are only ever told apart by path.
+    """
+    keys: list[str] = []
+    run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
+    if run[0] is not None and run[2] is not None:
+        keys.append("run:" + orjson.dumps(run).decode())
+    name = Path(path).name
+    if _RECORDER_NAME.match(name):
+        keys.append("name:" + name)
+    return tuple(keys)
+
+
+def _not_regular(path: str) -> str | None:
+    """Why `path` is not read as a file (a FIFO would block forever), or None for a regular file.
+
+    Raises `ErascopeError` for a path that cannot be looked at (gone since it was found, say).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return "a dangling symbolic link"
+        raise InputError(f"cannot read {path}: No such file or directory") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return None
+    kind = (
+        "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a directory"
+        if stat.S_ISDIR(mode)
+        else "a device"
+    )
+    return f"not a regular file ({kind})"
 
 
 def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
@@ -297,32 +403,65 @@ _REASON: Final = (
 )
 
 
-_EXPECT: Final[dict[type[pl.DataType], tuple[type, ...]]] = {
-    pl.String: (str,),
-    pl.Int64: (int,),
-    pl.Float64: (int, float),
-    pl.Boolean: (bool,),
-}
+_INT64: Final = range(-(1 << 63), 1 << 63)
 
 
-def _type_error(obj: dict[str, Any]) -> str | None:
-    """Why a decoded record does not fit RECORD_SCHEMA, or None when it does."""
-    for name, dtype in RECORD_SCHEMA.items():
+def _fits(value: Any, dtype: pl.DataType) -> bool:
+    """Whether the NDJSON reader takes `value` for a field of `dtype` (checked against polars 2.1:
+    any value fits a string, which gets its JSON text; numbers and booleans must be of their kind)."""
+    if isinstance(dtype, pl.String):
+        return True
+    if isinstance(dtype, pl.Int64):
+        return isinstance(value, int) and not isinstance(value, bool) and value in _INT64
+    if isinstance(dtype, pl.Float64):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(dtype, pl.Boolean):
+        return isinstance(value, bool)
+    if dtype == pl.List(pl.String()):  # e.g. a spawn's parent_argv
+        return isinstance(value, list) and all(isinstance(x, str) for x in value)
+    if isinstance(dtype, pl.List):  # headers: a list of [name, value] lists
+        return isinstance(value, list) and all(isinstance(pair, list) for pair in value)
+    return True
+
+
+def _type_error(obj: dict[str, Any], fields: Iterable[str] = RECORD_SCHEMA) -> str | None:
+    """Why a decoded record does not fit RECORD_SCHEMA in `fields`, or None when it does."""
+    for name in fields:
         value = obj.get(name)
-        if value is None:
-            continue
-        if dtype == pl.List(pl.String()):
-            ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
-        elif isinstance(dtype, pl.List):
-            ok = isinstance(value, list) and all(
-                isinstance(pair, list) and all(isinstance(x, str) for x in pair) for pair in value
-            )
-        else:
-            want = _EXPECT.get(type(dtype), ())
-            ok = isinstance(value, want) and not (isinstance(value, bool) and bool not in want)
-        if not ok:
+        if value is not None and not _fits(value, RECORD_SCHEMA[name]):
             return f"field {name!r} has the wrong type ({type(value).__name__})"
     return None
+
+
+def _why_refused(text: str, fields: Iterable[str]) -> str:
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:  # deeper than orjson reads, say
+        return "a field does not fit the record schema"
+    return (isinstance(obj, dict) and _type_error(obj, fields)) or "a field does not fit the record schema"
+
+
+def _checked_fields(options: LoadOptions | None) -> tuple[str, ...]:
+    """The fields a reading checks the type of: those the messages read, and what `_read` counts."""
+    fields = read_fields() | {"type", "lost"} | ({"raw"} if options is not None and options.keep_raw else set())
+    return tuple(name for name in RECORD_SCHEMA if name in fields)
+
+
+def _suspects(lines: pl.DataFrame, options: LoadOptions | None) -> dict[int, str]:
+    """Positions in `lines` of the lines with a field of the wrong type, and why, judged in Python
+    by the reader's own rules on the fields it reads (`_fits`): one decoding per line instead of a
+    reading per line. Lines orjson cannot decode are left to the reader."""
+    fields = _checked_fields(options)
+    found = {}
+    for n, text in enumerate(lines.get_column("text")):
+        try:
+            obj = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            continue
+        why = _type_error(obj, fields) if isinstance(obj, dict) else None
+        if why is not None:
+            found[n] = why
+    return found
 
 
 def _read(
@@ -335,21 +474,24 @@ def _read(
     record's headers do not have the shape that text carries exactly (`HEADERS_AS_TEXT`).
     """
     headers_as_text = records.collect_schema()["headers"] == pl.String()
+    labels: dict[str, Any] = {"file": facts.file, "capture": facts.capture, "transport": facts.transport}
+    if isinstance(facts, _Batch):  # many files in one text: each row's file from its line number
+        records, labels = facts.locate(records)
     records = records.with_columns(pl.col("line").cast(pl.UInt32))
     for attempt in (True,) if robust else (False, True):
         # The fast reading of id/method raises on an id that is an object or array; then the
         # slower one that never raises (see `messages_from_records`). One pass over the piece gives
         # both the counts and the messages: every record keeps a row until counted.
         extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
+        if isinstance(facts, _Batch):
+            extra["_f"] = pl.col("_f")
         if headers_as_text:
             extra["_bad_headers"] = ~pl.col("headers").str.contains(HEADERS_AS_TEXT).fill_null(True)
         if options is not None and options.keep_raw:
             extra["raw"] = pl.col("raw")
         rows = messages_from_records(
             records,
-            file=facts.file,
-            capture=facts.capture,
-            transport=facts.transport,
+            **labels,
             robust=attempt,
             all_records=True,
             categorical=True,
@@ -366,12 +508,13 @@ def _read(
             if df.get_column("_bad_headers").any():
                 return None
             df = df.drop("_bad_headers")
-        counts = df.group_by("_type").agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
+        by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
+        counts = df.group_by(by).agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
             msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES))
-        return counts, msgs.drop("_type", "_lost"), attempt
+        return counts, msgs.drop("_type", "_lost", *by[:-1]), attempt
     raise AssertionError("unreachable")
 
 
@@ -415,18 +558,25 @@ def _read_bad_piece(
     facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None
 ) -> tuple[bool, _Piece]:
     """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
+    piece, not_utf8 = _without_invalid_utf8(piece, first_line)
     lines_lf = _lines_scan(piece, first_line)
     reasons = lines_lf.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
-    bad = [BadLine(facts.file, int(n), r) for n, r in reasons.iter_rows()]
+    bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     good = lines_lf.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
     read = _read_lines(facts, good, options, robust)
-    if read is None:
-        refused = _refused(facts, good, options, robust)
-        for n in refused:
-            text = good.item(n, "text")
-            why = _type_error(orjson.loads(text)) or "a field does not fit the record schema"
-            bad.append(BadLine(facts.file, int(good.item(n, "line")), why))
-        good = good.with_row_index("_n").filter(~pl.col("_n").is_in(refused)).drop("_n")
+    for by_type in (True, False):
+        if read is not None:
+            break
+        # The reader refuses the batch: a field of the wrong type. The lines are found by their
+        # types first (as cheap as reading them); halving finds any the reader refuses otherwise.
+        if by_type:
+            refused = _suspects(good, options)
+        else:
+            fields = _checked_fields(options)
+            refused = {n: _why_refused(good.item(n, "text"), fields) for n in _refused(facts, good, options, robust)}
+        numbers = good.get_column("line")
+        bad += [BadLine(facts.file, int(numbers[n]), why) for n, why in refused.items()]
+        good = good.with_row_index("_n").filter(~pl.col("_n").is_in(list(refused))).drop("_n")
         read = _read_lines(facts, good, options, robust)
     if read is None:  # refused as a batch though no line alone is: never seen, but never fatal
         bad += [BadLine(facts.file, int(n), "refused with the lines around it") for n in good.get_column("line")]
@@ -434,6 +584,33 @@ def _read_bad_piece(
         assert read is not None
     counts, msgs, used = read
     return used, _Piece(counts, msgs, bad)
+
+
+def _without_invalid_utf8(piece: bytes, first_line: int) -> tuple[bytes, set[int]]:
+    """`piece` with every line that is not valid UTF-8 blanked, and those lines' numbers.
+
+    Polars refuses a whole text with invalid UTF-8 in it, so such lines are taken out before it
+    reads the piece as lines (their newline stays: line numbers do not move). A recorder cut by a
+    kill or a full disk can end a file inside a multi-byte character. Only ever run on a piece that
+    failed the fast reading; checking it whole first costs a few milliseconds per 8 MiB.
+    """
+    try:
+        piece.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        return piece, set()
+    lines = piece.split(b"\n")
+    bad: set[int] = set()
+    for n, line in enumerate(lines):
+        if line.isascii():
+            continue
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            lines[n] = b" "  # blank, not empty: an empty last line would not be read as a line
+            bad.add(first_line + n)
+    return b"\n".join(lines), bad
 
 
 def _read_lines(
@@ -480,8 +657,9 @@ def _read_pieces(
     chunked: bool,
     defer: bool = False,
     spill: Spill | None = None,
-) -> tuple[bool, list[_Piece] | None, int]:
-    """Every piece of the file, all with the same id reading: that reading, the pieces and the file's line count.
+) -> tuple[bool, list[_Piece] | None, int, bool]:
+    """Every piece of the file, all with the same id reading: that reading, the pieces, the file's
+    line count, and whether its last line is complete (ends in a newline).
 
     The robust id reading writes `1.0` where the fast one writes `1`, so a file whose pieces read
     ids differently would read differently from the file read whole. When a later piece needs the
@@ -495,13 +673,15 @@ def _read_pieces(
     parts: list[_Piece] = []
     open_from, open_bytes = 0, 0
     lines = 0
+    complete = True
     with open(facts.file, "rb") as f:
         for piece in _pieces(f, PIECE_BYTES):
-            count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+            complete = piece.endswith(b"\n")
+            count = piece.count(b"\n") + (0 if complete else 1)
             needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
             if needed != robust:
                 if parts:
-                    return needed, None, 0
+                    return needed, None, 0, complete
                 robust = needed
             parts.append(part)
             lines += count
@@ -513,7 +693,7 @@ def _read_pieces(
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
         _finish_chunk(parts[open_from:], spill)
-    return robust, parts, lines
+    return robust, parts, lines, complete
 
 
 def _finish_chunk(pieces: list[_Piece], spill: Spill | None = None) -> None:
@@ -538,8 +718,9 @@ def extract_file(
     """Read one capture file into its messages rows and its input accounting.
 
     Independent of every other file (safe to run in parallel). A file whose first line is not an
-    erascope header is returned with `skipped` set. Raises `ErascopeError` for an unreadable file or
-    an unknown format major version.
+    erascope header, and a path that is not a regular file (a FIFO would block), are returned with
+    `skipped` set. Raises `InputError` for an unreadable or vanished file or an unknown format major
+    version (`extract_files` notes it and reads the other files).
 
     `defer=True` leaves a file of at most `PIECE_BYTES` `pending` (read, not yet paired and
     condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows
@@ -548,12 +729,19 @@ def extract_file(
     if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
 
-        return extract_archived(path)
+        archived = extract_archived(path)
+        archived.identity = _identity(archived.file, {})  # its source's name: the same capture as JSONL
+        return archived
     facts = FileFacts(file=path, capture=capture_id(path))
-    header = read_header(path)
-    if header is None:
-        facts.skipped = "not an erascope capture (first line is not an erascope header)"
+    facts.skipped = _not_regular(path)
+    if facts.skipped is not None:
         return facts
+    first = _first_line(path)
+    header = _header_of(path, first)
+    if header is None:
+        facts.skipped = _not_a_capture(path, first)
+        return facts
+    facts.identity = _identity(path, header)
     transport = header.get("transport")
     facts.transport = transport if isinstance(transport, str) else None
     try:
@@ -562,13 +750,13 @@ def extract_file(
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
         while parts is None:
-            robust, parts, total = _read_pieces(facts, robust, options, chunked, defer and chunked, spill)
+            robust, parts, total, complete = _read_pieces(facts, robust, options, chunked, defer and chunked, spill)
     except OSError as exc:
-        raise ErascopeError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if not parts:
         return facts  # emptied since its header was read
     for b in sorted(b for part in parts for b in part.bad):
-        if b.line == total and b.reason != "empty line":
+        if b.line == total and not complete:  # the last line without its newline: cut while written
             facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
         else:
             facts.malformed.append(b)
@@ -737,16 +925,20 @@ def extract_files(
     def spill_finished(done: list[FileFacts]) -> None:
         if spill is not None:
             for f in done:
-                if not f.pending and f.skipped is None:
+                if not f.pending and f.was_read and f.traffic is not _NO_TRAFFIC:
                     f.traffic = spilled(f.traffic, spill)
 
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
     unfinished, pending_rows = 0, 0
+    first_of: dict[str, str] = {}  # identity key -> the file read for it
+    done = 0
 
-    def add(n: int, path: str, result: FileFacts) -> None:
-        nonlocal unfinished, pending_rows
+    def add(result: FileFacts) -> None:
+        nonlocal unfinished, pending_rows, done
         facts.append(result)
+        if result.was_read:
+            _drop_if_duplicate(result, first_of)
         if result.pending:
             pending_rows += result.messages.height
         else:
@@ -755,24 +947,215 @@ def extract_files(
             finish_pending(facts[unfinished:])
             spill_finished(facts[unfinished:])
             unfinished, pending_rows = len(facts), 0
+        done += 1
         if progress is not None:
-            progress(n, len(paths), path)
+            progress(done, len(paths), result.file)
 
+    def extract(unit: str | list[_Small]) -> list[FileFacts]:
+        if isinstance(unit, list):
+            return _read_batch(unit, options, spill)
+        try:
+            return [extract_file(unit, options, defer=True, spill=spill)]
+        except InputError as exc:
+            return [FileFacts(file=unit, capture=capture_id(unit), error=str(exc))]
+
+    opts = options or LoadOptions()
+    units = _units(paths, opts.condense and not opts.keep_raw, first_of)
     if workers == 1:
-        for n, path in enumerate(paths, 1):
-            add(n, path, extract_file(path, options, defer=True, spill=spill))
+        for unit in units:
+            for result in extract(unit):
+                add(result)
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(extract_file, path, options, defer=True, spill=spill) for path in paths]
+            # a bounded window of units in flight: small files are read into memory as their batch is made
+            window: deque[Future[list[FileFacts]]] = deque()
             try:
-                for n, (path, future) in enumerate(zip(paths, futures, strict=True), 1):
-                    add(n, path, future.result())
+                for unit in units:
+                    window.append(pool.submit(extract, unit))
+                    while len(window) > 2 * workers:
+                        for result in window.popleft().result():
+                            add(result)
+                while window:
+                    for result in window.popleft().result():
+                        add(result)
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
     finish_pending(facts[unfinished:])
     spill_finished(facts[unfinished:])
     return facts
+
+
+@dataclass
+class _Small:
+    """A small capture file read into memory for a batch (`_read_batch`), or its note."""
+
+    facts: FileFacts
+    data: bytes = b""
+
+
+def _units(paths: list[str], batched: bool, first_of: dict[str, str]) -> Iterator[str | list[_Small]]:
+    """The work of `extract_files`, in input order: a path to read alone, or a batch of small files.
+
+    Small files (at most `SMALL_BYTES`, their capture in no other input file) are read here, so the
+    same part given twice is left out before its rows join a batch's (`_drop_if_duplicate`), and
+    grouped in batches of about `PIECE_BYTES`. Without `batched` (raw payloads kept, nothing
+    condensed) every file is read alone.
+    """
+    parts = Counter(capture_id(p) for p in paths)
+    batch: list[_Small] = []
+    size = 0
+    for path in paths:
+        small = batched and parts[capture_id(path)] == 1 and not _is_archive_entry(path) and _is_small(path)
+        if not small:
+            if batch:
+                yield batch
+                batch, size = [], 0
+            yield path
+            continue
+        item = _read_small(path)
+        if item.facts.was_read:
+            _drop_if_duplicate(item.facts, first_of)
+            if item.facts.duplicate_of is not None:
+                item.data = b""
+        batch.append(item)
+        size += len(item.data)
+        if size >= PIECE_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _is_small(path: str) -> bool:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False  # read alone, which notes why it cannot be
+    return stat.S_ISREG(st.st_mode) and st.st_size <= SMALL_BYTES
+
+
+def _read_small(path: str) -> _Small:
+    """A small file's bytes and header, or its facts with why it is not read (as `extract_file` says)."""
+    facts = FileFacts(file=path, capture=capture_id(path))
+    try:
+        facts.skipped = _not_regular(path)
+        if facts.skipped is not None:
+            return _Small(facts)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        end = data.find(b"\n")
+        first = data if end < 0 else data[: end + 1]
+        header = _header_of(path, first)
+    except InputError as exc:
+        facts.error = str(exc)
+        return _Small(facts)
+    if header is None:
+        facts.skipped = _not_a_capture(path, first)
+        return _Small(facts)
+    transport = header.get("transport")
+    facts.transport = transport if isinstance(transport, str) else None
+    facts.identity = _identity(path, header)
+    return _Small(facts, data)
+
+
+@dataclass
+class _Batch(FileFacts):
+    """Small capture files read as one text (`_read_batch`): each row finds its file by its line number."""
+
+    members: list[FileFacts] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    """The line of the text each member's first line is."""
+
+    def locate(self, records: pl.LazyFrame) -> tuple[pl.LazyFrame, dict[str, Any]]:
+        """`records` with `_f` (the member's position) and its own line numbers; the member's labels."""
+        starts = pl.Series(self.starts, dtype=pl.UInt32)
+        member = pl.lit(starts).search_sorted(pl.col("line").cast(pl.UInt32), side="right").cast(pl.Int64) - 1
+        records = records.with_columns(_f=member).with_columns(
+            line=pl.col("line").cast(pl.UInt32) - pl.lit(starts).gather(pl.col("_f")) + 1
+        )
+        labels = {
+            name: pl.lit(pl.Series([getattr(m, name) for m in self.members], dtype=pl.String)).gather(pl.col("_f"))
+            for name in ("file", "capture", "transport")
+        }
+        return records, labels
+
+
+def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill | None) -> list[FileFacts]:
+    """Read small files as one text: one reading, one pairing and condensing for all of them.
+
+    Each file gets its own counts and bad lines, judged as reading it alone judges them; the rows
+    (paired and condensed: every file is a capture of its own, keyed apart) and `Traffic` of the
+    batch go with its first file, the others share empty ones. A batch that needs the robust id
+    reading is read again file by file, so each file reads its ids as it does alone.
+    """
+    read = [item for item in items if item.facts.was_read]
+    if not read:
+        return [item.facts for item in items]
+    batch = _Batch(file="", members=[item.facts for item in read])
+    texts: list[bytes] = []
+    ends: list[tuple[int, bool]] = []  # per member: line count, last line complete
+    line = 1
+    for item in read:
+        complete = item.data.endswith(b"\n")
+        count = item.data.count(b"\n") + (0 if complete else 1)
+        batch.starts.append(line)
+        ends.append((count, complete))
+        texts.append(item.data if complete else item.data + b"\n")
+        line += count
+    text = b"".join(texts)
+    for item in read:
+        item.data = b""  # the text holds them now
+    needed, part = _read_piece(batch, text, 1, line - 1, False, options)
+    if needed:
+        alone: list[FileFacts] = []
+        for item in items:
+            if not item.facts.was_read:
+                alone.append(item.facts)
+                continue
+            try:
+                alone.append(extract_file(item.facts.file, options, defer=False, spill=spill))
+            except InputError as exc:
+                alone.append(replace(item.facts, error=str(exc)))
+            alone[-1].identity = item.facts.identity
+        return alone
+    members = batch.members
+    for (at, rtype, n, lost) in part.counts.select("_f", "type", "n", "lost").iter_rows():
+        facts = members[at]
+        facts.counts[str(rtype)] = int(n)
+        facts.records += int(n)
+        if rtype == fmt.CAPTURE_ERROR:
+            facts.lost = int(lost or 0)
+    for facts in members:
+        facts.counts = dict(sorted(facts.counts.items()))
+    for b in sorted(part.bad):
+        at = bisect.bisect_right(batch.starts, b.line) - 1
+        facts, (count, complete) = members[at], ends[at]
+        local = BadLine(facts.file, b.line - batch.starts[at] + 1, b.reason)
+        if local.line == count and not complete:
+            facts.torn = BadLine(facts.file, local.line, f"torn last line ({b.reason})")
+        else:
+            facts.malformed.append(local)
+    if part.messages.height:
+        kept, traffic = condense(pair_responses(part.messages))
+        members[0].messages = kept
+        members[0].traffic = spilled(traffic, spill) if spill is not None else traffic
+    return [item.facts for item in items]
+
+
+def _drop_if_duplicate(facts: FileFacts, first_of: dict[str, str]) -> None:
+    """Leave out a file that repeats a capture part read already (same `FileFacts.identity`): a
+    directory given twice, a copy, an archive and its JSONL. The first in input order is read."""
+    for key in facts.identity:
+        if first_of.get(key, facts.file) != facts.file:
+            facts.duplicate_of = first_of[key]
+            facts.messages, facts.traffic, facts.pending = _NO_MESSAGES, _NO_TRAFFIC, False
+            return
+    for key in facts.identity:
+        first_of[key] = facts.file
 
 
 def combine(facts: list[FileFacts]) -> Loaded:
@@ -782,18 +1165,18 @@ def combine(facts: list[FileFacts]) -> Loaded:
     files has answers whose request is in another file. Its parts are relinked together (`relink`),
     each file getting back its own slice.
     """
-    read = [f for f in facts if f.skipped is None and f.messages.height]
+    read = [f for f in facts if f.was_read and f.messages.height]
     by_capture: dict[str, list[FileFacts]] = {}
     for f in facts:
         # a part condensed to nothing still takes part: its moved requests can be answered later
-        if f.skipped is None and (f.messages.height or f.traffic.requests is not None):
+        if f.was_read and (f.messages.height or f.traffic.requests is not None):
             by_capture.setdefault(f.capture, []).append(f)
     for parts in by_capture.values():
         if len(parts) > 1:
             _relink_parts(parts)
     frames = [f.messages for f in read]
     messages = pl.concat(frames, how="vertical", rechunk=False) if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
-    return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.skipped is None]))
+    return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.was_read]))
 
 
 def _relink_parts(parts: list[FileFacts]) -> None:

@@ -8,7 +8,8 @@ only on the rows that can carry them.
 
 JSON-RPC ids are kept as JSON text so that `1` and `"1"` stay distinct: `json_path_match` returns
 both as `1`, so a number-looking id is taken as a string only when the payload holds it quoted
-(`"id":"1"` or `"id": "1"`).
+(`"id":"1"` or `"id": "1"`) and not bare (`"id":1,`); a payload holding both (an id nested in the
+params or result) is parsed to read its own top-level `id`.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import functools
 import re
 from typing import Final
 
+import orjson
 import polars as pl
 
 from addon import format as fmt
-from analyzer.schema import MESSAGES_SCHEMA
+from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
     fmt.FRAME,
@@ -40,6 +42,15 @@ META_SERVER: Final = "io.modelcontextprotocol/serverInfo"
 
 _NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
+
+
+def _top_level_id_is_string(payload: str) -> bool:
+    """Whether the payload's own `id` (not one nested in its params or result) is a JSON string."""
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("id"), str)
 
 
 def _path(expr: pl.Expr, path: str) -> pl.Expr:
@@ -111,9 +122,9 @@ _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON paylo
 def messages_from_records(
     records: pl.LazyFrame,
     *,
-    file: str,
-    capture: str,
-    transport: str | None,
+    file: str | pl.Expr,
+    capture: str | pl.Expr,
+    transport: str | pl.Expr | None,
     robust: bool = False,
     all_records: bool = False,
     categorical: bool = False,
@@ -137,6 +148,8 @@ def messages_from_records(
     `MESSAGE_RECORD_TYPES`. `categorical=True` gives the in-memory dtypes (see `as_categoricals`):
     `CATEGORICAL_COLUMNS` as `pl.Categorical` and `flow` as its `flow_key`, unless `flow_ids` (the
     ids as text, for archives). `extra` adds columns computed from the records (e.g. the raw payload).
+    `file`, `capture` and `transport` are the file's, or expressions giving each row's (records of
+    many small files read as one text).
     """
     as_json = records.collect_schema().get("headers") == pl.String()
     steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids)
@@ -146,9 +159,13 @@ def messages_from_records(
     literal = pl.Categorical() if categorical else pl.String()
     given = {"file": file, "transport": transport, "capture": capture}
     exprs = {
-        name: pl.lit(given[name], pl.String).cast(literal) if expr is None else expr for name, expr in columns.items()
+        name: expr if expr is not None else _label(given[name]).cast(literal) for name, expr in columns.items()
     }
     return lf.select(**exprs, **(extra or {}))
+
+
+def _label(value: str | pl.Expr | None) -> pl.Expr:
+    return value if isinstance(value, pl.Expr) else pl.lit(value, pl.String)
 
 
 @functools.cache
@@ -187,17 +204,27 @@ def _plan(
     error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json"))
     steps.append({"_error": _path(error_text, "$.error")})
     steps.append({"_code": _path(pl.col("_error"), "$.code")})
-    # Only a number-looking id in a payload that quotes some id can be a string id.
-    maybe_quoted = pl.when(
-        pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')
-    ).then(raw)
-    id_quoted = maybe_quoted.str.contains(
-        pl.lit('"id":"') + pl.col("_id") + pl.lit('"'), literal=True
-    ) | maybe_quoted.str.contains(pl.lit('"id": "') + pl.col("_id") + pl.lit('"'), literal=True)
+    # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
+    # can hold ids of their own (`"params":{"ref":{"id":"1"}}`), so the payload's text decides only
+    # when it holds the id one way alone; when it holds both `"id":"1"` and `"id":1`, the payload
+    # is parsed (`_top_level_id_is_string`: rare rows, never the common path).
+    maybe_quoted = pl.when(pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')).then(raw)
+
+    def holds(*forms: tuple[str, str]) -> pl.Expr:
+        found = [
+            maybe_quoted.str.contains(pl.lit(before) + pl.col("_id") + pl.lit(after), literal=True)
+            for before, after in forms
+        ]
+        return pl.any_horizontal(found).fill_null(False)
+
+    quoted = holds(('"id":"', '"'), ('"id": "', '"'))
+    unquoted = holds(('"id":', ","), ('"id":', "}"), ('"id": ', ","), ('"id": ', "}"))
+    exact = pl.when(quoted & unquoted).then(maybe_quoted).map_elements(_top_level_id_is_string, pl.Boolean())
+    id_quoted = pl.when(quoted & unquoted).then(exact.fill_null(False)).otherwise(quoted)
     id_text = (
         pl.when(pl.col("_id").is_null())
         .then(None)
-        .when(pl.col("_id").str.contains(_NUMBER) & ~id_quoted.fill_null(False))
+        .when(pl.col("_id").str.contains(_NUMBER) & ~id_quoted)
         .then(pl.col("_id"))
         .otherwise(
             pl.lit('"')
@@ -362,6 +389,24 @@ def _plan(
         columns["flow"], dtypes["flow"] = flow_key(pl.col("flow")), FLOW_KEY_DTYPE
     typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
     return tuple(steps), typed
+
+
+@functools.cache
+def read_fields() -> frozenset[str]:
+    """The record fields `messages_from_records` reads (any reading, any `headers` dtype).
+
+    The NDJSON reader checks the type of a field only when the query reads it, so these are the
+    fields whose wrong type makes the reader refuse a line (`analyzer.load` finds such lines by
+    their types without asking the reader line by line).
+    """
+    names: set[str] = set()
+    for robust in (False, True):
+        for as_json in (False, True):
+            steps, columns = _plan(robust=robust, as_json=as_json, categorical=True, flow_ids=False)
+            exprs = [e for step in steps for e in step.values()] + [e for e in columns.values() if e is not None]
+            for expr in exprs:
+                names.update(expr.meta.root_names())
+    return frozenset(names & set(RECORD_SCHEMA))
 
 
 CATEGORICAL_COLUMNS: Final = (

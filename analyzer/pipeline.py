@@ -46,6 +46,9 @@ class AnalyzeOptions:
     """Files read in parallel (threads); None: one per core. Reports do not depend on it."""
     spill_dir: str | None = None
     """Where the temporary files of the analysis go (`analyzer.spill`); None: the system's (`TMPDIR`)."""
+    strict: bool = False
+    """Stop with an error when any input file could not be read or was refused (an input error or a
+    skipped file), instead of analyzing the others and noting it."""
 
 
 @dataclass
@@ -53,15 +56,19 @@ class Inputs:
     """What was read: the accounting the report shows under "inputs"."""
 
     files: list[str]
-    """Capture files read (paths as given/found)."""
+    """Capture files read (paths as given/found), sorted."""
     records: int
     """Well-formed records read."""
     malformed: list[BadLine]
     torn: list[BadLine]
     skipped: list[tuple[str, str]]
-    """(file, reason) for files that are not erascope captures."""
+    """(file, reason) for files that are not erascope captures or not regular files (FIFOs, dangling links)."""
     lost: int = 0
     """Records the recorders reported lost (capture-error records)."""
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """(file, error) for files that could not be read (gone, unreadable, an unknown format): input errors."""
+    duplicates: list[tuple[str, str]] = field(default_factory=list)
+    """(file, file it repeats) for files left out because the same capture part was read from another file."""
 
 
 @dataclass
@@ -96,15 +103,22 @@ class Analysis:
 
 
 def _inputs(facts: list[FileFacts]) -> Inputs:
-    read = [f for f in facts if f.skipped is None]
+    read = [f for f in facts if f.was_read]
     return Inputs(
-        files=[f.file for f in read],
+        files=sorted(f.file for f in read),
         records=sum(f.records for f in read),
         malformed=sorted(b for f in read for b in f.malformed),
         torn=sorted(f.torn for f in read if f.torn is not None),
-        skipped=[(f.file, f.skipped or "") for f in facts if f.skipped is not None],
+        skipped=sorted((f.file, f.skipped) for f in facts if f.skipped is not None),
         lost=sum(f.lost for f in read),
+        errors=sorted((f.file, f.error) for f in facts if f.error is not None),
+        duplicates=sorted((f.file, f.duplicate_of) for f in facts if f.duplicate_of is not None),
     )
+
+
+def _listed(pairs: list[tuple[str, str]], limit: int = 3) -> str:
+    shown = "; ".join(f"{f}: {why}" for f, why in pairs[:limit])
+    return shown + (f"; and {len(pairs) - limit} more" if len(pairs) > limit else "")
 
 
 def _client_table(analysis: Analysis) -> pl.DataFrame | None:
@@ -125,6 +139,9 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     opts = options or AnalyzeOptions()
     path_list = [str(p) for p in paths]
     files = find_inputs(path_list)
+    if not files:
+        where = ", ".join(path_list) if path_list else "(no paths)"
+        raise ErascopeError(f"no *.jsonl files under {where}")
     # The rows condensing moves out wait on disk until the rules' first frames read them, and the
     # request view the rules read lives there too (`Spill`): files that go with the analysis.
     spill = Spill(opts.spill_dir)
@@ -140,13 +157,19 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
 
 def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
     facts: list[FileFacts] = extract_files(files, opts.load, jobs=opts.jobs, progress=opts.progress, spill=spill)
-    loaded = combine(facts)
     inputs = _inputs(facts)
-    headers = sum(f.counts.get("header", 0) for f in facts if f.skipped is None)
+    if opts.strict and (inputs.errors or inputs.skipped):
+        raise ErascopeError(f"input files not read (--strict): {_listed(inputs.errors + inputs.skipped)}")
+    headers = sum(f.counts.get("header", 0) for f in facts if f.was_read)
     if inputs.records - headers <= 0:  # headers alone hold no traffic
         where = ", ".join(path_list) if path_list else "(no paths)"
-        notes = f" ({len(inputs.skipped)} file(s) skipped: not erascope captures)" if inputs.skipped else ""
-        raise ErascopeError(f"no capture records found in {where}{notes}")
+        notes = []
+        if inputs.errors:
+            notes.append(f"{len(inputs.errors)} file(s) could not be read: {_listed(inputs.errors)}")
+        if inputs.skipped:
+            notes.append(f"{len(inputs.skipped)} file(s) skipped: {_listed(inputs.skipped)}")
+        raise ErascopeError(f"no capture records found in {where}" + "".join(f" ({n})" for n in notes))
+    loaded = combine(facts)
     messages = loaded.messages
     probes = classify_probes(messages, opts.probe_timeout, loaded.traffic.requests)
     inits = classify_inits(messages, opts.probe_timeout, loaded.traffic.requests)

@@ -188,6 +188,9 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
             "torn": [{"file": b.file, "line": b.line, "reason": b.reason} for b in inp.torn],
             "skipped": [{"file": f, "reason": r} for f, r in inp.skipped],
             "lost": inp.lost,
+            # only when there are any: reports of clean inputs stay as they were
+            **({"errors": [{"file": f, "error": e} for f, e in inp.errors]} if inp.errors else {}),
+            **({"duplicates": [{"file": f, "duplicate_of": d} for f, d in inp.duplicates]} if inp.duplicates else {}),
         },
         "totals": {
             "servers": len(analysis.servers),
@@ -387,6 +390,9 @@ def _input_notes(
             notes.append(f"  … and {len(inp.malformed) - _MAX_NOTES} more (see --format json)")
     for f, reason in inp.skipped:
         notes.append(f"skipped {where(f)}: {esc(reason)}")
+    # the error names its file already (`cannot read …`), in words of its own
+    notes.extend(f"input error: {esc(error)}" for _, error in inp.errors)
+    notes.extend(f"left out {where(f)}: the same capture as {where(first)}" for f, first in inp.duplicates)
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
     return notes

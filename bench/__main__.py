@@ -15,6 +15,8 @@ Benchmarks (names for --only):
   parquet  compaction cost, and the analyzer on the Parquet archive vs on the JSONL files
   memory   analyzer peak heap (and RSS) as the input doubles (target: flat, < 300 MB), next to the bare scan's
   jobs     analyzer with 1..N jobs, and the per-file step as threads vs processes
+  malformed  loading a file whose every other line has a field of the wrong type vs all good lines
+  files    analyze 100,000 small captures (one per stdio spawn): time and peak heap, flat in files
   tee      the stdio tee (bench/bench_tee.py), when present
   addon    the HTTP recorder (bench/bench_addon.py), when present
 
@@ -54,7 +56,7 @@ DATA: Final = ROOT / "bench" / "data"
 MB: Final = 1 << 20
 MEMORY_TARGET_MB: Final = 300
 RATIO_TARGET: Final = 2.0
-BENCHMARKS: Final = ("ratio", "stages", "parquet", "memory", "jobs", "tee", "addon")
+BENCHMARKS: Final = ("ratio", "stages", "parquet", "memory", "jobs", "malformed", "files", "tee", "addon")
 
 console = Console(highlight=False)
 
@@ -387,6 +389,66 @@ def bench_jobs(p: Profile) -> dict[str, Any]:
     return out
 
 
+def _wrong_typed_set(lines: int, *, bad: bool) -> Path:
+    """One capture of `lines` frame records; with `bad`, every other one has `seq` as a string."""
+    path = DATA / f"typed-{lines}{'-bad' if bad else ''}"
+    target = path / "c.jsonl"
+    if target.is_file():
+        return path
+    path.mkdir(parents=True, exist_ok=True)
+    header = {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "seq": 0, "part": 0}
+    out = [orjson.dumps(header)]
+    for n in range(1, lines + 1):
+        raw = orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "t"}}).decode()
+        rec = {"type": "frame", "seq": n, "ts": 1.8e9 + n, "server": "s", "conn": "c1", "dir": "c2s", "raw": raw}
+        if bad and n % 2 == 0:
+            rec["seq"] = str(n)
+        out.append(orjson.dumps(rec))
+    target.write_bytes(b"\n".join(out) + b"\n")
+    return path
+
+
+def bench_malformed(p: Profile) -> dict[str, Any]:
+    """Malformed lines must cost about what good lines cost: a file whose every other line has a
+    wrong-typed field against one of as many good lines (the wrong types took 16 ms a line once)."""
+    lines = 20_000 if p.name == "quick" else 200_000
+    good, bad = _wrong_typed_set(lines, bad=False), _wrong_typed_set(lines, bad=True)
+    res = interleaved(
+        {
+            f"load, {lines} good lines": lambda: run_child("load", str(good)),
+            f"load, {lines} lines, every other one wrong-typed": lambda: run_child("load", str(bad)),
+        },
+        p.runs,
+    )
+    s = {k: summary(v) for k, v in res.items()}
+    _table(f"wrong-typed lines vs good lines, {lines} lines", s)
+    ok, messy = s.values()
+    ratio = _ratio(messy, ok)
+    console.print(
+        f"wrong-typed / good = [bold]{ratio}×[/bold] on medians, {_ratio(messy, ok, 'min_s')}× on the fastest runs"
+    )
+    return {"lines": lines, "variants": s, "ratio": ratio, "ratio_min": _ratio(messy, ok, "min_s")}
+
+
+def bench_files(p: Profile) -> dict[str, Any]:
+    """Many small captures (one per stdio spawn, about 4 kB each): time and peak heap must stay
+    flat in the number of files (target for 100,000: under 60 s and 500 MB)."""
+    from bench.generate import generate_spawns
+
+    counts = (2_000, 8_000) if p.name == "quick" else (10_000, 100_000)
+    rows: dict[str, dict[str, Any]] = {}
+    for count in counts:
+        path = DATA / f"spawns-{count}"
+        if not (path / "manifest.json").is_file():
+            shutil.rmtree(path, ignore_errors=True)
+            console.print(f"[dim]generating {count} spawn captures into {path.relative_to(ROOT)} …[/dim]")
+            generate_spawns(path, count)
+        rows[f"analyze {count} small captures"] = summary([run_child("analyze", str(path))])
+    _table("many small captures", rows)
+    big = rows[f"analyze {counts[-1]} small captures"]
+    return {"counts": list(counts), "variants": rows, "seconds": big["median_s"], "peak_heap_mb": big["peak_heap_mb"]}
+
+
 def bench_module(name: str, quick: bool) -> dict[str, Any] | None:
     try:
         module = importlib.import_module(f"bench.bench_{name}")
@@ -450,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
         "parquet": bench_parquet,
         "memory": bench_memory,
         "jobs": bench_jobs,
+        "malformed": bench_malformed,
+        "files": bench_files,
         "tee": lambda p: bench_module("tee", p.name == "quick"),
         "addon": lambda p: bench_module("addon", p.name == "quick"),
     }

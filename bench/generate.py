@@ -866,11 +866,19 @@ def write_bulk_stdio(g: Gen, cf: CaptureFile, budget: int, server: str) -> None:
 
 
 def write_spawn(
-    g: Gen, out: Path, t: float, server: str, client: tuple[str, str], *, throwaway: bool, probe: bool = True
+    g: Gen,
+    out: Path,
+    t: float,
+    server: str,
+    client: tuple[str, str],
+    *,
+    throwaway: bool,
+    probe: bool = True,
+    calls: int | None = None,
 ) -> CaptureFile:
     rng = g.rng
     cf = CaptureFile(out, transport=fmt.STDIO, server=server, start=t, rng=rng)
-    calls = rng.randrange(1, 25)
+    calls = rng.randrange(1, 25) if calls is None else calls
     left = [calls]
 
     def more() -> bool:
@@ -955,6 +963,35 @@ def generate(
             continue
         finish(write_spawn(g, out, t, server, rng.choice(CLIENTS), throwaway=False), "stdio-spawn")
     manifest.files.sort(key=lambda f: f["name"])
+    (out / "manifest.json").write_bytes(manifest.to_json())
+    return manifest
+
+
+def generate_spawns(out: Path, count: int, *, seed: int = 1) -> Manifest:
+    """`count` small stdio captures, one per spawn with a probe and one tool call (about 1.5 kB
+    each): a host that spawns its server per call fills a capture directory this way."""
+    out.mkdir(parents=True, exist_ok=True)
+    if any(out.glob("*" + fmt.CAPTURE_SUFFIX)):
+        raise FileExistsError(f"{out} already holds captures; generate into an empty directory")
+    rng = random.Random(seed)
+    manifest = Manifest(seed=seed, size_target=0, clean=True)
+    g = Gen(rng, manifest)
+    g.clean = True
+    mix = [WEATHER, WEATHER, FILES, NOTES, CHATTY]
+    for j in range(count):
+        t = BASE_TS + 86400 * j / max(1, count)
+        cf = write_spawn(g, out, t, mix[j % len(mix)], rng.choice(CLIENTS), throwaway=False, calls=1)
+        cf.close()
+        manifest.files.append(
+            {
+                "name": cf.path.name,
+                "kind": "stdio-spawn",
+                "transport": cf.transport,
+                "bytes": cf.bytes,
+                "lines": cf.lines,
+                "records": cf.records,
+            }
+        )
     (out / "manifest.json").write_bytes(manifest.to_json())
     return manifest
 

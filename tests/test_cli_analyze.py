@@ -89,7 +89,7 @@ def test_input_errors_exit_2(tmp_path: Path) -> None:
     assert (result.exit_code, "no such file or directory" in result.stderr) == (2, True)
     (tmp_path / "empty").mkdir()
     result = runner.invoke(app, ["analyze", str(tmp_path / "empty")])
-    assert (result.exit_code, "no capture records found in" in result.stderr) == (2, True)
+    assert (result.exit_code, "no *.jsonl files under" in result.stderr) == (2, True)
     future = tmp_path / "future.jsonl"
     future.write_text('{"type":"header","format":"erascope/7","seq":0}\n')
     result = runner.invoke(app, ["analyze", str(future)])
@@ -99,11 +99,13 @@ def test_input_errors_exit_2(tmp_path: Path) -> None:
 def test_malformed_input_is_reported_not_fatal(caps: Path) -> None:
     path = next(caps.glob("*.jsonl"))
     with path.open("a") as f:
-        f.write("oops\n{}\n")
+        f.write("oops\n{}\n{\"type\":")
     result = runner.invoke(app, ["analyze", str(caps)])
     assert result.exit_code == 0
-    assert "1 malformed line(s)" in result.stdout and ":6: not valid JSON" in result.stdout
-    assert "torn last line" in result.stdout and ":7 " in result.stdout
+    # a complete last line is malformed like any other; only a last line without its newline is torn
+    assert "2 malformed line(s)" in result.stdout and ":6: not valid JSON" in result.stdout
+    assert ":7: no record type" in result.stdout
+    assert "torn last line" in result.stdout and ":8 " in result.stdout
 
 
 def test_readme_documents_analyze() -> None:

@@ -103,7 +103,7 @@ def test_non_capture_files_are_skipped_and_noted(tmp_path: Path) -> None:
 
 def test_empty_input_says_so(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ErascopeError, match="no capture records found in"):
+    with pytest.raises(ErascopeError, match=r"no \*\.jsonl files under .*empty"):
         analyze([str(tmp_path / "empty")])
     write_lines(tmp_path / "junk.jsonl", ["nope"])
     with pytest.raises(ErascopeError, match=r"no capture records found in .*skipped"):
@@ -118,10 +118,10 @@ def test_missing_path_and_empty_glob(tmp_path: Path) -> None:
 
 
 def test_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
-    # Permission bits do not stop root, so use a path that cannot be read as a file.
-    (tmp_path / "dir.jsonl").mkdir()
+    # Permission bits do not stop root: /proc/self/mem is a regular file that cannot be read at 0.
+    (tmp_path / "mem.jsonl").symlink_to("/proc/self/mem")
     with pytest.raises(ErascopeError, match="cannot read"):
-        extract_file(str(tmp_path / "dir.jsonl"))
+        extract_file(str(tmp_path / "mem.jsonl"))
 
 
 def test_globs_directories_and_duplicates(tmp_path: Path) -> None:

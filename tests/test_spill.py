@@ -72,7 +72,8 @@ def test_loading_with_a_spill_reads_the_same_rows(
     # a file's moved requests and dropped answers are spilled when there are enough of them
     frames = [f for a in alone for f in (a.traffic.requests, a.traffic.answers) if f is not None]
     big = sum(f.height >= min_rows for f in frames)  # type: ignore[union-attr]
-    assert big > 10 if min_rows == 1 else big == 0, big  # the small files of a spawn-per-call capture
+    # the small files of a spawn-per-call capture: read in batches, a batch's frames are spilled together
+    assert big > 5 if min_rows == 1 else big == 0, big
     with Spill(tmp_path) as spill:
         spilled = combine(extract_files(inputs, jobs=2, spill=spill))
         assert len(list(spill.path.iterdir())) == big
@@ -205,3 +206,33 @@ def test_the_request_view_built_in_buckets_on_disk_is_the_view_built_in_memory(
         # a bucket per server at least, each written in slices
         assert len(list(spill.path.iterdir())) > servers + in_memory.height // 100
         assert view.collect().equals(in_memory)
+
+
+def test_sigterm_removes_the_temporary_directory(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A real `erascope analyze` stopped by SIGTERM while it reads leaves no temporary directory."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from bench.generate import generate_spawns
+
+    generate_spawns(tmp_path / "caps", 600)
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).parent / "erascope"), "analyze", str(tmp_path / "caps"), "--temp-dir", str(temp)],
+        env=clean_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not any(temp.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the analysis ended before it could be stopped: give it more input"
+    time.sleep(0.5)  # well inside the reading of the captures
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert list(temp.iterdir()) == []
+    assert b"Traceback" not in stderr

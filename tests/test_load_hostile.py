@@ -1,0 +1,258 @@
+"""Loading hostile and broken inputs: invalid UTF-8, wrong types, ids hidden in params, files that
+vanish or cannot be read, FIFOs and dangling links, the same capture given twice, foreign formats.
+
+Every case here was a crash, a hang or a wrong count before; each runs the real loader or CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from addon.errors import ErascopeError
+from analyzer.cli import app
+from analyzer.load import LoadOptions, extract_file, extract_files, find_inputs
+from analyzer.pipeline import AnalyzeOptions, analyze
+from tests.test_load import HEADER, frame, write_lines
+from tests.test_messages import Cap, discover_result, probe
+
+
+def _capture(folder: Path, server: str = "srv", answered: bool = True) -> Path:
+    cap = Cap(folder, server=server)
+    cap.c2s(probe(1))
+    if answered:
+        cap.s2c(discover_result(1))
+    return cap.close()
+
+
+# --- invalid UTF-8 -------------------------------------------------------------------------------
+def test_invalid_utf8_in_a_middle_line_is_malformed_and_the_rest_is_read(tmp_path: Path) -> None:
+    path = _capture(tmp_path / "a")
+    lines = path.read_bytes().split(b"\n")
+    bad = b'{"type":"frame","seq":9,"conn":"c1","dir":"c2s","raw":"caf\xc3"}'
+    path.write_bytes(b"\n".join([*lines[:2], bad, *lines[2:]]))
+    other = _capture(tmp_path / "b", server="other")
+    a = analyze([str(path), str(other)])
+    assert [(b.line, b.reason) for b in a.inputs.malformed] == [(3, "not valid UTF-8")]
+    assert a.inputs.torn == []
+    assert sorted(a.probes.get_column("outcome").to_list()) == ["discover-result", "discover-result"]
+    assert a.inputs.files == sorted([str(path), str(other)])
+
+
+def test_last_line_cut_inside_a_multibyte_character_is_torn(tmp_path: Path) -> None:
+    path = _capture(tmp_path)
+    with path.open("ab") as f:
+        f.write('{"type":"frame","seq":3,"conn":"c1","dir":"s2c","raw":"\u00e9t\u00e9'.encode()[:-1])
+    facts = extract_file(str(path))
+    assert facts.torn is not None and facts.torn.line == 4
+    assert "not valid UTF-8" in facts.torn.reason
+    assert facts.malformed == [] and facts.records == 3
+
+
+def test_invalid_utf8_in_many_lines_and_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("analyzer.load.PIECE_BYTES", 512)
+    lines = [orjson.dumps(HEADER).decode().encode()]
+    for n in range(1, 60):
+        lines.append(frame(n, '{"jsonrpc":"2.0","id":1,"method":"ping"}').encode())
+        if n % 7 == 0:
+            lines.append(b"\xff\xfe garbage \x80")
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    facts = extract_file(str(path), LoadOptions(condense=False))
+    assert len(facts.malformed) == 8 and {b.reason for b in facts.malformed} == {"not valid UTF-8"}
+    assert facts.records == 60
+    assert facts.messages.height == 59
+
+
+# --- wrong types ---------------------------------------------------------------------------------
+def test_complete_last_line_with_a_wrong_type_is_malformed_not_torn(tmp_path: Path) -> None:
+    lines = [orjson.dumps(HEADER).decode(), frame(1, "{}"), '{"type":"frame","seq":"two"}']
+    facts = extract_file(str(write_lines(tmp_path / "x.jsonl", lines)))
+    assert facts.torn is None
+    assert [(b.line, b.reason) for b in facts.malformed] == [(3, "field 'seq' has the wrong type (str)")]
+
+
+def test_complete_last_line_that_is_not_json_is_malformed_not_torn(tmp_path: Path) -> None:
+    lines = [orjson.dumps(HEADER).decode(), frame(1, "{}"), '{"type":"frame","seq":']
+    facts = extract_file(str(write_lines(tmp_path / "x.jsonl", lines)))
+    assert facts.torn is None and [b.line for b in facts.malformed] == [3]
+
+
+def test_many_wrong_typed_lines_are_each_located(tmp_path: Path) -> None:
+    lines = [orjson.dumps(HEADER).decode()]
+    for n in range(1, 400):
+        lines.append(frame(n, "{}") if n % 2 else orjson.dumps({"type": "frame", "seq": str(n), "pid": "x"}).decode())
+    facts = extract_file(str(write_lines(tmp_path / "x.jsonl", lines)), LoadOptions(condense=False))
+    assert [b.line for b in facts.malformed] == list(range(3, 401, 2))
+    assert all("has the wrong type" in b.reason for b in facts.malformed)
+    assert facts.records == 201
+
+
+_ODD_VALUES = ["x", "7", 1, -(2**63), 2**63, 1.5, 1.0, True, None, [1], ["a"], [["a", 1]], [[1, 2]], {}, {"a": 1}]
+
+
+@pytest.mark.parametrize("field", ["seq", "ts", "raw", "headers", "status", "streamed", "code", "lost", "pid", "type"])
+def test_a_line_is_judged_alike_on_both_paths(tmp_path: Path, field: str) -> None:
+    """The typed check that locates wrong types in a piece with bad lines agrees with the reader
+    that reads clean pieces: a line is malformed in one exactly when it is in the other."""
+    for n, value in enumerate(_ODD_VALUES):
+        rec = orjson.loads(frame(1, '{"jsonrpc":"2.0","id":1,"method":"ping"}'))
+        rec[field] = value
+        line = orjson.dumps(rec).decode()
+        alone = extract_file(str(write_lines(tmp_path / f"a{n}.jsonl", [orjson.dumps(HEADER).decode(), line])))
+        mixed = extract_file(str(write_lines(tmp_path / f"b{n}.jsonl", [orjson.dumps(HEADER).decode(), line, "nope"])))
+        assert [b.line for b in alone.malformed] == [b.line for b in mixed.malformed if b.line == 2], (field, value)
+
+
+# --- ids read from the message itself ------------------------------------------------------------
+def test_numeric_id_stays_numeric_when_params_quote_it(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    request = probe(1)
+    request["params"]["ref"] = {"id": "1"}  # the raw text holds `"id":"1"`, nested
+    cap.c2s(request)
+    cap.s2c(discover_result(1))
+    a = analyze([str(cap.close())])
+    assert a.probes.get_column("outcome").to_list() == ["discover-result"]
+    ids = a.messages.filter(pl.col("kind").is_in(["request", "response"])).get_column("id").to_list()
+    assert ids == ["1", "1"]
+
+
+def test_string_and_number_ids_stay_distinct(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe("1"))
+    cap.s2c(discover_result(1))  # answers id 1, not "1"
+    cap.c2s(probe(2))
+    cap.s2c({"jsonrpc": "2.0", "id": 2, "result": {"item": {"id": "2"}, "other": {"id": 2}}})
+    a = analyze([str(cap.close())], AnalyzeOptions(load=LoadOptions(condense=False)))
+    rows = a.messages.filter(pl.col("kind").is_in(["request", "response"]))
+    assert rows.get_column("id").to_list() == ['"1"', "1", "2", "2"]
+    assert a.probes.get_column("outcome").to_list() == ["no-answer", "discover-result"]
+
+
+# --- files that cannot be read -------------------------------------------------------------------
+@pytest.mark.parametrize("size", ["small", "big"])
+def test_a_vanished_file_is_an_input_error_and_the_rest_is_read(tmp_path: Path, size: str) -> None:
+    first = _capture(tmp_path / "a")
+    second = _capture(tmp_path / "b", server="other")
+    if size == "big":  # read alone, not in a batch of small files
+        with second.open("a") as f:
+            f.write((frame(99, "x" * 1000) + "\n") * 1100)
+    paths = find_inputs([str(tmp_path)])
+    second.unlink()  # found by the directory walk, gone before it is read
+    facts = extract_files(paths, jobs=1)
+    assert [f.file for f in facts if f.was_read] == [str(first)]
+    assert [(f.file, f.error) for f in facts if f.error] == [
+        (str(second), f"cannot read {second}: No such file or directory")
+    ]
+
+
+def _unreadable(path: Path) -> Path:
+    """A capture-named file that cannot be read, even by root: reading /proc/self/mem at 0 fails (EIO)."""
+    path.symlink_to("/proc/self/mem")
+    return path
+
+
+def test_an_unreadable_file_is_an_input_error_and_the_rest_is_read(tmp_path: Path) -> None:
+    good = _capture(tmp_path)
+    bad = _unreadable(tmp_path / "unreadable.jsonl")
+    a = analyze([str(tmp_path)])
+    assert a.inputs.files == [str(good)]
+    assert a.inputs.errors == [(str(bad), f"cannot read {bad}: Input/output error")]
+
+
+def test_nothing_readable_is_an_error(tmp_path: Path) -> None:
+    bad = _unreadable(tmp_path / "unreadable.jsonl")
+    with pytest.raises(ErascopeError, match=r"no capture records found .*could not be read.*Input/output error"):
+        analyze([str(bad)])
+    result = CliRunner().invoke(app, ["analyze", str(bad), "-q"])
+    assert result.exit_code == 2
+
+
+def test_a_fifo_given_as_path_is_refused_not_read(tmp_path: Path) -> None:
+    good = _capture(tmp_path / "caps")
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    a = analyze([str(good), str(fifo)])  # would block forever opening the FIFO
+    assert a.inputs.files == [str(good)]
+    assert a.inputs.skipped == [(str(fifo), "not a regular file (a FIFO)")]
+
+
+def test_fifos_and_dangling_links_inside_directories_get_a_note(tmp_path: Path) -> None:
+    good = _capture(tmp_path)
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    (tmp_path / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    a = analyze([str(tmp_path)])
+    assert a.inputs.files == [str(good)]
+    assert dict(a.inputs.skipped) == {
+        str(tmp_path / "gone.jsonl"): "a dangling symbolic link",
+        str(tmp_path / "pipe.jsonl"): "not a regular file (a FIFO)",
+    }
+
+
+def test_strict_turns_input_errors_into_exit_2(tmp_path: Path) -> None:
+    good = _capture(tmp_path / "caps")
+    bad = _unreadable(tmp_path / "unreadable.jsonl")
+    runner = CliRunner()
+    lenient = runner.invoke(app, ["analyze", str(good), str(bad), "-f", "json", "-q"])
+    assert lenient.exit_code == 0, lenient.output
+    assert orjson.loads(lenient.stdout)["inputs"]["errors"] == [
+        {"file": str(bad), "error": f"cannot read {bad}: Input/output error"}
+    ]
+    strict = runner.invoke(app, ["analyze", str(good), str(bad), "-f", "json", "--strict"])
+    assert strict.exit_code == 2
+    assert "unreadable.jsonl" in strict.output and "Traceback" not in strict.output
+
+
+# --- the same capture twice ----------------------------------------------------------------------
+def test_the_same_capture_given_twice_is_read_once(tmp_path: Path) -> None:
+    path = _capture(tmp_path / "caps")
+    copy = tmp_path / "copy"
+    shutil.copytree(tmp_path / "caps", copy)
+    renamed = tmp_path / "renamed.jsonl"
+    shutil.copy(path, renamed)
+    a = analyze([str(tmp_path / "caps"), str(tmp_path / "caps"), str(path), str(copy), str(renamed)])
+    assert a.probes.height == 1
+    assert a.inputs.files == [str(path)]  # the first in sorted order: caps/ before copy/
+    assert a.inputs.duplicates == [(str(copy / path.name), str(path)), (str(renamed), str(path))]
+
+
+def test_files_are_reported_in_one_order_whatever_the_order_given(tmp_path: Path) -> None:
+    paths = [str(_capture(tmp_path / d, server=d)) for d in ("b", "a", "c")]
+    assert analyze(paths).inputs.files == sorted(paths)
+    assert analyze([paths[2], str(tmp_path / "a"), paths[0]]).inputs.files == sorted(paths)
+
+
+# --- what erascope can read ----------------------------------------------------------------------
+def test_an_empty_directory_says_no_jsonl_files(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ErascopeError, match=r"no \*\.jsonl files under .*empty"):
+        analyze([str(tmp_path / "empty")])
+
+
+def test_a_har_file_gets_a_hint(tmp_path: Path) -> None:
+    har = tmp_path / "session.har"
+    har.write_text('{"log": {"version": "1.2", "entries": []}}')
+    with pytest.raises(ErascopeError, match=r"HAR file.*erascope reads the captures"):
+        analyze([str(har)])
+
+
+def test_a_plain_jsonrpc_log_gets_a_hint(tmp_path: Path) -> None:
+    log = tmp_path / "mcp.jsonl"
+    write_lines(log, ['{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}'])
+    good = _capture(tmp_path / "caps")
+    a = analyze([str(log), str(good)])
+    (reason,) = [r for f, r in a.inputs.skipped if f == str(log)]
+    assert "JSON-RPC" in reason and "record stdio" in reason
+
+
+def test_extract_files_keeps_no_frames_per_small_file(tmp_path: Path) -> None:
+    paths = [str(_capture(tmp_path / f"d{n}", server=f"s{n % 3}")) for n in range(30)]
+    facts = extract_files(paths, jobs=1)
+    assert sum(f.records for f in facts) == 30 * 3
+    # small files are read in batches: their rows live in the batch, not one frame per file
+    assert sum(1 for f in facts if f.messages.height) < 5
