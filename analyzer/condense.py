@@ -198,7 +198,13 @@ def traffic_of(
     servers = lazy.group_by("server").agg(
         first=pl.col("ts").min(),
         last=pl.col("ts").max(),
-        transports=pl.col("transport").drop_nulls().unique().cast(pl.String).cast(_CAT),
+        # `sse`: the deprecated HTTP+SSE transport, known by its `endpoint` event (reports say `http+sse`)
+        transports=pl.concat(
+            [pl.col("transport").cast(pl.String), pl.when(pl.col("event") == "sse-endpoint").then(pl.lit("sse"))]
+        )
+        .drop_nulls()
+        .unique()
+        .cast(_CAT),
         peers=pl.col("peer").drop_nulls().unique().cast(pl.String).cast(_CAT),
     )
     conns_df, sessions_df, servers_df = pl.collect_all(

@@ -119,6 +119,10 @@ _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON paylo
 )
 
 
+_SESSION_QUERY: Final = r"[?&]session_id=([^&#\s]+)"
+"""The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`)."""
+
+
 def messages_from_records(
     records: pl.LazyFrame,
     *,
@@ -248,15 +252,22 @@ def _plan(
         .otherwise(pl.lit("invalid"))
     )
     empty_body = raw.is_null() | (raw.str.strip_chars() == "")
+    # The HTTP+SSE transport's first event on its GET stream names the URL to POST to (and in it
+    # the session): transport bookkeeping, not a message
+    is_endpoint = (rtype == fmt.SSE_EVENT) & (pl.col("sse_event") == "endpoint")
     kind = (
-        pl.when(rtype.is_in((fmt.LIFECYCLE, fmt.SSE_END, fmt.HTTP_ERROR)))
+        pl.when(rtype.is_in((fmt.LIFECYCLE, fmt.SSE_END, fmt.HTTP_ERROR)) | is_endpoint.fill_null(False))
         .then(pl.lit("lifecycle"))
         .when((rtype == fmt.HTTP_RESPONSE) & pl.col("streamed").fill_null(False))
         .then(pl.lit("lifecycle"))
+        # 202 Accepted answers nothing: the answer, if any, comes on another stream (the HTTP+SSE
+        # transport's GET stream, whose servers send the body "Accepted")
+        .when((rtype == fmt.HTTP_RESPONSE) & (status == 202))
+        .then(pl.lit("lifecycle"))
         .when(pl.col("_is_json"))
         .then(json_kind)
-        .when((rtype == fmt.HTTP_RESPONSE) & (status >= 400))
-        .then(pl.lit("error"))  # an empty or plain-text 4xx/5xx: an error without a JSON-RPC code
+        .when((rtype == fmt.HTTP_RESPONSE) & ((status >= 400) | status.is_between(300, 399)))
+        .then(pl.lit("error"))  # an empty or plain-text 3xx/4xx/5xx: an error without a JSON-RPC code
         .when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)) & empty_body)
         .then(pl.lit("lifecycle"))  # GET/DELETE, 202 Accepted: HTTP-level events, not messages
         .otherwise(pl.lit("invalid"))
@@ -268,6 +279,8 @@ def _plan(
         .then(pl.lit("sse-end:") + pl.col("how").fill_null("?"))
         .when(rtype == fmt.HTTP_ERROR)
         .then(pl.lit("http-error:") + pl.col("kind").fill_null("other"))
+        .when(is_endpoint)
+        .then(pl.lit("sse-endpoint"))
         .when((rtype == fmt.HTTP_RESPONSE) & pl.col("streamed").fill_null(False))
         .then(pl.lit("sse-start"))
         .when(rtype == fmt.HTTP_REQUEST)
@@ -358,7 +371,12 @@ def _plan(
         ttl_ms=_path(rtext, "$.ttlMs").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
         header_version=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-protocol-version")),
         header_method=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-method")),
-        session_id=pl.when(is_http).then(header("mcp-session-id")),
+        # Streamable HTTP names the session in a header; the HTTP+SSE transport in the POST URL's
+        # query, which its GET stream announces in the `endpoint` event
+        session_id=pl.when(is_http)
+        .then(pl.coalesce(header("mcp-session-id"), pl.col("url").str.extract(_SESSION_QUERY, 1)))
+        .when(is_endpoint)
+        .then(raw.str.extract(_SESSION_QUERY, 1)),
         http_status=status,
         peer=pl.col("peer"),
         node_hint=pl.coalesce(
@@ -486,6 +504,50 @@ def _code(name: str) -> pl.Expr:
     return pl.col(name).to_physical()
 
 
+def _pair_in_session(
+    narrow: pl.LazyFrame, requests: pl.DataFrame, sse: pl.DataFrame, matched_sse: pl.DataFrame
+) -> pl.DataFrame:
+    """SSE answers that are not in their request's flow, paired by (session, id) across the session's flows.
+
+    The HTTP+SSE transport answers every POST on its GET stream; Streamable HTTP servers may answer
+    on the standalone GET stream or a resumed one. A flow's session is the first one named in it
+    (request header, POST URL, `endpoint` event); the answer goes to the latest earlier request
+    with its id in that session. A replayed event (`Last-Event-ID`) pairs with the same request
+    again, and the answer that counts stays the first (`unique` on the request downstream).
+    """
+    unmatched = sse.join(matched_sse.select("_row"), on="_row", how="anti")
+    if unmatched.is_empty():
+        return matched_sse.clear()
+    sessions = (
+        narrow.filter(pl.col("_flow").is_not_null() & pl.col("_session").is_not_null())
+        .select("_cap", "_flow", "_session")
+        .unique(["_cap", "_flow"], keep="first")
+        .collect()
+    )
+    answers = (
+        unmatched.join(sessions, on=["_cap", "_flow"], how="inner")
+        .join(narrow.select("_row", "seq").collect(), on="_row", how="left")
+        .sort("seq")
+    )
+    session_req = (
+        requests.filter(pl.col("_flow").is_not_null() & pl.col("_session").is_not_null())
+        .select(
+            "_cap",
+            "_session",
+            "seq",
+            _id=pl.col("id"),
+            _method="method",
+            _req_line="line",
+            _req_ts="ts",
+            _req_seq="seq",
+        )
+        .sort("seq")
+    )
+    return answers.join_asof(
+        session_req, on="seq", by=["_cap", "_session", "_id"], strategy="backward", check_sortedness=False
+    ).select("_row", "_method", "_req_line", "_req_ts", "_req_seq")
+
+
 def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     """Give each response/error the `method`, `req_line`, `req_ts` and `req_seq` of its request.
 
@@ -514,6 +576,7 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         _cap=_code("capture"),
         _conn=_code("conn"),
         _flow=_code("flow"),
+        _session=_code("session_id"),
         _is_c2s=pl.col("dir") == fmt.C2S,
     )
     requests = narrow.filter((pl.col("kind") == "request") & pl.col("id").is_not_null()).collect()
@@ -566,8 +629,9 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         (pl.col("record_type") == fmt.SSE_EVENT) & pl.col("id").is_null() & (pl.col("kind") == "error")
     ).select("_row", "_cap", "_flow")
     matched_sse_null = sse_null.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
+    matched_session = _pair_in_session(narrow, requests, sse, matched_sse)
     matched = pl.concat(
-        [matched_stdio, matched_resp, matched_sse, matched_sse_null], how="vertical_relaxed"
+        [matched_stdio, matched_resp, matched_sse, matched_sse_null, matched_session], how="vertical_relaxed"
     ).unique("_row", keep="first")
 
     flow_info = (
@@ -584,13 +648,24 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         .collect()
     )
 
+    # An event on a stream carries its flow's session, so that pairing it again later (a chunk, a
+    # rotated part: `analyzer.load.relink`) finds its session without the row that named it.
+    flow_session = (
+        df.lazy()
+        .filter(pl.col("flow").is_not_null() & pl.col("session_id").is_not_null())
+        .select(_cap=_code("capture"), _flow=_code("flow"), _fsession="session_id")
+        .unique(["_cap", "_flow"], keep="first")
+        .collect()
+    )
+
     # Only the columns pairing changes go through the joins (in row order); the frame's other
     # columns are reused as they are instead of being copied by each join.
-    changed = ["method", "http_status", "peer", "node_hint"]
+    changed = ["method", "http_status", "peer", "node_hint", "session_id", "record_type"]
     updates = (
         df.select("_row", *changed, _cap=_code("capture"), _flow=_code("flow"))
         .join(matched, on="_row", how="left", maintain_order="left")
         .join(flow_info, on=["_cap", "_flow"], how="left", maintain_order="left")
+        .join(flow_session, on=["_cap", "_flow"], how="left", maintain_order="left")
         # coalesced in the frame's own dtypes (String or Categorical): no string is built per row
         .select(
             method=pl.coalesce("method", "_method"),
@@ -600,6 +675,9 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
             http_status=pl.coalesce("http_status", "_status"),
             peer=pl.coalesce("peer", "_peer"),
             node_hint=pl.coalesce("node_hint", "_node"),
+            session_id=pl.when(pl.col("record_type") == fmt.SSE_EVENT)
+            .then(pl.coalesce("session_id", "_fsession"))
+            .otherwise(pl.col("session_id")),
         )
     )
     if updates.height != messages.height:  # a duplicate key would add rows: never expected

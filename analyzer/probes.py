@@ -13,6 +13,10 @@ For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` req
    (`recorder-stopped`) is not a death;
 4. otherwise `no-answer`.
 
+An answer from what stands in front of the server (an auth gate's 401/403/407, a rate limiter's
+429, a redirect, a load balancer's 502/503/504 without a JSON-RPC error) gets an outcome of its
+own (`NON_ERA_OUTCOMES`): it answers the request, but says nothing about the server's era.
+
 Everything is joins (`join_asof` forward on `seq` within a connection or flow), no row loops.
 """
 
@@ -37,6 +41,14 @@ LEGACY_CODES: Final = (-32601, -32602, -32600, -32000)
 """What legacy servers answer an unknown method or a sessionless request with."""
 MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
 
+AUTH_STATUSES: Final = (401, 403, 407)
+"""Unauthorized, Forbidden, Proxy Authentication Required: an auth gate answered, whatever the body."""
+GATEWAY_STATUSES: Final = (502, 503, 504)
+"""What a load balancer or proxy answers when no healthy upstream served the request."""
+NON_ERA_OUTCOMES: Final = ("auth-required", "rate-limited", "redirected", "gateway-error")
+"""Answers from what stands in front of the server (auth gate, rate limiter, proxy, load balancer),
+not from the MCP server itself: they say nothing about its era (see `non_era_outcome`)."""
+
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
@@ -55,6 +67,30 @@ def _conn_key() -> pl.Expr:
         + pl.when(pl.col("flow").is_null()).then(pl.lit("c:") + pl.col("conn").fill_null("")).otherwise(
             pl.lit("f:") + pl.col("flow").cast(pl.String)
         )
+    )
+
+
+def non_era_outcome(status: pl.Expr, code: pl.Expr) -> pl.Expr:
+    """The outcome of an HTTP answer that came from in front of the server, else null.
+
+    - `auth-required`: 401, 403 or 407, with any body (the SDKs' bearer middleware sends an OAuth
+      JSON error, gateways HTML or nothing);
+    - `rate-limited`: 429, with any body;
+    - `redirected`: a 3xx (the client was sent elsewhere; what answers there is another record);
+    - `gateway-error`: 502, 503 or 504 without a JSON-RPC error code (a load balancer or proxy
+      found no upstream; a JSON-RPC error in such a body is the server's own and is read as such).
+
+    Every other HTTP status is read through its JSON-RPC body, or as before when it has none.
+    """
+    return (
+        pl.when(status.is_in(AUTH_STATUSES))
+        .then(pl.lit("auth-required"))
+        .when(status == 429)
+        .then(pl.lit("rate-limited"))
+        .when(status.is_between(300, 399))
+        .then(pl.lit("redirected"))
+        .when(status.is_in(GATEWAY_STATUSES) & code.is_null())
+        .then(pl.lit("gateway-error"))
     )
 
 
@@ -179,7 +215,9 @@ def classify_probes(
     )
     code = pl.col("a_code")
     answer_outcome = (
-        pl.when(pl.col("a_kind") == "response")
+        pl.when(non_era_outcome(pl.col("a_status"), code).is_not_null())
+        .then(non_era_outcome(pl.col("a_status"), code))
+        .when(pl.col("a_kind") == "response")
         .then(pl.lit("discover-result"))
         .when(code.is_in(UNSUPPORTED_CODES))
         .then(pl.lit("unsupported-version"))
@@ -251,8 +289,14 @@ def classify_inits(
     answered = pl.col("_answered")
     named = pl.col("a_es").list.len().fill_null(0) > 0
     outcome = (
-        pl.when(answered & (pl.col("a_kind") == "response"))
+        pl.when(answered & non_era_outcome(pl.col("a_status"), pl.col("a_code")).is_not_null())
+        .then(non_era_outcome(pl.col("a_status"), pl.col("a_code")))
+        .when(answered & (pl.col("a_kind") == "response"))
         .then(pl.lit("served"))
+        # the endpoint takes no POST (the HTTP+SSE transport's GET-only /sse) or is not there:
+        # nothing was said about versions
+        .when(answered & pl.col("a_code").is_null() & pl.col("a_status").is_in((404, 405)))
+        .then(pl.lit("http-refused"))
         .when(answered & (pl.col("a_kind") == "error") & named)
         .then(pl.lit("refused-named"))
         .when(answered & (pl.col("a_kind") == "error"))

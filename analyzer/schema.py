@@ -132,6 +132,10 @@ PROBE_OUTCOMES: Final = (
     "connection-died",
     "garbage",
     "malformed-probe",
+    "auth-required",
+    "rate-limited",
+    "redirected",
+    "gateway-error",
 )
 
 PROBES_SCHEMA: Final[dict[str, pl.DataType]] = {
@@ -158,7 +162,18 @@ PROBES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "client_name": pl.String(),
 }
 
-INIT_OUTCOMES: Final = ("served", "refused-named", "refused-unnamed", "no-answer", "connection-died")
+INIT_OUTCOMES: Final = (
+    "served",
+    "refused-named",
+    "refused-unnamed",
+    "http-refused",
+    "no-answer",
+    "connection-died",
+    "auth-required",
+    "rate-limited",
+    "redirected",
+    "gateway-error",
+)
 
 INITS_SCHEMA: Final[dict[str, pl.DataType]] = {
     "file": pl.String(),

@@ -220,18 +220,24 @@ class Run:
         return self._client(label, self.modern_py, "raw_probe_client.py", args, timeout)
 
     # http --------------------------------------------------------------------------------------
-    def http_server(self, name: str, era: str, port: int | None = None) -> tuple[subprocess.Popen[bytes], int]:
-        """Start a real SDK server on Streamable HTTP (`era`: modern = 2.3.0, legacy = 1.30.0)."""
+    def http_server(
+        self, name: str, era: str, port: int | None = None, *extra: str, transport: str = "http"
+    ) -> tuple[subprocess.Popen[bytes], int]:
+        """Start a real SDK server on Streamable HTTP (`era`: modern = 2.3.0, legacy = 1.30.0).
+
+        `transport="sse"` serves the deprecated HTTP+SSE transport instead (1.30.0 only); `extra`
+        arguments go to the server program (e.g. `--auth-token`).
+        """
         port = port or free_port()
         argv = (self.modern_server if era == "modern" else self.legacy_server)(
-            "--transport", "http", "--port", str(port)
+            "--transport", transport, "--port", str(port), *extra
         )
         proc = self.procs.start(name, argv, self.env)
         wait_listening(port, proc, f"{era} server {name}")
         return proc, port
 
     @contextlib.contextmanager
-    def http_recorder(self, server_key: str, upstream_port: int) -> Iterator[str]:
+    def http_recorder(self, server_key: str, upstream_port: int, path: str = "/mcp") -> Iterator[str]:
         """`erascope record http` in reverse-proxy mode in front of 127.0.0.1:upstream_port; yields the MCP URL."""
         listen = free_port()
         argv = [
@@ -241,7 +247,7 @@ class Run:
         proc = self.procs.start(f"recorder-{server_key}", argv, self.env)
         try:
             wait_listening(listen, proc, "erascope record http")
-            yield f"http://127.0.0.1:{listen}/mcp"
+            yield f"http://127.0.0.1:{listen}{path}"
         finally:
             # SIGINT is mitmproxy's clean shutdown: the addon's done() flushes and closes the capture.
             self.procs.stop(proc, first=signal.SIGINT)
@@ -466,6 +472,29 @@ def _upgrade_http(r: Run) -> None:
         r.modern_client("client-after", "--mode", "auto", "--calls", "1", "--url", url)
 
 
+AUTH_TOKEN = "erascope-corpus-token"
+"""The bearer token the auth-gate server accepts (recorded hashed: `Authorization` is redacted)."""
+
+
+def _auth_gate_http(r: Run) -> None:
+    _, port = r.http_server("server", "modern", None, "--auth-token", AUTH_TOKEN)
+    with r.http_recorder(_key("auth-gate-http", "server"), port) as url:
+        r.modern_client("client-without-token", "--mode", "auto", "--calls", "1", "--url", url)
+        r.modern_client("client-with-token", "--mode", "auto", "--calls", "1", "--url", url, "--token", AUTH_TOKEN)
+
+
+def _legacy_sse_http(r: Run) -> None:
+    _, port = r.http_server("server", "legacy", transport="sse")
+    with r.http_recorder(_key("legacy-sse-http", "server"), port, "/sse") as url:
+        r.legacy_client("client", "--sse", "--url", url)
+
+
+def _auto_probe_sse_http(r: Run) -> None:
+    _, port = r.http_server("server", "legacy", transport="sse")
+    with r.http_recorder(_key("auto-probe-sse-http", "server"), port, "/sse") as url:
+        r.modern_client("client", "--mode", "auto", "--calls", "1", "--url", url)
+
+
 def _client(program: str, sdk: dict[str, str], mode: str) -> dict[str, Any]:
     return {"program": f"captures/peers/{program}", **sdk, "mode": mode}
 
@@ -537,6 +566,22 @@ PER_REQUEST_NOTE = (
     "Per-request round robin with two flows per client (probe, tools/call) is deterministic here: every probe "
     "lands on the 2.3.0 node (DiscoverResult) and every tools/call on the 1.30.0 node, which refuses it with "
     "HTTP 400 -32600 'Bad Request: Missing session ID'. The clients report 2026-07-28 and then the call error."
+)
+AUTH_NOTE = (
+    "The SDK's own bearer-auth middleware answers every unauthenticated request with HTTP 401, "
+    "`WWW-Authenticate: Bearer ...` and an OAuth JSON error body (not JSON-RPC). The 2.3.0 auto client "
+    "without a token reads the 401 probe as 'not modern', falls back to initialize, gets 401 again and raises "
+    "(-32603); with the token it probes again and gets a DiscoverResult. A 401 says nothing about the era."
+)
+SSE_NOTE = (
+    "The deprecated HTTP+SSE transport (1.30.0 FastMCP `sse`): GET /sse opens an event stream whose first "
+    "`endpoint` event names POST /messages/?session_id=...; every POST is answered 202 with no body and each "
+    "JSON-RPC answer arrives as an event on the GET stream, in another flow."
+)
+AUTO_SSE_NOTE = (
+    "The 2.3.0 auto client POSTs its probe to the old transport's GET-only /sse endpoint (405), falls back to "
+    "initialize there (405 again) and raises; it does not try the old transport's GET, as the 2025-03-26 "
+    "backwards-compatibility rules would. A 405 to POST from such an endpoint marks the old, legacy transport."
 )
 FLEET = {
     "program": "modern_server.py and legacy_server.py behind round_robin.py",
@@ -650,6 +695,23 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "upgrade-http", "http", "proxy stays up while the upstream on one port is swapped from 1.30.0 to 2.3.0",
         AUTO, _one("upgrade-http", SWAPPED, "modern"), (), _upgrade_http,
+    ),
+    Scenario(
+        "auth-gate-http", "http",
+        "auto client without a bearer token (401 to probe and initialize), then with one → 2.3.0 server behind "
+        "the SDK's bearer auth",
+        AUTO, _one("auth-gate-http", DUAL, "modern"), (), _auth_gate_http, (AUTH_NOTE,),
+    ),
+    Scenario(
+        "legacy-sse-http", "http",
+        "1.30.0 client → 1.30.0 server on the deprecated HTTP+SSE transport (answers on the GET stream)",
+        _client("legacy_client.py", LEGACY_SDK, "legacy (1.x ClientSession over sse_client)"),
+        _one("legacy-sse-http", OLD, "legacy"), (), _legacy_sse_http, (SSE_NOTE,),
+    ),
+    Scenario(
+        "auto-probe-sse-http", "http",
+        "auto client → 1.30.0 server on the deprecated HTTP+SSE transport: POST to the GET-only endpoint, 405",
+        AUTO, _one("auto-probe-sse-http", OLD, "legacy"), (), _auto_probe_sse_http, (AUTO_SSE_NOTE,),
     ),
 )  # fmt: skip
 

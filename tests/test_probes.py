@@ -230,3 +230,59 @@ def test_a_probe_without_client_info_takes_the_client_named_on_its_connection(tm
     p = run(cap.close()).probes
     assert p.get_column("client_name").to_list() == ["test-client"]
     assert p.get_column("outcome").to_list() == ["malformed-probe"]
+
+
+OAUTH_401 = {"error": "invalid_token", "error_description": "Authentication required"}
+"""The body the `mcp` SDKs' bearer-auth middleware sends with its 401 (OAuth, not JSON-RPC)."""
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "outcome"),
+    [
+        (401, OAUTH_401, "auth-required"),
+        (403, {"error": "insufficient_scope", "error_description": "Required scope: mcp"}, "auth-required"),
+        (407, "<html><body>Proxy Authentication Required</body></html>", "auth-required"),
+        # a gateway's auth failure with a JSON-RPC-looking body is still the gate's answer
+        (401, err(1, -32600, "Unauthorized"), "auth-required"),
+        (429, "Too Many Requests", "rate-limited"),
+        (302, "", "redirected"),
+        (502, "<html><h1>502 Bad Gateway</h1></html>", "gateway-error"),
+        (503, "", "gateway-error"),
+        (504, "upstream request timeout", "gateway-error"),
+    ],
+)
+def test_answers_from_in_front_of_the_server_are_not_era_answers(
+    tmp_path: Path, status: int, body: object, outcome: str
+) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", status, body)
+    cap.http_request("f2", init(2), headers=[["Content-Type", "application/json"]])
+    cap.http_response("f2", status, body)
+    a = run(cap.close())
+    assert a.probes.get_column("outcome").to_list() == [outcome]
+    assert a.inits.get_column("outcome").to_list() == [outcome]
+    (server,) = a.servers
+    assert (server.era, server.modern_support, server.legacy_support) == ("unknown", "unknown", "unknown")
+    assert server.timeline == []
+    assert a.findings == []
+
+
+def test_a_json_rpc_error_behind_a_502_is_the_servers_own(tmp_path: Path) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 502, err(1, -32601, "Method not found"))
+    assert outcomes(cap.close()) == ["legacy-answer"]
+
+
+@pytest.mark.parametrize("status", [404, 405])
+def test_initialize_refused_at_the_http_level_names_no_versions_and_is_no_version_refusal(
+    tmp_path: Path, status: int
+) -> None:
+    # the HTTP+SSE transport's /sse takes GET only: a Streamable HTTP client POSTing there gets 405
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", init(1), headers=[["Content-Type", "application/json"]])
+    cap.http_response("f1", status, "Method Not Allowed")
+    a = run(cap.close())
+    assert a.inits.get_column("outcome").to_list() == ["http-refused"]
+    assert [f.rule for f in a.findings] == []

@@ -4,6 +4,7 @@ Run with the legacy peer environment. Reports what happened as one JSON line on 
 
     python legacy_client.py -- python some_server.py
     python legacy_client.py --url http://127.0.0.1:8931/mcp
+    python legacy_client.py --sse --url http://127.0.0.1:8933/sse   # the deprecated HTTP+SSE transport
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 from mcp import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -47,7 +49,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"connected": False}
     try:
         with anyio.fail_after(args.timeout):
-            if args.url:
+            if args.url and args.sse:
+                async with sse_client(args.url) as (read, write):
+                    await _use(read, write, report)
+            elif args.url:
                 async with streamable_http_client(args.url) as (read, write, _session_id):
                     await _use(read, write, report)
             else:
@@ -70,6 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--url", default=None)
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--sse", action="store_true", help="--url is a GET /sse endpoint (HTTP+SSE transport)")
     args = parser.parse_args(argv)
     args.cmd = cmd
     if not args.url and not cmd:

@@ -4,6 +4,7 @@ Run with the legacy peer environment (`.peers/legacy/bin/python`).
 
     python legacy_server.py --transport stdio
     python legacy_server.py --transport http --port 8932
+    python legacy_server.py --transport sse --port 8933    # the deprecated HTTP+SSE transport (GET /sse)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from mcp.server.fastmcp import FastMCP
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    parser.add_argument("--transport", choices=["stdio", "http", "sse"], default="stdio")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--name", default="erascope-legacy-peer")
     args = parser.parse_args()
@@ -31,7 +32,7 @@ def main() -> None:
         """Return the text unchanged."""
         return text
 
-    server.run("stdio" if args.transport == "stdio" else "streamable-http")
+    server.run({"stdio": "stdio", "http": "streamable-http", "sse": "sse"}[args.transport])
 
 
 if __name__ == "__main__":

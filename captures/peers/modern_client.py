@@ -6,6 +6,7 @@ some hosts do; `--timeout` bounds each connection so a server that never answers
 
     python modern_client.py --mode auto --calls 2 -- python modern_server.py
     python modern_client.py --mode legacy --url http://127.0.0.1:8931/mcp
+    python modern_client.py --url http://127.0.0.1:8931/mcp --token secret-token   # bearer auth
 """
 
 from __future__ import annotations
@@ -16,12 +17,18 @@ import sys
 from typing import Any
 
 import anyio
+import httpx2
 import orjson
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 
-def _target(args: argparse.Namespace) -> StdioServerParameters | str:
+def _target(args: argparse.Namespace) -> StdioServerParameters | str | Any:
+    if args.url and args.token:
+        # The SDK takes HTTP settings (here the bearer token) only through a client of its own making.
+        headers = {"Authorization": f"Bearer {args.token}"}
+        return streamable_http_client(args.url, http_client=httpx2.AsyncClient(headers=headers))
     if args.url:
         return args.url
     if not args.cmd:
@@ -86,6 +93,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2)
     parser.add_argument("--per-call-client", action="store_true")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--token", default=None, help="a bearer token sent with every HTTP request")
     args = parser.parse_args(argv)
     args.cmd = cmd
     report = anyio.run(run, args)
