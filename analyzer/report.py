@@ -37,6 +37,7 @@ from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding
 from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
+from analyzer.probes import NON_ERA_OUTCOMES
 
 REPORT_SCHEMA: Final = "erascope-report/2"
 FORMATS: Final = ("text", "json", "markdown")
@@ -335,6 +336,11 @@ def _why(v: ServerVerdict, refs: FileRefs, days: list[str], esc: Callable[[str],
         steps = [f"{first.era} from {_when(first.ts, days)} ({refs.loc(first.evidence)})"]
         steps += [f"{t.era} at {_when(t.ts, days)} ({refs.loc(t.evidence)})" for t in v.timeline[1:]]
         parts += "; era " + " → ".join(steps)
+    # an auditor sees which traffic an auth gate, rate limiter or gateway answered instead of the server
+    gated = [(o, v.probe_outcomes.get(o, 0) + v.init_outcomes.get(o, 0)) for o in NON_ERA_OUTCOMES]
+    if any(n for _, n in gated):
+        parts += "; answered in front of the server (no era evidence): "
+        parts += ", ".join(f"{o} ×{n}" for o, n in gated if n)
     return parts
 
 

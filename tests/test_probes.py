@@ -286,3 +286,18 @@ def test_initialize_refused_at_the_http_level_names_no_versions_and_is_no_versio
     a = run(cap.close())
     assert a.inits.get_column("outcome").to_list() == ["http-refused"]
     assert [f.rule for f in a.findings] == []
+
+
+def test_the_report_says_which_answers_came_from_in_front_of_the_server(tmp_path: Path) -> None:
+    from analyzer.report import render
+
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 401, OAUTH_401)
+    cap.http_request("f2", init(2), headers=[["Content-Type", "application/json"]])
+    cap.http_response("f2", 401, OAUTH_401)
+    cap.http_request("f3", probe(3), headers=modern_headers())
+    cap.http_response("f3", 200, discover_result(3))
+    a = run(cap.close())
+    for fmt in ("text", "markdown"):
+        assert "in front of the server (no era evidence): auth-required ×2" in " ".join(render(a, fmt).split())
