@@ -32,7 +32,8 @@ class SseCap(Cap):
                      "url": "http://127.0.0.1/sse", "headers": headers or [["Accept", "text/event-stream"]],
                      "raw": "", "len": 0})  # fmt: skip
         self.record({"type": "http.response", "conn": conn, "flow": flow, "dir": "s2c", "status": 200,
-                     "headers": [["content-type", "text/event-stream"]], "streamed": True, "peer": "10.0.0.1:8000"})  # fmt: skip
+                     "headers": [["content-type", "text/event-stream"]], "streamed": True,
+                     "peer": "10.0.0.1:8000"})  # fmt: skip
 
     def endpoint(self, flow: str, session: str, conn: str = "get-conn") -> None:
         data = f"/messages/?session_id={session}"
