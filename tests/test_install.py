@@ -46,8 +46,14 @@ class Installed:
         return self.venv / "bin" / "erascope"
 
 
+def _pip_env() -> dict[str, str]:
+    """pip's environment: the user's (its config and cache stay in use), minus what would redirect imports."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
 def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    """erascope's environment: no HOME or state outside the test's tmp dir."""
+    env = _pip_env()
     env["XDG_STATE_HOME"] = str(tmp / "state")
     env["HOME"] = str(tmp / "home")
     return env
@@ -65,20 +71,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     tmp = tmp_path_factory.mktemp("install")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=_ignore)
-    env = _env(tmp)
+    pip_env = _pip_env()
     # the dev venv carries the build backend, so the build needs no index
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), "."],
-        cwd=src, env=env, check=True,
+        cwd=src, env=pip_env, check=True,
     )  # fmt: skip
     (wheel,) = (tmp / "dist").glob("erascope-*.whl")
     venv = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=env, check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], env=pip_env, check=True)
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", str(wheel)],
-        cwd=tmp, env=env, check=True,
+        cwd=tmp, env=pip_env, check=True,
     )  # fmt: skip
-    yield Installed(wheel, venv, env)
+    yield Installed(wheel, venv, _env(tmp))
 
 
 def _package_files(root: Path) -> set[str]:
