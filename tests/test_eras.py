@@ -179,7 +179,7 @@ def test_modern_calls_refused_as_sessionless_by_another_node(tmp_path: Path) -> 
     cap.http_request("f2", call, headers=modern_headers("tools/call"))
     cap.http_response("f2", 400, err("server-error", -32600, "Bad Request: Missing session ID"), peer="10.0.0.2:8000")
     v = verdict(cap.close())
-    assert (v.era, v.modern_support) == ("inconsistent", "no")
+    assert (v.era, v.modern_support) == ("inconsistent", "mixed")  # one node modern, the other legacy
     assert [e.line for e in v.evidence] == [3, 5]
 
 
@@ -215,6 +215,29 @@ def test_flip_back_after_the_window_is_not_inconsistent(tmp_path: Path) -> None:
     v = verdict(cap.close())
     assert v.era == "modern"
     assert [t.era for t in v.timeline] == ["modern", "legacy", "modern"]
+
+
+def test_support_is_mixed_while_inconsistent_and_plain_once_settled(tmp_path: Path) -> None:
+    cap = Cap(tmp_path)
+    for n, conn in enumerate("abc"):
+        cap.c2s(probe(1), conn=conn, dt=1.0)
+        if n == 1:
+            cap.s2c(err(1, -32602, "Invalid request parameters", ""), conn=conn)
+        else:
+            cap.s2c(discover_result(1), conn=conn)
+    path = cap.close()
+    v = verdict(path)
+    assert (v.era, v.modern_support, v.legacy_support) == ("inconsistent", "mixed", "unknown")
+    cap = Cap(tmp_path / "later")
+    for n, conn in enumerate("abcd"):
+        cap.c2s(probe(1), conn=conn, dt=400.0 if n == 3 else 1.0)
+        if n == 1:
+            cap.s2c(err(1, -32602, "Invalid request parameters", ""), conn=conn)
+        else:
+            cap.s2c(discover_result(1), conn=conn)
+    v = verdict(cap.close())
+    assert (v.era, v.modern_support) == ("modern", "yes")
+    assert [t.era for t in v.timeline] == ["modern", "legacy", "inconsistent", "modern"]
 
 
 # --- real peers through the real stdio tee -------------------------------------------------------
