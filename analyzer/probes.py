@@ -36,6 +36,13 @@ LEGACY_CODES: Final = (-32601, -32602, -32600, -32000)
 """What legacy servers answer an unknown method or a sessionless request with."""
 MODERN_PROOF_CODES: Final = UNSUPPORTED_CODES + MODERN_ERROR_CODES
 
+UPSTREAM_FAILURE_KINDS: Final = ("connection-refused", "upstream-reset", "timeout", "other")
+"""`http.error` kinds of a failure between the HTTP recorder and the server: the client got the
+proxy's 502 (or a cut stream), not the server's answer. Not `client-gone` (the client's doing), nor
+`recorder-stopped` (the recording ended while a flow was open): those are not the server's absence."""
+UPSTREAM_FAILURE_EVENTS: Final = tuple(f"http-error:{kind}" for kind in UPSTREAM_FAILURE_KINDS)
+"""The messages frame's `event` of those `http.error` records."""
+
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
