@@ -40,7 +40,7 @@ from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
 from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
-from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES
+from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
 from analyzer.schema import MODERN_VERSIONS
 
 DEFAULT_WINDOW: Final = 300.0
@@ -403,11 +403,11 @@ def _mark_mixed(ev: pl.DataFrame, v: ServerVerdict, window: float) -> None:
 
 def _name_upstream_failures(ev: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
     """`ev` with the note of each piece of evidence that is an HTTP recorder's upstream failure (an
-    `http.error` other than `client-gone`: the client got the proxy's 502, not the server's answer)
+    `http.error` of `UPSTREAM_FAILURE_KINDS`: the client got the proxy's 502, not the server's answer)
     naming it: `probe connection-died: upstream unreachable (connection-refused: [Errno 111] …)`."""
     failed = (
         messages.lazy()
-        .filter((pl.col("record_type") == fmt.HTTP_ERROR) & (pl.col("event") != "http-error:client-gone"))
+        .filter((pl.col("record_type") == fmt.HTTP_ERROR) & pl.col("event").is_in(UPSTREAM_FAILURE_EVENTS))
         .select("file", "line", "event", "error_message")
         .pipe(as_strings)
         # the few rows, rechunked: polars 2.1 panics when `pl.format` reads the filtered string

@@ -48,6 +48,12 @@ GATEWAY_STATUSES: Final = (502, 503, 504)
 NON_ERA_OUTCOMES: Final = ("auth-required", "rate-limited", "redirected", "gateway-error")
 """Answers from what stands in front of the server (auth gate, rate limiter, proxy, load balancer),
 not from the MCP server itself: they say nothing about its era (see `non_era_outcome`)."""
+UPSTREAM_FAILURE_KINDS: Final = ("connection-refused", "upstream-reset", "timeout", "other")
+"""`http.error` kinds of a failure between the HTTP recorder and the server: the client got the
+proxy's 502 (or a cut stream), not the server's answer. Not `client-gone` (the client's doing), nor
+`recorder-stopped` (the recording ended while a flow was open): those are not the server's absence."""
+UPSTREAM_FAILURE_EVENTS: Final = tuple(f"http-error:{kind}" for kind in UPSTREAM_FAILURE_KINDS)
+"""The messages frame's `event` of those `http.error` records."""
 
 _STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")

@@ -201,7 +201,9 @@ def test_the_analyzer_finds_what_was_planted(generated: tuple[Path, dict]) -> No
     }
     assert analysis.inputs.records == sum(f["records"] for f in manifest["files"])
     storms = [f for f in analysis.findings if f.rule == "probe-storm"]
-    assert [(f.server, f.client) for f in storms] == [(gen.API, manifest["storm"]["client"])]
+    # a client is its identity (`analyzer.identity`): clientInfo name and version first
+    planted = f"{manifest['storm']['client']} {manifest['storm']['client_version']}"
+    assert [(f.server, (f.client or "").split(" · ")[0]) for f in storms] == [(gen.API, planted)]
     assert storms[0].details["probes"] >= manifest["storm"]["probes"]
     assert [f.server for f in analysis.findings if f.rule == "rollout-split"] == [gen.FLEET]
 

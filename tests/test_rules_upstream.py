@@ -38,6 +38,8 @@ def test_negative_a_client_hanging_up_is_not_an_upstream_failure() -> None:
     c = s.conn("api", "c1", transport="http")
     c.call(0.0, answer=False)
     c.upstream_error(0.5, "client-gone", "Client disconnected.")
+    c.call(1.0, "notifications/x", answer=False)
+    c.upstream_error(1.5, "recorder-stopped", "the recorder stopped while the flow was open")
     s.conn("weather", "spawn").probe(0.0, "connection-died")  # a stdio server that exits: its own crash
     assert run_rules(s.analysis(), only=["upstream-unreachable"]) == []
 

@@ -18,7 +18,7 @@ from addon import format as fmt
 from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import as_strings
-from analyzer.probes import UNSUPPORTED_CODES
+from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
 from analyzer.rules.frames import as_lazy, pair_key
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
@@ -145,13 +145,13 @@ class RuleContext:
         """The HTTP recorder's flow errors on the server's side, one row each (`server`, `capture`,
         `file`, `line`, `ts`, `conn`, `flow`, `kind`, `error`).
 
-        Every `http.error` except `client-gone`: the proxy could not connect upstream, the upstream
-        reset or closed the exchange, or it timed out. The client then got the proxy's own 502 (or a
-        cut stream), not an answer from the server.
+        The `http.error` records of `UPSTREAM_FAILURE_KINDS`: the proxy could not connect upstream,
+        the upstream reset or closed the exchange, it timed out, or another proxy failure. The client
+        then got the proxy's own 502 (or a cut stream), not an answer from the server.
         """
         return (
             self.messages.filter(
-                (pl.col("record_type") == fmt.HTTP_ERROR) & (pl.col("event") != UPSTREAM_EVENT_PREFIX + "client-gone")
+                (pl.col("record_type") == fmt.HTTP_ERROR) & pl.col("event").is_in(UPSTREAM_FAILURE_EVENTS)
             )
             .select(
                 "server",

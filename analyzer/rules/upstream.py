@@ -76,7 +76,8 @@ def upstream_unreachable(ctx: RuleContext) -> pl.DataFrame:
         HTTP flow errors the recorder wrote (`http.error`) on the server's side of the proxy: the
         upstream refused the connection or its name did not resolve (`connection-refused`), reset
         or closed it before the answer was complete (`upstream-reset`), a `timeout`, or another
-        proxy failure (`other`) — every kind but `client-gone`. The client then got a 502 made by
+        proxy failure (`other`); not `client-gone` (the client hung up) nor `recorder-stopped` (the
+        recording ended with the flow open). The client then got a 502 made by
         the proxy (or a cut stream), never an answer from the server. One finding per server, with
         the failures and the requests they left unanswered as evidence.
 
