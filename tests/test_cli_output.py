@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analyzer.cli import app
+from analyzer.report import REPORT_SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -81,7 +82,7 @@ def test_output_replaces_the_old_report_whole_and_says_where(caps: Path, tmp_pat
     res = erascope(tmp_path, "caps", "-f", "json", "-o", "report.json")
     assert res.returncode == 0, res.stderr
     assert "erascope: wrote the report to report.json" in res.stderr
-    assert orjson.loads(old.read_bytes())["schema"] == "erascope-report/1"
+    assert orjson.loads(old.read_bytes())["schema"] == REPORT_SCHEMA
     assert old.stat().st_ino != inode, "a new file renamed over the old one, not the old one rewritten"
     assert old.stat().st_mode & 0o777 == 0o640, "the replaced report keeps its permissions"
     assert {p.name for p in tmp_path.iterdir()} == {"caps", "report.json"}, "no temporary file is left"
@@ -102,7 +103,7 @@ def test_baseline_is_written_by_rename_and_says_where(caps: Path, tmp_path: Path
 def test_output_to_a_device_writes_through_it(caps: Path, tmp_path: Path) -> None:
     res = erascope(tmp_path, "caps", "-f", "json", "-o", "/dev/stdout")
     assert res.returncode == 0, res.stderr
-    assert orjson.loads(res.stdout)["schema"] == "erascope-report/1"
+    assert orjson.loads(res.stdout)["schema"] == REPORT_SCHEMA
     assert Path("/dev/stdout").exists() and not Path("/dev/stdout").resolve().is_file()
 
 
