@@ -291,6 +291,13 @@ def _metadata_message(redactor: Redactor, msg: object) -> object:
     return out
 
 
+_KEEP: Final = "keep"
+_HASH: Final = "hash"
+_URL: Final = "url"
+_SECRET: Final = "secret"
+_ACTION_CACHE: Final = 1024
+
+
 class HttpRedaction:
     """The HTTP redaction policy of one recorder: which headers, query values and body parts to hide.
 
@@ -312,6 +319,7 @@ class HttpRedaction:
         self.enabled = enabled
         self.bodies = bodies
         self.secret_headers = frozenset(h.lower() for h in (*SECRET_HEADERS, *extra_headers))
+        self._actions: dict[str, str] = {}
 
     def describe(self) -> dict[str, object]:
         """The policy as recorded in the capture header's `redaction` field."""
@@ -329,15 +337,18 @@ class HttpRedaction:
         """One header value as it may be recorded."""
         if not self.enabled:
             return value
-        low = name.lower()
-        if low in HASHED_HEADERS:
-            return self.redactor.hash(value)
-        if low not in self.secret_headers:
-            if low.endswith(SECRET_HEADER_SUFFIXES):
-                return self.redactor.hash(value)
-            if low in URL_HEADERS:
-                return self.url(value)
+        action = self._actions.get(name)
+        if action is None:
+            action = self._action(name)
+            if len(self._actions) < _ACTION_CACHE:  # names are attacker-chosen: bound the cache
+                self._actions[name] = action
+        if action is _KEEP:
             return value
+        if action is _HASH:
+            return self.redactor.hash(value)
+        if action is _URL:
+            return self.url(value)
+        low = name.lower()
         if low in ("cookie", "set-cookie"):
             return self._cookie(value, low == "set-cookie")
         m = _AUTH_SCHEME.match(value)
@@ -345,6 +356,19 @@ class HttpRedaction:
             # the scheme (Bearer, Basic, …) says how a client authenticates; only the credential is secret
             return f"{m.group(1)} {self.redactor.hash(m.group(2))}"
         return self.redactor.hash(value)
+
+    def _action(self, name: str) -> str:
+        """What to do with a header of this name (decided once per name: this runs for every header)."""
+        low = name.lower()
+        if low in HASHED_HEADERS:
+            return _HASH
+        if low in self.secret_headers:
+            return _SECRET
+        if low.endswith(SECRET_HEADER_SUFFIXES):
+            return _HASH
+        if low in URL_HEADERS:
+            return _URL
+        return _KEEP
 
     def _cookie(self, value: str, set_cookie: bool) -> str:
         # cookie names and attributes (Path, Expires, HttpOnly) are not secret and help correlate

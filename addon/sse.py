@@ -86,15 +86,22 @@ class SseParser:
                 start = 1  # the LF of a CRLF split between chunks: the line already ended
         n = len(chunk)
         i = start
+        cap = self._line_cap
         while i < n:
             # bytes.find is C-speed; scanning per byte in Python would cost the proxy dearly
             lf = chunk.find(b"\n", i)
             cr = chunk.find(b"\r", i)
             if lf < 0 and cr < 0:
-                self._append(buf, chunk, i, n)
+                if cap is None or len(buf) + n - i <= cap:
+                    buf += chunk[i:]
+                else:
+                    self._append(buf, chunk, i, n)
                 break
             end = lf if cr < 0 or (0 <= lf < cr) else cr
-            self._append(buf, chunk, i, end)
+            if cap is None or len(buf) + end - i <= cap:
+                buf += chunk[i:end]
+            else:
+                self._append(buf, chunk, i, end)
             line = bytes(buf)
             buf.clear()
             if chunk[end] == 13:  # CR
@@ -111,10 +118,9 @@ class SseParser:
         return events
 
     def _append(self, buf: bytearray, chunk: bytes, start: int, end: int) -> None:
+        """Keep the start of a line longer than the bound; count the rest."""
         cap = self._line_cap
-        if cap is None or len(buf) + end - start <= cap:
-            buf += chunk[start:end]
-            return
+        assert cap is not None
         room = max(cap - len(buf), 0)
         buf += chunk[start : start + room]
         self._line_over += end - start - room

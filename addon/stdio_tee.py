@@ -566,6 +566,8 @@ class StdioTee:
         """The server as a pidfd where the OS has them: signals can never reach a recycled pid."""
         self._ending: threading.Thread | None = None
         self._exited = threading.Event()
+        # Reentrant: the signal handler (main thread) may interrupt the main thread holding it.
+        self._kill_lock = threading.RLock()
 
     # --- recording ----------------------------------------------------------------------------
     def _report(self, message: str) -> None:
@@ -648,17 +650,18 @@ class StdioTee:
 
     def _kill(self, sig: int) -> bool:
         """Send `sig` to the server unless it was reaped; True when it was sent."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None or self._exited.is_set():
-            return False
-        try:
-            if self._pidfd is not None:
-                signal.pidfd_send_signal(self._pidfd, sig)
-            else:
-                os.kill(proc.pid, sig)
-        except ProcessLookupError:
-            return False
-        return True
+        with self._kill_lock:  # the pidfd is not closed (and its number reused) meanwhile
+            proc = self.proc
+            if proc is None or proc.returncode is not None or self._exited.is_set():
+                return False
+            try:
+                if self._pidfd is not None:
+                    signal.pidfd_send_signal(self._pidfd, sig)
+                else:
+                    os.kill(proc.pid, sig)
+            except OSError:  # ProcessLookupError: gone already
+                return False
+            return True
 
     def _on_server_end(self, ticket: int) -> None:
         """The server's output is over (EOF, or it died and its pipe is drained): tell the client.
@@ -765,12 +768,13 @@ class StdioTee:
             seq.close(fmt.STDERR)
             self._linger(c2s)
         finally:
-            self._exited.set()
             self._restore_signal_handlers(previous)
-            if self._pidfd is not None:
-                with contextlib.suppress(OSError):
-                    os.close(self._pidfd)
-                self._pidfd = None
+            with self._kill_lock:
+                self._exited.set()
+                if self._pidfd is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(self._pidfd)
+                    self._pidfd = None
         for pump in (s2c, err, c2s):
             if pump.error is not None:
                 raise pump.error
