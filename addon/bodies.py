@@ -9,6 +9,7 @@ The relayed traffic is never touched: this only reads `raw_content`.
 
 from __future__ import annotations
 
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,10 +17,11 @@ from typing import Final
 
 import brotli
 
-try:
-    from compression import zstd  # Python >= 3.14
-except ImportError:  # mitmproxy's own dependency on older Pythons
-    from backports import zstd  # type: ignore[no-redef]
+# The standard library has zstd from 3.14 (PEP 784); before, its backport (a declared dependency)
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 DEFAULT_MAX_BODY: Final = 16 * 1024 * 1024
 """Bytes of one body (decoded) or one SSE event recorded at most; the rest is counted, not kept."""
