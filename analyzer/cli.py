@@ -146,6 +146,7 @@ def record_stdio(
         float,
         typer.Option(
             "--grace",
+            metavar="SECONDS",
             help="Seconds a server may run on after the client closed stdin (or a signal) before SIGTERM,"
             " then SIGKILL.",
         ),
@@ -214,7 +215,9 @@ def record_http(
     max_body: Annotated[
         str,
         typer.Option(
-            "--max-body", help="Record at most this much of each body, decoded (e.g. 16m, 512k); the rest is relayed."
+            "--max-body",
+            metavar="SIZE",
+            help="Record at most this much of each body, decoded (e.g. 16m, 512k); the rest is relayed.",
         ),
     ] = "16m",
 ) -> None:
