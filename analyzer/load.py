@@ -12,6 +12,10 @@ The work is split in two so it parallelizes and so other inputs can plug in:
   plain exchanges move into narrow rows), and at the end `relink` pairs the chunks' kept rows again
   for the answers whose request was in an earlier chunk. What a file leaves in memory is a small
   fraction of its rows, and no file is ever held whole.
+- Small files (a capture per stdio spawn) are read many at once (`extract_files`, `_read_batch`):
+  one reading costs a few milliseconds whatever its size, and 100,000 such files read one by one
+  took 700 s and 5.5 GB. A batch is one text whose rows find their file by line number; each file
+  keeps its own counts and bad lines, the rows stay in the batch's frame.
 - `combine(facts) -> Loaded` relinks the parts of rotated captures across files (a connection
   can span parts), concatenates the per-file messages and `Traffic`, and sums up the inputs (files,
   records, malformed/torn locations, skipped files).
@@ -906,7 +910,9 @@ def extract_files(
     progress: Callable[[int, int, str], None] | None = None,
     spill: Spill | None = None,
 ) -> list[FileFacts]:
-    """`extract_file` for every path, `jobs` files at a time (default: all cores), in input order.
+    """`extract_file` for every path, `jobs` files at a time (default: all cores), in input order;
+    small files in batches (`_units`, `_read_batch`). A file that cannot be read gets its
+    `FileFacts.error`, a repeat of a capture part read already its `duplicate_of` (see `_units`).
 
     Threads, not processes: polars releases the GIL while it parses and computes, so threads keep
     every core busy without pickling each file's frame back to the parent, and start instantly
