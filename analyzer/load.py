@@ -941,8 +941,6 @@ def extract_files(
     def add(result: FileFacts) -> None:
         nonlocal unfinished, pending_rows, done
         facts.append(result)
-        if result.was_read:
-            _drop_if_duplicate(result, first_of)
         if result.pending:
             pending_rows += result.messages.height
         else:
@@ -1040,7 +1038,11 @@ def _units(
 
 def _unless_duplicate(path: str, capture: str, first_of: dict[str, str]) -> str | FileFacts:
     """`path`, or when its header names a part read already, its facts saying so (not read again)."""
-    if _is_archive_entry(path) or _not_regular_quietly(path):
+    if _is_archive_entry(path):  # `<capture file name>.json`: the name its capture was recorded under
+        facts = FileFacts(file=path, capture=capture, identity=_identity(path.removesuffix(".json"), {}))
+        _drop_if_duplicate(facts, first_of)
+        return facts if facts.duplicate_of is not None else path
+    if _not_regular_quietly(path):
         return path
     try:
         header = _header_of(path, _first_line(path))
@@ -1181,7 +1183,7 @@ def _drop_if_duplicate(facts: FileFacts, first_of: dict[str, str]) -> None:
     """Leave out a file that repeats a capture part read already (same `FileFacts.identity`): a
     directory given twice, a copy, an archive and its JSONL. The first in input order is read."""
     for key in facts.identity:
-        if first_of.get(key, facts.file) != facts.file:
+        if key in first_of:
             facts.duplicate_of = first_of[key]
             facts.messages, facts.traffic, facts.pending = _NO_MESSAGES, _NO_TRAFFIC, False
             return
