@@ -565,7 +565,9 @@ def _read_bad_piece(
     reasons = lines_lf.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
     bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     good = lines_lf.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
-    read = _read_lines(facts, good, options, robust)
+    # Nothing else wrong with the piece: the reader refused a field's type, so the lines are found
+    # by their types before reading (one reading saved); otherwise only if the reader refuses.
+    read = None if not bad else _read_lines(facts, good, options, robust)
     for by_type in (True, False):
         if read is not None:
             break
