@@ -431,14 +431,14 @@ def bench_malformed(p: Profile) -> dict[str, Any]:
 
 
 def bench_files(p: Profile) -> dict[str, Any]:
-    """Many small captures (one per stdio spawn, about 4 kB each): time and peak heap must stay
-    flat in the number of files (target for 100,000: under 60 s and 500 MB)."""
+    """Many small captures (one probe spawn each, about 2.2 kB): time and peak heap must stay flat
+    in the number of files (target for 100,000: under 60 s and 500 MB)."""
     from bench.generate import generate_spawns
 
     counts = (2_000, 8_000) if p.name == "quick" else (10_000, 100_000)
     rows: dict[str, dict[str, Any]] = {}
     for count in counts:
-        path = DATA / f"spawns-{count}"
+        path = DATA / f"probe-spawns-{count}"
         if not (path / "manifest.json").is_file():
             shutil.rmtree(path, ignore_errors=True)
             console.print(f"[dim]generating {count} spawn captures into {path.relative_to(ROOT)} …[/dim]")

@@ -967,9 +967,10 @@ def generate(
     return manifest
 
 
-def generate_spawns(out: Path, count: int, *, seed: int = 1) -> Manifest:
-    """`count` small stdio captures, one per spawn with a probe and one tool call (about 1.5 kB
-    each): a host that spawns its server per call fills a capture directory this way."""
+def generate_spawns(out: Path, count: int, *, seed: int = 1, calls: int | None = None) -> Manifest:
+    """`count` small stdio captures, one per spawn: a host that spawns its server per call fills a
+    capture directory this way. By default each is a probe spawn the client kills once answered
+    (about 2.2 kB, 8 lines); with `calls`, a session of that many tool calls (1: about 4 kB)."""
     out.mkdir(parents=True, exist_ok=True)
     if any(out.glob("*" + fmt.CAPTURE_SUFFIX)):
         raise FileExistsError(f"{out} already holds captures; generate into an empty directory")
@@ -980,7 +981,8 @@ def generate_spawns(out: Path, count: int, *, seed: int = 1) -> Manifest:
     mix = [WEATHER, WEATHER, FILES, NOTES, CHATTY]
     for j in range(count):
         t = BASE_TS + 86400 * j / max(1, count)
-        cf = write_spawn(g, out, t, mix[j % len(mix)], rng.choice(CLIENTS), throwaway=False, calls=1)
+        server, client = mix[j % len(mix)], rng.choice(CLIENTS)
+        cf = write_spawn(g, out, t, server, client, throwaway=calls is None, calls=calls or 0)
         cf.close()
         manifest.files.append(
             {

@@ -256,3 +256,14 @@ def test_extract_files_keeps_no_frames_per_small_file(tmp_path: Path) -> None:
     assert sum(f.records for f in facts) == 30 * 3
     # small files are read in batches: their rows live in the batch, not one frame per file
     assert sum(1 for f in facts if f.messages.height) < 5
+
+
+def test_an_archive_and_the_jsonl_it_came_from_are_read_once(tmp_path: Path) -> None:
+    from analyzer.compact import compact
+
+    path = _capture(tmp_path / "caps")
+    compact([str(tmp_path / "caps")], tmp_path / "archive")
+    a = analyze([str(tmp_path / "archive"), str(tmp_path / "caps")])
+    assert a.probes.height == 1
+    assert len(a.inputs.files) == 1 and len(a.inputs.duplicates) == 1
+    assert str(path) in (a.inputs.files[0], a.inputs.duplicates[0][0])
