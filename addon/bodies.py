@@ -42,6 +42,9 @@ class BoundedBody:
     """The full decoded size, when known (None: decoding stopped at the bound)."""
     decoded: bool
     """A Content-Encoding was decoded (else `data` is a prefix of the wire bytes)."""
+    undecodable: bool = False
+    """A Content-Encoding was named but the body does not decode with it (or it is one mitmproxy
+    cannot decode): `data` is the wire bytes, and the capture says so."""
 
 
 def _zlib(raw: bytes, wbits: int) -> Iterator[bytes]:
@@ -103,7 +106,9 @@ def bounded_body(raw: bytes, encoding: str | None, limit: int) -> BoundedBody:
     Like mitmproxy's `get_content(strict=False)`, a body that does not decode (or names an unknown
     encoding) is taken as it is on the wire.
     """
-    decoder = _DECODERS.get(encoding.strip().lower()) if encoding else None
+    name = encoding.strip().lower() if encoding else ""
+    decoder = _DECODERS.get(name)
+    undecodable = bool(raw) and name not in ("", "identity") and decoder is None
     if decoder is not None and raw:
         out = bytearray()
         try:
@@ -114,9 +119,9 @@ def bounded_body(raw: bytes, encoding: str | None, limit: int) -> BoundedBody:
                     return BoundedBody(bytes(out), True, None, True)
                 out += piece
         except _ERRORS:
-            pass  # not what it claims: record the wire bytes
+            undecodable = True  # not what it claims: record the wire bytes
         else:
             return BoundedBody(bytes(out), False, len(out), True)
     if len(raw) > limit:
-        return BoundedBody(raw[:limit], True, len(raw), False)
-    return BoundedBody(raw, False, len(raw), False)
+        return BoundedBody(raw[:limit], True, len(raw), False, undecodable)
+    return BoundedBody(raw, False, len(raw), False, undecodable)

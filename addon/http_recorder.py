@@ -52,6 +52,10 @@ F_PEER: Final = "peer"
 F_TRUNCATED: Final = "truncated"
 """Bodies and SSE events: present (true) when the payload was longer than `max_body`: only its
 first `max_body` (decoded) bytes are recorded."""
+F_UNDECODABLE: Final = "undecodable"
+"""The `Content-Encoding` a body named but does not decode with: the wire bytes are recorded."""
+_MAX_ENCODING: Final = 64
+"""Characters of a client's `Content-Encoding` value kept in `undecodable`."""
 F_DECODED_LEN: Final = "decoded_len"
 """With `truncated`: the full decoded size, null when decoding stopped at the bound."""
 F_MAX_BODY: Final = "max_body"
@@ -170,6 +174,8 @@ def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[st
             out[F_TRUNCATED] = True
             out["wire_len"] = len(raw)
             out[F_DECODED_LEN] = bounded.decoded_len
+        if bounded.undecodable:
+            out[F_UNDECODABLE] = encoding[:_MAX_ENCODING]
     body, policy = redaction.body(data)
     out.update(fmt.payload_fields(body))
     if policy != BODIES_FULL:

@@ -249,3 +249,31 @@ def http_headers() -> Any:
     from mitmproxy import http
 
     return http.Headers(((b"content-type", b"text/event-stream"),))
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "br", "zstd", "deflate", "compress"])
+def test_a_body_that_does_not_decode_is_recorded_as_it_came_and_marked(
+    rec: HttpRecorder, tmp_path: Path, encoding: str
+) -> None:
+    """A `Content-Encoding` the body does not hold (or one mitmproxy cannot decode): the wire bytes are
+    recorded, with `undecodable` naming the encoding, so the analyzer can report it; nothing crashes."""
+    wire = b"\x00\xffnot " + encoding.encode() + b" data"
+    f = tflow.tflow()
+    f.request.headers["content-encoding"] = encoding
+    f.request.raw_content = wire
+    rec.request(f)
+    rec.done()
+    assert f.request.raw_content is wire
+    (req,) = (r for r in read(tmp_path / "caps") if r["type"] == fmt.HTTP_REQUEST)
+    assert req["undecodable"] == encoding
+    assert "raw_b64" in req and "wire_len" not in req
+
+
+def test_a_body_that_decodes_carries_no_undecodable_marker(rec: HttpRecorder, tmp_path: Path) -> None:
+    f = tflow.tflow()
+    f.request.headers["content-encoding"] = "gzip"
+    f.request.raw_content = gzip.compress(b'{"a":1}')
+    rec.request(f)
+    rec.done()
+    (req,) = (r for r in read(tmp_path / "caps") if r["type"] == fmt.HTTP_REQUEST)
+    assert "undecodable" not in req
