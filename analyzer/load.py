@@ -170,6 +170,10 @@ class FileFacts:
     torn: BadLine | None = None
     lost: int = 0
     """Records the recorder reported lost (`capture-error` records)."""
+    undecodable: int = 0
+    """HTTP bodies the recorder kept as they came: they do not decode with their `Content-Encoding`."""
+    undecodable_line: int | None = None
+    """The first such body's line."""
     messages: pl.DataFrame = field(default_factory=lambda: _NO_MESSAGES)
     traffic: Traffic = field(default_factory=lambda: _NO_TRAFFIC)
     """What condensing dropped from `messages` (`analyzer.condense`)."""
@@ -486,7 +490,7 @@ def _read(
         # The fast reading of id/method raises on an id that is an object or array; then the
         # slower one that never raises (see `messages_from_records`). One pass over the piece gives
         # both the counts and the messages: every record keeps a row until counted.
-        extra = {"_type": pl.col("type"), "_lost": pl.col("lost")}
+        extra = {"_type": pl.col("type"), "_lost": pl.col("lost"), "_undecodable": pl.col("undecodable")}
         if isinstance(facts, _Batch):
             extra["_f"] = pl.col("_f")
         if headers_as_text:
@@ -513,12 +517,19 @@ def _read(
                 return None
             df = df.drop("_bad_headers")
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
-        counts = df.group_by(by).agg(n=pl.len(), lost=pl.col("_lost").max()).rename({"_type": "type"})
+        undecodable = pl.col("_undecodable").is_not_null()
+        counts = df.group_by(by).agg(
+            n=pl.len(),
+            lost=pl.col("_lost").max(),
+            undecodable=undecodable.sum(),
+            undecodable_line=pl.col("line").filter(undecodable).min(),
+        )
+        counts = counts.rename({"_type": "type"})
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
             msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES))
-        return counts, msgs.drop("_type", "_lost", *by[:-1]), attempt
+        return counts, msgs.drop("_type", "_lost", "_undecodable", *by[:-1]), attempt
     raise AssertionError("unreachable")
 
 
@@ -766,10 +777,17 @@ def extract_file(
             facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
         else:
             facts.malformed.append(b)
-    counts = pl.concat([part.counts for part in parts]).group_by("type").agg(pl.col("n").sum(), pl.col("lost").max())
+    counts = (
+        pl.concat([part.counts for part in parts])
+        .group_by("type")
+        .agg(pl.col("n", "undecodable").sum(), pl.col("lost").max(), pl.col("undecodable_line").min())
+    )
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
     facts.records = int(counts.get_column("n").sum())
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
+    facts.undecodable = int(counts.get_column("undecodable").sum())
+    first = counts.get_column("undecodable_line").min()
+    facts.undecodable_line = int(first) if isinstance(first, int) else None
     frames = [part.messages for part in parts if part.messages.height]
     if chunked and not facts.pending:
         _set_relinked(facts, frames, [part.traffic for part in parts if part.traffic is not None])
@@ -1160,12 +1178,17 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
             alone[-1].identity = item.facts.identity
         return alone
     members = batch.members
-    for (at, rtype, n, lost) in part.counts.select("_f", "type", "n", "lost").iter_rows():
+    columns = ("_f", "type", "n", "lost", "undecodable", "undecodable_line")
+    for at, rtype, n, lost, undecodable, first in part.counts.select(columns).iter_rows():
         facts = members[at]
         facts.counts[str(rtype)] = int(n)
         facts.records += int(n)
         if rtype == fmt.CAPTURE_ERROR:
             facts.lost = int(lost or 0)
+        if undecodable:
+            facts.undecodable += int(undecodable)
+            # rows carry their file's own line numbers already (`_Batch.locate`)
+            facts.undecodable_line = min(int(first), facts.undecodable_line or int(first))
     for facts in members:
         facts.counts = dict(sorted(facts.counts.items()))
     for b in sorted(part.bad):

@@ -69,6 +69,9 @@ class Inputs:
     """(file, error) for files that could not be read (gone, unreadable, an unknown format): input errors."""
     duplicates: list[tuple[str, str]] = field(default_factory=list)
     """(file, file it repeats) for files left out because the same capture part was read from another file."""
+    undecodable: list[tuple[str, int, int]] = field(default_factory=list)
+    """(file, first line, count) of HTTP bodies kept as they came: they do not decode with their
+    `Content-Encoding`, so what they say is not classified."""
 
 
 @dataclass
@@ -113,6 +116,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         lost=sum(f.lost for f in read),
         errors=sorted((f.file, f.error) for f in facts if f.error is not None),
         duplicates=sorted((f.file, f.duplicate_of) for f in facts if f.duplicate_of is not None),
+        undecodable=sorted((f.file, f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
     )
 
 

@@ -192,6 +192,11 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
             # only when there are any: reports of clean inputs stay as they were
             **({"errors": [{"file": f, "error": e} for f, e in inp.errors]} if inp.errors else {}),
             **({"duplicates": [{"file": f, "duplicate_of": d} for f, d in inp.duplicates]} if inp.duplicates else {}),
+            **(
+                {"undecodable": [{"file": f, "line": n, "count": c} for f, n, c in inp.undecodable]}
+                if inp.undecodable
+                else {}
+            ),
         },
         "totals": {
             "servers": len(analysis.servers),
@@ -399,6 +404,11 @@ def _input_notes(
     # the error names its file already (`cannot read …`), in words of its own
     notes.extend(f"input error: {esc(error)}" for _, error in inp.errors)
     notes.extend(f"left out {where(f)}: the same capture as {where(first)}" for f, first in inp.duplicates)
+    notes.extend(
+        f"{count} HTTP {'body that does' if count == 1 else 'bodies that do'} not decode with its Content-Encoding"
+        f" (read as captured, not classified): first at {where(f, line)}"
+        for f, line, count in inp.undecodable
+    )
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
     return notes

@@ -41,6 +41,7 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
     "signal": pl.String(),
     "error": pl.String(),
     "lost": pl.Int64(),
+    "undecodable": pl.String(),  # http bodies: the Content-Encoding they do not decode with
     "parent_argv": pl.List(pl.String()),  # spawn: the host process that started the tee, redacted
     # http
     "flow": pl.String(),
