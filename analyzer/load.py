@@ -88,6 +88,16 @@ from analyzer.messages import (
     read_fields,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
+from analyzer.sources import (
+    COMPRESSED_SUFFIXES,
+    PLAIN,
+    CutStream,
+    compression_of,
+    open_stream,
+    pieces,
+    strip_compression,
+)
+from analyzer.sources import first_line as _sources_first_line
 from analyzer.spill import Spill
 
 _HEADER_LIMIT: Final = 1 << 20
@@ -172,6 +182,8 @@ class FileFacts:
     pending: bool = False
     """`messages` are read but not paired and condensed yet: a small file, left to be finished
     together with other such files (`finish_pending`)."""
+    cut: str | None = None
+    """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
 
     @property
     def was_read(self) -> bool:
@@ -221,9 +233,10 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     found: set[str] = set()
 
     def walk(directory: Path) -> None:
-        for sub in directory.rglob("*" + fmt.CAPTURE_SUFFIX):
-            if not sub.is_dir():  # a directory named *.jsonl is walked, not read
-                found.add(str(sub))
+        for pattern in _CAPTURE_PATTERNS:
+            for sub in directory.rglob(pattern):
+                if not sub.is_dir():  # a directory named *.jsonl is walked, not read
+                    found.add(str(sub))
 
     for item in paths:
         text = str(item)
@@ -251,9 +264,13 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     return sorted(found)
 
 
+_CAPTURE_PATTERNS: Final = tuple("*" + fmt.CAPTURE_SUFFIX + s for s in ("", *COMPRESSED_SUFFIXES))
+"""What a directory is searched for: captures, plain or compressed by logrotate (`analyzer.sources`)."""
+
+
 def capture_id(path: str) -> str:
-    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix."""
-    name = Path(path).name
+    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix (nor `.gz`/`.zst`)."""
+    name = strip_compression(Path(path).name)
     return _PART_SUFFIX.sub("", name) if _PART_SUFFIX.search(name) else name
 
 
@@ -268,8 +285,7 @@ def read_header(path: str) -> dict[str, Any] | None:
 
 def _first_line(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.readline(_HEADER_LIMIT)
+        return _sources_first_line(path, _HEADER_LIMIT)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -325,7 +341,7 @@ def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
     run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
     if run[0] is not None and run[2] is not None:
         keys.append("run:" + orjson.dumps(run).decode())
-    name = Path(path).name
+    name = strip_compression(Path(path).name)  # a part and its logrotated copy are the same part
     if _RECORDER_NAME.match(name):
         keys.append("name:" + name)
     return tuple(keys)
@@ -674,8 +690,9 @@ def _read_pieces(
     open_from, open_bytes = 0, 0
     lines = 0
     complete = True
-    with open(facts.file, "rb") as f:
-        for piece in _pieces(f, PIECE_BYTES):
+    with open_stream(facts.file) as f:
+        compressed = isinstance(f, CutStream)
+        for piece in pieces(f, PIECE_BYTES) if compressed else _pieces(f, PIECE_BYTES):
             complete = piece.endswith(b"\n")
             count = piece.count(b"\n") + (0 if complete else 1)
             needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
@@ -689,6 +706,7 @@ def _read_pieces(
             if chunked and open_bytes >= CHUNK_BYTES:
                 _finish_chunk(parts[open_from:], spill)
                 open_from, open_bytes = len(parts), 0
+        facts.cut = f.cut if compressed else None
     if defer and open_from == 0 and open_bytes <= PIECE_BYTES:
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
@@ -757,9 +775,12 @@ def extract_file(
         return facts  # emptied since its header was read
     for b in sorted(b for part in parts for b in part.bad):
         if b.line == total and not complete:  # the last line without its newline: cut while written
-            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
+            cut = f"; {facts.cut}" if facts.cut else ""
+            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason}{cut})")
         else:
             facts.malformed.append(b)
+    if facts.cut and facts.torn is None:  # cut right after a newline: what followed is lost all the same
+        facts.torn = BadLine(path, total + 1, f"nothing after line {total}: {facts.cut}")
     counts = pl.concat([part.counts for part in parts]).group_by("type").agg(pl.col("n").sum(), pl.col("lost").max())
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
     facts.records = int(counts.get_column("n").sum())
@@ -992,6 +1013,8 @@ class _Small:
 
     facts: FileFacts
     data: bytes = b""
+    alone: bool = False
+    """A compressed file: read alone, as a stream (`analyzer.sources`), never batched whole."""
 
 
 def _units(paths: list[str], batched: bool, first_of: dict[str, str]) -> Iterator[str | list[_Small]]:
@@ -1014,6 +1037,12 @@ def _units(paths: list[str], batched: bool, first_of: dict[str, str]) -> Iterato
             yield path
             continue
         item = _read_small(path)
+        if item.alone:
+            if batch:
+                yield batch
+                batch, size = [], 0
+            yield path
+            continue
         if item.facts.was_read:
             _drop_if_duplicate(item.facts, first_of)
             if item.facts.duplicate_of is not None:
@@ -1047,6 +1076,8 @@ def _read_small(path: str) -> _Small:
                 data = f.read()
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if compression_of(data[:4]) != PLAIN:
+            return _Small(facts, alone=True)
         end = data.find(b"\n")
         first = data if end < 0 else data[: end + 1]
         header = _header_of(path, first)
