@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import bisect
 import glob
+import io
 import os
 import re
 import stat
@@ -93,6 +94,7 @@ from analyzer.sources import (
     PLAIN,
     CutStream,
     compression_of,
+    foreign_kind,
     open_stream,
     pieces,
     strip_compression,
@@ -184,6 +186,8 @@ class FileFacts:
     together with other such files (`finish_pending`)."""
     cut: str | None = None
     """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
+    unit: str = "line"
+    """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
 
     @property
     def was_read(self) -> bool:
@@ -757,6 +761,12 @@ def extract_file(
     first = _first_line(path)
     header = _header_of(path, first)
     if header is None:
+        try:
+            kind = foreign_kind(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if kind is not None:
+            return _extract_foreign(facts, kind, options)
         facts.skipped = _not_a_capture(path, first)
         return facts
     facts.identity = _identity(path, header)
@@ -792,6 +802,42 @@ def extract_file(
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
         if not (chunked or opts.keep_raw):  # archives keep the rows as read; pending ones wait
             finish(facts, condensed=False)
+    return facts
+
+
+def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -> FileFacts:
+    """A HAR file or mitmproxy dump (`analyzer.foreign`), read as the capture the recorder would have
+    written: its records' locations are entry or flow numbers where a capture's are line numbers."""
+    from analyzer import foreign  # mitmproxy is imported only when such a file is read
+
+    try:
+        with open_stream(facts.file) as f:
+            converted = foreign.convert(kind, io.BufferedReader(f) if isinstance(f, CutStream) else f)
+            cut = f.cut if isinstance(f, CutStream) else None
+    except foreign.ForeignError as exc:
+        raise InputError(f"{facts.file}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {facts.file}: {exc.strerror or exc}") from None
+    facts.transport, facts.unit = fmt.HTTP, foreign.UNITS[kind]
+    facts.malformed = [BadLine(facts.file, n, why) for n, why in converted.unread]
+    if cut is not None:
+        last = max((n for n, _ in converted.records), default=0)
+        facts.torn = BadLine(facts.file, last + 1, f"nothing after {facts.unit} {last}: {cut}")
+    numbered = list(foreign.lines(converted))
+    rows = pl.DataFrame(
+        {"line": [n for n, _ in numbered], "text": [t.decode() for _, t in numbered]},
+        schema={"line": pl.UInt32(), "text": pl.String()},
+    )
+    read = _read_lines(facts, rows, options, False)
+    if read is None:  # records this reader wrote itself: never seen
+        raise InputError(f"{facts.file}: its records do not fit the capture schema")
+    counts, msgs, _ = read
+    facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
+    facts.records = int(counts.get_column("n").sum())
+    facts.messages = msgs
+    opts = options or LoadOptions()
+    if not opts.keep_raw:
+        finish(facts, condensed=opts.condense)
     return facts
 
 
@@ -1085,6 +1131,11 @@ def _read_small(path: str) -> _Small:
         facts.error = str(exc)
         return _Small(facts)
     if header is None:
+        try:
+            if foreign_kind(path) is not None:
+                return _Small(facts, alone=True)
+        except OSError:
+            return _Small(facts, alone=True)  # read alone, which notes why it cannot be
         facts.skipped = _not_a_capture(path, first)
         return _Small(facts)
     transport = header.get("transport")

@@ -69,6 +69,9 @@ class Inputs:
     """(file, error) for files that could not be read (gone, unreadable, an unknown format): input errors."""
     duplicates: list[tuple[str, str]] = field(default_factory=list)
     """(file, file it repeats) for files left out because the same capture part was read from another file."""
+    units: dict[str, str] = field(default_factory=dict)
+    """File → what its locations count, for files not located by line: `entry` (HAR), `flow` (mitmproxy
+    dumps). Evidence and notes in them read `file#entry=N`, `file#flow=N` (`analyzer.sources.location`)."""
 
 
 @dataclass
@@ -113,6 +116,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         lost=sum(f.lost for f in read),
         errors=sorted((f.file, f.error) for f in facts if f.error is not None),
         duplicates=sorted((f.file, f.duplicate_of) for f in facts if f.duplicate_of is not None),
+        units={f.file: f.unit for f in read if f.unit != "line"},
     )
 
 

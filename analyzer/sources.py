@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -26,6 +27,11 @@ if sys.version_info >= (3, 14):
     from compression import zstd
 else:  # the backport mitmproxy already depends on (declared in pyproject.toml for these versions)
     from backports import zstd
+
+HAR: Final = "har"
+FLOWS: Final = "flows"
+_HEAD: Final = 64 << 10
+_TNETSTRING: Final = re.compile(rb"^\d{1,12}:")
 
 GZIP: Final = "gzip"
 ZSTD: Final = "zstd"
@@ -143,3 +149,28 @@ def _read_up_to(f: CutStream, size: int) -> bytes:
         parts.append(block)
         got += len(block)
     return b"".join(parts)
+
+
+def foreign_kind(path: str) -> str | None:
+    """`HAR` or `FLOWS` when the (decompressed) file looks like a HAR document or a mitmproxy dump,
+    else None. Told by content: a JSON object with `"log"` near its start, a tnetstring (`123:`).
+    A file named `.har` is taken for HAR whatever it holds, so garbage under that name gets the HAR
+    reader's clear error rather than a silent skip. Raises `OSError`."""
+    with open_stream(path) as f:
+        head = _read_up_to(f, _HEAD) if isinstance(f, CutStream) else f.read(_HEAD)
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if (text.startswith(b"{") and b'"log"' in text) or strip_compression(path.lower()).endswith(".har"):
+        return HAR
+    if _TNETSTRING.match(head):
+        return FLOWS
+    return None
+
+
+def separator(unit: str) -> str:
+    """What joins a file and a location of `unit`: `:` for lines, `#entry=` and `#flow=` otherwise."""
+    return ":" if unit == "line" else f"#{unit}="
+
+
+def location(file: str, at: int, unit: str = "line") -> str:
+    """Where evidence is, as a user opens it: `file:line`, `file#entry=N` (HAR), `file#flow=N` (dumps)."""
+    return f"{file}{separator(unit)}{at}"
