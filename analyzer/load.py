@@ -313,7 +313,10 @@ def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     return header
 
 
-_READS: Final = "erascope reads the captures `erascope record stdio` and `erascope record http` write"
+_READS: Final = (
+    "erascope reads the captures `erascope record stdio` and `erascope record http` write"
+    " (plain, .gz or .zst), HAR files and mitmproxy dumps"
+)
 
 
 def _not_a_capture(path: str, first: bytes) -> str:
@@ -323,8 +326,6 @@ def _not_a_capture(path: str, first: bytes) -> str:
         obj = orjson.loads(first)
     except orjson.JSONDecodeError:
         obj = None
-    if path.lower().endswith(".har") or (isinstance(obj, dict) and isinstance(obj.get("log"), dict)):
-        return f"{why}: it looks like a HAR file; {_READS} (a HAR file cannot be converted)"
     if isinstance(obj, dict) and "jsonrpc" in obj:
         return (
             f"{why}: it looks like a plain JSON-RPC log; {_READS}: run the server behind"
