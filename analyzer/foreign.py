@@ -235,6 +235,7 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
     flow.server_conn = connection.Server(address=(ip, port) if ip else None)
     if ip:
         flow.server_conn.peername = (ip.strip("[]"), port)
+    flow.client_conn.peername = None  # request_to_flow's 127.0.0.1:0 is a placeholder: a HAR has no client address
     conn = entry.get("connection")
     if isinstance(conn, str | int) and str(conn):
         flow.client_conn.id = f"har-connection-{conn}"  # Chrome's connection id: requests sharing it share one

@@ -82,6 +82,7 @@ def test_a_har_reads_as_its_entries_and_gzip_too(tmp_path: Path) -> None:
         assert extract_file(str(path)).unit == "entry"
         assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
     report = report_dict(analyze([str(plain)]))
+    assert {c["identity"]["address"] for c in report["clients"]} == {None}  # a HAR names no client address
     (server,) = report["servers"]
     assert server["peers"] and server["server"] == URL
     assert {e["at"] for e in server["evidence"]} == {f"{plain}#entry=1", f"{plain}#entry=2"}
