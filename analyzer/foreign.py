@@ -101,7 +101,7 @@ def flow_records(
             out.append({**sse_end, "t_end": end, fmt.F_TS: end})
         else:
             out.append({**response_record(flow, redaction, streamed=False, max_body=max_body), fmt.F_TS: start})
-    if flow.error is not None and (resp is None or not is_event_stream(resp)):
+    if flow.error is not None:  # after the stream's end, as the recorder writes a stream cut by an error
         when = flow.error.timestamp or req.timestamp_end or req.timestamp_start
         out.append({**error_record(flow, now=when), fmt.F_TS: when})
     for rec in out:

@@ -188,3 +188,12 @@ def test_compact_keeps_what_a_har_entry_and_a_flow_are(tmp_path: Path) -> None:
     archived = report_dict(analyze([str(tmp_path / "archive")]))
     assert archived["servers"] == direct["servers"] and archived["totals"] == direct["totals"]
     assert any("#flow=" in e["at"] for e in archived["servers"][0]["evidence"])
+
+
+def test_an_event_stream_cut_by_an_error_ends_and_fails_as_the_recorder_writes_it(tmp_path: Path) -> None:
+    f = _flows()[0]
+    f.error = tflow.terr("server closed connection")
+    path = _dump(tmp_path / "cut-stream.flows", [f])
+    facts = extract_file(str(path))
+    assert facts.counts["sse.event"] == 1 and facts.counts["sse.end"] == 1
+    assert facts.counts.get("http.error") == 1  # the recorder writes both: the stream's end and the flow's error
