@@ -227,7 +227,8 @@ class Loaded:
 
 # --- finding files -------------------------------------------------------------------------------
 def find_inputs(paths: Iterable[str | Path]) -> list[str]:
-    """Capture files named by `paths`: files, directories (searched recursively for `*.jsonl`) and globs.
+    """Input files named by `paths`: files (of any kind), directories (searched recursively for
+    `*.jsonl`, `*.jsonl.gz` and `*.jsonl.zst`) and globs.
 
     Sorted, each path once, so the same inputs read in the same order however they were named.
     Inside directories, FIFOs, sockets and dangling links named `*.jsonl` are listed too: reading

@@ -197,3 +197,22 @@ def test_an_event_stream_cut_by_an_error_ends_and_fails_as_the_recorder_writes_i
     facts = extract_file(str(path))
     assert facts.counts["sse.event"] == 1 and facts.counts["sse.end"] == 1
     assert facts.counts.get("http.error") == 1  # the recorder writes both: the stream's end and the flow's error
+
+
+def test_har_times_and_peer_come_from_the_entry(tmp_path: Path) -> None:
+    from analyzer.load import LoadOptions
+
+    doc = _har(_flows()[:1])
+    entry = doc["log"]["entries"][0]
+    entry["startedDateTime"] = "2026-11-30T01:00:00.000Z"
+    entry["timings"] = {"blocked": 5, "dns": -1, "connect": -1, "ssl": -1, "send": 10, "wait": 100, "receive": 20}
+    entry["serverIPAddress"] = "10.0.0.7"
+    path = tmp_path / "timed.har"
+    path.write_bytes(orjson.dumps(doc))
+    facts = extract_file(str(path), LoadOptions(condense=False))
+    start = 1796000400.0
+    times = {str(k): float(t) for k, t in facts.messages.select("kind", "ts").iter_rows()}
+    assert times["request"] == pytest.approx(start)
+    assert times["response"] == pytest.approx(start + 0.135)  # the event arrives by the end of `receive`
+    (server,) = report_dict(analyze([str(path)]))["servers"]
+    assert server["peers"] == ["10.0.0.7:8931"]
