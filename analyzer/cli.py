@@ -279,7 +279,11 @@ def _stop_on_sigterm() -> None:
 def analyze_cmd(
     paths: Annotated[
         list[str],
-        typer.Argument(metavar="PATH", help="Capture files, directories (searched for *.jsonl) or globs."),
+        typer.Argument(
+            metavar="PATH",
+            help="Captures (also .jsonl.gz, .jsonl.zst), HAR files, mitmproxy dumps, directories (searched for"
+            " *.jsonl, *.jsonl.gz, *.jsonl.zst) or globs.",
+        ),
     ],
     report_format: Annotated[
         ReportFormat, typer.Option("--format", "-f", case_sensitive=False, help="Report format.")

@@ -129,6 +129,7 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
             malformed=[BadLine(entry["file"], line, reason) for line, reason in entry["malformed"]],
             torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
             lost=entry["lost"],
+            unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
         )
         parts = [path.parent.parent / p for p in entry["parts"]]
     except (KeyError, TypeError, ValueError) as exc:
@@ -258,6 +259,7 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         "malformed": [[b.line, b.reason] for b in facts.malformed],
         "torn": [facts.torn.line, facts.torn.reason] if facts.torn else None,
         "lost": facts.lost,
+        "unit": facts.unit,
         "source": fingerprint,
         "columns": list(ARCHIVE_SCHEMA),
         "parts": sorted(parts),

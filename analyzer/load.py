@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import bisect
 import glob
+import io
 import os
 import re
 import stat
@@ -92,6 +93,17 @@ from analyzer.messages import (
     read_fields,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
+from analyzer.sources import (
+    COMPRESSED_SUFFIXES,
+    PLAIN,
+    CutStream,
+    compression_of,
+    foreign_kind,
+    open_stream,
+    pieces,
+    strip_compression,
+)
+from analyzer.sources import first_line as _sources_first_line
 from analyzer.spill import Spill
 
 _HEADER_LIMIT: Final = 1 << 20
@@ -180,6 +192,10 @@ class FileFacts:
     pending: bool = False
     """`messages` are read but not paired and condensed yet: a small file, left to be finished
     together with other such files (`finish_pending`)."""
+    cut: str | None = None
+    """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
+    unit: str = "line"
+    """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
 
     @property
     def was_read(self) -> bool:
@@ -219,7 +235,8 @@ class Loaded:
 
 # --- finding files -------------------------------------------------------------------------------
 def find_inputs(paths: Iterable[str | Path]) -> list[str]:
-    """Capture files named by `paths`: files, directories (searched recursively for `*.jsonl`) and globs.
+    """Input files named by `paths`: files (of any kind), directories (searched recursively for
+    `*.jsonl`, `*.jsonl.gz` and `*.jsonl.zst`) and globs.
 
     Sorted, each path once, so the same inputs read in the same order however they were named.
     Inside directories, FIFOs, sockets and dangling links named `*.jsonl` are listed too: reading
@@ -231,7 +248,7 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     def walk(directory: Path) -> None:
         # os.walk tells directories from the rest without a stat per file (100,000 spawn captures)
         for parent, _dirs, names in os.walk(directory):
-            found.update(os.path.join(parent, n) for n in names if n.endswith(fmt.CAPTURE_SUFFIX))
+            found.update(os.path.join(parent, n) for n in names if n.endswith(_CAPTURE_SUFFIXES))
 
     for item in paths:
         text = str(item)
@@ -259,9 +276,13 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     return sorted(found)
 
 
+_CAPTURE_SUFFIXES: Final = tuple(fmt.CAPTURE_SUFFIX + s for s in ("", *COMPRESSED_SUFFIXES))
+"""What a directory is searched for: captures, plain or compressed by logrotate (`analyzer.sources`)."""
+
+
 def capture_id(path: str) -> str:
-    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix."""
-    name = os.path.basename(path)
+    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix (nor `.gz`/`.zst`)."""
+    name = strip_compression(os.path.basename(path))
     return _PART_SUFFIX.sub("", name) if _PART_SUFFIX.search(name) else name
 
 
@@ -276,8 +297,7 @@ def read_header(path: str) -> dict[str, Any] | None:
 
 def _first_line(path: str) -> bytes:
     try:
-        with open(path, "rb") as f:
-            return f.readline(_HEADER_LIMIT)
+        return _sources_first_line(path, _HEADER_LIMIT)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
@@ -301,7 +321,10 @@ def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     return header
 
 
-_READS: Final = "erascope reads the captures `erascope record stdio` and `erascope record http` write"
+_READS: Final = (
+    "erascope reads the captures `erascope record stdio` and `erascope record http` write"
+    " (plain, .gz or .zst), HAR files and mitmproxy dumps"
+)
 
 
 def _not_a_capture(path: str, first: bytes) -> str:
@@ -311,8 +334,6 @@ def _not_a_capture(path: str, first: bytes) -> str:
         obj = orjson.loads(first)
     except orjson.JSONDecodeError:
         obj = None
-    if path.lower().endswith(".har") or (isinstance(obj, dict) and isinstance(obj.get("log"), dict)):
-        return f"{why}: it looks like a HAR file; {_READS} (a HAR file cannot be converted)"
     if isinstance(obj, dict) and "jsonrpc" in obj:
         return (
             f"{why}: it looks like a plain JSON-RPC log; {_READS}: run the server behind"
@@ -333,7 +354,7 @@ def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
     run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
     if run[0] is not None and run[2] is not None:
         keys.append("run:" + orjson.dumps(run).decode())
-    name = os.path.basename(path)
+    name = strip_compression(os.path.basename(path))  # a part and its logrotated copy are the same part
     if _RECORDER_NAME.match(name):
         keys.append("name:" + name)
     return tuple(keys)
@@ -691,8 +712,9 @@ def _read_pieces(
     open_from, open_bytes = 0, 0
     lines = 0
     complete = True
-    with open(facts.file, "rb") as f:
-        for piece in _pieces(f, PIECE_BYTES):
+    with open_stream(facts.file) as f:
+        compressed = isinstance(f, CutStream)
+        for piece in pieces(f, PIECE_BYTES) if compressed else _pieces(f, PIECE_BYTES):
             complete = piece.endswith(b"\n")
             count = piece.count(b"\n") + (0 if complete else 1)
             needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
@@ -706,6 +728,7 @@ def _read_pieces(
             if chunked and open_bytes >= CHUNK_BYTES:
                 _finish_chunk(parts[open_from:], spill)
                 open_from, open_bytes = len(parts), 0
+        facts.cut = f.cut if compressed else None
     if defer and open_from == 0 and open_bytes <= PIECE_BYTES:
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
@@ -756,6 +779,12 @@ def extract_file(
     first = _first_line(path)
     header = _header_of(path, first)
     if header is None:
+        try:
+            kind = foreign_kind(path)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if kind is not None:
+            return _extract_foreign(facts, kind, options)
         facts.skipped = _not_a_capture(path, first)
         return facts
     facts.identity = _identity(path, header)
@@ -774,9 +803,12 @@ def extract_file(
         return facts  # emptied since its header was read
     for b in sorted(b for part in parts for b in part.bad):
         if b.line == total and not complete:  # the last line without its newline: cut while written
-            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason})")
+            cut = f"; {facts.cut}" if facts.cut else ""
+            facts.torn = BadLine(b.file, b.line, f"torn last line ({b.reason}{cut})")
         else:
             facts.malformed.append(b)
+    if facts.cut and facts.torn is None:  # cut right after a newline: what followed is lost all the same
+        facts.torn = BadLine(path, total + 1, f"nothing after line {total}: {facts.cut}")
     counts = (
         pl.concat([part.counts for part in parts])
         .group_by("type")
@@ -795,6 +827,42 @@ def extract_file(
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
         if not (chunked or opts.keep_raw):  # archives keep the rows as read; pending ones wait
             finish(facts, condensed=False)
+    return facts
+
+
+def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -> FileFacts:
+    """A HAR file or mitmproxy dump (`analyzer.foreign`), read as the capture the recorder would have
+    written: its records' locations are entry or flow numbers where a capture's are line numbers."""
+    from analyzer import foreign  # mitmproxy is imported only when such a file is read
+
+    try:
+        with open_stream(facts.file) as f:
+            converted = foreign.convert(kind, io.BufferedReader(f) if isinstance(f, CutStream) else f)
+            cut = f.cut if isinstance(f, CutStream) else None
+    except foreign.ForeignError as exc:
+        raise InputError(f"{facts.file}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {facts.file}: {exc.strerror or exc}") from None
+    facts.transport, facts.unit = fmt.HTTP, foreign.UNITS[kind]
+    facts.malformed = [BadLine(facts.file, n, why) for n, why in converted.unread]
+    if cut is not None:
+        last = max((n for n, _ in converted.records), default=0)
+        facts.torn = BadLine(facts.file, last + 1, f"nothing after {facts.unit} {last}: {cut}")
+    numbered = list(foreign.lines(converted))
+    rows = pl.DataFrame(
+        {"line": [n for n, _ in numbered], "text": [t.decode() for _, t in numbered]},
+        schema={"line": pl.UInt32(), "text": pl.String()},
+    )
+    read = _read_lines(facts, rows, options, False)
+    if read is None:  # records this reader wrote itself: never seen
+        raise InputError(f"{facts.file}: its records do not fit the capture schema")
+    counts, msgs, _ = read
+    facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
+    facts.records = int(counts.get_column("n").sum())
+    facts.messages = msgs
+    opts = options or LoadOptions()
+    if not opts.keep_raw:
+        finish(facts, condensed=opts.condense)
     return facts
 
 
@@ -1018,6 +1086,8 @@ class _Small:
 
     facts: FileFacts
     data: bytes = b""
+    alone: bool = False
+    """A compressed file: read alone, as a stream (`analyzer.sources`), never batched whole."""
 
 
 def _units(
@@ -1045,6 +1115,12 @@ def _units(
             yield _unless_duplicate(path, capture, first_of)
             continue
         item = _read_small(path, capture)
+        if item.alone:
+            if batch:
+                yield batch
+                batch, size = [], 0
+            yield _unless_duplicate(path, capture, first_of)
+            continue
         if item.facts.was_read:
             _drop_if_duplicate(item.facts, first_of)
             if item.facts.duplicate_of is not None:
@@ -1102,6 +1178,8 @@ def _read_small(path: str, capture: str) -> _Small:
                 data = f.read()
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if compression_of(data[:4]) != PLAIN:
+            return _Small(facts, alone=True)
         end = data.find(b"\n")
         first = data if end < 0 else data[: end + 1]
         header = _header_of(path, first)
@@ -1109,6 +1187,11 @@ def _read_small(path: str, capture: str) -> _Small:
         facts.error = str(exc)
         return _Small(facts)
     if header is None:
+        try:
+            if foreign_kind(path) is not None:
+                return _Small(facts, alone=True)
+        except OSError:
+            return _Small(facts, alone=True)  # read alone, which notes why it cannot be
         facts.skipped = _not_a_capture(path, first)
         return _Small(facts)
     transport = header.get("transport")

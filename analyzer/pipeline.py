@@ -72,6 +72,9 @@ class Inputs:
     undecodable: list[tuple[str, int, int]] = field(default_factory=list)
     """(file, first line, count) of HTTP bodies kept as they came: they do not decode with their
     `Content-Encoding`, so what they say is not classified."""
+    units: dict[str, str] = field(default_factory=dict)
+    """File → what its locations count, for files not located by line: `entry` (HAR), `flow` (mitmproxy
+    dumps). Evidence and notes in them read `file#entry=N`, `file#flow=N` (`analyzer.sources.location`)."""
 
 
 @dataclass
@@ -117,6 +120,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         errors=sorted((f.file, f.error) for f in facts if f.error is not None),
         duplicates=sorted((f.file, f.duplicate_of) for f in facts if f.duplicate_of is not None),
         undecodable=sorted((f.file, f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
+        units={f.file: f.unit for f in read if f.unit != "line"},
     )
 
 

@@ -38,6 +38,7 @@ from analyzer.findings import Evidence, Finding
 from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
 from analyzer.probes import NON_ERA_OUTCOMES
+from analyzer.sources import location, separator
 
 REPORT_SCHEMA: Final = "erascope-report/2"
 FORMATS: Final = ("text", "json", "markdown")
@@ -116,11 +117,12 @@ def _iso(ts: float | None) -> str | None:
     return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _ev(e: Evidence) -> dict[str, Any]:
-    return {"file": e.file, "line": e.line, "note": e.note}
+def _ev(e: Evidence, units: dict[str, str] | None = None) -> dict[str, Any]:
+    at = location(e.file, e.line, (units or {}).get(e.file, "line"))
+    return {"file": e.file, "line": e.line, "at": at, "note": e.note}
 
 
-def _server_json(v: ServerVerdict) -> dict[str, Any]:
+def _server_json(v: ServerVerdict, units: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "server": v.server,
         "transport": v.transport,
@@ -137,12 +139,12 @@ def _server_json(v: ServerVerdict) -> dict[str, Any]:
         "init_outcomes": v.init_outcomes,
         "clients": v.clients,
         "peers": v.peers,
-        "evidence": [_ev(e) for e in v.evidence],
-        "timeline": [{"ts": t.ts, "era": t.era, "evidence": _ev(t.evidence)} for t in v.timeline],
+        "evidence": [_ev(e, units) for e in v.evidence],
+        "timeline": [{"ts": t.ts, "era": t.era, "evidence": _ev(t.evidence, units)} for t in v.timeline],
     }
 
 
-def _finding_json(f: Finding) -> dict[str, Any]:
+def _finding_json(f: Finding, units: dict[str, str] | None = None) -> dict[str, Any]:
     return {
         "rule": f.rule,
         "severity": f.severity.value,
@@ -150,7 +152,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "client": f.client,
         "ts": f.ts,
         "message": f.message,
-        "evidence": [_ev(e) for e in f.evidence],
+        "evidence": [_ev(e, units) for e in f.evidence],
         "details": f.details,
     }
 
@@ -207,8 +209,8 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
             "init_outcomes": _counts(analysis.inits.get_column("outcome")),
             "findings": severities,
         },
-        "servers": [_server_json(v) for v in analysis.servers],
-        "findings": [_finding_json(f) for f in _sorted(analysis.findings)],
+        "servers": [_server_json(v, inp.units) for v in analysis.servers],
+        "findings": [_finding_json(f, inp.units) for f in _sorted(analysis.findings)],
         "clients": clients,
     }
 
@@ -275,9 +277,15 @@ class FileRefs:
     legend maps each number to its path once, so long paths never sit inside a table cell.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, units: dict[str, str] | None = None) -> None:
         self.numbers: dict[str, int] = {}
         """File path (as given) → its number, in citation order."""
+        self.units = units or {}
+        """Files not located by line (`Inputs.units`): `[2]#entry=4`, `[3]#flow=7`."""
+
+    def sep(self, file: str) -> str:
+        """What joins a file's number and a location in it (`analyzer.sources.separator`)."""
+        return separator(self.units.get(file, "line"))
 
     def number(self, file: str) -> int:
         """The number of `file`, assigned on its first citation."""
@@ -285,7 +293,7 @@ class FileRefs:
 
     def loc(self, e: Evidence) -> str:
         """`[n]:line` for one piece of evidence."""
-        return f"[{self.number(e.file)}]:{e.line}"
+        return f"[{self.number(e.file)}]{self.sep(e.file)}{e.line}"
 
     def grouped(self, evidence: Iterable[Evidence]) -> str:
         """`[3]:98,100 [5]:4`: the lines of each file together, files in order, each line once."""
@@ -294,7 +302,7 @@ class FileRefs:
             seen = lines.setdefault(e.file, [])
             if e.line not in seen:
                 seen.append(e.line)
-        return " ".join(f"[{self.number(f)}]:{','.join(map(str, ls))}" for f, ls in lines.items())
+        return " ".join(f"[{self.number(f)}]{self.sep(f)}{','.join(map(str, ls))}" for f, ls in lines.items())
 
 
 def _clock(ts: float | None) -> str:
@@ -386,9 +394,10 @@ def _input_notes(
     cited by number (`[3]:7`) like evidence, and the legend gives their paths."""
 
     def where(file: str, line: int | None = None) -> str:
+        at = "" if line is None else f"{separator(analysis.inputs.units.get(file, 'line'))}{line}"
         if refs is not None:
-            return f"[{refs.number(file)}]" + (f":{line}" if line is not None else "")
-        return esc(file) + (f":{line}" if line is not None else "")
+            return f"[{refs.number(file)}]" + at
+        return esc(file) + at
 
     inp = analysis.inputs
     notes: list[str] = []
@@ -711,7 +720,7 @@ def render_text(analysis: Analysis, *, width: int | None = None, color: bool = F
     analysis = _shown(analysis)
     buf = io.StringIO()
     console = Console(file=buf, width=width, force_terminal=color, no_color=not color, highlight=False)
-    refs = FileRefs()
+    refs = FileRefs(analysis.inputs.units)
     days = _days(analysis)
     lines: list[Text] = _prose(Text("erascope: ") + Text(_summary(analysis)), width, hang=0)
     lines[0].stylize("bold", 0, len("erascope:"))
@@ -776,7 +785,7 @@ def _md_client_cell(column: str, value: object) -> str:
 def render_markdown(analysis: Analysis) -> str:
     """A markdown document for postmortems, in the text report's order, with a files legend at the end."""
     analysis = _shown(analysis)
-    refs = FileRefs()
+    refs = FileRefs(analysis.inputs.units)
     days = _days(analysis)
     lines = ["# erascope report", "", _summary(analysis), "", "## Servers", ""]
     lines += _md_table(

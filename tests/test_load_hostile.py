@@ -234,10 +234,11 @@ def test_an_empty_directory_says_no_jsonl_files(tmp_path: Path) -> None:
         analyze([str(tmp_path / "empty")])
 
 
-def test_a_har_file_gets_a_hint(tmp_path: Path) -> None:
+def test_a_har_file_is_read_as_one(tmp_path: Path) -> None:
+    """HAR files are read (tests/test_foreign.py); one without entries holds no records."""
     har = tmp_path / "session.har"
     har.write_text('{"log": {"version": "1.2", "entries": []}}')
-    with pytest.raises(ErascopeError, match=r"HAR file.*erascope reads the captures"):
+    with pytest.raises(ErascopeError, match=r"no capture records found in .*session\.har"):
         analyze([str(har)])
 
 

@@ -1,0 +1,275 @@
+"""Traffic recorded by other tools, as the records erascope's HTTP recorder writes.
+
+Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or compressed:
+
+- mitmproxy flow dumps (`mitmdump -w`, mitmproxy 10 to 12): read with mitmproxy's own `FlowReader`
+  (it upgrades older dumps to the running version's flows). Each HTTP flow is flow number N
+  (1-based, in file order); websocket, TCP, UDP and DNS flows are noted and not read.
+- HAR 1.2 (`mitmdump --set hardump=FILE`, browsers, gateways): each entry (number N, 1-based) is
+  turned into a mitmproxy flow by mitmproxy's own `mitmproxy.io.har.request_to_flow`, then its
+  times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
+  `serverIPAddress`, the URL's port, `connection`), which that function leaves out.
+
+Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
+(`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
+body is split into `sse.event` records by the recorder's SSE parser. A flow that failed gives its
+`http.error`.
+
+An entry or flow whose response body was not kept (browsers drop event streams and large bodies;
+`mitmdump` with `stream_large_bodies`) is not guessed at: none of its records are read (its request
+would look unanswered, a false `no-answer`), and it is noted as a location that could not be used.
+Every record of entry or flow N carries N where a capture line carries its line number, so evidence
+points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Final
+from urllib.parse import urlsplit
+
+import orjson
+from mitmproxy import connection, exceptions, http
+from mitmproxy import flow as mflow
+from mitmproxy.io import FlowReader
+from mitmproxy.io.har import request_to_flow
+
+from addon import format as fmt
+from addon.bodies import DEFAULT_MAX_BODY
+from addon.http_recorder import (
+    HOW_CLEAN,
+    error_record,
+    is_event_stream,
+    request_record,
+    response_record,
+    server_key,
+    sse_end_record,
+    sse_event_record,
+    stream_end_how,
+)
+from addon.redact import HttpRedaction, Redactor
+from addon.sse import SseParser
+from analyzer.sources import FLOWS, HAR
+
+UNITS: Final = {HAR: "entry", FLOWS: "flow"}
+"""What a location in each kind counts: `file#entry=N`, `file#flow=N`."""
+
+
+@dataclass
+class Converted:
+    """One foreign file as capture records: `(location, record)` pairs, and the locations not read."""
+
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    unread: list[tuple[int, str]] = field(default_factory=list)
+    """(location, why) of each entry or flow that gives no records."""
+    server: str = "http"
+
+
+class ForeignError(Exception):
+    """The file is not a readable file of its kind (garbage named `.har`, a dump mitmproxy refuses)."""
+
+
+def flow_records(
+    flow: http.HTTPFlow, redaction: HttpRedaction, max_body: int = DEFAULT_MAX_BODY
+) -> list[dict[str, Any]]:
+    """The records the recorder writes for a finished flow, each with its `ts` (pure: no I/O).
+
+    The response of an event stream is written `streamed` with its events after it, as the recorder
+    tees a live stream; its end (`sse.end`) is clean unless the flow failed.
+    """
+    key = server_key(flow)
+    req = flow.request
+    out = [{**request_record(flow, redaction, max_body), fmt.F_TS: req.timestamp_start}]
+    resp = flow.response
+    if resp is not None:
+        start = resp.timestamp_start or req.timestamp_end or req.timestamp_start
+        end = resp.timestamp_end or start
+        if is_event_stream(resp):
+            out.append({**response_record(flow, redaction, streamed=True, max_body=max_body), fmt.F_TS: start})
+            parser = SseParser(max_event=max_body)
+            events = parser.feed(resp.get_content(strict=False) or b"")
+            for n, event in enumerate(events):
+                out.append({**sse_event_record(flow, n, event, redaction), fmt.F_TS: end})
+            how, message = HOW_CLEAN, None
+            if flow.error is not None:
+                message = flow.error.msg
+                how = stream_end_how(error_record(flow, now=end)["kind"])
+            sse_end = sse_end_record(flow, how, len(events), incomplete=parser.pending, error=message)
+            out.append({**sse_end, "t_end": end, fmt.F_TS: end})
+        else:
+            out.append({**response_record(flow, redaction, streamed=False, max_body=max_body), fmt.F_TS: start})
+    if flow.error is not None:  # after the stream's end, as the recorder writes a stream cut by an error
+        when = flow.error.timestamp or req.timestamp_end or req.timestamp_start
+        out.append({**error_record(flow, now=when), fmt.F_TS: when})
+    for rec in out:
+        rec[fmt.F_SERVER] = key
+    return out
+
+
+def _redaction() -> HttpRedaction:
+    return HttpRedaction(Redactor(), enabled=True)
+
+
+# --- mitmproxy dumps -------------------------------------------------------------------------------
+def read_flows(stream: BinaryIO) -> Converted:
+    """Every HTTP flow of a mitmproxy dump as records; other flows are noted as not read.
+
+    A dump cut short ends with what was read before the cut, noted at the next flow's number.
+    """
+    out = Converted()
+    redaction = _redaction()
+    n = 0
+    reader = FlowReader(stream)
+    flows = reader.stream()
+    while True:
+        try:
+            flow = next(flows)
+        except StopIteration:
+            break
+        except (exceptions.FlowReadException, ValueError, KeyError, TypeError) as exc:
+            if n == 0:
+                raise ForeignError(f"not a mitmproxy flow dump mitmproxy can read ({exc})") from None
+            out.unread.append((n + 1, f"the dump cannot be read from here on ({exc})"))
+            break
+        n += 1
+        if not isinstance(flow, http.HTTPFlow):
+            out.unread.append((n, f"a {flow.type} flow: erascope reads HTTP flows"))
+            continue
+        if flow.websocket is not None:
+            out.unread.append((n, "a websocket flow: erascope reads HTTP flows"))
+            continue
+        if flow.response is not None and flow.response.raw_content is None:
+            out.unread.append((n, "the response body was not kept (streamed by mitmproxy): not read"))
+            continue
+        _convert(out, n, flow, redaction)
+    return out
+
+
+def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedaction) -> None:
+    try:
+        records = flow_records(flow, redaction)
+        for rec in records:
+            orjson.dumps(rec)  # text a capture line can hold (no lone surrogates), or the flow is noted
+    except Exception as exc:  # an odd flow must not fail the file: it is attacker-controlled
+        out.unread.append((n, f"cannot be turned into records ({exc!r})"))
+        return
+    if out.server == "http":
+        out.server = records[0][fmt.F_SERVER]
+    out.records.extend((n, rec) for rec in records)
+
+
+# --- HAR ---------------------------------------------------------------------------------------------
+def read_har(stream: BinaryIO) -> Converted:
+    """Every entry of a HAR 1.2 document as records (see the module docstring)."""
+    try:
+        doc = orjson.loads(stream.read())
+        entries = doc["log"]["entries"]
+        if not isinstance(entries, list):
+            raise TypeError("log.entries is not a list")
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ForeignError(f"not a HAR file (a JSON document with log.entries): {exc}") from None
+    out = Converted()
+    redaction = _redaction()
+    for n, entry in enumerate(entries, start=1):
+        why = _har_gap(entry)
+        if why is not None:
+            out.unread.append((n, why))
+            continue
+        try:
+            flow = _har_flow(entry)
+        except Exception as exc:  # attacker-controlled: any shape mitmproxy's reader refuses
+            out.unread.append((n, f"not a HAR entry mitmproxy can read ({exc!r})"))
+            continue
+        _convert(out, n, flow, redaction)
+    return out
+
+
+def _har_gap(entry: Any) -> str | None:
+    """Why an entry cannot be read faithfully (it is not an entry, its response body was dropped)."""
+    if not isinstance(entry, dict):
+        return "not a HAR entry (not an object)"
+    response = entry.get("response")
+    if not isinstance(response, dict):
+        return "not a HAR entry (no response object)"
+    if not response.get("status"):
+        return None  # a failed request: read as an error
+    content = response.get("content")
+    if not isinstance(content, dict):
+        return "the response has no content object"
+    text = content.get("text")
+    sizes = [v for v in (content.get("size"), response.get("bodySize"), response.get("_transferSize")) if v]
+    sse = str(content.get("mimeType", "")).split(";", 1)[0].strip().lower() == "text/event-stream"
+    sized = any(isinstance(v, int | float) and v > 0 for v in sizes)
+    # No text where a body was (its size), or no text at all for an event stream (browsers leave
+    # those out); an empty text with no size is an empty body, as mitmproxy writes one.
+    if (text is None and (sse or sized)) or (text == "" and sized):
+        return "the response body is not in the HAR (the exporter left it out): not read, never guessed"
+    return None
+
+
+def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
+    """mitmproxy's own reading of the entry, with what it leaves out set from the entry."""
+    response = entry["response"]
+    failed = not response.get("status")
+    if failed:  # request_to_flow needs a response; the failure is the flow's error instead
+        entry = {**entry, "response": {"status": 502, "httpVersion": "", "headers": [], "content": {}}}
+    request = entry["request"]
+    text = (request.get("postData") or {}).get("text")
+    if text is not None and not isinstance(text, str):
+        raise TypeError("postData.text is not text")
+    flow = request_to_flow({**entry, "time": entry.get("time") or 0})
+    if (request.get("postData") or {}).get("encoding") == "base64" and text:
+        flow.request.content = base64.b64decode(text)
+    start = dt.datetime.fromisoformat(str(entry["startedDateTime"]).replace("Z", "+00:00")).timestamp()
+    t = {k: float(v) / 1000 for k, v in (entry.get("timings") or {}).items() if isinstance(v, int | float) and v > 0}
+    before_send = sum(t.get(k, 0.0) for k in ("blocked", "dns", "connect"))  # ssl is inside connect
+    sent = start + before_send + t.get("send", 0.0)
+    headers = sent + t.get("wait", 0.0)
+    flow.request.timestamp_start, flow.request.timestamp_end = start, sent
+    url = urlsplit(str(request.get("url", "")))
+    port = url.port or (443 if url.scheme == "https" else 80)
+    ip = entry.get("serverIPAddress")
+    flow.server_conn = connection.Server(address=(ip, port) if ip else None)
+    if ip:
+        flow.server_conn.peername = (ip.strip("[]"), port)
+    flow.client_conn.peername = None  # request_to_flow's 127.0.0.1:0 is a placeholder: a HAR has no client address
+    conn = entry.get("connection")
+    if isinstance(conn, str | int) and str(conn):
+        flow.client_conn.id = f"har-connection-{conn}"  # Chrome's connection id: requests sharing it share one
+    if failed:
+        flow.response = None
+        message = response.get("_error") or entry.get("_error") or "the request failed (HAR status 0)"
+        flow.error = mflow.Error(str(message), timestamp=headers)
+    else:
+        assert flow.response is not None
+        flow.response.timestamp_start = headers
+        flow.response.timestamp_end = headers + t.get("receive", 0.0)
+        status_text = response.get("statusText")
+        if isinstance(status_text, str):
+            flow.response.reason = status_text
+    return flow
+
+
+def convert(kind: str, stream: BinaryIO) -> Converted:
+    """The records of a foreign file of `kind` (`HAR` or `FLOWS`). Raises `ForeignError`."""
+    return read_har(stream) if kind == HAR else read_flows(stream)
+
+
+def lines(converted: Converted) -> Iterator[tuple[int, bytes]]:
+    """(location, JSONL text) of a capture holding `converted`: a header at location 0, then the
+    records in time order (as the recorder writes them as they happen), numbered `seq` from 1."""
+    header = {
+        fmt.F_TYPE: fmt.HEADER,
+        "format": fmt.FORMAT_ID,
+        "transport": fmt.HTTP,
+        "server": converted.server,
+        fmt.F_SEQ: 0,
+    }
+    yield 0, orjson.dumps(header)
+    ordered = sorted(converted.records, key=lambda item: (item[1].get(fmt.F_TS) or 0.0))
+    for seq, (n, rec) in enumerate(ordered, start=1):
+        rec[fmt.F_SEQ] = seq
+        yield n, orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS)

@@ -1,0 +1,176 @@
+"""Input kinds besides plain JSONL captures: what a file is (from its content) and how to stream it.
+
+The loader (`analyzer.load`) reads every capture as a stream of lines; this module opens that
+stream. A capture compressed by logrotate (`*.jsonl.gz`, `*.jsonl.zst`) is decompressed as it is
+read, a piece at a time, never whole: its lines, line numbers (`file:line` evidence counts the lines
+of the decompressed stream), malformed and torn lines are those of the plain file.
+
+The kind is told by the first bytes (gzip and zstd magic numbers), so a capture compressed under
+another name is still read, and a file named `.gz` that is not compressed is read as what it is.
+
+A compressed stream can end early (a copy cut short, a disk that filled while logrotate wrote it)
+or be corrupt part way. Everything before that point is read; the stream then ends, and
+`CutStream.cut` says why, so the loader reports the last line as torn rather than failing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import Final
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:  # the backport mitmproxy already depends on (declared in pyproject.toml for these versions)
+    from backports import zstd
+
+HAR: Final = "har"
+FLOWS: Final = "flows"
+_HEAD: Final = 64 << 10
+_TNETSTRING: Final = re.compile(rb"^\d{1,12}:")
+
+GZIP: Final = "gzip"
+ZSTD: Final = "zstd"
+PLAIN: Final = "plain"
+
+_MAGIC: Final = ((b"\x1f\x8b", GZIP), (b"\x28\xb5\x2f\xfd", ZSTD))
+COMPRESSED_SUFFIXES: Final = (".gz", ".zst")
+"""Name endings of compressed captures: found in directories (`*.jsonl.gz`) and left out of capture ids."""
+
+
+def compression_of(head: bytes) -> str:
+    """`GZIP`, `ZSTD` or `PLAIN`, from the first bytes of a file (at least four)."""
+    for magic, kind in _MAGIC:
+        if head.startswith(magic):
+            return kind
+    return PLAIN
+
+
+def strip_compression(name: str) -> str:
+    """`x.001.jsonl` for `x.001.jsonl.gz` or `x.001.jsonl.zst`; other names unchanged."""
+    for suffix in COMPRESSED_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+class CutStream(io.RawIOBase):
+    """A decompressing reader that ends where its stream stops making sense instead of raising.
+
+    `cut` is None while the stream is whole, otherwise why it ended early. Reading errors of the
+    file itself (`OSError` other than the decompressors' own) still raise: those are input errors.
+    """
+
+    def __init__(self, inner: io.BufferedIOBase | zstd.ZstdFile, kind: str) -> None:
+        self._inner = inner
+        self.kind = kind
+        self.cut: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        if self.cut is not None:
+            return 0
+        try:
+            # read1: at most one read of the decompressor, so a failing one loses none of the data
+            # before it (a buffered read of many would drop what it gathered when the last raises)
+            data = self._inner.read1(len(buffer))
+            buffer[: len(data)] = data
+            return len(data)
+        except EOFError:
+            self.cut = f"the {self.kind} stream ends early (the file was cut short)"
+        except (gzip.BadGzipFile, zlib.error, zstd.ZstdError) as exc:
+            self.cut = f"the {self.kind} stream is corrupt from here on ({exc})"
+        return 0
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
+
+
+def open_stream(path: str) -> io.BufferedReader | CutStream:
+    """The file's bytes as a stream: decompressed as read when it is gzip or zstd.
+
+    Raises `OSError` when the file cannot be opened or read.
+    """
+    raw = open(path, "rb")  # noqa: SIM115 - handed over to the stream returned, which closes it
+    try:
+        kind = compression_of(raw.peek(4)[:4])
+    except BaseException:
+        raw.close()
+        raise
+    if kind == GZIP:
+        return CutStream(gzip.GzipFile(fileobj=raw, mode="rb"), GZIP)
+    if kind == ZSTD:
+        return CutStream(zstd.ZstdFile(raw, mode="rb"), ZSTD)
+    return raw
+
+
+def first_line(path: str, limit: int) -> bytes:
+    """The first line of the (decompressed) file, at most `limit` bytes. Raises `OSError`."""
+    with open_stream(path) as f:
+        if isinstance(f, CutStream):
+            return io.BufferedReader(f).readline(limit)
+        return f.readline(limit)
+
+
+def pieces(f: CutStream, size: int) -> Iterator[bytes]:
+    """A decompressed stream in pieces of about `size` bytes, each cut after a newline (only the last
+    may lack one), as `analyzer.load` reads plain files. A decompressor cannot seek back cheaply, so
+    what follows the cut is carried over to the next piece instead."""
+    rest = b""
+    while True:
+        chunk = _read_up_to(f, size)
+        if not chunk:
+            if rest:
+                yield rest
+            return
+        piece = rest + chunk
+        cut = piece.rfind(b"\n") + 1
+        if cut == 0:
+            rest = piece  # a line longer than a piece: it grows until its newline
+            continue
+        rest = piece[cut:]
+        yield piece[:cut]
+
+
+def _read_up_to(f: CutStream, size: int) -> bytes:
+    """`size` bytes, fewer only at the end: a decompressor hands out a block at a time."""
+    parts: list[bytes] = []
+    got = 0
+    while got < size and (block := f.read(size - got)):
+        parts.append(block)
+        got += len(block)
+    return b"".join(parts)
+
+
+def foreign_kind(path: str) -> str | None:
+    """`HAR` or `FLOWS` when the (decompressed) file looks like a HAR document or a mitmproxy dump,
+    else None. Told by content: a JSON object with `"log"` near its start, a tnetstring (`123:`).
+    A file named `.har` is taken for HAR whatever it holds, so garbage under that name gets the HAR
+    reader's clear error rather than a silent skip. Raises `OSError`."""
+    with open_stream(path) as f:
+        head = _read_up_to(f, _HEAD) if isinstance(f, CutStream) else f.read(_HEAD)
+    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    if (text.startswith(b"{") and b'"log"' in text) or strip_compression(path.lower()).endswith(".har"):
+        return HAR
+    if _TNETSTRING.match(head):
+        return FLOWS
+    return None
+
+
+def separator(unit: str) -> str:
+    """What joins a file and a location of `unit`: `:` for lines, `#entry=` and `#flow=` otherwise."""
+    return ":" if unit == "line" else f"#{unit}="
+
+
+def location(file: str, at: int, unit: str = "line") -> str:
+    """Where evidence is, as a user opens it: `file:line`, `file#entry=N` (HAR), `file#flow=N` (dumps)."""
+    return f"{file}{separator(unit)}{at}"

@@ -1,0 +1,218 @@
+"""HAR files and mitmproxy dumps: written by mitmproxy's own writers (`FlowWriter`, the `savehar`
+addon's HAR export), read by the real loader and pipeline.
+
+The flows are mitmproxy test flows (`mitmproxy.test.tflow`) carrying real MCP bodies: a probe
+answered over an event stream, a legacy initialize answered in JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mitmproxy import http
+from mitmproxy.addons.savehar import SaveHar
+from mitmproxy.io import FlowWriter, tnetstring
+from mitmproxy.test import tflow
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.load import extract_file
+from analyzer.pipeline import analyze
+from analyzer.report import render_text, report_dict
+from tests.test_messages import discover_result, init, init_result, probe
+
+URL = "http://127.0.0.1:8931/mcp"
+
+
+def _flow(body: dict[str, Any], answer: dict[str, Any], *, sse: bool, start: float) -> http.HTTPFlow:
+    f = tflow.tflow(resp=True)
+    f.request = http.Request.make("POST", URL, orjson.dumps(body), {"content-type": "application/json"})
+    f.request.timestamp_start, f.request.timestamp_end = start, start + 0.01
+    data = b"event: message\ndata: " + orjson.dumps(answer) + b"\n\n" if sse else orjson.dumps(answer)
+    ctype = "text/event-stream" if sse else "application/json"
+    f.response = http.Response.make(200, data, {"content-type": ctype})
+    f.response.timestamp_start, f.response.timestamp_end = start + 0.02, start + 0.03
+    f.server_conn.peername = ("127.0.0.1", 8931)
+    return f
+
+
+def _flows() -> list[http.HTTPFlow]:
+    return [
+        _flow(probe(1), discover_result(1), sse=True, start=1796000000.0),
+        _flow(init(2), init_result(2), sse=False, start=1796000001.0),
+    ]
+
+
+def _dump(path: Path, flows: list[Any]) -> Path:
+    with open(path, "wb") as f:
+        writer = FlowWriter(f)
+        for flow in flows:
+            writer.add(flow)
+    return path
+
+
+def _har(flows: list[http.HTTPFlow]) -> dict[str, Any]:
+    return SaveHar().make_har(flows)
+
+
+def _outcomes(paths: list[Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+    report = report_dict(analyze([str(p) for p in paths]))
+    return report["totals"]["probe_outcomes"], report["totals"]["init_outcomes"]
+
+
+def test_a_dump_reads_as_its_flows(tmp_path: Path) -> None:
+    path = _dump(tmp_path / "dump.flows", _flows())
+    facts = extract_file(str(path))
+    assert facts.unit == "flow" and facts.transport == "http"
+    assert facts.counts == {"header": 1, "http.request": 2, "http.response": 2, "sse.end": 1, "sse.event": 1}
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+def test_a_har_reads_as_its_entries_and_gzip_too(tmp_path: Path) -> None:
+    har = orjson.dumps(_har(_flows()))
+    plain, packed = tmp_path / "x.har", tmp_path / "y.har.gz"
+    plain.write_bytes(har)
+    packed.write_bytes(gzip.compress(har))
+    for path in (plain, packed):
+        assert extract_file(str(path)).unit == "entry"
+        assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+    report = report_dict(analyze([str(plain)]))
+    assert {c["identity"]["address"] for c in report["clients"]} == {None}  # a HAR names no client address
+    (server,) = report["servers"]
+    assert server["peers"] and server["server"] == URL
+    assert {e["at"] for e in server["evidence"]} == {f"{plain}#entry=1", f"{plain}#entry=2"}
+
+
+def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(tmp_path: Path) -> None:
+    doc = _har(_flows())
+    content = doc["log"]["entries"][0]["response"]["content"]
+    del content["text"]  # what browsers export for an event stream
+    content["size"] = 0
+    path = tmp_path / "browser.har"
+    path.write_bytes(orjson.dumps(doc))
+    report = report_dict(analyze([str(path)]))
+    assert report["totals"]["probe_outcomes"] == {}  # not `no-answer`: the answer is unknown
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+    (note,) = report["inputs"]["malformed"]
+    assert note["line"] == 1 and "not in the HAR" in note["reason"]
+    assert "[1]#entry=1: the response body is not in the HAR" in render_text(analyze([str(path)]), width=200)
+
+
+def test_a_failed_har_entry_is_an_error_not_an_answer(tmp_path: Path) -> None:
+    f = _flows()[0]
+    f.response = None
+    f.error = tflow.terr("Connection refused")
+    path = tmp_path / "failed.har"
+    path.write_bytes(orjson.dumps(_har([f])))
+    facts = extract_file(str(path))
+    assert facts.counts.get("http.error") == 1 and "http.response" not in facts.counts
+    assert facts.malformed == []
+
+
+def test_other_flows_are_noted_and_the_http_ones_read(tmp_path: Path) -> None:
+    ws = _flows()[1]
+    ws.websocket = tflow.twebsocketflow().websocket
+    path = _dump(tmp_path / "mixed.flows", [tflow.ttcpflow(), _flows()[0], ws, tflow.tudpflow()])
+    facts = extract_file(str(path))
+    assert [(b.line, b.reason.split(":")[0]) for b in facts.malformed] == [
+        (1, "a tcp flow"),
+        (3, "a websocket flow"),
+        (4, "a udp flow"),
+    ]
+    assert facts.counts["http.request"] == 1
+
+
+def test_a_dump_in_mitmproxy_10s_flow_format_is_read(tmp_path: Path) -> None:
+    """Flow format 19 (mitmproxy 10): connections carried a `state`, QUIC was spelled `QUIC`;
+    mitmproxy's FlowReader migrates it, as it does every older dump."""
+    out = io.BytesIO()
+    for flow in _flows():
+        state = flow.get_state()
+        state["version"] = 19
+        for conn in ("client_conn", "server_conn"):
+            state[conn]["state"] = 0
+        tnetstring.dump(state, out)
+    path = tmp_path / "old.mitm"
+    path.write_bytes(out.getvalue())
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+def test_a_dump_cut_short_keeps_the_flows_before_the_cut(tmp_path: Path) -> None:
+    whole = _dump(tmp_path / "whole.flows", _flows()).read_bytes()
+    first = len(_dump(tmp_path / "one.flows", _flows()[:1]).read_bytes())
+    path = tmp_path / "cut.flows"
+    path.write_bytes(whole[: first + 40])
+    facts = extract_file(str(path))
+    assert facts.counts["http.request"] == 1
+    assert [b.line for b in facts.malformed] == [2]
+
+
+def test_garbage_named_har_is_an_input_error_and_the_rest_is_read(tmp_path: Path) -> None:
+    garbage = tmp_path / "incident.har"
+    garbage.write_bytes(b"\x00\x01 not json at all")
+    good = _dump(tmp_path / "dump.flows", _flows())
+    runner = CliRunner()
+    both = runner.invoke(app, ["analyze", str(garbage), str(good), "--format", "json"])
+    assert both.exit_code == 0, both.output
+    report = orjson.loads(both.stdout)
+    assert report["inputs"]["files"] == [str(good)]
+    (error,) = report["inputs"]["errors"]
+    assert error["file"] == str(garbage) and "not a HAR file" in error["error"]
+    alone = runner.invoke(app, ["analyze", str(garbage)])
+    assert alone.exit_code == 2
+    assert "not a HAR file" in alone.output
+
+
+@pytest.mark.parametrize("name", ["capture.jsonl", "capture.bin"])
+def test_the_kind_is_told_by_content(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(orjson.dumps(_har(_flows()), option=orjson.OPT_INDENT_2))
+    assert extract_file(str(path)).unit == "entry"
+
+
+def test_compact_keeps_what_a_har_entry_and_a_flow_are(tmp_path: Path) -> None:
+    from analyzer.compact import compact
+
+    har = tmp_path / "in" / "x.har"
+    har.parent.mkdir()
+    har.write_bytes(orjson.dumps(_har(_flows())))
+    _dump(tmp_path / "in" / "d.flows", _flows())
+    inputs = [str(har), str(tmp_path / "in" / "d.flows")]
+    compact(inputs, tmp_path / "archive")
+    direct = report_dict(analyze(inputs))
+    archived = report_dict(analyze([str(tmp_path / "archive")]))
+    assert archived["servers"] == direct["servers"] and archived["totals"] == direct["totals"]
+    assert any("#flow=" in e["at"] for e in archived["servers"][0]["evidence"])
+
+
+def test_an_event_stream_cut_by_an_error_ends_and_fails_as_the_recorder_writes_it(tmp_path: Path) -> None:
+    f = _flows()[0]
+    f.error = tflow.terr("server closed connection")
+    path = _dump(tmp_path / "cut-stream.flows", [f])
+    facts = extract_file(str(path))
+    assert facts.counts["sse.event"] == 1 and facts.counts["sse.end"] == 1
+    assert facts.counts.get("http.error") == 1  # the recorder writes both: the stream's end and the flow's error
+
+
+def test_har_times_and_peer_come_from_the_entry(tmp_path: Path) -> None:
+    from analyzer.load import LoadOptions
+
+    doc = _har(_flows()[:1])
+    entry = doc["log"]["entries"][0]
+    entry["startedDateTime"] = "2026-11-30T01:00:00.000Z"
+    entry["timings"] = {"blocked": 5, "dns": -1, "connect": -1, "ssl": -1, "send": 10, "wait": 100, "receive": 20}
+    entry["serverIPAddress"] = "10.0.0.7"
+    path = tmp_path / "timed.har"
+    path.write_bytes(orjson.dumps(doc))
+    facts = extract_file(str(path), LoadOptions(condense=False))
+    start = 1796000400.0
+    times = {str(k): float(t) for k, t in facts.messages.select("kind", "ts").iter_rows()}
+    assert times["request"] == pytest.approx(start)
+    assert times["response"] == pytest.approx(start + 0.135)  # the event arrives by the end of `receive`
+    (server,) = report_dict(analyze([str(path)]))["servers"]
+    assert server["peers"] == ["10.0.0.7:8931"]
