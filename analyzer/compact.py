@@ -47,7 +47,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.load import BadLine, FileFacts, LoadOptions, extract_file, find_inputs, finish
+from analyzer.load import BadLine, FileFacts, LoadOptions, display_name, extract_file, find_inputs, finish
 from analyzer.messages import as_categoricals, as_strings
 from analyzer.schema import MESSAGES_SCHEMA
 
@@ -141,7 +141,8 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
         # categorical before the sort, in the streaming engine: the archive's plain strings are never
         # all in memory at once
         facts.messages = (
-            pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False)
+            # part names come from capture file names, which may hold `[`, `*` or `?`: no globbing
+            pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False, glob=False)
             .select(list(MESSAGES_SCHEMA))
             .pipe(as_categoricals)  # the in-memory dtypes `extract_file` gives
             .sort("line")
@@ -227,7 +228,7 @@ def _atomic_write(path: Path, write: Any) -> None:
 
 def compact_file(path: str, out: Path) -> tuple[int, int]:
     """Compact one input file into the archive at `out`; returns (Parquet parts, rows) written."""
-    name = Path(path).name
+    name = display_name(Path(path).name)  # archive files are named in text polars can write
     entry_path = out / SOURCES_DIR / f"{name}.json"
     old_parts: list[str] = _read_entry(entry_path)["parts"] if entry_path.is_file() else []
     fingerprint = _fingerprint(path)
@@ -250,8 +251,8 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
             parts.append(rel)
     entry = {
         "format": ARCHIVE_FORMAT,
-        "file": facts.file,
-        "capture": facts.capture,
+        "file": display_name(facts.file),
+        "capture": display_name(facts.capture),
         "transport": facts.transport,
         "skipped": facts.skipped,
         "records": facts.records,
@@ -271,12 +272,12 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
 
 
 def _unchanged(path: str, out: Path) -> bool:
-    entry_path = out / SOURCES_DIR / f"{Path(path).name}.json"
+    entry_path = out / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
     if not entry_path.is_file():
         return False
     entry = _read_entry(entry_path)
     return (
-        entry.get("file") == path
+        entry.get("file") == display_name(path)
         and entry.get("source") == _fingerprint(path)
         and entry.get("columns") == list(ARCHIVE_SCHEMA)  # an erascope that extracts more converts again
         and all((out / p).is_file() for p in entry["parts"])

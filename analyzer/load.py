@@ -280,6 +280,20 @@ _CAPTURE_SUFFIXES: Final = tuple(fmt.CAPTURE_SUFFIX + s for s in ("", *COMPRESSE
 """What a directory is searched for: captures, plain or compressed by logrotate (`analyzer.sources`)."""
 
 
+def display_name(path: str) -> str:
+    """`path` as text that frames and reports can hold.
+
+    POSIX names are bytes: Python hands one that is not UTF-8 over with surrogate escapes, which
+    polars (and UTF-8 output) cannot take. Such a name shows its odd bytes as `\\xNN`; the file is
+    still opened by its real name.
+    """
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
+
+
 def capture_id(path: str) -> str:
     """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix (nor `.gz`/`.zst`)."""
     name = strip_compression(os.path.basename(path))
@@ -503,7 +517,11 @@ def _read(
     record's headers do not have the shape that text carries exactly (`HEADERS_AS_TEXT`).
     """
     headers_as_text = records.collect_schema()["headers"] == pl.String()
-    labels: dict[str, Any] = {"file": facts.file, "capture": facts.capture, "transport": facts.transport}
+    labels: dict[str, Any] = {
+        "file": display_name(facts.file),
+        "capture": display_name(facts.capture),
+        "transport": facts.transport,
+    }
     if isinstance(facts, _Batch):  # many files in one text: each row's file from its line number
         records, labels = facts.locate(records)
     records = records.with_columns(pl.col("line").cast(pl.UInt32))
@@ -925,11 +943,11 @@ def _finish_group(files: list[FileFacts]) -> None:
         moved = {str(key[0]): part for key, part in traffic.requests.partition_by("file", as_dict=True).items()}
     offset = 0
     for n, f in enumerate(files):
-        height = heights.get(f.file, 0)
+        height = heights.get(display_name(f.file), 0)
         # a file condensed to nothing gets the empty frame a file read alone gets
         f.messages, offset = (kept.slice(offset, height) if height else _no_messages()), offset + height
         # the group's aggregates go with its first file: `merge` adds up every file's anyway
-        own = moved.get(f.file)
+        own = moved.get(display_name(f.file))
         f.traffic = replace(traffic, requests=own) if n == 0 else Traffic(requests=own)
 
 
@@ -1215,9 +1233,13 @@ class _Batch(FileFacts):
         records = records.with_columns(_f=member).with_columns(
             line=pl.col("line").cast(pl.UInt32) - pl.lit(starts).gather(pl.col("_f")) + 1
         )
+        names = {
+            "file": [display_name(m.file) for m in self.members],
+            "capture": [display_name(m.capture) for m in self.members],
+            "transport": [m.transport for m in self.members],
+        }
         labels = {
-            name: pl.lit(pl.Series([getattr(m, name) for m in self.members], dtype=pl.String)).gather(pl.col("_f"))
-            for name in ("file", "capture", "transport")
+            name: pl.lit(pl.Series(values, dtype=pl.String)).gather(pl.col("_f")) for name, values in names.items()
         }
         return records, labels
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from addon.errors import ErascopeError
 from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
-from analyzer.load import BadLine, FileFacts, LoadOptions, combine, extract_files, find_inputs
+from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
 from analyzer.spill import Spill
 
@@ -109,18 +109,25 @@ class Analysis:
 
 
 def _inputs(facts: list[FileFacts]) -> Inputs:
+    """The input accounting, every file named as the frames name it (`display_name`), so that the
+    files of the inputs and those of the evidence are one list."""
     read = [f for f in facts if f.was_read]
+    name = display_name
+
+    def bad(b: BadLine) -> BadLine:
+        return replace(b, file=name(b.file), reason=name(b.reason))
+
     return Inputs(
-        files=sorted(f.file for f in read),
+        files=sorted(name(f.file) for f in read),
         records=sum(f.records for f in read),
-        malformed=sorted(b for f in read for b in f.malformed),
-        torn=sorted(f.torn for f in read if f.torn is not None),
-        skipped=sorted((f.file, f.skipped) for f in facts if f.skipped is not None),
+        malformed=sorted(bad(b) for f in read for b in f.malformed),
+        torn=sorted(bad(f.torn) for f in read if f.torn is not None),
+        skipped=sorted((name(f.file), name(f.skipped)) for f in facts if f.skipped is not None),
         lost=sum(f.lost for f in read),
-        errors=sorted((f.file, f.error) for f in facts if f.error is not None),
-        duplicates=sorted((f.file, f.duplicate_of) for f in facts if f.duplicate_of is not None),
-        undecodable=sorted((f.file, f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
-        units={f.file: f.unit for f in read if f.unit != "line"},
+        errors=sorted((name(f.file), name(f.error)) for f in facts if f.error is not None),
+        duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
+        undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
+        units={name(f.file): f.unit for f in read if f.unit != "line"},
     )
 
 
