@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,3 +63,12 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     env["ERASCOPE_REDACT_KEY"] = "test-key"
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+@pytest.fixture
+def procs() -> Iterator[list[Any]]:
+    """Processes a test starts (`tests.test_http_e2e.Proc`), stopped (terminated, then killed) when it ends."""
+    started: list[Any] = []
+    yield started
+    for p in reversed(started):
+        p.stop()

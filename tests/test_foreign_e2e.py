@@ -20,7 +20,7 @@ import pytest
 from analyzer.pipeline import analyze
 from analyzer.report import report_dict
 from tests.goldens import reduce_report
-from tests.test_http_e2e import BIN, Proc, procs, session, start_server  # noqa: F401 - procs is a fixture
+from tests.test_http_e2e import BIN, Proc, session, start_server
 
 pytestmark = pytest.mark.e2e
 
@@ -32,7 +32,7 @@ def _verdicts(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_erascope_capture_mitmdump_dump_and_har_agree(
-    procs: list[Proc],  # noqa: F811 - the fixture
+    procs: list[Proc],
     clean_env: dict[str, str],
     tmp_path: Path,
 ) -> None:

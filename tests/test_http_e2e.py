@@ -83,12 +83,6 @@ class Proc:
         return self.popen.returncode
 
 
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
 
 
 def start_server(procs: list[Proc], env: dict[str, str], python: Path | str = sys.executable, *args: str) -> int:

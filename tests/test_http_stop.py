@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -32,12 +31,6 @@ from tests.test_http_e2e import (
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
 
 
 def _start_cli(procs: list[Proc], env: dict[str, str], port: int, capdir: Path) -> tuple[Proc, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -23,13 +22,6 @@ from tests.test_http_e2e import BIN, Proc, start_server
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    """Processes a test starts, stopped (terminated, then killed) when it ends."""
-    started: list[Proc] = []
-    yield started
-    for p in reversed(started):
-        p.stop()
 
 ROOT = Path(__file__).resolve().parent.parent
 MODERN_CLIENT = ROOT / "captures" / "peers" / "modern_client.py"
