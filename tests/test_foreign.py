@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from analyzer.cli import app
 from analyzer.load import extract_file
 from analyzer.pipeline import analyze
-from analyzer.report import render_text, report_dict
+from analyzer.report import render, render_text, report_dict
 from tests.test_messages import discover_result, init, init_result, probe
 
 URL = "http://127.0.0.1:8931/mcp"
@@ -216,3 +216,14 @@ def test_har_times_and_peer_come_from_the_entry(tmp_path: Path) -> None:
     assert times["response"] == pytest.approx(start + 0.135)  # the event arrives by the end of `receive`
     (server,) = report_dict(analyze([str(path)]))["servers"]
     assert server["peers"] == ["10.0.0.7:8931"]
+
+
+def test_a_real_mitmproxy_10_dump_is_read() -> None:
+    """A dump written by mitmproxy 10.4.2 itself (flow format 20; `tests/data/README.md` says how)."""
+    path = Path(__file__).parent / "data" / "mitmproxy-10.4.2.flows"
+    a = analyze([str(path)])
+    assert [(v.era, v.modern_support) for v in a.servers] == [("modern", "yes")]
+    assert a.probes.get_column("outcome").to_list() == ["discover-result"]
+    assert a.inputs.malformed == [] and a.findings == []
+    doc = orjson.loads(render(a, "json"))
+    assert all("#flow=" in e["at"] for s in doc["servers"] for e in s["evidence"])
