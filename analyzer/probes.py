@@ -61,6 +61,9 @@ _NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
 """The recorder stopping ends the observation of a flow, not the server's connection."""
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
 """Columns the probe and initialize frames take from the request row as they are."""
+_EVENT_COLUMNS: Final = ("capture", "conn", "flow", "seq", "ts", "line")
+"""What `_first_after` reads of an event: only these become strings (a stdio spawn per probe has an
+`exit` and a `client-eof` each; every column of 100,000 of them was 100 MB of strings)."""
 _NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
 """Columns read from the rows that name a client, to name the client of a connection or flow."""
 
@@ -178,13 +181,15 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     )
     reqs = reqs.join(answers, on=["capture", "seq"], how="left")
     s2c_garbage = as_strings(
-        messages.filter((pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null())
+        messages.filter(
+            (pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null()
+        ).select(_EVENT_COLUMNS)
     )
     # the distinct events are few: pick the `http-error:*` ones there instead of a string test per row
     seen = messages.get_column("event").drop_nulls().unique().cast(pl.String).to_list()
     fatal = sorted({*_STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
-    deaths = as_strings(messages.filter(pl.col("event").is_in(fatal)))
-    client_eof = as_strings(messages.filter(pl.col("event") == "client-eof"))
+    deaths = as_strings(messages.filter(pl.col("event").is_in(fatal)).select(_EVENT_COLUMNS))
+    client_eof = as_strings(messages.filter(pl.col("event") == "client-eof").select(_EVENT_COLUMNS))
     reqs = _first_after(reqs, s2c_garbage, "g_")
     reqs = _first_after(reqs, deaths, "d_")
     reqs = _first_after(reqs, client_eof, "e_")
