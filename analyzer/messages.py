@@ -505,47 +505,26 @@ def _code(name: str) -> pl.Expr:
 
 
 def _pair_in_session(
-    narrow: pl.LazyFrame, requests: pl.DataFrame, sse: pl.DataFrame, matched_sse: pl.DataFrame
+    sse: pl.DataFrame, matched_sse: pl.DataFrame, http_req: pl.DataFrame, flow_session: pl.DataFrame
 ) -> pl.DataFrame:
     """SSE answers that are not in their request's flow, paired by (session, id) across the session's flows.
 
     The HTTP+SSE transport answers every POST on its GET stream; Streamable HTTP servers may answer
     on the standalone GET stream or a resumed one. A flow's session is the first one named in it
-    (request header, POST URL, `endpoint` event); the answer goes to the latest earlier request
-    with its id in that session. A replayed event (`Last-Event-ID`) pairs with the same request
-    again, and the answer that counts stays the first (`unique` on the request downstream).
+    (request header, POST URL, `endpoint` event: `flow_session`); the answer goes to the latest
+    earlier request with its id in that session. A replayed event (`Last-Event-ID`) pairs with the
+    same request again, and the answer that counts stays the first (`unique` on the request downstream).
     """
     unmatched = sse.join(matched_sse.select("_row"), on="_row", how="anti")
     if unmatched.is_empty():
         return matched_sse.clear()
-    sessions = (
-        narrow.filter(pl.col("_flow").is_not_null() & pl.col("_session").is_not_null())
-        .select("_cap", "_flow", "_session")
-        .unique(["_cap", "_flow"], keep="first")
-        .collect()
-    )
-    answers = (
-        unmatched.join(sessions, on=["_cap", "_flow"], how="inner")
-        .join(narrow.select("_row", "seq").collect(), on="_row", how="left")
-        .sort("seq")
-    )
+    answers = unmatched.join(flow_session.select("_cap", "_flow", "_session"), on=["_cap", "_flow"]).sort("seq")
     session_req = (
-        requests.filter(pl.col("_flow").is_not_null() & pl.col("_session").is_not_null())
-        .select(
-            "_cap",
-            "_session",
-            "seq",
-            _id=pl.col("id"),
-            _method="method",
-            _req_line="line",
-            _req_ts="ts",
-            _req_seq="seq",
-        )
-        .sort("seq")
+        http_req.filter(pl.col("_session").is_not_null()).drop("_flow").with_columns(seq="_req_seq").sort("seq")
     )
     return answers.join_asof(
         session_req, on="seq", by=["_cap", "_session", "_id"], strategy="backward", check_sortedness=False
-    ).select("_row", "_method", "_req_line", "_req_ts", "_req_seq")
+    ).select(matched_sse.columns)
 
 
 def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
@@ -610,28 +589,44 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     http_req = requests.filter(pl.col("_flow").is_not_null()).select(
         "_cap",
         "_flow",
+        "_session",
         _id=pl.col("id"),
         _method="method",
         _req_line="line",
         _req_ts="ts",
         _req_seq="seq",
     )
-    by_flow = http_req.unique(["_cap", "_flow"], keep="first").drop("_id")
+    by_flow = http_req.unique(["_cap", "_flow"], keep="first").drop("_id", "_session")
     http_answers = answers.filter(pl.col("_flow").is_not_null())
     http_resp = http_answers.filter(pl.col("record_type") == fmt.HTTP_RESPONSE).select("_row", "_cap", "_flow")
     matched_resp = http_resp.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
-    sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select("_row", "_cap", "_flow", _id=pl.col("id"))
+    sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select(
+        "_row", "seq", "_cap", "_flow", _id=pl.col("id")
+    )
     matched_sse = sse.join(
         http_req.unique(["_cap", "_flow", "_id"], keep="first"), on=["_cap", "_flow", "_id"], how="inner"
-    ).drop("_cap", "_flow", "_id")
+    ).drop("seq", "_cap", "_flow", "_id", "_session")
     # An SSE error without an id (`"id": null`, e.g. -32000 "Server not initialized") answers its flow's request.
     sse_null = http_answers.filter(
         (pl.col("record_type") == fmt.SSE_EVENT) & pl.col("id").is_null() & (pl.col("kind") == "error")
     ).select("_row", "_cap", "_flow")
     matched_sse_null = sse_null.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
-    matched_session = _pair_in_session(narrow, requests, sse, matched_sse)
+    # A flow's session, the first one named in it: the key for answers on another of the session's
+    # flows, and carried on its events, so that pairing them again later (a chunk, a rotated part:
+    # `analyzer.load.relink`) finds it without the row that named it. No events, nothing to carry.
+    flow_session = None
+    if (df.get_column("record_type") == fmt.SSE_EVENT).any():
+        flow_session = (
+            df.lazy()
+            .filter(pl.col("flow").is_not_null() & pl.col("session_id").is_not_null())
+            .select(_cap=_code("capture"), _flow=_code("flow"), _session=_code("session_id"), _fsession="session_id")
+            .unique(["_cap", "_flow"], keep="first")
+            .collect()
+        )
+    matched_session = None if flow_session is None else _pair_in_session(sse, matched_sse, http_req, flow_session)
     matched = pl.concat(
-        [matched_stdio, matched_resp, matched_sse, matched_sse_null, matched_session], how="vertical_relaxed"
+        [m for m in (matched_stdio, matched_resp, matched_sse, matched_sse_null, matched_session) if m is not None],
+        how="vertical_relaxed",
     ).unique("_row", keep="first")
 
     flow_info = (
@@ -648,16 +643,6 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         .collect()
     )
 
-    # An event on a stream carries its flow's session, so that pairing it again later (a chunk, a
-    # rotated part: `analyzer.load.relink`) finds its session without the row that named it.
-    flow_session = (
-        df.lazy()
-        .filter(pl.col("flow").is_not_null() & pl.col("session_id").is_not_null())
-        .select(_cap=_code("capture"), _flow=_code("flow"), _fsession="session_id")
-        .unique(["_cap", "_flow"], keep="first")
-        .collect()
-    )
-
     # Only the columns pairing changes go through the joins (in row order); the frame's other
     # columns are reused as they are instead of being copied by each join.
     changed = ["method", "http_status", "peer", "node_hint", "session_id", "record_type"]
@@ -665,20 +650,22 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         df.select("_row", *changed, _cap=_code("capture"), _flow=_code("flow"))
         .join(matched, on="_row", how="left", maintain_order="left")
         .join(flow_info, on=["_cap", "_flow"], how="left", maintain_order="left")
-        .join(flow_session, on=["_cap", "_flow"], how="left", maintain_order="left")
+    )
+    session_id = pl.col("session_id")
+    if flow_session is not None:
+        updates = updates.join(flow_session.drop("_session"), on=["_cap", "_flow"], how="left", maintain_order="left")
+        events = pl.col("record_type") == fmt.SSE_EVENT
+        session_id = pl.when(events).then(pl.coalesce("session_id", "_fsession")).otherwise(session_id)
+    updates = updates.select(
         # coalesced in the frame's own dtypes (String or Categorical): no string is built per row
-        .select(
-            method=pl.coalesce("method", "_method"),
-            req_line=pl.col("_req_line").cast(pl.UInt32),
-            req_ts=pl.col("_req_ts"),
-            req_seq=pl.col("_req_seq"),
-            http_status=pl.coalesce("http_status", "_status"),
-            peer=pl.coalesce("peer", "_peer"),
-            node_hint=pl.coalesce("node_hint", "_node"),
-            session_id=pl.when(pl.col("record_type") == fmt.SSE_EVENT)
-            .then(pl.coalesce("session_id", "_fsession"))
-            .otherwise(pl.col("session_id")),
-        )
+        method=pl.coalesce("method", "_method"),
+        req_line=pl.col("_req_line").cast(pl.UInt32),
+        req_ts=pl.col("_req_ts"),
+        req_seq=pl.col("_req_seq"),
+        http_status=pl.coalesce("http_status", "_status"),
+        peer=pl.coalesce("peer", "_peer"),
+        node_hint=pl.coalesce("node_hint", "_node"),
+        session_id=session_id,
     )
     if updates.height != messages.height:  # a duplicate key would add rows: never expected
         raise AssertionError("pairing changed the number of messages")
