@@ -9,7 +9,6 @@ request view) wait in the analysis' temporary files (`analyzer.spill`, `Analysis
 
 from __future__ import annotations
 
-import importlib
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -19,11 +18,13 @@ from typing import Any
 import polars as pl
 
 from addon.errors import ErascopeError
+from analyzer.clients import client_table
 from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
+from analyzer.rules import RuleContext, RuleOptions, run_rules
 from analyzer.spill import Spill
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -136,15 +137,6 @@ def _listed(pairs: list[tuple[str, str]], limit: int = 3) -> str:
     return shown + (f"; and {len(pairs) - limit} more" if len(pairs) > limit else "")
 
 
-def _client_table(analysis: Analysis) -> pl.DataFrame | None:
-    try:
-        module = importlib.import_module("analyzer.clients")
-    except ModuleNotFoundError:
-        return None
-    table = getattr(module, "client_table", None)
-    return table(analysis) if callable(table) else None
-
-
 def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) -> Analysis:
     """Analyze capture files, directories and globs.
 
@@ -192,8 +184,6 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
     analysis = Analysis(
         inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
     )
-    from analyzer.rules import RuleContext, RuleOptions, run_rules
-
     # one context for the rules and the client table: its derived frames are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
     # The rows condensing moved out are read only by the context's first frames: held only through
@@ -203,5 +193,5 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
     analysis.traffic = None
     analysis.traffic = context.release_moved()
     analysis.findings = run_rules(analysis, opts.rule_options)
-    analysis.clients = _client_table(analysis)
+    analysis.clients = client_table(analysis)
     return analysis
