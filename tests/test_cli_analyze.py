@@ -10,7 +10,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner
 
-import analyzer.rules
+import analyzer.pipeline
 from analyzer.cli import app
 from analyzer.findings import Evidence, Finding, Severity
 from tests.test_messages import Cap, err, init, init_result, probe
@@ -33,7 +33,7 @@ def caps(tmp_path: Path) -> Path:
 @pytest.fixture
 def one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     finding = Finding("probe-storm", Severity.WARNING, "weather", "too many probes", (Evidence("x.jsonl", 2),), ts=1.0)
-    monkeypatch.setattr(analyzer.rules, "run_rules", lambda analysis, options=None: [finding])
+    monkeypatch.setattr(analyzer.pipeline, "run_rules", lambda analysis, options=None: [finding])
 
 
 def test_text_is_the_default(caps: Path) -> None:
