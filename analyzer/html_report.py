@@ -54,7 +54,7 @@ MAX_MARKS: Final = 5000
 """Probe and initialize marks drawn one by one; beyond this they are aggregated into buckets
 (a canvas stays smooth to pan with a few thousand glyphs, not with hundreds of thousands)."""
 BUCKETS: Final = 400
-"""Time buckets across the whole span when marks are aggregated."""
+"""Time buckets across the whole span, at most, when marks are aggregated."""
 MAX_PAYLOAD_CHARS: Final = 6000
 """Characters of one pretty-printed captured message shown; the rest is cut with a note."""
 MAX_PAYLOADS: Final = 2000
@@ -254,9 +254,12 @@ def _marks(analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, list[An
     note = ""
     if marks.height > MAX_MARKS:
         lo, hi = marks.get_column("ts").min(), marks.get_column("ts").max()
-        width = max((hi - lo) / BUCKETS, 0.001)  # type: ignore[operator]
+        # a mark per bucket and (server, kind, outcome): as many buckets as keep the marks under the cap
+        groups = marks.select("server", "kind", "outcome").n_unique()
+        buckets = max(1, min(BUCKETS, MAX_MARKS // groups))
+        width = max((hi - lo) / buckets, 0.001)  # type: ignore[operator]
         note = (
-            f"{marks.height} probe and initialize marks are aggregated into {BUCKETS} time buckets of {width:g} s"
+            f"{marks.height} probe and initialize marks are aggregated into {buckets} time buckets of {width:g} s"
             " per server and outcome (hover shows each bucket's count)."
         )
         marks = (
@@ -337,6 +340,8 @@ def _chart(doc: dict[str, Any], analysis: Analysis, lanes: dict[str, str]) -> tu
     seg: dict[str, list[Any]] = {k: [] for k in ("lane", "server", "left", "right", "era", "color", "span", "at")}
     for s in servers:
         entries = s["timeline"]
+        if not entries and s["first_seen"] is not None:  # no era change decided: its era over its whole span
+            entries = [{"ts": s["first_seen"], "era": s["era"], "evidence": {"at": "no deciding evidence"}}]
         for i, e in enumerate(entries):
             end = entries[i + 1]["ts"] if i + 1 < len(entries) else max(e["ts"], s["last_seen"] or e["ts"])
             seg["lane"].append(lanes[s["server"]])
