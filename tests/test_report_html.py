@@ -246,12 +246,43 @@ def test_the_screenshot_is_not_blank(opened: Opened, tmp_path: Path) -> None:
     assert max(n for n, _ in colours) < 0.95 * image.width * image.height
 
 
+_FIRST_FINDING_ON_SCREEN = """() => {
+  const doc = Bokeh.documents[Bokeh.documents.length - 1];
+  const view = Bokeh.index.get_one(doc.get_model_by_name('timeline'));
+  const data = doc.get_model_by_name('findings').data;
+  const x = view.frame.x_scale.compute(data.x[0]);
+  const y = view.frame.y_scale.compute(view.model.y_range.synthetic([data.lane[0], 0.3]));
+  const box = view.canvas_view.el.getBoundingClientRect();
+  return [box.left + x, box.top + y];
+}"""
+_SHADOW_WALK = """(() => {
+  const found = [];
+  const walk = (root) => root.querySelectorAll('*').forEach((el) => {
+    found.push(el);
+    if (el.shadowRoot) walk(el.shadowRoot);
+  });
+  walk(document);
+  return found;
+})()"""
+_TOOLTIP_TEXT = (
+    f"() => {_SHADOW_WALK}.filter((el) => /tooltip/i.test(String(el.className)))"
+    ".map((el) => el.textContent).join(' ')"
+)
+"""Bokeh's tooltips live in shadow roots: the text of every tooltip element on the page."""
+_TOOLTIP_IMAGES = f"() => {_SHADOW_WALK}.filter((el) => el.tagName === 'IMG').length"
+
+
 def test_hostile_strings_render_as_text_and_run_nothing(browser: Any, hostile_page: Path) -> None:
     o = Opened(browser, hostile_page)
     try:
         for cell in o.page.locator("td, .finding, .ev").all():  # any onmouseover would fire here
             cell.hover()
         o.page.locator(".ev").first.click()
+        o.page.mouse.move(*o.page.evaluate(_FIRST_FINDING_ON_SCREEN))  # its tooltip names the hostile server
+        o.page.wait_for_function(f"() => ({_TOOLTIP_TEXT})().includes('stdout-pollution')")
+        tooltip = o.page.evaluate(_TOOLTIP_TEXT)
+        assert "<script>alert(1)</script>" in tooltip and '" onmouseover="alert(1)"' in tooltip
+        assert o.page.evaluate(_TOOLTIP_IMAGES) == 0
         text = o.page.locator("body").inner_text()
         assert "<script>alert(1)</script>" in text
         assert '" onmouseover="alert(1)"' in text
