@@ -236,6 +236,21 @@ def test_filters_hide_what_they_leave_out(opened: Opened, corpus: Analysis) -> N
     assert opened.page.locator(".finding:visible").count() == len(corpus.findings)
 
 
+def test_tapping_a_finding_marker_brings_its_finding_into_view(opened: Opened) -> None:
+    opened.page.set_viewport_size({"width": 1300, "height": 1600})  # the whole chart on screen
+    try:
+        opened.page.evaluate("() => window.scrollTo(0, 0)")
+        last = opened.page.evaluate("() => document.querySelectorAll('.finding').length - 1")
+        x, y, index = opened.page.evaluate(_FINDING_ON_SCREEN, last)
+        opened.page.mouse.click(x, y)
+        tapped = opened.page.locator(f"#f{index}")
+        tapped.wait_for(state="visible")
+        opened.page.wait_for_function(f"() => document.getElementById('f{index}').classList.contains('tapped')")
+        assert tapped.is_visible() and opened.page.evaluate("() => window.scrollY") > 0
+    finally:
+        opened.page.set_viewport_size({"width": 1300, "height": 900})
+
+
 def test_the_screenshot_is_not_blank(opened: Opened, tmp_path: Path) -> None:
     from PIL import Image
 
@@ -246,15 +261,16 @@ def test_the_screenshot_is_not_blank(opened: Opened, tmp_path: Path) -> None:
     assert max(n for n, _ in colours) < 0.95 * image.width * image.height
 
 
-_FIRST_FINDING_ON_SCREEN = """() => {
+_FINDING_ON_SCREEN = """(k) => {
   const doc = Bokeh.documents[Bokeh.documents.length - 1];
   const view = Bokeh.index.get_one(doc.get_model_by_name('timeline'));
   const data = doc.get_model_by_name('findings').data;
-  const x = view.frame.x_scale.compute(data.x[0]);
-  const y = view.frame.y_scale.compute(view.model.y_range.synthetic([data.lane[0], 0.3]));
+  const x = view.frame.x_scale.compute(data.x[k]);
+  const y = view.frame.y_scale.compute(view.model.y_range.synthetic([data.lane[k], 0.3]));
   const box = view.canvas_view.el.getBoundingClientRect();
-  return [box.left + x, box.top + y];
+  return [box.left + x, box.top + y, data.index[k]];
 }"""
+"""Where the k-th finding marker is on the screen (from the chart's own scales), and its finding's index."""
 _SHADOW_WALK = """(() => {
   const found = [];
   const walk = (root) => root.querySelectorAll('*').forEach((el) => {
@@ -278,7 +294,7 @@ def test_hostile_strings_render_as_text_and_run_nothing(browser: Any, hostile_pa
         for cell in o.page.locator("td, .finding, .ev").all():  # any onmouseover would fire here
             cell.hover()
         o.page.locator(".ev").first.click()
-        o.page.mouse.move(*o.page.evaluate(_FIRST_FINDING_ON_SCREEN))  # its tooltip names the hostile server
+        o.page.mouse.move(*o.page.evaluate(_FINDING_ON_SCREEN, 0)[:2])  # its tooltip names the hostile server
         o.page.wait_for_function(f"() => ({_TOOLTIP_TEXT})().includes('stdout-pollution')")
         tooltip = o.page.evaluate(_TOOLTIP_TEXT)
         assert "<script>alert(1)</script>" in tooltip and '" onmouseover="alert(1)"' in tooltip
