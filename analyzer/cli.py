@@ -61,7 +61,7 @@ app.add_typer(record_app, name="record")
 
 
 class ReportFormat(StrEnum):
-    """`analyze --format` (any case); the renderers are `analyzer.report.FORMATS`."""
+    """`analyze --format` (any case); the renderers are `analyzer.report.FORMATS`, and `analyzer.html_report`."""
 
     TEXT = "text"
     JSON = "json"

@@ -46,6 +46,7 @@ from analyzer.report import (
     _summary,
     _totals_line,
     _valid_unicode,
+    report_dict,
     visible,
 )
 from analyzer.sources import CutStream, location, open_stream
@@ -452,8 +453,6 @@ def _env() -> Environment:
 
 def render_html(analysis: Analysis) -> str:
     """The html report: one page, every script and style inline, nothing fetched."""
-    from analyzer.report import report_dict
-
     shown = _shown(analysis)  # control and bidi characters written visibly, as in text and markdown
     doc = report_dict(shown)
     doc["findings"] = [dict(f, key=f"f{i}") for i, f in enumerate(doc["findings"])]
