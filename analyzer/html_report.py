@@ -30,7 +30,7 @@ from typing import Any, Final
 import orjson
 import polars as pl
 from bokeh.embed import json_item
-from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Range1d, TapTool
+from bokeh.models import CDSView, ColumnDataSource, FactorRange, HoverTool, IndexFilter, Range1d, TapTool
 from bokeh.plotting import figure
 from bokeh.resources import Resources
 from bokeh.transform import dodge
@@ -428,6 +428,8 @@ def _chart(doc: dict[str, Any], analysis: Analysis, lanes: dict[str, str]) -> tu
     found = fig.scatter(
         x="x", y=dodge("lane", 0.3, range=fig.y_range), source=ColumnDataSource(fnd, name="findings"),
         size=12, marker="inverted_triangle", fill_color="color", line_color="black",
+        # the page's filters narrow this to the findings they leave shown
+        view=CDSView(filter=IndexFilter(list(range(len(fnd["x"]))), name="shown-findings")),
     )  # fmt: skip
     fig.add_tools(TapTool(renderers=[found]))  # the page script scrolls to the finding tapped
     fig.add_tools(

@@ -234,6 +234,15 @@ def test_filters_hide_what_they_leave_out(opened: Opened, corpus: Analysis) -> N
     finally:
         opened.page.select_option("#filter-server", "")
     assert opened.page.locator(".finding:visible").count() == len(corpus.findings)
+    markers = "Bokeh.documents[Bokeh.documents.length - 1].get_model_by_name('shown-findings').indices.length"
+    assert opened.page.evaluate(f"() => {markers}") == len(corpus.findings)
+    opened.page.uncheck(".filter-severity[value=warning]")
+    try:
+        left = sum(f.severity.value != "warning" for f in corpus.findings)
+        assert opened.page.locator(".finding:visible").count() == left < len(corpus.findings)
+        assert opened.page.evaluate(f"() => {markers}") == left  # the chart's markers follow
+    finally:
+        opened.page.check(".filter-severity[value=warning]")
 
 
 def test_tapping_a_finding_marker_brings_its_finding_into_view(opened: Opened) -> None:
