@@ -1,6 +1,7 @@
 """What the html report costs a reader: its size and how soon it is interactive in Chromium.
 
     python -m bench.bench_html [--runs N] [PATH ...]       # default: the bundled corpus, 5 runs
+    python -m bench.bench_html --screenshot docs/html-report.png   # the README's picture, again
 
 Renders `erascope analyze PATH --format html`, then loads the page N times in headless Chromium
 (the system's, as the tests find it) and reads when the page script finished wiring the chart and
@@ -13,11 +14,13 @@ corpus page under 5 MB and interactive within 2 s.
 from __future__ import annotations
 
 import argparse
+import io
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from analyzer.html_report import render_html
 from analyzer.pipeline import analyze
@@ -28,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("paths", nargs="*", default=["captures/"])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--screenshot", type=Path, help="also save the top of the page here (PNG, 128 colours)")
     args = parser.parse_args(argv)
     chromium = find_chromium()
     if chromium is None:
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                 tab.goto(report.as_uri())
                 tab.wait_for_selector("#timeline[data-ready=true]", timeout=60_000)
                 ready.append(float(tab.get_attribute("#timeline", "data-ready-ms") or "nan"))
+                if args.screenshot is not None and len(ready) == 1:
+                    _screenshot(browser, report, args.screenshot)
                 tab.close()
                 tab = browser.new_page(viewport={"width": 1300, "height": 900})
                 tab.goto(inert.as_uri(), wait_until="load")
@@ -73,6 +79,18 @@ def main(argv: list[str] | None = None) -> int:
         f" fastest {min(baseline):.0f} ms; ratio of medians {ratio:.1f}x"
     )
     return 0
+
+
+def _screenshot(browser: Any, report: Path, target: Path) -> None:
+    """The summary and the whole timeline, in few colours (a README picture stays small)."""
+    from PIL import Image
+
+    tab = browser.new_page(viewport={"width": 1280, "height": 1500})
+    tab.goto(report.as_uri())
+    tab.wait_for_selector("#timeline[data-ready=true]", timeout=60_000)
+    png = tab.screenshot(clip={"x": 0, "y": 0, "width": 1280, "height": 1500})
+    tab.close()
+    Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=128).save(target, optimize=True)
 
 
 if __name__ == "__main__":
