@@ -111,7 +111,7 @@ def script_json(data: Any) -> str:
 # --- captured messages -------------------------------------------------------------------------
 @dataclasses.dataclass
 class _Payloads:
-    """The captured messages of cited evidence lines, each once, keyed `file\\0line`."""
+    """The captured messages of cited evidence lines, each read once, with an id the page looks them up by."""
 
     units: dict[str, str]
     wanted: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
