@@ -317,3 +317,19 @@ def test_hostile_strings_render_as_text_and_run_nothing(browser: Any, hostile_pa
         assert SERVER[:4] in (o.page.locator("#servers").inner_text())
     finally:
         o.page.close()
+
+
+def test_payloads_are_read_from_compressed_captures_and_missing_files_are_said(tmp_path: Path) -> None:
+    import gzip
+
+    plain = _many_probes(tmp_path / "caps", 2)
+    (capture,) = plain.glob("*.jsonl")
+    packed = capture.with_name(capture.name + ".gz")
+    packed.write_bytes(gzip.compress(capture.read_bytes()))
+    capture.unlink()
+    analysis = analyze([str(plain)])
+    payloads = _json_block(render_html(analysis), "page-data")["payloads"]
+    assert payloads and all('"jsonrpc"' in p["text"] and p["at"].startswith(str(packed)) for p in payloads.values())
+    packed.unlink()  # gone after the analysis: the page says so instead of failing
+    payloads = _json_block(render_html(analysis), "page-data")["payloads"]
+    assert all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
