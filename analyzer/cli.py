@@ -61,11 +61,12 @@ app.add_typer(record_app, name="record")
 
 
 class ReportFormat(StrEnum):
-    """`analyze --format` (any case); the renderers are `analyzer.report.FORMATS`."""
+    """`analyze --format` (any case); the renderers are `analyzer.report.FORMATS`, and `analyzer.html_report`."""
 
     TEXT = "text"
     JSON = "json"
     MARKDOWN = "markdown"
+    HTML = "html"
 
 
 class FailOn(StrEnum):
@@ -412,7 +413,12 @@ def analyze_cmd(
         if progress is not None:
             progress.stop()
     color = output is None and fmt == "text" and sys.stdout.isatty()
-    text = render(analysis, fmt, color=color)
+    if fmt == "html":  # one self-contained page (analyzer/html_report.py); Bokeh is imported only for it
+        from analyzer.html_report import render_html
+
+        text = render_html(analysis)
+    else:
+        text = render(analysis, fmt, color=color)
     analysis.close()  # everything the report reads is in it: the temporary files go now
     if output is not None:
         from analyzer.output import write_atomic

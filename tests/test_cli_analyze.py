@@ -73,7 +73,7 @@ def test_no_findings_never_fails(caps: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--format", "html"], "Invalid value for '--format'"),
+        (["--format", "pdf"], "Invalid value for '--format'"),
         (["--fail-on", "fatal"], "Invalid value for '--fail-on'"),
         (["--probe-timeout", "0"], "--probe-timeout"),
     ],

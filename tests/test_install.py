@@ -132,3 +132,15 @@ def test_installed_rules_and_version(installed: Installed) -> None:
     )
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.strip() == f"erascope {version('erascope')}"
+
+
+def test_installed_html_report_equals_the_editable_one(installed: Installed) -> None:
+    """The html page's template ships in the wheel, and the page does not depend on where it runs from."""
+    args = ["analyze", "captures/", "--format", "html", "--quiet"]
+    run = {"cwd": ROOT, "env": installed.env, "capture_output": True, "timeout": 600}
+    fresh = subprocess.run([str(installed.erascope), *args], **run)  # type: ignore[call-overload]
+    assert fresh.returncode == 0, fresh.stderr.decode()
+    editable = subprocess.run([str(BIN / "erascope"), *args], **run)  # type: ignore[call-overload]
+    assert editable.returncode == 0, editable.stderr.decode()
+    assert fresh.stdout.startswith(b"<!DOCTYPE html>") and b'id="timeline"' in fresh.stdout
+    assert fresh.stdout == editable.stdout

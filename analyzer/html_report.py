@@ -1,0 +1,545 @@
+"""The `html` report: one self-contained page (no request to any network) for postmortems.
+
+The page holds what the other reports hold (`analyzer.report.report_dict` is its data) plus what a
+picture shows better: an era timeline with one lane per server. It is a Jinja2 template
+(`templates/report.html.j2`, autoescaped) around a Bokeh chart. Bokeh was chosen over Plotly
+because its one needed bundle (`bokeh.min.js`, ~1.4 MB) inlines well under the page budget
+where Plotly's is ~4.5 MB, it brings zoom, pan and hover itself, and its hover tooltips escape
+field values (no `{safe}` field is used here).
+
+Everything from a capture is attacker-controlled, so no capture string ever reaches the page as
+markup: the template autoescapes, the chart and the page script get their data as JSON inside
+`<script type="application/json">` (with `<`, `>`, `&`, U+2028 and U+2029 escaped), read with
+`textContent` and `JSON.parse`, and the script writes text with `textContent` only. A
+Content-Security-Policy allows inline code and data: URLs only, so even a slip could not load
+anything.
+
+Large analyses are capped (and the page says so): probe and initialize marks beyond
+`MAX_MARKS` are aggregated into time buckets per server and outcome, payloads are truncated at
+`MAX_PAYLOAD_CHARS` characters and at most `MAX_PAYLOADS` of them are inlined.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import io
+from collections.abc import Iterable
+from typing import Any, Final
+
+import orjson
+import polars as pl
+from bokeh.embed import json_item
+from bokeh.models import CDSView, ColumnDataSource, FactorRange, HoverTool, IndexFilter, Range1d, TapTool
+from bokeh.plotting import figure
+from bokeh.resources import Resources
+from bokeh.transform import dodge
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from analyzer.findings import Evidence
+from analyzer.pipeline import Analysis
+from analyzer.report import (
+    ERA_LEGEND,
+    _input_notes,
+    _scrubbed,
+    _shown,
+    _summary,
+    _totals_line,
+    _valid_unicode,
+    report_dict,
+    visible,
+)
+from analyzer.sources import CutStream, location, open_stream
+
+MAX_MARKS: Final = 5000
+"""Probe and initialize marks drawn one by one; beyond this they are aggregated into buckets
+(a canvas stays smooth to pan with a few thousand glyphs, not with hundreds of thousands)."""
+BUCKETS: Final = 400
+"""Time buckets across the whole span, at most, when marks are aggregated."""
+MAX_PAYLOAD_CHARS: Final = 6000
+"""Characters of one pretty-printed captured message shown; the rest is cut with a note."""
+MAX_PAYLOADS: Final = 2000
+"""Evidence lines whose captured message is inlined; later ones say where to look instead."""
+_MAX_LINE: Final = 4 << 20
+"""Bytes of a capture line read for a payload (recorded bodies are bounded by `--max-body`)."""
+_MAX_TOOLTIP: Final = 300
+_LANE_LABEL: Final = 48
+
+ERA_COLORS: Final = {
+    "dual-era": "#2e9d4f",
+    "modern": "#7cc46b",
+    "modern-only": "#1f9bb5",
+    "legacy": "#e0a722",
+    "inconsistent": "#b4399e",
+    "broken": "#d13b3b",
+    "unknown": "#9a9a9a",
+}
+SEVERITY_COLORS: Final = {"error": "#c62828", "warning": "#ef8f00", "info": "#1e88e5"}
+_GOOD: Final = frozenset({"discover-result", "unsupported-version", "served", "refused-named"})
+_BAD: Final = frozenset({"no-answer", "connection-died", "garbage"})
+_CSP: Final = (
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:"
+)
+
+
+def _iso(ts: float | None) -> str:
+    if ts is None:
+        return "?"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def script_json(data: Any) -> str:
+    """`data` as JSON that can sit inside `<script type="application/json">`: nothing in it can end
+    the element or open a comment (`<`, `>`, `&` escaped) and JavaScript reads it whole (U+2028/9)."""
+    try:
+        text = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:  # a lone surrogate somewhere: rare, so fixed only then
+        text = orjson.dumps(_scrubbed(data, _valid_unicode), option=orjson.OPT_NON_STR_KEYS).decode()
+    return (
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+# --- captured messages -------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Payloads:
+    """The captured messages of cited evidence lines, each read once, with an id the page looks them up by."""
+
+    units: dict[str, str]
+    wanted: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
+    """(file, line) → payload id, in citation order."""
+    dropped: int = 0
+    """Cited lines beyond `MAX_PAYLOADS`, not inlined."""
+
+    def cite(self, e: Evidence) -> str | None:
+        key = (e.file, e.line)
+        if key in self.wanted:
+            return self.wanted[key]
+        if len(self.wanted) >= MAX_PAYLOADS:
+            self.dropped += 1
+            return None
+        pid = f"p{len(self.wanted)}"
+        self.wanted[key] = pid
+        return pid
+
+    def read(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """Payload id → {at, text, note}; and how many were truncated."""
+        by_file: dict[str, dict[int, str]] = {}
+        for (file, line), pid in self.wanted.items():
+            by_file.setdefault(file, {})[line] = pid
+        out: dict[str, dict[str, Any]] = {}
+        truncated = 0
+        for file, lines in by_file.items():
+            unit = self.units.get(file, "line")
+            texts = _read_lines(file, set(lines)) if unit == "line" else {}
+            for line, pid in lines.items():
+                at = location(file, line, unit)
+                raw = texts.get(line)
+                if raw is None:
+                    why = (
+                        f"the capture is a {'HAR file' if unit == 'entry' else 'mitmproxy dump'}: open it at {at}"
+                        if unit != "line"
+                        else f"the line could not be read again from {file} (moved, or not a plain capture)"
+                    )
+                    out[pid] = {"at": at, "text": "", "note": why}
+                    continue
+                text, cut = _pretty(raw)
+                truncated += cut
+                note = f"truncated to {MAX_PAYLOAD_CHARS} characters" if cut else ""
+                out[pid] = {"at": at, "text": text, "note": note}
+        return out, truncated
+
+
+def _read_lines(file: str, lines: set[int]) -> dict[int, bytes]:
+    """The given (1-based) lines of a capture, decompressed as the loader reads it, each at most
+    `_MAX_LINE` bytes; {} when the file cannot be read again."""
+    found: dict[int, bytes] = {}
+    last = max(lines)
+    try:
+        with open_stream(file) as raw:
+            f = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
+            for n in range(1, last + 1):
+                data = f.readline(_MAX_LINE)
+                if not data:
+                    break
+                rest = data
+                while not rest.endswith(b"\n") and len(rest) == _MAX_LINE:  # a longer line: its rest is skipped
+                    rest = f.readline(_MAX_LINE)
+                if n in lines:
+                    found[n] = data.rstrip(b"\r\n")
+    except OSError:
+        return found
+    return found
+
+
+def _pretty(raw: bytes) -> tuple[str, int]:
+    """A capture record as a reader checks it: its fields, then the message it carries, pretty-printed."""
+    try:
+        record = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        text = raw.decode("utf-8", "replace")
+    else:
+        text = _pretty_record(record)
+    lines = [visible(line) for line in text.split("\n")]  # bidi and control characters shown, not acted on
+    text = "\n".join(lines)
+    if len(text) > MAX_PAYLOAD_CHARS:
+        return text[:MAX_PAYLOAD_CHARS] + "\n… (truncated)", 1
+    return text, 0
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
+    except TypeError:
+        return orjson.dumps(_scrubbed(value, _valid_unicode), option=orjson.OPT_INDENT_2).decode()
+
+
+def _pretty_record(record: Any) -> str:
+    if not isinstance(record, dict):
+        return _dumps(record)
+    meta = {k: v for k, v in record.items() if k != "raw"}
+    raw = record.get("raw")
+    if not isinstance(raw, str):
+        return _dumps(record)
+    try:
+        message: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = raw  # not JSON (stderr, garbage): as captured
+    else:
+        body = _dumps(message)
+    return f"{body}\n\n— record —\n{_dumps(meta)}"
+
+
+# --- the timeline --------------------------------------------------------------------------------
+def _lane_labels(servers: Iterable[str]) -> dict[str, str]:
+    """Server → its lane's label: short, unique, control characters shown (canvas text, never markup)."""
+    labels: dict[str, str] = {}
+    used: set[str] = set()
+    for i, server in enumerate(servers):
+        label = _short(visible(server), _LANE_LABEL) or "(empty)"
+        if label in used:
+            label = f"{_short(label, _LANE_LABEL - 6)} #{i + 1}"
+        used.add(label)
+        labels[server] = label
+    return labels
+
+
+def _marks(analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, list[Any]], str]:
+    """Probe and initialize outcome marks (one per exchange, or one per bucket); and the page's note."""
+    columns = ["server", "ts", "outcome", "peer", "client_name", "file", "line"]
+    frames = []
+    for kind, frame in (("probe", analysis.probes), ("initialize", analysis.inits)):
+        if frame.height:
+            frames.append(
+                frame.select(
+                    *(pl.col(c).cast(pl.String) for c in ("server", "outcome", "peer", "client_name", "file")),
+                    pl.col("ts").cast(pl.Float64),
+                    pl.col("line").cast(pl.Int64),
+                    pl.lit(kind).alias("kind"),
+                ).select(*columns, "kind")
+            )
+    empty: dict[str, list[Any]] = {
+        k: [] for k in ("lane", "x", "kind", "outcome", "color", "time", "peer", "client", "at", "count", "server")
+    }
+    if not frames:
+        return empty, ""
+    marks = pl.concat(frames).filter(pl.col("ts").is_not_null() & pl.col("server").is_not_null())
+    note = ""
+    if marks.height > MAX_MARKS:
+        lo, hi = marks.get_column("ts").min(), marks.get_column("ts").max()
+        # a mark per bucket and (server, kind, outcome): as many buckets as keep the marks under the cap
+        groups = marks.select("server", "kind", "outcome").n_unique()
+        buckets = max(1, min(BUCKETS, MAX_MARKS // groups))
+        width = max((hi - lo) / buckets, 0.001)  # type: ignore[operator]
+        note = (
+            f"{marks.height} probe and initialize marks are aggregated into {buckets} time buckets of {width:g} s"
+            " per server and outcome (hover shows each bucket's count)."
+        )
+        marks = (
+            marks.with_columns(((pl.col("ts") - lo) / width).floor().alias("bucket"))
+            .group_by("server", "kind", "outcome", "bucket")
+            .agg(
+                pl.col("ts").min().alias("first"),
+                pl.col("ts").max().alias("last"),
+                pl.len().alias("count"),
+                pl.col("peer").drop_nulls().unique().sort().head(3).str.join(", ").alias("peer"),
+                pl.col("client_name").drop_nulls().unique().sort().head(3).str.join(", ").alias("client_name"),
+                pl.col("file").first(),
+                pl.col("line").first(),
+            )
+            .with_columns(((pl.col("first") + pl.col("last")) / 2).alias("ts"))
+            .sort("server", "ts")
+        )
+        times = [f"{_iso(a)} … {_iso(b)}" for a, b in zip(marks["first"], marks["last"], strict=True)]
+    else:
+        marks = marks.with_columns(pl.lit(1, dtype=pl.UInt32).alias("count")).sort("server", "ts")
+        times = [_iso(t) for t in marks["ts"]]
+    rows = marks.to_dicts()
+    return {
+        "lane": [lanes.get(r["server"], "") for r in rows],
+        "server": [visible(r["server"]) for r in rows],
+        "x": [r["ts"] * 1000 for r in rows],
+        "kind": [r["kind"] for r in rows],
+        "outcome": [r["outcome"] or "?" for r in rows],
+        "color": [
+            "#2e7d32" if r["outcome"] in _GOOD else "#c62828" if r["outcome"] in _BAD else "#6d4c41" for r in rows
+        ],
+        "time": times,
+        "peer": [visible(r["peer"] or "-") for r in rows],
+        "client": [visible(r["client_name"] or "-") for r in rows],
+        "at": [location(r["file"] or "?", r["line"] or 0, analysis.inputs.units.get(r["file"] or "", "line"))
+               for r in rows],
+        "count": [int(r["count"]) for r in rows],
+    }, note
+
+
+def _chart(doc: dict[str, Any], analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, Any], str, int]:
+    """The Bokeh timeline as `json_item` data; the aggregation note; the number of finding markers."""
+    servers = doc["servers"]
+    bounds = [
+        t for s in servers for t in (s["first_seen"], s["last_seen"], *(e["ts"] for e in s["timeline"])) if t
+    ] + [f["ts"] for f in doc["findings"] if f["ts"]]
+    lo, hi = (min(bounds), max(bounds)) if bounds else (0.0, 1.0)
+    if hi - lo < 1:
+        lo, hi = lo - 1, hi + 1
+    pad = (hi - lo) * 0.03
+    factors = list(reversed(lanes.values()))  # the first server on top
+    fig = figure(
+        name="timeline",
+        x_axis_type="datetime",
+        y_range=FactorRange(*factors, name="lanes"),
+        x_range=Range1d((lo - pad) * 1000, (hi + pad) * 1000, name="time"),
+        height=max(220, 60 + 46 * len(factors)),
+        sizing_mode="stretch_width",
+        tools="xpan,xwheel_zoom,xbox_zoom,reset,save",
+        active_scroll="xwheel_zoom",
+        toolbar_location="above",
+        output_backend="canvas",
+    )
+    fig.yaxis.major_label_text_font_size = "11px"
+    fig.xaxis.axis_label = "time (UTC)"
+    fig.ygrid.grid_line_color = None
+
+    seen = ColumnDataSource(
+        {
+            "lane": [lanes[s["server"]] for s in servers],
+            "left": [(s["first_seen"] or lo) * 1000 for s in servers],
+            "right": [(s["last_seen"] or s["first_seen"] or lo) * 1000 for s in servers],
+        },
+        name="seen",
+    )
+    fig.hbar(y="lane", left="left", right="right", height=0.08, source=seen, color="#bbbbbb")
+
+    seg: dict[str, list[Any]] = {k: [] for k in ("lane", "server", "left", "right", "era", "color", "span", "at")}
+    for s in servers:
+        entries = s["timeline"]
+        if not entries and s["first_seen"] is not None:  # no era change decided: its era over its whole span
+            entries = [{"ts": s["first_seen"], "era": s["era"], "evidence": {"at": "no deciding evidence"}}]
+        for i, e in enumerate(entries):
+            end = entries[i + 1]["ts"] if i + 1 < len(entries) else max(e["ts"], s["last_seen"] or e["ts"])
+            seg["lane"].append(lanes[s["server"]])
+            seg["server"].append(s["server"])
+            seg["left"].append(e["ts"] * 1000)
+            seg["right"].append(max(end * 1000, e["ts"] * 1000 + 1))
+            seg["era"].append(e["era"])
+            seg["color"].append(ERA_COLORS.get(e["era"], "#9a9a9a"))
+            seg["span"].append(f"{_iso(e['ts'])} → {_iso(end)}")
+            seg["at"].append(e["evidence"]["at"])
+    eras = fig.hbar(
+        y="lane", left="left", right="right", height=0.34, color="color", source=ColumnDataSource(seg, name="eras")
+    )
+    # a square where each era begins: visible at any zoom, where a short era's bar is a hairline
+    starts = fig.scatter(
+        x="left", y="lane", source=eras.data_source, size=11, marker="square", fill_color="color", line_color="white"
+    )
+    fig.add_tools(
+        HoverTool(
+            renderers=[eras, starts],
+            tooltips=[("server", "@server"), ("era", "@era"), ("when", "@span"), ("decided by", "@at")],
+        )
+    )
+
+    split: dict[str, list[Any]] = {k: [] for k in ("lane", "server", "left", "right", "span", "peers")}
+    for f in doc["findings"]:
+        d = f["details"]
+        if f["rule"] != "rollout-split" or f["server"] not in lanes or f["ts"] is None:
+            continue
+        end = f["ts"] + float(d.get("duration_s") or 0)
+        split["lane"].append(lanes[f["server"]])
+        split["server"].append(f["server"])
+        split["left"].append(f["ts"] * 1000)
+        split["right"].append(max(end * 1000, f["ts"] * 1000 + 1))
+        split["span"].append(f"{d.get('axis', '')}: {_iso(f['ts'])} → {_iso(end)}")
+        peers = d.get("peers") or []
+        split["peers"].append("; ".join(f"{p['peer']} → {p['era']} ×{p['count']}" for p in peers) or "-")
+    splits = fig.hbar(
+        y="lane", left="left", right="right", height=0.9, source=ColumnDataSource(split, name="splits"),
+        fill_color="#b4399e", fill_alpha=0.12, line_color="#b4399e", line_dash="dashed",
+    )  # fmt: skip
+    fig.add_tools(
+        HoverTool(
+            renderers=[splits],
+            tooltips=[("rollout split", "@server"), ("window", "@span"), ("peers answered", "@peers")],
+        )
+    )
+
+    marks, note = _marks(analysis, lanes)
+    mark_src = ColumnDataSource(marks, name="marks")
+    probe_glyph = fig.scatter(
+        x="x", y=dodge("lane", -0.3, range=fig.y_range), source=mark_src, size=7, marker="circle",
+        fill_color="color", line_color="white", fill_alpha=0.85,
+    )  # fmt: skip
+    fig.add_tools(
+        HoverTool(
+            renderers=[probe_glyph],
+            tooltips=[
+                ("", "@kind @outcome"), ("server", "@server"), ("time", "@time"), ("count", "@count"),
+                ("peer", "@peer"), ("client", "@client"), ("first at", "@at"),
+            ],
+        )
+    )
+
+    fnd: dict[str, list[Any]] = {
+        k: [] for k in ("lane", "x", "severity", "rule", "server", "client", "time", "message", "color", "index")
+    }
+    for i, f in enumerate(doc["findings"]):
+        lane = lanes.get(f["server"])
+        if lane is None:
+            continue
+        when = f["ts"] if f["ts"] is not None else lo
+        fnd["lane"].append(lane)
+        fnd["x"].append(when * 1000)
+        fnd["severity"].append(f["severity"])
+        fnd["rule"].append(f["rule"])
+        fnd["server"].append(f["server"])
+        fnd["client"].append(f["client"] or "-")
+        fnd["time"].append(_iso(f["ts"]) if f["ts"] is not None else "unknown (placed at the start)")
+        fnd["message"].append(_short(f["message"], _MAX_TOOLTIP))
+        fnd["color"].append(SEVERITY_COLORS.get(f["severity"], "#555555"))
+        fnd["index"].append(i)
+    found = fig.scatter(
+        x="x", y=dodge("lane", 0.3, range=fig.y_range), source=ColumnDataSource(fnd, name="findings"),
+        size=12, marker="inverted_triangle", fill_color="color", line_color="black",
+        # the page's filters narrow this to the findings they leave shown
+        view=CDSView(filter=IndexFilter(list(range(len(fnd["x"]))), name="shown-findings")),
+    )  # fmt: skip
+    fig.add_tools(TapTool(renderers=[found]))  # the page script scrolls to the finding tapped
+    fig.add_tools(
+        HoverTool(
+            renderers=[found],
+            tooltips=[
+                ("", "@severity @rule"), ("server", "@server"), ("client", "@client"), ("time", "@time"),
+                ("", "@message"),
+            ],
+        )
+    )
+    return json_item(fig, "timeline"), note, len(fnd["x"])
+
+
+# --- the page ------------------------------------------------------------------------------------
+def _env() -> Environment:
+    return Environment(
+        loader=PackageLoader("analyzer", "templates"),
+        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
+        keep_trailing_newline=True,
+    )
+
+
+def render_html(analysis: Analysis) -> str:
+    """The html report: one page, every script and style inline, nothing fetched."""
+    shown = _shown(analysis)  # control and bidi characters written visibly, as in text and markdown
+    doc = report_dict(shown)
+    doc["findings"] = [dict(f, key=f"f{i}") for i, f in enumerate(doc["findings"])]
+    lanes = _lane_labels(dict.fromkeys([s["server"] for s in doc["servers"]] + [f["server"] for f in doc["findings"]]))
+    for f in doc["findings"]:  # a finding on a server with no verdict still gets a lane
+        if f["server"] not in {s["server"] for s in doc["servers"]}:
+            doc["servers"].append(_bare_server(f["server"], f["ts"]))
+    payloads = _Payloads(analysis.inputs.units)
+    for f in doc["findings"]:
+        for e in f["evidence"]:
+            e["payload"] = payloads.cite(Evidence(e["file"], e["line"]))
+    for s in doc["servers"]:
+        for e in s["evidence"]:
+            e["payload"] = payloads.cite(Evidence(e["file"], e["line"]))
+    texts, truncated = payloads.read()
+    item, marks_note, markers = _chart(doc, analysis, lanes)
+
+    caps = []
+    if marks_note:
+        caps.append(marks_note)
+    if truncated:
+        caps.append(
+            f"{truncated} captured message(s) are longer than {MAX_PAYLOAD_CHARS} characters and shown truncated"
+            " (open the capture at the file:line shown for the whole message)."
+        )
+    if payloads.dropped:
+        caps.append(
+            f"Only the first {MAX_PAYLOADS} cited capture lines are inlined; {payloads.dropped} more are cited by"
+            " file:line only."
+        )
+    clients = doc["clients"] or []
+    client_columns = [c for c in (clients[0].keys() if clients else []) if c not in ("identity",)]
+    page = {
+        "findings": [
+            {"key": f["key"], "server": f["server"], "client": f["client"] or "", "severity": f["severity"]}
+            for f in doc["findings"]
+        ],
+        "servers": [s["server"] for s in doc["servers"]],
+        "lanes": {s["server"]: lanes.get(s["server"], "") for s in doc["servers"]},
+        "clients": sorted({c["client"] for c in clients if c.get("client")} | {f["client"] for f in doc["findings"]
+                                                                               if f["client"]}),
+        "client_rows": [{"server": c.get("server") or "", "client": c.get("client") or ""} for c in clients],
+        "payloads": texts,
+        "markers": markers,
+    }
+    template = _env().get_template("report.html.j2")
+    return template.render(
+        csp=_CSP,
+        summary=_summary(shown),
+        totals=_totals_line(shown),
+        notes=_input_notes(shown),
+        doc=doc,
+        era_legend=[(era, text, ERA_COLORS[era]) for era, text in ERA_LEGEND.items()],
+        era_colors=ERA_COLORS,
+        severity_colors=SEVERITY_COLORS,
+        eras_shown={s["era"] for s in doc["servers"]},
+        caps=caps,
+        clients=clients,
+        client_columns=client_columns,
+        cell=_cell,
+        iso=_iso,
+        bokeh_js=Resources(mode="inline", components=["bokeh"]).js_raw[0],
+        chart_json=script_json(item),
+        page_json=script_json(page),
+        markers=markers,
+    )
+
+
+def _bare_server(server: str, ts: float | None) -> dict[str, Any]:
+    return {
+        "server": server, "transport": "?", "era": "unknown", "modern_support": "unknown",
+        "legacy_support": "unknown", "versions": [], "first_seen": ts, "last_seen": ts, "probe_outcomes": {},
+        "clients": [], "peers": [], "evidence": [], "timeline": [],
+    }  # fmt: skip
+
+
+def _cell(value: Any) -> str:
+    """A client-table value as text."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return _iso(value) if value > 1e9 else f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(_cell(v) for v in value) or "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_cell(v)}" for k, v in value.items()) or "-"
+    return str(value)
+

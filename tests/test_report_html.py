@@ -1,0 +1,335 @@
+"""`--format html`: one self-contained page, checked as a string and in a real browser.
+
+The browser tests load the bundled corpus report and a hostile capture's report in headless
+Chromium (the system's, see `tests/browser.py`), with every request other than the page itself
+recorded and refused: the page must work offline, log no error, give each server a lane and each
+finding a marker in the chart's data, show a captured message when an evidence line is clicked,
+and run nothing a capture wrote.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from typer.testing import CliRunner
+
+from analyzer import html_report
+from analyzer.cli import app
+from analyzer.html_report import render_html, script_json
+from analyzer.pipeline import Analysis, analyze
+from tests.browser import ARGS, find_chromium
+from tests.test_messages import Cap, err, init, init_result, probe
+from tests.test_report_hostile import HOSTILE, SERVER, hostile_dir  # noqa: F401 - the fixture is used by name
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "captures"
+
+
+@pytest.fixture(scope="module")
+def corpus() -> Analysis:
+    return analyze([str(CORPUS)])
+
+
+@pytest.fixture(scope="module")
+def corpus_page(corpus: Analysis, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    page = tmp_path_factory.mktemp("html") / "report.html"
+    page.write_text(render_html(corpus), encoding="utf-8")
+    return page
+
+
+@pytest.fixture(scope="module")
+def hostile_page(hostile_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    page = tmp_path_factory.mktemp("html-hostile") / "report.html"
+    page.write_text(render_html(analyze([str(hostile_dir)])), encoding="utf-8")
+    return page
+
+
+# --- the page as a string ------------------------------------------------------------------------
+def test_script_json_cannot_end_its_element() -> None:
+    text = script_json({"a": "</script><!-- & \u2028\u2029 >"})
+    assert not re.search("[<>&\u2028\u2029]", text)
+    assert orjson.loads(text) == {"a": "</script><!-- & \u2028\u2029 >"}
+
+
+def test_the_page_is_one_file_with_nothing_to_fetch(corpus_page: Path) -> None:
+    page = corpus_page.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"""<(script|link|img|iframe)[^>]*\s(src|href)=["']?(https?:)?//""", page, re.I)
+    assert re.search(r'http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;;', page)
+    assert len(page.encode()) < 5_000_000
+
+
+def test_hostile_strings_are_never_markup(hostile_page: Path) -> None:
+    page = hostile_page.read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in page
+    assert "<img src=x" not in page and '" onmouseover="alert' not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page  # shown, as text
+
+
+def test_cli_writes_the_page(tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    result = CliRunner().invoke(app, ["analyze", "-q", str(CORPUS), "--format", "HTML", "--output", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def _many_probes(out: Path, count: int) -> Path:
+    cap = Cap(out, server="busy")
+    for i in range(count):
+        cap.c2s(probe(i))
+        cap.s2c(err(i, -32601, "x" * 50))
+    cap.c2s(init(count))
+    cap.s2c(init_result(count))
+    cap.close()
+    return out
+
+
+def test_large_analyses_are_capped_and_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    analysis = analyze([str(_many_probes(tmp_path, 40))])
+    monkeypatch.setattr(html_report, "MAX_MARKS", 10)
+    monkeypatch.setattr(html_report, "MAX_PAYLOAD_CHARS", 40)
+    page = render_html(analysis)
+    chart = _json_block(page, "chart-data")
+    marks = _source(chart, "marks")
+    assert len(marks["x"]) <= 10 and sum(marks["count"]) == 41  # 40 probes and 1 initialize, in buckets
+    assert "aggregated into" in page
+    payloads = _json_block(page, "page-data")["payloads"]
+    assert payloads and all(len(p["text"]) <= 40 + len("\n… (truncated)") for p in payloads.values())
+    assert "shown truncated" in page
+
+
+def _json_block(page: str, name: str) -> Any:
+    m = re.search(f'<script type="application/json" id="{name}">(.*?)</script>', page, re.S)
+    assert m is not None
+    return orjson.loads(m[1])
+
+
+def _source(item: Any, name: str) -> dict[str, list[Any]]:
+    """The data of the chart's column data source `name`, from its `json_item` document."""
+    found: list[dict[str, list[Any]]] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("name") == "ColumnDataSource" and node.get("attributes", {}).get("name") == name:
+                data = node["attributes"]["data"]
+                found.append({e[0]: e[1] for e in data["entries"]} if "entries" in data else data)
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(item)
+    assert len(found) == 1, f"{len(found)} sources named {name}"
+    return found[0]
+
+
+# --- in the browser ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    executable = find_chromium()
+    if executable is None:
+        pytest.skip("no Chromium on this machine (install Debian's `chromium`, or set ERASCOPE_CHROMIUM)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=list(ARGS))
+        yield b
+        b.close()
+
+
+class Opened:
+    """A page loaded from a file, with what it logged, asked for and popped up."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1300, "height": 900})
+        self.url = path.as_uri()
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type in ("error", "warning") else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", self._dialog)
+        self.page.route("**/*", self._route)
+        self.page.goto(self.url)
+        self.page.wait_for_selector("#timeline[data-ready=true]", timeout=60_000)
+
+    def _dialog(self, dialog: Any) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        if url == self.url:
+            route.continue_()
+        else:
+            self.requests.append(url)
+            route.abort()
+
+    def chart(self, script: str) -> Any:
+        """Evaluate `script` with `chart` bound to the timeline figure's model."""
+        return self.page.evaluate(
+            "() => { const chart = Bokeh.documents[Bokeh.documents.length - 1].get_model_by_name('timeline');"
+            f" return ({script}); }}"
+        )
+
+
+@pytest.fixture(scope="module")
+def opened(browser: Any, corpus_page: Path) -> Iterator[Opened]:
+    o = Opened(browser, corpus_page)
+    yield o
+    o.page.close()
+
+
+def test_the_corpus_page_loads_offline_without_errors(opened: Opened) -> None:
+    assert opened.errors == []
+    assert opened.requests == []
+
+
+def test_each_server_has_a_lane(opened: Opened, corpus: Analysis) -> None:
+    lanes = opened.chart("chart.y_range.factors")
+    assert len(lanes) == len(set(lanes)) == len(corpus.servers) > 1
+    eras = opened.page.evaluate(
+        "() => Array.from(Bokeh.documents[Bokeh.documents.length - 1].get_model_by_name('eras').data.lane)"
+    )
+    assert set(eras) == set(lanes)  # every lane holds its server's eras
+
+
+def test_each_finding_has_a_marker(opened: Opened, corpus: Analysis) -> None:
+    data = opened.page.evaluate(
+        "() => { const d = Bokeh.documents[Bokeh.documents.length - 1].get_model_by_name('findings').data;"
+        " return {index: Array.from(d.index), lane: Array.from(d.lane)}; }"
+    )
+    assert sorted(data["index"]) == list(range(len(corpus.findings))) and corpus.findings
+    assert opened.page.locator(".finding").count() == len(corpus.findings)
+    lanes = set(opened.chart("chart.y_range.factors"))
+    assert set(data["lane"]) <= lanes
+
+
+def test_clicking_an_evidence_line_shows_the_captured_message(opened: Opened) -> None:
+    button = opened.page.locator(".finding .ev").first
+    at = button.text_content() or ""
+    button.click()
+    shown = opened.page.locator(".finding .payload").first
+    shown.wait_for(state="visible")
+    text = shown.text_content() or ""
+    assert '"jsonrpc"' in text and "— record —" in text
+    place = opened.page.locator(".finding .payload-at").first.text_content() or ""
+    assert place and at.startswith(place.split(" — ")[0])  # file:line of the line clicked
+
+
+def test_filters_hide_what_they_leave_out(opened: Opened, corpus: Analysis) -> None:
+    server = corpus.findings[0].server
+    opened.page.select_option("#filter-server", server)
+    try:
+        visible = opened.page.locator(".finding:visible").count()
+        assert visible == sum(f.server == server for f in corpus.findings)
+        assert opened.chart("chart.y_range.factors.length") == 1
+    finally:
+        opened.page.select_option("#filter-server", "")
+    assert opened.page.locator(".finding:visible").count() == len(corpus.findings)
+    markers = "Bokeh.documents[Bokeh.documents.length - 1].get_model_by_name('shown-findings').indices.length"
+    assert opened.page.evaluate(f"() => {markers}") == len(corpus.findings)
+    opened.page.uncheck(".filter-severity[value=warning]")
+    try:
+        left = sum(f.severity.value != "warning" for f in corpus.findings)
+        assert opened.page.locator(".finding:visible").count() == left < len(corpus.findings)
+        assert opened.page.evaluate(f"() => {markers}") == left  # the chart's markers follow
+    finally:
+        opened.page.check(".filter-severity[value=warning]")
+
+
+def test_tapping_a_finding_marker_brings_its_finding_into_view(opened: Opened) -> None:
+    opened.page.set_viewport_size({"width": 1300, "height": 1600})  # the whole chart on screen
+    try:
+        opened.page.evaluate("() => window.scrollTo(0, 0)")
+        last = opened.page.evaluate("() => document.querySelectorAll('.finding').length - 1")
+        x, y, index = opened.page.evaluate(_FINDING_ON_SCREEN, last)
+        opened.page.mouse.click(x, y)
+        tapped = opened.page.locator(f"#f{index}")
+        tapped.wait_for(state="visible")
+        opened.page.wait_for_function(f"() => document.getElementById('f{index}').classList.contains('tapped')")
+        assert tapped.is_visible() and opened.page.evaluate("() => window.scrollY") > 0
+    finally:
+        opened.page.set_viewport_size({"width": 1300, "height": 900})
+
+
+def test_the_screenshot_is_not_blank(opened: Opened, tmp_path: Path) -> None:
+    from PIL import Image
+
+    png = opened.page.screenshot()
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20) or []
+    assert len(colours) > 50  # text, era colours, markers: far from a uniform page
+    assert max(n for n, _ in colours) < 0.95 * image.width * image.height
+
+
+_FINDING_ON_SCREEN = """(k) => {
+  const doc = Bokeh.documents[Bokeh.documents.length - 1];
+  const view = Bokeh.index.get_one(doc.get_model_by_name('timeline'));
+  const data = doc.get_model_by_name('findings').data;
+  const x = view.frame.x_scale.compute(data.x[k]);
+  const y = view.frame.y_scale.compute(view.model.y_range.synthetic([data.lane[k], 0.3]));
+  const box = view.canvas_view.el.getBoundingClientRect();
+  return [box.left + x, box.top + y, data.index[k]];
+}"""
+"""Where the k-th finding marker is on the screen (from the chart's own scales), and its finding's index."""
+_SHADOW_WALK = """(() => {
+  const found = [];
+  const walk = (root) => root.querySelectorAll('*').forEach((el) => {
+    found.push(el);
+    if (el.shadowRoot) walk(el.shadowRoot);
+  });
+  walk(document);
+  return found;
+})()"""
+_TOOLTIP_TEXT = (
+    f"() => {_SHADOW_WALK}.filter((el) => /tooltip/i.test(String(el.className)))"
+    ".map((el) => el.textContent).join(' ')"
+)
+"""Bokeh's tooltips live in shadow roots: the text of every tooltip element on the page."""
+_TOOLTIP_IMAGES = f"() => {_SHADOW_WALK}.filter((el) => el.tagName === 'IMG').length"
+
+
+def test_hostile_strings_render_as_text_and_run_nothing(browser: Any, hostile_page: Path) -> None:
+    o = Opened(browser, hostile_page)
+    try:
+        for cell in o.page.locator("td, .finding, .ev").all():  # any onmouseover would fire here
+            cell.hover()
+        o.page.locator(".ev").first.click()
+        o.page.mouse.move(*o.page.evaluate(_FINDING_ON_SCREEN, 0)[:2])  # its tooltip names the hostile server
+        o.page.wait_for_function(f"() => ({_TOOLTIP_TEXT})().includes('stdout-pollution')")
+        tooltip = o.page.evaluate(_TOOLTIP_TEXT)
+        assert "<script>alert(1)</script>" in tooltip and '" onmouseover="alert(1)"' in tooltip
+        assert o.page.evaluate(_TOOLTIP_IMAGES) == 0
+        text = o.page.locator("body").inner_text()
+        assert "<script>alert(1)</script>" in text
+        assert '" onmouseover="alert(1)"' in text
+        assert o.page.locator("img").count() == 0
+        assert o.dialogs == [] and o.errors == [] and o.requests == []
+        assert o.page.evaluate("() => document.querySelectorAll('script').length") == 4  # the page's own
+        assert SERVER[:4] in (o.page.locator("#servers").inner_text())
+    finally:
+        o.page.close()
+
+
+def test_payloads_are_read_from_compressed_captures_and_missing_files_are_said(tmp_path: Path) -> None:
+    import gzip
+
+    plain = _many_probes(tmp_path / "caps", 2)
+    (capture,) = plain.glob("*.jsonl")
+    packed = capture.with_name(capture.name + ".gz")
+    packed.write_bytes(gzip.compress(capture.read_bytes()))
+    capture.unlink()
+    analysis = analyze([str(plain)])
+    payloads = _json_block(render_html(analysis), "page-data")["payloads"]
+    assert payloads and all('"jsonrpc"' in p["text"] and p["at"].startswith(str(packed)) for p in payloads.values())
+    packed.unlink()  # gone after the analysis: the page says so instead of failing
+    payloads = _json_block(render_html(analysis), "page-data")["payloads"]
+    assert all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
