@@ -171,6 +171,9 @@ class Watcher:
         self._wake: dict[str, float] = {}
         """Server → when its undecided probes are decided (a round analyzes it then)."""
         self.bytes_read = 0
+        """Bytes of complete lines read (a compressed part counts its decompressed lines)."""
+        self.records = 0
+        """Well-formed records read."""
         self.notes: list[str] = []
         """Files that could not be read (input notes for the CLI to show), drained by the caller."""
         for p in self.paths:
@@ -269,6 +272,9 @@ class Watcher:
             if isinstance(latest, float):
                 part.horizon = max(part.horizon, latest)
             part.pieces.append(facts)
+            self.records += facts.records
+            for bad in facts.malformed:
+                self._note(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
             servers = set(facts.messages.get_column("server").drop_nulls().unique().to_list())
             server = part.header.get("server")
             if not servers and isinstance(server, str):
