@@ -31,6 +31,7 @@ import io
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -39,11 +40,13 @@ from typing import Any, Final
 import polars as pl
 
 from addon.errors import ErascopeError
+from analyzer.condense import merge
 from analyzer.findings import Evidence, Finding, Severity
 from analyzer.load import (
     FileFacts,
     InputError,
     LoadOptions,
+    combine,
     display_name,
     extract_lines,
     find_inputs,
@@ -55,6 +58,9 @@ from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.sources import CutStream, open_stream, strip_compression
 from analyzer.spill import Spill
 
+MERGE_PIECES: Final = 8
+"""A part read in more pieces than this has them merged into one (`_merged`): a file growing for days
+is not paired again piece by piece in every round."""
 READ_LIMIT: Final = 64 << 20
 """Bytes read from one file in one round at most: a large backlog is taken in steps, each reported."""
 UNDECIDED_OUTCOME: Final = "no-answer"
@@ -272,6 +278,8 @@ class Watcher:
             if isinstance(latest, float):
                 part.horizon = max(part.horizon, latest)
             part.pieces.append(facts)
+            if len(part.pieces) > MERGE_PIECES:
+                part.pieces = [_merged(part.pieces)]
             self.records += facts.records
             for bad in facts.malformed:
                 self._note(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
@@ -362,6 +370,23 @@ class Watcher:
             started = time.monotonic()
             yield self.poll()
             stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _merged(pieces: list[FileFacts]) -> FileFacts:
+    """One part's consecutive pieces as one, paired across them as `combine` pairs rotated parts
+    (and as `extract_file` pairs the chunks of one file)."""
+    copies = [replace(p) for p in pieces]
+    combine(copies)  # pairs the copies' rows across pieces, in place
+    frames = [c.messages for c in copies if c.messages.height]
+    first = copies[0]
+    return replace(
+        first,
+        messages=pl.concat(frames, how="vertical", rechunk=True) if frames else first.messages,
+        traffic=merge([c.traffic for c in copies]),
+        records=sum(c.records for c in copies),
+        malformed=[b for c in copies for b in c.malformed],
+        counts=dict(sum((Counter(c.counts) for c in copies), Counter())),
+    )
 
 
 def _is_compressed(path: str) -> bool:

@@ -22,6 +22,8 @@ from typing import Any
 import anyio
 import pytest
 
+from analyzer.pipeline import analyze
+from analyzer.report import render
 from analyzer.sources import strip_compression
 from analyzer.watch import Watcher
 
@@ -293,3 +295,33 @@ def test_real_recorder_while_watching(
     w.events_until(lambda ev: reported(ev) == want)
     assert w.stop() == 0
     assert reported(w.events()) == want
+
+
+@pytest.mark.parametrize("scenario", sorted(p.name for p in CORPUS.iterdir() if p.is_dir()))
+def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str) -> None:
+    """In process (a fake clock, no waiting): every scenario, its files interleaved in chunks cut at
+    random bytes, so each part is read in more pieces than `MERGE_PIECES` and merged."""
+    live = tmp_path / "live"
+    live.mkdir()
+    sources = sorted((CORPUS / scenario).glob("*.jsonl"))
+    data = {s: s.read_bytes() for s in sources}
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    rnd = random.Random(3)
+    pos = dict.fromkeys(sources, 0)
+    events = []
+    while any(pos[s] < len(data[s]) for s in sources):
+        for s in sources:
+            n = rnd.randint(300, 6000)
+            with open(live / s.name, "ab") as out:
+                out.write(data[s][pos[s] : pos[s] + n])
+            pos[s] += n
+        clock[0] += 0.1
+        events += watcher.poll()
+    clock[0] += 30  # idle past the probe timeout: unanswered probes are decided
+    events += watcher.poll()
+    analysis = analyze([str(live)])
+    report = json.loads(render(analysis, "json"))  # what `analyze -f json` prints
+    analysis.close()
+    assert reported([e.as_json() for e in events]) == expected(report)
+    assert watcher.notes == []
