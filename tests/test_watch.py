@@ -325,3 +325,9 @@ def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str)
     analysis.close()
     assert reported([e.as_json() for e in events]) == expected(report)
     assert watcher.notes == []
+
+
+def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    res = subprocess.run([str(ERASCOPE), "watch", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr == f"erascope: error: no such file or directory: {tmp_path / 'nope'}\n"
