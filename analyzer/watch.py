@@ -232,6 +232,9 @@ class Watcher:
                 return b""
             f.seek(part.offset)
             data = f.read(min(size - part.offset, READ_LIMIT))
+            # a line longer than one read: read on to its end (or to the end written so far)
+            while b"\n" not in data and (more := f.read(READ_LIMIT)):
+                data += more
         return data[: data.rfind(b"\n") + 1]
 
     def _read_compressed(self, part: _Part) -> bytes:

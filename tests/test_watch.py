@@ -331,3 +331,20 @@ def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
     res = subprocess.run([str(ERASCOPE), "watch", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2
     assert res.stderr == f"erascope: error: no such file or directory: {tmp_path / 'nope'}\n"
+
+
+def test_line_longer_than_one_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than what one round reads of a file is still read whole, not waited on forever."""
+    monkeypatch.setattr("analyzer.watch.READ_LIMIT", 100)
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "never-answers-stdio").glob("*.jsonl"))
+    data = source.read_bytes()
+    (live / source.name).write_bytes(data)
+    watcher = Watcher([str(live)])
+    for _ in range(len(data)):
+        before = watcher.bytes_read
+        watcher.poll()
+        if watcher.bytes_read == before:
+            break
+    assert watcher.bytes_read == len(data)
