@@ -348,3 +348,29 @@ def test_line_longer_than_one_read(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         if watcher.bytes_read == before:
             break
     assert watcher.bytes_read == len(data)
+
+
+def test_hostile_lines_are_noted_and_the_rest_is_analyzed(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    hostile = [b"\x00\xff\xfe not utf-8\n", b"{\n", b"[1, 2]\n", b'{"type": 5, "ts": "x"}\n', b"\n"]
+    mixed = lines[:4] + hostile + lines[4:]
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    with open(live / source.name, "ab") as out:
+        for n in range(0, len(mixed), 7):
+            out.write(b"".join(mixed[n : n + 7]))
+            out.flush()
+            clock[0] += 0.1
+            events += watcher.poll()
+    clock[0] += 30
+    events += watcher.poll()
+    analysis = analyze([str(live)])
+    report = json.loads(render(analysis, "json"))
+    analysis.close()
+    assert reported([e.as_json() for e in events]) == expected(report)
+    noted = sorted(int(note.split(":")[1]) for note in watcher.notes)
+    assert noted == [b["line"] for b in report["inputs"]["malformed"]] == list(range(5, 10))
