@@ -181,7 +181,10 @@ class Watcher:
         self.records = 0
         """Well-formed records read."""
         self.notes: list[str] = []
-        """Files that could not be read (input notes for the CLI to show), drained by the caller."""
+        """Input notes for the CLI to show (malformed lines as `file:line: why`, files refused), each
+        once; the caller drains the list."""
+        self._refused: set[str] = set()
+        """Files not read (an unknown format major, unreadable): noted once, not tried again."""
         for p in self.paths:
             if not os.path.exists(p):
                 raise ErascopeError(f"no such file or directory: {p}")
@@ -195,12 +198,13 @@ class Watcher:
 
     def _part_for(self, path: str) -> _Part | None:
         part = self._by_path.get(path)
-        if part is not None:
+        if part is not None or path in self._refused:
             return part
         try:
             header = read_header(path)
         except (InputError, OSError) as exc:
-            self._note(f"{display_name(path)}: {exc}")
+            self._refused.add(path)
+            self.notes.append(f"{display_name(path)}: {exc}")
             return None
         if header is None:
             return None  # empty so far, or not a capture: looked at again next round
@@ -217,10 +221,6 @@ class Watcher:
             self._parts[k] = part
         self._by_path[path] = part
         return part
-
-    def _note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
 
     def _read_new(self, part: _Part) -> bytes:
         """The complete lines written to `part` since it was last read (b"" when none)."""
@@ -285,7 +285,7 @@ class Watcher:
                 part.pieces = [_merged(part.pieces)]
             self.records += facts.records
             for bad in facts.malformed:
-                self._note(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
+                self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
             servers = set(facts.messages.get_column("server").drop_nulls().unique().to_list())
             server = part.header.get("server")
             if not servers and isinstance(server, str):

@@ -374,3 +374,16 @@ def test_hostile_lines_are_noted_and_the_rest_is_analyzed(tmp_path: Path) -> Non
     assert reported([e.as_json() for e in events]) == expected(report)
     noted = sorted(int(note.split(":")[1]) for note in watcher.notes)
     assert noted == [b["line"] for b in report["inputs"]["malformed"]] == list(range(5, 10))
+
+
+def test_unknown_format_is_noted_once(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    header = {"type": "header", "format": "erascope/9.0", "transport": "stdio", "server": "x"}
+    (live / "future.jsonl").write_bytes(json.dumps(header).encode() + b"\n")
+    watcher = Watcher([str(live)])
+    watcher.poll()
+    assert len(watcher.notes) == 1 and "erascope/9.0" in watcher.notes[0]
+    watcher.notes.clear()
+    watcher.poll()
+    assert watcher.notes == []
