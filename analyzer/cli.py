@@ -527,5 +527,71 @@ def rules_cmd(
         console.print(item)
 
 
+class WatchFormat(StrEnum):
+    """`watch --format` (any case)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+@app.command("watch", cls=_Command)
+def watch_cmd(
+    paths: Annotated[
+        list[str],
+        typer.Argument(metavar="DIR", help="Capture directories (or files, globs) the recorders write into."),
+    ],
+    fail_on_choice: Annotated[
+        FailOn,
+        typer.Option("--fail-on", case_sensitive=False, help="Exit 1 on the first finding at or above this severity."),
+    ] = FailOn.NEVER,
+    watch_format: Annotated[
+        WatchFormat,
+        typer.Option("--format", "-f", case_sensitive=False, help="One line per event: text, or JSON lines."),
+    ] = WatchFormat.TEXT,
+    interval: Annotated[
+        float, typer.Option("--interval", metavar="SECONDS", help="Seconds between looks at the files.")
+    ] = 1.0,
+    probe_timeout: Annotated[
+        float,
+        typer.Option(
+            "--probe-timeout", metavar="SECONDS", help="Seconds after which an unanswered probe counts as no-answer."
+        ),
+    ] = 10.0,
+) -> None:
+    """Follow capture directories while recorders write them; report each new finding and era change.
+
+    Runs until SIGINT or SIGTERM (exit 0), or exits 1 on the first finding at or above --fail-on, so
+    a deployment script can stop a rollout on it. Example:
+
+        erascope watch ~/.local/state/erascope/captures --fail-on warning --format json
+    """
+    import orjson
+
+    from analyzer.findings import Severity
+    from analyzer.watch import Watcher, at_or_above
+
+    if interval <= 0 or probe_timeout <= 0:
+        raise _fail(ErascopeError("--interval and --probe-timeout must be positive numbers of seconds"))
+    threshold = None if fail_on_choice.value == "never" else Severity(fail_on_choice.value)
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda _signum, _frame: stop.set())
+    try:
+        watcher = Watcher(paths, probe_timeout=probe_timeout)
+        for events in watcher.run(interval, stop):
+            for note in watcher.notes:
+                typer.echo(f"erascope: {note}", err=True)
+            watcher.notes.clear()
+            for event in events:
+                line = orjson.dumps(event.as_json()).decode() if watch_format == WatchFormat.JSON else event.as_text()
+                typer.echo(line)
+                sys.stdout.flush()
+                if at_or_above(event, threshold):
+                    raise typer.Exit(code=1)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+
+
 def main() -> None:
     app()

@@ -374,6 +374,12 @@ def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
     return tuple(keys)
 
 
+def part_identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
+    """What names a capture part whatever its file is called (its header's run and part, its
+    recorder file name without `.gz`/`.zst`); empty for headers written by hand (see `_identity`)."""
+    return _identity(path, header)
+
+
 def _not_regular(path: str) -> str | None:
     """Why `path` is not read as a file (a FIFO would block forever), or None for a regular file.
 
@@ -845,6 +851,30 @@ def extract_file(
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
         if not (chunked or opts.keep_raw):  # archives keep the rows as read; pending ones wait
             finish(facts, condensed=False)
+    return facts
+
+
+def extract_lines(
+    path: str, data: bytes, first_line: int, header: dict[str, Any], options: LoadOptions | None = None
+) -> FileFacts:
+    """Complete lines of capture file `path` (`data` ends with a newline; its first line is line
+    `first_line` of the file, whose header record is `header`) as facts of their own, paired and
+    condensed: for a reader that follows growing files (`analyzer.watch`). The facts of a file's
+    consecutive pieces go to `combine` together, which pairs them again as it pairs rotated parts.
+    """
+    facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header))
+    transport = header.get("transport")
+    facts.transport = transport if isinstance(transport, str) else None
+    _, part = _read_piece(facts, data, first_line, data.count(b"\n"), False, options)
+    facts.malformed = sorted(part.bad)
+    _finish_chunk([part])
+    counts = part.counts.group_by("type").agg(pl.col("n", "undecodable").sum(), pl.col("lost").max())
+    facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").iter_rows() if t is not None}
+    facts.records = int(counts.get_column("n").sum())
+    facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
+    facts.undecodable = int(counts.get_column("undecodable").sum())
+    facts.messages = part.messages
+    facts.traffic = part.traffic if part.traffic is not None else facts.traffic
     return facts
 
 

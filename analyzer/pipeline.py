@@ -164,6 +164,15 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
 
 def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
     facts: list[FileFacts] = extract_files(files, opts.load, jobs=opts.jobs, progress=opts.progress, spill=spill)
+    return analyze_facts(facts, path_list, opts, spill)
+
+
+def analyze_facts(facts: list[FileFacts], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
+    """The pipeline after reading: `facts` (per file, as `extract_files` returns them, in input order)
+    to the analysis. `analyzer.watch` calls it with facts it read a piece at a time.
+
+    Takes `facts` over: the list is emptied, so the rows it holds go as soon as the rules read them.
+    """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
         raise ErascopeError(f"input files not read (--strict): {_listed(inputs.errors + inputs.skipped)}")
@@ -189,6 +198,7 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
     # The rows condensing moved out are read only by the context's first frames: held only through
     # the context, each goes as soon as it is read (the per-file facts share their memory). After
     # this, the spilled files read are the request view's.
+    facts.clear()
     del facts, loaded
     analysis.traffic = None
     analysis.traffic = context.release_moved()

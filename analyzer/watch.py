@@ -1,0 +1,401 @@
+"""`erascope watch`: follow capture directories while the recorders write them, and report each new
+finding and era change as soon as the traffic that proves it is on disk.
+
+How it stays proportional to the new bytes:
+
+- Every capture part (a file, or its logrotated `.gz`/`.zst` copy: one part, told by its header's
+  `analyzer.load.part_identity`) keeps the byte offset and line count read so far. A round reads only
+  the complete lines written since (`analyzer.load.extract_lines`); a last line without its newline is
+  not complete yet and is read in a later round. A compressed copy of a part read already is the same
+  data: only lines past those read are taken from it (a closed part is decompressed once for that).
+- Every verdict and finding is a function of one server key's traffic. A round analyzes again
+  (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the parts that hold traffic of
+  the server keys the new lines touched; the other servers' parts are not read again.
+
+What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
+only once the probe timeout has passed in its capture's time: the latest record of its file, plus
+the wall-clock time the file has been idle since (so a replayed old capture is judged by its own
+timestamps, and a live one that went quiet by the clock). While a server has such a probe, its
+findings and era changes wait; it is analyzed again when the timeout will have passed, even without
+new traffic. Everything else a rule decides is decided by traffic that is present (a later request,
+an answer), so it is reported in the round that reads it. Each era change is reported once (by
+server, era and deciding line), each finding once (by rule, server and first evidence line); when
+more traffic adds evidence to a finding reported already (a storm or a split going on), it is
+reported again as `finding-update` with all its evidence so far, so the last report of each finding
+is what `analyze` reports on the same files.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import polars as pl
+
+from addon.errors import ErascopeError
+from analyzer.condense import merge
+from analyzer.findings import Evidence, Finding, Severity
+from analyzer.load import (
+    FileFacts,
+    InputError,
+    LoadOptions,
+    combine,
+    display_name,
+    extract_lines,
+    find_inputs,
+    part_identity,
+    read_header,
+)
+from analyzer.pipeline import AnalyzeOptions, analyze_facts
+from analyzer.probes import DEFAULT_PROBE_TIMEOUT
+from analyzer.sources import CutStream, open_stream, strip_compression
+from analyzer.spill import Spill
+
+MERGE_PIECES: Final = 8
+"""A part read in more pieces than this has them merged into one (`_merged`): a file growing for days
+is not paired again piece by piece in every round."""
+READ_LIMIT: Final = 64 << 20
+"""Bytes read from one file in one round at most: a large backlog is taken in steps, each reported."""
+UNDECIDED_OUTCOME: Final = "no-answer"
+
+FINDING: Final = "finding"
+FINDING_UPDATE: Final = "finding-update"
+ERA: Final = "era"
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One thing `watch` reports: a new finding, or a server's era changing."""
+
+    kind: str
+    """`finding`, `finding-update` (a finding reported before, its evidence grown) or `era`."""
+    server: str
+    ts: float | None
+    """When it happened in the capture (the finding's first evidence, the era change's deciding line)."""
+    evidence: tuple[Evidence, ...]
+    rule: str | None = None
+    """The finding's rule id; None for an era change."""
+    severity: str | None = None
+    """The finding's severity; None for an era change."""
+    era: str | None = None
+    """The era the server changed to; None for a finding."""
+    previous: str | None = None
+    """The era before (None for the server's first era, and for a finding)."""
+    message: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON line `--format json` writes (documented in README.md)."""
+        return {
+            "event": self.kind,
+            "server": self.server,
+            "rule": self.rule,
+            "severity": self.severity,
+            "era": self.era,
+            "previous": self.previous,
+            "time": _iso(self.ts),
+            "ts": self.ts,
+            "message": self.message,
+            "evidence": [
+                {"file": e.file, "line": e.line, "at": f"{e.file}:{e.line}", "note": e.note} for e in self.evidence
+            ],
+        }
+
+    def as_text(self) -> str:
+        """The line the text format writes."""
+        where = " ".join(f"{e.file}:{e.line}" for e in self.evidence[:3])
+        more = f" (+{len(self.evidence) - 3} more)" if len(self.evidence) > 3 else ""
+        if self.kind != ERA:
+            head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
+            return f"{head}: {self.message} [{where}{more}]"
+        was = f" (was {self.previous})" if self.previous else ""
+        return f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]"
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _same_data(e: Evidence) -> tuple[str, int]:
+    """Evidence as a key that a part and its compressed copy share."""
+    return strip_compression(e.file), e.line
+
+
+@dataclass
+class _Part:
+    """One capture part, wherever its bytes are now (the plain file, then maybe its compressed copy)."""
+
+    path: str
+    identity: tuple[str, ...]
+    header: dict[str, Any]
+    offset: int = 0
+    """Bytes of the (decompressed) stream read: always the end of a complete line."""
+    lines: int = 0
+    """Complete lines read."""
+    compressed: bool = False
+    seen_size: int = -1
+    """The compressed file's size when last read (it is read again only when that changes)."""
+    pieces: list[FileFacts] = field(default_factory=list)
+    servers: set[str] = field(default_factory=set)
+    horizon: float = float("-inf")
+    """The latest record time read from the part: how far its capture has got."""
+    grown: float = 0.0
+    """When (wall clock) the part last had new lines: idle since, its capture time runs on with the clock."""
+
+    def now(self, wall: float) -> float:
+        """The part's capture time now: its latest record, plus the time it has been idle since."""
+        return self.horizon + max(0.0, wall - self.grown)
+
+
+class Watcher:
+    """Follows capture paths; `poll` reads what is new and returns the events it proves."""
+
+    def __init__(
+        self,
+        paths: Iterable[str],
+        probe_timeout: float = DEFAULT_PROBE_TIMEOUT,
+        rule_options: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.paths = [str(p) for p in paths]
+        self.probe_timeout = probe_timeout
+        self.rule_options = dict(rule_options or {})
+        self.clock = clock
+        self._parts: dict[tuple[str, ...], _Part] = {}
+        self._by_path: dict[str, _Part] = {}
+        self._reported: set[tuple[Any, ...]] = set()
+        self._evidence: dict[tuple[Any, ...], tuple[tuple[str, int], ...]] = {}
+        """A reported finding's evidence (as `_same_data`): when it grows, the finding is reported again."""
+        self._wake: dict[str, float] = {}
+        """Server → when its undecided probes are decided (a round analyzes it then)."""
+        self.bytes_read = 0
+        """Bytes of complete lines read (a compressed part counts its decompressed lines)."""
+        self.records = 0
+        """Well-formed records read."""
+        self.notes: list[str] = []
+        """Input notes for the CLI to show (malformed lines as `file:line: why`, files refused), each
+        once; the caller drains the list."""
+        self._refused: set[str] = set()
+        """Files not read (an unknown format major, unreadable): noted once, not tried again."""
+        for p in self.paths:
+            if not os.path.exists(p):
+                raise ErascopeError(f"no such file or directory: {p}")
+
+    # --- reading ---------------------------------------------------------------------------------
+    def _files(self) -> list[str]:
+        try:
+            return [f for f in find_inputs(self.paths) if not f.endswith(".json")]
+        except ErascopeError:
+            return []  # a glob matching nothing yet, a directory gone for a moment: the next round sees
+
+    def _part_for(self, path: str) -> _Part | None:
+        part = self._by_path.get(path)
+        if part is not None or path in self._refused:
+            return part
+        try:
+            header = read_header(path)
+        except (InputError, OSError) as exc:
+            self._refused.add(path)
+            self.notes.append(f"{display_name(path)}: {exc}")
+            return None
+        if header is None:
+            return None  # empty so far, or not a capture: looked at again next round
+        identity = part_identity(path, header) or ("path:" + path,)
+        known = next((self._parts[k] for k in identity if k in self._parts), None)
+        if known is not None:
+            if os.path.exists(known.path) and known.path != path:
+                return None  # a copy of a part still being written (a compressor at work): the original is read
+            known.path, known.compressed, known.seen_size = path, _is_compressed(path), -1
+            self._by_path[path] = known
+            return known
+        part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path))
+        for k in identity:
+            self._parts[k] = part
+        self._by_path[path] = part
+        return part
+
+    def _read_new(self, part: _Part) -> bytes:
+        """The complete lines written to `part` since it was last read (b"" when none)."""
+        if part.compressed:
+            return self._read_compressed(part)
+        with open(part.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size <= part.offset:
+                return b""
+            f.seek(part.offset)
+            data = f.read(min(size - part.offset, READ_LIMIT))
+            # a line longer than one read: read on to its end (or to the end written so far)
+            while b"\n" not in data and (more := f.read(READ_LIMIT)):
+                data += more
+        return data[: data.rfind(b"\n") + 1]
+
+    def _read_compressed(self, part: _Part) -> bytes:
+        size = os.stat(part.path).st_size
+        if size == part.seen_size:
+            return b""
+        part.seen_size = size
+        out = bytearray()
+        skipped = 0
+        with open_stream(part.path) as raw:
+            f = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
+            for line in f:
+                if skipped < part.lines:
+                    skipped += 1
+                    continue
+                if not line.endswith(b"\n"):
+                    break  # a compressed copy cut short (still written): its end is read later
+                out += line
+                if len(out) >= READ_LIMIT:
+                    part.seen_size = -1  # more to read next round
+                    break
+        return bytes(out)
+
+    def _read_round(self) -> set[str]:
+        """Read every file's new complete lines; the server keys they touched."""
+        touched: set[str] = set()
+        for path in self._files():
+            part = self._part_for(path)
+            if part is None or part.path != path:
+                continue
+            try:
+                data = self._read_new(part)
+            except OSError:
+                continue  # gone since it was listed (rotated, compressed, removed): the next round sees
+            if not data:
+                continue
+            first = part.lines + 1
+            part.offset += len(data)
+            part.lines += data.count(b"\n")
+            self.bytes_read += len(data)
+            facts = extract_lines(part.path, data, first, part.header, LoadOptions())
+            part.grown = self.clock()
+            latest = facts.messages.get_column("ts").max()
+            if isinstance(latest, float):
+                part.horizon = max(part.horizon, latest)
+            part.pieces.append(facts)
+            if len(part.pieces) > MERGE_PIECES:
+                part.pieces = [_merged(part.pieces)]
+            self.records += facts.records
+            for bad in facts.malformed:
+                self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
+            servers = set(facts.messages.get_column("server").drop_nulls().unique().to_list())
+            server = part.header.get("server")
+            if not servers and isinstance(server, str):
+                servers = {server}
+            part.servers |= servers
+            touched |= servers
+        return touched
+
+    # --- analyzing -------------------------------------------------------------------------------
+    def poll(self) -> list[WatchEvent]:
+        """One round: read what is new, analyze again the servers it touched (and those whose
+        undecided probes are due), return the events not reported before, in capture-time order."""
+        touched = self._read_round()
+        now = self.clock()
+        due = {s for s, at in self._wake.items() if at <= now}
+        for s in due:
+            del self._wake[s]
+        touched |= due
+        if not touched:
+            return []
+        parts = sorted({id(p): p for p in self._parts.values() if p.servers & touched}.values(), key=lambda p: p.path)
+        facts = [replace(piece) for p in parts for piece in p.pieces]
+        if not any(f.messages.height for f in facts):
+            return []
+        spill = Spill(None)
+        try:
+            opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
+            try:
+                analysis = analyze_facts(facts, self.paths, opts, spill)
+            except ErascopeError:
+                return []  # headers alone so far: no traffic to analyze
+            undecided = self._undecided(analysis.probes, analysis.inits, now)
+            events = self._new_events(analysis.findings, analysis.servers, touched, undecided)
+        finally:
+            spill.close()
+        return events
+
+    def _undecided(self, probes: pl.DataFrame, inits: pl.DataFrame, now: float) -> set[str]:
+        """Servers with a probe or initialize unanswered and not yet past the timeout in its capture's
+        time (`_Part.now`); each is scheduled to be analyzed again when the timeout will have passed."""
+        waiting: set[str] = set()
+        parts = {display_name(p.path): p for p in self._parts.values()}
+        for frame in (probes, inits):
+            unanswered = frame.filter(pl.col("outcome") == UNDECIDED_OUTCOME).select("server", "file", "ts")
+            for server, file, ts in unanswered.iter_rows():
+                part = parts.get(file)
+                left = ts + self.probe_timeout - (part.now(now) if part is not None else now)
+                if left > 0:
+                    waiting.add(server)
+                    self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
+        return waiting
+
+    def _new_events(
+        self, findings: list[Finding], servers: list[Any], touched: set[str], undecided: set[str]
+    ) -> list[WatchEvent]:
+        events: list[WatchEvent] = []
+        for v in servers:
+            if v.server not in touched or v.server in undecided:
+                continue
+            previous = None
+            for t in v.timeline:
+                key = (ERA, v.server, t.era, _same_data(t.evidence))
+                if key not in self._reported:
+                    self._reported.add(key)
+                    events.append(WatchEvent(ERA, v.server, t.ts, (t.evidence,), era=t.era, previous=previous))
+                previous = t.era
+        for f in findings:
+            if f.server not in touched or f.server in undecided:
+                continue
+            key = (FINDING, f.rule, f.server, _same_data(f.evidence[0]) if f.evidence else None)
+            evidence = tuple(_same_data(e) for e in f.evidence)
+            if self._evidence.get(key) == evidence:
+                continue
+            kind = FINDING_UPDATE if key in self._evidence else FINDING
+            self._evidence[key] = evidence
+            events.append(
+                WatchEvent(kind, f.server, f.ts, f.evidence, rule=f.rule, severity=f.severity.value, message=f.message)
+            )
+        events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
+        return events
+
+    def run(self, interval: float, stop: threading.Event) -> Iterator[list[WatchEvent]]:
+        """Poll every `interval` seconds until `stop` is set; yields each round's events."""
+        while not stop.is_set():
+            started = time.monotonic()
+            yield self.poll()
+            stop.wait(max(0.0, interval - (time.monotonic() - started)))
+
+
+def _merged(pieces: list[FileFacts]) -> FileFacts:
+    """One part's consecutive pieces as one, paired across them as `combine` pairs rotated parts
+    (and as `extract_file` pairs the chunks of one file)."""
+    copies = [replace(p) for p in pieces]
+    combine(copies)  # pairs the copies' rows across pieces, in place
+    frames = [c.messages for c in copies if c.messages.height]
+    first = copies[0]
+    return replace(
+        first,
+        messages=pl.concat(frames, how="vertical", rechunk=True) if frames else first.messages,
+        traffic=merge([c.traffic for c in copies]),
+        records=sum(c.records for c in copies),
+        malformed=[b for c in copies for b in c.malformed],
+        counts=dict(sum((Counter(c.counts) for c in copies), Counter())),
+    )
+
+
+def _is_compressed(path: str) -> bool:
+    return strip_compression(path) != path
+
+
+def at_or_above(event: WatchEvent, threshold: Severity | None) -> bool:
+    """The event is a finding at or above `threshold` (never, without one)."""
+    return threshold is not None and event.severity is not None and Severity(event.severity).rank >= threshold.rank

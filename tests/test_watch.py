@@ -1,0 +1,389 @@
+"""`erascope watch` as a subprocess, following a directory while capture lines are written into it.
+
+The captures come from the bundled corpus, copied progressively in chunks cut at arbitrary bytes
+(so watch meets torn last lines), or from a real recorder (`erascope record stdio` between real
+MCP SDK peers). What watch reports is compared with `erascope analyze -f json` on the final files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from analyzer.pipeline import analyze
+from analyzer.report import render
+from analyzer.sources import strip_compression
+from analyzer.watch import Watcher
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
+
+CORPUS = Path(__file__).parent.parent / "captures" / "corpus"
+ERASCOPE = Path(sys.executable).parent / "erascope"
+GUARD = 90.0
+"""Seconds a test waits for watch at most before it fails (a hang guard, not a timing assertion)."""
+
+
+class Watch:
+    """A running `erascope watch`, its stdout lines collected by a thread."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [str(ERASCOPE), "watch", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.errors: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._pump_errors, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def _pump_errors(self) -> None:
+        assert self.proc.stderr is not None
+        self.errors.extend(self.proc.stderr)
+
+    def events_until(self, done: Any) -> list[dict[str, Any]]:
+        """JSON events read until `done(events)` holds (or the process ends, or the guard passes)."""
+        deadline = time.monotonic() + GUARD
+        while not done(self.events()) and time.monotonic() < deadline:
+            try:
+                self.seen.append(self.lines.get(timeout=0.5))
+            except queue.Empty:
+                if self.proc.poll() is not None and self.lines.empty():
+                    break
+        return self.events()
+
+    def events(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.seen]
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+        rc = self.proc.wait(timeout=30)
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        time.sleep(0.2)  # the pump thread drains the pipe's end
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return rc
+
+
+@pytest.fixture
+def watches() -> Any:
+    started: list[Watch] = []
+    yield started
+    for w in started:
+        if w.proc.poll() is None:
+            w.proc.kill()
+            w.proc.wait()
+
+
+def analyze_json(path: Path) -> dict[str, Any]:
+    res = subprocess.run(
+        [str(ERASCOPE), "analyze", "-f", "json", "-q", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def expected(report: dict[str, Any]) -> tuple[set[Any], set[Any]]:
+    """(findings as rule, server, evidence) and (era changes as server, era, deciding line) of a report."""
+    findings = {(f["rule"], f["server"], tuple(_loc(e) for e in f["evidence"])) for f in report["findings"]}
+    eras = {(s["server"], t["era"], _loc(t["evidence"])) for s in report["servers"] for t in s["timeline"]}
+    return findings, eras
+
+
+def _loc(e: dict[str, Any]) -> tuple[str, int]:
+    return strip_compression(e["file"]), e["line"]
+
+
+def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
+    """The same from watch's events: each finding's last report (`finding-update` replaces it)."""
+    last: dict[Any, Any] = {}
+    for e in events:
+        if e["event"] in ("finding", "finding-update"):
+            last[(e["rule"], e["server"], _loc(e["evidence"][0]))] = e
+    findings = {(e["rule"], e["server"], tuple(_loc(x) for x in e["evidence"])) for e in last.values()}
+    eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in events if e["event"] == "era"}
+    return findings, eras
+
+
+def copy_in_chunks(sources: list[Path], target: Path, pause: float = 0.15, seed: int = 7) -> None:
+    """Append `sources` to same-named files in `target`, interleaved, in chunks cut at random bytes."""
+    rnd = random.Random(seed)
+    data = {s: s.read_bytes() for s in sources}
+    pos = dict.fromkeys(sources, 0)
+    while any(pos[s] < len(data[s]) for s in sources):
+        for s in sources:
+            if pos[s] < len(data[s]):
+                n = rnd.randint(200, 4000)
+                with open(target / s.name, "ab") as out:
+                    out.write(data[s][pos[s] : pos[s] + n])
+                pos[s] += n
+        time.sleep(pause)
+
+
+@pytest.mark.parametrize("scenario", ["rollout-split-http", "probe-storm-stdio", "never-answers-stdio", "upgrade-http"])
+def test_events_match_analyze(tmp_path: Path, watches: list[Watch], scenario: str) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    w = Watch(str(live), "--format", "json", "--interval", "0.2", "--probe-timeout", "2")
+    watches.append(w)
+    copy_in_chunks(sorted((CORPUS / scenario).glob("*.jsonl")), live)
+    report = analyze_json_with_timeout(live, "2")
+    want = expected(report)
+    assert want[0] or want[1]  # the scenario proves something
+    events = w.events_until(lambda ev: reported(ev) == want)
+    assert w.stop() == 0
+    assert reported(w.events()) == want
+    assert all(e["time"] and e["server"] for e in events)
+    assert w.errors == []  # every line cut mid-way was read whole later: no malformed line
+
+
+def analyze_json_with_timeout(path: Path, timeout: str) -> dict[str, Any]:
+    res = subprocess.run(
+        [str(ERASCOPE), "analyze", "-f", "json", "-q", "--probe-timeout", timeout, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def test_fail_on_stops_on_rollout_split(tmp_path: Path, watches: list[Watch]) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    w = Watch(str(live), "--fail-on", "warning", "--format", "json", "--interval", "0.2")
+    watches.append(w)
+    copy_in_chunks(sorted((CORPUS / "rollout-split-http").glob("*.jsonl")), live)
+    w.events_until(lambda ev: False)  # until it exits by itself
+    assert w.stop() == 1
+    last = w.events()[-1]
+    assert (last["event"], last["rule"], last["severity"]) == ("finding", "rollout-split", "warning")
+    assert all(e["evidence"][0]["at"].startswith(str(live)) for e in w.events())
+
+
+def test_text_format_and_sigterm(tmp_path: Path, watches: list[Watch]) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    w = Watch(str(live), "--interval", "0.2")
+    watches.append(w)
+    copy_in_chunks(sorted((CORPUS / "rollout-split-http").glob("*.jsonl")), live, pause=0.05)
+    deadline = time.monotonic() + GUARD
+    while not any("rollout-split" in line for line in w.seen) and time.monotonic() < deadline:
+        with contextlib.suppress(queue.Empty):
+            w.seen.append(w.lines.get(timeout=0.5))
+    w.proc.send_signal(signal.SIGTERM)
+    assert w.proc.wait(timeout=30) == 0
+    split = next(line for line in w.seen if " rollout-split " in line)
+    assert split.startswith("2026-11-30T01:31:02.406Z finding warning rollout-split server=rollout-split-http-fleet")
+
+
+def test_rotated_part_compressed_is_not_read_twice(tmp_path: Path) -> None:
+    """A part compressed after rotation (plain file gone, `.zst` in its place) is the same data."""
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    data = source.read_bytes()
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    cut = data.index(b"\n", len(data) // 2) + 1
+    plain = live / source.name
+    plain.write_bytes(data[: cut + 10])  # a torn line at the end
+    events = watcher.poll()
+    assert watcher.bytes_read == cut
+    # rotated and compressed: the rest arrives only in the .zst, the plain file goes
+    (live / (source.name + ".zst")).write_bytes(zstd.compress(data))
+    events += watcher.poll()  # the plain part is still there: the copy is not read
+    assert watcher.bytes_read == cut
+    plain.unlink()
+    clock[0] += 30
+    events += watcher.poll()
+    assert watcher.bytes_read == len(data)
+    report = analyze_json(live)
+    want = expected(report)
+    as_dicts = [e.as_json() for e in events]
+    assert reported(as_dicts) == want
+    assert len([e for e in as_dicts if e["event"] == "finding"]) == len(report["findings"])
+
+
+def test_torn_last_line_is_read_when_complete(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "never-answers-stdio").glob("*.jsonl"))
+    data = source.read_bytes()
+    watcher = Watcher([str(live)])
+    middle = data.index(b"\n", 300) + 20  # 20 bytes into a line
+    (live / source.name).write_bytes(data[:middle])
+    watcher.poll()
+    assert watcher.bytes_read == data.rindex(b"\n", 0, middle) + 1
+    with open(live / source.name, "ab") as f:
+        f.write(data[middle:])
+    watcher.poll()
+    assert watcher.bytes_read == len(data)
+    assert watcher.records == analyze_json(live)["inputs"]["records"]
+    assert watcher.notes == []
+
+
+def test_malformed_line_is_named(tmp_path: Path, watches: list[Watch]) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "never-answers-stdio").glob("*.jsonl"))
+    data = source.read_bytes()
+    lines = data.count(b"\n")
+    w = Watch(str(live), "--interval", "0.2")
+    watches.append(w)
+    (live / source.name).write_bytes(data + b'{"type": "frame", "dir": \n')
+    deadline = time.monotonic() + GUARD
+    while not w.errors and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert w.stop() == 0
+    assert w.errors[0].startswith(f"erascope: {live / source.name}:{lines + 1}: ")
+
+
+PEERS = Path(__file__).parent / "peers"
+
+
+@pytest.mark.e2e
+def test_real_recorder_while_watching(
+    tmp_path: Path, clean_env: dict[str, str], modern_py: Path, watches: list[Watch]
+) -> None:
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    out = tmp_path / "captures"
+    out.mkdir()
+    w = Watch(str(out), "--format", "json", "--interval", "0.2")
+    watches.append(w)
+
+    async def session() -> None:
+        params = StdioServerParameters(
+            command=str(ERASCOPE),
+            args=["record", "stdio", "--out", str(out), "--", str(modern_py), str(PEERS / "mcp_stdio_server.py")],
+            env=clean_env,
+        )
+        with anyio.fail_after(60):
+            async with Client(params, mode="auto") as client:
+                await client.call_tool("add", {"a": 2, "b": 3})
+
+    anyio.run(session)
+    anyio.run(session)
+    want = expected(analyze_json(out))
+    assert want[1]  # the server's era
+    w.events_until(lambda ev: reported(ev) == want)
+    assert w.stop() == 0
+    assert reported(w.events()) == want
+
+
+@pytest.mark.parametrize("scenario", sorted(p.name for p in CORPUS.iterdir() if p.is_dir()))
+def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str) -> None:
+    """In process (a fake clock, no waiting): every scenario, its files interleaved in chunks cut at
+    random bytes, so each part is read in more pieces than `MERGE_PIECES` and merged."""
+    live = tmp_path / "live"
+    live.mkdir()
+    sources = sorted((CORPUS / scenario).glob("*.jsonl"))
+    data = {s: s.read_bytes() for s in sources}
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    rnd = random.Random(3)
+    pos = dict.fromkeys(sources, 0)
+    events = []
+    while any(pos[s] < len(data[s]) for s in sources):
+        for s in sources:
+            n = rnd.randint(300, 6000)
+            with open(live / s.name, "ab") as out:
+                out.write(data[s][pos[s] : pos[s] + n])
+            pos[s] += n
+        clock[0] += 0.1
+        events += watcher.poll()
+    clock[0] += 30  # idle past the probe timeout: unanswered probes are decided
+    events += watcher.poll()
+    analysis = analyze([str(live)])
+    report = json.loads(render(analysis, "json"))  # what `analyze -f json` prints
+    analysis.close()
+    assert reported([e.as_json() for e in events]) == expected(report)
+    assert watcher.notes == []
+
+
+def test_missing_directory_is_a_usage_error(tmp_path: Path) -> None:
+    res = subprocess.run([str(ERASCOPE), "watch", str(tmp_path / "nope")], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert res.stderr == f"erascope: error: no such file or directory: {tmp_path / 'nope'}\n"
+
+
+def test_line_longer_than_one_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line longer than what one round reads of a file is still read whole, not waited on forever."""
+    monkeypatch.setattr("analyzer.watch.READ_LIMIT", 100)
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "never-answers-stdio").glob("*.jsonl"))
+    data = source.read_bytes()
+    (live / source.name).write_bytes(data)
+    watcher = Watcher([str(live)])
+    for _ in range(len(data)):
+        before = watcher.bytes_read
+        watcher.poll()
+        if watcher.bytes_read == before:
+            break
+    assert watcher.bytes_read == len(data)
+
+
+def test_hostile_lines_are_noted_and_the_rest_is_analyzed(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    hostile = [b"\x00\xff\xfe not utf-8\n", b"{\n", b"[1, 2]\n", b'{"type": 5, "ts": "x"}\n', b"\n"]
+    mixed = lines[:4] + hostile + lines[4:]
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    with open(live / source.name, "ab") as out:
+        for n in range(0, len(mixed), 7):
+            out.write(b"".join(mixed[n : n + 7]))
+            out.flush()
+            clock[0] += 0.1
+            events += watcher.poll()
+    clock[0] += 30
+    events += watcher.poll()
+    analysis = analyze([str(live)])
+    report = json.loads(render(analysis, "json"))
+    analysis.close()
+    assert reported([e.as_json() for e in events]) == expected(report)
+    noted = sorted(int(note.split(":")[1]) for note in watcher.notes)
+    assert noted == [b["line"] for b in report["inputs"]["malformed"]] == list(range(5, 10))
+
+
+def test_unknown_format_is_noted_once(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    live.mkdir()
+    header = {"type": "header", "format": "erascope/9.0", "transport": "stdio", "server": "x"}
+    (live / "future.jsonl").write_bytes(json.dumps(header).encode() + b"\n")
+    watcher = Watcher([str(live)])
+    watcher.poll()
+    assert len(watcher.notes) == 1 and "erascope/9.0" in watcher.notes[0]
+    watcher.notes.clear()
+    watcher.poll()
+    assert watcher.notes == []
