@@ -129,13 +129,15 @@ def non_era_outcome(status: pl.Expr, code: pl.Expr) -> pl.Expr:
 
 
 def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> pl.DataFrame:
-    """For each request, the first event on its connection/flow after it (`{prefix}seq`, `{prefix}ts`, …)."""
+    """For each request (`_KEY`, `seq`, sorted on `seq`), the first event on its connection/flow
+    after it: `{prefix}seq`, `{prefix}ts`, `{prefix}line`, one row per request in the same order."""
     ev = events.select(
         *_KEY,
         seq=pl.col("seq"),
         **{f"{prefix}seq": pl.col("seq"), f"{prefix}ts": pl.col("ts"), f"{prefix}line": pl.col("line")},
     ).sort("seq")
-    return requests.sort("seq").join_asof(ev, on="seq", by=list(_KEY), strategy="forward", check_sortedness=False)
+    found = requests.join_asof(ev, on="seq", by=list(_KEY), strategy="forward", check_sortedness=False)
+    return found.select(f"{prefix}seq", f"{prefix}ts", f"{prefix}line")
 
 
 def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | None) -> pl.DataFrame:
@@ -213,9 +215,17 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     deaths = events.filter(pl.col("event").is_in(fatal)).with_columns(**key)
     client_eof = events.filter(pl.col("event") == "client-eof").with_columns(**key)
     s2c_garbage, deaths, client_eof = pl.collect_all([s2c_garbage, deaths, client_eof])
-    reqs = _first_after(reqs, s2c_garbage, "g_")
-    reqs = _first_after(reqs, deaths, "d_")
-    reqs = _first_after(reqs, client_eof, "e_")
+    # each search reads the keys alone; its three columns join the requests side by side (same order)
+    reqs = reqs.sort("seq")
+    keys = reqs.select(*_KEY, "seq")
+    reqs = reqs.hstack(
+        [
+            column
+            for events, prefix in ((s2c_garbage, "g_"), (deaths, "d_"), (client_eof, "e_"))
+            for column in _first_after(keys, events, prefix).get_columns()
+        ]
+    )
+    del keys
     deadline = pl.col("ts") + timeout
     answered = pl.col("a_line").is_not_null() & (pl.col("a_ts") <= deadline)
     died = (
