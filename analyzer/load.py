@@ -158,9 +158,11 @@ class LoadOptions:
     """Drop the rows later steps read only as aggregates (`analyzer.condense`); off to see every message."""
 
 
-@dataclass
+@dataclass(slots=True)
 class FileFacts:
-    """What one capture file contributes: its messages rows and its input accounting."""
+    """What one capture file contributes: its messages rows and its input accounting.
+
+    Slotted: an input of 100,000 spawn captures holds as many (a dict of attributes each was 30 MB)."""
 
     file: str
     """The path as given or found (relative paths stay relative, so reports are stable)."""
@@ -1234,7 +1236,7 @@ def _read_small(path: str, capture: str) -> _Small:
     return _Small(facts, data)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Batch(FileFacts):
     """Small capture files read as one text (`_read_batch`): each row finds its file by its line number."""
 
