@@ -118,9 +118,10 @@ def _with_members(records: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def spread_batch_answers(rows: pl.DataFrame) -> pl.DataFrame:
-    """One HTTP answer to a whole batch (not an array: the 400 refusal of a server that takes no
-    batches) answers every request of the batch: a copy of it per request member after the first,
-    each keyed as that member (`seq` + its index), right after it.
+    """One HTTP error to a whole batch (not an array, naming none of its members' ids: the 400
+    refusal of a server that takes no batches, id `"server-error"` or null) answers every request of
+    the batch: a copy of it per request member after the first, each keyed as that member (`seq` +
+    its index), right after it. An answer naming a member's id answers that member alone.
 
     `rows` are message rows of `messages_from_records(batches=True)` with its `_batch` and `_member`
     columns; pairing then gives each copy its member (`pair_responses`).
@@ -129,18 +130,18 @@ def spread_batch_answers(rows: pl.DataFrame) -> pl.DataFrame:
         rows.lazy()
         .filter((pl.col("record_type") == fmt.HTTP_REQUEST) & pl.col("_batch") & (pl.col("kind") == "request"))
         .group_by("capture", "flow")
-        .agg(_m=pl.col("_member").sort().slice(1))
+        .agg(_m=pl.col("_member").sort().slice(1), _ids=pl.col("id"))
         .collect()
     )
     if members.is_empty():
         return rows
     rows = rows.with_row_index("_r")
-    whole = (
-        (pl.col("record_type") == fmt.HTTP_RESPONSE) & ~pl.col("_batch") & pl.col("kind").is_in(("error", "response"))
-    )
+    whole = (pl.col("record_type") == fmt.HTTP_RESPONSE) & ~pl.col("_batch") & (pl.col("kind") == "error")
     copies = (
         rows.filter(whole)
         .join(members, on=["capture", "flow"], how="inner")
+        .filter(~pl.col("_ids").list.contains(pl.col("id")).fill_null(False))
+        .drop("_ids")
         .explode("_m")
         .filter(pl.col("_m").is_not_null())
         .with_columns(seq=pl.col("seq") + pl.col("_m"), _member=pl.col("_m").cast(rows.schema["_member"]))

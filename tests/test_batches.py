@@ -144,3 +144,14 @@ def test_legacy_server_refuses_a_batch_with_a_probe_through_mitmdump(
     assert init_row["outcome"] == "refused-unnamed"
     assert init_row["answer_line"] == probe_row["answer_line"]  # one answer to both
     assert [s.era for s in analysis.servers] == ["legacy"]
+
+
+def test_an_http_answer_naming_one_member_answers_that_member_alone(tmp_path: Path) -> None:
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", [probe(1), init(2)], headers=modern_headers())
+    cap.http_response("f1", 200, init_result(2))  # a server that answered one member only
+    cap.http_request("f2", [probe(3), init(4)], headers=modern_headers())
+    cap.http_response("f2", 400, err(4, -32600, "Invalid request"))
+    m = messages_of(cap.close())
+    answers = m.filter(pl.col("kind").is_in(["response", "error"]))
+    assert answers.select("id", "method").rows() == [("2", "initialize"), ("4", "initialize")]
