@@ -48,7 +48,7 @@ import polars as pl
 from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.load import BadLine, FileFacts, LoadOptions, display_name, extract_file, find_inputs, finish
-from analyzer.messages import as_categoricals, as_strings
+from analyzer.messages import MEMBER_SLOTS, as_categoricals, as_strings
 from analyzer.schema import MESSAGES_SCHEMA
 
 ARCHIVE_FORMAT: Final = "erascope-archive/1"
@@ -106,6 +106,12 @@ def _read_entry(path: Path) -> dict[str, Any]:
 
 
 # --- reading -------------------------------------------------------------------------------------
+def _same_extraction(entry: dict[str, Any]) -> bool:
+    """Whether an entry's rows are what this erascope extracts: its columns, and `seq` numbered with
+    room for batch members (`analyzer.messages.MEMBER_SLOTS`; archives from before have record seqs)."""
+    return entry.get("columns") == list(ARCHIVE_SCHEMA) and entry.get("seq_slots") == MEMBER_SLOTS
+
+
 def extract_archived(entry_path: str | Path) -> FileFacts:
     """The `FileFacts` of one archived input file, as `extract_file` gave them when it was compacted.
 
@@ -113,7 +119,7 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
     """
     path = Path(entry_path)
     entry = _read_entry(path)
-    if entry.get("columns") != list(ARCHIVE_SCHEMA):
+    if not _same_extraction(entry):
         raise ErascopeError(
             f"{path}: archived with other columns than this erascope extracts;"
             " run `erascope compact` on the captures again to refresh the archive"
@@ -263,6 +269,7 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         "unit": facts.unit,
         "source": fingerprint,
         "columns": list(ARCHIVE_SCHEMA),
+        "seq_slots": MEMBER_SLOTS,
         "parts": sorted(parts),
     }
     _atomic_write(entry_path, lambda tmp: tmp.write_bytes(orjson.dumps(entry, option=orjson.OPT_INDENT_2)))
@@ -279,7 +286,7 @@ def _unchanged(path: str, out: Path) -> bool:
     return (
         entry.get("file") == display_name(path)
         and entry.get("source") == _fingerprint(path)
-        and entry.get("columns") == list(ARCHIVE_SCHEMA)  # an erascope that extracts more converts again
+        and _same_extraction(entry)  # an erascope that extracts more converts again
         and all((out / p).is_file() for p in entry["parts"])
     )
 

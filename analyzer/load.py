@@ -88,9 +88,11 @@ from analyzer.condense import Rows, Traffic, concat_rows, condense, has_rows, me
 from analyzer.messages import (
     HEADERS_AS_TEXT,
     MESSAGE_RECORD_TYPES,
+    is_batch,
     messages_from_records,
     pair_responses,
     read_fields,
+    spread_batch_answers,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 from analyzer.sources import (
@@ -156,9 +158,11 @@ class LoadOptions:
     """Drop the rows later steps read only as aggregates (`analyzer.condense`); off to see every message."""
 
 
-@dataclass
+@dataclass(slots=True)
 class FileFacts:
-    """What one capture file contributes: its messages rows and its input accounting."""
+    """What one capture file contributes: its messages rows and its input accounting.
+
+    Slotted: an input of 100,000 spawn captures holds as many (a dict of attributes each was 30 MB)."""
 
     file: str
     """The path as given or found (relative paths stay relative, so reports are stable)."""
@@ -514,14 +518,18 @@ def _suspects(lines: pl.DataFrame, options: LoadOptions | None) -> dict[int, str
 
 
 def _read(
-    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
+    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool, batches: bool = False
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
 
     One streaming pass where polars can. Raises `PolarsError` when the records cannot be read this
     way (the caller picks another path). Returns None when `headers` was read as text and some
     record's headers do not have the shape that text carries exactly (`HEADERS_AS_TEXT`).
+
+    A JSON-RPC batch is a row per member (`analyzer.messages.MEMBER_SLOTS`): a piece that holds
+    one is read again with `batches` (the rare case pays for splitting, not every piece).
     """
+    plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
     labels: dict[str, Any] = {
         "file": display_name(facts.file),
@@ -542,6 +550,9 @@ def _read(
             extra["_bad_headers"] = ~pl.col("headers").str.contains(HEADERS_AS_TEXT).fill_null(True)
         if options is not None and options.keep_raw:
             extra["raw"] = pl.col("raw")
+        extra["_batch"] = pl.col("_batch") if batches else is_batch()
+        if batches:
+            extra["_member"] = pl.col("_member")
         rows = messages_from_records(
             records,
             **labels,
@@ -550,6 +561,7 @@ def _read(
             categorical=True,
             flow_ids=options is not None and options.keep_raw,  # archives keep the ids
             extra=extra,
+            batches=batches,
         )
         try:
             df = rows.collect(engine="streaming")
@@ -561,10 +573,14 @@ def _read(
             if df.get_column("_bad_headers").any():
                 return None
             df = df.drop("_bad_headers")
+        if not batches and df.get_column("_batch").any():
+            return _read(facts, plain, options, attempt, batches=True)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
-        undecodable = pl.col("_undecodable").is_not_null()
+        # records are counted once, not once per batch member
+        record = pl.col("_member") == 0 if batches else pl.lit(True)
+        undecodable = pl.col("_undecodable").is_not_null() & record
         counts = df.group_by(by).agg(
-            n=pl.len(),
+            n=record.sum().cast(pl.UInt32) if batches else pl.len(),
             lost=pl.col("_lost").max(),
             undecodable=undecodable.sum(),
             undecodable_line=pl.col("line").filter(undecodable).min(),
@@ -574,7 +590,9 @@ def _read(
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
             msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES))
-        return counts, msgs.drop("_type", "_lost", "_undecodable", *by[:-1]), attempt
+        if batches:
+            msgs = spread_batch_answers(msgs).drop("_member")
+        return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1]), attempt
     raise AssertionError("unreachable")
 
 
@@ -1248,7 +1266,7 @@ def _read_small(path: str, capture: str) -> _Small:
     return _Small(facts, data)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Batch(FileFacts):
     """Small capture files read as one text (`_read_batch`): each row finds its file by its line number."""
 

@@ -15,6 +15,7 @@ params or result) is parsed to read its own top-level `id`.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Final
 
@@ -40,6 +41,15 @@ META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT: Final = "io.modelcontextprotocol/clientInfo"
 META_SERVER: Final = "io.modelcontextprotocol/serverInfo"
 
+MEMBER_SLOTS: Final = 1 << 20
+"""A message row's `seq` is its record's `seq` × `MEMBER_SLOTS` + its member index: the members of a
+JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
+record's place in the order; a record that is no batch is member 0. Members past this many in one
+batch share the last index (a batch that large exceeds the recorder's default body bound)."""
+_PAYLOAD_TYPES: Final = (fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT)
+_TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
+_JSON_SPACE: Final = " \t\r\n"
+
 _NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
 
@@ -51,6 +61,95 @@ def _top_level_id_is_string(payload: str) -> bool:
     except orjson.JSONDecodeError:
         return False
     return isinstance(obj, dict) and isinstance(obj.get("id"), str)
+
+
+def batch_members(text: str) -> list[str] | None:
+    """The members of a JSON-RPC batch, each exactly as its text stands in `text` (ids of any size
+    and number forms survive), or None when `text` is not one: not a JSON array, empty (`[]` is an
+    invalid request, one message), or not valid JSON."""
+    body = text.strip(_JSON_SPACE)
+    if not body.startswith("["):
+        return None
+    try:
+        value = json.loads(body)  # the standard library's: integers of any size
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(value, list) or not value:
+        return None
+    members: list[str] = []
+    depth, start = 0, 1
+    for token in _TOKENS.finditer(body):
+        mark = token.group()
+        if mark[0] == '"':
+            continue
+        if mark in "[{":
+            depth += 1
+        elif mark in "]}":
+            depth -= 1
+            if depth == 0:
+                members.append(body[start : token.start()].strip(_JSON_SPACE))
+        elif depth == 1:
+            members.append(body[start : token.start()].strip(_JSON_SPACE))
+            start = token.end()
+    return members
+
+
+def is_batch() -> pl.Expr:
+    """Whether a record's payload is a JSON array (a batch, if it parses: `batch_members`)."""
+    return (pl.col("type").is_in(_PAYLOAD_TYPES) & pl.col("raw").str.contains(r"^[ \t\r\n]*\[")).fill_null(False)
+
+
+def _with_members(records: pl.LazyFrame) -> pl.LazyFrame:
+    """A row per batch member (its text as `raw`, its index as `_member`), a row per other record
+    (`_member` 0); `_batch` says which records were batches."""
+    members = pl.when(is_batch()).then(pl.col("raw")).map_elements(batch_members, return_dtype=pl.List(pl.String()))
+    split = pl.col("_members").is_not_null()
+    return (
+        records.with_columns(_members=members)
+        .with_columns(
+            raw=pl.when(split).then(pl.col("_members")).otherwise(pl.concat_list(pl.col("raw"))),
+            _member=pl.int_ranges(0, pl.col("_members").list.len().fill_null(1)),
+            _batch=split,
+        )
+        .explode("raw", "_member")
+        .with_columns(pl.col("_member").clip(upper_bound=MEMBER_SLOTS - 1))
+        .drop("_members")
+    )
+
+
+def spread_batch_answers(rows: pl.DataFrame) -> pl.DataFrame:
+    """One HTTP error to a whole batch (not an array, naming none of its members' ids: the 400
+    refusal of a server that takes no batches, id `"server-error"` or null) answers every request of
+    the batch: a copy of it per request member after the first, each keyed as that member (`seq` +
+    its index), right after it. An answer naming a member's id answers that member alone.
+
+    `rows` are message rows of `messages_from_records(batches=True)` with its `_batch` and `_member`
+    columns; pairing then gives each copy its member (`pair_responses`).
+    """
+    members = (
+        rows.lazy()
+        .filter((pl.col("record_type") == fmt.HTTP_REQUEST) & pl.col("_batch") & (pl.col("kind") == "request"))
+        .group_by("capture", "flow")
+        .agg(_m=pl.col("_member").sort().slice(1), _ids=pl.col("id"))
+        .collect()
+    )
+    if members.is_empty():
+        return rows
+    rows = rows.with_row_index("_r")
+    whole = (pl.col("record_type") == fmt.HTTP_RESPONSE) & ~pl.col("_batch") & (pl.col("kind") == "error")
+    copies = (
+        rows.filter(whole)
+        .join(members, on=["capture", "flow"], how="inner")
+        .filter(~pl.col("_ids").list.contains(pl.col("id")).fill_null(False))
+        .drop("_ids")
+        .explode("_m")
+        .filter(pl.col("_m").is_not_null())
+        .with_columns(seq=pl.col("seq") + pl.col("_m"), _member=pl.col("_m").cast(rows.schema["_member"]))
+        .drop("_m")
+    )
+    if copies.is_empty():
+        return rows.drop("_r")
+    return pl.concat([rows, copies.select(rows.columns)]).sort("_r", "seq", maintain_order=True).drop("_r")
 
 
 def _path(expr: pl.Expr, path: str) -> pl.Expr:
@@ -134,6 +233,7 @@ def messages_from_records(
     categorical: bool = False,
     flow_ids: bool = False,
     extra: dict[str, pl.Expr] | None = None,
+    batches: bool = False,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -154,10 +254,15 @@ def messages_from_records(
     ids as text, for archives). `extra` adds columns computed from the records (e.g. the raw payload).
     `file`, `capture` and `transport` are the file's, or expressions giving each row's (records of
     many small files read as one text).
+
+    `batches=True` splits JSON-RPC batches into a row per member (`MEMBER_SLOTS`; `extra` can then
+    read `_batch` and `_member`); without it a batch stays one (invalid) row. Splitting costs a pass
+    over every row, so the loader asks for it only for records that hold a batch (`is_batch`).
     """
     as_json = records.collect_schema().get("headers") == pl.String()
     steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids)
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
+    lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
     for step in steps:
         lf = lf.with_columns(**step)
     literal = pl.Categorical() if categorical else pl.String()
@@ -346,7 +451,7 @@ def _plan(
         transport=None,
         conn=pl.col("conn"),
         flow=pl.col("flow"),
-        seq=pl.col("seq"),
+        seq=pl.col("seq") * MEMBER_SLOTS + pl.col("_member"),
         ts=pl.col("ts"),
         record_type=rtype,
         dir=pl.col("_dir"),
@@ -598,8 +703,26 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     )
     by_flow = http_req.unique(["_cap", "_flow"], keep="first").drop("_id", "_session")
     http_answers = answers.filter(pl.col("_flow").is_not_null())
-    http_resp = http_answers.filter(pl.col("record_type") == fmt.HTTP_RESPONSE).select("_row", "_cap", "_flow")
-    matched_resp = http_resp.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
+    http_resp = http_answers.filter(pl.col("record_type") == fmt.HTTP_RESPONSE).select(
+        "_row", "_cap", "_flow", _id=pl.col("id"), _m=pl.col("seq") % MEMBER_SLOTS
+    )
+    # A flow holds one request, or the members of one batch: an answer pairs with the member of its
+    # id (a batch's answer array), else with the member of its own index (the copies of one answer
+    # to the whole batch: `spread_batch_answers`), else with the flow's first request
+    member_req = http_req.with_columns(_m=pl.col("_req_seq") % MEMBER_SLOTS).drop("_id", "_session")
+    matched_resp_id = http_resp.drop("_m").join(
+        http_req.drop("_session").unique(["_cap", "_flow", "_id"], keep="first"), on=["_cap", "_flow", "_id"]
+    )
+    matched_resp_member = http_resp.drop("_id").join(
+        member_req.unique(["_cap", "_flow", "_m"], keep="first"), on=["_cap", "_flow", "_m"]
+    )
+    matched_resp = pl.concat(
+        [
+            matched_resp_id.drop("_cap", "_flow", "_id"),
+            matched_resp_member.drop("_cap", "_flow", "_m"),
+            http_resp.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow", "_id", "_m"),
+        ]
+    )
     sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select(
         "_row", "seq", "_cap", "_flow", _id=pl.col("id")
     )

@@ -27,7 +27,6 @@ from typing import Final
 import polars as pl
 
 from analyzer.condense import Rows, with_moved
-from analyzer.messages import as_strings
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
 DEFAULT_PROBE_TIMEOUT: Final = 10.0
@@ -61,22 +60,48 @@ _NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
 """The recorder stopping ends the observation of a flow, not the server's connection."""
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
 """Columns the probe and initialize frames take from the request row as they are."""
+_REQUEST_COLUMNS: Final = (
+    *_REQUEST_KEYS,
+    "capture",
+    "seq",
+    "meta_version",
+    "header_version",
+    "header_method",
+    "has_envelope",
+    "init_version",
+    "peer",
+    "client_name",
+)
+"""What the classification reads of a request row: nothing else of it is copied."""
 _EVENT_COLUMNS: Final = ("capture", "conn", "flow", "seq", "ts", "line")
-"""What `_first_after` reads of an event: only these become strings (a stdio spawn per probe has an
-`exit` and a `client-eof` each; every column of 100,000 of them was 100 MB of strings)."""
+"""What `_first_after` reads of an event."""
 _NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
 """Columns read from the rows that name a client, to name the client of a connection or flow."""
+_KEY: Final = ("_k_cap", "_k_stdio", "_k_conn", "_k_conn_null", "_k_flow")
+"""The columns of `_conn_key`."""
 
 
-def _conn_key() -> pl.Expr:
-    """Stdio requests live on a connection; HTTP requests on a flow."""
-    return (
-        pl.col("capture")
-        + pl.lit("\x1f")
-        + pl.when(pl.col("flow").is_null()).then(pl.lit("c:") + pl.col("conn").fill_null("")).otherwise(
-            pl.lit("f:") + pl.col("flow").cast(pl.String)
-        )
-    )
+def _conn_key(schema: pl.Schema | dict[str, pl.DataType]) -> dict[str, pl.Expr]:
+    """Stdio requests live on a connection; HTTP requests on a flow: the key of either, as columns.
+
+    In the frame's own physical dtypes (a categorical's code, a flow's hash): 100,000 probe spawns
+    built a string key per request and per event before. Never null (`join_asof` matches no null
+    key): a null becomes the dtype's zero with a flag, so a stdio row without a connection still
+    meets the others of its capture without one, as it did.
+    """
+
+    def physical(value: pl.Expr, name: str) -> pl.Expr:
+        return value.to_physical().fill_null("" if schema[name] == pl.String() else 0)
+
+    stdio = pl.col("flow").is_null()
+    conn = pl.when(stdio).then(pl.col("conn"))
+    return {
+        "_k_cap": physical(pl.col("capture"), "capture"),
+        "_k_stdio": stdio,
+        "_k_conn": physical(conn, "conn"),
+        "_k_conn_null": conn.is_null(),
+        "_k_flow": physical(pl.col("flow"), "flow"),
+    }
 
 
 def non_era_outcome(status: pl.Expr, code: pl.Expr) -> pl.Expr:
@@ -104,62 +129,62 @@ def non_era_outcome(status: pl.Expr, code: pl.Expr) -> pl.Expr:
 
 
 def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> pl.DataFrame:
-    """For each request, the first event on its connection/flow after it (`{prefix}seq`, `{prefix}ts`, …)."""
+    """For each request (`_KEY`, `seq`, sorted on `seq`), the first event on its connection/flow
+    after it: `{prefix}seq`, `{prefix}ts`, `{prefix}line`, one row per request in the same order."""
     ev = events.select(
-        _key=_conn_key(),
+        *_KEY,
         seq=pl.col("seq"),
         **{f"{prefix}seq": pl.col("seq"), f"{prefix}ts": pl.col("ts"), f"{prefix}line": pl.col("line")},
     ).sort("seq")
-    return requests.sort("seq").join_asof(ev, on="seq", by="_key", strategy="forward", check_sortedness=False)
+    found = requests.join_asof(ev, on="seq", by=list(_KEY), strategy="forward", check_sortedness=False)
+    return found.select(f"{prefix}seq", f"{prefix}ts", f"{prefix}line")
 
 
 def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | None) -> pl.DataFrame:
-    """Requests of `method` with their answer and the first garbage/death/client-EOF after them."""
-    # Filters run on the frame as it is (categorical columns compare with strings); the small
-    # results are turned into strings before they meet string keys.
-    native = messages.filter((pl.col("kind") == "request") & (pl.col("method") == method))
-    reqs = as_strings(native).with_columns(_key=_conn_key())
+    """Requests of `method` with their answer and the first garbage/death/client-EOF after them.
+
+    Everything stays in the messages frame's own dtypes (categoricals, flow hashes) and only the
+    columns read are copied; the result's columns become strings when the caller casts it to its
+    schema.
+    """
+    key = _conn_key(messages.schema)
+    reqs = (
+        messages.lazy()
+        .filter((pl.col("kind") == "request") & (pl.col("method") == method))
+        .select(*_REQUEST_COLUMNS, **key)
+        .collect()
+    )
     # Lazy with the requests' keys semi-joined first: only the few connections and answers that
     # concern these requests are copied, not every named row or every answer of the input.
     lazy = messages.lazy()
     # Client identity: the request's own, else the first one named on the connection (stdio) or
-    # flow (HTTP). The named rows of those connections and flows are picked in the frames' own
-    # dtypes, before anything becomes a string.
-    on_conn = native.lazy().filter(pl.col("flow").is_null()).select("capture", "conn").unique()
-    on_flow = native.lazy().filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
+    # flow (HTTP).
+    on_conn = reqs.lazy().filter(pl.col("flow").is_null()).select("capture", "conn").unique()
+    on_flow = reqs.lazy().filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
     named = []
     for source in with_moved(lazy, moved):
         rows = source.select(*_NAME_COLUMNS).filter(pl.col("client_name").is_not_null())
         named.append(rows.filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn"], how="semi"))
         named.append(rows.filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"))
+    named_rows = pl.concat(named, how="vertical_relaxed")
     names = (
-        # grouped in the frames' own dtypes (the named rows are many: a row per request over HTTP,
-        # where every request names its client); only one row per connection or flow becomes text
-        pl.concat(named, how="vertical_relaxed")
-        .with_columns(pl.when(pl.col("flow").is_null()).then(pl.col("conn")).alias("conn"))
+        named_rows.with_columns(pl.when(pl.col("flow").is_null()).then(pl.col("conn")).alias("conn"))
         # first in the order the rows were captured (one key lies within one capture)
         .sort("seq", maintain_order=True)
         .group_by("capture", "flow", "conn", maintain_order=True)
-        .agg(_conn_client=pl.col("client_name").first())
-        .pipe(as_strings)
-        .select(_conn_key().alias("_key"), "_conn_client")
+        .agg(_conn_client=pl.col("client_name").first().cast(messages.schema["client_name"]))
+        .select(**_conn_key(named_rows.collect_schema()), _conn_client="_conn_client")
     )
     reqs = (
         reqs.lazy()
-        .join(names, on="_key", how="left", maintain_order="left")
+        .join(names, on=list(_KEY), how="left", maintain_order="left")
         .with_columns(client_name=pl.coalesce("client_name", "_conn_client"))
+        .drop("_conn_client")
         .collect()
     )
     answers = (
         lazy.filter(pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid")))
-        .join(
-            # keyed in the frame's own dtype, so only the answers to these requests become strings
-            reqs.lazy().select(pl.col("capture").cast(messages.schema["capture"]), req_seq="seq"),
-            on=["capture", "req_seq"],
-            how="semi",
-            maintain_order="left",
-        )
-        .pipe(as_strings)
+        .join(reqs.lazy().select("capture", req_seq="seq"), on=["capture", "req_seq"], how="semi")
         .sort("seq")
         .unique(["capture", "req_seq"], keep="first")
         .select(
@@ -180,19 +205,27 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         .collect()
     )
     reqs = reqs.join(answers, on=["capture", "seq"], how="left")
-    s2c_garbage = as_strings(
-        messages.filter(
-            (pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null()
-        ).select(_EVENT_COLUMNS)
-    )
+    events = lazy.select(*_EVENT_COLUMNS, "kind", "dir", "req_seq", "event")
+    s2c_garbage = events.filter(
+        (pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null()
+    ).with_columns(**key)
     # the distinct events are few: pick the `http-error:*` ones there instead of a string test per row
     seen = messages.get_column("event").drop_nulls().unique().cast(pl.String).to_list()
     fatal = sorted({*_STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
-    deaths = as_strings(messages.filter(pl.col("event").is_in(fatal)).select(_EVENT_COLUMNS))
-    client_eof = as_strings(messages.filter(pl.col("event") == "client-eof").select(_EVENT_COLUMNS))
-    reqs = _first_after(reqs, s2c_garbage, "g_")
-    reqs = _first_after(reqs, deaths, "d_")
-    reqs = _first_after(reqs, client_eof, "e_")
+    deaths = events.filter(pl.col("event").is_in(fatal)).with_columns(**key)
+    client_eof = events.filter(pl.col("event") == "client-eof").with_columns(**key)
+    s2c_garbage, deaths, client_eof = pl.collect_all([s2c_garbage, deaths, client_eof])
+    # each search reads the keys alone; its three columns join the requests side by side (same order)
+    reqs = reqs.sort("seq")
+    keys = reqs.select(*_KEY, "seq")
+    reqs = reqs.hstack(
+        [
+            column
+            for events, prefix in ((s2c_garbage, "g_"), (deaths, "d_"), (client_eof, "e_"))
+            for column in _first_after(keys, events, prefix).get_columns()
+        ]
+    )
+    del keys
     deadline = pl.col("ts") + timeout
     answered = pl.col("a_line").is_not_null() & (pl.col("a_ts") <= deadline)
     died = (
@@ -283,7 +316,8 @@ def classify_probes(
         node_hint=pl.when(answered).then(pl.col("a_node")),
         client_name="client_name",
     )
-    return out.sort("ts", "file", "line").cast(PROBES_SCHEMA)  # type: ignore[arg-type]
+    # cast first: the file names sort as text
+    return out.cast(PROBES_SCHEMA).sort("ts", "file", "line")  # type: ignore[arg-type]
 
 
 def classify_inits(
@@ -328,4 +362,4 @@ def classify_inits(
         peer=pl.coalesce("a_peer", "peer"),
         client_name="client_name",
     )
-    return out.sort("ts", "file", "line").cast(INITS_SCHEMA)  # type: ignore[arg-type]
+    return out.cast(INITS_SCHEMA).sort("ts", "file", "line")  # type: ignore[arg-type]

@@ -75,9 +75,10 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     """The pipeline stage by stage: seconds and peak RSS (MB) after each, to see where time and memory go."""
     import resource
 
+    from analyzer.clients import client_table
     from analyzer.eras import server_verdicts
     from analyzer.load import combine, extract_files, find_inputs
-    from analyzer.pipeline import Analysis, AnalyzeOptions, _client_table, _inputs
+    from analyzer.pipeline import Analysis, AnalyzeOptions, _inputs
     from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions, run_rules
     from analyzer.spill import Spill
@@ -117,7 +118,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     findings = run_rules(analysis, opts.rule_options)
     mark("rules")
     analysis.findings = findings
-    _client_table(analysis)
+    analysis.clients = client_table(analysis)
     mark("clients")
     spill.close()
     return {

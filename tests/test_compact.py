@@ -26,6 +26,7 @@ from analyzer import load
 from analyzer.cli import app
 from analyzer.compact import ARCHIVE_SCHEMA, SOURCES_DIR, compact, extract_archived, source_entries
 from analyzer.load import LoadOptions, extract_file
+from analyzer.messages import MEMBER_SLOTS
 from bench.generate import generate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -152,7 +153,7 @@ def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path)
     for row in frame.sample(50, seed=1).iter_rows(named=True):
         record = orjson.loads(lines[row["line"] - 1])
         assert row["raw"] == record.get("raw")
-        assert row["seq"] == record["seq"] and row["server"] == record["server"]
+        assert row["seq"] == record["seq"] * MEMBER_SLOTS and row["server"] == record["server"]
     probes = frame.filter(pl.col("method") == "server/discover", pl.col("kind") == "request")
     assert probes.height and probes.get_column("meta_version").is_not_null().all()
     facts = extract_archived(next(e for e in source_entries(archive) if Path(e).name.startswith(source.name)))
@@ -229,12 +230,16 @@ def test_readme_documents_compact() -> None:
     assert "## Scale and archives" in readme and "erascope compact" in readme
 
 
-def test_an_archive_from_an_erascope_with_other_columns_is_refreshed(caps: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("older", ["columns", "record seqs"])
+def test_an_archive_from_an_erascope_with_other_columns_is_refreshed(caps: Path, tmp_path: Path, older: str) -> None:
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
     entry_path = Path(source_entries(archive)[0])
     entry = orjson.loads(entry_path.read_bytes())
-    entry["columns"] = entry["columns"][:-2]  # as if written before two columns were added
+    if older == "columns":
+        entry["columns"] = entry["columns"][:-2]  # as if written before two columns were added
+    else:
+        del entry["seq_slots"]  # as if written before batch members were numbered within a record's seq
     entry_path.write_bytes(orjson.dumps(entry))
     result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
     assert result.exit_code == 2

@@ -12,7 +12,7 @@ from addon.writer import CaptureWriter
 from analyzer import load
 from analyzer.condense import condense, traffic_of
 from analyzer.load import LoadOptions, extract_file, find_inputs
-from analyzer.messages import as_strings, pair_responses
+from analyzer.messages import MEMBER_SLOTS, as_strings, pair_responses
 from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.report import render_json, render_markdown, render_text
 from bench import generate as gen
@@ -202,7 +202,7 @@ def test_a_request_answered_twice_keeps_its_first_answer(tmp_path: Path, big_seq
     analysis = analyze([tmp_path], AnalyzeOptions(jobs=1))
     answers = analysis.rule_context.responses  # type: ignore[attr-defined]
     assert answers.select("seq", "resp_line", pl.col("resp_kind").cast(pl.String)).rows() == [
-        (base + 1, 3, "response")
+        ((base + 1) * MEMBER_SLOTS, 3, "response")
     ]
     both = pl.DataFrame({"capture": ["c", "c", "d"], "seq": [base + 1, base + 1, base + 1]})
     both = both.with_columns(pl.col("capture").cast(pl.Categorical()))
