@@ -204,6 +204,15 @@ class LiveStats:
     def observe(self, record: dict[str, Any]) -> None:
         """Take one record into the counters (records of every type may come; unknown ones are ignored)."""
         rtype = record.get(fmt.F_TYPE)
+        if rtype == fmt.FRAME:
+            # the common case, decided without the lock: a line that is neither a probe, nor an
+            # initialize, nor a possible answer to one (only this thread changes `_by_conn`)
+            if record.get(fmt.F_DIR) == fmt.C2S:
+                raw = record.get(fmt.F_RAW)
+                if not isinstance(raw, str) or (_DISCOVER not in raw and _INITIALIZE not in raw):
+                    return
+            elif not self._by_conn:
+                return
         with self._lock:
             if rtype == fmt.FRAME:
                 self._frame(record)
