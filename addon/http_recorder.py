@@ -427,8 +427,10 @@ class HttpRecorder:
         self.retention = Retention()
         self.stats = LiveStats()
         """Live counters kept from every record (on the writer's thread), for `erascope_metrics`."""
-        self.closed_counters: dict[str, int] = {}
-        """Writer and retention counters of closed writers (the open one's are added when read)."""
+        self._counted: tuple[dict[str, int], CaptureWriter | None] = ({}, None)
+        """Writer and retention counters of closed writers, and the open writer whose counters are
+        added when read: one tuple, replaced whole, so a scrape never counts a writer twice or not at
+        all while it is being closed."""
         self.metrics: MetricsEndpoint | None = None
         """The Prometheus endpoint, while `erascope_metrics` names an address."""
         self._metrics_listen = ""
@@ -590,8 +592,8 @@ class HttpRecorder:
     def counters(self) -> dict[str, Any]:
         """Every counter the metrics serve: the live ones, the writers' and retention's."""
         out: dict[str, Any] = self.stats.snapshot()
-        writer = self.writer
-        out.update(add_counters(self.closed_counters, writer_counters(writer) if writer is not None else {}))
+        closed, writer = self._counted
+        out.update(add_counters(closed, writer_counters(writer) if writer is not None else {}))
         return out
 
     # --- I/O ----------------------------------------------------------------------------------
@@ -613,6 +615,7 @@ class HttpRecorder:
                 on_retention=retention_logger.info,
                 observer=self.stats.observe,
             )
+            self._counted = (self._counted[0], self.writer)
         record[fmt.F_SERVER] = key
         self.writer.write(record)
 
@@ -627,7 +630,7 @@ class HttpRecorder:
             self.paths.extend(self.writer.paths)
             self.records += self.writer.written
             self.lost += self.writer.lost
-            self.closed_counters = add_counters(self.closed_counters, writer_counters(self.writer))
+            self._counted = (add_counters(self._counted[0], writer_counters(self.writer)), None)
             self.writer = None
 
     def _state(self, flow: http.HTTPFlow) -> _FlowState:

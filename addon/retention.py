@@ -345,9 +345,16 @@ class PartKeeper:
             waiting = [item for item in batch if isinstance(item, threading.Event)]
             try:
                 if self.policy.compress:
-                    for item in batch:
+                    done = 0
+                    while done < len(batch):  # parts closed while compressing join this batch too
+                        item = batch[done]
+                        done += 1
                         if isinstance(item, Path):
                             self._compress(item)
+                        if done == len(batch) and batch[-1] is not _STOP:
+                            with contextlib.suppress(queue.Empty):
+                                batch.append(self._queue.get_nowait())
+                    waiting = [item for item in batch if isinstance(item, threading.Event)]
                 self._sweep()
             except Exception as exc:  # a keeper bug must never stop the recorder
                 self._warn(f"erascope: retention failed: {exc!r}")

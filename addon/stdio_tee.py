@@ -718,6 +718,8 @@ class StdioTee:
         # After every other record: the counters then cover them all (but this one and what the
         # writer adds when it closes the part). A writer too slow to catch up is read as it stands.
         self.writer.flush(5.0)
+        if self.writer.keeper is not None:
+            self.writer.keeper.flush(5.0)  # retention's work on the parts closed so far, counted too
         self.writer.write(self._event(fmt.EV_RECORDER_END, **{fmt.F_COUNTERS: self.counters()}))
 
     def _spawn(self) -> subprocess.Popen[bytes]:

@@ -313,7 +313,12 @@ def record_http(
         keep_days=keep_days,
     )
     where = out or default_capture_dir()
-    logging.getLogger("erascope.retention").setLevel(logging.INFO)  # what retention removed is shown
+    removals = logging.getLogger("erascope.retention")  # what retention removed, shown as it is
+    removals.setLevel(logging.INFO)
+    removals.propagate = False
+    shown = logging.StreamHandler(sys.stderr)
+    shown.setFormatter(logging.Formatter("%(message)s"))
+    removals.addHandler(shown)
 
     def ready(addrs: list[tuple[str, int]]) -> None:
         path = urlsplit(upstream).path
@@ -331,7 +336,8 @@ def record_http(
     except ErascopeError as exc:
         raise _fail(exc) from None
     for path in run.files:
-        typer.echo(f"erascope: wrote {path}", err=True)
+        if path.exists():  # else retention removed it since (and said so)
+            typer.echo(f"erascope: wrote {path}", err=True)
     if run.lost:
         typer.echo(f"erascope: {run.lost} record(s) could not be written", err=True)
         raise typer.Exit(code=1)

@@ -306,3 +306,45 @@ def test_mixed_plain_and_compressed_parts_are_one_capture(tmp_path: Path) -> Non
     assert len(plain) > 2 and [p.name.endswith(".zst") for p in mixed] == [True] * (len(mixed) - 1) + [False]
     assert len({capture_id(str(p)) for p in mixed}) == 1
     _same_report(mixed_dir, tmp_path / "plain")
+
+
+# --- the switches --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rotate-age", "0"], "--rotate-age must be a positive duration"),
+        (["--rotate-size", "big"], "--rotate-size must be a positive size"),
+        (["--keep-bytes", "-5"], "--keep-bytes must be a positive size"),
+        (["--keep-days", "0"], "--keep-days must be positive"),
+    ],
+)
+def test_record_stdio_refuses_bad_retention_values_before_spawning(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    marker = tmp_path / "spawned"
+    result = CliRunner().invoke(
+        app, ["record", "stdio", "--out", str(tmp_path / "caps"), *args, "--", "touch", str(marker)]
+    )
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not marker.exists() and not (tmp_path / "caps").exists()
+
+
+def test_record_http_refuses_bad_metrics_and_retention_values(clean_env: dict[str, str]) -> None:
+    import subprocess
+
+    erascope = Path(sys.executable).parent / "erascope"
+    base = [str(erascope), "record", "http", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "127.0.0.1:0"]
+    for extra, message in [
+        (["--metrics", "nowhere"], "--metrics must be HOST:PORT"),
+        (["--rotate-age", "soon"], "erascope_rotate_age must be a positive duration"),
+        (["--keep-bytes", "0"], "erascope_keep_bytes must be a positive size"),
+    ]:
+        bad = subprocess.run([*base, *extra], capture_output=True, text=True, env=clean_env, timeout=60)
+        assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr)
