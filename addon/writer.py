@@ -133,8 +133,6 @@ class CaptureWriter:
         """Records written successfully (headers and capture-error records included)."""
         self.lost = 0
         """Records that could not be written."""
-        self.bytes_written = 0
-        """Bytes written to parts (all lines, headers included)."""
         self.write_errors = 0
         """Failed attempts to write (or encode) a record; each also counts in `lost`, but for the
         writer's own `capture-error` records."""
@@ -149,6 +147,9 @@ class CaptureWriter:
         self._part_records = 0
         self._last_fsync = time.monotonic()
         self._part_opened = 0.0
+        self._closed_bytes = 0
+        """Bytes of the parts closed so far (`bytes_written` adds the open part's)."""
+        self._bytes_lock = threading.Lock()
         self.keeper: PartKeeper | None = None
         """Compresses closed parts and applies the retention bound, when `retention` asks for either."""
         if retention is not None and retention.active:
@@ -220,7 +221,7 @@ class CaptureWriter:
             try:
                 item = self._queue.get(timeout=self._age_left())
             except queue.Empty:  # the open part came of age while no record arrived
-                if self._rotation_due(0):
+                if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
                         self._open_next_part()
                 continue
@@ -229,6 +230,9 @@ class CaptureWriter:
             if isinstance(item, threading.Event):
                 item.set()
                 continue
+            if self._aged():
+                with contextlib.suppress(OSError):  # else the record's own write opens the part, or reports
+                    self._open_next_part()
             self._write_record(item)
             if self._observer is not None:
                 try:
@@ -267,7 +271,9 @@ class CaptureWriter:
     def _emit(self, line: bytes) -> bool:
         """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
         try:
-            if self._fd is None or self._rotation_due(len(line)):
+            if self._fd is None or (
+                self._part_records > 1 and self._part_bytes + len(line) > self.rotate_bytes
+            ):
                 self._open_next_part()
             assert self._fd is not None
             n = os.write(self._fd, line)
@@ -276,7 +282,6 @@ class CaptureWriter:
                 raise OSError(f"short write ({n} of {len(line)} bytes)")
             self._part_bytes += n
             self._part_records += 1
-            self.bytes_written += n
             return True
         except OSError as exc:
             self._fail(str(exc))
@@ -314,14 +319,18 @@ class CaptureWriter:
         self.lost -= 1  # the error record itself is not traffic; do not count it as lost
         return False
 
-    def _rotation_due(self, size: int) -> bool:
-        """Whether the open part, holding a record besides its header, is full for a line of `size`
-        bytes, or old enough to be rotated out."""
-        if self._fd is None or self._part_records <= 1:
+    @property
+    def bytes_written(self) -> int:
+        """Bytes written to parts (every line, headers included); readable from any thread."""
+        with self._bytes_lock:
+            return self._closed_bytes + self._part_bytes
+
+    def _aged(self) -> bool:
+        """Whether the open part, holding a record besides its header, is old enough to be rotated out
+        (by size, `_emit` decides)."""
+        if self.rotate_age is None or self._fd is None or self._part_records <= 1:
             return False
-        if self._part_bytes + size > self.rotate_bytes:
-            return True
-        return self.rotate_age is not None and time.monotonic() - self._part_opened >= self.rotate_age
+        return time.monotonic() - self._part_opened >= self.rotate_age
 
     def _age_left(self) -> float | None:
         """Seconds until the open part comes of age (None: no age rotation, or nothing to rotate)."""
@@ -379,7 +388,6 @@ class CaptureWriter:
             raise
         self._part_bytes += n
         self._part_records += 1
-        self.bytes_written += n
         self.written += 1
 
     def _fsync(self) -> None:
@@ -394,5 +402,8 @@ class CaptureWriter:
         with contextlib.suppress(OSError):
             os.close(self._fd)  # drops its lock: the part is closed for retention from now on
         self._fd = None
+        with self._bytes_lock:  # moved in one step: `bytes_written` never counts a part twice or not at all
+            self._closed_bytes += self._part_bytes
+            self._part_bytes = 0
         if self.keeper is not None and self.paths:
             self.keeper.closed(self.paths[-1])
