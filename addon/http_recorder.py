@@ -563,8 +563,7 @@ class HttpRecorder:
             rotate_age = parse_duration(age, "erascope_rotate_age") if age else None
             keep = opts.erascope_keep_bytes
             keep_bytes = parse_size(keep, "erascope_keep_bytes") if keep else None
-            days = opts.erascope_keep_days
-            keep_days = parse_duration(days + "d", "erascope_keep_days") / 86400 if days else None
+            keep_days = _days(opts.erascope_keep_days) if opts.erascope_keep_days else None
         except ErascopeError as exc:
             raise exceptions.OptionsError(str(exc)) from exc
         self.rotate_bytes = rotate_bytes
@@ -755,6 +754,16 @@ class HttpRecorder:
         if st.tap is not None:
             st.tap.finish(HOW_RECORDER_STOPPED, STOPPED_MESSAGE)
         self.emit(stopped_record(flow), st.key)
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        days = 0.0
+    if not 0 < days < float("inf"):
+        raise ErascopeError(f"erascope_keep_days must be a positive number of days (e.g. 14 or 0.5), not {text!r}")
+    return days
 
 
 _RETENTION_OPTIONS: Final = frozenset(

@@ -345,6 +345,29 @@ def test_record_http_refuses_bad_metrics_and_retention_values(clean_env: dict[st
         (["--metrics", "nowhere"], "--metrics must be HOST:PORT"),
         (["--rotate-age", "soon"], "erascope_rotate_age must be a positive duration"),
         (["--keep-bytes", "0"], "erascope_keep_bytes must be a positive size"),
+        (["--keep-days", "-1"], "erascope_keep_days must be a positive number of days"),
     ]:
         bad = subprocess.run([*base, *extra], capture_output=True, text=True, env=clean_env, timeout=60)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr)
+
+
+def test_addon_options_set_rotation_and_retention(tmp_path: Path) -> None:
+    from mitmproxy import exceptions
+    from mitmproxy.test import taddons
+
+    from addon.http_recorder import HttpRecorder
+
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(
+            addon, erascope_dir=str(tmp_path), erascope_rotate_size="1m", erascope_rotate_age="2h",
+            erascope_compress=True, erascope_keep_bytes="3g", erascope_keep_days="0.5",
+        )  # fmt: skip
+        assert (addon.rotate_bytes, addon.rotate_age) == (1 << 20, 7200.0)
+        assert addon.retention == Retention(compress=True, keep_bytes=3 << 30, keep_days=0.5)
+        bad_values = [("erascope_keep_days", "soon"), ("erascope_rotate_size", "0"), ("erascope_rotate_age", "-1")]
+        for option, bad in bad_values:
+            with pytest.raises(exceptions.OptionsError, match=option):
+                tctx.configure(addon, **{option: bad})
+        tctx.configure(addon, erascope_keep_days="", erascope_keep_bytes="", erascope_compress=False)
+        assert not addon.retention.active
