@@ -83,6 +83,11 @@ MAX_PENDING: Final = 4096
 """Probes and `initialize` requests awaiting their answer that are remembered; the oldest is
 forgotten beyond this (a flood of unanswered requests must not grow the recorder)."""
 
+_TYPE: Final = fmt.F_TYPE
+_FRAME: Final = fmt.FRAME
+_DIR: Final = fmt.F_DIR
+_C2S: Final = fmt.C2S
+_RAW: Final = fmt.F_RAW
 _DISCOVER: Final = "server/discover"
 _INITIALIZE: Final = "initialize"
 _HTTP_DEATHS: Final = frozenset({"connection-refused", "upstream-reset", "timeout", "other"})
@@ -203,13 +208,14 @@ class LiveStats:
     # --- observing --------------------------------------------------------------------------------
     def observe(self, record: dict[str, Any]) -> None:
         """Take one record into the counters (records of every type may come; unknown ones are ignored)."""
-        rtype = record.get(fmt.F_TYPE)
-        if rtype == fmt.FRAME:
-            # the common case, decided without the lock: a line that is neither a probe, nor an
-            # initialize, nor a possible answer to one (only this thread changes `_by_conn`)
-            if record.get(fmt.F_DIR) == fmt.C2S:
-                raw = record.get(fmt.F_RAW)
-                if not isinstance(raw, str) or (_DISCOVER not in raw and _INITIALIZE not in raw):
+        rtype = record.get(_TYPE)
+        if rtype == _FRAME:
+            # the common case, decided without the lock and with module-level names only (this runs
+            # for every line): a line that is neither a probe, nor an initialize, nor a possible
+            # answer to one (only this thread changes `_by_conn`)
+            if record.get(_DIR) == _C2S:
+                raw = record.get(_RAW)
+                if raw.__class__ is not str or (_DISCOVER not in raw and _INITIALIZE not in raw):
                     return
             elif not self._by_conn:
                 return
