@@ -75,11 +75,13 @@ EV_LINGER_END: Final = "linger-end"
 """The linger window after the server's exit closed; no client bytes are recorded after it."""
 EV_TERMINATE: Final = "terminate"
 """The server outlived the grace period after `client-eof` or a `signal`: the tee sent it `signal`."""
+EV_RECORDER_END: Final = "recorder-end"
+"""The tee closes the capture: the last lifecycle record, with the recorder's `counters`."""
 
 LIFECYCLE_EVENTS: Final = frozenset(
     {
         EV_SPAWN, EV_SPAWN_FAILED, EV_CLIENT_EOF, EV_SERVER_EOF, EV_STDIN_BROKEN, EV_EXIT, EV_SIGNAL,
-        EV_LINGER_END, EV_TERMINATE,
+        EV_LINGER_END, EV_TERMINATE, EV_RECORDER_END,
     }
 )  # fmt: skip
 
@@ -107,6 +109,8 @@ F_NL: Final = "nl"
 """stdio: whether the line was terminated by `\\n` (false only for a tail at EOF)."""
 F_DIR: Final = "dir"
 F_EVENT: Final = "event"
+F_COUNTERS: Final = "counters"
+"""`recorder-end`: the recorder's counters (the ones `record http --metrics` serves), see FORMAT.md."""
 
 
 def payload_fields(data: bytes) -> dict[str, object]:

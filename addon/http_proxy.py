@@ -53,6 +53,18 @@ class ReverseProxyConfig:
     """Seconds a connection may stay silent before the proxy closes it (mitmproxy's `tcp_timeout`)."""
     max_body: str = "16m"
     """Bytes recorded at most per body or SSE event (`16m`, `512k`, …); more is relayed, not recorded."""
+    metrics: str | None = None
+    """`HOST:PORT` to serve Prometheus metrics on (`/metrics`); None: off."""
+    rotate_size: str = "256m"
+    """Start a new capture part when the open one would pass this size."""
+    rotate_age: str | None = None
+    """Also start a new part once the open one is this old (`1h`, `30m`, `1d`)."""
+    compress: bool = False
+    """Compress closed parts to `*.jsonl.zst`."""
+    keep_bytes: str | None = None
+    """Remove the oldest closed parts while the capture directory holds more than this."""
+    keep_days: float | None = None
+    """Remove closed parts whose last record is older than this many days."""
 
 
 @dataclass(slots=True)
@@ -188,7 +200,11 @@ class _ListHandler(logging.Handler):
         self.sink.append(record.getMessage())
 
 
-async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str, int]]], None] | None) -> ProxyRun:
+async def _serve(
+    config: ReverseProxyConfig,
+    on_ready: Callable[[list[tuple[str, int]]], None] | None,
+    on_metrics: Callable[[str], None] | None = None,
+) -> ProxyRun:
     from mitmproxy import addons, exceptions, master, options
 
     origin, key = parse_upstream(config.upstream)
@@ -227,9 +243,18 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
             erascope_bodies=config.bodies,
             erascope_redact_headers=list(config.redact_headers),
             erascope_max_body=config.max_body,
+            erascope_rotate_size=config.rotate_size,
+            erascope_rotate_age=config.rotate_age or "",
+            erascope_compress=config.compress,
+            erascope_keep_bytes=config.keep_bytes or "",
+            erascope_keep_days="" if config.keep_days is None else repr(float(config.keep_days)),
+            erascope_metrics=config.metrics or "",
         )
     except exceptions.OptionsError as exc:
+        recorder.done()  # releases the metrics port, if an earlier option opened it
         raise ErascopeError(str(exc)) from exc
+    if recorder.metrics is not None and on_metrics is not None:
+        on_metrics(recorder.metrics.url)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, m.shutdown)
@@ -245,11 +270,14 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
 
 
 def run_reverse_proxy(
-    config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str, int]]], None] | None = None
+    config: ReverseProxyConfig,
+    on_ready: Callable[[list[tuple[str, int]]], None] | None = None,
+    on_metrics: Callable[[str], None] | None = None,
 ) -> ProxyRun:
     """Run the recording reverse proxy until SIGINT/SIGTERM; the capture is flushed when this returns.
 
-    `on_ready` gets the bound addresses once clients can connect. Raises `ErascopeError` for bad
-    options or when the listen address cannot be bound.
+    `on_ready` gets the bound addresses once clients can connect; `on_metrics` the metrics URL once
+    it serves (with `config.metrics`). Raises `ErascopeError` for bad options or when the listen (or
+    metrics) address cannot be bound.
     """
-    return asyncio.run(_serve(config, on_ready))
+    return asyncio.run(_serve(config, on_ready, on_metrics))

@@ -32,11 +32,16 @@ except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout th
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
 from addon.bodies import DEFAULT_MAX_BODY, bounded_body
+from addon.errors import ErascopeError
+from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
 from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
+from addon.retention import Retention, parse_duration, parse_size
 from addon.sse import SseEvent, SseParser
-from addon.writer import CaptureWriter, default_capture_dir
+from addon.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, default_capture_dir
 
 logger = logging.getLogger("erascope")
+retention_logger = logging.getLogger("erascope.retention")
+"""What retention removed (info level): shown by mitmdump, and by `record http` on stderr."""
 
 # --- HTTP-specific fields (see captures/FORMAT.md, "HTTP records") -------------------------------
 F_FLOW: Final = "flow"
@@ -417,6 +422,18 @@ class HttpRecorder:
         """Records written by closed writers (headers included)."""
         self.lost = 0
         """Records closed writers could not write."""
+        self.rotate_bytes: int = DEFAULT_ROTATE_BYTES
+        self.rotate_age: float | None = None
+        self.retention = Retention()
+        self.stats = LiveStats()
+        """Live counters kept from every record (on the writer's thread), for `erascope_metrics`."""
+        self._counted: tuple[dict[str, int], CaptureWriter | None] = ({}, None)
+        """Writer and retention counters of closed writers, and the open writer whose counters are
+        added when read: one tuple, replaced whole, so a scrape never counts a writer twice or not at
+        all while it is being closed."""
+        self.metrics: MetricsEndpoint | None = None
+        """The Prometheus endpoint, while `erascope_metrics` names an address."""
+        self._metrics_listen = ""
 
     # --- options ------------------------------------------------------------------------------
     def load(self, loader: Any) -> None:
@@ -453,6 +470,38 @@ class HttpRecorder:
             "Record only flows matching this mitmproxy filter expression (evaluated when the request is"
             " complete, so response filters such as ~c never match).",
         )
+        loader.add_option(
+            "erascope_metrics",
+            str,
+            "",
+            "Serve Prometheus metrics (flows, records, losses, probe outcomes and eras per server) on this"
+            " HOST:PORT at /metrics; empty: off.",
+        )
+        loader.add_option(
+            "erascope_rotate_size", str, "256m", "Start a new capture part when the open one would pass this size."
+        )
+        loader.add_option(
+            "erascope_rotate_age",
+            str,
+            "",
+            "Also start a new part once the open one is this old (e.g. 1h, 30m, 1d); empty: by size only.",
+        )
+        loader.add_option(
+            "erascope_compress", bool, False, "Compress closed capture parts to *.jsonl.zst (off the relay's path)."
+        )
+        loader.add_option(
+            "erascope_keep_bytes",
+            str,
+            "",
+            "Remove the oldest closed parts while the capture directory holds more than this (e.g. 10g);"
+            " empty: no bound.",
+        )
+        loader.add_option(
+            "erascope_keep_days",
+            str,
+            "",
+            "Remove closed parts whose last record is older than this many days (e.g. 14, 0.5); empty: no bound.",
+        )
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
@@ -482,13 +531,17 @@ class HttpRecorder:
                     f"erascope_max_body must be a positive size (e.g. 16m), not {opts.erascope_max_body!r}"
                 )
             self.max_body = size
+        if updated & _RETENTION_OPTIONS:
+            self._configure_retention(opts)
+        if "erascope_metrics" in updated:
+            self._configure_metrics(opts.erascope_metrics)
         if "erascope_dir" in updated and opts.erascope_dir:
             path = Path(opts.erascope_dir).expanduser()
             if path.exists() and not path.is_dir():
                 raise exceptions.OptionsError(f"erascope_dir: {path} exists and is not a directory")
         relevant = {
             "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode",
-            "erascope_max_body",
+            "erascope_max_body", *_RETENTION_OPTIONS,
         }  # fmt: skip
         if updated & relevant:
             # a new policy or place starts a new capture: one header must describe all its records
@@ -503,6 +556,45 @@ class HttpRecorder:
             self.server_name = opts.erascope_server
             self.capture_server = opts.erascope_server or _mode_server(opts.mode) or "http"
 
+    def _configure_retention(self, opts: Any) -> None:
+        try:
+            rotate_bytes = parse_size(opts.erascope_rotate_size, "erascope_rotate_size")
+            age = opts.erascope_rotate_age
+            rotate_age = parse_duration(age, "erascope_rotate_age") if age else None
+            keep = opts.erascope_keep_bytes
+            keep_bytes = parse_size(keep, "erascope_keep_bytes") if keep else None
+            keep_days = _days(opts.erascope_keep_days) if opts.erascope_keep_days else None
+        except ErascopeError as exc:
+            raise exceptions.OptionsError(str(exc)) from exc
+        self.rotate_bytes = rotate_bytes
+        self.rotate_age = rotate_age
+        self.retention = Retention(compress=opts.erascope_compress, keep_bytes=keep_bytes, keep_days=keep_days)
+
+    def _configure_metrics(self, listen: str) -> None:
+        if listen == self._metrics_listen and self.metrics is not None:
+            return
+        self._close_metrics()
+        if listen:
+            try:
+                self.metrics = MetricsEndpoint(listen, self.counters)
+            except ErascopeError as exc:
+                raise exceptions.OptionsError(f"erascope_metrics: {exc}") from exc
+            self._metrics_listen = listen
+            logger.info("erascope: serving metrics on %s", self.metrics.url)
+
+    def _close_metrics(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
+            self._metrics_listen = ""
+
+    def counters(self) -> dict[str, Any]:
+        """Every counter the metrics serve: the live ones, the writers' and retention's."""
+        out: dict[str, Any] = self.stats.snapshot()
+        closed, writer = self._counted
+        out.update(add_counters(closed, writer_counters(writer) if writer is not None else {}))
+        return out
+
     # --- I/O ----------------------------------------------------------------------------------
     def emit(self, record: dict[str, Any], key: str) -> None:
         """Hand a record of server `key` to the capture writer, opening the capture on first use."""
@@ -516,7 +608,13 @@ class HttpRecorder:
                 server=self.capture_server,
                 header_extra={"redaction": self.redaction.describe(), F_MAX_BODY: self.max_body},
                 on_error=self.report,
+                rotate_bytes=self.rotate_bytes,
+                rotate_age=self.rotate_age,
+                retention=self.retention,
+                on_retention=retention_logger.info,
+                observer=self.stats.observe,
             )
+            self._counted = (self._counted[0], self.writer)
         record[fmt.F_SERVER] = key
         self.writer.write(record)
 
@@ -531,6 +629,7 @@ class HttpRecorder:
             self.paths.extend(self.writer.paths)
             self.records += self.writer.written
             self.lost += self.writer.lost
+            self._counted = (add_counters(self._counted[0], writer_counters(self.writer)), None)
             self.writer = None
 
     def _state(self, flow: http.HTTPFlow) -> _FlowState:
@@ -645,6 +744,7 @@ class HttpRecorder:
         self.flows.clear()
         self.stopped = True
         self._close_writer()
+        self._close_metrics()
 
     def _write_stopped(self, flow: http.HTTPFlow) -> None:
         st = self._state(flow)
@@ -654,6 +754,21 @@ class HttpRecorder:
         if st.tap is not None:
             st.tap.finish(HOW_RECORDER_STOPPED, STOPPED_MESSAGE)
         self.emit(stopped_record(flow), st.key)
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        days = 0.0
+    if not 0 < days < float("inf"):
+        raise ErascopeError(f"erascope_keep_days must be a positive number of days (e.g. 14 or 0.5), not {text!r}")
+    return days
+
+
+_RETENTION_OPTIONS: Final = frozenset(
+    {"erascope_rotate_size", "erascope_rotate_age", "erascope_compress", "erascope_keep_bytes", "erascope_keep_days"}
+)
 
 
 def _mode_server(modes: Sequence[str]) -> str | None:

@@ -46,7 +46,9 @@ from typing import Any, BinaryIO, Final
 
 from addon import format as fmt
 from addon.errors import ErascopeError
+from addon.metrics import LiveStats, writer_counters
 from addon.redact import Redactor
+from addon.retention import Retention
 from addon.writer import CaptureWriter, default_capture_dir
 
 CHUNK_SIZE: Final = 1 << 20
@@ -521,6 +523,8 @@ class StdioTee:
         stdout_fd: int = 1,
         redactor: Redactor | None = None,
         rotate_bytes: int | None = None,
+        rotate_age: float | None = None,
+        retention: Retention | None = None,
     ) -> None:
         if not cmd:
             raise ErascopeError("no server command given; usage: erascope record stdio [OPTIONS] -- CMD [ARGS...]")
@@ -542,6 +546,8 @@ class StdioTee:
         self.server = server or server_key(self.argv)
         self.conn = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         extra = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
+        self.stats = LiveStats()
+        """Counters kept from the records on the writer's thread, written into `recorder-end`."""
         self.writer = CaptureWriter(
             out_dir if out_dir is not None else default_capture_dir(),
             transport=fmt.STDIO,
@@ -549,6 +555,9 @@ class StdioTee:
             header_extra={"argv": self.argv, "redaction": dict(REDACTION_POLICY)},
             on_error=self._report,
             batch_interval=WRITER_BATCH,
+            rotate_age=rotate_age,
+            retention=retention,
+            observer=self.stats.observe,
             **extra,
         )
         # Orders records and gates streams: c2s closes at linger-end, s2c at server-eof, stderr once
@@ -695,7 +704,23 @@ class StdioTee:
         finally:
             self._submit_signals()
             self._seq.drain()
+            self._write_counters()
             self.writer.close()
+
+    def counters(self) -> dict[str, Any]:
+        """The recorder's counters so far (those of `record http --metrics`, but `sse_open`)."""
+        out: dict[str, Any] = self.stats.snapshot()
+        del out["sse_open"]  # no event streams on stdio
+        out.update(writer_counters(self.writer))
+        return out
+
+    def _write_counters(self) -> None:
+        # After every other record: the counters then cover them all (but this one and what the
+        # writer adds when it closes the part). A writer too slow to catch up is read as it stands.
+        self.writer.flush(5.0)
+        if self.writer.keeper is not None:
+            self.writer.keeper.flush(5.0)  # retention's work on the parts closed so far, counted too
+        self.writer.write(self._event(fmt.EV_RECORDER_END, **{fmt.F_COUNTERS: self.counters()}))
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         try:
@@ -847,6 +872,8 @@ def run_tee(
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     rotate_bytes: int | None = None,
+    rotate_age: float | None = None,
+    retention: Retention | None = None,
 ) -> int:
     """Run `cmd` as a recorded stdio server between `stdin_fd`/`stdout_fd` and the server.
 
@@ -872,5 +899,7 @@ def run_tee(
         stdin_fd=stdin_fd,
         stdout_fd=stdout_fd,
         rotate_bytes=rotate_bytes,
+        rotate_age=rotate_age,
+        retention=retention,
     )
     return tee.run()

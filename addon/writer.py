@@ -12,6 +12,12 @@ Failure policy: when a write fails (disk full, file unwritable, directory gone) 
 counted as lost, `on_error` is called once with a clear message, and the writer keeps trying with
 each new record. When a write succeeds again, a `capture-error` record with the count lost so far
 is written first, so the gap is visible inside the capture too. `close()` reports the final count.
+
+Rotation and retention: a part is rotated out when the next record would take it past
+`rotate_bytes`, or once it is `rotate_age` seconds old (also while no record comes: the writer
+thread wakes for it). The open part is locked (`addon.retention.open_locked`) so that retention, in
+this process or another, never removes it. Each closed part is handed to a `PartKeeper`, which
+compresses it and sweeps the directory on its own thread (see `addon.retention`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Any, Final
 import orjson
 
 from addon import format as fmt
+from addon.retention import PartKeeper, Retention, open_locked
 
 DEFAULT_ROTATE_BYTES: Final = 256 * 1024 * 1024
 _ENCODE_OPTS: Final = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
@@ -94,11 +101,20 @@ class CaptureWriter:
         fsync_interval: float | None = None,
         batch_interval: float = 0.0,
         on_error: Callable[[str], None] | None = None,
+        rotate_age: float | None = None,
+        retention: Retention | None = None,
+        on_retention: Callable[[str], None] | None = None,
+        observer: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.transport = transport
         self.server = server
         self.rotate_bytes = rotate_bytes
+        self.rotate_age = rotate_age
+        """Seconds after which a part is rotated out (None: by size only)."""
+        self._observer = observer
+        """Called on the writer thread with every record taken (written or lost): live counters that
+        must not cost the relay or the proxy's event loop anything (see `addon.metrics`)."""
         self.fsync_interval = fsync_interval
         self.batch_interval = batch_interval
         """When > 0, the writer thread naps this long whenever it has caught up, so records that arrive
@@ -117,6 +133,9 @@ class CaptureWriter:
         """Records written successfully (headers and capture-error records included)."""
         self.lost = 0
         """Records that could not be written."""
+        self.write_errors = 0
+        """Failed attempts to write (or encode) a record; each also counts in `lost`, but for the
+        writer's own `capture-error` records."""
         self.last_error: str | None = None
         self._reported = False
         self._pending_error = False
@@ -127,6 +146,21 @@ class CaptureWriter:
         self._part_bytes = 0
         self._part_records = 0
         self._last_fsync = time.monotonic()
+        self._part_opened = 0.0
+        self._closed_bytes = 0
+        """Bytes of the parts closed so far (`bytes_written` adds the open part's)."""
+        self._bytes_lock = threading.Lock()
+        self.keeper: PartKeeper | None = None
+        """Compresses closed parts and applies the retention bound, when `retention` asks for either."""
+        if retention is not None and retention.active:
+            self.keeper = PartKeeper(
+                self.out_dir,
+                retention,
+                log=on_retention or on_error or (lambda message: None),
+                warn=on_error,
+                on_compressed=self._compressed,
+            )
+            self.keeper.sweep_soon()  # the directory may be over its bound from earlier runs
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="erascope-writer", daemon=True)
         self._thread.start()
@@ -167,6 +201,8 @@ class CaptureWriter:
         self._closed = True
         self._queue.put(_STOP)
         self._thread.join(timeout)
+        if self.keeper is not None:
+            self.keeper.close(timeout)  # the last part is compressed before the recorder reports it
         if self.lost and self._on_error is not None:
             self._on_error(
                 f"erascope: capture incomplete: {self.lost} record(s) lost"
@@ -182,13 +218,29 @@ class CaptureWriter:
     # --- writer thread ---------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
+            try:
+                item = self._queue.get(timeout=self._age_left())
+            except queue.Empty:  # the open part came of age while no record arrived
+                if self._aged():
+                    with contextlib.suppress(OSError):  # the next record retries, and reports
+                        self._open_next_part()
+                continue
             if item is _STOP:
                 break
             if isinstance(item, threading.Event):
                 item.set()
                 continue
+            if self._aged():
+                with contextlib.suppress(OSError):  # else the record's own write opens the part, or reports
+                    self._open_next_part()
             self._write_record(item)
+            if self._observer is not None:
+                try:
+                    self._observer(item)
+                except Exception as exc:  # counters are best effort; the capture is what matters
+                    self._observer = None
+                    if self._on_error is not None:
+                        self._on_error(f"erascope: live counters stopped ({exc!r}); the capture goes on")
             if self.fsync_interval is not None and self._fd is not None:
                 now = time.monotonic()
                 if now - self._last_fsync >= self.fsync_interval:
@@ -239,6 +291,7 @@ class CaptureWriter:
 
     def _fail(self, message: str) -> None:
         self.lost += 1
+        self.write_errors += 1
         self.last_error = message
         self._pending_error = True
         if not self._reported and self._on_error is not None:
@@ -266,15 +319,40 @@ class CaptureWriter:
         self.lost -= 1  # the error record itself is not traffic; do not count it as lost
         return False
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes written to parts (every line, headers included); readable from any thread."""
+        with self._bytes_lock:
+            return self._closed_bytes + self._part_bytes
+
+    def _aged(self) -> bool:
+        """Whether the open part, holding a record besides its header, is old enough to be rotated out
+        (by size, `_emit` decides)."""
+        if self.rotate_age is None or self._fd is None or self._part_records <= 1:
+            return False
+        return time.monotonic() - self._part_opened >= self.rotate_age
+
+    def _age_left(self) -> float | None:
+        """Seconds until the open part comes of age (None: no age rotation, or nothing to rotate)."""
+        if self.rotate_age is None or self._fd is None or self._part_records <= 1:
+            return None
+        return max(0.0, self._part_opened + self.rotate_age - time.monotonic())
+
+    def _compressed(self, old: Path, new: Path) -> None:
+        # on the keeper thread: `paths` names the files as they are now (a list item swap is atomic)
+        with contextlib.suppress(ValueError):
+            self.paths[self.paths.index(old)] = new
+
     def _open_next_part(self) -> None:
         self._close_part()
         self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._part += 1
         path = self.out_dir / f"{self._stem}.{self._part:03d}{fmt.CAPTURE_SUFFIX}"
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self._fd = open_locked(path)  # locked while open: retention never removes it
         self.paths.append(path)
         self._part_bytes = 0
         self._part_records = 0
+        self._part_opened = time.monotonic()
         header = {
             fmt.F_TYPE: fmt.HEADER,
             "format": fmt.FORMAT_ID,
@@ -322,5 +400,10 @@ class CaptureWriter:
             return
         self._fsync()
         with contextlib.suppress(OSError):
-            os.close(self._fd)
+            os.close(self._fd)  # drops its lock: the part is closed for retention from now on
         self._fd = None
+        with self._bytes_lock:  # moved in one step: `bytes_written` never counts a part twice or not at all
+            self._closed_bytes += self._part_bytes
+            self._part_bytes = 0
+        if self.keeper is not None and self.paths:
+            self.keeper.closed(self.paths[-1])

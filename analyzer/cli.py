@@ -95,6 +95,30 @@ CaptureDirOption = Annotated[
 ]
 """`--out` of every `record` command."""
 
+# Rotation and retention, shared by both `record` commands (addon/retention.py).
+RotateSizeOption = Annotated[
+    str, typer.Option("--rotate-size", metavar="SIZE", help="Start a new capture part past this size (e.g. 256m).")
+]
+RotateAgeOption = Annotated[
+    str | None,
+    typer.Option("--rotate-age", metavar="DURATION", help="Also start a new part when it is this old (e.g. 1h, 1d)."),
+]
+CompressOption = Annotated[
+    bool, typer.Option("--compress", help="Compress closed parts to *.jsonl.zst (analyze reads them as they are).")
+]
+KeepBytesOption = Annotated[
+    str | None,
+    typer.Option(
+        "--keep-bytes",
+        metavar="SIZE",
+        help="Remove the oldest closed parts while the capture directory holds more (e.g. 10g); open parts stay.",
+    ),
+]
+KeepDaysOption = Annotated[
+    float | None,
+    typer.Option("--keep-days", metavar="DAYS", help="Remove closed parts whose last record is older than DAYS."),
+]
+
 
 def _show_version(value: bool) -> None:
     if value:
@@ -152,6 +176,11 @@ def record_stdio(
             " then SIGKILL.",
         ),
     ] = 5.0,
+    rotate_size: RotateSizeOption = "256m",
+    rotate_age: RotateAgeOption = None,
+    compress: CompressOption = False,
+    keep_bytes: KeepBytesOption = None,
+    keep_days: KeepDaysOption = None,
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
@@ -162,10 +191,27 @@ def record_stdio(
 
         erascope record stdio --server weather -- python -m weather_server
     """
+    from addon.retention import Retention, parse_duration, parse_size
     from addon.stdio_tee import run_tee
 
     try:
-        status = run_tee(cmd, server=server, out_dir=out, linger=linger, grace=grace, stderr=sys.stderr.buffer)
+        retention = Retention(
+            compress=compress,
+            keep_bytes=parse_size(keep_bytes, "--keep-bytes") if keep_bytes is not None else None,
+            keep_days=keep_days,
+        )
+        retention.check()
+        status = run_tee(
+            cmd,
+            server=server,
+            out_dir=out,
+            linger=linger,
+            grace=grace,
+            stderr=sys.stderr.buffer,
+            rotate_bytes=parse_size(rotate_size, "--rotate-size"),
+            rotate_age=parse_duration(rotate_age, "--rotate-age") if rotate_age is not None else None,
+            retention=retention,
+        )
     except ErascopeError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code=status)
@@ -221,6 +267,19 @@ def record_http(
             help="Record at most this much of each body, decoded (e.g. 16m, 512k); the rest is relayed.",
         ),
     ] = "16m",
+    metrics: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (recorder health, probe outcomes, eras).",
+        ),
+    ] = None,
+    rotate_size: RotateSizeOption = "256m",
+    rotate_age: RotateAgeOption = None,
+    compress: CompressOption = False,
+    keep_bytes: KeepBytesOption = None,
+    keep_days: KeepDaysOption = None,
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
 
@@ -247,8 +306,20 @@ def record_http(
         keep_host_header=keep_host,
         idle_timeout=idle_timeout,
         max_body=max_body,
+        metrics=metrics,
+        rotate_size=rotate_size,
+        rotate_age=rotate_age,
+        compress=compress,
+        keep_bytes=keep_bytes,
+        keep_days=keep_days,
     )
     where = out or default_capture_dir()
+    removals = logging.getLogger("erascope.retention")  # what retention removed, shown as it is
+    removals.setLevel(logging.INFO)
+    removals.propagate = False
+    shown = logging.StreamHandler(sys.stderr)
+    shown.setFormatter(logging.Formatter("%(message)s"))
+    removals.addHandler(shown)
 
     def ready(addrs: list[tuple[str, int]]) -> None:
         path = urlsplit(upstream).path
@@ -257,13 +328,17 @@ def record_http(
             typer.echo(f"erascope: listening on http://{shown}:{port}{path} -> {upstream}", err=True)
         typer.echo(f"erascope: writing captures to {where} (Ctrl-C to stop)", err=True)
 
+    def metrics_ready(url: str) -> None:
+        typer.echo(f"erascope: serving metrics on {url}", err=True)
+
     try:
         parse_upstream(upstream)
-        run = run_reverse_proxy(config, on_ready=ready)
+        run = run_reverse_proxy(config, on_ready=ready, on_metrics=metrics_ready)
     except ErascopeError as exc:
         raise _fail(exc) from None
     for path in run.files:
-        typer.echo(f"erascope: wrote {path}", err=True)
+        if path.exists():  # else retention removed it since (and said so)
+            typer.echo(f"erascope: wrote {path}", err=True)
     if run.lost:
         typer.echo(f"erascope: {run.lost} record(s) could not be written", err=True)
         raise typer.Exit(code=1)

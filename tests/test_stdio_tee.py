@@ -647,7 +647,8 @@ def test_linger_gate_in_process(tmp_path: Path) -> None:
     c2s_bytes = rebuild(records, fmt.C2S)
     assert c2s_bytes.startswith(b"first\n")
     assert b"after linger" not in c2s_bytes
-    assert events(records)[-1] == fmt.EV_LINGER_END
+    # linger-end is the last event of the exchange; only the recorder's closing record follows it
+    assert events(records)[-2:] == [fmt.EV_LINGER_END, fmt.EV_RECORDER_END]
     for fd in (c_r, s_r, s_w):
         os.close(fd)
 
@@ -864,8 +865,8 @@ def test_disk_full_while_recording(tmp_path: Path, clean_env: dict[str, str]) ->
         with contextlib.suppress(orjson.JSONDecodeError):
             written += orjson.loads(line)[fmt.F_SEQ] > 0
     # Every record was either written or counted as lost: 400 lines each way, plus spawn,
-    # client-eof, exit and server-eof.
-    assert written + lost == 2 * 400 + 4
+    # client-eof, exit, server-eof and recorder-end.
+    assert written + lost == 2 * 400 + 5
     assert written > 0 and lost > 0
 
 

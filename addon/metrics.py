@@ -1,0 +1,502 @@
+"""The recorders' own health and what they see live: counters for the operator's monitoring.
+
+`LiveStats.observe` is given every record a recorder takes, on the capture writer's thread (never on a
+relay thread or the proxy's event loop), and keeps counters from them. `record http --metrics
+HOST:PORT` (the addon's `erascope_metrics`) serves them to Prometheus through the standard client
+library, from a registry and an HTTP server of their own; `record stdio` writes the same counters into
+the `recorder-end` record that closes its capture (see captures/FORMAT.md).
+
+What is counted:
+
+- flows (HTTP requests recorded; stdio: spawns), records and bytes written, records lost, write
+  errors (from the capture writer), open SSE streams (HTTP), upstream errors by kind (HTTP:
+  `http.error` kinds but `recorder-stopped`; stdio: `spawn-failed`, `server-stdin-broken`), and the
+  retention work (parts compressed, compression failures, parts and bytes removed);
+- per server, the outcome of every `server/discover` probe (the analyzer's outcome names:
+  `discover-result`, `unsupported-version`, `modern-error`, `legacy-answer`, `garbage`,
+  `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`, `gateway-error`;
+  `no-answer` needs a timeout and is left to the analyzer), and the server's current era.
+
+The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
+implies, nothing more (a dual-era server shows the era of whatever was asked last):
+
+| answer seen | era |
+|---|---|
+| a DiscoverResult whose `supportedVersions` names a modern version | `modern` |
+| a DiscoverResult naming handshake versions only | `legacy` |
+| -32022 / -32004 (UnsupportedProtocolVersion) to a probe or an `initialize` | `modern-other-version` |
+| -32020 / -32021 to a probe | `modern` |
+| a legacy error to a probe (-32601, -32602, -32600, -32000, HTTP 4xx without a JSON-RPC body) | `legacy` |
+| a result to `initialize` | `legacy` |
+
+Other answers (garbage, a dead connection, a gateway's answer) leave the era as it was; a server not
+yet decided is `unknown`.
+
+Label cardinality stays bounded: labels are server keys, outcome names, error kinds and eras, never
+ids or paths. Server keys come from the traffic (in forward mode, from the request's host and path),
+so an attacker could invent any number of them: the first `max_servers` distinct keys (default 64)
+get a label of their own, longer keys are cut to 200 characters, and every later key is counted
+under the server label `other` (`erascope_server_labels_folded_total` counts those observations).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from addon import format as fmt
+from addon.errors import ErascopeError
+
+MODERN_VERSIONS: Final = frozenset({"2026-07-28"})
+"""The modern protocol revisions (the analyzer's `analyzer.schema.MODERN_VERSIONS`)."""
+UNSUPPORTED_CODES: Final = (-32022, -32004)
+MODERN_ERROR_CODES: Final = (-32020, -32021)
+AUTH_STATUSES: Final = (401, 403, 407)
+GATEWAY_STATUSES: Final = (502, 503, 504)
+
+ERA_UNKNOWN: Final = "unknown"
+ERA_MODERN: Final = "modern"
+ERA_MODERN_OTHER: Final = "modern-other-version"
+ERA_LEGACY: Final = "legacy"
+ERAS: Final = (ERA_UNKNOWN, ERA_MODERN, ERA_MODERN_OTHER, ERA_LEGACY)
+
+DISCOVER_RESULT: Final = "discover-result"
+UNSUPPORTED_VERSION: Final = "unsupported-version"
+MODERN_ERROR: Final = "modern-error"
+LEGACY_ANSWER: Final = "legacy-answer"
+GARBAGE: Final = "garbage"
+CONNECTION_DIED: Final = "connection-died"
+LIVE_OUTCOMES: Final = (
+    DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, GARBAGE, CONNECTION_DIED,
+    "auth-required", "rate-limited", "redirected", "gateway-error",
+)  # fmt: skip
+"""Probe outcomes the recorders tell live (a subset of the analyzer's `PROBE_OUTCOMES`)."""
+
+DEFAULT_MAX_SERVERS: Final = 64
+OTHER_SERVER: Final = "other"
+MAX_LABEL: Final = 200
+MAX_PENDING: Final = 4096
+"""Probes and `initialize` requests awaiting their answer that are remembered; the oldest is
+forgotten beyond this (a flood of unanswered requests must not grow the recorder)."""
+
+_TYPE: Final = fmt.F_TYPE
+_FRAME: Final = fmt.FRAME
+_DIR: Final = fmt.F_DIR
+_C2S: Final = fmt.C2S
+_RAW: Final = fmt.F_RAW
+_DISCOVER: Final = "server/discover"
+_INITIALIZE: Final = "initialize"
+_HTTP_DEATHS: Final = frozenset({"connection-refused", "upstream-reset", "timeout", "other"})
+_SSE_DEATHS: Final = frozenset({"upstream-reset", "error"})
+_STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN})
+_STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
+_NOT_UPSTREAM: Final = "recorder-stopped"
+
+
+def _json(raw: object) -> Any:
+    if not isinstance(raw, str):
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _code(msg: dict[str, Any]) -> int | None:
+    err = msg.get("error")
+    code = err.get("code") if isinstance(err, dict) else None
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def gate_outcome(status: int | None, code: int | None) -> str | None:
+    """The outcome of an HTTP answer from what stands in front of the server (an auth gate, a rate
+    limiter, a redirect, a gateway without a JSON-RPC error), else None: as the analyzer's
+    `non_era_outcome`. Such an answer says nothing about the server's era."""
+    if status is None:
+        return None
+    if status in AUTH_STATUSES:
+        return "auth-required"
+    if status == 429:
+        return "rate-limited"
+    if 300 <= status <= 399:
+        return "redirected"
+    if status in GATEWAY_STATUSES and code is None:
+        return "gateway-error"
+    return None
+
+
+def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[str | None, str | None]:
+    """The probe outcome (None for `initialize`) and the era (None: no change) an answer implies.
+
+    `msg` is the decoded JSON-RPC answer (None when the body was not JSON); `status` the HTTP status
+    (None for stdio). Pure; see the module docstring for the table.
+    """
+    code = _code(msg) if isinstance(msg, dict) else None
+    gate = gate_outcome(status, code)
+    if gate is not None:
+        return (gate if method == _DISCOVER else None), None
+    if code in UNSUPPORTED_CODES:
+        return (UNSUPPORTED_VERSION if method == _DISCOVER else None), ERA_MODERN_OTHER
+    if method == _INITIALIZE:
+        return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg else None)
+    if not isinstance(msg, dict):
+        if status is not None and 400 <= status <= 499:
+            return LEGACY_ANSWER, ERA_LEGACY  # a legacy HTTP server's bare 400 (or middleware's)
+        return GARBAGE, None
+    if "result" in msg:
+        result = msg["result"]
+        versions = result.get("supportedVersions") if isinstance(result, dict) else None
+        modern = isinstance(versions, list) and any(v in MODERN_VERSIONS for v in versions if isinstance(v, str))
+        return DISCOVER_RESULT, ERA_MODERN if modern else ERA_LEGACY
+    if code in MODERN_ERROR_CODES:
+        return MODERN_ERROR, ERA_MODERN
+    if "error" in msg:
+        return LEGACY_ANSWER, ERA_LEGACY
+    return GARBAGE, None
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    id: bytes
+    server: str
+
+
+class LiveStats:
+    """Counters kept from the records a recorder takes (call `observe` on the writer thread).
+
+    Thread-safe: `snapshot()` may run on any thread (the metrics server's) while records arrive.
+    """
+
+    def __init__(self, max_servers: int = DEFAULT_MAX_SERVERS) -> None:
+        self.max_servers = max_servers
+        self._lock = threading.Lock()
+        self.flows = 0
+        self.sse_open = 0
+        self.upstream_errors: dict[str, int] = {}
+        self.outcomes: dict[str, dict[str, int]] = {}
+        """Per server label, probe outcome → count."""
+        self.eras: dict[str, str] = {}
+        """Per server label, the current era."""
+        self.folded = 0
+        self._labels: set[str] = set()
+        self._pending: dict[tuple[str, ...], _Pending] = {}
+        """HTTP: ("f", flow); stdio: ("c", conn, id as JSON)."""
+        self._by_conn: dict[str, set[tuple[str, ...]]] = {}
+        """stdio: the pending keys of each connection."""
+        self._garbage: set[str] = set()
+        """stdio connections that wrote a non-JSON line while a request awaited its answer."""
+        self._client_closed: set[str] = set()
+
+    # --- labels ---------------------------------------------------------------------------------
+    def _label(self, server: object) -> str:
+        key = server[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
+        if key in self._labels:
+            return key
+        if len(self._labels) < self.max_servers:
+            self._labels.add(key)
+            self.eras.setdefault(key, ERA_UNKNOWN)
+            return key
+        self.folded += 1
+        self.eras.setdefault(OTHER_SERVER, ERA_UNKNOWN)
+        return OTHER_SERVER
+
+    # --- observing --------------------------------------------------------------------------------
+    def observe(self, record: dict[str, Any]) -> None:
+        """Take one record into the counters (records of every type may come; unknown ones are ignored)."""
+        rtype = record.get(_TYPE)
+        if rtype == _FRAME:
+            # the common case, decided without the lock and with module-level names only (this runs
+            # for every line): a line that is neither a probe, nor an initialize, nor a possible
+            # answer to one (only this thread changes `_by_conn`)
+            if record.get(_DIR) == _C2S:
+                raw = record.get(_RAW)
+                if raw.__class__ is not str or (_DISCOVER not in raw and _INITIALIZE not in raw):
+                    return
+            elif not self._by_conn:
+                return
+        with self._lock:
+            if rtype == fmt.FRAME:
+                self._frame(record)
+            elif rtype == fmt.HTTP_REQUEST:
+                self.flows += 1
+                self._request(("f", str(record.get("flow"))), record.get(fmt.F_RAW), record.get(fmt.F_SERVER))
+            elif rtype == fmt.HTTP_RESPONSE:
+                self._response(record)
+            elif rtype == fmt.SSE_EVENT:
+                pending = self._pending.get(("f", str(record.get("flow"))))
+                if pending is not None:
+                    msg = _json(record.get(fmt.F_RAW))
+                    if isinstance(msg, dict) and ("result" in msg or "error" in msg) and _id(msg) == pending.id:
+                        self._settle(("f", str(record.get("flow"))), msg, None)
+            elif rtype == fmt.SSE_END:
+                self.sse_open = max(0, self.sse_open - 1)
+                key = ("f", str(record.get("flow")))
+                if key in self._pending and record.get("how") in _SSE_DEATHS:
+                    self._died(key, CONNECTION_DIED)
+                self._pending.pop(key, None)
+            elif rtype == fmt.HTTP_ERROR:
+                kind = str(record.get("kind"))
+                if kind != _NOT_UPSTREAM:
+                    self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
+                key = ("f", str(record.get("flow")))
+                if key in self._pending and kind in _HTTP_DEATHS:
+                    self._died(key, CONNECTION_DIED)
+                self._pending.pop(key, None)
+            elif rtype == fmt.LIFECYCLE:
+                self._lifecycle(record)
+
+    def _request(self, key: tuple[str, ...], raw: object, server: object) -> bool:
+        # the cheap test first: nearly every message is neither a probe nor an initialize
+        if not isinstance(raw, str) or (_DISCOVER not in raw and _INITIALIZE not in raw):
+            return False
+        msg = _json(raw)
+        if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
+            return False
+        ident = _id(msg)
+        if ident is None:
+            return False
+        if key[0] == "c":
+            key = (*key, ident.decode())
+        if len(self._pending) >= MAX_PENDING:
+            self._forget(next(iter(self._pending)))
+        self._pending[key] = _Pending(msg["method"], ident, self._label(server))
+        if key[0] == "c":
+            self._by_conn.setdefault(key[1], set()).add(key)
+        return True
+
+    def _response(self, record: dict[str, Any]) -> None:
+        streamed = bool(record.get("streamed"))
+        if streamed and _is_event_stream(record.get("headers")):
+            self.sse_open += 1
+        key = ("f", str(record.get("flow")))
+        if key not in self._pending:
+            return
+        status = record.get("status")
+        status = status if isinstance(status, int) else None
+        if streamed and gate_outcome(status, None) is None:
+            return  # the answer comes in the stream's events
+        self._settle(key, _json(record.get(fmt.F_RAW)), status)
+
+    def _frame(self, record: dict[str, Any]) -> None:
+        conn = str(record.get(fmt.F_CONN))
+        raw = record.get(fmt.F_RAW)
+        if record.get(fmt.F_DIR) == fmt.C2S:
+            self._request(("c", conn), raw, record.get(fmt.F_SERVER))
+            return
+        keys = self._by_conn.get(conn)
+        if not keys:
+            return
+        msg = _json(raw)
+        if not isinstance(msg, dict):
+            self._garbage.add(conn)  # garbage only if no answer comes before the connection dies
+            return
+        ident = _id(msg)
+        if ident is not None and ("result" in msg or "error" in msg):
+            key = ("c", conn, ident.decode())
+            if key in keys:
+                self._settle(key, msg, None)
+
+    def _lifecycle(self, record: dict[str, Any]) -> None:
+        event = record.get(fmt.F_EVENT)
+        conn = str(record.get(fmt.F_CONN))
+        if event == fmt.EV_SPAWN:
+            self.flows += 1
+        if event in _STDIO_ERRORS:
+            self.upstream_errors[event] = self.upstream_errors.get(event, 0) + 1
+        if event == fmt.EV_CLIENT_EOF:
+            self._client_closed.add(conn)
+        if event in _STDIO_DEATHS:
+            outcome = GARBAGE if conn in self._garbage else CONNECTION_DIED
+            for key in list(self._by_conn.get(conn, ())):
+                if conn in self._client_closed:
+                    self._forget(key)  # the client left first: the death proves nothing
+                else:
+                    self._died(key, outcome)
+
+    # --- deciding ---------------------------------------------------------------------------------
+    def _settle(self, key: tuple[str, ...], msg: Any, status: int | None) -> None:
+        pending = self._forget(key)
+        if pending is None:
+            return
+        outcome, era = answer_outcome(pending.method, msg, status)
+        self._count(pending, outcome, era)
+
+    def _died(self, key: tuple[str, ...], outcome: str) -> None:
+        pending = self._forget(key)
+        if pending is not None:
+            self._count(pending, outcome if pending.method == _DISCOVER else None, None)
+
+    def _count(self, pending: _Pending, outcome: str | None, era: str | None) -> None:
+        if outcome is not None:
+            per = self.outcomes.setdefault(pending.server, {})
+            per[outcome] = per.get(outcome, 0) + 1
+        if era is not None:
+            self.eras[pending.server] = era
+
+    def _forget(self, key: tuple[str, ...]) -> _Pending | None:
+        pending = self._pending.pop(key, None)
+        if key[0] == "c":
+            keys = self._by_conn.get(key[1])
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._by_conn[key[1]]
+                    self._garbage.discard(key[1])
+        return pending
+
+    # --- reading ----------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The live counters as plain data (copies)."""
+        with self._lock:
+            servers = {
+                label: {"era": self.eras.get(label, ERA_UNKNOWN), "outcomes": dict(self.outcomes.get(label, {}))}
+                for label in sorted(set(self.eras) | set(self.outcomes))
+            }
+            return {
+                "flows": self.flows,
+                "sse_open": self.sse_open,
+                "upstream_errors": dict(self.upstream_errors),
+                "servers": servers,
+                "server_labels_folded": self.folded,
+            }
+
+
+def _id(msg: dict[str, Any]) -> bytes | None:
+    ident = msg.get("id")
+    if isinstance(ident, bool) or not isinstance(ident, str | int | float):
+        return None
+    return orjson.dumps(ident)
+
+
+def _is_event_stream(headers: object) -> bool:
+    if not isinstance(headers, list):
+        return False
+    for pair in headers:
+        if isinstance(pair, list | tuple) and len(pair) == 2 and str(pair[0]).lower() == "content-type":
+            return str(pair[1]).split(";", 1)[0].strip().lower() == "text/event-stream"
+    return False
+
+
+# --- recorder counters: the writer's and the keeper's, with the live ones -------------------------------
+
+WRITER_COUNTERS: Final = ("records", "bytes", "lost", "write_errors")
+RETENTION_COUNTERS: Final = ("parts_compressed", "compress_failures", "parts_removed", "bytes_removed")
+
+
+def writer_counters(writer: Any) -> dict[str, int]:
+    """The counters of a `CaptureWriter` (and its keeper) under the names the metrics use."""
+    out = {
+        "records": writer.written,
+        "bytes": writer.bytes_written,
+        "lost": writer.lost,
+        "write_errors": writer.write_errors,
+    }
+    keeper = writer.keeper
+    kept = keeper.counters if keeper is not None else None
+    out["parts_compressed"] = kept.compressed if kept else 0
+    out["compress_failures"] = kept.compress_failures if kept else 0
+    out["parts_removed"] = kept.removed if kept else 0
+    out["bytes_removed"] = kept.removed_bytes if kept else 0
+    return out
+
+
+def add_counters(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Key-wise sum (the counters of closed writers and of the open one)."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in a.keys() | b.keys()}
+
+
+# --- Prometheus ---------------------------------------------------------------------------------------
+
+_COUNTERS: Final = (
+    ("flows", "erascope_flows", "HTTP requests recorded (stdio: server spawns)."),
+    ("records", "erascope_records_written", "Capture records written (part headers included)."),
+    ("bytes", "erascope_bytes_written", "Bytes written to capture parts."),
+    ("lost", "erascope_records_lost", "Records that could not be written (the traffic was relayed)."),
+    ("write_errors", "erascope_write_errors", "Failed attempts to write or encode a capture record."),
+    ("parts_compressed", "erascope_parts_compressed", "Closed capture parts compressed to *.jsonl.zst."),
+    ("compress_failures", "erascope_compress_failures", "Closed parts that could not be compressed (kept plain)."),
+    ("parts_removed", "erascope_parts_removed", "Closed parts removed by the retention bound."),
+    ("bytes_removed", "erascope_part_bytes_removed", "Bytes of the parts removed by the retention bound."),
+    ("server_labels_folded", "erascope_server_labels_folded", "Observations of servers past the label cap."),
+)
+
+
+class RecorderCollector:
+    """A Prometheus collector over a recorder's counters (`snapshot()` as `LiveStats.snapshot` plus the
+    writer counters), read afresh at every scrape."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Any]:
+        """Metric families for one scrape."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        s = self._snapshot()
+        for key, name, doc in _COUNTERS:
+            yield CounterMetricFamily(name, doc, value=s.get(key, 0))
+        yield GaugeMetricFamily("erascope_sse_streams_open", "SSE streams open through the proxy.", value=s["sse_open"])
+        errors = CounterMetricFamily(
+            "erascope_upstream_errors", "Flow failures by kind (HTTP: http.error; stdio: lifecycle).", labels=["kind"]
+        )
+        for kind, n in sorted(s["upstream_errors"].items()):
+            errors.add_metric([kind], n)
+        yield errors
+        outcomes = CounterMetricFamily(
+            "erascope_probe_outcomes", "server/discover probes by server and outcome.", labels=["server", "outcome"]
+        )
+        era = GaugeMetricFamily(
+            "erascope_server_era",
+            "1 for the era the server's latest decisive answer implies.",
+            labels=["server", "era"],
+        )
+        for server, info in s["servers"].items():
+            for outcome, n in sorted(info["outcomes"].items()):
+                outcomes.add_metric([server, outcome], n)
+            for name in ERAS:
+                era.add_metric([server, name], 1.0 if info["era"] == name else 0.0)
+        yield outcomes
+        yield era
+
+
+def parse_address(text: str, what: str = "--metrics") -> tuple[str, int]:
+    """`HOST:PORT` (`[v6]:PORT`; `:PORT` for 127.0.0.1) as (host, port)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ErascopeError(f"{what} must be HOST:PORT (e.g. 127.0.0.1:9464), not {text!r}")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+class MetricsEndpoint:
+    """A Prometheus `/metrics` HTTP server (prometheus_client's own) on its own registry and thread."""
+
+    def __init__(self, listen: str, snapshot: Callable[[], dict[str, Any]]) -> None:
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        host, port = parse_address(listen)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(RecorderCollector(snapshot))  # type: ignore[arg-type]
+        try:
+            self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise ErascopeError(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
+        bound = self._server.server_address
+        self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
+        """The bound address (port 0 picks a free one)."""
+
+    @property
+    def url(self) -> str:
+        """`http://HOST:PORT/metrics`."""
+        host, port = self.address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
+
+    def close(self) -> None:
+        """Stop serving and release the port."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5.0)

@@ -1,0 +1,382 @@
+"""Retention of capture parts: age rotation settings, zstd compression of closed parts, and a bound on
+what a capture directory keeps (`--keep-bytes`, `--keep-days`).
+
+A recorder meant to run for weeks must keep its disk bounded without ever touching the part it is
+writing, nor the part another recorder (a concurrent `record stdio` spawn) is writing in the same
+directory. Which parts are open is told by file locks, not by guessing from names or times: every
+writer holds an exclusive `flock` on its open part from the moment the part has its name until it
+is closed (the file is created under a hidden name, locked, then linked to its real name, so no
+other process can ever see an unlocked open part). A part is *closed* when nobody holds its lock: the
+writer closed it, or the recorder died (the kernel dropped the lock; nothing will write it again).
+
+All the work here runs on a `PartKeeper` thread, never on a relay path or on the writer thread:
+
+1. compress: a closed `x.000.jsonl` becomes `x.000.jsonl.zst` (written to a hidden temporary name,
+   fsynced, renamed, keeping mode 0600 and the part's mtime), then the plain part is removed. The
+   analyzer finds and reads `*.jsonl.zst` like the plain file (`analyzer.sources`). A failure to
+   compress leaves the plain part as it was and is reported.
+2. sweep: capture parts of the directory (names the writer makes, plain or compressed) are taken
+   oldest first by mtime (the time their last record was written) and removed while older than
+   `keep_days` or while the directory's capture parts total more than `keep_bytes`. A part whose
+   lock is held (an open part) is skipped, never removed; the compressor holds the lock of the part
+   it reads, so a part is never removed half-compressed either.
+
+The bound therefore holds up to the open parts: right after a sweep the directory is within
+`keep_bytes` (when enough closed parts exist), and until the next rotation each running recorder's
+open part can grow by up to one part (`rotate_bytes`, plus the record that crossed it). That is
+the documented slack: one part per recorder writing into the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import errno
+import fcntl
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:  # the backport mitmproxy already depends on (declared in pyproject.toml)
+    from backports import zstd
+
+from addon.errors import ErascopeError
+
+ZSTD_SUFFIX: Final = ".zst"
+ZSTD_LEVEL: Final = 3
+"""zstd's default level: about 10x smaller captures at a few hundred MB/s on one core."""
+CHUNK: Final = 1 << 20
+PART_NAME: Final = re.compile(r"\d{8}T\d{6}\.\d{6}Z_[A-Za-z0-9._-]+_\d+_[0-9a-f]{6}\.\d{3,}\.jsonl(?:\.zst|\.gz)?")
+"""Names of the capture parts the writer makes (plain, compressed by it, or by logrotate): the only
+files a sweep ever considers, so nothing else in the directory is counted or removed."""
+OPENING_SUFFIX: Final = ".opening"
+"""A part is `.<name>.opening` between its creation and its lock (`open_locked`): hidden, and no
+reader looking for `*.jsonl` (the analyzer, `erascope watch`) ever takes it for a capture."""
+PARTIAL_SUFFIX: Final = ".partial"
+"""A compressed part is `.<name>.zst.partial` while it is written."""
+_LOCK_RETRIES: Final = 50
+_LOCK_PAUSE: Final = 0.02
+_DAY: Final = 86400.0
+
+_SIZE_UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_DURATION_UNITS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": _DAY, "w": 7 * _DAY}
+
+
+def parse_size(text: str, what: str) -> int:
+    """`512k`, `256m`, `10g`, `4096` (bytes; binary multiples, like mitmproxy's sizes) as bytes > 0."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)i?b?\s*", text.lower())
+    size = int(float(m.group(1)) * _SIZE_UNITS[m.group(2)]) if m else 0
+    if size <= 0:
+        raise ErascopeError(f"{what} must be a positive size such as 512k, 256m or 10g, not {text!r}")
+    return size
+
+
+def parse_duration(text: str, what: str) -> float:
+    """`90s`, `30m`, `6h`, `7d`, `2w`, `3600` (seconds) as seconds > 0."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    seconds = float(m.group(1)) * _DURATION_UNITS[m.group(2)] if m else 0.0
+    if seconds <= 0:
+        raise ErascopeError(f"{what} must be a positive duration such as 90s, 30m, 6h or 7d, not {text!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """What happens to a recorder's closed parts. The default does nothing (parts stay as written)."""
+
+    compress: bool = False
+    """Compress each closed part to `*.jsonl.zst`."""
+    keep_bytes: int | None = None
+    """Remove the oldest closed parts while the directory's capture parts total more than this."""
+    keep_days: float | None = None
+    """Remove closed parts whose last record is older than this many days."""
+
+    @property
+    def active(self) -> bool:
+        """Whether there is anything to do at all (else no keeper thread is started)."""
+        return self.compress or self.keep_bytes is not None or self.keep_days is not None
+
+    def check(self) -> None:
+        """Raise `ErascopeError` for bounds that cannot be met."""
+        if self.keep_bytes is not None and self.keep_bytes <= 0:
+            raise ErascopeError(f"--keep-bytes must be positive, not {self.keep_bytes}")
+        if self.keep_days is not None and not self.keep_days > 0:
+            raise ErascopeError(f"--keep-days must be positive, not {self.keep_days}")
+
+
+@dataclass(slots=True)
+class RetentionCounters:
+    """What a keeper did (read by the recorders' metrics; plain ints, updated on the keeper thread)."""
+
+    compressed: int = 0
+    compress_failures: int = 0
+    removed: int = 0
+    removed_bytes: int = 0
+
+
+# --- locks ------------------------------------------------------------------------------------------
+
+
+def open_locked(path: Path) -> int:
+    """Create `path` (0600, must not exist) for appending, holding an exclusive lock on it before it
+    is visible under its name: a sweep in any process never sees it unlocked while it is open.
+
+    The lock lives as long as the returned descriptor (closing it, or the process dying, drops it).
+    """
+    hidden = path.with_name(f".{path.name}{OPENING_SUFFIX}")
+    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and hidden: nobody else can hold it
+        try:
+            os.link(hidden, path)  # unlike rename, fails when `path` exists (the O_EXCL promise)
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+                raise
+            if path.exists():  # a file system without hard links: rename, minding the promise
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from exc
+            os.rename(hidden, path)
+        else:
+            os.unlink(hidden)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(hidden)
+        raise
+    return fd
+
+
+def _lock_closed(path: Path, retries: int = 0) -> int | None:
+    """A read descriptor holding `path`'s exclusive lock, or None when the part is open (its lock is
+    held) or gone. `retries` waits out a sweep's or keeper's brief hold of a closed part's lock."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    for attempt in range(retries + 1):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if attempt < retries:
+                time.sleep(_LOCK_PAUSE)
+        except OSError:
+            break
+    os.close(fd)
+    return None
+
+
+# --- compression ------------------------------------------------------------------------------------
+
+
+def compress_part(path: Path) -> Path | None:
+    """Compress the closed part `path` to `path.zst` and remove `path`; the compressed path, or None
+    when `path` is gone or open (nothing done). Raises `OSError` / `zstd.ZstdError` when compressing
+    fails: the plain part is then left as it was and no partial output remains."""
+    fd = _lock_closed(path, retries=_LOCK_RETRIES)
+    if fd is None:
+        return None
+    target = path.with_name(path.name + ZSTD_SUFFIX)
+    partial = path.with_name(f".{target.name}{PARTIAL_SUFFIX}")
+    try:
+        st = os.fstat(fd)
+        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            with open(out, "wb", closefd=True) as sink, zstd.ZstdFile(sink, "wb", level=ZSTD_LEVEL) as z:
+                while chunk := os.read(fd, CHUNK):
+                    z.write(chunk)
+            with open(partial, "rb") as done:  # durable before the plain part goes
+                os.fsync(done.fileno())
+            os.utime(partial, ns=(st.st_atime_ns, st.st_mtime_ns))  # age and order stay those of the data
+            os.rename(partial, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(partial)
+            raise
+        os.unlink(path)  # still under our lock: no sweep removed it meanwhile
+        return target
+    finally:
+        os.close(fd)
+
+
+# --- sweeping -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """One part a sweep removed."""
+
+    path: Path
+    size: int
+    mtime: float
+    reason: str
+    """`keep-days` or `keep-bytes`."""
+
+    def describe(self) -> str:
+        """One log line."""
+        when = dt.datetime.fromtimestamp(self.mtime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"erascope: retention ({self.reason}) removed {self.path} ({self.size} bytes, last written {when})"
+
+
+def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
+    """The directory's capture parts as (mtime, name, size, path), oldest first."""
+    parts = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return []
+    for entry in entries:
+        if not PART_NAME.fullmatch(entry.name):
+            continue
+        with contextlib.suppress(OSError):
+            st = entry.stat(follow_symlinks=False)
+            if entry.is_file(follow_symlinks=False):
+                parts.append((st.st_mtime, entry.name, st.st_size, Path(entry.path)))
+    parts.sort()
+    return parts
+
+
+def sweep(
+    directory: Path, *, keep_bytes: int | None, keep_days: float | None, now: float | None = None
+) -> list[Removed]:
+    """Remove the oldest closed parts of `directory` until the bounds hold; what was removed.
+
+    Open parts (locked) are counted in the total but never removed.
+    """
+    if keep_bytes is None and keep_days is None:
+        return []
+    now = time.time() if now is None else now
+    parts = capture_parts(directory)
+    total = sum(size for _, _, size, _ in parts)
+    removed: list[Removed] = []
+    for mtime, _, size, path in parts:
+        too_old = keep_days is not None and now - mtime > keep_days * _DAY
+        too_big = keep_bytes is not None and total > keep_bytes
+        if not (too_old or too_big):
+            break  # oldest first: every later part is younger, and the total only shrinks
+        fd = _lock_closed(path)
+        if fd is None:
+            continue  # open (or gone): never removed
+        try:
+            os.unlink(path)  # under its lock: nobody is compressing or writing it
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        total -= size
+        removed.append(Removed(path, size, mtime, "keep-days" if too_old else "keep-bytes"))
+    return removed
+
+
+# --- the keeper thread ----------------------------------------------------------------------------------
+
+_STOP: Final = object()
+
+
+class PartKeeper:
+    """Compresses a writer's closed parts and sweeps its directory, on a thread of its own.
+
+    `closed(path)` queues a part the writer has just closed; `sweep_soon()` queues a sweep alone (at
+    start: the directory may be over its bound from earlier runs). `log` gets one line per removed
+    part, `warn` one per failure (the mitmproxy log for the addon, stderr for the tee);
+    `on_compressed(old, new)` tells the writer a part's new name. None of them may raise.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        policy: Retention,
+        *,
+        log: Callable[[str], None],
+        warn: Callable[[str], None] | None = None,
+        on_compressed: Callable[[Path, Path], None] | None = None,
+    ) -> None:
+        self.directory = Path(directory)
+        self.policy = policy
+        self.counters = RetentionCounters()
+        self._log = log
+        self._warn = warn or log
+        self._on_compressed = on_compressed
+        self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="erascope-keeper", daemon=True)
+        self._thread.start()
+
+    def closed(self, path: Path) -> None:
+        """A part was closed: compress it (when asked to), then sweep."""
+        self._queue.put(path)
+
+    def sweep_soon(self) -> None:
+        """Sweep the directory (no part to compress)."""
+        self._queue.put(None)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything queued so far is done; True when it was within `timeout`."""
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
+
+    def close(self, timeout: float = 60.0) -> bool:
+        """Finish what is queued (bounded by `timeout`), then stop; True when all was done."""
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):
+            # Best effort: the keeper yields the CPU to the relay (Linux: a thread id's own priority).
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        while True:
+            # Everything queued meanwhile is taken at once: its parts are compressed first and the
+            # directory swept once after, so a sweep weighs parts as they will stay (not the plain
+            # size of a part about to be compressed) and a burst of rotations costs one sweep.
+            batch = [self._queue.get()]
+            with contextlib.suppress(queue.Empty):
+                while batch[-1] is not _STOP:
+                    batch.append(self._queue.get_nowait())
+            waiting = [item for item in batch if isinstance(item, threading.Event)]
+            try:
+                if self.policy.compress:
+                    done = 0
+                    while done < len(batch):  # parts closed while compressing join this batch too
+                        item = batch[done]
+                        done += 1
+                        if isinstance(item, Path):
+                            self._compress(item)
+                        if done == len(batch) and batch[-1] is not _STOP:
+                            with contextlib.suppress(queue.Empty):
+                                batch.append(self._queue.get_nowait())
+                    waiting = [item for item in batch if isinstance(item, threading.Event)]
+                self._sweep()
+            except Exception as exc:  # a keeper bug must never stop the recorder
+                self._warn(f"erascope: retention failed: {exc!r}")
+            for event in waiting:
+                event.set()
+            if batch[-1] is _STOP:
+                return
+
+    def _compress(self, path: Path) -> None:
+        try:
+            packed = compress_part(path)
+        except (OSError, zstd.ZstdError) as exc:
+            self.counters.compress_failures += 1
+            self._warn(f"erascope: cannot compress {path}: {exc}; the plain part is kept")
+            return
+        if packed is not None:
+            self.counters.compressed += 1
+            if self._on_compressed is not None:
+                self._on_compressed(path, packed)
+
+    def _sweep(self) -> None:
+        for r in sweep(self.directory, keep_bytes=self.policy.keep_bytes, keep_days=self.policy.keep_days):
+            self.counters.removed += 1
+            self.counters.removed_bytes += r.size
+            self._log(r.describe())

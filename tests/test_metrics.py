@@ -1,0 +1,273 @@
+"""The recorders' live counters (addon/metrics.py): outcomes and eras from records, bounded labels,
+and the Prometheus exposition read back with prometheus_client's own parser.
+
+End to end (a live recorder scraped over HTTP): tests/test_metrics_e2e.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from addon import format as fmt
+from addon import metrics as m
+from addon.metrics import LiveStats, RecorderCollector, answer_outcome
+from analyzer.probes import AUTH_STATUSES, GATEWAY_STATUSES, MODERN_ERROR_CODES, UNSUPPORTED_CODES
+from analyzer.schema import MODERN_VERSIONS, PROBE_OUTCOMES
+
+MODERN = "2026-07-28"
+SERVER = "http://s/mcp"
+
+
+def test_vocabulary_is_the_analyzers() -> None:
+    # the addon cannot import the analyzer (polars in mitmproxy); the constants must still agree
+    assert set(m.LIVE_OUTCOMES) <= set(PROBE_OUTCOMES)
+    assert m.MODERN_VERSIONS == MODERN_VERSIONS
+    assert m.UNSUPPORTED_CODES == UNSUPPORTED_CODES and m.MODERN_ERROR_CODES == MODERN_ERROR_CODES
+    assert m.AUTH_STATUSES == AUTH_STATUSES and m.GATEWAY_STATUSES == GATEWAY_STATUSES
+
+
+def err(code: int, **data: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "error": {"code": code, "message": "x", **({"data": data} if data else {})}}
+
+
+def ok(result: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "result": result}
+
+
+D, INIT = "server/discover", "initialize"
+
+
+@pytest.mark.parametrize(
+    ("method", "msg", "status", "expected"),
+    [
+        (D, ok({"supportedVersions": [MODERN, "2025-11-25"]}), 200, ("discover-result", "modern")),
+        (D, ok({"supportedVersions": ["2025-11-25"]}), None, ("discover-result", "legacy")),
+        (D, err(-32022, supported=[MODERN]), 400, ("unsupported-version", "modern-other-version")),
+        (D, err(-32004), None, ("unsupported-version", "modern-other-version")),
+        (D, err(-32020), 400, ("modern-error", "modern")),
+        (D, err(-32602), None, ("legacy-answer", "legacy")),
+        (D, err(-32600), 400, ("legacy-answer", "legacy")),
+        (D, None, 400, ("legacy-answer", "legacy")),  # a bare 400: legacy server or its middleware
+        (D, None, 200, ("garbage", None)),
+        (D, None, None, ("garbage", None)),
+        (D, ok({"supportedVersions": [MODERN]}), 401, ("auth-required", None)),
+        (D, None, 429, ("rate-limited", None)),
+        (D, None, 307, ("redirected", None)),
+        (D, None, 502, ("gateway-error", None)),
+        (D, err(-32022), 502, ("unsupported-version", "modern-other-version")),  # the server's own error
+        (INIT, ok({"protocolVersion": "2025-11-25"}), 200, (None, "legacy")),
+        (INIT, err(-32022, supported=[MODERN]), 400, (None, "modern-other-version")),
+        (INIT, err(-32602), None, (None, None)),
+        (INIT, None, 403, (None, None)),
+    ],
+)
+def test_answer_outcome_table(method: str, msg: Any, status: int | None, expected: tuple[Any, Any]) -> None:
+    assert answer_outcome(method, msg, status) == expected
+
+
+# --- record streams -----------------------------------------------------------------------------------
+
+
+def req(flow: str, msg: dict[str, Any], server: str = SERVER) -> dict[str, Any]:
+    return {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, fmt.F_SERVER: server, fmt.F_RAW: orjson.dumps(msg).decode()}
+
+
+def resp(flow: str, status: int, body: Any = None, *, sse: bool = False, server: str = SERVER) -> dict[str, Any]:
+    rec: dict[str, Any] = {fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": flow, fmt.F_SERVER: server, "status": status}
+    rec["streamed"] = sse
+    rec["headers"] = [["content-type", "text/event-stream" if sse else "application/json"]]
+    if body is not None:
+        rec[fmt.F_RAW] = body if isinstance(body, str) else orjson.dumps(body).decode()
+    return rec
+
+
+def probe(i: Any = 1, version: str = MODERN) -> dict[str, Any]:
+    meta = {"io.modelcontextprotocol/protocolVersion": version}
+    return {"jsonrpc": "2.0", "id": i, "method": D, "params": {"_meta": meta}}
+
+
+def init(i: Any = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": i, "method": INIT, "params": {"protocolVersion": "2025-11-25"}}
+
+
+def feed(stats: LiveStats, records: list[dict[str, Any]]) -> dict[str, Any]:
+    for r in records:
+        stats.observe(r)
+    return stats.snapshot()
+
+
+def test_http_rollout_changes_the_era_and_counts_outcomes() -> None:
+    s = feed(
+        LiveStats(),
+        [
+            req("f1", init(0)),
+            resp("f1", 200, ok({"protocolVersion": "2025-11-25"})),
+            req("f2", probe(1)),
+            resp("f2", 400, err(-32600)),
+            req("f3", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "initialize"}}),
+            resp("f3", 200, ok({})),
+            req("f4", probe("p")),
+            resp("f4", 200, {**ok({"supportedVersions": [MODERN]}), "id": "p"}),
+        ],
+    )
+    assert s["flows"] == 4
+    server = s["servers"]["http://s/mcp"]
+    assert server == {"era": "modern", "outcomes": {"legacy-answer": 1, "discover-result": 1}}
+
+
+def test_http_answer_in_an_event_stream_and_open_streams() -> None:
+    stats = LiveStats()
+    s = feed(
+        stats,
+        [
+            req("f1", init(7)),
+            resp("f1", 200, sse=True),
+            {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "f1", fmt.F_RAW: '{"jsonrpc":"2.0","method":"notifications/x"}'},
+            {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "f1", fmt.F_RAW: orjson.dumps({**ok({}), "id": 7}).decode()},
+            req("g", {"jsonrpc": "2.0", "id": 8, "method": "ping"}),
+            resp("g", 200, sse=True),
+        ],
+    )
+    assert s["sse_open"] == 2
+    assert s["servers"]["http://s/mcp"]["era"] == "legacy"
+    s = feed(stats, [{fmt.F_TYPE: fmt.SSE_END, "flow": "f1", "how": "clean"}])
+    assert s["sse_open"] == 1
+
+
+def test_http_errors_by_kind_and_a_probe_that_died() -> None:
+    s = feed(
+        LiveStats(),
+        [
+            req("f1", probe()),
+            {fmt.F_TYPE: fmt.HTTP_ERROR, "flow": "f1", "kind": "connection-refused"},
+            req("f2", probe()),
+            {fmt.F_TYPE: fmt.HTTP_ERROR, "flow": "f2", "kind": "client-gone"},  # the client left: no outcome
+            {fmt.F_TYPE: fmt.HTTP_ERROR, "flow": None, "kind": "connection-refused"},
+            {fmt.F_TYPE: fmt.HTTP_ERROR, "flow": "f3", "kind": "recorder-stopped"},  # not an upstream error
+        ],
+    )
+    assert s["upstream_errors"] == {"connection-refused": 2, "client-gone": 1}
+    assert s["servers"]["http://s/mcp"] == {"era": "unknown", "outcomes": {"connection-died": 1}}
+
+
+def frame(conn: str, direction: str, raw: str, server: str = "srv") -> dict[str, Any]:
+    return {fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: conn, fmt.F_DIR: direction, fmt.F_RAW: raw, fmt.F_SERVER: server}
+
+
+def event(conn: str, name: str) -> dict[str, Any]:
+    return {fmt.F_TYPE: fmt.LIFECYCLE, fmt.F_CONN: conn, fmt.F_EVENT: name, fmt.F_SERVER: "srv"}
+
+
+def test_stdio_outcomes_banner_garbage_and_death() -> None:
+    dump = orjson.dumps
+    s = feed(
+        LiveStats(),
+        [
+            event("a", fmt.EV_SPAWN),
+            frame("a", fmt.C2S, dump(probe(1)).decode()),
+            frame("a", fmt.S2C, "Server starting..."),  # a banner before the real answer is not garbage
+            frame("a", fmt.S2C, dump(err(-32602)).decode()),
+            frame("a", fmt.C2S, dump(init(2)).decode()),
+            frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25"}), "id": 2}).decode()),
+            event("b", fmt.EV_SPAWN),
+            frame("b", fmt.C2S, dump(probe("x")).decode()),
+            frame("b", fmt.S2C, "panic: not initialized"),
+            event("b", fmt.EV_EXIT),
+            event("c", fmt.EV_SPAWN),
+            frame("c", fmt.C2S, dump(probe(1)).decode()),
+            event("c", fmt.EV_STDIN_BROKEN),
+            event("d", fmt.EV_SPAWN),
+            frame("d", fmt.C2S, dump(probe(1)).decode()),
+            event("d", fmt.EV_CLIENT_EOF),  # the client gave up first: the exit proves nothing
+            event("d", fmt.EV_EXIT),
+        ],
+    )
+    assert s["flows"] == 4
+    assert s["upstream_errors"] == {"server-stdin-broken": 1}
+    assert s["servers"]["srv"] == {
+        "era": "legacy",
+        "outcomes": {"legacy-answer": 1, "garbage": 1, "connection-died": 1},
+    }
+
+
+def test_ids_are_matched_by_value_and_type() -> None:
+    s = feed(
+        LiveStats(),
+        [
+            frame("a", fmt.C2S, orjson.dumps(probe(1)).decode()),
+            frame("a", fmt.S2C, orjson.dumps({**err(-32022), "id": "1"}).decode()),  # another request's answer
+            frame("a", fmt.S2C, orjson.dumps({**ok({"supportedVersions": [MODERN]}), "id": 1}).decode()),
+        ],
+    )
+    assert s["servers"]["srv"] == {"era": "modern", "outcomes": {"discover-result": 1}}
+
+
+def test_server_labels_are_capped() -> None:
+    stats = LiveStats(max_servers=3)
+    records = []
+    for i in range(10):
+        server = f"http://evil/{i}/" + "p" * 500
+        records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, ok({"supportedVersions": [MODERN]}))]
+    s = feed(stats, records)
+    assert len(s["servers"]) == 4 and "other" in s["servers"]
+    assert all(len(k) <= m.MAX_LABEL for k in s["servers"])
+    assert s["servers"]["other"]["outcomes"] == {"discover-result": 7}
+    assert s["server_labels_folded"] == 7
+
+
+def test_pending_requests_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(m, "MAX_PENDING", 10)
+    stats = LiveStats()
+    feed(stats, [req(f"f{i}", probe()) for i in range(100)])  # never answered
+    assert len(stats._pending) <= 10
+
+
+def test_odd_records_are_ignored() -> None:
+    stats = LiveStats()
+    odd: list[dict[str, Any]] = [
+        {},
+        {fmt.F_TYPE: fmt.HTTP_REQUEST},
+        {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "f", fmt.F_RAW: '{"method":"server/discover","id":{"a":1}}'},
+        {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "f", fmt.F_RAW: '["server/discover"]'},
+        {fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": "f", "status": "x", "headers": "nope"},
+        {fmt.F_TYPE: fmt.FRAME, fmt.F_DIR: fmt.S2C, fmt.F_RAW_B64: "AAA="},
+        {fmt.F_TYPE: fmt.LIFECYCLE, fmt.F_EVENT: None},
+        {fmt.F_TYPE: "from-the-future"},
+    ]
+    s = feed(stats, odd)
+    assert s["flows"] == 3 and s["servers"] == {}
+
+
+# --- Prometheus exposition ------------------------------------------------------------------------------
+
+
+def test_collector_output_parses_with_prometheus_client() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    stats = LiveStats()
+    timeout = {fmt.F_TYPE: fmt.HTTP_ERROR, "flow": "x", "kind": "timeout"}
+    feed(stats, [req("f1", probe()), resp("f1", 400, err(-32022)), timeout])
+
+    def snapshot() -> dict[str, Any]:
+        return {**stats.snapshot(), "records": 5, "bytes": 1234, "lost": 1, "write_errors": 2}
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RecorderCollector(snapshot))  # type: ignore[arg-type]
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in fam.samples
+    }
+    assert samples[("erascope_flows_total", ())] == 1
+    assert samples[("erascope_bytes_written_total", ())] == 1234
+    assert samples[("erascope_records_lost_total", ())] == 1
+    assert samples[("erascope_write_errors_total", ())] == 2
+    assert samples[("erascope_upstream_errors_total", (("kind", "timeout"),))] == 1
+    key = (("outcome", "unsupported-version"), ("server", "http://s/mcp"))
+    assert samples[("erascope_probe_outcomes_total", key)] == 1
+    eras = {dict(k[1])["era"]: v for k, v in samples.items() if k[0] == "erascope_server_era"}
+    assert eras == {"unknown": 0, "modern": 0, "modern-other-version": 1, "legacy": 0}

@@ -1,0 +1,258 @@
+"""Scraping a live recorder: a real `mitmdump -s addon/http_recorder.py` (and `erascope record http`)
+with `--metrics`, real `mcp` SDK servers and clients; `/metrics` fetched over HTTP and read with
+prometheus_client's own parser. The values must match the traffic sent, and the capture on disk.
+
+And `record stdio`: the same counters in the `recorder-end` record closing a real tee's capture,
+which the analyzer reads like any other capture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from mcp import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from addon import format as fmt
+from analyzer.pipeline import analyze
+from analyzer.report import report_dict
+from tests.peers.capture_tools import jsonrpc, only_capture, read_records
+from tests.test_http_e2e import BIN, META, MODERN_HEADERS, Proc, by_flow, session, start_mitmdump, start_server
+from tests.test_stdio_e2e import PEERS, call_add, through_tee
+
+pytestmark = pytest.mark.e2e
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+def scrape(url: str) -> Samples:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        text = resp.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def settle(url: str, done: Callable[[Samples], bool], timeout: float = 30.0) -> Samples:
+    """Scrape until `done` holds (the writer thread counts records just after the proxy passed them)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = scrape(url)
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.1)
+
+
+def value(samples: Samples, name: str, **labels: str) -> float | None:
+    return samples.get((name, tuple(sorted(labels.items()))))
+
+
+def era(samples: Samples, server: str) -> str | None:
+    """The one era set to 1 for `server` (None when the server has no series yet)."""
+    on = [
+        labels["era"]
+        for (name, pairs), v in samples.items()
+        if name == "erascope_server_era" and v == 1.0 and (labels := dict(pairs))["server"] == server
+    ]
+    assert len(on) <= 1, on
+    return on[0] if on else None
+
+
+def outcome(samples: Samples, server: str, name: str) -> float:
+    return value(samples, "erascope_probe_outcomes_total", server=server, outcome=name) or 0.0
+
+
+def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=orjson.dumps(body), headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def capture_totals(capdir: Path) -> tuple[int, int, int]:
+    """Lines, bytes and `http.request` records of every capture part in `capdir`."""
+    files = sorted(capdir.glob("*.jsonl"))
+    data = [p.read_bytes() for p in files]
+    lines = [orjson.loads(line) for d in data for line in d.splitlines()]
+    return len(lines), sum(len(d) for d in data), sum(r["type"] == fmt.HTTP_REQUEST for r in lines)
+
+
+def test_scrape_mitmdump_addon_through_a_rollout(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
+    port = start_server(procs, clean_env)
+    capdir = tmp_path / "caps"
+    proxy = start_mitmdump(procs, clean_env, port, capdir, "--set", "erascope_metrics=127.0.0.1:0")
+    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    via = f"http://127.0.0.1:{proxy.port}/mcp"  # type: ignore[attr-defined]
+    key = f"http://127.0.0.1:{port}/mcp"
+
+    first = scrape(url)
+    assert value(first, "erascope_flows_total") == 0 and era(first, key) is None
+
+    # 1. a modern client probes: a DiscoverResult naming 2026-07-28
+    got = asyncio.run(session(via, "auto", gate=tmp_path / "gate1"))
+    assert got["version"] == "2026-07-28"
+    s = settle(url, lambda s: outcome(s, key, "discover-result") >= 1)
+    assert outcome(s, key, "discover-result") == 1 and era(s, key) == "modern"
+
+    # 2. a legacy client on the same (dual-era) server: initialize is served; its GET stream stays open
+    async def legacy_session() -> Samples:
+        async with Client(via, mode="legacy") as client:
+            await client.call_tool("echo", {"text": "x"})
+            return await anyio.to_thread.run_sync(
+                lambda: settle(url, lambda s: (value(s, "erascope_sse_streams_open") or 0) >= 1)
+            )
+
+    during = asyncio.run(legacy_session())
+    assert value(during, "erascope_sse_streams_open") == 1
+    s = settle(url, lambda s: value(s, "erascope_sse_streams_open") == 0 and era(s, key) == "legacy")
+    assert value(s, "erascope_sse_streams_open") == 0  # the stream's end was seen
+    assert era(s, key) == "legacy"  # the latest decisive answer: a served initialize
+    assert outcome(s, key, "discover-result") == 1  # a legacy client sends no probe
+
+    # 3. a probe for a version the server does not speak: -32022, a modern server on other versions
+    bad = {"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {"_meta": {**META}}}
+    bad["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2099-01-01"
+    headers = {**MODERN_HEADERS, "mcp-method": "server/discover", "mcp-protocol-version": "2099-01-01"}
+    status, body = post(via, bad, headers)
+    assert status == 400 and orjson.loads(body)["error"]["code"] == -32022
+    s = settle(url, lambda s: outcome(s, key, "unsupported-version") >= 1)
+    assert outcome(s, key, "unsupported-version") == 1 and era(s, key) == "modern-other-version"
+
+    # 4. the modern client again
+    asyncio.run(session(via, "auto", gate=tmp_path / "gate2"))
+    s = settle(url, lambda s: outcome(s, key, "discover-result") >= 2)
+    assert outcome(s, key, "discover-result") == 2 and era(s, key) == "modern"
+
+    # 5. the server goes away: the next request cannot reach it
+    procs[0].stop(signal.SIGKILL)
+    with contextlib.suppress(OSError):  # mitmdump's eager connect drops the client (no HTTP answer)
+        post(via, bad, MODERN_HEADERS)
+    s = settle(url, lambda s: (value(s, "erascope_upstream_errors_total", kind="connection-refused") or 0) >= 1)
+    assert value(s, "erascope_upstream_errors_total", kind="connection-refused") == 1
+
+    # The writer's counters are the capture on disk, record for record and byte for byte.
+    def stable(s: Samples) -> bool:
+        lines, size, _ = capture_totals(capdir)
+        return value(s, "erascope_records_written_total") == lines and value(s, "erascope_bytes_written_total") == size
+
+    s = settle(url, stable)
+    lines, size, requests = capture_totals(capdir)
+    assert value(s, "erascope_records_written_total") == lines
+    assert value(s, "erascope_bytes_written_total") == size
+    assert value(s, "erascope_flows_total") == requests == len(by_flow(read_records(capdir)))
+    assert value(s, "erascope_records_lost_total") == 0 and value(s, "erascope_write_errors_total") == 0
+    # only bounded label values: server keys, outcomes, eras, kinds
+    servers = {dict(k[1]).get("server") for k in s if "server" in dict(k[1])}
+    assert servers == {key}
+    assert proxy.stop(signal.SIGINT) == 0
+
+
+def test_metrics_port_in_use_is_an_option_error(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
+    port = start_server(procs, clean_env)
+    proxy = start_mitmdump(procs, clean_env, port, tmp_path / "caps", "--set", "erascope_metrics=127.0.0.1:0")
+    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    taken = url.rsplit(":", 1)[1].split("/")[0]
+    cli = Proc(
+        [str(BIN / "erascope"), "record", "http", "--upstream", f"http://127.0.0.1:{port}/mcp", "--listen",
+         "127.0.0.1:0", "--out", str(tmp_path / "caps2"), "--metrics", f"127.0.0.1:{taken}"],
+        clean_env,
+    )  # fmt: skip
+    procs.append(cli)
+    assert cli.popen.wait(60) == 2
+    cli.wait_for(rf"cannot serve metrics on 127\.0\.0\.1:{taken}")
+
+
+@pytest.mark.legacy_peer
+def test_scrape_record_http_in_front_of_a_legacy_server(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path, legacy_py: Path
+) -> None:
+    port = start_server(procs, clean_env, legacy_py)
+    upstream = f"http://127.0.0.1:{port}/mcp"
+    cli = Proc(
+        [str(BIN / "erascope"), "record", "http", "--upstream", upstream, "--listen", "127.0.0.1:0", "--out",
+         str(tmp_path / "caps"), "--metrics", "127.0.0.1:0"],
+        clean_env,
+    )  # fmt: skip
+    procs.append(cli)
+    listen = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/mcp) -> ").group(1)
+    url = cli.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    got = asyncio.run(session(listen, "auto", gate=tmp_path / "gate"))
+    assert got["version"] != "2026-07-28"  # the client fell back to initialize
+    s = settle(url, lambda s: era(s, upstream) == "legacy" and outcome(s, upstream, "legacy-answer") >= 1)
+    assert outcome(s, upstream, "legacy-answer") == 1  # 400 with -32600 "Missing session ID"
+    assert era(s, upstream) == "legacy"
+    assert sum(v for k, v in s.items() if k[0] == "erascope_probe_outcomes_total") == 1
+    assert cli.stop(signal.SIGINT) == 0
+
+
+# --- record stdio: the counters in the closing record ------------------------------------------------------
+
+
+def test_stdio_closing_record_holds_the_counters_and_analyze_reads_it(
+    tmp_path: Path, clean_env: dict[str, str], modern_py: Path
+) -> None:
+    out = tmp_path / "captures"
+    got = anyio.run(call_add, through_tee([str(modern_py), str(PEERS / "mcp_stdio_server.py")], out, clean_env))
+    assert got["protocol_version"] == "2026-07-28" and got["text"] == ["5"]
+    (path,) = sorted(out.glob("*.jsonl"))
+    lines = path.read_bytes().splitlines(keepends=True)
+    records = only_capture(out)
+    end = records[-1]
+    assert end[fmt.F_TYPE] == fmt.LIFECYCLE and end[fmt.F_EVENT] == fmt.EV_RECORDER_END
+    counters = end[fmt.F_COUNTERS]
+    # as of just before the closing record: every line before it, byte for byte
+    assert counters["records"] == len(lines) - 1
+    assert counters["bytes"] == sum(len(line) for line in lines[:-1])
+    assert counters["lost"] == 0 and counters["write_errors"] == 0
+    assert counters["flows"] == 1 and counters["upstream_errors"] == {}
+    server = records[0][fmt.F_SERVER]
+    # a loaded machine can make the client give up on its probe and fall back before the answer
+    # comes (then -32022 to `initialize` and a second probe): count what the capture shows
+    probes = [r for r in jsonrpc(records, fmt.C2S) if r.get("method") == "server/discover"]
+    assert probes
+    assert counters["servers"] == {server: {"era": "modern", "outcomes": {"discover-result": len(probes)}}}
+    assert counters["parts_removed"] == 0 and "sse_open" not in counters
+
+    # The analyzer reads it as one more lifecycle record of the spawn: one more record and message
+    # (and a later `last_seen`); verdicts, findings and their evidence are those without it.
+    without = tmp_path / "without"
+    without.mkdir()
+    (without / path.name).write_bytes(b"".join(lines[:-1]))
+    want = report_dict(analyze([str(without)]))
+    have = orjson.loads(orjson.dumps(report_dict(analyze([str(out)]))).decode().replace(str(out), str(without)))
+    assert have["inputs"]["records"] == want["inputs"]["records"] + 1
+    assert have["totals"]["messages"] == want["totals"]["messages"] + 1
+    assert have["servers"][0]["last_seen"] == end[fmt.F_TS]
+    for report in (have, want):
+        del report["inputs"]["records"], report["totals"]["messages"], report["servers"][0]["last_seen"]
+    assert have == want
+    assert want["servers"][0]["era"] in ("modern", "modern-only")  # as the client happened to probe
+
+
+def test_stdio_closing_record_counts_a_failed_spawn(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    proc = subprocess.run(
+        [str(BIN / "erascope"), "record", "stdio", "--out", str(tmp_path), "--", str(tmp_path / "no-such-server")],
+        input=b"", capture_output=True, env=clean_env, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 127
+    records = only_capture(tmp_path)
+    assert records[-1][fmt.F_EVENT] == fmt.EV_RECORDER_END
+    assert records[-1][fmt.F_COUNTERS]["upstream_errors"] == {"spawn-failed": 1}
+    assert records[-1][fmt.F_COUNTERS]["flows"] == 0
