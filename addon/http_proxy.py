@@ -53,6 +53,8 @@ class ReverseProxyConfig:
     """Seconds a connection may stay silent before the proxy closes it (mitmproxy's `tcp_timeout`)."""
     max_body: str = "16m"
     """Bytes recorded at most per body or SSE event (`16m`, `512k`, …); more is relayed, not recorded."""
+    chain_key: Path | None = None
+    """A key file: the capture's hash chain is keyed (HMAC-SHA256); default unkeyed SHA-256."""
 
 
 @dataclass(slots=True)
@@ -227,6 +229,7 @@ async def _serve(config: ReverseProxyConfig, on_ready: Callable[[list[tuple[str,
             erascope_bodies=config.bodies,
             erascope_redact_headers=list(config.redact_headers),
             erascope_max_body=config.max_body,
+            erascope_chain_key=str(config.chain_key) if config.chain_key else "",
         )
     except exceptions.OptionsError as exc:
         raise ErascopeError(str(exc)) from exc

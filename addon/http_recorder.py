@@ -31,7 +31,9 @@ try:
 except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
+from addon import chain
 from addon.bodies import DEFAULT_MAX_BODY, bounded_body
+from addon.errors import ErascopeError
 from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
 from addon.sse import SseEvent, SseParser
 from addon.writer import CaptureWriter, default_capture_dir
@@ -402,6 +404,8 @@ class HttpRecorder:
         """`erascope_server`, cached: option lookups are slow on the per-flow path."""
         self.max_body: int = DEFAULT_MAX_BODY
         """`erascope_max_body` in bytes, cached."""
+        self.chain_key: bytes | None = None
+        """The key of `erascope_chain_key`, read once: the capture's chain is keyed with it."""
         self.flows: dict[str, _FlowState] = {}
         self.open: dict[str, http.HTTPFlow] = {}
         """Flows whose request headers arrived and that have not ended: `done()` ends them."""
@@ -453,6 +457,13 @@ class HttpRecorder:
             "Record only flows matching this mitmproxy filter expression (evaluated when the request is"
             " complete, so response filters such as ~c never match).",
         )
+        loader.add_option(
+            "erascope_chain_key",
+            str,
+            "",
+            "File holding a key (at least 16 bytes) for the capture's hash chain: HMAC-SHA256 digests that"
+            " only holders of the key can forge (default: unkeyed SHA-256). Check with `erascope verify --key`.",
+        )
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
@@ -482,13 +493,18 @@ class HttpRecorder:
                     f"erascope_max_body must be a positive size (e.g. 16m), not {opts.erascope_max_body!r}"
                 )
             self.max_body = size
+        if "erascope_chain_key" in updated:
+            try:
+                self.chain_key = chain.load_key(opts.erascope_chain_key) if opts.erascope_chain_key else None
+            except ErascopeError as exc:
+                raise exceptions.OptionsError(f"erascope_chain_key: {exc}") from exc
         if "erascope_dir" in updated and opts.erascope_dir:
             path = Path(opts.erascope_dir).expanduser()
             if path.exists() and not path.is_dir():
                 raise exceptions.OptionsError(f"erascope_dir: {path} exists and is not a directory")
         relevant = {
             "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode",
-            "erascope_max_body",
+            "erascope_max_body", "erascope_chain_key",
         }  # fmt: skip
         if updated & relevant:
             # a new policy or place starts a new capture: one header must describe all its records
@@ -516,6 +532,7 @@ class HttpRecorder:
                 server=self.capture_server,
                 header_extra={"redaction": self.redaction.describe(), F_MAX_BODY: self.max_body},
                 on_error=self.report,
+                chain_key=self.chain_key,
             )
         record[fmt.F_SERVER] = key
         self.writer.write(record)

@@ -521,6 +521,7 @@ class StdioTee:
         stdout_fd: int = 1,
         redactor: Redactor | None = None,
         rotate_bytes: int | None = None,
+        chain_key: bytes | None = None,
     ) -> None:
         if not cmd:
             raise ErascopeError("no server command given; usage: erascope record stdio [OPTIONS] -- CMD [ARGS...]")
@@ -549,6 +550,7 @@ class StdioTee:
             header_extra={"argv": self.argv, "redaction": dict(REDACTION_POLICY)},
             on_error=self._report,
             batch_interval=WRITER_BATCH,
+            chain_key=chain_key,
             **extra,
         )
         # Orders records and gates streams: c2s closes at linger-end, s2c at server-eof, stderr once
@@ -847,12 +849,14 @@ def run_tee(
     stdin_fd: int = 0,
     stdout_fd: int = 1,
     rotate_bytes: int | None = None,
+    chain_key: bytes | None = None,
 ) -> int:
     """Run `cmd` as a recorded stdio server between `stdin_fd`/`stdout_fd` and the server.
 
     Returns the server's exit status (128+signal number when a signal killed it). Raises
     `SpawnFailed` (exit status 127 or 126, the failure recorded) when the command cannot start, and
-    `ErascopeError` for bad arguments. Capture write failures never stop the relay: they are reported
+    `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (HMAC-SHA256).
+    Capture write failures never stop the relay: they are reported
     on `stderr` with a count. A server still running `grace` seconds after the client closed stdin
     (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds.
 
@@ -872,5 +876,6 @@ def run_tee(
         stdin_fd=stdin_fd,
         stdout_fd=stdout_fd,
         rotate_bytes=rotate_bytes,
+        chain_key=chain_key,
     )
     return tee.run()

@@ -12,6 +12,10 @@ Failure policy: when a write fails (disk full, file unwritable, directory gone) 
 counted as lost, `on_error` is called once with a clear message, and the writer keeps trying with
 each new record. When a write succeeds again, a `capture-error` record with the count lost so far
 is written first, so the gap is visible inside the capture too. `close()` reports the final count.
+
+Chain: every line is sealed with the hash chain of `addon.chain` (its digest covers the previous
+line's digest and the line's bytes as written); each part ends with a `part-end` record, whose
+digest is the part's final one, and the next part's header starts from it.
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ from typing import Any, Final
 
 import orjson
 
+from addon import chain
 from addon import format as fmt
 
 DEFAULT_ROTATE_BYTES: Final = 256 * 1024 * 1024
 _ENCODE_OPTS: Final = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 _STOP: Final = object()
+_SEAL_BYTES: Final = len(chain.FIELD_OPEN) + 12 + chain.SEAL_TAIL_LEN
+"""What sealing adds to a line at most (with a line index of up to 11 digits)."""
 
 
 def tool_version() -> str:
@@ -94,6 +101,7 @@ class CaptureWriter:
         fsync_interval: float | None = None,
         batch_interval: float = 0.0,
         on_error: Callable[[str], None] | None = None,
+        chain_key: bytes | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.transport = transport
@@ -114,7 +122,7 @@ class CaptureWriter:
         )
         self.paths: list[Path] = []
         self.written = 0
-        """Records written successfully (headers and capture-error records included)."""
+        """Records written successfully (headers and capture-error records included, `part-end` records not)."""
         self.lost = 0
         """Records that could not be written."""
         self.last_error: str | None = None
@@ -127,6 +135,19 @@ class CaptureWriter:
         self._part_bytes = 0
         self._part_records = 0
         self._last_fsync = time.monotonic()
+        self._chainer = chain.Chainer(chain_key)
+        # Room kept in every part for its closing record, so parts stay within `rotate_bytes`.
+        self._end_bytes = _SEAL_BYTES + len(
+            orjson.dumps(
+                {
+                    fmt.F_TYPE: fmt.PART_END, fmt.F_SEQ: 0, fmt.F_TS: time.time(), fmt.F_MONO: time.monotonic(),
+                    fmt.F_SERVER: server, fmt.F_REASON: fmt.END_ROTATED, fmt.F_NEXT: f"{self._stem}.0000.jsonl",
+                },
+                option=_ENCODE_OPTS,
+            )
+        )  # fmt: skip
+        self.digest = chain.START
+        """The digest of the last line written: after `close()`, the capture's final digest."""
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="erascope-writer", daemon=True)
         self._thread.start()
@@ -198,6 +219,7 @@ class CaptureWriter:
                 time.sleep(self.batch_interval)
         if self._pending_error:
             self._try_write_error_record()
+        self._end_part(fmt.END_CLOSED, None)
         self._close_part()
 
     def _write_record(self, record: dict[str, Any]) -> None:
@@ -220,16 +242,11 @@ class CaptureWriter:
         """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
         try:
             if self._fd is None or (
-                self._part_records > 1 and self._part_bytes + len(line) > self.rotate_bytes
+                self._part_records > 1
+                and self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
             ):
                 self._open_next_part()
-            assert self._fd is not None
-            n = os.write(self._fd, line)
-            if n != len(line):
-                # A short write leaves a torn line; the reader tolerates it at a file's end.
-                raise OSError(f"short write ({n} of {len(line)} bytes)")
-            self._part_bytes += n
-            self._part_records += 1
+            self._write_sealed(line)
             return True
         except OSError as exc:
             self._fail(str(exc))
@@ -266,12 +283,47 @@ class CaptureWriter:
         self.lost -= 1  # the error record itself is not traffic; do not count it as lost
         return False
 
+    def _write_sealed(self, line: bytes) -> None:
+        """Seal `line` with the chain and write it with one system call; the chain advances only when
+        the whole line was written. Raises `OSError`."""
+        assert self._fd is not None
+        pieces, digest = chain.seal(self._chainer, self.digest, line, self._part_records + 1)
+        size = sum(len(p) for p in pieces)
+        n = os.writev(self._fd, pieces)
+        if n != size:
+            # A short write leaves a torn line; the reader tolerates it at a file's end.
+            raise OSError(f"short write ({n} of {size} bytes)")
+        self.digest = digest
+        self._part_bytes += n
+        self._part_records += 1
+
+    def _end_part(self, reason: str, next_name: str | None) -> None:
+        """Write the part's closing record (its digest is the part's final one), when it can be."""
+        if self._fd is None or self._part_records == 0:
+            return
+        record: dict[str, Any] = {
+            fmt.F_TYPE: fmt.PART_END,
+            fmt.F_SEQ: 0,  # out-of-band, like headers
+            fmt.F_TS: time.time(),
+            fmt.F_MONO: time.monotonic(),
+            fmt.F_SERVER: self.server,
+            fmt.F_REASON: reason,
+        }
+        if next_name is not None:
+            record[fmt.F_NEXT] = next_name
+        with contextlib.suppress(OSError):  # the part then reads as never closed; the next header still links
+            self._write_sealed(orjson.dumps(record, option=_ENCODE_OPTS))
+
     def _open_next_part(self) -> None:
-        self._close_part()
         self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.out_dir / f"{self._stem}.{self._part + 1:03d}{fmt.CAPTURE_SUFFIX}"
+        # The next part exists before the current one names it in its closing record, so a crash in
+        # between never leaves a `next` that points nowhere.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        self._end_part(fmt.END_ROTATED, path.name)
+        self._close_part()
+        self._fd = fd
         self._part += 1
-        path = self.out_dir / f"{self._stem}.{self._part:03d}{fmt.CAPTURE_SUFFIX}"
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
         self.paths.append(path)
         self._part_bytes = 0
         self._part_records = 0
@@ -290,13 +342,12 @@ class CaptureWriter:
             fmt.F_TS: time.time(),
             fmt.F_MONO: time.monotonic(),
             **self._header_extra,
+            **self._chainer.header_fields(self.digest if self._part > 0 else None),
         }
         header[fmt.F_SEQ] = 0  # out-of-band: traffic records number from 1 across all parts
         line = orjson.dumps(header, option=_ENCODE_OPTS)
         try:
-            n = os.write(self._fd, line)
-            if n != len(line):
-                raise OSError(f"short write of header ({n} of {len(line)} bytes)")
+            self._write_sealed(line)
         except OSError:
             # Without its header the part is useless; remove it and reuse its number next time, so a
             # full disk does not leave one empty file per lost record.
@@ -308,8 +359,6 @@ class CaptureWriter:
             self.paths.pop()
             self._part -= 1
             raise
-        self._part_bytes += n
-        self._part_records += 1
         self.written += 1
 
     def _fsync(self) -> None:

@@ -94,6 +94,16 @@ CaptureDirOption = Annotated[
 ]
 """`--out` of every `record` command."""
 
+ChainKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--key",
+        metavar="FILE",
+        help="Key the capture's hash chain (HMAC-SHA256) with this file's bytes (>= 16), for `erascope verify --key`.",
+    ),
+]
+"""`--key` of every `record` command."""
+
 
 def _show_version(value: bool) -> None:
     if value:
@@ -151,6 +161,7 @@ def record_stdio(
             " then SIGKILL.",
         ),
     ] = 5.0,
+    key: ChainKeyOption = None,
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
@@ -161,10 +172,14 @@ def record_stdio(
 
         erascope record stdio --server weather -- python -m weather_server
     """
+    from addon.chain import load_key
     from addon.stdio_tee import run_tee
 
     try:
-        status = run_tee(cmd, server=server, out_dir=out, linger=linger, grace=grace, stderr=sys.stderr.buffer)
+        chain_key = load_key(key) if key is not None else None
+        status = run_tee(
+            cmd, server=server, out_dir=out, linger=linger, grace=grace, stderr=sys.stderr.buffer, chain_key=chain_key
+        )
     except ErascopeError as exc:
         raise _fail(exc) from None
     raise typer.Exit(code=status)
@@ -220,6 +235,7 @@ def record_http(
             help="Record at most this much of each body, decoded (e.g. 16m, 512k); the rest is relayed.",
         ),
     ] = "16m",
+    key: ChainKeyOption = None,
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
 
@@ -246,6 +262,7 @@ def record_http(
         keep_host_header=keep_host,
         idle_timeout=idle_timeout,
         max_body=max_body,
+        chain_key=key,
     )
     where = out or default_capture_dir()
 
@@ -519,6 +536,62 @@ def rules_cmd(
     console = Console()
     for item in renderables:
         console.print(item)
+
+
+class VerifyFormat(StrEnum):
+    """`verify --format` (any case)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
+@app.command("verify", cls=_Command)
+def verify_cmd(
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH",
+            help="Captures (also .jsonl.gz, .jsonl.zst), directories (searched for *.jsonl, *.jsonl.gz, *.jsonl.zst)"
+            " or globs.",
+        ),
+    ],
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            metavar="FILE",
+            help="The key the recorder was given (--key): checks keyed chains, and fails unkeyed or missing ones.",
+        ),
+    ] = None,
+    verify_format: Annotated[
+        VerifyFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
+    ] = VerifyFormat.TEXT,
+) -> None:
+    """Check the hash chains of captures: report with file:line every line removed, changed, reordered
+    or inserted, a rotated part missing, and captures that were never closed (a crash, not tampering).
+
+    Exit status: 0 when nothing was found, 1 when a chain is broken, 2 when an input cannot be
+    checked (unreadable, not a capture, keyed with a key not given). Example:
+
+        erascope verify ~/.local/state/erascope/captures --key audit.key
+    """
+    import orjson
+
+    from addon.chain import load_key
+    from analyzer.verify import render_text, verify
+
+    try:
+        result = verify(paths, key=load_key(key) if key is not None else None)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+    if verify_format is VerifyFormat.JSON:
+        typer.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(render_text(result), nl=False)
+    if result.tampered:
+        raise typer.Exit(code=1)
+    if result.errors:
+        raise typer.Exit(code=2)
 
 
 def main() -> None:
