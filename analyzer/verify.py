@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -194,6 +195,8 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
     """Check one file's chain (not its links to other parts)."""
     result = FileResult(file=path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO named *.jsonl would block the read forever
+            raise _Unverifiable("not a regular file")
         with open_stream(path) as raw:
             stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
             _check(result, iter(stream), key)
@@ -201,7 +204,7 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
                 result.cut = raw.cut
     except OSError as exc:
         result.status = Status.ERROR
-        result.error = f"cannot read {path}: {exc.strerror or exc}"
+        result.error = f"cannot read: {exc.strerror or exc}"
     except _Unverifiable as exc:
         result.status = Status.ERROR
         result.error = str(exc)
@@ -240,13 +243,13 @@ def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> Non
                 Finding(Kind.UNKEYED, path, 1, "no chain, although --key was given: anyone could have written it")
             )
         return
-    if algorithm not in chain.ALGORITHMS:
-        raise _Unverifiable(f"{path}: unknown chain algorithm {algorithm!r}")
+    if not isinstance(algorithm, str) or algorithm not in chain.ALGORITHMS:
+        raise _Unverifiable(f"unknown chain algorithm {algorithm!r}")
     result.algorithm = algorithm
     result.key_id = header.get(fmt.F_CHAIN_KEY_ID) if isinstance(header.get(fmt.F_CHAIN_KEY_ID), str) else None
     if algorithm == chain.HMAC_SHA256:
         if key is None:
-            raise _Unverifiable(f"{path}: the chain is keyed (key id {result.key_id}); pass its key with --key FILE")
+            raise _Unverifiable(f"the chain is keyed (key id {result.key_id}); pass its key with --key FILE")
         if chain.key_id(key) != result.key_id:
             raise _Unverifiable(
                 f"{path}: the chain was made with another key (key id {result.key_id}; --key has {chain.key_id(key)})"
