@@ -164,16 +164,16 @@ def test_capture_error_record_after_recovery(tmp_path: Path) -> None:
 
 def test_failing_header_leaves_no_empty_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full disk (ENOSPC on every write) must not create one empty file per lost record."""
-    real_writev = os.writev
+    real_write = os.write
     full = threading.Event()
     full.set()
 
-    def writev(fd: int, data: list[bytes]) -> int:
+    def write(fd: int, data: bytes) -> int:
         if full.is_set():
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_writev(fd, data)
+        return real_write(fd, data)
 
-    monkeypatch.setattr(writer_mod.os, "writev", writev)
+    monkeypatch.setattr(writer_mod.os, "write", write)
     w, messages = make(tmp_path)
     for i in range(5):
         w.write(frame(i))
@@ -191,15 +191,15 @@ def test_failing_header_leaves_no_empty_parts(tmp_path: Path, monkeypatch: pytes
 
 
 def test_failure_mid_part_then_recovery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_writev = os.writev
+    real_write = os.write
     full = threading.Event()
 
-    def writev(fd: int, data: list[bytes]) -> int:
+    def write(fd: int, data: bytes) -> int:
         if full.is_set():
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real_writev(fd, data)
+        return real_write(fd, data)
 
-    monkeypatch.setattr(writer_mod.os, "writev", writev)
+    monkeypatch.setattr(writer_mod.os, "write", write)
     w, messages = make(tmp_path)
     w.write(frame(0))
     assert w.flush(10)
@@ -219,17 +219,16 @@ def test_failure_mid_part_then_recovery(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_short_write_is_a_loss_not_a_silent_tear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_writev = os.writev
+    real_write = os.write
     calls = {"n": 0}
 
-    def writev(fd: int, data: list[bytes]) -> int:
+    def write(fd: int, data: bytes) -> int:
         calls["n"] += 1
         if calls["n"] == 2:  # the first record after the header
-            line = b"".join(data)
-            return os.write(fd, line[: len(line) // 2])
-        return real_writev(fd, data)
+            return real_write(fd, data[: len(data) // 2])
+        return real_write(fd, data)
 
-    monkeypatch.setattr(writer_mod.os, "writev", writev)
+    monkeypatch.setattr(writer_mod.os, "write", write)
     w, messages = make(tmp_path)
     w.write(frame(0))
     w.write(frame(1))
