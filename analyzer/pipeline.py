@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.clients import client_table
 from analyzer.condense import Traffic
@@ -59,7 +60,7 @@ class Inputs:
     files: list[str]
     """Capture files read (paths as given/found), sorted."""
     records: int
-    """Well-formed records read."""
+    """Well-formed records read (hash chains' `part-end` records left out)."""
     malformed: list[BadLine]
     torn: list[BadLine]
     skipped: list[tuple[str, str]]
@@ -73,6 +74,9 @@ class Inputs:
     undecodable: list[tuple[str, int, int]] = field(default_factory=list)
     """(file, first line, count) of HTTP bodies kept as they came: they do not decode with their
     `Content-Encoding`, so what they say is not classified."""
+    chained: int = 0
+    """Files that end with a hash chain's closing record (`part-end`): `erascope verify` checks them;
+    the analysis reads them like any other and does not."""
     units: dict[str, str] = field(default_factory=dict)
     """File → what its locations count, for files not located by line: `entry` (HAR), `flow` (mitmproxy
     dumps). Evidence and notes in them read `file#entry=N`, `file#flow=N` (`analyzer.sources.location`)."""
@@ -120,7 +124,8 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
 
     return Inputs(
         files=sorted(name(f.file) for f in read),
-        records=sum(f.records for f in read),
+        # a chain's part-end records are bookkeeping, like the chain: reports count the same with or without
+        records=sum(f.records - f.counts.get(fmt.PART_END, 0) for f in read),
         malformed=sorted(bad(b) for f in read for b in f.malformed),
         torn=sorted(bad(f.torn) for f in read if f.torn is not None),
         skipped=sorted((name(f.file), name(f.skipped)) for f in facts if f.skipped is not None),
@@ -129,6 +134,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
         units={name(f.file): f.unit for f in read if f.unit != "line"},
+        chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )
 
 
