@@ -60,7 +60,7 @@ class Inputs:
     files: list[str]
     """Capture files read (paths as given/found), sorted."""
     records: int
-    """Well-formed records read (hash chains' `part-end` records left out)."""
+    """Well-formed records read (hash chains' `part-end` records left out: `load._records`)."""
     malformed: list[BadLine]
     torn: list[BadLine]
     skipped: list[tuple[str, str]]
@@ -124,8 +124,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
 
     return Inputs(
         files=sorted(name(f.file) for f in read),
-        # a chain's part-end records are bookkeeping, like the chain: reports count the same with or without
-        records=sum(f.records - f.counts.get(fmt.PART_END, 0) for f in read),
+        records=sum(f.records for f in read),
         malformed=sorted(bad(b) for f in read for b in f.malformed),
         torn=sorted(bad(f.torn) for f in read if f.torn is not None),
         skipped=sorted((name(f.file), name(f.skipped)) for f in facts if f.skipped is not None),

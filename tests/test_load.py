@@ -38,7 +38,7 @@ def test_writer_capture_reads_on_the_fast_path(tmp_path: Path) -> None:
     cap.c2s(probe(1))
     cap.s2c(discover_result(1))
     facts = extract_file(str(cap.close()))
-    assert (facts.records, facts.malformed, facts.torn, facts.skipped) == (4, [], None, None)
+    assert (facts.records, facts.malformed, facts.torn, facts.skipped) == (3, [], None, None)
     assert facts.counts == {"header": 1, "frame": 2, "part-end": 1}  # part-end: the chain's closing record
     assert facts.transport == "stdio"
     assert facts.messages.get_column("line").to_list() == [2, 3]
