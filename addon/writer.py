@@ -288,8 +288,12 @@ class CaptureWriter:
         the whole line was written. Raises `OSError`."""
         assert self._fd is not None
         pieces, digest = chain.seal(self._chainer, self.digest, line, self._part_records + 1)
-        size = sum(len(p) for p in pieces)
-        n = os.write(self._fd, pieces[0]) if len(pieces) == 1 else os.writev(self._fd, pieces)
+        if len(pieces) == 1:
+            size = len(pieces[0])
+            n = os.write(self._fd, pieces[0])
+        else:
+            size = sum(len(p) for p in pieces)
+            n = os.writev(self._fd, pieces)
         if n != size:
             # A short write leaves a torn line; the reader tolerates it at a file's end.
             raise OSError(f"short write ({n} of {size} bytes)")
