@@ -43,10 +43,15 @@ SSE_END: Final = "sse.end"
 """HTTP: how an event stream ended (`how`: clean / client-gone / upstream-reset / recorder-stopped / error)."""
 HTTP_ERROR: Final = "http.error"
 """HTTP: a flow error (connection refused, upstream reset, timeout, client gone, recorder stopped)."""
+PART_END: Final = "part-end"
+"""Last record of every part the recorder closed (`reason`); its `chain` digest is the part's final one."""
 
 RECORD_TYPES: Final = frozenset(
-    {HEADER, FRAME, STDERR, LIFECYCLE, CAPTURE_ERROR, HTTP_REQUEST, HTTP_RESPONSE, SSE_EVENT, SSE_END, HTTP_ERROR}
-)
+    {
+        HEADER, FRAME, STDERR, LIFECYCLE, CAPTURE_ERROR, HTTP_REQUEST, HTTP_RESPONSE, SSE_EVENT, SSE_END, HTTP_ERROR,
+        PART_END,
+    }
+)  # fmt: skip
 
 # --- transports and directions -------------------------------------------------------------------
 STDIO: Final = "stdio"
@@ -97,6 +102,22 @@ F_SERVER: Final = "server"
 """The server key: a configured name, else derived from the command line or origin+path."""
 F_CONN: Final = "conn"
 """Connection id: one stdio spawn, or one HTTP client connection."""
+F_CHAIN: Final = "chain"
+"""`<line index>:<digest>`, the last field of every line of a chained capture (see `addon.chain`)."""
+
+# --- the hash chain (header fields and the `part-end` record) ------------------------------------
+F_CHAIN_ALG: Final = "chain_alg"
+"""Header: `sha256` or `hmac-sha256`; absent on captures without a chain (made before it existed)."""
+F_CHAIN_KEY_ID: Final = "chain_key_id"
+"""Header of a keyed chain: a public name of the key (16 hex), to tell another key from tampering."""
+F_CHAIN_PREV: Final = "chain_prev"
+"""Header of part 1, 2, …: the final digest of the previous part, where this part's chain starts."""
+F_REASON: Final = "reason"
+"""`part-end`: `rotated` (the capture goes on in `next`) or `closed` (the capture ended here)."""
+F_NEXT: Final = "next"
+"""`part-end` with `rotated`: the file name of the next part."""
+END_ROTATED: Final = "rotated"
+END_CLOSED: Final = "closed"
 
 # --- payload fields (frames, stderr lines, HTTP bodies, SSE event data) -------------------------
 F_RAW: Final = "raw"

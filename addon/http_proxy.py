@@ -65,6 +65,8 @@ class ReverseProxyConfig:
     """Remove the oldest closed parts while the capture directory holds more than this."""
     keep_days: float | None = None
     """Remove closed parts whose last record is older than this many days."""
+    chain_key: Path | None = None
+    """A key file: the capture's hash chain is keyed (HMAC-SHA256); default unkeyed SHA-256."""
 
 
 @dataclass(slots=True)
@@ -249,6 +251,7 @@ async def _serve(
             erascope_keep_bytes=config.keep_bytes or "",
             erascope_keep_days="" if config.keep_days is None else repr(float(config.keep_days)),
             erascope_metrics=config.metrics or "",
+            erascope_chain_key=str(config.chain_key) if config.chain_key else "",
         )
     except exceptions.OptionsError as exc:
         recorder.done()  # releases the metrics port, if an earlier option opened it

@@ -31,6 +31,7 @@ try:
 except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout that is not installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
+from addon import chain
 from addon.bodies import DEFAULT_MAX_BODY, bounded_body
 from addon.errors import ErascopeError
 from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
@@ -407,6 +408,8 @@ class HttpRecorder:
         """`erascope_server`, cached: option lookups are slow on the per-flow path."""
         self.max_body: int = DEFAULT_MAX_BODY
         """`erascope_max_body` in bytes, cached."""
+        self.chain_key: bytes | None = None
+        """The key of `erascope_chain_key`, read once: the capture's chain is keyed with it."""
         self.flows: dict[str, _FlowState] = {}
         self.open: dict[str, http.HTTPFlow] = {}
         """Flows whose request headers arrived and that have not ended: `done()` ends them."""
@@ -502,6 +505,13 @@ class HttpRecorder:
             "",
             "Remove closed parts whose last record is older than this many days (e.g. 14, 0.5); empty: no bound.",
         )
+        loader.add_option(
+            "erascope_chain_key",
+            str,
+            "",
+            "File holding a key (at least 16 bytes) for the capture's hash chain: HMAC-SHA256 digests that"
+            " only holders of the key can forge (default: unkeyed SHA-256). Check with `erascope verify --key`.",
+        )
 
     def configure(self, updated: set[str]) -> None:
         opts = ctx.options
@@ -535,13 +545,18 @@ class HttpRecorder:
             self._configure_retention(opts)
         if "erascope_metrics" in updated:
             self._configure_metrics(opts.erascope_metrics)
+        if "erascope_chain_key" in updated:
+            try:
+                self.chain_key = chain.load_key(opts.erascope_chain_key) if opts.erascope_chain_key else None
+            except ErascopeError as exc:
+                raise exceptions.OptionsError(f"erascope_chain_key: {exc}") from exc
         if "erascope_dir" in updated and opts.erascope_dir:
             path = Path(opts.erascope_dir).expanduser()
             if path.exists() and not path.is_dir():
                 raise exceptions.OptionsError(f"erascope_dir: {path} exists and is not a directory")
         relevant = {
             "erascope_dir", "erascope_server", "erascope_redact", "erascope_bodies", "erascope_redact_headers", "mode",
-            "erascope_max_body", *_RETENTION_OPTIONS,
+            "erascope_max_body", "erascope_chain_key", *_RETENTION_OPTIONS,
         }  # fmt: skip
         if updated & relevant:
             # a new policy or place starts a new capture: one header must describe all its records
@@ -613,6 +628,7 @@ class HttpRecorder:
                 retention=self.retention,
                 on_retention=retention_logger.info,
                 observer=self.stats.observe,
+                chain_key=self.chain_key,
             )
             self._counted = (self._counted[0], self.writer)
         record[fmt.F_SERVER] = key

@@ -525,6 +525,7 @@ class StdioTee:
         rotate_bytes: int | None = None,
         rotate_age: float | None = None,
         retention: Retention | None = None,
+        chain_key: bytes | None = None,
     ) -> None:
         if not cmd:
             raise ErascopeError("no server command given; usage: erascope record stdio [OPTIONS] -- CMD [ARGS...]")
@@ -558,6 +559,7 @@ class StdioTee:
             rotate_age=rotate_age,
             retention=retention,
             observer=self.stats.observe,
+            chain_key=chain_key,
             **extra,
         )
         # Orders records and gates streams: c2s closes at linger-end, s2c at server-eof, stderr once
@@ -874,12 +876,14 @@ def run_tee(
     rotate_bytes: int | None = None,
     rotate_age: float | None = None,
     retention: Retention | None = None,
+    chain_key: bytes | None = None,
 ) -> int:
     """Run `cmd` as a recorded stdio server between `stdin_fd`/`stdout_fd` and the server.
 
     Returns the server's exit status (128+signal number when a signal killed it). Raises
     `SpawnFailed` (exit status 127 or 126, the failure recorded) when the command cannot start, and
-    `ErascopeError` for bad arguments. Capture write failures never stop the relay: they are reported
+    `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (HMAC-SHA256).
+    Capture write failures never stop the relay: they are reported
     on `stderr` with a count. A server still running `grace` seconds after the client closed stdin
     (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds.
 
@@ -901,5 +905,6 @@ def run_tee(
         rotate_bytes=rotate_bytes,
         rotate_age=rotate_age,
         retention=retention,
+        chain_key=chain_key,
     )
     return tee.run()

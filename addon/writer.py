@@ -18,6 +18,10 @@ Rotation and retention: a part is rotated out when the next record would take it
 thread wakes for it). The open part is locked (`addon.retention.open_locked`) so that retention, in
 this process or another, never removes it. Each closed part is handed to a `PartKeeper`, which
 compresses it and sweeps the directory on its own thread (see `addon.retention`).
+
+Chain: every line is sealed with the hash chain of `addon.chain` (its digest covers the previous
+line's digest and the line's bytes as written); each part ends with a `part-end` record, whose
+digest is the part's final one, and the next part's header starts from it.
 """
 
 from __future__ import annotations
@@ -37,12 +41,15 @@ from typing import Any, Final
 
 import orjson
 
+from addon import chain
 from addon import format as fmt
 from addon.retention import PartKeeper, Retention, open_locked
 
 DEFAULT_ROTATE_BYTES: Final = 256 * 1024 * 1024
 _ENCODE_OPTS: Final = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 _STOP: Final = object()
+_SEAL_BYTES: Final = len(chain.FIELD_OPEN) + 12 + chain.SEAL_TAIL_LEN
+"""What sealing adds to a line at most (with a line index of up to 11 digits)."""
 
 
 def tool_version() -> str:
@@ -105,6 +112,7 @@ class CaptureWriter:
         retention: Retention | None = None,
         on_retention: Callable[[str], None] | None = None,
         observer: Callable[[dict[str, Any]], None] | None = None,
+        chain_key: bytes | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.transport = transport
@@ -130,7 +138,7 @@ class CaptureWriter:
         )
         self.paths: list[Path] = []
         self.written = 0
-        """Records written successfully (headers and capture-error records included)."""
+        """Records written successfully (headers and capture-error records included, `part-end` records not)."""
         self.lost = 0
         """Records that could not be written."""
         self.write_errors = 0
@@ -161,6 +169,19 @@ class CaptureWriter:
                 on_compressed=self._compressed,
             )
             self.keeper.sweep_soon()  # the directory may be over its bound from earlier runs
+        self._chainer = chain.Chainer(chain_key)
+        # Room kept in every part for its closing record, so parts stay within `rotate_bytes`.
+        self._end_bytes = _SEAL_BYTES + len(
+            orjson.dumps(
+                {
+                    fmt.F_TYPE: fmt.PART_END, fmt.F_SEQ: 0, fmt.F_TS: time.time(), fmt.F_MONO: time.monotonic(),
+                    fmt.F_SERVER: server, fmt.F_REASON: fmt.END_ROTATED, fmt.F_NEXT: f"{self._stem}.0000.jsonl",
+                },
+                option=_ENCODE_OPTS,
+            )
+        )  # fmt: skip
+        self.digest = chain.START
+        """The digest of the last line written: after `close()`, the capture's final digest."""
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="erascope-writer", daemon=True)
         self._thread.start()
@@ -250,6 +271,7 @@ class CaptureWriter:
                 time.sleep(self.batch_interval)
         if self._pending_error:
             self._try_write_error_record()
+        self._end_part(fmt.END_CLOSED, None)
         self._close_part()
 
     def _write_record(self, record: dict[str, Any]) -> None:
@@ -272,16 +294,11 @@ class CaptureWriter:
         """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
         try:
             if self._fd is None or (
-                self._part_records > 1 and self._part_bytes + len(line) > self.rotate_bytes
+                self._part_records > 1
+                and self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
             ):
                 self._open_next_part()
-            assert self._fd is not None
-            n = os.write(self._fd, line)
-            if n != len(line):
-                # A short write leaves a torn line; the reader tolerates it at a file's end.
-                raise OSError(f"short write ({n} of {len(line)} bytes)")
-            self._part_bytes += n
-            self._part_records += 1
+            self._write_sealed(line)
             return True
         except OSError as exc:
             self._fail(str(exc))
@@ -343,12 +360,51 @@ class CaptureWriter:
         with contextlib.suppress(ValueError):
             self.paths[self.paths.index(old)] = new
 
+    def _write_sealed(self, line: bytes) -> None:
+        """Seal `line` with the chain and write it with one system call; the chain advances only when
+        the whole line was written. Raises `OSError`."""
+        assert self._fd is not None
+        pieces, digest = chain.seal(self._chainer, self.digest, line, self._part_records + 1)
+        if len(pieces) == 1:
+            size = len(pieces[0])
+            n = os.write(self._fd, pieces[0])
+        else:
+            size = sum(len(p) for p in pieces)
+            n = os.writev(self._fd, pieces)
+        if n != size:
+            # A short write leaves a torn line; the reader tolerates it at a file's end.
+            raise OSError(f"short write ({n} of {size} bytes)")
+        self.digest = digest
+        self._part_bytes += n
+        self._part_records += 1
+
+    def _end_part(self, reason: str, next_name: str | None) -> None:
+        """Write the part's closing record (its digest is the part's final one), when it can be."""
+        if self._fd is None or self._part_records == 0:
+            return
+        record: dict[str, Any] = {
+            fmt.F_TYPE: fmt.PART_END,
+            fmt.F_SEQ: 0,  # out-of-band, like headers
+            fmt.F_TS: time.time(),
+            fmt.F_MONO: time.monotonic(),
+            fmt.F_SERVER: self.server,
+            fmt.F_REASON: reason,
+        }
+        if next_name is not None:
+            record[fmt.F_NEXT] = next_name
+        with contextlib.suppress(OSError):  # the part then reads as never closed; the next header still links
+            self._write_sealed(orjson.dumps(record, option=_ENCODE_OPTS))
+
     def _open_next_part(self) -> None:
-        self._close_part()
         self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.out_dir / f"{self._stem}.{self._part + 1:03d}{fmt.CAPTURE_SUFFIX}"
+        # The next part exists before the current one names it in its closing record, so a crash in
+        # between never leaves a `next` that points nowhere.
+        fd = open_locked(path)  # locked while open: retention never removes it
+        self._end_part(fmt.END_ROTATED, path.name)
+        self._close_part()
+        self._fd = fd
         self._part += 1
-        path = self.out_dir / f"{self._stem}.{self._part:03d}{fmt.CAPTURE_SUFFIX}"
-        self._fd = open_locked(path)  # locked while open: retention never removes it
         self.paths.append(path)
         self._part_bytes = 0
         self._part_records = 0
@@ -368,13 +424,12 @@ class CaptureWriter:
             fmt.F_TS: time.time(),
             fmt.F_MONO: time.monotonic(),
             **self._header_extra,
+            **self._chainer.header_fields(self.digest if self._part > 0 else None),
         }
         header[fmt.F_SEQ] = 0  # out-of-band: traffic records number from 1 across all parts
         line = orjson.dumps(header, option=_ENCODE_OPTS)
         try:
-            n = os.write(self._fd, line)
-            if n != len(line):
-                raise OSError(f"short write of header ({n} of {len(line)} bytes)")
+            self._write_sealed(line)
         except OSError:
             # Without its header the part is useless; remove it and reuse its number next time, so a
             # full disk does not leave one empty file per lost record.
@@ -386,8 +441,6 @@ class CaptureWriter:
             self.paths.pop()
             self._part -= 1
             raise
-        self._part_bytes += n
-        self._part_records += 1
         self.written += 1
 
     def _fsync(self) -> None:

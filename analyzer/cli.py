@@ -119,6 +119,15 @@ KeepDaysOption = Annotated[
     float | None,
     typer.Option("--keep-days", metavar="DAYS", help="Remove closed parts whose last record is older than DAYS."),
 ]
+ChainKeyOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--key",
+        metavar="FILE",
+        help="Key the capture's hash chain (HMAC-SHA256) with this file's bytes (>= 16), for `erascope verify --key`.",
+    ),
+]
+"""`--key` of every `record` command."""
 
 
 def _show_version(value: bool) -> None:
@@ -182,6 +191,7 @@ def record_stdio(
     compress: CompressOption = False,
     keep_bytes: KeepBytesOption = None,
     keep_days: KeepDaysOption = None,
+    key: ChainKeyOption = None,
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
@@ -192,6 +202,7 @@ def record_stdio(
 
         erascope record stdio --server weather -- python -m weather_server
     """
+    from addon.chain import load_key
     from addon.retention import Retention, parse_duration, parse_size
     from addon.stdio_tee import run_tee
 
@@ -202,6 +213,7 @@ def record_stdio(
             keep_days=keep_days,
         )
         retention.check()
+        chain_key = load_key(key) if key is not None else None
         status = run_tee(
             cmd,
             server=server,
@@ -212,6 +224,7 @@ def record_stdio(
             rotate_bytes=parse_size(rotate_size, "--rotate-size"),
             rotate_age=parse_duration(rotate_age, "--rotate-age") if rotate_age is not None else None,
             retention=retention,
+            chain_key=chain_key,
         )
     except ErascopeError as exc:
         raise _fail(exc) from None
@@ -281,6 +294,7 @@ def record_http(
     compress: CompressOption = False,
     keep_bytes: KeepBytesOption = None,
     keep_days: KeepDaysOption = None,
+    key: ChainKeyOption = None,
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
 
@@ -313,6 +327,7 @@ def record_http(
         compress=compress,
         keep_bytes=keep_bytes,
         keep_days=keep_days,
+        chain_key=key,
     )
     where = out or default_capture_dir()
     removals = logging.getLogger("erascope.retention")  # what retention removed, shown as it is
@@ -635,6 +650,13 @@ class WatchFormat(StrEnum):
     JSON = "json"
 
 
+class VerifyFormat(StrEnum):
+    """`verify --format` (any case)."""
+
+    TEXT = "text"
+    JSON = "json"
+
+
 @app.command("watch", cls=_Command)
 def watch_cmd(
     paths: Annotated[
@@ -692,6 +714,55 @@ def watch_cmd(
                     raise typer.Exit(code=1)
     except ErascopeError as exc:
         raise _fail(exc) from None
+
+
+@app.command("verify", cls=_Command)
+def verify_cmd(
+    paths: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="PATH",
+            help="Captures (also .jsonl.gz, .jsonl.zst), directories (searched for *.jsonl, *.jsonl.gz, *.jsonl.zst)"
+            " or globs.",
+        ),
+    ],
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            metavar="FILE",
+            help="The key the recorder was given (--key): checks keyed chains, and fails unkeyed or missing ones.",
+        ),
+    ] = None,
+    verify_format: Annotated[
+        VerifyFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
+    ] = VerifyFormat.TEXT,
+) -> None:
+    """Check the hash chains of captures: report with file:line every line removed, changed, reordered
+    or inserted, a rotated part missing, and captures that were never closed (a crash, not tampering).
+
+    Exit status: 0 when nothing was found, 1 when a chain is broken, 2 when an input cannot be
+    checked (unreadable, not a capture, keyed with a key not given). Example:
+
+        erascope verify ~/.local/state/erascope/captures --key audit.key
+    """
+    import orjson
+
+    from addon.chain import load_key
+    from analyzer.verify import render_text, verify
+
+    try:
+        result = verify(paths, key=load_key(key) if key is not None else None)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
+    if verify_format is VerifyFormat.JSON:
+        typer.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        typer.echo(render_text(result), nl=False)
+    if result.tampered:
+        raise typer.Exit(code=1)
+    if result.errors:
+        raise typer.Exit(code=2)
 
 
 def main() -> None:

@@ -86,7 +86,7 @@ class FileFacts:
     duplicate_of: str | None = None
     """The file this one repeats (same `identity`), read in its place; None when it was read."""
     records: int = 0
-    """Well-formed records read (header included)."""
+    """Well-formed records read (header included; a hash chain's `part-end` records not)."""
     counts: dict[str, int] = field(default_factory=dict)
     """Well-formed records per record type."""
     malformed: list[BadLine] = field(default_factory=list)

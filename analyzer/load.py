@@ -379,6 +379,12 @@ _REASON: Final = (
 _INT64: Final = range(-(1 << 63), 1 << 63)
 
 
+def _records(counts: dict[str, int]) -> int:
+    """Records that count as read: all but a hash chain's `part-end` records, which are bookkeeping
+    like the chain itself, so a capture counts the same with or without its chain."""
+    return sum(n for rtype, n in counts.items() if rtype != fmt.PART_END)
+
+
 def _fits(value: Any, dtype: pl.DataType) -> bool:
     """Whether the NDJSON reader takes `value` for a field of `dtype` (checked against polars 2.1:
     any value fits a string, which gets its JSON text; numbers and booleans must be of their kind)."""
@@ -775,7 +781,7 @@ def extract_file(
         .agg(pl.col("n", "undecodable").sum(), pl.col("lost").max(), pl.col("undecodable_line").min())
     )
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
-    facts.records = int(counts.get_column("n").sum())
+    facts.records = _records(facts.counts)
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     facts.undecodable = int(counts.get_column("undecodable").sum())
     first = counts.get_column("undecodable_line").min()
@@ -842,7 +848,7 @@ def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -
         raise InputError(f"{facts.file}: its records do not fit the capture schema")
     counts, msgs, _ = read
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
-    facts.records = int(counts.get_column("n").sum())
+    facts.records = _records(facts.counts)
     facts.messages = msgs
     opts = options or LoadOptions()
     if not opts.keep_raw:
@@ -1212,7 +1218,8 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
     for at, rtype, n, lost, undecodable, first in part.counts.select(columns).iter_rows():
         facts = members[at]
         facts.counts[str(rtype)] = int(n)
-        facts.records += int(n)
+        if rtype != fmt.PART_END:
+            facts.records += int(n)
         if rtype == fmt.CAPTURE_ERROR:
             facts.lost = int(lost or 0)
         if undecodable:

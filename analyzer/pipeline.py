@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.clients import client_table
 from analyzer.condense import Traffic
@@ -72,7 +73,7 @@ class Inputs:
     files: list[str]
     """Capture files read (paths as given/found), sorted."""
     records: int
-    """Well-formed records read."""
+    """Well-formed records read (hash chains' `part-end` records left out: `load._records`)."""
     malformed: list[BadLine]
     torn: list[BadLine]
     skipped: list[tuple[str, str]]
@@ -86,6 +87,9 @@ class Inputs:
     undecodable: list[tuple[str, int, int]] = field(default_factory=list)
     """(file, first line, count) of HTTP bodies kept as they came: they do not decode with their
     `Content-Encoding`, so what they say is not classified."""
+    chained: int = 0
+    """Files that end with a hash chain's closing record (`part-end`): `erascope verify` checks them;
+    the analysis reads them like any other and does not."""
     units: dict[str, str] = field(default_factory=dict)
     """File → what its locations count, for files not located by line: `entry` (HAR), `flow` (mitmproxy
     dumps). Evidence and notes in them read `file#entry=N`, `file#flow=N` (`analyzer.sources.location`)."""
@@ -142,6 +146,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
         units={name(f.file): f.unit for f in read if f.unit != "line"},
+        chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )
 
 

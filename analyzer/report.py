@@ -199,6 +199,7 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
                 if inp.undecodable
                 else {}
             ),
+            **({"chained": inp.chained} if inp.chained else {}),
         },
         "totals": {
             "servers": len(analysis.servers),
@@ -420,6 +421,11 @@ def _input_notes(
     )
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
+    if inp.chained:
+        notes.append(
+            f"{inp.chained} of {len(inp.files)} file(s) end with a hash chain's closing record"
+            " (not checked here: erascope verify)"
+        )
     return notes
 
 

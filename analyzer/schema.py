@@ -74,6 +74,10 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
     "idle_s": pl.Float64(),  # http.error kind timeout: seconds the flow was idle before the proxy cut it
 }
 
+UNREAD_FIELDS: Final = frozenset({"chain"})
+"""Record fields the analyzer deliberately leaves out of `RECORD_SCHEMA`: the hash chain is checked by
+`erascope verify` (`analyzer.verify`), never by the analysis."""
+
 KINDS: Final = ("request", "response", "error", "notification", "invalid", "lifecycle")
 
 # The logical columns of the messages frame. In memory, `analyzer.messages` holds the repetitive

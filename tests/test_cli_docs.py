@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from analyzer.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = [["record", "stdio"], ["record", "http"], ["analyze"], ["rules"], ["compact"], ["watch"]]
+COMMANDS = [["record", "stdio"], ["record", "http"], ["analyze"], ["rules"], ["compact"], ["watch"], ["verify"]]
 
 
 def _registered() -> list[list[str]]:

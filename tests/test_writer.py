@@ -85,9 +85,12 @@ def test_rotation_keeps_seq_across_parts_and_links_parts(tmp_path: Path) -> None
         assert records[0][fmt.F_TYPE] == fmt.HEADER
         assert records[0]["part"] == n
         assert records[0]["previous"] == (w.paths[n - 1].name if n else None)
-        assert path.stat().st_size <= 2000 or len(records) == 2  # one oversized record still gets a part
+        assert path.stat().st_size <= 2000 or len(records) == 3  # one oversized record still gets a part
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
-        seqs += [r[fmt.F_SEQ] for r in records[1:]]
+        assert records[-1][fmt.F_TYPE] == fmt.PART_END
+        assert records[-1][fmt.F_REASON] == (fmt.END_ROTATED if n < len(w.paths) - 1 else fmt.END_CLOSED)
+        assert records[-1].get(fmt.F_NEXT) == (w.paths[n + 1].name if n < len(w.paths) - 1 else None)
+        seqs += [r[fmt.F_SEQ] for r in records[1:-1]]
     assert seqs == list(range(1, 101))
     assert [r["i"] for r in read_records(w.paths) if r[fmt.F_TYPE] == fmt.FRAME] == list(range(100))
     assert messages == [] and w.lost == 0
@@ -116,7 +119,7 @@ def test_lines_are_in_seq_order_with_concurrent_writers(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     w.close()
-    records = read_records(w.paths)[1:]
+    records = read_records(w.paths)[1:-1]
     assert [r[fmt.F_SEQ] for r in records] == list(range(1, 2001))
     for t in range(4):
         assert [r["i"] for r in records if r["t"] == t] == list(range(500))
@@ -151,11 +154,11 @@ def test_capture_error_record_after_recovery(tmp_path: Path) -> None:
     w.write(frame(4))
     w.close()
     records = read_records(w.paths)
-    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.FRAME]
+    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.FRAME, fmt.PART_END]
     err = records[1]
     assert err["lost"] == 3 and err[fmt.F_SEQ] == 0 and "Errno" in err["error"]
     # Lost records leave a visible gap in seq.
-    assert [r[fmt.F_SEQ] for r in records[2:]] == [4, 5]
+    assert [r[fmt.F_SEQ] for r in records[2:4]] == [4, 5]
     assert len(messages) == 2 and "3 record(s) lost" in messages[1]
 
 
@@ -183,7 +186,7 @@ def test_failing_header_leaves_no_empty_parts(tmp_path: Path, monkeypatch: pytes
     (path,) = list(tmp_path.iterdir())
     assert path.name.endswith(".000.jsonl")
     records = read_records(path)
-    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME]
+    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.PART_END]
     assert records[1]["lost"] == 5 and records[0]["previous"] is None
 
 
@@ -208,7 +211,7 @@ def test_failure_mid_part_then_recovery(tmp_path: Path, monkeypatch: pytest.Monk
     w.write(frame(3))
     w.close()
     records = read_records(w.paths)
-    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.FRAME, fmt.CAPTURE_ERROR, fmt.FRAME]
+    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.FRAME, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.PART_END]
     assert records[2]["lost"] == 2
     assert [r["i"] for r in records if r[fmt.F_TYPE] == fmt.FRAME] == [0, 3]
     assert w.lost == 2 and w.written == 4
@@ -241,7 +244,8 @@ def test_short_write_is_a_loss_not_a_silent_tear(tmp_path: Path, monkeypatch: py
         except orjson.JSONDecodeError:
             parsed.append(None)
     assert parsed[0][fmt.F_TYPE] == fmt.HEADER
-    assert parsed[-2][fmt.F_TYPE] == fmt.FRAME and parsed[-2]["i"] == 1
+    assert parsed[-3][fmt.F_TYPE] == fmt.FRAME and parsed[-3]["i"] == 1
+    assert parsed[-2][fmt.F_TYPE] == fmt.PART_END
 
 
 def test_unencodable_record_is_counted(tmp_path: Path) -> None:
@@ -252,7 +256,7 @@ def test_unencodable_record_is_counted(tmp_path: Path) -> None:
     assert w.lost == 1
     assert "not encodable" in messages[0]
     types = [r[fmt.F_TYPE] for r in read_records(w.paths)]
-    assert types == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME]
+    assert types == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.PART_END]
 
 
 def test_write_after_close_is_counted(tmp_path: Path) -> None:

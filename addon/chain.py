@@ -1,0 +1,166 @@
+"""The hash chain that makes a capture tamper-evident (see "Hash chain" in `captures/FORMAT.md`).
+
+Every line the writer produces ends with `,"chain":"<n>:<D>"}` and its newline: `n` counts the
+lines of the part from 1 (the header), and `D` is the digest, 43 characters of unpadded base64,
+of the previous line's digest followed by every byte of this line before `D` itself. So the
+digest covers the record exactly as written (no re-encoding is needed to check it), its place in
+the part, and everything before it. `SHA-256` by default; `HMAC-SHA256` with a key, so that only
+the key holder can compute a chain that verifies.
+
+Both sides use this module: the writer seals lines, `analyzer.verify` checks them.
+"""
+
+from __future__ import annotations
+
+import binascii
+import hashlib
+import hmac
+from pathlib import Path
+from typing import Final
+
+from addon.errors import ErascopeError
+
+SHA256: Final = "sha256"
+"""`chain_alg` of an unkeyed chain: anyone can recompute it (detects edits, not forgers)."""
+HMAC_SHA256: Final = "hmac-sha256"
+"""`chain_alg` of a keyed chain: only holders of the key can compute digests that verify."""
+ALGORITHMS: Final = frozenset({SHA256, HMAC_SHA256})
+
+DIGEST_SIZE: Final = 32
+DIGEST_CHARS: Final = 43
+"""Length of a digest in base64 without padding."""
+START: Final = bytes(DIGEST_SIZE)
+"""The "previous digest" of the first line of a capture's first part."""
+FIELD_OPEN: Final = b',"chain":"'
+"""What precedes the line index in every sealed line."""
+TAIL: Final = b'"}\n'
+"""What follows the digest: the end of the record and of the line."""
+SEAL_TAIL_LEN: Final = DIGEST_CHARS + len(TAIL)
+"""Bytes at the end of a sealed line that the digest does not cover (the digest and `TAIL`)."""
+MIN_KEY_BYTES: Final = 16
+_BLOCK: Final = 64
+"""SHA-256's block size: HMAC pads the key to it."""
+_COPY_LIMIT: Final = 64 << 10
+_KEY_ID_LABEL: Final = b"erascope chain key id"
+
+
+def encode(digest: bytes) -> bytes:
+    """A digest as it is written: base64 (standard alphabet) without its `=` padding."""
+    return binascii.b2a_base64(digest, newline=False)[:DIGEST_CHARS]
+
+
+def decode(text: str | bytes) -> bytes | None:
+    """The 32 bytes a written digest stands for, or None when it is not one."""
+    if isinstance(text, str):
+        text = text.encode("ascii", "replace")
+    if len(text) != DIGEST_CHARS:
+        return None
+    try:
+        raw = binascii.a2b_base64(text + b"=", strict_mode=True)
+    except binascii.Error:
+        return None
+    return raw if len(raw) == DIGEST_SIZE else None
+
+
+def load_key(path: str | Path) -> bytes:
+    """The chain key in `path`: the file's bytes, surrounding whitespace removed (so a key written by
+    `openssl rand -base64 32 > FILE` works as is). Raises `ErascopeError` when it is unreadable or
+    shorter than 16 bytes."""
+    try:
+        key = Path(path).expanduser().read_bytes().strip()
+    except OSError as exc:
+        raise ErascopeError(f"cannot read the chain key {path}: {exc.strerror or exc}") from exc
+    if len(key) < MIN_KEY_BYTES:
+        raise ErascopeError(
+            f"the chain key {path} holds {len(key)} byte(s); use at least {MIN_KEY_BYTES} random bytes"
+            " (e.g. `openssl rand -base64 32 > FILE`)"
+        )
+    return key
+
+
+def key_id(key: bytes) -> str:
+    """A short public name of a key (`chain_key_id`), so a verifier can tell "another key" from "tampered".
+
+    An HMAC of a fixed label: it reveals nothing about the key beyond what any digest does.
+    """
+    return hmac.digest(key, _KEY_ID_LABEL, "sha256")[:8].hex()
+
+
+class Chainer:
+    """Computes a chain's digests: unkeyed SHA-256, or HMAC-SHA256 when given a key."""
+
+    __slots__ = ("_inner", "_outer", "alg", "key_id")
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self.alg: str = SHA256 if key is None else HMAC_SHA256
+        self.key_id: str | None = None if key is None else key_id(key)
+        # HMAC (RFC 2104) from two prepared SHA-256 states, copied per line: the key schedule is paid
+        # once, and a line costs a few C calls instead of the `hmac` module's Python-level copy.
+        self._inner = hashlib.sha256()
+        self._outer: hashlib._Hash | None = None
+        if key is not None:
+            block = (hashlib.sha256(key).digest() if len(key) > _BLOCK else key).ljust(_BLOCK, b"\0")
+            self._inner = hashlib.sha256(bytes(b ^ 0x36 for b in block))
+            self._outer = hashlib.sha256(bytes(b ^ 0x5C for b in block))
+
+    def digest(self, previous: bytes, *covered: bytes | memoryview) -> bytes:
+        """The digest of a line: `previous` (32 bytes) then the covered bytes, in order."""
+        h = self._inner.copy()
+        h.update(previous)
+        for piece in covered:
+            h.update(piece)
+        if self._outer is None:
+            return h.digest()
+        outer = self._outer.copy()
+        outer.update(h.digest())
+        return outer.digest()
+
+    def header_fields(self, previous: bytes | None) -> dict[str, str | None]:
+        """The fields a part's header declares its chain with (`chain_prev` only after a rotation)."""
+        fields: dict[str, str | None] = {"chain_alg": self.alg}
+        if self.key_id is not None:
+            fields["chain_key_id"] = self.key_id
+        if previous is not None:
+            fields["chain_prev"] = encode(previous).decode("ascii")
+        return fields
+
+
+def seal(chainer: Chainer, previous: bytes, line: bytes, index: int) -> tuple[list[bytes | memoryview], bytes]:
+    """Seal one encoded record (`line`: a JSON object and its newline, as orjson writes it).
+
+    Returns the pieces to write in one system call, and the new digest. A line is one piece (one
+    `os.write`: the cheapest call) unless it is big, when copying it would cost more than `writev`.
+    """
+    if len(line) < _COPY_LIMIT:
+        head = b"%b%b%d:" % (line[:-2], FIELD_OPEN, index)  # the object without its closing `}` and newline
+        # `Chainer.digest` inlined: this runs once per record, and every call counts at this size
+        h = chainer._inner.copy()
+        h.update(previous)
+        h.update(head)
+        digest = h.digest()
+        if chainer._outer is not None:
+            outer = chainer._outer.copy()
+            outer.update(digest)
+            digest = outer.digest()
+        return [head + binascii.b2a_base64(digest, newline=False)[:DIGEST_CHARS] + TAIL], digest
+    body = memoryview(line)[:-2]
+    opening = b"%b%d:" % (FIELD_OPEN, index)
+    digest = chainer.digest(previous, body, opening)
+    return [body, opening, encode(digest) + TAIL], digest
+
+
+def split(line: bytes) -> tuple[int, bytes, memoryview] | None:
+    """A sealed line's (index, written digest, covered bytes), or None when the line is not sealed."""
+    if not line.endswith(TAIL) or len(line) < SEAL_TAIL_LEN + len(FIELD_OPEN) + 3:
+        return None
+    cut = len(line) - SEAL_TAIL_LEN
+    start = line.rfind(FIELD_OPEN, 0, cut)
+    if start < 0:
+        return None
+    number = line[start + len(FIELD_OPEN) : cut]
+    if not number.endswith(b":") or not number[:-1].isdigit() or len(number) > 21:
+        return None
+    written = decode(line[cut : cut + DIGEST_CHARS])
+    if written is None:
+        return None
+    return int(number[:-1]), written, memoryview(line)[:cut]

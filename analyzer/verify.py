@@ -1,0 +1,499 @@
+"""`erascope verify`: check the hash chains of captures and locate every break (file:line).
+
+A file's chain is checked line by line (see "Hash chain" in `captures/FORMAT.md`): each line's
+digest must be the digest of the previous accepted line's digest and this line's covered bytes,
+and each line's index must be the next one. Where it is not, the index tells what happened:
+
+- a line whose digest does not match at the expected index was **changed** (its bytes, or the digest
+  of the line before it);
+- an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
+  up later in the file: then those lines were **reordered** (moved after their successors);
+- an index already seen, or a line without a digest in a chained file, was **inserted**;
+- lines after the part's `part-end` record were **appended** after it was closed.
+
+Across the parts of one capture, each header's `chain_prev` must be the previous part's final digest,
+and a part named by a `previous` or `next` link must exist. What is not tampering is said as such:
+a file without a `part-end` whose chain holds up to its last complete line was never closed (the
+recorder crashed or is still writing), a file without a chain predates chains, and parts missing
+before the first one present may have been removed by retention.
+
+Library code: returns a `Verification`, never prints; the CLI formats it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from addon import chain
+from addon import format as fmt
+from addon.errors import ErascopeError
+from analyzer.load import find_inputs
+from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
+
+VERIFY_FORMAT: Final = "erascope-verify/1"
+"""The `format` of `verify --format json` output."""
+_PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
+_PART_END_PREFIX: Final = b'{"type":"part-end"'
+_HEADER_LIMIT: Final = 1 << 20
+
+
+class Kind(StrEnum):
+    """What a finding says happened."""
+
+    CHANGED = "changed"
+    REMOVED = "removed"
+    REORDERED = "reordered"
+    INSERTED = "inserted"
+    APPENDED = "appended"
+    PART_MISSING = "part-missing"
+    PART_LINK = "part-link"
+    UNKEYED = "unkeyed"
+    """`--key` was given but the chain is unkeyed or absent: anyone could have written it."""
+
+
+class Status(StrEnum):
+    """A file's verdict."""
+
+    VERIFIED = "verified"
+    """The chain holds from the header to the `part-end` record."""
+    UNCLOSED = "unclosed"
+    """The chain holds up to the last complete line, but the part was never closed (crash, or still
+    being written): not tampering, and the end of such a file cannot be vouched for."""
+    NO_CHAIN = "no-chain"
+    """The capture predates chains (or its chain was stripped): nothing to check."""
+    TAMPERED = "tampered"
+    """At least one finding."""
+    ERROR = "error"
+    """The file could not be checked (unreadable, not a capture, keyed with a key not given)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One break in a chain, located where a user opens it."""
+
+    kind: Kind
+    file: str
+    line: int | None
+    """1-based line of the decompressed file; None when the finding is about a whole file."""
+    message: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}" if self.line is not None else self.file
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "file": self.file, "line": self.line, "message": self.message}
+
+
+@dataclass(slots=True)
+class FileResult:
+    """What verifying one file found."""
+
+    file: str
+    status: Status = Status.ERROR
+    lines: int = 0
+    """Complete lines read."""
+    algorithm: str | None = None
+    key_id: str | None = None
+    part: int | None = None
+    previous: str | None = None
+    next: str | None = None
+    chain_prev: bytes | None = None
+    final: bytes | None = None
+    """The digest of the last line the chain accepted (the part's final digest when closed)."""
+    intact_to: int = 0
+    """The last line up to which the chain holds without a break."""
+    closed_at: int | None = None
+    torn: int | None = None
+    """The line number of an incomplete last line, if any."""
+    cut: str | None = None
+    """Why a compressed stream ended early, if it did."""
+    continued: bool = False
+    """The next part's header starts from this part's final digest (so an unclosed end is not a crash)."""
+    error: str | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "status": self.status.value,
+            "lines": self.lines,
+            "chain": self.algorithm,
+            "key_id": self.key_id,
+            "part": self.part,
+            "closed_at": self.closed_at,
+            "intact_to": self.intact_to,
+            "torn_line": self.torn,
+            "final_digest": chain.encode(self.final).decode() if self.final is not None else None,
+            "error": self.error,
+            "findings": [f.as_dict() for f in self.findings],
+        }
+
+
+@dataclass(slots=True)
+class Verification:
+    """The result of verifying a set of inputs."""
+
+    files: list[FileResult]
+    notes: list[str] = field(default_factory=list)
+    """Facts about the inputs that are not tampering (parts absent before the first one present, …)."""
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for r in self.files for f in r.findings]
+
+    @property
+    def tampered(self) -> bool:
+        return any(r.findings for r in self.files)
+
+    @property
+    def errors(self) -> list[FileResult]:
+        return [r for r in self.files if r.status is Status.ERROR]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Status}
+        for r in self.files:
+            out[r.status.value] += 1
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": VERIFY_FORMAT,
+            "files": [r.as_dict() for r in self.files],
+            "counts": self.counts(),
+            "findings": [f.as_dict() for f in self.findings],
+            "notes": list(self.notes),
+        }
+
+
+def verify(paths: Iterable[str | Path], *, key: bytes | None = None) -> Verification:
+    """Verify every capture file named by `paths` (files, directories, globs), and the links between
+    the parts of each capture. Raises `ErascopeError` when a path does not exist."""
+    files = find_inputs(paths)
+    if not files:
+        raise ErascopeError("no capture files found")
+    results = [verify_file(path, key=key) for path in files]
+    result = Verification(results)
+    _check_links(result)
+    for r in results:
+        if r.findings:
+            r.status = Status.TAMPERED
+    return result
+
+
+def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
+    """Check one file's chain (not its links to other parts)."""
+    result = FileResult(file=path)
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO named *.jsonl would block the read forever
+            raise _Unverifiable("not a regular file")
+        with open_stream(path) as raw:
+            stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
+            _check(result, iter(stream), key)
+            if isinstance(raw, CutStream) and raw.cut is not None:
+                result.cut = raw.cut
+    except OSError as exc:
+        result.status = Status.ERROR
+        result.error = f"cannot read: {exc.strerror or exc}"
+    except _Unverifiable as exc:
+        result.status = Status.ERROR
+        result.error = str(exc)
+    return result
+
+
+class _Unverifiable(Exception):
+    """The file cannot be checked at all (not a capture, keyed with another key, …)."""
+
+
+@dataclass(slots=True)
+class _Gap:
+    """Indices missing where the chain jumped ahead; filled later if the lines were only moved."""
+
+    start: int
+    end: int
+    line: int
+    before: bytes
+    """The digest the first missing line must follow."""
+    moved: dict[int, int] = field(default_factory=dict)
+    """index -> the line it was found on, further down."""
+
+
+def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> None:
+    first = next(lines, b"")
+    header = _parse_header(first)
+    result.part = header.get("part") if isinstance(header.get("part"), int) else None
+    result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
+    algorithm = header.get(fmt.F_CHAIN_ALG)
+    path = result.file
+    if algorithm is None:
+        result.status = Status.NO_CHAIN
+        result.lines = 1 + sum(1 for line in lines if line.endswith(b"\n"))
+        if key is not None:
+            result.findings.append(
+                Finding(Kind.UNKEYED, path, 1, "no chain, although --key was given: anyone could have written it")
+            )
+        return
+    if not isinstance(algorithm, str) or algorithm not in chain.ALGORITHMS:
+        raise _Unverifiable(f"unknown chain algorithm {algorithm!r}")
+    result.algorithm = algorithm
+    result.key_id = header.get(fmt.F_CHAIN_KEY_ID) if isinstance(header.get(fmt.F_CHAIN_KEY_ID), str) else None
+    if algorithm == chain.HMAC_SHA256:
+        if key is None:
+            raise _Unverifiable(f"the chain is keyed (key id {result.key_id}); pass its key with --key FILE")
+        if chain.key_id(key) != result.key_id:
+            raise _Unverifiable(
+                f"{path}: the chain was made with another key (key id {result.key_id}; --key has {chain.key_id(key)})"
+            )
+        chainer = chain.Chainer(key)
+    else:
+        if key is not None:
+            result.findings.append(
+                Finding(Kind.UNKEYED, path, 1, "the chain is not keyed, although --key was given: anyone can forge it")
+            )
+        chainer = chain.Chainer()
+    start = chain.START
+    if fmt.F_CHAIN_PREV in header:
+        linked = chain.decode(header[fmt.F_CHAIN_PREV]) if isinstance(header[fmt.F_CHAIN_PREV], str) else None
+        if linked is None:
+            result.findings.append(Finding(Kind.CHANGED, path, 1, f"the header's {fmt.F_CHAIN_PREV} is not a digest"))
+        else:
+            start = linked
+            result.chain_prev = linked
+    _walk(result, chainer, start, _numbered(first, lines))
+
+
+def _numbered(first: bytes, lines: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
+    yield 1, first
+    yield from enumerate(lines, 2)
+
+
+def _parse_header(first: bytes) -> dict[str, Any]:
+    try:
+        header = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        header = None
+    if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
+        raise _Unverifiable("not an erascope capture (its first line is not a header record)")
+    major = fmt.parse_format_id(header.get("format"))
+    if major is None:
+        raise _Unverifiable("not an erascope capture (its header names no erascope format)")
+    if major != fmt.FORMAT_MAJOR:
+        raise _Unverifiable(f"capture format {header.get('format')!r} is not known to this erascope")
+    return header
+
+
+def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Iterator[tuple[int, bytes]]) -> None:
+    path = result.file
+    findings = result.findings
+    previous = start
+    expected = 1
+    broken = False
+    seen_max = 0
+    gaps: list[_Gap] = []
+    for number, line in lines:
+        if not line.endswith(b"\n"):
+            result.torn = number  # only the last line can lack its newline
+            break
+        result.lines = number
+        sealed = chain.split(line)
+        if sealed is None:
+            findings.append(Finding(Kind.INSERTED, path, number, "a line without a chain digest (inserted or damaged)"))
+            broken = True
+            continue
+        index, written, covered = sealed
+        linked = chainer.digest(previous, covered) == written
+        if index < expected:
+            gap = next((g for g in gaps if g.start <= index < g.end and index not in g.moved), None)
+            if gap is not None:
+                gap.moved[index] = number
+                if index == gap.start and chainer.digest(gap.before, covered) != written:
+                    findings.append(Finding(Kind.CHANGED, path, number, "the moved line does not match its digest"))
+            else:
+                findings.append(
+                    Finding(Kind.INSERTED, path, number, f"line index {index} was already taken (inserted or copied)")
+                )
+            broken = True
+            continue
+        if index > expected:
+            gaps.append(_Gap(expected, index, number, previous))
+            broken = True
+        elif not linked:
+            findings.append(
+                Finding(
+                    Kind.CHANGED,
+                    path,
+                    number,
+                    "the line does not match its digest (the line was changed, or the digest of the line before it)",
+                )
+            )
+            broken = True
+        if result.closed_at is not None:
+            findings.append(
+                Finding(Kind.APPENDED, path, number, f"a line after the part's closing record, line {result.closed_at}")
+            )
+            broken = True
+        previous = written
+        expected = index + 1
+        seen_max = max(seen_max, index)
+        if not broken:
+            result.intact_to = number
+        if line.startswith(_PART_END_PREFIX) and result.closed_at is None:
+            result.closed_at = number
+            _read_part_end(result, line)
+    result.final = previous
+    for gap in gaps:
+        _report_gap(result, gap)
+    findings.sort(key=lambda f: (f.line or 0, f.kind))
+    if findings:
+        result.status = Status.TAMPERED
+    else:
+        result.status = Status.VERIFIED if result.closed_at is not None else Status.UNCLOSED
+
+
+def _read_part_end(result: FileResult, line: bytes) -> None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(record, dict) and isinstance(record.get(fmt.F_NEXT), str):
+        result.next = record[fmt.F_NEXT]
+
+
+def _report_gap(result: FileResult, gap: _Gap) -> None:
+    missing = [i for i in range(gap.start, gap.end) if i not in gap.moved]
+    for index, line in sorted(gap.moved.items()):
+        result.findings.append(
+            Finding(
+                Kind.REORDERED,
+                result.file,
+                line,
+                f"line index {index} belongs before line {gap.line}: lines were moved",
+            )
+        )
+    if missing:
+        result.findings.append(
+            Finding(
+                Kind.REMOVED,
+                result.file,
+                gap.line,
+                f"{len(missing)} line(s) removed before this line (line index {missing[0]}"
+                + (f" to {missing[-1]})" if len(missing) > 1 else ")"),
+            )
+        )
+
+
+def _check_links(result: Verification) -> None:
+    """Check the rotation links between the parts given, and that every part a link names exists."""
+    by_name: dict[str, FileResult] = {}
+    for r in result.files:
+        if r.error is None:
+            by_name.setdefault(strip_compression(os.path.basename(r.file)), r)
+    present: dict[str, set[int]] = {}
+    for name, r in by_name.items():
+        m = _PART_NAME.match(name)
+        if m and r.part is not None:
+            present.setdefault(m["capture"], set()).add(r.part)
+    missing: set[str] = set()
+    for name, r in sorted(by_name.items()):
+        if r.previous is not None:
+            before = by_name.get(r.previous)
+            if before is not None:
+                _check_link(before, r)
+            elif _on_disk(r.file, r.previous):
+                result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
+            elif r.previous not in missing:
+                m = _PART_NAME.match(name)
+                earlier = present.get(m["capture"], set()) if m else set()
+                if r.part is not None and any(p < r.part for p in earlier):
+                    missing.add(r.previous)
+                    r.findings.append(
+                        Finding(Kind.PART_MISSING, r.file, 1, f"the previous part {r.previous} is missing")
+                    )
+                else:
+                    result.notes.append(
+                        f"{r.file}: the capture's parts before part {r.part} are absent (removed by retention,"
+                        " or deleted); its chain starts from the digest its header names"
+                    )
+        if r.next is not None and r.next not in by_name and not _on_disk(r.file, r.next) and r.next not in missing:
+            missing.add(r.next)
+            r.findings.append(
+                Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing")
+            )
+
+
+def _check_link(before: FileResult, after: FileResult) -> None:
+    if before.algorithm is None or after.algorithm is None:
+        return
+    if after.chain_prev is not None and before.final == after.chain_prev:
+        before.continued = True
+        if before.status is Status.UNCLOSED:
+            before.status = Status.VERIFIED  # its closing record was lost, but the next part vouches for its end
+        return
+    after.findings.append(
+        Finding(
+            Kind.PART_LINK,
+            after.file,
+            1,
+            f"the header does not start where {os.path.basename(before.file)} ends"
+            f" (line {before.lines}): that part's end was changed or cut",
+        )
+    )
+
+
+def _on_disk(beside: str, name: str) -> bool:
+    """A part named by a link exists next to the file naming it (plain or compressed), though not given."""
+    folder = os.path.dirname(beside)
+    return any(os.path.exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+
+
+def render_text(result: Verification) -> str:
+    """The human report: one line per file, then each finding as `file:line: kind: message`."""
+    out: list[str] = []
+    for r in result.files:
+        out.append(f"{r.file}: {_describe(r)}")
+        out.extend(f"  {f.where}: {f.kind.value}: {f.message}" for f in r.findings)
+    out.extend(f"note: {note}" for note in result.notes)
+    counts = result.counts()
+    out.append(
+        f"{len(result.files)} file(s): "
+        + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+        + (f"; {len(result.findings)} finding(s): tampering" if result.tampered else "")
+    )
+    return "\n".join(out) + "\n"
+
+
+def _describe(r: FileResult) -> str:
+    keyed = f"{r.algorithm}, key id {r.key_id}" if r.key_id else f"{r.algorithm}"
+    final = chain.encode(r.final).decode() if r.final is not None else ""
+    torn = f"; line {r.torn} is torn (incomplete)" if r.torn else ""
+    cut = f"; {r.cut}" if r.cut else ""
+    match r.status:
+        case Status.VERIFIED if r.closed_at is None:
+            return (
+                f"verified ({r.lines} lines, {keyed}): its closing record is missing but the next part starts from"
+                f" its last line's digest{torn}{cut}"
+            )
+        case Status.VERIFIED:
+            return f"verified ({r.lines} lines, closed, {keyed}, final digest {final})"
+        case Status.UNCLOSED:
+            return (
+                f"never closed: the chain holds up to line {r.intact_to}, its last complete line{torn}{cut}"
+                f" ({keyed}). The recorder crashed or is still writing: not tampering, but lines lost after"
+                " that point cannot be told from a cut"
+            )
+        case Status.NO_CHAIN:
+            return f"no chain ({r.lines} lines; made before captures carried one): not checked"
+        case Status.TAMPERED:
+            return f"TAMPERED: {len(r.findings)} finding(s) ({keyed}; chain intact up to line {r.intact_to})"
+        case _:
+            return f"error: {r.error}"

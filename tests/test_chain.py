@@ -1,0 +1,137 @@
+"""The hash chain itself (`addon.chain`), the writer's use of it, and `verify` on hostile files."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from addon import chain
+from addon import format as fmt
+from addon.errors import ErascopeError
+from addon.writer import CaptureWriter
+from analyzer.verify import Kind, Status, verify
+
+
+def write_capture(out: Path, n: int = 5, key: bytes | None = None, **kw: object) -> list[Path]:
+    """`n` small frames, and one of 100 kB in the middle (sealed without copying it: `writev`)."""
+    with CaptureWriter(out, transport=fmt.STDIO, server="srv", chain_key=key, **kw) as w:  # type: ignore[arg-type]
+        for i in range(n):
+            data = b"%d" % i if i != n // 2 else b"x" * 100_000
+            w.write({fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c", fmt.F_DIR: fmt.C2S, **fmt.payload_fields(data)})
+    return w.paths
+
+
+def test_digest_is_the_documented_formula(tmp_path: Path) -> None:
+    """FORMAT.md: D = H(P || B), B = the line's bytes before D, P = the previous digest (zeros first)."""
+    key = b"k" * 32
+    for chained_key in (None, key):
+        (path,) = write_capture(tmp_path / str(bool(chained_key)), key=chained_key)
+        previous = bytes(32)
+        for line in path.read_bytes().splitlines(keepends=True):
+            cut = len(line) - chain.SEAL_TAIL_LEN
+            covered, written = line[:cut], line[cut : cut + chain.DIGEST_CHARS]
+            expected = (
+                hashlib.sha256(previous + covered).digest()
+                if chained_key is None
+                else hmac.digest(key, previous + covered, "sha256")
+            )
+            assert chain.decode(written) == expected
+            previous = expected
+            assert orjson.loads(line)[fmt.F_CHAIN].endswith(written.decode())
+        assert max(len(line) for line in path.read_bytes().splitlines()) > 100_000
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.binary(max_size=300), st.integers(min_value=1, max_value=10**9))
+def test_sealing_keeps_the_record_and_its_payload_lossless(data: bytes, index: int) -> None:
+    record = {fmt.F_TYPE: fmt.FRAME, fmt.F_DIR: fmt.S2C, **fmt.payload_fields(data)}
+    line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
+    previous = hashlib.sha256(data).digest()
+    pieces, digest = chain.seal(chain.Chainer(), previous, line, index)
+    sealed = b"".join(bytes(p) for p in pieces)
+    parsed = orjson.loads(sealed)
+    assert fmt.payload_bytes(parsed) == data
+    assert {k: v for k, v in parsed.items() if k != fmt.F_CHAIN} == record
+    split = chain.split(sealed)
+    assert split is not None
+    got_index, written, covered = split
+    assert (got_index, written) == (index, digest)
+    assert chain.Chainer().digest(previous, covered) == digest
+
+
+def test_split_refuses_what_is_not_a_sealed_line() -> None:
+    sealed = b"".join(bytes(p) for p in chain.seal(chain.Chainer(), chain.START, b'{"type":"frame"}\n', 7)[0])
+    assert chain.split(sealed) is not None and chain.split(sealed)[0] == 7  # type: ignore[index]
+    assert chain.split(sealed[:-1]) is None  # no newline
+    assert chain.split(b'{"type":"frame"}\n') is None
+    assert chain.split(sealed.replace(b'"7:', b'"x:')) is None
+    assert chain.split(sealed.replace(b'"7:', b'"7')) is None
+    assert chain.decode("!" * 43) is None and chain.decode("A" * 42) is None
+
+
+def test_key_file_rules(tmp_path: Path) -> None:
+    good = tmp_path / "k"
+    good.write_text("  0123456789abcdef0123\n")
+    assert chain.load_key(good) == b"0123456789abcdef0123"
+    assert chain.key_id(b"0123456789abcdef0123") == chain.key_id(chain.load_key(good))
+    short = tmp_path / "s"
+    short.write_text("short\n")
+    with pytest.raises(ErascopeError, match="at least 16"):
+        chain.load_key(short)
+    with pytest.raises(ErascopeError, match="cannot read the chain key"):
+        chain.load_key(tmp_path / "missing")
+
+
+def test_parts_link_and_stay_within_the_rotation_size(tmp_path: Path) -> None:
+    paths = write_capture(tmp_path, n=60, rotate_bytes=1200)
+    assert len(paths) > 3
+    assert sum(p.stat().st_size > 1200 for p in paths) == 1  # only the part of the 100 kB record
+    result = verify([tmp_path])
+    assert [f.status for f in result.files] == [Status.VERIFIED] * len(paths) and result.findings == []
+
+
+def test_lines_appended_after_the_closing_record(tmp_path: Path) -> None:
+    (path,) = write_capture(tmp_path)
+    lines = path.read_bytes().splitlines(keepends=True)
+    # a forger without a key recomputes a valid digest for a line added after part-end
+    final = chain.decode(lines[-1][-chain.SEAL_TAIL_LEN : -len(chain.TAIL)]) or b""
+    pieces, _ = chain.seal(chain.Chainer(), final, b'{"type":"frame"}\n', len(lines) + 1)
+    path.write_bytes(b"".join(lines) + b"".join(bytes(p) for p in pieces))
+    result = verify([path])
+    assert [(f.kind, f.line) for f in result.findings] == [(Kind.APPENDED, len(lines) + 1)]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"\n",
+        b"garbage\n",
+        b'{"type":"header","format":"erascope/9"}\n',
+        b'{"type":"header","format":"erascope/1","chain_alg":["x"]}\n',
+        b'{"type":"header","format":"erascope/1","chain_alg":"md5"}\n',
+        b'{"type":"header","format":"erascope/1","chain_alg":"sha256","chain_prev":7,"part":"x"}\n{"a":1,"chain":"2:x"}\n',
+        b'{"type":"header","format":"erascope/1","chain_alg":"sha256","previous":["x"]}\n\xff\xfe\n{}\n',
+        b'{"type":"header","format":"erascope/1","chain_alg":"hmac-sha256","chain_key_id":{}}\n',
+    ],
+)
+def test_hostile_files_never_crash_verify(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "x.000.jsonl"
+    path.write_bytes(content)
+    result = verify([path], key=b"0123456789abcdef")
+    (file,) = result.files
+    assert file.status in (Status.ERROR, Status.TAMPERED)
+    assert file.error or file.findings
+
+
+def test_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "x.000.jsonl")
+    (file,) = verify([tmp_path]).files
+    assert file.status is Status.ERROR and file.error == "not a regular file"

@@ -1,0 +1,460 @@
+"""`erascope verify` on real captures, then on copies an attacker (or a careless hand) changed.
+
+The captures are recorded for real: the `erascope record stdio` tee between the `mcp` 2.3.0 client
+and server (once through the console script, once keyed and rotating into small parts), and a
+real `mitmdump` with the HTTP recorder, keyed, in front of the real `mcp` Streamable HTTP server.
+Each mutation is applied to a copy and verify's findings are checked to the file and line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from mcp.client.stdio import StdioServerParameters
+
+from addon import chain
+from addon import format as fmt
+from analyzer.verify import Kind, Status, Verification, verify
+from tests.peers.capture_tools import capture_files, read_records
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = Path(__file__).parent / "peers"
+ERASCOPE = Path(sys.executable).parent / "erascope"
+CORPUS_FILE = next((ROOT / "captures" / "corpus" / "auto-legacy-stdio").glob("*.jsonl"))
+TEE_ROTATING = """
+import sys
+from pathlib import Path
+from addon.chain import load_key
+from addon.stdio_tee import run_tee
+out, size, key = sys.argv[1:4]
+sys.exit(run_tee(sys.argv[5:], out_dir=Path(out), rotate_bytes=int(size), chain_key=load_key(key),
+                 stderr=sys.stderr.buffer))
+"""
+
+
+def subprocess_env(base: Path) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    env["HOME"] = str(base / "home")
+    env["XDG_STATE_HOME"] = str(base / "state")
+    env["ERASCOPE_REDACT_KEY"] = "test-key"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def record_stdio(command: list[str], env: dict[str, str]) -> None:
+    from tests.test_stdio_e2e import call_add
+
+    seen = anyio.run(call_add, StdioServerParameters(command=command[0], args=command[1:], env=env))
+    assert seen["text"] == ["5"]
+
+
+# --- real captures, recorded once per module -----------------------------------------------------
+@pytest.fixture(scope="module")
+def stdio_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One unkeyed capture of a real client/server session through `erascope record stdio`."""
+    base = tmp_path_factory.mktemp("stdio")
+    out = base / "caps"
+    server = [sys.executable, str(PEERS / "mcp_stdio_server.py")]
+    record_stdio([str(ERASCOPE), "record", "stdio", "--out", str(out), "--", *server], subprocess_env(base))
+    assert len(capture_files(out)) == 1
+    return out
+
+
+@pytest.fixture(scope="module")
+def key_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("key") / "audit.key"
+    path.write_text("c2VjcmV0LWF1ZGl0LWtleS1mb3ItZXJhc2NvcGUtdGVzdHM=\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def rotated_dir(tmp_path_factory: pytest.TempPathFactory, key_file: Path) -> Path:
+    """A keyed capture of the same session, rotated into parts of at most 1500 bytes by the real tee."""
+    base = tmp_path_factory.mktemp("rotated")
+    out = base / "caps"
+    server = [sys.executable, str(PEERS / "mcp_stdio_server.py")]
+    tee = [sys.executable, "-c", TEE_ROTATING, str(out), "1500", str(key_file), "--", *server]
+    record_stdio(tee, subprocess_env(base))
+    assert len(capture_files(out)) >= 4
+    return out
+
+
+@pytest.fixture(scope="module")
+def http_dir(tmp_path_factory: pytest.TempPathFactory, key_file: Path) -> Path:
+    """A keyed capture written by a real mitmdump running the HTTP recorder."""
+    import asyncio
+
+    from tests.test_http_e2e import Proc, session, start_mitmdump, start_server
+
+    base = tmp_path_factory.mktemp("http")
+    env = subprocess_env(base)
+    capdir = base / "caps"
+    procs: list[Proc] = []
+    try:
+        port = start_server(procs, env)
+        proxy = start_mitmdump(procs, env, port, capdir, "--set", f"erascope_chain_key={key_file}")
+        seen = asyncio.run(session(f"http://127.0.0.1:{proxy.port}/mcp", "auto"))  # type: ignore[attr-defined]
+        assert seen["echo"] == "hello"
+        assert proxy.stop(signal.SIGINT) == 0
+    finally:
+        for p in reversed(procs):
+            p.stop()
+    return capdir
+
+
+# --- helpers: what an editor of a capture does ---------------------------------------------------
+def copy_of(src: Path, dst: Path) -> list[Path]:
+    shutil.copytree(src, dst)
+    return capture_files(dst)
+
+
+def lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines(keepends=True)
+
+
+def put(path: Path, new: list[bytes]) -> None:
+    path.write_bytes(b"".join(new))
+
+
+def frame_line(all_lines: list[bytes], direction: str = fmt.S2C) -> int:
+    """The 1-based number of the first frame line of `direction` carrying a JSON-RPC message."""
+    for n, line in enumerate(all_lines, 1):
+        rec = orjson.loads(line)
+        if rec[fmt.F_TYPE] == fmt.FRAME and rec.get(fmt.F_DIR) == direction and '"jsonrpc"' in rec.get("raw", ""):
+            return n
+    raise AssertionError("no frame")
+
+
+def edited(line: bytes) -> bytes:
+    """The line with one byte of its payload changed (`2.0` -> `2.1`)."""
+    assert b'\\"2.0\\"' in line
+    return line.replace(b'\\"2.0\\"', b'\\"2.1\\"', 1)
+
+
+def reseal(all_lines: list[bytes], chainer: chain.Chainer, start: bytes = chain.START) -> list[bytes]:
+    """A forger's tool: recompute the whole chain of a part with `chainer`."""
+    out: list[bytes] = []
+    previous = start
+    for n, line in enumerate(all_lines, 1):
+        record = orjson.loads(line)
+        del record[fmt.F_CHAIN]
+        pieces, previous = chain.seal(chainer, previous, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE), n)
+        out.append(b"".join(bytes(p) for p in pieces))
+    return out
+
+
+def kinds(result: Verification) -> list[tuple[str, str, int | None]]:
+    return [(Path(f.file).name, f.kind.value, f.line) for f in result.findings]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ERASCOPE), "verify", *args], capture_output=True, text=True, timeout=120)
+
+
+# --- untouched captures --------------------------------------------------------------------------
+def test_untouched_stdio_capture_verifies(stdio_dir: Path) -> None:
+    (path,) = capture_files(stdio_dir)
+    records = read_records(path)
+    assert records[0][fmt.F_CHAIN_ALG] == chain.SHA256 and fmt.F_CHAIN_PREV not in records[0]
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END and records[-1][fmt.F_REASON] == fmt.END_CLOSED
+    assert [int(r[fmt.F_CHAIN].split(":")[0]) for r in records] == list(range(1, len(records) + 1))
+    result = verify([stdio_dir])
+    (file,) = result.files
+    assert file.status is Status.VERIFIED and result.findings == []
+    assert file.closed_at == file.lines == len(records)
+    proc = cli(str(stdio_dir))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{path}: verified ({len(records)} lines, closed, sha256, final digest " in proc.stdout
+
+
+def test_untouched_rotated_keyed_capture_verifies_across_parts(rotated_dir: Path, key_file: Path) -> None:
+    parts = capture_files(rotated_dir)
+    headers = [read_records(p)[0] for p in parts]
+    assert [h["part"] for h in headers] == list(range(len(parts)))
+    assert all(h[fmt.F_CHAIN_ALG] == chain.HMAC_SHA256 for h in headers)
+    assert {h[fmt.F_CHAIN_KEY_ID] for h in headers} == {chain.key_id(chain.load_key(key_file))}
+    # each part starts from the previous part's final digest: its part-end line's
+    for before, after in itertools.pairwise(parts):
+        end = read_records(before)[-1]
+        assert end[fmt.F_REASON] == fmt.END_ROTATED and end[fmt.F_NEXT] == after.name
+        assert read_records(after)[0][fmt.F_CHAIN_PREV] == end[fmt.F_CHAIN].split(":")[1]
+    result = verify([rotated_dir], key=chain.load_key(key_file))
+    assert [f.status for f in result.files] == [Status.VERIFIED] * len(parts)
+    assert result.findings == [] and result.notes == []
+    proc = cli(str(rotated_dir), "--key", str(key_file), "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = orjson.loads(proc.stdout)
+    assert report["format"] == "erascope-verify/1" and report["counts"]["verified"] == len(parts)
+
+
+def test_untouched_http_capture_verifies(http_dir: Path, key_file: Path) -> None:
+    (path,) = capture_files(http_dir)
+    records = read_records(path)
+    assert {fmt.HTTP_REQUEST, fmt.SSE_EVENT} <= {r[fmt.F_TYPE] for r in records}
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    proc = cli(str(http_dir), "--key", str(key_file))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "verified" in proc.stdout and "hmac-sha256" in proc.stdout
+
+
+# --- edits inside one file ------------------------------------------------------------------------
+def test_changed_byte_in_a_payload_is_located(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    text[k - 1] = edited(text[k - 1])
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", k)]
+    assert result.files[0].status is Status.TAMPERED and result.files[0].intact_to == k - 1
+    proc = cli(str(path))
+    assert proc.returncode == 1
+    assert f"{path}:{k}: changed: " in proc.stdout
+
+
+def test_deleted_line_is_located(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    del text[k - 1]
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "removed", k)]
+    assert f"1 line(s) removed before this line (line index {k})" in result.findings[0].message
+
+
+def test_swapped_lines_are_reordered_not_removed(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    text[k - 1], text[k] = text[k], text[k - 1]
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "reordered", k + 1)]
+    assert f"line index {k} belongs before line {k}" in result.findings[0].message
+
+
+def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    forged_copy = edited(text[k - 1])  # a real line, altered, with the original's digest
+    made_up = orjson.dumps(
+        {fmt.F_TYPE: fmt.FRAME, fmt.F_SEQ: 99, fmt.F_DIR: fmt.S2C, **fmt.payload_fields(b'{"jsonrpc":"2.0","id":9}')},
+        option=orjson.OPT_APPEND_NEWLINE,
+    )
+    text[k:k] = [forged_copy]
+    text[k + 3 : k + 3] = [made_up]
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "inserted", k + 1), (path.name, "inserted", k + 4)]
+    assert "already taken" in result.findings[0].message
+    assert "without a chain digest" in result.findings[1].message
+
+
+def test_truncated_last_line_is_a_crash_not_tampering(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    n = len(text)
+    text[-1] = text[-1][: len(text[-1]) // 2]
+    put(path, text)
+    (file,) = verify([path]).files
+    assert file.status is Status.UNCLOSED and file.findings == []
+    assert (file.intact_to, file.torn, file.closed_at) == (n - 1, n, None)
+    proc = cli(str(path))
+    assert proc.returncode == 0
+    assert f"never closed: the chain holds up to line {n - 1}, its last complete line; line {n} is torn" in proc.stdout
+    assert "TAMPERED" not in proc.stdout and "not tampering" in proc.stdout
+
+
+def test_unkeyed_chain_recomputed_by_a_forger_verifies(stdio_dir: Path, tmp_path: Path) -> None:
+    """The documented limit: without a key, whoever edits a capture can compute a new chain."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    text[k - 1] = edited(text[k - 1])
+    put(path, reseal(text, chain.Chainer()))
+    assert verify([path]).files[0].status is Status.VERIFIED
+
+
+# --- keys -------------------------------------------------------------------------------------------
+def test_keyed_chain_forged_without_the_key_is_detected(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    key = chain.load_key(key_file)
+    target = next(p for p in parts[1:] if frame_line_or_none(lines(p)))
+    text = lines(target)
+    k = frame_line_or_none(text)
+    assert k is not None
+    text[k - 1] = edited(text[k - 1])
+    start = chain.decode(read_records(target)[0][fmt.F_CHAIN_PREV])
+    assert start is not None
+    forged = reseal(text, chain.Chainer(b"a guess at the key, 32 bytes...."), start)  # header keeps its key id
+    put(target, forged)
+    result = verify(parts, key=key)
+    first = result.findings[0]
+    assert (Path(first.file).name, first.kind, first.line) == (target.name, Kind.CHANGED, 1)
+    assert {f.kind for f in result.findings if f.file == str(target)} == {Kind.CHANGED}
+    proc = cli(*map(str, parts), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{target}:{k}: changed" in proc.stdout
+
+
+def test_keyed_chain_downgraded_to_unkeyed_is_detected(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[0])
+    header = orjson.loads(text[0])
+    header[fmt.F_CHAIN_ALG] = chain.SHA256
+    del header[fmt.F_CHAIN_KEY_ID]
+    text[0] = orjson.dumps(header, option=orjson.OPT_APPEND_NEWLINE)
+    put(parts[0], reseal(text, chain.Chainer()))
+    assert verify([parts[0]]).files[0].status is Status.VERIFIED  # fine for whoever has no key
+    result = verify(parts, key=chain.load_key(key_file))
+    assert (Path(result.findings[0].file).name, result.findings[0].kind) == (parts[0].name, Kind.UNKEYED)
+    # the next part starts from the true final digest of part 0, not the forged one
+    assert (parts[1].name, "part-link", 1) in kinds(result)
+
+
+def test_keyed_capture_without_or_with_another_key_cannot_be_checked(rotated_dir: Path, tmp_path: Path) -> None:
+    proc = cli(str(rotated_dir))
+    assert proc.returncode == 2 and "the chain is keyed (key id " in proc.stdout and "--key FILE" in proc.stdout
+    other = tmp_path / "other.key"
+    other.write_bytes(b"another key of enough length")
+    proc = cli(str(rotated_dir), "--key", str(other))
+    assert proc.returncode == 2 and "made with another key" in proc.stdout
+    short = tmp_path / "short.key"
+    short.write_bytes(b"short")
+    proc = cli(str(rotated_dir), "--key", str(short))
+    assert proc.returncode == 2 and "use at least 16 random bytes" in proc.stderr
+
+
+def test_capture_without_a_chain_is_reported_not_failed(tmp_path: Path, key_file: Path) -> None:
+    result = verify([CORPUS_FILE])
+    assert result.files[0].status is Status.NO_CHAIN and result.findings == []
+    proc = cli(str(CORPUS_FILE))
+    assert proc.returncode == 0 and "no chain" in proc.stdout
+    # with --key, a file without a chain is what a forger who stripped it would hand over
+    proc = cli(str(CORPUS_FILE), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{CORPUS_FILE}:1: unkeyed: no chain" in proc.stdout
+
+
+# --- whole parts ----------------------------------------------------------------------------------
+def test_deleted_middle_part_is_missing_from_the_rotation(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[2].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    closing = len(lines(parts[1]))
+    assert kinds(result) == [(parts[1].name, "part-missing", closing)]
+    assert parts[2].name in result.findings[0].message
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{parts[1]}:{closing}: part-missing: the next part {parts[2].name}" in proc.stdout
+
+
+def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[-1].unlink()
+    assert [k for _, k, _ in kinds(verify([tmp_path / "c"], key=chain.load_key(key_file)))] == ["part-missing"]
+
+
+def test_first_parts_removed_as_retention_does_are_a_note(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[0].unlink()
+    parts[1].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and not result.tampered
+    assert len(result.notes) == 1 and "parts before part 2 are absent" in result.notes[0]
+
+
+def test_cut_end_of_a_rotated_part_breaks_the_link(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[1])
+    put(parts[1], text[:-1])  # its part-end record removed: alone, it would look like a crash
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[2].name, "part-link", 1)]
+    assert f"does not start where {parts[1].name} ends" in result.findings[0].message
+
+
+def test_compressed_parts_are_verified(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    from analyzer.sources import zstd
+
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    gz = parts[0].with_name(parts[0].name + ".gz")
+    gz.write_bytes(gzip.compress(parts[0].read_bytes()))
+    zst = parts[1].with_name(parts[1].name + ".zst")
+    text = lines(parts[1])
+    k = frame_line_or_none(text) or 2
+    text[k - 1] = text[k - 1].replace(b'"seq":', b'"seq": ', 1)
+    zst.write_bytes(zstd.compress(b"".join(text)))
+    parts[0].unlink()
+    parts[1].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(zst.name, "changed", k)]
+    assert result.files[0].status is Status.VERIFIED and result.files[0].file.endswith(".jsonl.gz")
+
+
+# --- HTTP ------------------------------------------------------------------------------------------
+def test_http_capture_edits_are_located(http_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(http_dir, tmp_path / "c")
+    text = lines(path)
+    event = next(n for n, line in enumerate(text, 1) if orjson.loads(line)[fmt.F_TYPE] == fmt.SSE_EVENT)
+    request = next(n for n, line in enumerate(text, 1) if orjson.loads(line)[fmt.F_TYPE] == fmt.HTTP_REQUEST)
+    text[event - 1] = edited(text[event - 1])
+    text.insert(event + 1, text[request - 1])  # a request replayed later in the file
+    put(path, text)
+    proc = cli(str(path), "--key", str(key_file), "--format", "json")
+    assert proc.returncode == 1
+    report: dict[str, Any] = orjson.loads(proc.stdout)
+    found = [(f["kind"], f["line"]) for f in report["findings"]]
+    assert found == [("changed", event), ("inserted", event + 2)]
+    assert report["files"][0]["status"] == "tampered" and report["files"][0]["intact_to"] == event - 1
+
+
+# --- the analyzer reads chained captures as it reads others -----------------------------------------
+def test_analyzer_reads_a_chained_capture_like_an_unchained_one(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = capture_files(stdio_dir)
+    plain = tmp_path / "plain" / path.name
+    plain.parent.mkdir()
+    records = [r for r in read_records(path) if r[fmt.F_TYPE] != fmt.PART_END]
+    for r in records:
+        del r[fmt.F_CHAIN]
+    plain.write_bytes(b"".join(orjson.dumps(r, option=orjson.OPT_APPEND_NEWLINE) for r in records))
+
+    def report(target: Path) -> dict[str, Any]:
+        proc = subprocess.run(
+            [str(ERASCOPE), "analyze", str(target), "--format", "json"], capture_output=True, text=True, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        return orjson.loads(proc.stdout)
+
+    chained = orjson.loads(orjson.dumps(report(stdio_dir)).replace(str(stdio_dir).encode(), str(plain.parent).encode()))
+    unchained = report(plain.parent)
+    assert chained["inputs"]["malformed"] == unchained["inputs"]["malformed"] == []
+    assert chained["servers"] == unchained["servers"] and chained["findings"] == unchained["findings"]
+    assert chained["totals"] == unchained["totals"]
+    # the report says which inputs carry a chain, without checking it
+    assert chained["inputs"]["chained"] == 1 and "chained" not in unchained["inputs"]
+    text = subprocess.run([str(ERASCOPE), "analyze", str(stdio_dir)], capture_output=True, text=True, timeout=120)
+    words = " ".join(text.stdout.split())  # the text report wraps long notes
+    assert "1 of 1 file(s) end with a hash chain's closing record (not checked here: erascope verify)" in words
+
+
+def frame_line_or_none(all_lines: list[bytes]) -> int | None:
+    try:
+        return frame_line(all_lines)
+    except AssertionError:
+        try:
+            return frame_line(all_lines, fmt.C2S)
+        except AssertionError:
+            return None
