@@ -214,12 +214,13 @@ def test_stdio_closing_record_holds_the_counters_and_analyze_reads_it(
     (path,) = sorted(out.glob("*.jsonl"))
     lines = path.read_bytes().splitlines(keepends=True)
     records = only_capture(out)
-    end = records[-1]
+    end = records[-2]  # the last record is the hash chain's `part-end`, written after it
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
     assert end[fmt.F_TYPE] == fmt.LIFECYCLE and end[fmt.F_EVENT] == fmt.EV_RECORDER_END
     counters = end[fmt.F_COUNTERS]
     # as of just before the closing record: every line before it, byte for byte
-    assert counters["records"] == len(lines) - 1
-    assert counters["bytes"] == sum(len(line) for line in lines[:-1])
+    assert counters["records"] == len(lines) - 2
+    assert counters["bytes"] == sum(len(line) for line in lines[:-2])
     assert counters["lost"] == 0 and counters["write_errors"] == 0
     assert counters["flows"] == 1 and counters["upstream_errors"] == {}
     server = records[0][fmt.F_SERVER]
@@ -234,7 +235,7 @@ def test_stdio_closing_record_holds_the_counters_and_analyze_reads_it(
     # (and a later `last_seen`); verdicts, findings and their evidence are those without it.
     without = tmp_path / "without"
     without.mkdir()
-    (without / path.name).write_bytes(b"".join(lines[:-1]))
+    (without / path.name).write_bytes(b"".join(lines[:-2] + lines[-1:]))
     want = report_dict(analyze([str(without)]))
     have = orjson.loads(orjson.dumps(report_dict(analyze([str(out)]))).decode().replace(str(out), str(without)))
     assert have["inputs"]["records"] == want["inputs"]["records"] + 1
@@ -253,6 +254,7 @@ def test_stdio_closing_record_counts_a_failed_spawn(tmp_path: Path, clean_env: d
     )  # fmt: skip
     assert proc.returncode == 127
     records = only_capture(tmp_path)
-    assert records[-1][fmt.F_EVENT] == fmt.EV_RECORDER_END
-    assert records[-1][fmt.F_COUNTERS]["upstream_errors"] == {"spawn-failed": 1}
-    assert records[-1][fmt.F_COUNTERS]["flows"] == 0
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END  # the hash chain's closing record comes after the counters
+    assert records[-2][fmt.F_EVENT] == fmt.EV_RECORDER_END
+    assert records[-2][fmt.F_COUNTERS]["upstream_errors"] == {"spawn-failed": 1}
+    assert records[-2][fmt.F_COUNTERS]["flows"] == 0
