@@ -16,8 +16,8 @@ import polars as pl
 import pytest
 
 from analyzer.compact import ARCHIVE_SCHEMA
+from bench.dask_cluster import Cluster, dask_cluster
 from bench.generate import generate
-from tests.cluster_harness import Cluster, dask_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -116,3 +116,4 @@ def test_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
     result = erascope("compact", "captures/corpus", "--out", tmp_path / "a", "--scheduler", address, check=False)
     assert result.returncode == 2
     assert f"cannot reach the Dask scheduler at {address}" in result.stderr.decode()
+

@@ -49,14 +49,15 @@ def _wait(until: object, what: str, procs: list[subprocess.Popen[bytes]], logs: 
 
 @contextmanager
 def dask_cluster(
-    tmp: Path, *, workers: int = 2, nanny: bool = True, cwd: Path | None = None
+    tmp: Path, *, workers: int = 2, nanny: bool = True, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> Iterator[Cluster]:
     """A scheduler and `workers` single-threaded workers on 127.0.0.1 (ports picked by the OS), run
-    in `cwd` (default: this process's); every process is killed when the block ends."""
+    in `cwd` (default: this process's) with `env` added to the environment (Dask settings such as
+    `DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES`); every process is killed when the block ends."""
     tmp.mkdir(parents=True, exist_ok=True)
     scheduler_file = tmp / "scheduler.json"
     scheduler_file.unlink(missing_ok=True)  # a file from an earlier cluster names a dead scheduler
-    env = {**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    env = {**os.environ, **(env or {})}
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(args: list[str], log: str) -> subprocess.Popen[bytes]:
