@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import sys
 import threading
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -354,6 +355,27 @@ def analyze_cmd(
             "--strict", help="Exit 2 when any input file cannot be read or is skipped, instead of noting it."
         ),
     ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="TIME",
+            help="Analyze only records at or after TIME (ISO-8601, UTC unless it names an offset), e.g. 2026-11-28.",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", metavar="TIME", help="Analyze only records before TIME (exclusive; as --since)."),
+    ] = None,
+    server: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--server",
+            metavar="KEY",
+            help="Analyze only the traffic of this server key (repeatable); on an archive only its partitions"
+            " are read.",
+        ),
+    ] = None,
     scheduler: Annotated[
         str | None,
         typer.Option(
@@ -382,6 +404,10 @@ def analyze_cmd(
     options = AnalyzeOptions(
         probe_timeout=probe_timeout, jobs=jobs, spill_dir=str(temp_dir) if temp_dir else None, strict=strict
     )
+    try:
+        options.since, options.until, options.servers = _selection(since, until, server)
+    except ErascopeError as exc:
+        raise _fail(exc) from None
     targets = {name: p for name, p in (("--output", output), ("--write-baseline", write_baseline)) if p is not None}
     if targets:
         from analyzer.output import check_targets
@@ -551,3 +577,19 @@ def rules_cmd(
 
 def main() -> None:
     app()
+
+
+def _selection(
+    since: str | None, until: str | None, servers: list[str] | None
+) -> tuple[datetime | None, datetime | None, tuple[str, ...] | None]:
+    """`--since`, `--until`, `--server` as `AnalyzeOptions` fields; `ErascopeError` for bad times."""
+    from analyzer.selection import parse_time
+
+    try:
+        start = parse_time(since) if since is not None else None
+        end = parse_time(until) if until is not None else None
+    except ValueError as exc:
+        raise ErascopeError(f"--since/--until: {exc}") from None
+    if start is not None and end is not None and end <= start:
+        raise ErascopeError(f"--until {until} is not after --since {since}: the window holds nothing")
+    return start, end, tuple(dict.fromkeys(servers)) if servers else None

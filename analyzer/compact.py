@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import orjson
 import polars as pl
@@ -50,6 +50,7 @@ from addon.errors import ErascopeError
 from analyzer.load import BadLine, FileFacts, LoadOptions, display_name, extract_file, find_inputs, finish
 from analyzer.messages import as_categoricals, as_strings
 from analyzer.schema import MESSAGES_SCHEMA
+from analyzer.selection import Selection
 
 ARCHIVE_FORMAT: Final = "erascope-archive/1"
 SOURCES_DIR: Final = "_sources"
@@ -106,10 +107,12 @@ def _read_entry(path: Path) -> dict[str, Any]:
 
 
 # --- reading -------------------------------------------------------------------------------------
-def extract_archived(entry_path: str | Path) -> FileFacts:
+def extract_archived(entry_path: str | Path, selection: Selection | None = None) -> FileFacts:
     """The `FileFacts` of one archived input file, as `extract_file` gave them when it was compacted.
 
-    Independent of every other entry, like `extract_file` (safe to run in parallel).
+    Independent of every other entry, like `extract_file` (safe to run in parallel). With a
+    `selection`, only the parts whose `day=`/`server=` partition can hold selected rows are opened
+    (`kept_parts`), and their rows are selected as `extract_file` selects them.
     """
     path = Path(entry_path)
     entry = _read_entry(path)
@@ -134,6 +137,8 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
         parts = [path.parent.parent / p for p in entry["parts"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{path}: malformed archive entry ({exc!r})") from None
+    if selection is not None and not selection.everything:
+        parts = [path.parent.parent / p for p in kept_parts(entry["parts"], selection)]
     missing = [str(p) for p in parts if not p.is_file()]
     if missing:
         raise ErascopeError(f"archive {path.parent.parent} is incomplete: {', '.join(missing)} missing")
@@ -144,6 +149,7 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
             # part names come from capture file names, which may hold `[`, `*` or `?`: no globbing
             pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False, glob=False)
             .select(list(MESSAGES_SCHEMA))
+            .filter(selection.expr() if selection is not None else pl.lit(True))
             .pipe(as_categoricals)  # the in-memory dtypes `extract_file` gives
             .sort("line")
             .collect(engine="streaming")
@@ -152,9 +158,35 @@ def extract_archived(entry_path: str | Path) -> FileFacts:
     return facts
 
 
+def kept_parts(parts: Iterable[str], selection: Selection) -> list[str]:
+    """The archive parts (`day=…/server=…/<name>.parquet`, relative) that can hold rows `selection` keeps.
+
+    Told from the partition names alone: a part of another day or server is never opened.
+    """
+    kept = []
+    for part in parts:
+        day, server = _partition_of(part)
+        # `__null__` holds the rows without a server, with an empty one, and with the key `__null__`
+        keys = ("", NULL_SERVER) if server == NULL_SERVER else (server,)
+        if (day is None or selection.keeps_day(day)) and (server is None or any(map(selection.keeps_server, keys))):
+            kept.append(part)
+    return kept
+
+
+def _partition_of(part: str) -> tuple[str | None, str | None]:
+    """(day, server) of a part's path; None for what it does not name (an unknown layout keeps the part)."""
+    names = dict(d.split("=", 1) for d in Path(part).parts[:-1] if "=" in d)
+    day, server = names.get("day"), names.get("server")
+    return day, (None if server is None else unquote(server))
+
+
 # --- writing -------------------------------------------------------------------------------------
+NULL_SERVER: Final = "__null__"
+"""The partition directory of rows without a server key."""
+
+
 def _partition_dir(day: str, server: str | None) -> str:
-    return f"day={day}/server={quote(server, safe='') if server else '__null__'}"
+    return f"day={day}/server={quote(server, safe='') if server else NULL_SERVER}"
 
 
 def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:

@@ -93,6 +93,7 @@ from analyzer.messages import (
     read_fields,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
+from analyzer.selection import Selection
 from analyzer.sources import (
     COMPRESSED_SUFFIXES,
     PLAIN,
@@ -154,6 +155,9 @@ class LoadOptions:
     """Add the payload `raw` to the messages rows, unpaired and not condensed (what Parquet archives keep)."""
     condense: bool = True
     """Drop the rows later steps read only as aggregates (`analyzer.condense`); off to see every message."""
+    selection: Selection | None = None
+    """Keep only the message rows of this time window and these servers (`analyzer.selection`); the
+    input accounting still counts every record of the files read."""
 
 
 @dataclass
@@ -568,6 +572,8 @@ def _read(
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
             msgs = df.filter(pl.col("_type").is_in(MESSAGE_RECORD_TYPES))
+        if options is not None and options.selection is not None and not options.selection.everything:
+            msgs = msgs.filter(options.selection.expr())  # after counting: the accounting is the whole file's
         return counts, msgs.drop("_type", "_lost", "_undecodable", *by[:-1]), attempt
     raise AssertionError("unreachable")
 
@@ -787,7 +793,7 @@ def extract_file(
     if _is_archive_entry(path):
         from analyzer.compact import extract_archived  # the Parquet branch
 
-        archived = extract_archived(path)
+        archived = extract_archived(path, options.selection if options is not None else None)
         archived.identity = _identity(archived.file, {})  # its source's name: the same capture as JSONL
         return archived
     facts = FileFacts(file=path, capture=capture_id(path))

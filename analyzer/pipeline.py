@@ -12,6 +12,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from analyzer.findings import Finding
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
 from analyzer.rules import RuleContext, RuleOptions, run_rules
+from analyzer.selection import Selection
 from analyzer.spill import Spill
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -50,6 +52,17 @@ class AnalyzeOptions:
     strict: bool = False
     """Stop with an error when any input file could not be read or was refused (an input error or a
     skipped file), instead of analyzing the others and noting it."""
+    since: datetime | None = None
+    """Analyze only records at or after this moment (`analyzer.selection`; a time without a zone is UTC)."""
+    until: datetime | None = None
+    """Analyze only records before this moment (exclusive; a time without a zone is UTC)."""
+    servers: tuple[str, ...] | None = None
+    """Analyze only the traffic of these server keys; None: every server."""
+
+    @property
+    def selection(self) -> Selection:
+        """`since`, `until` and `servers` as the loader applies them."""
+        return Selection(self.since, self.until, self.servers)
 
 
 @dataclass
@@ -163,7 +176,8 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
 
 
 def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
-    facts: list[FileFacts] = extract_files(files, opts.load, jobs=opts.jobs, progress=opts.progress, spill=spill)
+    load = opts.load if opts.selection.everything else replace(opts.load, selection=opts.selection)
+    facts: list[FileFacts] = extract_files(files, load, jobs=opts.jobs, progress=opts.progress, spill=spill)
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
         raise ErascopeError(f"input files not read (--strict): {_listed(inputs.errors + inputs.skipped)}")

@@ -1,0 +1,87 @@
+"""Which traffic an analysis reads: a time window and a set of server keys (`--since/--until/--server`).
+
+A `Selection` keeps the message rows whose record time `ts` lies in `[since, until)` (since
+inclusive, until exclusive, both in UTC) and whose `server` is one of `servers`, the server key
+every record carries (captures/FORMAT.md: `--server`, else derived from the command line or from
+the origin and path). Bounds left out are open; `servers=None` keeps every server. When a time
+bound is given, rows without a time are left out; when servers are named, rows without a server.
+
+The selection applies to the rows the analysis reads, before any pairing: a response whose
+request lies before `since` is analyzed as a response without its request, exactly as if the
+capture had started at `since`. The input accounting (files, records, malformed and torn lines,
+lost records) still counts the files read as a whole, so JSONL captures and their archive give the
+same report for the same selection.
+
+An archive (`analyzer.compact`) is partitioned by UTC day and server: `keeps_day` and
+`keeps_server` tell from a partition's name whether it can hold a selected row, so the others are
+never opened. They only ever prune what cannot match; the rows read are then selected exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+import polars as pl
+
+
+def utc(moment: datetime) -> datetime:
+    """`moment` in UTC; a time without a zone is taken to be UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def parse_time(text: str) -> datetime:
+    """An ISO-8601 date or date and time (`2026-11-28`, `2026-11-28T09:30`, `…Z`, `…+02:00`) in UTC.
+
+    Raises `ValueError` with what was expected.
+    """
+    try:
+        return utc(datetime.fromisoformat(text.strip()))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-28, 2026-11-28T09:30:00Z, 2026-11-28T11:30+02:00)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A time window `[since, until)` and a set of server keys; None means no bound / every server."""
+
+    since: datetime | None = None
+    """First moment kept (inclusive); a time without a zone is UTC."""
+    until: datetime | None = None
+    """First moment no longer kept (exclusive); a time without a zone is UTC."""
+    servers: tuple[str, ...] | None = None
+    """Server keys kept, exactly as the records name them; None keeps every server."""
+
+    @property
+    def everything(self) -> bool:
+        """True when nothing is left out."""
+        return self.since is None and self.until is None and self.servers is None
+
+    def expr(self) -> pl.Expr:
+        """True on the rows (with `ts` in epoch seconds and `server`) this selection keeps."""
+        keep = pl.lit(True)
+        if self.since is not None:
+            keep &= pl.col("ts") >= utc(self.since).timestamp()
+        if self.until is not None:
+            keep &= pl.col("ts") < utc(self.until).timestamp()
+        if self.servers is not None:
+            keep &= pl.col("server").cast(pl.String).is_in(list(self.servers))
+        return keep.fill_null(False)
+
+    def keeps_day(self, day: str) -> bool:
+        """Whether a UTC day (`YYYY-MM-DD`, or `unknown` for rows without a time) can hold kept rows."""
+        if self.since is None and self.until is None:
+            return True
+        try:
+            start = datetime.combine(date.fromisoformat(day), datetime.min.time(), tzinfo=UTC)
+        except ValueError:
+            return False  # `unknown`: rows without a time, never inside a window
+        if self.until is not None and start >= utc(self.until):
+            return False
+        return self.since is None or start + timedelta(days=1) > utc(self.since)
+
+    def keeps_server(self, server: str | None) -> bool:
+        """Whether rows of this server key (None: rows without one) can be kept."""
+        return self.servers is None or (server is not None and server in self.servers)

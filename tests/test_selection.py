@@ -1,0 +1,164 @@
+"""`erascope analyze --since/--until/--server`: a time window and server keys, on JSONL and on archives.
+
+The window is `[since, until)` in UTC; the server keys are the records' `server`. JSONL captures
+and their archive give the same report for the same selection, and on an archive the partitions of
+other days and servers are never opened (they are overwritten with garbage here: opening one fails).
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import unquote
+
+import orjson
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from analyzer.cli import app
+from analyzer.compact import compact, kept_parts
+from analyzer.pipeline import AnalyzeOptions, analyze
+from analyzer.selection import Selection, parse_time
+from bench.generate import generate
+
+runner = CliRunner()
+T0 = datetime(2026, 11, 29, 0, 30, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def caps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Generated captures over two UTC days (2026-11-28 and 29), stdio and HTTP servers."""
+    out = tmp_path_factory.mktemp("selection") / "caps"
+    generate(out, 1 << 20, files=2, spawns=10, seed=11)
+    return out
+
+
+@pytest.fixture(scope="module")
+def archive(caps: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("selection-archive") / "archive"
+    compact([str(caps)], out, jobs=1)
+    return out
+
+
+def _report(*args: str) -> dict:
+    result = runner.invoke(app, ["analyze", *args, "--format", "json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout_bytes)
+
+
+# --- the selection itself ------------------------------------------------------------------------
+def test_bounds_are_since_inclusive_until_exclusive_and_nulls_are_left_out() -> None:
+    t = T0.timestamp()
+    rows = pl.DataFrame(
+        {
+            "ts": [t - 0.001, t, t + 10, t + 3600 - 0.001, t + 3600, None, t],
+            "server": ["a", "a", "b", "a", "a", "a", None],
+        }
+    )
+    window = Selection(since=T0, until=T0 + timedelta(hours=1))
+    assert rows.select(window.expr()).to_series().to_list() == [False, True, True, True, False, False, True]
+    servers = Selection(servers=("a",))
+    assert rows.select(servers.expr()).to_series().to_list() == [True, True, False, True, True, True, False]
+    both = Selection(since=T0, servers=("b",))
+    assert rows.select(both.expr()).to_series().to_list() == [False, False, True, False, False, False, False]
+    assert rows.select(Selection().expr()).to_series().all()
+
+
+def test_a_time_without_a_zone_is_utc_and_offsets_are_converted() -> None:
+    assert parse_time("2026-11-29") == datetime(2026, 11, 29, tzinfo=UTC)
+    assert parse_time("2026-11-29T00:30") == T0
+    assert parse_time("2026-11-29T00:30:00Z") == T0
+    assert parse_time("2026-11-29T02:30+02:00") == T0
+    naive = Selection(since=datetime(2026, 11, 29, 0, 30))
+    shifted = Selection(since=datetime(2026, 11, 29, 1, 30, tzinfo=timezone(timedelta(hours=1))))
+    rows = pl.DataFrame({"ts": [T0.timestamp() - 1, T0.timestamp()], "server": ["a", "a"]})
+    assert rows.select(naive.expr()).to_series().to_list() == [False, True]
+    assert rows.select(shifted.expr()).to_series().to_list() == [False, True]
+    with pytest.raises(ValueError, match="not an ISO-8601 time"):
+        parse_time("yesterday")
+
+
+def test_days_are_pruned_only_when_they_cannot_hold_a_kept_row() -> None:
+    window = Selection(since=T0, until=datetime(2026, 11, 30, tzinfo=UTC))
+    assert not window.keeps_day("2026-11-28")
+    assert window.keeps_day("2026-11-29")  # since is inside that day
+    assert not window.keeps_day("2026-11-30")  # until is exclusive: midnight belongs to no kept row
+    assert not window.keeps_day("unknown")  # rows without a time
+    assert Selection(servers=("a",)).keeps_day("unknown")
+    parts = [
+        "day=2026-11-28/server=a/x.parquet",
+        "day=2026-11-29/server=a/x.parquet",
+        "day=2026-11-29/server=https%3A%2F%2Fapi.example.test%2Fmcp/x.parquet",
+        "day=2026-11-29/server=__null__/x.parquet",
+    ]
+    assert kept_parts(parts, Selection(since=T0, servers=("https://api.example.test/mcp",))) == [parts[2]]
+    assert kept_parts(parts, Selection(until=T0, servers=("a",))) == parts[:2]
+    # `__null__` holds the rows of an empty server key too: kept when "" is asked for
+    assert kept_parts(parts, Selection(servers=("",))) == [parts[3]]
+
+
+# --- analyze -------------------------------------------------------------------------------------
+SELECTIONS = [
+    ["--since", "2026-11-29T00:30:00Z", "--until", "2026-11-29T01:30"],
+    ["--server", "weather", "--server", "https://api.example.test/mcp"],
+    ["--since", "2026-11-29", "--server", "weather"],
+    ["--until", "2026-11-29T01:00+01:00", "--server", "files-legacy"],
+]
+
+
+@pytest.mark.parametrize("selection", SELECTIONS, ids=["window", "servers", "since-server", "until-offset"])
+def test_archive_and_jsonl_give_the_same_selected_report(caps: Path, archive: Path, selection: list[str]) -> None:
+    whole = _report(str(caps))
+    jsonl = _report(str(caps), *selection)
+    assert jsonl != whole
+    assert _report(str(archive), *selection) == jsonl
+    assert jsonl["inputs"] == whole["inputs"], "the accounting counts the files read, whatever is selected"
+
+
+def test_only_selected_traffic_is_analyzed(caps: Path) -> None:
+    since, until = T0, T0 + timedelta(hours=1)
+    servers = ("weather", "https://api.example.test/mcp")
+    analysis = analyze([str(caps)], AnalyzeOptions(since=since, until=until, servers=servers))
+    try:
+        everything = analyze([str(caps)])
+        rows = analysis.messages
+        assert rows.height and analysis.message_count < everything.message_count
+        ts = rows.get_column("ts")
+        assert ts.min() >= since.timestamp() and ts.max() < until.timestamp()
+        assert set(rows.get_column("server").cast(pl.String).unique()) <= set(servers)
+        assert {v.server for v in analysis.servers} <= set(servers)
+        everything.close()
+    finally:
+        analysis.close()
+
+
+def test_partitions_outside_the_selection_are_never_opened(archive: Path, tmp_path: Path) -> None:
+    archive = Path(shutil.copytree(archive, tmp_path / "archive"))
+    selection = ["--since", "2026-11-29", "--server", "weather"]
+    expected = _report(str(archive), *selection)
+    opened = 0
+    for part in archive.glob("day=*/server=*/*.parquet"):
+        day = part.parent.parent.name.removeprefix("day=")
+        if day == "2026-11-29" and unquote(part.parent.name.removeprefix("server=")) == "weather":
+            opened += 1
+            continue
+        part.write_bytes(b"not parquet: opening this part fails")
+    assert opened
+    assert _report(str(archive), *selection) == expected
+    broken = runner.invoke(app, ["analyze", str(archive), "--format", "json", "--quiet"])
+    assert broken.exit_code != 0, "the garbage parts are read when nothing is selected"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--since", "last week"], "not an ISO-8601 time"),
+        (["--since", "2026-11-29", "--until", "2026-11-29"], "is not after --since"),
+    ],
+)
+def test_bad_selections_are_usage_errors(caps: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["analyze", str(caps), "--quiet", *args])
+    assert result.exit_code == 2
+    assert message in result.output
