@@ -5,13 +5,19 @@ mid-run is retried elsewhere or the run fails loudly, never with a partial repor
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
+import orjson
 import polars as pl
 import pytest
 
@@ -117,3 +123,150 @@ def test_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"cannot reach the Dask scheduler at {address}" in result.stderr.decode()
 
+
+# --- analyze -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory: pytest.TempPathFactory, generated: Path) -> dict[str, Path]:
+    """Local archives of the corpus and of the generated set."""
+    root = tmp_path_factory.mktemp("archives")
+    out = {"corpus": root / "corpus", "generated": root / "generated"}
+    erascope("compact", "captures/corpus", "--out", out["corpus"])
+    erascope("compact", generated, "--out", out["generated"])
+    return out
+
+
+def _servers(archive: Path) -> int:
+    return len({p.name for p in archive.glob("day=*/server=*")})
+
+
+@pytest.mark.parametrize("source", ["corpus", "generated"])
+def test_analyze_on_the_cluster_gives_the_local_report(
+    cluster: Cluster, archives: dict[str, Path], source: str
+) -> None:
+    archive = archives[source]
+    assert _servers(archive) > 2  # more servers than workers: shards of several keys each
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address).stdout
+    assert orjson.loads(local)["servers"]  # a report with servers and findings, not an empty one
+    assert orjson.loads(local)["findings"]
+    assert remote == local
+
+
+@pytest.mark.parametrize("shards", [1, 3, 7])
+def test_report_does_not_depend_on_the_shards(cluster: Cluster, archives: dict[str, Path], shards: int) -> None:
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions, analyze
+    from analyzer.report import render_json
+
+    archive = archives["generated"]
+    local = analyze([archive], AnalyzeOptions())
+    try:
+        expected = render_json(local)
+    finally:
+        local.close()
+    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=shards)
+    assert render_json(merged) == expected
+
+
+def test_analyze_on_the_cluster_needs_an_archive(cluster: Cluster) -> None:
+    result = erascope("analyze", "captures/corpus", "--scheduler", cluster.address, check=False)
+    assert result.returncode == 2
+    assert "--scheduler analyzes one archive" in result.stderr.decode()
+
+
+def _shard_story(address: str) -> list[tuple[str, str, str, str]]:
+    """(key, from state, to state, stimulus) of every shard task's transitions on the scheduler."""
+    from distributed import Client
+
+    def log(dask_scheduler: Any) -> list[tuple[str, str, str, str]]:
+        return [
+            (str(t[0]), t[1], t[2], str(t[4]))
+            for t in dask_scheduler.transition_log
+            if str(t[0]).startswith("erascope-shard-")
+        ]
+
+    with Client(address, timeout=10, set_as_default=False) as client:
+        return client.run_on_scheduler(log)
+
+
+def _kill_a_busy_worker(cluster: Cluster, proc: subprocess.Popen[bytes]) -> str:
+    """Wait until a worker is given a shard task, SIGKILL it, and return its address."""
+    from distributed import Client
+
+    pids = cluster.worker_pids()
+    with Client(cluster.address, timeout=10, set_as_default=False) as client:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("erascope-shard-") for k in keys):
+                    os.kill(pids[worker], signal.SIGKILL)
+                    return worker
+            time.sleep(0.01)
+    raise AssertionError(f"no worker was given a shard task (exit {proc.poll()})")
+
+
+def test_a_worker_killed_mid_run_is_replaced_and_the_report_is_the_same(
+    tmp_path: Path, archives: dict[str, Path]
+) -> None:
+    archive = archives["generated"]
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    # no nanny: a killed worker stays dead, the scheduler moves its task to the other one
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, nanny=False) as c:
+        proc = subprocess.Popen(
+            [str(ERASCOPE), "analyze", str(archive), "--format", "json", "--quiet", "--scheduler", c.address],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        _kill_a_busy_worker(c, proc)
+        out, err = proc.communicate(timeout=600)
+        story = _shard_story(c.address)
+    assert proc.returncode == 0, err.decode()
+    assert out == local
+    # the scheduler took the shard back from the dead worker and ran it again to the end
+    lost = {key for key, start, end, why in story if (start, end) == ("processing", "released")
+            and why.startswith("handle-worker-cleanup")}
+    finished = {key for key, start, end, _ in story if (start, end) == ("processing", "memory")}
+    assert lost, story
+    assert lost <= finished, story
+
+
+def test_a_shard_that_cannot_be_run_fails_the_run_with_a_clear_error(
+    tmp_path: Path, archives: dict[str, Path]
+) -> None:
+    archive = archives["generated"]
+    # the scheduler gives up on a task after its first worker dies with it
+    env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, nanny=False, env=env) as c:
+        proc = subprocess.Popen(
+            [str(ERASCOPE), "analyze", str(archive), "--format", "json", "--quiet", "--scheduler", c.address],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        _kill_a_busy_worker(c, proc)
+        out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 2
+    assert out == b""  # no report at all, rather than a partial one
+    assert "the workers running it died" in err.decode()
+
+
+def test_a_server_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[str, Path]) -> None:
+    archive = archives["generated"]
+    keys = sorted(unquote(p.name.split("=", 1)[1]) for p in archive.glob("day=*/server=*"))[:3]
+    picked = [a for k in keys for a in ("--server", k)]
+    local = erascope("analyze", archive, "--format", "json", "--quiet", *picked).stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", cluster.address).stdout
+    assert {s["server"] for s in orjson.loads(local)["servers"]} == set(keys)
+    assert remote == local
+
+
+def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archives: dict[str, Path]) -> None:
+    from addon.errors import ErascopeError
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    null = archive / "day=2026-11-28" / "server=__null__"
+    null.mkdir(parents=True)
+    (null / "x.jsonl.parquet").write_bytes(b"")
+    # refused before any scheduler is contacted (this address has none)
+    with pytest.raises(ErascopeError, match="rows without a server key"):
+        analyze_on_cluster(f"tcp://127.0.0.1:{_free_port()}", [archive], AnalyzeOptions())
