@@ -40,25 +40,42 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import orjson
 import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.load import BadLine, FileFacts, LoadOptions, display_name, extract_file, find_inputs, finish
-from analyzer.messages import as_categoricals, as_strings
-from analyzer.schema import MESSAGES_SCHEMA
-from analyzer.selection import Selection
+from analyzer.archive import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_SCHEMA,
+    NULL_SERVER,
+    PARQUET_SUFFIX,
+    SOURCES_DIR,
+    extract_archived,
+    is_archive,
+    is_source_entry,
+    kept_parts,
+    read_entry,
+    source_entries,
+)
+from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
+from analyzer.messages import as_strings
 
-ARCHIVE_FORMAT: Final = "erascope-archive/1"
-SOURCES_DIR: Final = "_sources"
-"""Per-input accounting entries live here; its presence marks a directory as an archive."""
-PARQUET_SUFFIX: Final = ".parquet"
-ARCHIVE_SCHEMA: Final[dict[str, pl.DataType]] = {**MESSAGES_SCHEMA, "raw": pl.String()}
-"""Columns of every archive Parquet file: the messages frame plus the exact payload."""
-
+__all__ = [  # the archive's reading side lives in `analyzer.archive`; these names stay importable here
+    "ARCHIVE_FORMAT",
+    "ARCHIVE_SCHEMA",
+    "SOURCES_DIR",
+    "CompactResult",
+    "compact",
+    "compact_file",
+    "extract_archived",
+    "is_archive",
+    "is_source_entry",
+    "kept_parts",
+    "source_entries",
+]
 
 @dataclass
 class CompactResult:
@@ -75,116 +92,7 @@ class CompactResult:
     """Message rows written in this run."""
 
 
-def is_archive(path: Path) -> bool:
-    """True for a directory written by `compact` (it has a `_sources` directory)."""
-    return (path / SOURCES_DIR).is_dir()
-
-
-def is_source_entry(path: str | Path) -> bool:
-    """True for an archive's per-input accounting file (`…/_sources/<name>.json`)."""
-    p = Path(path)
-    return p.suffix == ".json" and p.parent.name == SOURCES_DIR
-
-
-def source_entries(archive: Path) -> list[str]:
-    """The archive's per-input entries, in the order the inputs were found (their original paths)."""
-    entries = [(str(p), _read_entry(p)["file"]) for p in (archive / SOURCES_DIR).glob("*.json")]
-    # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
-    return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
-
-
-def _read_entry(path: Path) -> dict[str, Any]:
-    try:
-        entry = orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
-    if not isinstance(entry, dict) or entry.get("format") != ARCHIVE_FORMAT:
-        raise ErascopeError(
-            f"{path}: archive entry format {entry.get('format') if isinstance(entry, dict) else None!r}"
-            f" is not supported (this erascope reads {ARCHIVE_FORMAT})"
-        )
-    return entry
-
-
-# --- reading -------------------------------------------------------------------------------------
-def extract_archived(entry_path: str | Path, selection: Selection | None = None) -> FileFacts:
-    """The `FileFacts` of one archived input file, as `extract_file` gave them when it was compacted.
-
-    Independent of every other entry, like `extract_file` (safe to run in parallel). With a
-    `selection`, only the parts whose `day=`/`server=` partition can hold selected rows are opened
-    (`kept_parts`), and their rows are selected as `extract_file` selects them.
-    """
-    path = Path(entry_path)
-    entry = _read_entry(path)
-    if entry.get("columns") != list(ARCHIVE_SCHEMA):
-        raise ErascopeError(
-            f"{path}: archived with other columns than this erascope extracts;"
-            " run `erascope compact` on the captures again to refresh the archive"
-        )
-    try:
-        facts = FileFacts(
-            file=entry["file"],
-            capture=entry["capture"],
-            transport=entry["transport"],
-            skipped=entry["skipped"],
-            records=entry["records"],
-            counts=dict(entry["counts"]),
-            malformed=[BadLine(entry["file"], line, reason) for line, reason in entry["malformed"]],
-            torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
-            lost=entry["lost"],
-            unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
-        )
-        parts = [path.parent.parent / p for p in entry["parts"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ErascopeError(f"{path}: malformed archive entry ({exc!r})") from None
-    if selection is not None and not selection.everything:
-        parts = [path.parent.parent / p for p in kept_parts(entry["parts"], selection)]
-    missing = [str(p) for p in parts if not p.is_file()]
-    if missing:
-        raise ErascopeError(f"archive {path.parent.parent} is incomplete: {', '.join(missing)} missing")
-    if parts:
-        # categorical before the sort, in the streaming engine: the archive's plain strings are never
-        # all in memory at once
-        facts.messages = (
-            # part names come from capture file names, which may hold `[`, `*` or `?`: no globbing
-            pl.scan_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False, glob=False)
-            .select(list(MESSAGES_SCHEMA))
-            .filter(selection.expr() if selection is not None else pl.lit(True))
-            .pipe(as_categoricals)  # the in-memory dtypes `extract_file` gives
-            .sort("line")
-            .collect(engine="streaming")
-        )
-    finish(facts)  # paired and condensed as `extract_file` does for analysis
-    return facts
-
-
-def kept_parts(parts: Iterable[str], selection: Selection) -> list[str]:
-    """The archive parts (`day=…/server=…/<name>.parquet`, relative) that can hold rows `selection` keeps.
-
-    Told from the partition names alone: a part of another day or server is never opened.
-    """
-    kept = []
-    for part in parts:
-        day, server = _partition_of(part)
-        # `__null__` holds the rows without a server, with an empty one, and with the key `__null__`
-        keys = ("", NULL_SERVER) if server == NULL_SERVER else (server,)
-        if (day is None or selection.keeps_day(day)) and (server is None or any(map(selection.keeps_server, keys))):
-            kept.append(part)
-    return kept
-
-
-def _partition_of(part: str) -> tuple[str | None, str | None]:
-    """(day, server) of a part's path; None for what it does not name (an unknown layout keeps the part)."""
-    names = dict(d.split("=", 1) for d in Path(part).parts[:-1] if "=" in d)
-    day, server = names.get("day"), names.get("server")
-    return day, (None if server is None else unquote(server))
-
-
 # --- writing -------------------------------------------------------------------------------------
-NULL_SERVER: Final = "__null__"
-"""The partition directory of rows without a server key."""
-
-
 def _partition_dir(day: str, server: str | None) -> str:
     return f"day={day}/server={quote(server, safe='') if server else NULL_SERVER}"
 
@@ -262,7 +170,7 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
     """Compact one input file into the archive at `out`; returns (Parquet parts, rows) written."""
     name = display_name(Path(path).name)  # archive files are named in text polars can write
     entry_path = out / SOURCES_DIR / f"{name}.json"
-    old_parts: list[str] = _read_entry(entry_path)["parts"] if entry_path.is_file() else []
+    old_parts: list[str] = read_entry(entry_path)["parts"] if entry_path.is_file() else []
     fingerprint = _fingerprint(path)
     facts = extract_file(path, LoadOptions(keep_raw=True))
     frame = facts.messages
@@ -307,7 +215,7 @@ def _unchanged(path: str, out: Path) -> bool:
     entry_path = out / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
     if not entry_path.is_file():
         return False
-    entry = _read_entry(entry_path)
+    entry = read_entry(entry_path)
     return (
         entry.get("file") == display_name(path)
         and entry.get("source") == _fingerprint(path)

@@ -84,7 +84,22 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.condense import Rows, Traffic, concat_rows, condense, has_rows, merge, spilled, traffic_of
+from analyzer.archive import is_source_entry, read_entries, source_entries
+from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
+from analyzer.facts import (
+    CHUNK_ROWS,
+    NO_MESSAGES,
+    NO_TRAFFIC,
+    BadLine,
+    FileFacts,
+    InputError,
+    LoadOptions,
+    display_name,
+    finish,
+    no_messages,
+    relink,
+    set_relinked,
+)
 from analyzer.messages import (
     HEADERS_AS_TEXT,
     MESSAGE_RECORD_TYPES,
@@ -93,7 +108,6 @@ from analyzer.messages import (
     read_fields,
 )
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
-from analyzer.selection import Selection
 from analyzer.sources import (
     COMPRESSED_SUFFIXES,
     PLAIN,
@@ -117,94 +131,9 @@ PIECE_BYTES: Final = 8 << 20
 """A capture file is read in pieces of about this many bytes (see the module docstring)."""
 CHUNK_BYTES: Final = 32 << 20
 """Pieces are paired and condensed together in chunks of about this many bytes (see `_read_pieces`)."""
-_no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
-"""An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
-_NO_MESSAGES: Final = _no_messages()
-_NO_TRAFFIC: Final = Traffic()
-"""The empty messages and traffic every file without rows of its own shares: frames are never changed
-in place, and a frame per file (38 columns, four more in `Traffic`) is about 30 kB of memory, which
-100,000 small captures read in batches would otherwise hold for nothing."""
 SMALL_BYTES: Final = 1 << 20
 """Files of at most this size (whose capture has no other part among the inputs) are read many at
 once: one reading costs a few milliseconds whatever its size, more than a small capture takes."""
-CHUNK_ROWS: Final = 100_000
-"""Frames already in memory (Parquet archives) are paired and condensed in chunks of this many rows."""
-
-
-class InputError(ErascopeError):
-    """One input file cannot be read (gone, unreadable, an unknown format major): the other files
-    still can. `extract_files` notes it on the file's `FileFacts.error` and goes on."""
-
-
-@dataclass(frozen=True, order=True)
-class BadLine:
-    """A capture line that could not be used: where, and why."""
-
-    file: str
-    line: int
-    reason: str
-
-
-@dataclass
-class LoadOptions:
-    """Options of the loading step (kept small; the pipeline passes its own on)."""
-
-    keep_stderr: bool = False
-    """Reserved: stderr lines are counted but not turned into messages."""
-    keep_raw: bool = False
-    """Add the payload `raw` to the messages rows, unpaired and not condensed (what Parquet archives keep)."""
-    condense: bool = True
-    """Drop the rows later steps read only as aggregates (`analyzer.condense`); off to see every message."""
-    selection: Selection | None = None
-    """Keep only the message rows of this time window and these servers (`analyzer.selection`); the
-    input accounting still counts every record of the files read."""
-
-
-@dataclass
-class FileFacts:
-    """What one capture file contributes: its messages rows and its input accounting."""
-
-    file: str
-    """The path as given or found (relative paths stay relative, so reports are stable)."""
-    capture: str = ""
-    """The capture id (file name without the part suffix): rotated parts share it."""
-    transport: str | None = None
-    skipped: str | None = None
-    """Why the file was skipped (not an erascope capture, not a regular file); None when it was read."""
-    error: str | None = None
-    """Why the file could not be read (an input error: unreadable, vanished); None when it was read."""
-    identity: tuple[str, ...] = ()
-    """What names the capture part whatever the file is called (`_identity`): the same part read twice
-    is read once (`extract_files`)."""
-    duplicate_of: str | None = None
-    """The file this one repeats (same `identity`), read in its place; None when it was read."""
-    records: int = 0
-    """Well-formed records read (header included)."""
-    counts: dict[str, int] = field(default_factory=dict)
-    """Well-formed records per record type."""
-    malformed: list[BadLine] = field(default_factory=list)
-    torn: BadLine | None = None
-    lost: int = 0
-    """Records the recorder reported lost (`capture-error` records)."""
-    undecodable: int = 0
-    """HTTP bodies the recorder kept as they came: they do not decode with their `Content-Encoding`."""
-    undecodable_line: int | None = None
-    """The first such body's line."""
-    messages: pl.DataFrame = field(default_factory=lambda: _NO_MESSAGES)
-    traffic: Traffic = field(default_factory=lambda: _NO_TRAFFIC)
-    """What condensing dropped from `messages` (`analyzer.condense`)."""
-    pending: bool = False
-    """`messages` are read but not paired and condensed yet: a small file, left to be finished
-    together with other such files (`finish_pending`)."""
-    cut: str | None = None
-    """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
-    unit: str = "line"
-    """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
-
-    @property
-    def was_read(self) -> bool:
-        """Its records were read: not skipped, no input error, not a duplicate of another file."""
-        return self.skipped is None and self.error is None and self.duplicate_of is None
 
 
 @dataclass
@@ -259,8 +188,6 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
         path = Path(text)
         if path.is_dir() and (path / "_sources").is_dir():
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
-            from analyzer.compact import source_entries
-
             found.update(source_entries(path))
         elif path.is_dir():
             walk(path)
@@ -282,20 +209,6 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
 
 _CAPTURE_SUFFIXES: Final = tuple(fmt.CAPTURE_SUFFIX + s for s in ("", *COMPRESSED_SUFFIXES))
 """What a directory is searched for: captures, plain or compressed by logrotate (`analyzer.sources`)."""
-
-
-def display_name(path: str) -> str:
-    """`path` as text that frames and reports can hold.
-
-    POSIX names are bytes: Python hands one that is not UTF-8 over with surrogate escapes, which
-    polars (and UTF-8 output) cannot take. Such a name shows its odd bytes as `\\xNN`; the file is
-    still opened by its real name.
-    """
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return os.fsencode(path).decode("utf-8", "backslashreplace")
-    return path
 
 
 def capture_id(path: str) -> str:
@@ -790,12 +703,8 @@ def extract_file(
     condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows
     condensing moves out are written there as each chunk is condensed (`analyzer.spill`).
     """
-    if _is_archive_entry(path):
-        from analyzer.compact import extract_archived  # the Parquet branch
-
-        archived = extract_archived(path, options.selection if options is not None else None)
-        archived.identity = _identity(archived.file, {})  # its source's name: the same capture as JSONL
-        return archived
+    if is_source_entry(path):  # the Parquet branch (`analyzer.archive`)
+        return _read_archived([path], options, spill)[0]
     facts = FileFacts(file=path, capture=capture_id(path))
     facts.skipped = _not_regular(path)
     if facts.skipped is not None:
@@ -846,7 +755,7 @@ def extract_file(
     facts.undecodable_line = int(first) if isinstance(first, int) else None
     frames = [part.messages for part in parts if part.messages.height]
     if chunked and not facts.pending:
-        _set_relinked(facts, frames, [part.traffic for part in parts if part.traffic is not None])
+        set_relinked(facts, frames, [part.traffic for part in parts if part.traffic is not None])
     else:
         facts.messages = pl.concat(frames, how="vertical", rechunk=False) if frames else facts.messages
         if not (chunked or opts.keep_raw):  # archives keep the rows as read; pending ones wait
@@ -888,25 +797,6 @@ def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -
     if not opts.keep_raw:
         finish(facts, condensed=opts.condense)
     return facts
-
-
-def finish(facts: FileFacts, *, condensed: bool = True) -> None:
-    """Pair `facts.messages` and condense them (`analyzer.condense`) in chunks of `CHUNK_ROWS` rows.
-
-    For frames already in memory (the Parquet branch); reading a JSONL file does the same chunk by
-    chunk as it reads (`_read_pieces`). `condensed=False` only pairs.
-    """
-    if not condensed:
-        paired = pair_responses(facts.messages)
-        facts.messages, facts.traffic = paired, traffic_of(paired)
-        return
-    frames: list[pl.DataFrame] = []
-    traffics: list[Traffic] = []
-    for offset in range(0, max(facts.messages.height, 1), CHUNK_ROWS):
-        kept, traffic = condense(pair_responses(facts.messages.slice(offset, CHUNK_ROWS)))
-        frames.append(kept)
-        traffics.append(traffic)
-    _set_relinked(facts, frames, traffics)
 
 
 def finish_pending(facts: Iterable[FileFacts]) -> None:
@@ -951,68 +841,18 @@ def _finish_group(files: list[FileFacts]) -> None:
     for n, f in enumerate(files):
         height = heights.get(display_name(f.file), 0)
         # a file condensed to nothing gets the empty frame a file read alone gets
-        f.messages, offset = (kept.slice(offset, height) if height else _no_messages()), offset + height
+        f.messages, offset = (kept.slice(offset, height) if height else no_messages()), offset + height
         # the group's aggregates go with its first file: `merge` adds up every file's anyway
         own = moved.get(display_name(f.file))
         f.traffic = replace(traffic, requests=own) if n == 0 else Traffic(requests=own)
 
 
-def _set_relinked(facts: FileFacts, frames: list[pl.DataFrame], traffics: list[Traffic]) -> None:
-    """A file's condensed chunks (kept rows, `Traffic`: one per chunk) become its messages and traffic."""
-    facts.traffic = merge(traffics)
-    if len(traffics) > 1:
-        facts.messages = relink(frames, facts.traffic.requests)
-    elif frames:
-        facts.messages = frames[0]  # one chunk, paired as a whole already
-
-
-def relink(frames: list[pl.DataFrame], moved: Rows | None) -> pl.DataFrame:
-    """Pair the kept rows of consecutive pieces of work (chunks of a file, parts of a capture) again.
-
-    Each piece was paired on its own, so an answer whose request lies in an earlier piece is still
-    unpaired. The kept rows are few; the moved requests (`Traffic.requests`) an answer can belong to
-    (the one a kept answer already names, and those on an unpaired answer's connection with its id,
-    or in its flow) go through pairing with them and are left out again afterwards.
-
-    `frames` are the pieces' kept rows (empty ones may be left out) and `moved` the requests of
-    every piece, those whose kept rows are empty included: a piece condensed to nothing can still
-    hold the request of a later duplicate answer.
-    """
-    if not frames:
-        return _no_messages()
-    kept = pl.concat(frames, how="vertical", rechunk=False)
-    if moved is None or not has_rows(moved):
-        return pair_responses(kept)
-    answers = kept.lazy().filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
-    named = answers.filter(pl.col("req_seq").is_not_null()).select("capture", seq="req_seq")
-    unpaired = answers.filter(pl.col("req_seq").is_null())
-    on_conn = unpaired.filter(pl.col("flow").is_null()).select("capture", "conn", "id").unique()
-    on_flow = unpaired.filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
-    candidates = pl.concat(
-        [
-            moved.lazy().join(named, on=["capture", "seq"], how="semi"),
-            moved.lazy().filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn", "id"], how="semi"),
-            moved.lazy().filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"),
-        ]
-    ).unique(["capture", "seq"], keep="first")
-    dtypes = kept.schema
-    as_rows = candidates.with_columns(
-        kind=pl.lit("request").cast(dtypes["kind"]),
-        dir=pl.lit(fmt.C2S).cast(dtypes["dir"]),
-        record_type=pl.when(pl.col("flow").is_null())
-        .then(pl.lit(fmt.FRAME))
-        .otherwise(pl.lit(fmt.HTTP_REQUEST))
-        .cast(dtypes["record_type"]),
-        _moved=pl.lit(True),
-    ).collect()
-    if as_rows.is_empty():
-        return pair_responses(kept)
-    both = pl.concat([kept.with_columns(_moved=pl.lit(False)), as_rows], how="diagonal_relaxed")
-    return pair_responses(both).filter(~pl.col("_moved")).drop("_moved").select(list(kept.columns))
-
-
-def _is_archive_entry(path: str) -> bool:
-    return path.endswith(".json") and Path(path).parent.name == "_sources"
+def _read_archived(entries: list[str], options: LoadOptions | None, spill: Spill | None) -> list[FileFacts]:
+    """Archived input files (their `_sources` entries), read together by `analyzer.archive`."""
+    read = read_entries(entries, options.selection if options is not None else None, spill)
+    for facts in read:
+        facts.identity = _identity(facts.file, {})  # its source's name: the same capture as JSONL
+    return read
 
 
 # --- all files -----------------------------------------------------------------------------------
@@ -1043,7 +883,7 @@ def extract_files(
     def spill_finished(done: list[FileFacts]) -> None:
         if spill is not None:
             for f in done:
-                if not f.pending and f.was_read and f.traffic is not _NO_TRAFFIC:
+                if not f.pending and f.was_read and f.traffic is not NO_TRAFFIC:
                     f.traffic = spilled(f.traffic, spill)
 
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
@@ -1067,9 +907,11 @@ def extract_files(
         if progress is not None:
             progress(done, len(paths), result.file)
 
-    def extract(unit: str | list[_Small] | FileFacts) -> list[FileFacts]:
+    def extract(unit: str | list[_Small] | _Entries | FileFacts) -> list[FileFacts]:
         if isinstance(unit, FileFacts):  # a duplicate, not read
             return [unit]
+        if isinstance(unit, _Entries):
+            return _read_archived(unit.paths, options, spill)
         if isinstance(unit, list):
             return _read_batch(unit, options, spill)
         try:
@@ -1105,6 +947,13 @@ def extract_files(
 
 
 @dataclass
+class _Entries:
+    """Consecutive entries of an archive (`analyzer.archive`): read together, in windows of rows."""
+
+    paths: list[str]
+
+
+@dataclass
 class _Small:
     """A small capture file read into memory for a batch (`_read_batch`), or its note."""
 
@@ -1116,9 +965,9 @@ class _Small:
 
 def _units(
     paths: list[str], batched: bool, first_of: dict[str, str]
-) -> Iterator[str | list[_Small] | FileFacts]:
-    """The work of `extract_files`, in input order: a path to read alone, a batch of small files, or
-    the facts of a file left out as a duplicate.
+) -> Iterator[str | list[_Small] | _Entries | FileFacts]:
+    """The work of `extract_files`, in input order: a path to read alone, a batch of small files,
+    archive entries to read together, or the facts of a file left out as a duplicate.
 
     Every file's header is read here, in input order, so the first of the files holding the same
     capture part is the one read, and a repeat is left out before its rows join anything
@@ -1129,9 +978,26 @@ def _units(
     captures = [capture_id(p) for p in paths]
     parts = Counter(captures)
     batch: list[_Small] = []
+    entries: list[str] = []
     size = 0
     for path, capture in zip(paths, captures, strict=True):
-        small = batched and parts[capture] == 1 and not _is_archive_entry(path) and _is_small(path)
+        if batch and is_source_entry(path):
+            yield batch
+            batch, size = [], 0
+        if entries and not is_source_entry(path):
+            yield _Entries(entries)
+            entries = []
+        if is_source_entry(path):
+            unit = _unless_duplicate(path, capture, first_of)
+            if isinstance(unit, FileFacts):
+                if entries:
+                    yield _Entries(entries)
+                    entries = []
+                yield unit
+            else:
+                entries.append(path)
+            continue
+        small = batched and parts[capture] == 1 and _is_small(path)
         if not small:
             if batch:
                 yield batch
@@ -1156,11 +1022,13 @@ def _units(
             batch, size = [], 0
     if batch:
         yield batch
+    if entries:
+        yield _Entries(entries)
 
 
 def _unless_duplicate(path: str, capture: str, first_of: dict[str, str]) -> str | FileFacts:
     """`path`, or when its header names a part read already, its facts saying so (not read again)."""
-    if _is_archive_entry(path):  # `<capture file name>.json`: the name its capture was recorded under
+    if is_source_entry(path):  # `<capture file name>.json`: the name its capture was recorded under
         facts = FileFacts(file=path, capture=capture, identity=_identity(path.removesuffix(".json"), {}))
         _drop_if_duplicate(facts, first_of)
         return facts if facts.duplicate_of is not None else path
@@ -1323,7 +1191,7 @@ def _drop_if_duplicate(facts: FileFacts, first_of: dict[str, str]) -> None:
     for key in facts.identity:
         if key in first_of:
             facts.duplicate_of = first_of[key]
-            facts.messages, facts.traffic, facts.pending = _NO_MESSAGES, _NO_TRAFFIC, False
+            facts.messages, facts.traffic, facts.pending = NO_MESSAGES, NO_TRAFFIC, False
             return
     for key in facts.identity:
         first_of[key] = facts.file

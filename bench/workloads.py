@@ -1,6 +1,7 @@
 """The measured workloads, each run in a child process of the harness so its peak RSS is its own.
 
     python -m bench.workloads scan DIR               bare polars scan_ndjson(schema=RECORD_SCHEMA)
+    python -m bench.workloads scan-parquet ARCHIVE   bare polars scan_parquet of every column of an archive
     python -m bench.workloads analyze PATH [--jobs N] the analyzer pipeline (JSONL or a Parquet archive)
     python -m bench.workloads load PATH              loading alone (per-file step + combine)
     python -m bench.workloads stages PATH [--jobs N]  the pipeline stage by stage (seconds, peak RSS)
@@ -23,7 +24,7 @@ from typing import Any
 
 import orjson
 
-if sys.argv[1:2] != ["scan"]:
+if sys.argv[1:2] not in (["scan"], ["scan-parquet"]):
     # the analyzer's workloads run with the allocator settings the `erascope` command gets
     # (`analyzer.ALLOCATOR_CONF`, set only if the package is imported before polars); the bare
     # scan, the baseline, keeps polars' defaults
@@ -43,6 +44,18 @@ def scan(directory: str) -> dict[str, Any]:
     t = time.perf_counter()
     counts = pl.scan_ndjson(files, schema=RECORD_SCHEMA).select(pl.all().count()).collect(engine="streaming")
     return {"seconds": time.perf_counter() - t, "records": int(counts.item(0, "type")), "files": len(files)}
+
+
+def scan_parquet(archive: str) -> dict[str, Any]:
+    """The archive's baseline: every column (the payload `raw` included) of every part, no analysis."""
+    parts = sorted(str(p) for p in Path(archive).glob("day=*/server=*/*.parquet"))
+    t = time.perf_counter()
+    counts = (
+        pl.scan_parquet(parts, hive_partitioning=False, glob=False)
+        .select(pl.all().count())
+        .collect(engine="streaming")
+    )
+    return {"seconds": time.perf_counter() - t, "rows": int(counts.item(0, "line")), "files": len(parts)}
 
 
 def analyze(path: str, jobs: int | None) -> dict[str, Any]:
@@ -75,9 +88,10 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     """The pipeline stage by stage: seconds and peak RSS (MB) after each, to see where time and memory go."""
     import resource
 
+    from analyzer.clients import client_table
     from analyzer.eras import server_verdicts
     from analyzer.load import combine, extract_files, find_inputs
-    from analyzer.pipeline import Analysis, AnalyzeOptions, _client_table, _inputs
+    from analyzer.pipeline import Analysis, AnalyzeOptions, _inputs
     from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions, run_rules
     from analyzer.spill import Spill
@@ -117,7 +131,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     findings = run_rules(analysis, opts.rule_options)
     mark("rules")
     analysis.findings = findings
-    _client_table(analysis)
+    client_table(analysis)
     mark("clients")
     spill.close()
     return {
@@ -161,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.workloads")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("scan").add_argument("dir")
+    sub.add_parser("scan-parquet").add_argument("archive")
     p = sub.add_parser("analyze")
     p.add_argument("path")
     p.add_argument("--jobs", type=int, default=None)
@@ -179,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.cmd == "scan":
         result = scan(args.dir)
+    elif args.cmd == "scan-parquet":
+        result = scan_parquet(args.archive)
     elif args.cmd == "analyze":
         result = analyze(args.path, args.jobs)
     elif args.cmd == "stages":

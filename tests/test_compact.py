@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from analyzer import load
+from analyzer import archive as archive_reader
 from analyzer.cli import app
 from analyzer.compact import ARCHIVE_SCHEMA, SOURCES_DIR, compact, extract_archived, source_entries
 from analyzer.load import LoadOptions, extract_file
@@ -57,7 +57,7 @@ def _report(*args: str) -> bytes:
     return result.stdout_bytes
 
 
-@pytest.mark.parametrize("chunk_rows", [load.CHUNK_ROWS, 7])
+@pytest.mark.parametrize("chunk_rows", [archive_reader.CHUNK_ROWS, 500, 7])
 def test_parquet_report_equals_jsonl_report(
     caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
 ) -> None:
@@ -65,8 +65,9 @@ def test_parquet_report_equals_jsonl_report(
     result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
     assert result.exit_code == 0, result.output
     jsonl = _report(str(caps))
-    # archived files are condensed in chunks of rows: tiny chunks put answers after their requests' chunk
-    monkeypatch.setattr(load, "CHUNK_ROWS", chunk_rows)
+    # archives are read in windows of rows: tiny windows put answers after their requests' window,
+    # split big files into ranges of lines and group small files
+    monkeypatch.setattr(archive_reader, "CHUNK_ROWS", chunk_rows)
     assert _report(str(archive)) == jsonl
     report = orjson.loads(jsonl)
     assert report["findings"], "the generated captures hide a storm and a rollout split"

@@ -1,0 +1,200 @@
+"""What every input source gives the analysis: per-file facts (rows and accounting), paired and condensed.
+
+Two sources read captures into the same frames: `analyzer.load` reads JSONL captures (and HAR files,
+mitmproxy dumps), `analyzer.archive` reads Parquet archives written by `erascope compact`. Both
+return a `FileFacts` per input file, whose `messages` rows are paired and condensed
+(`analyzer.condense`) and whose accounting (records, malformed and torn lines) the report shows;
+`analyzer.load.combine` joins them whatever their source. This module holds what both share: the
+facts, the options, and pairing and condensing in chunks with `relink` across chunks. It depends on
+neither source, and neither source depends on the other's reading.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Final
+
+import polars as pl
+
+from addon import format as fmt
+from addon.errors import ErascopeError
+from analyzer.condense import Rows, Traffic, condense, has_rows, merge, traffic_of
+from analyzer.messages import pair_responses
+from analyzer.schema import MESSAGES_SCHEMA
+from analyzer.selection import Selection
+
+no_messages: Final = pl.DataFrame(schema=MESSAGES_SCHEMA).clear
+"""An empty messages frame: clearing a template, as building one from the schema costs 0.2 ms."""
+NO_MESSAGES: Final = no_messages()
+NO_TRAFFIC: Final = Traffic()
+"""The empty messages and traffic every file without rows of its own shares: frames are never changed
+in place, and a frame per file (38 columns, four more in `Traffic`) is about 30 kB of memory, which
+100,000 small captures read in batches would otherwise hold for nothing."""
+CHUNK_ROWS: Final = 100_000
+"""Rows already read whole (archives, foreign files, batches of small captures) are paired and condensed
+in chunks of this many rows."""
+
+
+class InputError(ErascopeError):
+    """One input file cannot be read (gone, unreadable, an unknown format major): the other files
+    still can. `extract_files` notes it on the file's `FileFacts.error` and goes on."""
+
+
+@dataclass(frozen=True, order=True)
+class BadLine:
+    """A capture line that could not be used: where, and why."""
+
+    file: str
+    line: int
+    reason: str
+
+
+@dataclass
+class LoadOptions:
+    """Options of the loading step (kept small; the pipeline passes its own on)."""
+
+    keep_stderr: bool = False
+    """Reserved: stderr lines are counted but not turned into messages."""
+    keep_raw: bool = False
+    """Add the payload `raw` to the messages rows, unpaired and not condensed (what Parquet archives keep)."""
+    condense: bool = True
+    """Drop the rows later steps read only as aggregates (`analyzer.condense`); off to see every message."""
+    selection: Selection | None = None
+    """Keep only the message rows of this time window and these servers (`analyzer.selection`); the
+    input accounting still counts every record of the files read."""
+
+
+@dataclass
+class FileFacts:
+    """What one capture file contributes: its messages rows and its input accounting."""
+
+    file: str
+    """The path as given or found (relative paths stay relative, so reports are stable)."""
+    capture: str = ""
+    """The capture id (file name without the part suffix): rotated parts share it."""
+    transport: str | None = None
+    skipped: str | None = None
+    """Why the file was skipped (not an erascope capture, not a regular file); None when it was read."""
+    error: str | None = None
+    """Why the file could not be read (an input error: unreadable, vanished); None when it was read."""
+    identity: tuple[str, ...] = ()
+    """What names the capture part whatever the file is called (`_identity`): the same part read twice
+    is read once (`extract_files`)."""
+    duplicate_of: str | None = None
+    """The file this one repeats (same `identity`), read in its place; None when it was read."""
+    records: int = 0
+    """Well-formed records read (header included)."""
+    counts: dict[str, int] = field(default_factory=dict)
+    """Well-formed records per record type."""
+    malformed: list[BadLine] = field(default_factory=list)
+    torn: BadLine | None = None
+    lost: int = 0
+    """Records the recorder reported lost (`capture-error` records)."""
+    undecodable: int = 0
+    """HTTP bodies the recorder kept as they came: they do not decode with their `Content-Encoding`."""
+    undecodable_line: int | None = None
+    """The first such body's line."""
+    messages: pl.DataFrame = field(default_factory=lambda: NO_MESSAGES)
+    traffic: Traffic = field(default_factory=lambda: NO_TRAFFIC)
+    """What condensing dropped from `messages` (`analyzer.condense`)."""
+    pending: bool = False
+    """`messages` are read but not paired and condensed yet: a small file, left to be finished
+    together with other such files (`finish_pending`)."""
+    cut: str | None = None
+    """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
+    unit: str = "line"
+    """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
+
+    @property
+    def was_read(self) -> bool:
+        """Its records were read: not skipped, no input error, not a duplicate of another file."""
+        return self.skipped is None and self.error is None and self.duplicate_of is None
+
+
+def display_name(path: str) -> str:
+    """`path` as text that frames and reports can hold.
+
+    POSIX names are bytes: Python hands one that is not UTF-8 over with surrogate escapes, which
+    polars (and UTF-8 output) cannot take. Such a name shows its odd bytes as `\\xNN`; the file is
+    still opened by its real name.
+    """
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(path).decode("utf-8", "backslashreplace")
+    return path
+
+
+def finish(facts: FileFacts, *, condensed: bool = True) -> None:
+    """Pair `facts.messages` and condense them (`analyzer.condense`) in chunks of `CHUNK_ROWS` rows.
+
+    For frames already in memory (foreign files); reading a JSONL file does the same chunk by chunk
+    as it reads (`analyzer.load`), an archive window by window (`analyzer.archive`).
+    `condensed=False` only pairs.
+    """
+    if not condensed:
+        paired = pair_responses(facts.messages)
+        facts.messages, facts.traffic = paired, traffic_of(paired)
+        return
+    frames: list[pl.DataFrame] = []
+    traffics: list[Traffic] = []
+    for offset in range(0, max(facts.messages.height, 1), CHUNK_ROWS):
+        kept, traffic = condense(pair_responses(facts.messages.slice(offset, CHUNK_ROWS)))
+        frames.append(kept)
+        traffics.append(traffic)
+    set_relinked(facts, frames, traffics)
+
+
+def set_relinked(facts: FileFacts, frames: list[pl.DataFrame], traffics: list[Traffic]) -> None:
+    """A file's condensed chunks (kept rows, `Traffic`: one per chunk) become its messages and traffic."""
+    facts.traffic = merge(traffics)
+    if len(traffics) > 1:
+        facts.messages = relink(frames, facts.traffic.requests)
+    elif frames:
+        facts.messages = frames[0]  # one chunk, paired as a whole already
+
+
+def relink(frames: list[pl.DataFrame], moved: Rows | None) -> pl.DataFrame:
+    """Pair the kept rows of consecutive pieces of work (chunks of a file, parts of a capture) again.
+
+    Each piece was paired on its own, so an answer whose request lies in an earlier piece is still
+    unpaired. The kept rows are few; the moved requests (`Traffic.requests`) an answer can belong to
+    (the one a kept answer already names, and those on an unpaired answer's connection with its id,
+    or in its flow) go through pairing with them and are left out again afterwards.
+
+    `frames` are the pieces' kept rows (empty ones may be left out) and `moved` the requests of
+    every piece, those whose kept rows are empty included: a piece condensed to nothing can still
+    hold the request of a later duplicate answer.
+    """
+    if not frames:
+        return no_messages()
+    kept = pl.concat(frames, how="vertical", rechunk=False)
+    if moved is None or not has_rows(moved):
+        return pair_responses(kept)
+    answers = kept.lazy().filter(pl.col("kind").is_in(("response", "error", "invalid")) & pl.col("dir").is_not_null())
+    named = answers.filter(pl.col("req_seq").is_not_null()).select("capture", seq="req_seq")
+    unpaired = answers.filter(pl.col("req_seq").is_null())
+    on_conn = unpaired.filter(pl.col("flow").is_null()).select("capture", "conn", "id").unique()
+    on_flow = unpaired.filter(pl.col("flow").is_not_null()).select("capture", "flow").unique()
+    candidates = pl.concat(
+        [
+            moved.lazy().join(named, on=["capture", "seq"], how="semi"),
+            moved.lazy().filter(pl.col("flow").is_null()).join(on_conn, on=["capture", "conn", "id"], how="semi"),
+            moved.lazy().filter(pl.col("flow").is_not_null()).join(on_flow, on=["capture", "flow"], how="semi"),
+        ]
+    ).unique(["capture", "seq"], keep="first")
+    dtypes = kept.schema
+    as_rows = candidates.with_columns(
+        kind=pl.lit("request").cast(dtypes["kind"]),
+        dir=pl.lit(fmt.C2S).cast(dtypes["dir"]),
+        record_type=pl.when(pl.col("flow").is_null())
+        .then(pl.lit(fmt.FRAME))
+        .otherwise(pl.lit(fmt.HTTP_REQUEST))
+        .cast(dtypes["record_type"]),
+        _moved=pl.lit(True),
+    ).collect()
+    if as_rows.is_empty():
+        return pair_responses(kept)
+    both = pl.concat([kept.with_columns(_moved=pl.lit(False)), as_rows], how="diagonal_relaxed")
+    return pair_responses(both).filter(~pl.col("_moved")).drop("_moved").select(list(kept.columns))
