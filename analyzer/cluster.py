@@ -38,7 +38,8 @@ import orjson
 import polars as pl
 
 from addon.errors import ErascopeError
-from analyzer.compact import SOURCES_DIR, CompactResult, compact, compact_file, is_archive
+from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive
+from analyzer.compact import CompactResult, compact, compact_file
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
@@ -51,8 +52,6 @@ if TYPE_CHECKING:
 INSTALL_HINT: Final = "pip install 'erascope[dask]'"
 CONNECT_TIMEOUT_S: Final = 10.0
 """Seconds to wait for the scheduler to answer before giving up with an error."""
-NULL_PARTITION: Final = "__null__"
-"""The archive's partition of rows without a server key (`analyzer.compact`)."""
 
 
 # --- the cluster ---------------------------------------------------------------------------------
@@ -201,7 +200,7 @@ def archive_servers(archive: Path) -> dict[str | None, int]:
     sizes: Counter[str | None] = Counter()
     for server_dir in archive.glob("day=*/server=*"):
         name = server_dir.name.split("=", 1)[1]
-        key = None if name == NULL_PARTITION else unquote(name)
+        key = None if name == NULL_SERVER else unquote(name)
         sizes[key] += sum(p.stat().st_size for p in server_dir.iterdir() if p.is_file())
     return dict(sizes)
 
@@ -292,7 +291,7 @@ def analyze_on_cluster(
     if None in sizes:
         # a shard names its servers, and no selection names "no server": such rows would be in no shard
         raise ErascopeError(
-            f"{paths[0]} holds rows without a server key (partition server={NULL_PARTITION}): they belong to no"
+            f"{paths[0]} holds rows without a server key (partition server={NULL_SERVER}): they belong to no"
             " server shard; analyze this archive without --scheduler"
         )
     keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
