@@ -27,6 +27,8 @@ class Cluster:
     scheduler: subprocess.Popen[bytes]
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: Path | None = None
+    scheduler_file: Path | None = None
+    """The scheduler's address file (`dask scheduler --scheduler-file`), also accepted by `--scheduler`."""
 
     def worker_pids(self) -> dict[str, int]:
         """Worker address → pid of the process running its tasks, as the scheduler knows them."""
@@ -76,7 +78,7 @@ def dask_cluster(
         )
         _wait(lambda: scheduler_file.is_file() and scheduler_file.stat().st_size > 0, "scheduler", procs, tmp)
         address = orjson.loads(scheduler_file.read_bytes())["address"]
-        cluster = Cluster(address=address, scheduler=scheduler, logs=tmp)
+        cluster = Cluster(address=address, scheduler=scheduler, logs=tmp, scheduler_file=scheduler_file)
         for i in range(workers):
             cluster.workers.append(
                 start(

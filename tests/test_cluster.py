@@ -247,13 +247,18 @@ def test_a_shard_that_cannot_be_run_fails_the_run_with_a_clear_error(
     assert "the workers running it died" in err.decode()
 
 
-def test_a_server_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[str, Path]) -> None:
+@pytest.mark.parametrize("window", [False, True])
+def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[str, Path], window: bool) -> None:
     archive = archives["generated"]
-    keys = sorted(unquote(p.name.split("=", 1)[1]) for p in archive.glob("day=*/server=*"))[:3]
+    keys = sorted({unquote(p.name.split("=", 1)[1]) for p in archive.glob("day=*/server=*")})[:3]
     picked = [a for k in keys for a in ("--server", k)]
+    if window:  # the last day only, and the scheduler given as its scheduler file
+        picked += ["--since", max(p.name.split("=", 1)[1] for p in archive.glob("day=*"))]
+    address = str(cluster.scheduler_file) if window else cluster.address
     local = erascope("analyze", archive, "--format", "json", "--quiet", *picked).stdout
-    remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", cluster.address).stdout
-    assert {s["server"] for s in orjson.loads(local)["servers"]} == set(keys)
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", address).stdout
+    assert {s["server"] for s in orjson.loads(local)["servers"]} <= set(keys)
+    assert orjson.loads(local)["servers"]
     assert remote == local
 
 
