@@ -92,8 +92,8 @@ def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
     except KilledWorker as exc:
         task = next((w for f, w in zip(futures, what, strict=True) if f.status == "error"), "a task")
         raise ErascopeError(
-            f"{task}: the workers running it died too often ({exc}); no result was written. Check the"
-            " workers' memory and logs"
+            f"{task}: the workers running it died too often ({exc}); the run did not complete and gives no"
+            " result (running it again is safe). Check the workers' memory and logs"
         ) from None
     finally:
         for f in futures:
@@ -128,13 +128,14 @@ def compact_on_cluster(address: str, paths: Iterable[str | Path], out: Path, *, 
 
         def run(todo: list[str], archive: Path) -> list[tuple[int, int]]:
             prints = [os.stat(p) for p in todo]
+            token = _token()
             futures = client.map(
                 _compact_task,
                 todo,
                 [str(archive.absolute())] * len(todo),
                 [(st.st_size, st.st_mtime_ns) for st in prints],
                 pure=False,
-                key=[f"erascope-compact-{_token()}-{i}" for i in range(len(todo))],
+                key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
             )
             return _gather(client, futures, [f"compacting {p}" for p in todo])
 
