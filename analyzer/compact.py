@@ -116,6 +116,8 @@ def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
         raise ErascopeError(f"--out {out} holds capture files; an archive needs a directory of its own")
 
 
+ROW_GROUP_ROWS: Final = 25_000
+"""Rows per Parquet row group (`analyzer.archive` reads windows of `CHUNK_ROWS`, four times this)."""
 FILE_MODE: Final = 0o600
 DIR_MODE: Final = 0o700
 
@@ -187,7 +189,12 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         for (day_value, server), chunk in groups.items():
             rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
             rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
-            _atomic_write(out / rel, lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd"))
+            # row groups of a fraction of the reader's window: a window over a range of a big file's
+            # lines skips the others by their `line` statistics instead of decoding them
+            _atomic_write(
+                out / rel,
+                lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS),
+            )
             parts.append(rel)
     entry = {
         "format": ARCHIVE_FORMAT,
