@@ -1,5 +1,10 @@
 """Loading captures: find files, read each one into messages, then combine.
 
+This is the JSONL source of frames (captures, plain or compressed, and HAR files and mitmproxy
+dumps read as captures); Parquet archives are the other (`analyzer.archive`, which reads all
+archived files of an analysis together). Both give `analyzer.facts.FileFacts`, and `combine` joins
+them whatever their source.
+
 The work is split in two so it parallelizes and so other inputs can plug in:
 
 - `extract_file(path, options) -> FileFacts` is the per-file step. It reads one capture file on
