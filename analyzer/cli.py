@@ -467,6 +467,15 @@ def analyze_cmd(
             " are read.",
         ),
     ] = None,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Analyze the archive on this Dask scheduler (tcp://host:port or a scheduler file), one task per"
+            " shard of servers; the archive must be on a path the workers share (pip install 'erascope[dask]').",
+        ),
+    ] = None,
 ) -> None:
     """Analyze captures: each server's era, probe outcomes and client mistakes.
 
@@ -522,7 +531,12 @@ def analyze_cmd(
         options.progress = lambda done, total, _path: progress.update(task, completed=done, total=total)
         progress.start()
     try:
-        analysis = analyze(paths, options)
+        if scheduler is not None:
+            from analyzer.cluster import analyze_on_cluster
+
+            analysis = analyze_on_cluster(scheduler, paths, options)
+        else:
+            analysis = analyze(paths, options)
     except ErascopeError as exc:
         raise _fail(exc) from None
     finally:
@@ -598,6 +612,15 @@ def compact_cmd(
         typer.Option("--jobs", "-j", min=1, metavar="N", help="Files converted in parallel; default: one per core."),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Convert again inputs that look unchanged.")] = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS",
+            help="Convert on this Dask scheduler (tcp://host:port or a scheduler file), one task per file; inputs and"
+            " --out must be on paths the workers share (pip install 'erascope[dask]').",
+        ),
+    ] = None,
 ) -> None:
     """Convert captures to a Parquet archive once: partitioned by day and server, fields extracted.
 
@@ -609,7 +632,12 @@ def compact_cmd(
     from analyzer.compact import compact
 
     try:
-        result = compact(paths, out, jobs=jobs, force=force)
+        if scheduler is not None:
+            from analyzer.cluster import compact_on_cluster
+
+            result = compact_on_cluster(scheduler, paths, out, force=force)
+        else:
+            result = compact(paths, out, jobs=jobs, force=force)
     except ErascopeError as exc:
         raise _fail(exc) from None
     typer.echo(

@@ -35,7 +35,7 @@ import contextlib
 import os
 import stat
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,10 +233,19 @@ def _unchanged(path: str, out: Path) -> bool:
     )
 
 
-def compact(paths: Iterable[str | Path], out: Path, *, jobs: int | None = None, force: bool = False) -> CompactResult:
+def compact(
+    paths: Iterable[str | Path],
+    out: Path,
+    *,
+    jobs: int | None = None,
+    force: bool = False,
+    runner: Callable[[list[str], Path], list[tuple[int, int]]] | None = None,
+) -> CompactResult:
     """Convert the capture files named by `paths` (files, directories, globs) into an archive at `out`.
 
-    `jobs` files are converted at a time, in threads (default: one per core).
+    `jobs` files are converted at a time, in threads (default: one per core). `runner`, when given,
+    runs `compact_file` on each of the files to convert elsewhere (a cluster: `analyzer.cluster`)
+    and returns their results in order.
     `force` re-converts inputs that look unchanged. Raises `ErascopeError` for bad layouts (see the
     module docstring), archives given as input, and the loader's own input errors.
     """
@@ -262,7 +271,9 @@ def compact(paths: Iterable[str | Path], out: Path, *, jobs: int | None = None, 
     todo = [p for p in inputs if force or not _unchanged(p, out)]
     result.unchanged = [p for p in inputs if p not in set(todo)]
     workers = min(jobs or os.cpu_count() or 1, len(todo))
-    if workers <= 1:
+    if runner is not None:
+        done = runner(todo, out) if todo else []
+    elif workers <= 1:
         done = [compact_file(p, out) for p in todo]
     else:
         # threads, as in `analyzer.load.extract_files`: polars releases the GIL, nothing is pickled

@@ -1,0 +1,320 @@
+"""`compact` and `analyze` on a Dask distributed cluster: `--scheduler ADDRESS`.
+
+The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
+
+- `compact` is a map over input files: each task runs the local per-file step
+  (`analyzer.compact.compact_file`) on a worker, which reads the capture and writes its archive
+  parts itself; only (parts, rows) travels back.
+- `analyze ARCHIVE` is a map over shards of server keys: each task runs the whole local pipeline
+  (`analyzer.pipeline.analyze`) on the archive with `AnalyzeOptions.servers` set to its shard, so
+  only that shard's `server=` partitions are opened, and sends back what the report shows of it
+  (`ShardResult`: verdicts, findings, client rows, totals). `merge` puts the shards together on
+  the client into the `Analysis` the local run gives, and the report is byte-identical.
+
+Workers open the paths as the client names them: inputs and archive must be on a filesystem the
+client and every worker see under the same path (a shared mount). Each task checks that, and fails
+with a clear error instead of reading another file. A task whose worker dies is run again by the
+scheduler elsewhere (up to its `allowed-failures`); a task that fails for good fails the whole run:
+the result accounts for every shard or there is no result.
+
+`distributed` is an optional dependency (`erascope[dask]`): it is imported only here, and this
+module only by the `--scheduler` paths of the CLI.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import unquote
+
+import orjson
+import polars as pl
+
+from addon.errors import ErascopeError
+from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive
+from analyzer.compact import CompactResult, compact, compact_file
+from analyzer.condense import Traffic
+from analyzer.eras import ServerVerdict
+from analyzer.findings import Finding
+from analyzer.pipeline import Analysis, AnalyzeOptions, Inputs, analyze
+from analyzer.schema import MESSAGES_SCHEMA
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+INSTALL_HINT: Final = "pip install 'erascope[dask]'"
+CONNECT_TIMEOUT_S: Final = 10.0
+"""Seconds to wait for the scheduler to answer before giving up with an error."""
+
+
+# --- the cluster ---------------------------------------------------------------------------------
+@contextmanager
+def connect(address: str) -> Iterator[Client]:
+    """A Dask client of the scheduler at `address` (`tcp://host:port`, or a scheduler file's path).
+
+    Raises `ErascopeError` when the engine is not installed or the scheduler does not answer.
+    """
+    if importlib.util.find_spec("distributed") is None:
+        raise ErascopeError(f"--scheduler needs the Dask engine, which is not installed: {INSTALL_HINT}")
+    from distributed import Client
+
+    kwargs: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_S, "set_as_default": False}
+    if Path(address).is_file():  # `dask scheduler --scheduler-file FILE` writes the address there
+        kwargs["scheduler_file"] = address
+    else:
+        kwargs["address"] = address
+    try:
+        client = Client(**kwargs)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
+    """Every task's result, in order, or an `ErascopeError` naming the first task that failed for good.
+
+    An `ErascopeError` raised inside a task (bad input, --strict) comes back as it is.
+    """
+    from distributed import KilledWorker
+
+    try:
+        return client.gather(futures)
+    except KilledWorker as exc:
+        task = next((w for f, w in zip(futures, what, strict=True) if f.status == "error"), "a task")
+        raise ErascopeError(
+            f"{task}: the workers running it died too often ({exc}); the run did not complete and gives no"
+            " result (running it again is safe). Check the workers' memory and logs"
+        ) from None
+    finally:
+        for f in futures:
+            f.release()
+
+
+# --- compact -------------------------------------------------------------------------------------
+def _compact_task(path: str, out: str, fingerprint: tuple[int, int]) -> tuple[int, int]:
+    """Run on a worker: compact one input file into the shared archive `out`."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ErascopeError(f"{path}: not readable on worker {os.uname().nodename} ({exc.strerror}); inputs"
+                            " must be on a filesystem the client and the workers share, under the same path") from None
+    if (st.st_size, st.st_mtime_ns) != fingerprint:
+        raise ErascopeError(f"{path} on worker {os.uname().nodename} is not the file the client sees (size or"
+                            " modification time differ): inputs must be on a filesystem the client and the workers"
+                            " share, under the same path")
+    if not (Path(out) / SOURCES_DIR).is_dir():
+        raise ErascopeError(f"--out {out} is not visible on worker {os.uname().nodename}: the archive must be on a"
+                            " filesystem the client and the workers share, under the same path")
+    return compact_file(path, Path(out))
+
+
+def compact_on_cluster(address: str, paths: Iterable[str | Path], out: Path, *, force: bool = False) -> CompactResult:
+    """`analyzer.compact.compact`, with the per-file step run as one task per file on the cluster.
+
+    The client checks the layout and prepares the archive exactly as a local run does; the workers
+    read the inputs and write the parts and entries, so the archive holds the same files.
+    """
+    with connect(address) as client:
+
+        def run(todo: list[str], archive: Path) -> list[tuple[int, int]]:
+            prints = [os.stat(p) for p in todo]
+            token = _token()
+            futures = client.map(
+                _compact_task,
+                todo,
+                [str(archive.absolute())] * len(todo),
+                [(st.st_size, st.st_mtime_ns) for st in prints],
+                pure=False,
+                key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
+            )
+            return _gather(client, futures, [f"compacting {p}" for p in todo])
+
+        return compact(paths, out, force=force, runner=run)
+
+
+# --- analyze -------------------------------------------------------------------------------------
+@dataclass
+class ShardResult:
+    """What one shard's analysis sends back: everything the report shows of its servers, and no rows."""
+
+    shard: int
+    servers_assigned: tuple[str, ...]
+    verdicts: list[ServerVerdict]
+    findings: list[Finding]
+    clients: pl.DataFrame | None
+    messages: int
+    """Message rows of the shard (condensed ones included), as `Analysis.message_count`."""
+    probe_outcomes: dict[str, int]
+    init_outcomes: dict[str, int]
+    inputs_digest: str
+    """The input accounting of the shard's run: every shard reads every archive entry, so all agree."""
+    inputs: Inputs | None
+    """The accounting itself, from shard 0 only (the others send the digest)."""
+
+
+def _digest(inputs: Inputs) -> str:
+    import hashlib
+
+    return hashlib.sha256(orjson.dumps(dataclasses.asdict(inputs))).hexdigest()
+
+
+def _outcomes(frame: pl.DataFrame) -> dict[str, int]:
+    return {str(k): int(n) for k, n in frame.get_column("outcome").value_counts().iter_rows()}
+
+
+def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions) -> ShardResult:
+    """Run on a worker: the local pipeline on the archive, these server keys only."""
+    if not (Path(archive) / SOURCES_DIR).is_dir():
+        raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on a"
+                            " filesystem the client and the workers share, under the same path")
+    analysis = analyze([archive], dataclasses.replace(options, servers=servers))
+    try:
+        return ShardResult(
+            shard=shard,
+            servers_assigned=servers,
+            verdicts=analysis.servers,
+            findings=analysis.findings,
+            clients=analysis.clients,
+            messages=analysis.message_count,
+            probe_outcomes=_outcomes(analysis.probes),
+            init_outcomes=_outcomes(analysis.inits),
+            inputs_digest=_digest(analysis.inputs),
+            inputs=analysis.inputs if shard == 0 else None,
+        )
+    finally:
+        analysis.close()
+
+
+def archive_servers(archive: Path) -> dict[str | None, int]:
+    """The archive's server keys (None: rows without one) with the bytes of their Parquet parts,
+    told from the `day=…/server=…` partition directories alone."""
+    sizes: Counter[str | None] = Counter()
+    for server_dir in archive.glob("day=*/server=*"):
+        name = server_dir.name.split("=", 1)[1]
+        key = None if name == NULL_SERVER else unquote(name)
+        sizes[key] += sum(p.stat().st_size for p in server_dir.iterdir() if p.is_file())
+    return dict(sizes)
+
+
+def shards_of(sizes: dict[str, int], count: int) -> list[tuple[str, ...]]:
+    """`count` shards (at most one per server) of about equal bytes: the largest servers first, each
+    onto the lightest shard so far. Deterministic; each shard's keys sorted."""
+    count = max(1, min(count, len(sizes)))
+    loads = [0] * count
+    members: list[list[str]] = [[] for _ in range(count)]
+    for server, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+        lightest = min(range(count), key=lambda i: (loads[i], i))
+        loads[lightest] += size
+        members[lightest].append(server)
+    return [tuple(sorted(m)) for m in members if m]
+
+
+def merge(results: Sequence[ShardResult], shards: Sequence[tuple[str, ...]]) -> Analysis:
+    """The `Analysis` of the whole archive from its shards' results (analyzer/CLUSTER.md, "The merge").
+
+    Checks that every shard answered exactly once and that each shard spoke only of its own servers:
+    a missing or foreign part raises `ErascopeError` instead of giving a partial report.
+    """
+    by_shard = {r.shard: r for r in results}
+    if len(by_shard) != len(results) or sorted(by_shard) != list(range(len(shards))):
+        raise ErascopeError(f"cluster run incomplete: results for shards {sorted(by_shard)} of {len(shards)}")
+    ordered = [by_shard[i] for i in range(len(shards))]
+    for r, assigned in zip(ordered, shards, strict=True):
+        own = set(assigned)
+        stray = {v.server for v in r.verdicts} - own | {f.server for f in r.findings if f.server is not None} - own
+        if r.servers_assigned != assigned or stray:
+            raise ErascopeError(f"shard {r.shard} answered for other servers than its own: {sorted(stray)[:3]}")
+    digests = {r.inputs_digest for r in ordered}
+    inputs = ordered[0].inputs
+    if len(digests) != 1 or inputs is None:
+        raise ErascopeError("the shards read different inputs (was the archive changed during the run?)")
+    verdicts = sorted((v for r in ordered for v in r.verdicts), key=lambda v: v.server)
+    # stable: findings that tie on the rulebook's order are of one server, hence of one shard, in its order
+    findings = [f for r in ordered for f in r.findings]
+    from analyzer.rules import sort_findings
+
+    findings = sort_findings(findings)
+    frames = [r.clients for r in ordered if r.clients is not None]
+    clients = pl.concat(frames, how="vertical").sort("server", "client") if frames else None
+    probes, inits = Counter[str](), Counter[str]()
+    for r in ordered:
+        probes.update(r.probe_outcomes)
+        inits.update(r.init_outcomes)
+    # No rows come back: the report reads of them only counts, which add up (messages via
+    # `Traffic.rows`, probes and inits as their outcome column)
+    return Analysis(
+        inputs=inputs,
+        messages=pl.DataFrame(schema=MESSAGES_SCHEMA),
+        probes=_outcome_rows(probes),
+        inits=_outcome_rows(inits),
+        servers=verdicts,
+        findings=findings,
+        clients=clients,
+        traffic=Traffic(rows=sum(r.messages for r in ordered)),
+    )
+
+
+def _outcome_rows(counts: Counter[str]) -> pl.DataFrame:
+    """A frame of one `outcome` row per probe (or initialize), from the outcome counts: what the
+    report reads of `Analysis.probes`/`inits` (their height and outcome counts). 4 bytes a probe."""
+    keys = sorted(counts)
+    return pl.DataFrame(
+        {"outcome": pl.Series(keys, dtype=pl.Categorical()), "n": [counts[k] for k in keys]}
+    ).select(pl.col("outcome").repeat_by("n").explode())
+
+
+def analyze_on_cluster(
+    address: str, paths: Sequence[str | Path], options: AnalyzeOptions, *, shards: int | None = None
+) -> Analysis:
+    """`analyzer.pipeline.analyze` of one archive, as a map over shards of its server keys on the
+    cluster and a merge on the client; the same `Analysis` as a local run, as far as reports read it.
+
+    `shards` defaults to the cluster's worker threads. `options.servers`, when given, narrows the
+    keys analyzed; `since`/`until`/the rule options go to every shard as they are.
+    """
+    if len(paths) != 1 or not Path(paths[0]).is_dir() or not is_archive(Path(paths[0])):
+        raise ErascopeError(
+            "--scheduler analyzes one archive: convert the captures first with"
+            " `erascope compact PATH... --out ARCHIVE --scheduler ADDRESS`, then analyze ARCHIVE"
+        )
+    archive = Path(paths[0]).absolute()
+    sizes = archive_servers(archive)
+    if None in sizes:
+        # a shard names its servers, and no selection names "no server": such rows would be in no shard
+        raise ErascopeError(
+            f"{paths[0]} holds rows without a server key (partition server={NULL_SERVER}): they belong to no"
+            " server shard; analyze this archive without --scheduler"
+        )
+    keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
+    remote = dataclasses.replace(options, progress=None, spill_dir=None)
+    with connect(address) as client:
+        count = shards or sum(client.nthreads().values()) or 1
+        plan = shards_of(keys, count) if keys else [tuple(options.servers or ())]
+        token = _token()
+        futures = client.map(
+            _analyze_shard,
+            range(len(plan)),
+            [str(archive)] * len(plan),
+            plan,
+            [remote] * len(plan),
+            pure=False,
+            key=[f"erascope-shard-{token}-{i}" for i in range(len(plan))],
+        )
+        results = _gather(client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)])
+    return merge(results, plan)
+
+
+def _token() -> str:
+    import uuid
+
+    return uuid.uuid4().hex[:12]

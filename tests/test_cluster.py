@@ -1,0 +1,277 @@
+"""`--scheduler`: compact and analyze on a real Dask cluster (`dask scheduler` and two `dask worker`
+processes on loopback, started here) give what the local run gives, byte for byte; a worker killed
+mid-run is retried elsewhere or the run fails loudly, never with a partial report."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+import polars as pl
+import pytest
+
+from analyzer.compact import ARCHIVE_SCHEMA
+from bench.dask_cluster import Cluster, dask_cluster
+from bench.generate import generate
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parent.parent
+ERASCOPE = Path(sys.executable).parent / "erascope"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Two workers whose working directory is the repository, like the client's in these tests."""
+    with dask_cluster(tmp_path_factory.mktemp("cluster"), cwd=ROOT) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Generated captures: HTTP and stdio servers, storms, rollout splits, malformed and torn lines."""
+    out = tmp_path_factory.mktemp("gen") / "caps"
+    generate(out, 1 << 20, files=3, spawns=12, seed=5)
+    return out
+
+
+def erascope(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    result = subprocess.run([str(ERASCOPE), *map(str, args)], cwd=ROOT, capture_output=True, timeout=600)
+    if check:
+        assert result.returncode == 0, result.stderr.decode()
+    return result
+
+
+def _tree(directory: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _rows(archive: Path) -> pl.DataFrame:
+    parts = sorted(archive.rglob("*.parquet"))
+    return pl.read_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False).sort("file", "line", "seq")
+
+
+@pytest.mark.parametrize("source", ["corpus", "generated"])
+def test_compact_on_the_cluster_writes_the_local_archive(
+    cluster: Cluster, generated: Path, tmp_path: Path, source: str
+) -> None:
+    # the corpus by a relative path (recorded as given, opened in the workers' directory), the
+    # generated set by an absolute one
+    given = "captures/corpus" if source == "corpus" else str(generated)
+    erascope("compact", given, "--out", tmp_path / "local")
+    out = erascope("compact", given, "--out", tmp_path / "cluster", "--scheduler", cluster.address)
+    assert b"0 unchanged" in out.stderr
+    local, remote = _rows(tmp_path / "local"), _rows(tmp_path / "cluster")
+    assert remote.height > 0
+    assert remote.equals(local)
+    assert _tree(tmp_path / "cluster") == _tree(tmp_path / "local")  # the same files, entries included
+
+
+def test_compact_refuses_inputs_the_workers_do_not_see(tmp_path: Path) -> None:
+    # workers in another directory: the relative path names nothing there (or another file)
+    src = tmp_path / "caps"
+    shutil.copytree(ROOT / "captures" / "corpus", src)
+    with dask_cluster(tmp_path / "cl", cwd=tmp_path / "cl") as c:
+        result = subprocess.run(
+            [str(ERASCOPE), "compact", "caps", "--out", "arch", "--scheduler", c.address],
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=600,
+        )
+    assert result.returncode == 2, result.stderr.decode()
+    assert b"filesystem the client and the workers share" in result.stderr
+
+
+def test_scheduler_without_the_engine_says_how_to_install_it(tmp_path: Path) -> None:
+    # `distributed` made unimportable the way Python marks a missing module
+    code = (
+        "import sys; sys.modules['distributed'] = None; from analyzer.cli import main;"
+        f" sys.argv = ['erascope', 'compact', 'captures/corpus', '--out', {str(tmp_path / 'a')!r},"
+        " '--scheduler', 'tcp://127.0.0.1:1']; main()"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=120)
+    assert result.returncode == 2
+    assert "pip install 'erascope[dask]'" in result.stderr.decode()
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound by the OS, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    result = erascope("compact", "captures/corpus", "--out", tmp_path / "a", "--scheduler", address, check=False)
+    assert result.returncode == 2
+    assert f"cannot reach the Dask scheduler at {address}" in result.stderr.decode()
+
+
+# --- analyze -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory: pytest.TempPathFactory, generated: Path) -> dict[str, Path]:
+    """Local archives of the corpus and of the generated set."""
+    root = tmp_path_factory.mktemp("archives")
+    out = {"corpus": root / "corpus", "generated": root / "generated"}
+    erascope("compact", "captures/corpus", "--out", out["corpus"])
+    erascope("compact", generated, "--out", out["generated"])
+    return out
+
+
+def _servers(archive: Path) -> int:
+    return len({p.name for p in archive.glob("day=*/server=*")})
+
+
+@pytest.mark.parametrize("source", ["corpus", "generated"])
+def test_analyze_on_the_cluster_gives_the_local_report(
+    cluster: Cluster, archives: dict[str, Path], source: str
+) -> None:
+    archive = archives[source]
+    assert _servers(archive) > 2  # more servers than workers: shards of several keys each
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address).stdout
+    assert orjson.loads(local)["servers"]  # a report with servers and findings, not an empty one
+    assert orjson.loads(local)["findings"]
+    assert remote == local
+
+
+@pytest.mark.parametrize("shards", [1, 3, 7])
+def test_report_does_not_depend_on_the_shards(cluster: Cluster, archives: dict[str, Path], shards: int) -> None:
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions, analyze
+    from analyzer.report import render_json
+
+    archive = archives["generated"]
+    local = analyze([archive], AnalyzeOptions())
+    try:
+        expected = render_json(local)
+    finally:
+        local.close()
+    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=shards)
+    assert render_json(merged) == expected
+
+
+def test_analyze_on_the_cluster_needs_an_archive(cluster: Cluster) -> None:
+    result = erascope("analyze", "captures/corpus", "--scheduler", cluster.address, check=False)
+    assert result.returncode == 2
+    assert "--scheduler analyzes one archive" in result.stderr.decode()
+
+
+def _shard_story(address: str) -> list[tuple[str, str, str, str]]:
+    """(key, from state, to state, stimulus) of every shard task's transitions on the scheduler."""
+    from distributed import Client
+
+    def log(dask_scheduler: Any) -> list[tuple[str, str, str, str]]:
+        return [
+            (str(t[0]), t[1], t[2], str(t[4]))
+            for t in dask_scheduler.transition_log
+            if str(t[0]).startswith("erascope-shard-")
+        ]
+
+    with Client(address, timeout=10, set_as_default=False) as client:
+        return client.run_on_scheduler(log)
+
+
+def _kill_a_busy_worker(cluster: Cluster, proc: subprocess.Popen[bytes]) -> str:
+    """Wait until a worker is given a shard task, SIGKILL it, and return its address."""
+    from distributed import Client
+
+    pids = cluster.worker_pids()
+    with Client(cluster.address, timeout=10, set_as_default=False) as client:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            for worker, keys in client.processing().items():
+                if any(str(k).startswith("erascope-shard-") for k in keys):
+                    os.kill(pids[worker], signal.SIGKILL)
+                    return worker
+            time.sleep(0.01)
+    raise AssertionError(f"no worker was given a shard task (exit {proc.poll()})")
+
+
+def test_a_worker_killed_mid_run_is_replaced_and_the_report_is_the_same(
+    tmp_path: Path, archives: dict[str, Path]
+) -> None:
+    archive = archives["generated"]
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    # no nanny: a killed worker stays dead, the scheduler moves its task to the other one
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, nanny=False) as c:
+        proc = subprocess.Popen(
+            [str(ERASCOPE), "analyze", str(archive), "--format", "json", "--quiet", "--scheduler", c.address],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        _kill_a_busy_worker(c, proc)
+        out, err = proc.communicate(timeout=600)
+        story = _shard_story(c.address)
+    assert proc.returncode == 0, err.decode()
+    assert out == local
+    # the scheduler took the shard back from the dead worker and ran it again to the end
+    lost = {key for key, start, end, why in story if (start, end) == ("processing", "released")
+            and why.startswith("handle-worker-cleanup")}
+    finished = {key for key, start, end, _ in story if (start, end) == ("processing", "memory")}
+    assert lost, story
+    assert lost <= finished, story
+
+
+def test_a_shard_that_cannot_be_run_fails_the_run_with_a_clear_error(
+    tmp_path: Path, archives: dict[str, Path]
+) -> None:
+    archive = archives["generated"]
+    # the scheduler gives up on a task after its first worker dies with it
+    env = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, nanny=False, env=env) as c:
+        proc = subprocess.Popen(
+            [str(ERASCOPE), "analyze", str(archive), "--format", "json", "--quiet", "--scheduler", c.address],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        _kill_a_busy_worker(c, proc)
+        out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 2
+    assert out == b""  # no report at all, rather than a partial one
+    assert "the workers running it died" in err.decode()
+
+
+@pytest.mark.parametrize("window", [False, True])
+def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[str, Path], window: bool) -> None:
+    archive = archives["generated"]
+    keys = sorted({unquote(p.name.split("=", 1)[1]) for p in archive.glob("day=*/server=*")})[:3]
+    picked = [a for k in keys for a in ("--server", k)]
+    if window:  # the last day only, and the scheduler given as its scheduler file
+        picked += ["--since", max(p.name.split("=", 1)[1] for p in archive.glob("day=*"))]
+    address = str(cluster.scheduler_file) if window else cluster.address
+    local = erascope("analyze", archive, "--format", "json", "--quiet", *picked).stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", address).stdout
+    assert {s["server"] for s in orjson.loads(local)["servers"]} <= set(keys)
+    assert orjson.loads(local)["servers"]
+    assert remote == local
+
+
+def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archives: dict[str, Path]) -> None:
+    from addon.errors import ErascopeError
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    null = archive / "day=2026-11-28" / "server=__null__"
+    null.mkdir(parents=True)
+    (null / "x.jsonl.parquet").write_bytes(b"")
+    # refused before any scheduler is contacted (this address has none)
+    with pytest.raises(ErascopeError, match="rows without a server key"):
+        analyze_on_cluster(f"tcp://127.0.0.1:{_free_port()}", [archive], AnalyzeOptions())
