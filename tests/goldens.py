@@ -95,7 +95,11 @@ def structure(folder: Path) -> dict[str, int]:
         for line in path.read_bytes().splitlines():
             record = orjson.loads(line)
             kind = record["type"]
-            if kind in ("header", "stderr"):
+            if kind in ("header", "stderr", "part-end"):
+                continue
+            if kind == "lifecycle" and record.get("event") == "recorder-end":
+                # Recorder bookkeeping (the hash chain's part-end, the tee's counters): the corpus
+                # was recorded before recorders wrote them, and they describe the recorder, not MCP.
                 continue
             if kind == "http.error" and record.get("kind") == "client-gone":
                 # A legacy session's GET stream is cut by the client's shutdown or ended by its

@@ -84,4 +84,5 @@ def test_stop_with_open_streams_writes_one_capture(
         assert types == ["http.request", "http.response", "sse.event", "sse.end", "http.error"], recs
         assert recs[-2]["how"] == "recorder-stopped", recs[-2]
         assert recs[-1]["kind"] == "recorder-stopped" and recs[-1]["phase"] == "response", recs[-1]
-    assert [r["seq"] for r in records[1:]] == list(range(1, len(records)))
+    assert records[-1]["type"] == fmt.PART_END and records[-1]["reason"] == "closed"  # the chain's closing record
+    assert [r["seq"] for r in records[1:-1]] == list(range(1, len(records) - 1))
