@@ -25,6 +25,7 @@ from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
+from analyzer.memory import release_freed
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
 from analyzer.rules import RuleContext, RuleOptions, run_rules
 from analyzer.selection import Selection
@@ -205,20 +206,22 @@ def analyze_facts(facts: list[FileFacts], path_list: list[str], opts: AnalyzeOpt
             notes.append(f"{len(inputs.skipped)} file(s) skipped: {_listed(inputs.skipped)}")
         raise ErascopeError(f"no capture records found in {where}" + "".join(f" ({n})" for n in notes))
     loaded = combine(facts)
-    messages = loaded.messages
-    probes = classify_probes(messages, opts.probe_timeout, loaded.traffic.requests)
-    inits = classify_inits(messages, opts.probe_timeout, loaded.traffic.requests)
-    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, loaded.traffic)
-    analysis = Analysis(
-        inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
-    )
+    messages, traffic = loaded.messages, loaded.traffic
+    # The per-file facts are accounted for (`inputs`) and their rows combined: let them go before
+    # the later stages, and hand what they and the reading freed back to the system (`release_freed`).
+    facts.clear()
+    del facts, loaded
+    release_freed()
+    probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
+    inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
+    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, traffic)
+    analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers, traffic=traffic)
     # one context for the rules and the client table: its derived frames are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
     # The rows condensing moved out are read only by the context's first frames: held only through
-    # the context, each goes as soon as it is read (the per-file facts share their memory). After
-    # this, the spilled files read are the request view's.
-    facts.clear()
-    del facts, loaded
+    # the context, each goes as soon as it is read. After this, the spilled files read are the
+    # request view's.
+    del traffic
     analysis.traffic = None
     analysis.traffic = context.release_moved()
     analysis.findings = run_rules(analysis, opts.rule_options)

@@ -91,6 +91,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     from analyzer.clients import client_table
     from analyzer.eras import server_verdicts
     from analyzer.load import combine, extract_files, find_inputs
+    from analyzer.memory import release_freed
     from analyzer.pipeline import Analysis, AnalyzeOptions, _inputs
     from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions, run_rules
@@ -110,21 +111,24 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
 
     facts = extract_files(find_inputs([path]), opts.load, jobs=jobs, spill=spill)
     mark("extract_files")
+    inputs = _inputs(facts)
     loaded = combine(facts)
-    messages = loaded.messages
+    messages, traffic = loaded.messages, loaded.traffic
+    # as `analyze_facts` does: the per-file facts let go and the freed C heap handed back
+    facts.clear()
+    del facts, loaded
+    release_freed()
     mark("combine")
-    probes = classify_probes(messages, opts.probe_timeout, loaded.traffic.requests)
-    inits = classify_inits(messages, opts.probe_timeout, loaded.traffic.requests)
+    probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
+    inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
     mark("classify")
-    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, loaded.traffic)
+    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, traffic)
     mark("verdicts")
-    analysis = Analysis(
-        inputs=_inputs(facts), messages=messages, probes=probes, inits=inits, servers=servers, traffic=loaded.traffic
-    )
+    analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers, traffic=traffic)
     # as `analyze` does: one context, its request frames built, the moved requests let go
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
-    rows = loaded.traffic.rows
-    del facts, loaded
+    rows = traffic.rows
+    del traffic
     analysis.traffic = None
     analysis.traffic = context.release_moved()
     mark("request_view")
