@@ -217,7 +217,7 @@ def test_sigterm_removes_the_temporary_directory(tmp_path: Path, clean_env: dict
 
     from bench.generate import generate_spawns
 
-    generate_spawns(tmp_path / "caps", 600, calls=1)
+    generate_spawns(tmp_path / "caps", 3000, calls=1)  # many seconds of reading: the signal lands inside it
     temp = tmp_path / "temp"
     temp.mkdir()
     proc = subprocess.Popen(
