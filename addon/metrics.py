@@ -88,6 +88,8 @@ _FRAME: Final = fmt.FRAME
 _DIR: Final = fmt.F_DIR
 _C2S: Final = fmt.C2S
 _RAW: Final = fmt.F_RAW
+_HTTP_RESPONSE: Final = fmt.HTTP_RESPONSE
+_SSE_EVENT: Final = fmt.SSE_EVENT
 _DISCOVER: Final = "server/discover"
 _INITIALIZE: Final = "initialize"
 _HTTP_DEATHS: Final = frozenset({"connection-refused", "upstream-reset", "timeout", "other"})
@@ -219,12 +221,21 @@ class LiveStats:
                     return
             elif not self._by_conn:
                 return
+        elif (
+            # nothing to settle when no probe awaits its answer, and no stream opens without `streamed`
+            rtype in (_HTTP_RESPONSE, _SSE_EVENT)
+            and not self._pending
+            and (rtype == _SSE_EVENT or not record.get("streamed"))
+        ):
+            return
         with self._lock:
             if rtype == fmt.FRAME:
                 self._frame(record)
             elif rtype == fmt.HTTP_REQUEST:
                 self.flows += 1
-                self._request(("f", str(record.get("flow"))), record.get(fmt.F_RAW), record.get(fmt.F_SERVER))
+                raw = record.get(fmt.F_RAW)
+                if isinstance(raw, str) and (_DISCOVER in raw or _INITIALIZE in raw):  # else no key to build
+                    self._request(("f", str(record.get("flow"))), raw, record.get(fmt.F_SERVER))
             elif rtype == fmt.HTTP_RESPONSE:
                 self._response(record)
             elif rtype == fmt.SSE_EVENT:

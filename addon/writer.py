@@ -3,15 +3,19 @@
 Recording must never slow down or break the traffic it watches, so `write()` only stamps the
 record and hands it to a background thread; encoding (orjson) and disk I/O happen there.
 
-Flush policy: each record is encoded to one line and written with one `os.write` on an unbuffered
-file descriptor, so a record is in the kernel as soon as the writer thread gets to it and survives
-the recorder being killed. `fsync` happens when a part is rotated out and on `close()`, and every
+Flush policy: each record is encoded to one line. Whenever the writer thread wakes, it takes every
+record already queued (up to `_BATCH_RECORDS` and `_BATCH_BYTES`) and writes their lines with one
+`os.write`/`os.writev` on an unbuffered file descriptor, so a record is in the kernel as soon as the
+writer thread gets to it (it never waits for more to come, but for `batch_interval`) and survives the
+recorder being killed. `fsync` happens when a part is rotated out and on `close()`, and every
 `fsync_interval` seconds when that is set; power loss can cost at most the records since then.
 
-Failure policy: when a write fails (disk full, file unwritable, directory gone) the record is
-counted as lost, `on_error` is called once with a clear message, and the writer keeps trying with
-each new record. When a write succeeds again, a `capture-error` record with the count lost so far
-is written first, so the gap is visible inside the capture too. `close()` reports the final count.
+Failure policy: when a write fails (disk full, file unwritable, directory gone) every record it
+carried is counted as lost, `on_error` is called once with a clear message, and the writer keeps
+trying with each new record. A short write keeps the lines it wrote whole and counts the others as
+lost; at most its last line is torn. When a write succeeds again, a `capture-error` record with the
+count lost so far is written first, so the gap is visible inside the capture too. `close()` reports
+the final count.
 
 Rotation and retention: a part is rotated out when the next record would take it past
 `rotate_bytes`, or once it is `rotate_age` seconds old (also while no record comes: the writer
@@ -26,6 +30,7 @@ digest is the part's final one, and the next part's header starts from it.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import datetime as dt
 import os
@@ -50,6 +55,12 @@ _ENCODE_OPTS: Final = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
 _STOP: Final = object()
 _SEAL_BYTES: Final = len(chain.FIELD_OPEN) + 12 + chain.SEAL_TAIL_LEN
 """What sealing adds to a line at most (with a line index of up to 11 digits)."""
+_BATCH_RECORDS: Final = 256
+"""Records taken from the queue at most per wake-up (the rest wait for the next round)."""
+_BATCH_BYTES: Final = 4 << 20
+"""Bytes of encoded lines written at most by one system call."""
+_BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
+"""Pieces one `os.writev` may take (less one sealed line's worth)."""
 
 
 def tool_version() -> str:
@@ -238,35 +249,52 @@ class CaptureWriter:
 
     # --- writer thread ---------------------------------------------------------------------------
     def _run(self) -> None:
+        get = self._queue.get
+        get_nowait = self._queue.get_nowait
         while True:
             try:
-                item = self._queue.get(timeout=self._age_left())
+                item = get(timeout=self._age_left())
             except queue.Empty:  # the open part came of age while no record arrived
                 if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
                         self._open_next_part()
                 continue
-            if item is _STOP:
-                break
-            if isinstance(item, threading.Event):
-                item.set()
-                continue
-            if self._aged():
-                with contextlib.suppress(OSError):  # else the record's own write opens the part, or reports
-                    self._open_next_part()
-            self._write_record(item)
-            if self._observer is not None:
+            # Take what is queued already, so its lines go to the kernel in one system call.
+            batch: list[dict[str, Any]] = []
+            waiting: list[threading.Event] = []
+            stop = False
+            while True:
+                if item.__class__ is dict:
+                    batch.append(item)
+                    if len(batch) >= _BATCH_RECORDS:
+                        break
+                elif item is _STOP:
+                    stop = True
+                    break
+                elif isinstance(item, threading.Event):
+                    waiting.append(item)  # set once the records queued before it are written
+                else:
+                    batch.append(item)
                 try:
-                    self._observer(item)
-                except Exception as exc:  # counters are best effort; the capture is what matters
-                    self._observer = None
-                    if self._on_error is not None:
-                        self._on_error(f"erascope: live counters stopped ({exc!r}); the capture goes on")
-            if self.fsync_interval is not None and self._fd is not None:
-                now = time.monotonic()
-                if now - self._last_fsync >= self.fsync_interval:
-                    self._fsync()
-                    self._last_fsync = now
+                    item = get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                if self._aged():
+                    with contextlib.suppress(OSError):  # else the records' own write opens the part, or reports
+                        self._open_next_part()
+                self._write_records(batch)
+                if self._observer is not None:
+                    self._observe(batch)
+                if self.fsync_interval is not None and self._fd is not None:
+                    now = time.monotonic()
+                    if now - self._last_fsync >= self.fsync_interval:
+                        self._fsync()
+                        self._last_fsync = now
+            for event in waiting:
+                event.set()
+            if stop:
+                break
             if self.batch_interval > 0 and self._queue.empty():
                 time.sleep(self.batch_interval)
         if self._pending_error:
@@ -274,21 +302,76 @@ class CaptureWriter:
         self._end_part(fmt.END_CLOSED, None)
         self._close_part()
 
-    def _write_record(self, record: dict[str, Any]) -> None:
-        # Numbered before the attempt, so a lost record leaves a visible gap in `seq`.
-        self._seq += 1
-        record[fmt.F_SEQ] = self._seq
+    def _observe(self, batch: list[dict[str, Any]]) -> None:
+        observer = self._observer
+        assert observer is not None
         try:
-            line = orjson.dumps(record, option=_ENCODE_OPTS)
-        except TypeError as exc:  # a recorder bug must not kill the writer thread
-            self._fail(f"record not encodable: {exc}")
-            return
-        if self._pending_error and not self._try_write_error_record():
-            self._fail(self.last_error or "write failed")
-            return
-        if not self._emit(line):
-            return
-        self.written += 1
+            for record in batch:
+                observer(record)
+        except Exception as exc:  # counters are best effort; the capture is what matters
+            self._observer = None
+            if self._on_error is not None:
+                self._on_error(f"erascope: live counters stopped ({exc!r}); the capture goes on")
+
+    def _write_records(self, records: list[dict[str, Any]]) -> None:
+        """Encode and write `records` in order, as few system calls as the parts and the failures allow."""
+        lines: list[bytes] = []
+        size = 0
+        for record in records:
+            # Numbered before the attempt, so a lost record leaves a visible gap in `seq`.
+            self._seq += 1
+            record[fmt.F_SEQ] = self._seq
+            try:
+                line = orjson.dumps(record, option=_ENCODE_OPTS)
+            except TypeError as exc:  # a recorder bug must not kill the writer thread
+                if lines:
+                    self._flush_lines(lines)
+                    lines, size = [], 0
+                self._fail(f"record not encodable: {exc}")
+                continue
+            if self._pending_error and not self._try_write_error_record():
+                self._fail(self.last_error or "write failed")
+                continue
+            if lines and (
+                size + len(line) > _BATCH_BYTES
+                or len(lines) * 3 >= _BATCH_PIECES
+                or self._part_bytes + size + len(line) + (len(lines) + 1) * _SEAL_BYTES + self._end_bytes
+                > self.rotate_bytes
+            ):
+                self._flush_lines(lines)
+                lines, size = [], 0
+                if self._pending_error and not self._try_write_error_record():
+                    self._fail(self.last_error or "write failed")
+                    continue
+            if not lines and not self._ready_for(line):
+                continue
+            lines.append(line)
+            size += len(line)
+        if lines:
+            self._flush_lines(lines)
+
+    def _ready_for(self, line: bytes) -> bool:
+        """Open or rotate the part so that `line` fits in it. False (and counted) on failure."""
+        try:
+            if self._fd is None or (
+                self._part_records > 1
+                and self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
+            ):
+                self._open_next_part()
+            return True
+        except OSError as exc:
+            self._fail(str(exc))
+            if self._fd is not None and self._part_records == 0:
+                self._close_part()  # a part without its header is useless; retry from scratch
+            return False
+
+    def _flush_lines(self, lines: list[bytes]) -> None:
+        """Write `lines` (the open part has room for them) and count what was written and what was lost."""
+        done, error = self._write_lines(lines)
+        self.written += done
+        if error is not None:
+            for _ in range(len(lines) - done):
+                self._fail(error)
 
     def _emit(self, line: bytes) -> bool:
         """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
@@ -361,22 +444,48 @@ class CaptureWriter:
             self.paths[self.paths.index(old)] = new
 
     def _write_sealed(self, line: bytes) -> None:
-        """Seal `line` with the chain and write it with one system call; the chain advances only when
-        the whole line was written. Raises `OSError`."""
+        """Seal `line` and write it with one system call; the chain advances only when the whole line
+        was written. Raises `OSError`."""
+        _, error = self._write_lines([line])
+        if error is not None:
+            raise OSError(error)
+
+    def _write_lines(self, lines: list[bytes]) -> tuple[int, str | None]:
+        """Seal `lines` with the chain and write them with one system call (into the open part).
+
+        Returns how many lines were written whole, and what went wrong when not all were. The chain
+        advances to the last whole line: after a short write, at most that write's last line is torn
+        (the reader tolerates a torn line), and what follows chains from the last whole line.
+        """
         assert self._fd is not None
-        pieces, digest = chain.seal(self._chainer, self.digest, line, self._part_records + 1)
-        if len(pieces) == 1:
-            size = len(pieces[0])
-            n = os.write(self._fd, pieces[0])
-        else:
-            size = sum(len(p) for p in pieces)
-            n = os.writev(self._fd, pieces)
-        if n != size:
-            # A short write leaves a torn line; the reader tolerates it at a file's end.
-            raise OSError(f"short write ({n} of {size} bytes)")
-        self.digest = digest
+        chainer = self._chainer
+        digest = self.digest
+        index = self._part_records
+        seal = chain.seal
+        pieces: list[bytes | memoryview] = []
+        ends: list[int] = []
+        digests: list[bytes] = []
+        size = 0
+        for line in lines:
+            index += 1
+            sealed, digest = seal(chainer, digest, line, index)
+            pieces += sealed
+            for piece in sealed:
+                size += len(piece)
+            ends.append(size)
+            digests.append(digest)
+        try:
+            n = os.write(self._fd, pieces[0]) if len(pieces) == 1 else os.writev(self._fd, pieces)
+        except OSError as exc:
+            return 0, str(exc)
+        done = len(lines) if n == size else bisect.bisect_right(ends, n)
+        if done:
+            self.digest = digests[done - 1]
         self._part_bytes += n
-        self._part_records += 1
+        self._part_records += done
+        if n != size:
+            return done, f"short write ({n} of {size} bytes)"
+        return done, None
 
     def _end_part(self, reason: str, next_name: str | None) -> None:
         """Write the part's closing record (its digest is the part's final one), when it can be."""

@@ -1,7 +1,7 @@
 """What the hash chain costs the recorders: the HTTP recorder's hooks, the stdio tee and the writer,
 each with the chain (SHA-256, and HMAC-SHA256 as with `--key`) against the same code without it.
 
-"Without it" is the writer as it was before chains: one `os.write` of the encoded line, no digest,
+"Without it" is the writer as it was before chains: one `os.write` per encoded line, no digest,
 no `part-end` record (`PATCH_UNCHAINED`, patched in for the baseline). Variants run interleaved
 (off sha256 hmac off sha256 hmac …) in the same run. Costs are CPU time (the process's own, all
 threads; for the tee, its own threads after start-up), which other work on a shared machine
@@ -35,17 +35,24 @@ PATCH_UNCHAINED = """
 import os
 from addon import writer
 
-def _write_line(self, line):
-    n = os.write(self._fd, line)
-    if n != len(line):
-        raise OSError(f"short write ({n} of {len(line)} bytes)")
-    self._part_bytes += n
-    self._part_records += 1
+def _write_lines(self, lines):
+    done = 0
+    for line in lines:
+        try:
+            n = os.write(self._fd, line)
+        except OSError as exc:
+            return done, str(exc)
+        self._part_bytes += n
+        if n != len(line):
+            return done, f"short write ({n} of {len(line)} bytes)"
+        self._part_records += 1
+        done += 1
+    return done, None
 
-writer.CaptureWriter._write_sealed = _write_line
+writer.CaptureWriter._write_lines = _write_lines
 writer.CaptureWriter._end_part = lambda self, reason, next_name: None
 """
-"""The writer without its chain: what it did before chains."""
+"""The writer without its chain: what it did before chains (one `os.write` per record, unsealed)."""
 TEE = f"""
 import sys
 from pathlib import Path
@@ -63,13 +70,13 @@ def _variant(name: str) -> Iterator[None]:
     """The writer as `name` in this process: the unchained baseline patched in for "off"."""
     from addon import writer
 
-    saved = writer.CaptureWriter._write_sealed, writer.CaptureWriter._end_part
+    saved = writer.CaptureWriter._write_lines, writer.CaptureWriter._end_part
     if name == "off":
         exec(PATCH_UNCHAINED, {})
     try:
         yield
     finally:
-        writer.CaptureWriter._write_sealed, writer.CaptureWriter._end_part = saved
+        writer.CaptureWriter._write_lines, writer.CaptureWriter._end_part = saved
 
 
 def _writer_cpu_us(variant: str, size: int, records: int, out: Path) -> float:

@@ -200,6 +200,7 @@ def test_failure_mid_part_then_recovery(tmp_path: Path, monkeypatch: pytest.Monk
         return real_write(fd, data)
 
     monkeypatch.setattr(writer_mod.os, "write", write)
+    monkeypatch.setattr(writer_mod.os, "writev", lambda fd, pieces: write(fd, b"".join(pieces)))  # batches
     w, messages = make(tmp_path)
     w.write(frame(0))
     assert w.flush(10)
@@ -229,8 +230,10 @@ def test_short_write_is_a_loss_not_a_silent_tear(tmp_path: Path, monkeypatch: py
         return real_write(fd, data)
 
     monkeypatch.setattr(writer_mod.os, "write", write)
+    monkeypatch.setattr(writer_mod.os, "writev", lambda fd, pieces: write(fd, b"".join(pieces)))  # batches
     w, messages = make(tmp_path)
     w.write(frame(0))
+    assert w.flush(10)  # frame 0 alone in its write (queued together, both would share one)
     w.write(frame(1))
     w.close()
     assert w.lost == 1

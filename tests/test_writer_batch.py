@@ -1,0 +1,146 @@
+"""The writer thread writes what it drained from its queue in one system call, sealed and verifiable,
+and counts exactly the records a failed or short batch write did not write."""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from addon import format as fmt
+from addon.writer import CaptureWriter
+from analyzer.verify import Status, verify
+from tests.peers.capture_tools import read_records
+
+KEY = b"0123456789abcdef-batch"
+
+
+def frame(i: int, size: int = 40) -> dict[str, Any]:
+    return {fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c1", fmt.F_DIR: fmt.C2S, "i": i, **fmt.payload_fields(b"x" * size)}
+
+
+class Syscalls:
+    """Wraps `os.write`/`os.writev` to count the calls (and to fail or cut them when asked)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[int] = []
+        """Bytes offered by each call."""
+        self.fail = False
+        self.cut: float | None = None
+        """When set, the next call writes only this fraction of what it was given."""
+        real_write, real_writev = os.write, os.writev
+
+        def write(fd: int, data: bytes | memoryview) -> int:
+            return self._do(fd, [data], lambda fd, pieces: real_write(fd, pieces[0]), real_write)
+
+        def writev(fd: int, pieces: Sequence[bytes | memoryview]) -> int:
+            return self._do(fd, list(pieces), real_writev, real_write)
+
+        monkeypatch.setattr(os, "write", write)
+        monkeypatch.setattr(os, "writev", writev)
+
+    def _do(self, fd: int, pieces: list[Any], real: Any, real_write: Any) -> int:
+        size = sum(len(p) for p in pieces)
+        self.calls.append(size)
+        if self.fail:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        if self.cut is not None:
+            keep = int(size * self.cut)
+            self.cut = None
+            return real_write(fd, b"".join(bytes(p) for p in pieces)[:keep])
+        return real(fd, pieces)
+
+
+def held_writer(out: Path, **kw: Any) -> tuple[CaptureWriter, threading.Event, list[str]]:
+    """A writer whose thread stops inside the observer of its first record until the event is set, so
+    that the records queued meanwhile are all waiting when it comes back for more."""
+    release = threading.Event()
+    held = threading.Event()
+
+    def observer(record: dict[str, Any]) -> None:
+        if not held.is_set():
+            held.set()
+            assert release.wait(10)
+
+    messages: list[str] = []
+    w = CaptureWriter(out, transport=fmt.STDIO, server="srv", observer=observer, on_error=messages.append, **kw)
+    w.write(frame(0))
+    assert held.wait(10)
+    return w, release, messages
+
+
+@pytest.mark.parametrize("key", [None, KEY])
+def test_queued_records_are_written_in_one_system_call_and_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: bytes | None
+) -> None:
+    calls = Syscalls(monkeypatch)
+    w, release, messages = held_writer(tmp_path, chain_key=key)
+    for i in range(1, 11):
+        w.write(frame(i, size=40 if i != 5 else 200_000))  # one big record: written from its pieces
+    before = len(calls.calls)
+    release.set()
+    assert w.flush(10)
+    assert len(calls.calls) - before == 1, calls.calls[before:]
+    w.close()
+    assert messages == [] and w.lost == 0 and w.written == 12
+    records = read_records(w.paths)
+    assert [r.get("i") for r in records if r[fmt.F_TYPE] == fmt.FRAME] == list(range(11))
+    assert [r[fmt.F_SEQ] for r in records if r[fmt.F_TYPE] == fmt.FRAME] == list(range(1, 12))
+    result = verify(w.paths, key=key)
+    assert [f.status for f in result.files] == [Status.VERIFIED] and result.findings == []
+
+
+def test_a_failed_batch_write_counts_every_record_of_the_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Syscalls(monkeypatch)
+    w, release, messages = held_writer(tmp_path)
+    for i in range(1, 6):
+        w.write(frame(i))
+    calls.fail = True
+    release.set()
+    assert w.flush(10)
+    assert w.lost == 5 and w.written == 2  # the header and frame 0
+    calls.fail = False
+    w.write(frame(6))
+    w.close()
+    records = read_records(w.paths)
+    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.FRAME, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.PART_END]
+    assert records[2]["lost"] == 5 and [records[1]["i"], records[3]["i"]] == [0, 6]
+    assert records[3][fmt.F_SEQ] == 7  # the lost records' numbers stay a visible gap
+    assert len(messages) == 2 and "5 record(s) lost" in messages[1]
+    assert [f.status for f in verify(w.paths).files] == [Status.VERIFIED]
+
+
+def test_a_short_batch_write_keeps_the_whole_lines_and_counts_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Syscalls(monkeypatch)
+    w, release, messages = held_writer(tmp_path)
+    for i in range(1, 9):
+        w.write(frame(i))
+    calls.cut = 0.5
+    release.set()
+    assert w.flush(10)
+    assert "short write" in messages[0]
+    w.close()
+    parsed = []
+    for line in w.paths[0].read_bytes().split(b"\n")[:-1]:
+        try:
+            parsed.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            parsed.append(None)  # the torn line, glued to the capture-error record that follows it
+    whole = [p["i"] for p in parsed if p is not None and p[fmt.F_TYPE] == fmt.FRAME]
+    assert whole[:1] == [0] and 3 <= len(whole) - 1 <= 5  # half of eight lines of about the same length
+    kept = len(whole) - 1
+    assert whole == list(range(kept + 1))
+    assert w.lost == 8 - kept and w.written == 2 + kept + 1  # + the capture-error record
+    errors = [p for p in parsed if p is not None and p[fmt.F_TYPE] == fmt.CAPTURE_ERROR]
+    assert errors == [] or errors[0]["lost"] == 8 - kept
+    assert parsed[-1] is not None and parsed[-1][fmt.F_TYPE] == fmt.PART_END
+    # at most one line is torn: every line but one parses
+    assert parsed.count(None) <= 1
