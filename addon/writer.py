@@ -360,10 +360,13 @@ class CaptureWriter:
                 self._open_next_part()
             return True
         except OSError as exc:
-            self._fail(str(exc))
-            if self._fd is not None and self._part_records == 0:
-                self._close_part()  # a part without its header is useless; retry from scratch
+            self._write_failed(exc)
             return False
+
+    def _write_failed(self, exc: OSError) -> None:
+        self._fail(str(exc))
+        if self._fd is not None and self._part_records == 0:
+            self._close_part()  # a part without its header is useless; retry from scratch
 
     def _flush_lines(self, lines: list[bytes]) -> None:
         """Write `lines` (the open part has room for them) and count what was written and what was lost."""
@@ -375,18 +378,13 @@ class CaptureWriter:
 
     def _emit(self, line: bytes) -> bool:
         """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
+        if not self._ready_for(line):
+            return False
         try:
-            if self._fd is None or (
-                self._part_records > 1
-                and self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
-            ):
-                self._open_next_part()
             self._write_sealed(line)
             return True
         except OSError as exc:
-            self._fail(str(exc))
-            if self._fd is not None and self._part_records == 0:
-                self._close_part()  # a part without its header is useless; retry from scratch
+            self._write_failed(exc)
             return False
 
     def _fail(self, message: str) -> None:

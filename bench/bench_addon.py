@@ -175,17 +175,11 @@ async def _first_event_ms(port: int) -> float:
     return elapsed
 
 
-def _hook_cost_us(flows: int, capdir: Path) -> float:
-    """Microseconds per flow the recorder's hooks take in-process (request, response headers,
-    response), the capture writer's thread included (the clock stops when it has written all)."""
-    import os
-
+def tool_call_flows(n: int) -> list[Any]:
+    """`n` mitmproxy test flows, each one `tools/call` POST and its JSON answer."""
     from mitmproxy import http
-    from mitmproxy.test import taddons, tflow, tutils
+    from mitmproxy.test import tflow, tutils
 
-    from addon.http_recorder import HttpRecorder
-
-    os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
     req_headers = http.Headers(
         [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
          (b"accept", b"application/json, text/event-stream"), (b"mcp-protocol-version", b"2026-07-28"),
@@ -193,22 +187,41 @@ def _hook_cost_us(flows: int, capdir: Path) -> float:
     )  # fmt: skip
     resp_headers = http.Headers([(b"content-type", b"application/json"), (b"server", b"bench")])
     result = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"3"}],"resultType":"complete"}}'
+    flows = []
+    for _ in range(n):
+        f = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/mcp", host="127.0.0.1", port=8000,
+                                        headers=req_headers.copy(), content=BODY))  # fmt: skip
+        f.response = tutils.tresp(headers=resp_headers.copy(), content=result)
+        flows.append(f)
+    return flows
+
+
+def drive_hooks(addon: Any, flows: list[Any]) -> None:
+    """Run the recorder's hooks over `flows` as mitmproxy would, then wait for its writer to catch up."""
+    for f in flows:
+        addon.requestheaders(f)
+        addon.request(f)
+        addon.responseheaders(f)
+        addon.response(f)
+    assert addon.writer is not None and addon.writer.flush(60)
+
+
+def _hook_cost_us(flows: int, capdir: Path) -> float:
+    """Microseconds per flow the recorder's hooks take in-process (request, response headers,
+    response), the capture writer's thread included (the clock stops when it has written all)."""
+    import os
+
+    from mitmproxy.test import taddons
+
+    from addon.http_recorder import HttpRecorder
+
+    os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
     addon = HttpRecorder()
     with taddons.context(addon) as tctx:
         tctx.configure(addon, erascope_dir=str(capdir))
-        batch = []
-        for _ in range(flows):
-            f = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/mcp", host="127.0.0.1", port=8000,
-                                            headers=req_headers.copy(), content=BODY))  # fmt: skip
-            f.response = tutils.tresp(headers=resp_headers.copy(), content=result)
-            batch.append(f)
+        batch = tool_call_flows(flows)
         t0 = time.perf_counter()
-        for f in batch:
-            addon.requestheaders(f)
-            addon.request(f)
-            addon.responseheaders(f)
-            addon.response(f)
-        assert addon.writer is not None and addon.writer.flush(60)
+        drive_hooks(addon, batch)
         elapsed = time.perf_counter() - t0
         addon.done()
     return elapsed / flows * 1e6

@@ -100,38 +100,20 @@ def _writer_cpu_us(variant: str, size: int, records: int, out: Path) -> float:
 def _hook_cpu_us(variant: str, flows: int, out: Path) -> float:
     """CPU µs per flow (the hooks and the capture writer's thread) of the HTTP recorder for one JSON
     request and response, driven as `bench_addon._hook_cost_us` drives them."""
-    from mitmproxy import http
-    from mitmproxy.test import taddons, tflow, tutils
+    from mitmproxy.test import taddons
 
     from addon.http_recorder import HttpRecorder
-    from bench.bench_addon import BODY
+    from bench.bench_addon import drive_hooks, tool_call_flows
 
     os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
-    req_headers = http.Headers(
-        [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
-         (b"accept", b"application/json, text/event-stream"), (b"mcp-protocol-version", b"2026-07-28"),
-         (b"mcp-method", b"tools/call"), (b"mcp-name", b"add"), (b"content-length", str(len(BODY)).encode())]
-    )  # fmt: skip
-    resp_headers = http.Headers([(b"content-type", b"application/json"), (b"server", b"bench")])
-    result = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"3"}],"resultType":"complete"}}'
     key = out / "chain.key"
     key.write_bytes(KEY)
     addon = HttpRecorder()
     with _variant(variant), taddons.context(addon) as tctx:
         tctx.configure(addon, erascope_dir=str(out), erascope_chain_key=str(key) if variant == "hmac" else "")
-        batch = []
-        for _ in range(flows):
-            f = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/mcp", host="127.0.0.1", port=8000,
-                                            headers=req_headers.copy(), content=BODY))  # fmt: skip
-            f.response = tutils.tresp(headers=resp_headers.copy(), content=result)
-            batch.append(f)
+        batch = tool_call_flows(flows)
         t0 = time.process_time_ns()
-        for f in batch:
-            addon.requestheaders(f)
-            addon.request(f)
-            addon.responseheaders(f)
-            addon.response(f)
-        assert addon.writer is not None and addon.writer.flush(60)
+        drive_hooks(addon, batch)
         elapsed = time.process_time_ns() - t0
         addon.done()
     for p in out.glob("*.jsonl"):
