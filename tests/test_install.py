@@ -110,15 +110,21 @@ def test_installed_erascope_runs_from_the_wheel_not_the_checkout(installed: Inst
     assert Path(where).is_relative_to(installed.venv), where
 
 
-def test_installed_report_equals_the_editable_one(installed: Installed) -> None:
-    args = ["analyze", "captures/", "--format", "json", "--quiet"]
+def _reports(installed: Installed, report_format: str) -> tuple[bytes, bytes]:
+    """The corpus report in `report_format` from the installed wheel and from the editable checkout."""
+    args = ["analyze", "captures/", "--format", report_format, "--quiet"]
     run = {"cwd": ROOT, "env": installed.env, "capture_output": True, "timeout": 600}
     fresh = subprocess.run([str(installed.erascope), *args], **run)  # type: ignore[call-overload]
     assert fresh.returncode == 0, fresh.stderr.decode()
     editable = subprocess.run([str(BIN / "erascope"), *args], **run)  # type: ignore[call-overload]
     assert editable.returncode == 0, editable.stderr.decode()
-    assert orjson.loads(fresh.stdout)["servers"], "the corpus report names servers"
-    assert fresh.stdout == editable.stdout
+    return fresh.stdout, editable.stdout
+
+
+def test_installed_report_equals_the_editable_one(installed: Installed) -> None:
+    fresh, editable = _reports(installed, "json")
+    assert orjson.loads(fresh)["servers"], "the corpus report names servers"
+    assert fresh == editable
 
 
 def test_installed_rules_and_version(installed: Installed) -> None:
@@ -136,11 +142,6 @@ def test_installed_rules_and_version(installed: Installed) -> None:
 
 def test_installed_html_report_equals_the_editable_one(installed: Installed) -> None:
     """The html page's template ships in the wheel, and the page does not depend on where it runs from."""
-    args = ["analyze", "captures/", "--format", "html", "--quiet"]
-    run = {"cwd": ROOT, "env": installed.env, "capture_output": True, "timeout": 600}
-    fresh = subprocess.run([str(installed.erascope), *args], **run)  # type: ignore[call-overload]
-    assert fresh.returncode == 0, fresh.stderr.decode()
-    editable = subprocess.run([str(BIN / "erascope"), *args], **run)  # type: ignore[call-overload]
-    assert editable.returncode == 0, editable.stderr.decode()
-    assert fresh.stdout.startswith(b"<!DOCTYPE html>") and b'id="timeline"' in fresh.stdout
-    assert fresh.stdout == editable.stdout
+    fresh, editable = _reports(installed, "html")
+    assert fresh.startswith(b"<!DOCTYPE html>") and b'id="timeline"' in fresh
+    assert fresh == editable
