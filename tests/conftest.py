@@ -54,15 +54,20 @@ def _state_outside_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[No
         yield
 
 
-@pytest.fixture
-def clean_env(tmp_path: Path) -> dict[str, str]:
-    """An environment for subprocesses: HOME, captures and redaction key kept inside the test's tmp dir."""
+def subprocess_env(base: Path) -> dict[str, str]:
+    """An environment for subprocesses: HOME, captures and redaction key kept inside `base`."""
     env = dict(os.environ)
-    env["HOME"] = str(tmp_path / "home")
-    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    env["HOME"] = str(base / "home")
+    env["XDG_STATE_HOME"] = str(base / "state")
     env["ERASCOPE_REDACT_KEY"] = "test-key"
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+@pytest.fixture
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    """`subprocess_env` inside the test's tmp dir."""
+    return subprocess_env(tmp_path)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from mcp.client.stdio import StdioServerParameters
 from addon import chain
 from addon import format as fmt
 from analyzer.verify import Kind, Status, Verification, verify
+from tests.conftest import subprocess_env
 from tests.peers.capture_tools import capture_files, read_records
 
 pytestmark = pytest.mark.e2e
@@ -42,17 +43,6 @@ out, size, key = sys.argv[1:4]
 sys.exit(run_tee(sys.argv[5:], out_dir=Path(out), rotate_bytes=int(size), chain_key=load_key(key),
                  stderr=sys.stderr.buffer))
 """
-
-
-def subprocess_env(base: Path) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env["HOME"] = str(base / "home")
-    env["XDG_STATE_HOME"] = str(base / "state")
-    env["ERASCOPE_REDACT_KEY"] = "test-key"
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def record_stdio(command: list[str], env: dict[str, str]) -> None:
