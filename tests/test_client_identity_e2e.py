@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from analyzer.pipeline import analyze
-from tests.test_http_e2e import BIN, Proc, start_server
+from tests.test_http_e2e import BIN, Proc, record_http, start_server
 
 pytestmark = pytest.mark.e2e
 
@@ -72,13 +72,7 @@ def test_http_two_sdks_with_one_client_info_are_two_clients(
     port = start_server(procs, clean_env)
     capdir = tmp_path / "caps"
     upstream = f"http://127.0.0.1:{port}/mcp"
-    cli = Proc(
-        [str(BIN / "erascope"), "record", "http", "--upstream", upstream, "--listen", "127.0.0.1:0", "--out",
-         str(capdir)],
-        clean_env,
-    )  # fmt: skip
-    procs.append(cli)
-    listen = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/mcp) -> ").group(1)
+    cli, listen = record_http(procs, upstream, capdir, clean_env)
     modern = [str(modern_py), str(MODERN_CLIENT), "--calls", "2", "--url", listen]
     legacy = [str(legacy_py), str(LEGACY_CLIENT), "--url", listen]
     for argv in (modern, legacy, modern):

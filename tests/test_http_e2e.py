@@ -91,6 +91,18 @@ def start_server(procs: list[Proc], env: dict[str, str], python: Path | str = sy
     return int(p.wait_for(r"^PORT (\d+)$").group(1))
 
 
+def record_http(procs: list[Proc], upstream: str, capdir: Path, env: dict[str, str], *args: str) -> tuple[Proc, str]:
+    """`erascope record http` in front of `upstream` on a free port, writing into `capdir`: the process and
+    the URL clients reach it at."""
+    cli = Proc(
+        [str(BIN / "erascope"), "record", "http", "--upstream", upstream, "--listen", "127.0.0.1:0", "--out",
+         str(capdir), *args],
+        env,
+    )  # fmt: skip
+    procs.append(cli)
+    return cli, cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/mcp) -> ").group(1)
+
+
 def start_mitmdump(procs: list[Proc], env: dict[str, str], upstream_port: int, capdir: Path, *extra: str) -> Proc:
     argv = [
         str(BIN / "mitmdump"),
@@ -319,13 +331,7 @@ def test_record_http_cli_end_to_end(procs: list[Proc], clean_env: dict[str, str]
     port = start_server(procs, clean_env)
     capdir = tmp_path / "caps"
     upstream = f"http://127.0.0.1:{port}/mcp"
-    cli = Proc(
-        [str(BIN / "erascope"), "record", "http", "--upstream", upstream, "--listen", "127.0.0.1:0", "--out",
-         str(capdir), "--bodies", "metadata"],
-        clean_env,
-    )  # fmt: skip
-    procs.append(cli)
-    listen = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/mcp) -> ").group(1)
+    cli, listen = record_http(procs, upstream, capdir, clean_env, "--bodies", "metadata")
     cli.wait_for(f"writing captures to {re.escape(str(capdir))}")
     got = asyncio.run(session(listen, "auto", gate=tmp_path / "gate"))
     assert got["echo"] == "hello" and got["slow"] == "done"

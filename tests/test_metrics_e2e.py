@@ -29,7 +29,17 @@ from addon import format as fmt
 from analyzer.pipeline import analyze
 from analyzer.report import report_dict
 from tests.peers.capture_tools import jsonrpc, only_capture, read_records
-from tests.test_http_e2e import BIN, META, MODERN_HEADERS, Proc, by_flow, session, start_mitmdump, start_server
+from tests.test_http_e2e import (
+    BIN,
+    META,
+    MODERN_HEADERS,
+    Proc,
+    by_flow,
+    record_http,
+    session,
+    start_mitmdump,
+    start_server,
+)
 from tests.test_stdio_e2e import PEERS, call_add, through_tee
 
 pytestmark = pytest.mark.e2e
@@ -185,13 +195,7 @@ def test_scrape_record_http_in_front_of_a_legacy_server(
 ) -> None:
     port = start_server(procs, clean_env, legacy_py)
     upstream = f"http://127.0.0.1:{port}/mcp"
-    cli = Proc(
-        [str(BIN / "erascope"), "record", "http", "--upstream", upstream, "--listen", "127.0.0.1:0", "--out",
-         str(tmp_path / "caps"), "--metrics", "127.0.0.1:0"],
-        clean_env,
-    )  # fmt: skip
-    procs.append(cli)
-    listen = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/mcp) -> ").group(1)
+    cli, listen = record_http(procs, upstream, tmp_path / "caps", clean_env, "--metrics", "127.0.0.1:0")
     url = cli.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
     got = asyncio.run(session(listen, "auto", gate=tmp_path / "gate"))
     assert got["version"] != "2026-07-28"  # the client fell back to initialize

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from analyzer.pipeline import analyze
-from tests.test_http_e2e import BIN, Proc, start_server
+from tests.test_http_e2e import Proc, record_http, start_server
 
 pytestmark = pytest.mark.e2e
 
@@ -32,16 +32,6 @@ def closed_port() -> int:
     with socket.socket() as s:  # bound, never listening, then closed: nothing answers there
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def record_http(procs: list[Proc], upstream: str, capdir: Path, env: dict[str, str]) -> tuple[Proc, str]:
-    cli = Proc(
-        [str(BIN / "erascope"), "record", "http", "--upstream", upstream, "--listen", "127.0.0.1:0", "--out",
-         str(capdir)],
-        env,
-    )  # fmt: skip
-    procs.append(cli)
-    return cli, cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/mcp) -> ").group(1)
 
 
 def test_dead_upstream_is_warned_about_and_reported_as_upstream_unreachable(
