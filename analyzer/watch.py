@@ -55,6 +55,7 @@ from analyzer.load import (
 )
 from analyzer.pipeline import AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
+from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
 from analyzer.spill import Spill
 
@@ -108,14 +109,15 @@ class WatchEvent:
         }
 
     def as_text(self) -> str:
-        """The line the text format writes."""
+        """The line the text format writes: what the traffic wrote in it (server keys, messages, file
+        names) with control characters shown, not acted on, as in the text report."""
         where = " ".join(f"{e.file}:{e.line}" for e in self.evidence[:3])
         more = f" (+{len(self.evidence) - 3} more)" if len(self.evidence) > 3 else ""
         if self.kind != ERA:
             head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
-            return f"{head}: {self.message} [{where}{more}]"
+            return visible(f"{head}: {self.message} [{where}{more}]")
         was = f" (was {self.previous})" if self.previous else ""
-        return f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]"
+        return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
 
 
 def _iso(ts: float | None) -> str | None:

@@ -387,3 +387,23 @@ def test_unknown_format_is_noted_once(tmp_path: Path) -> None:
     watcher.notes.clear()
     watcher.poll()
     assert watcher.notes == []
+
+
+def test_text_events_show_control_characters_instead_of_acting_on_them() -> None:
+    """Server keys, messages and file names come from the traffic: a text line never retitles the
+    terminal or moves the cursor, as in the text report (`analyzer.report.visible`)."""
+    from analyzer.findings import Evidence
+    from analyzer.watch import WatchEvent
+
+    hostile = "srv\x1b]0;pwn\x07\x1b[2J\u202e"
+    events = [
+        WatchEvent("era", hostile, 1.0, (Evidence(f"{hostile}.jsonl", 3),), era="legacy"),
+        WatchEvent(
+            "finding", hostile, 1.0, (Evidence("a.jsonl", 3),), rule="probe-storm", severity="warning",
+            message=f"probes {hostile}",
+        ),
+    ]  # fmt: skip
+    for event in events:
+        line = event.as_text()
+        assert not any(c in line for c in "\x1b\x07\u202e"), repr(line)
+        assert "srv\\x1b]0;pwn\\x07" in line
