@@ -19,6 +19,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from addon.errors import ErascopeError
+from analyzer.terminal import visible
 
 
 class _ArgumentByName(TyperArgument):
@@ -149,7 +150,8 @@ def _root(
 
 
 def _fail(exc: ErascopeError) -> typer.Exit:
-    typer.echo(f"erascope: error: {exc}", err=True)
+    # errors quote file names and paths, which whoever writes into a capture directory chooses
+    typer.echo(f"erascope: error: {visible(str(exc))}", err=True)
     return typer.Exit(code=exc.exit_code)
 
 
@@ -732,7 +734,7 @@ def watch_cmd(
         watcher = Watcher(paths, probe_timeout=probe_timeout)
         for events in watcher.run(interval, stop):
             for note in watcher.notes:
-                typer.echo(f"erascope: {note}", err=True)
+                typer.echo(f"erascope: {visible(note)}", err=True)
             watcher.notes.clear()
             for event in events:
                 line = orjson.dumps(event.as_json()).decode() if watch_format == WatchFormat.JSON else event.as_text()

@@ -39,6 +39,7 @@ from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
 from analyzer.probes import NON_ERA_OUTCOMES
 from analyzer.sources import location, separator
+from analyzer.terminal import visible
 
 REPORT_SCHEMA: Final = "erascope-report/2"
 FORMATS: Final = ("text", "json", "markdown")
@@ -46,23 +47,7 @@ _MAX_NOTES: Final = 20
 """Malformed-line locations listed in text/markdown (json lists them all)."""
 
 
-_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
-"""What a terminal or an editor acts on instead of showing: C0 and C1 controls (ESC and CSI start
-escape sequences), DEL, bidi controls and line separators (they reorder or break what follows), and
-lone surrogates (UTF-8 cannot hold them)."""
-_NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _escape(m: re.Match[str]) -> str:
-    c = m[0]
-    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
-
-
-def visible(text: str) -> str:
-    """`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
-    `\u202e`, `\udcff`. Everything else (other scripts, emoji) is kept as it is."""
-    return _INVISIBLE.sub(_escape, text)
 
 
 def _valid_unicode(text: str) -> str:

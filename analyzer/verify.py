@@ -39,6 +39,7 @@ from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.load import find_inputs
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
+from analyzer.terminal import visible
 
 VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
@@ -469,7 +470,8 @@ def render_text(result: Verification) -> str:
         + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         + (f"; {len(result.findings)} finding(s): tampering" if result.tampered else "")
     )
-    return "\n".join(out) + "\n"
+    # file names and what a chain's records claim (algorithm, key id) come from the captures
+    return "\n".join(visible(line) for line in out) + "\n"
 
 
 def _describe(r: FileResult) -> str:
