@@ -35,6 +35,7 @@ from analyzer.messages import MEMBER_SLOTS, as_categoricals, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
 from analyzer.spill import Spill
+from analyzer.storage import files_under, glob, is_dir, is_url, join, read_bytes
 
 ARCHIVE_FORMAT: Final = "erascope-archive/1"
 SOURCES_DIR: Final = "_sources"
@@ -48,9 +49,12 @@ NULL_SERVER: Final = "__null__"
 """The partition directory of rows without a server key."""
 
 
-def is_archive(path: Path) -> bool:
-    """True for a directory written by `compact` (it has a `_sources` directory)."""
-    return (path / SOURCES_DIR).is_dir()
+def is_archive(path: Path | str) -> bool:
+    """True for a directory written by `compact` (it has a `_sources` directory), local or at a URL
+    (`analyzer.storage`)."""
+    if isinstance(path, str) and is_url(path):
+        return is_dir(join(path, SOURCES_DIR))
+    return (Path(path) / SOURCES_DIR).is_dir()
 
 
 def is_source_entry(path: str | Path) -> bool:
@@ -59,17 +63,21 @@ def is_source_entry(path: str | Path) -> bool:
     return p.suffix == ".json" and p.parent.name == SOURCES_DIR
 
 
-def source_entries(archive: Path) -> list[str]:
+def source_entries(archive: Path | str) -> list[str]:
     """The archive's per-input entries, in the order the inputs were found (their original paths)."""
-    entries = [(str(p), read_entry(p)["file"]) for p in (archive / SOURCES_DIR).glob("*.json")]
+    if isinstance(archive, str) and is_url(archive):
+        found = glob(archive, f"{SOURCES_DIR}/*.json")
+    else:
+        found = [str(p) for p in (Path(archive) / SOURCES_DIR).glob("*.json")]
+    entries = [(p, read_entry(p)["file"]) for p in found]
     # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
     return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
 
 
-def read_entry(path: Path) -> dict[str, Any]:
+def read_entry(path: Path | str) -> dict[str, Any]:
     """An archive entry's JSON; `ErascopeError` when it is unreadable or of another archive format."""
     try:
-        entry = orjson.loads(path.read_bytes())
+        entry = orjson.loads(read_bytes(path) if isinstance(path, str) and is_url(path) else Path(path).read_bytes())
     except (OSError, orjson.JSONDecodeError) as exc:
         raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
     if not isinstance(entry, dict) or entry.get("format") != ARCHIVE_FORMAT:
@@ -119,13 +127,18 @@ class _Archived:
     """Lines of the original file (records, bad lines): its rows' `line` is at most this."""
 
 
-def _archived(entry_path: str | Path, selection: Selection | None) -> _Archived:
-    """An entry's accounting as `extract_file` gave it when the file was compacted, and its parts."""
-    path = Path(entry_path)
-    entry = read_entry(path)
+def _archived(entry_path: str, selection: Selection | None, listed: dict[str, set[str]]) -> _Archived:
+    """An entry's accounting as `extract_file` gave it when the file was compacted, and its parts.
+
+    `listed` caches, per archive at a URL, one listing of its objects (existence checks of many
+    parts on an object store would be a request each)."""
+    remote = is_url(entry_path)
+    # `Path` would fold a URL's `//`: an archive at a URL is joined as text
+    root = entry_path.rsplit("/", 2)[0] if remote else str(Path(entry_path).parent.parent)
+    entry = read_entry(entry_path)
     if not same_extraction(entry):
         raise ErascopeError(
-            f"{path}: archived with other columns than this erascope extracts;"
+            f"{entry_path}: archived with other columns than this erascope extracts;"
             " run `erascope compact` on the captures again to refresh the archive"
         )
     try:
@@ -144,12 +157,16 @@ def _archived(entry_path: str | Path, selection: Selection | None) -> _Archived:
         names = list(entry["parts"])
         if selection is not None and not selection.everything:
             names = kept_parts(names, selection)
-        parts = [str(path.parent.parent / p) for p in names]
+        parts = [join(root, p) if remote else str(Path(root) / p) for p in names]
     except (KeyError, TypeError, ValueError) as exc:
-        raise ErascopeError(f"{path}: malformed archive entry ({exc!r})") from None
-    missing = [p for p in parts if not Path(p).is_file()]
+        raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
+    if remote:
+        there = listed[root] if root in listed else listed.setdefault(root, files_under(root))
+        missing = [p for p in parts if p not in there]
+    else:
+        missing = [p for p in parts if not Path(p).is_file()]
     if missing:
-        raise ErascopeError(f"archive {path.parent.parent} is incomplete: {', '.join(missing)} missing")
+        raise ErascopeError(f"archive {root} is incomplete: {', '.join(missing)} missing")
     lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     return _Archived(facts, parts, lines)
 
@@ -220,7 +237,8 @@ def read_entries(
     reader's batches of small files do. With a `spill`, the rows condensing moves out are written
     there window by window. Raises `ErascopeError` for a malformed or incomplete archive.
     """
-    files = [_archived(e, selection) for e in entries]
+    listed: dict[str, set[str]] = {}
+    files = [_archived(str(e), selection, listed) for e in entries]
     frames: list[pl.DataFrame] = []
     traffics: list[Traffic] = []
     for window in _windows(files, CHUNK_ROWS):

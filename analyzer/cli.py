@@ -606,7 +606,7 @@ def compact_cmd(
         typer.Argument(metavar="PATH", help="Capture files, directories (searched for *.jsonl) or globs."),
     ],
     out: Annotated[
-        Path,
+        str,
         typer.Option("--out", metavar="DIR", help="Archive directory (created; must not be inside an input)."),
     ],
     jobs: Annotated[

@@ -45,6 +45,7 @@ from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
 from analyzer.pipeline import Analysis, AnalyzeOptions, Inputs, analyze
 from analyzer.schema import MESSAGES_SCHEMA
+from analyzer.storage import is_url, part_sizes
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -118,7 +119,9 @@ def _compact_task(path: str, out: str, fingerprint: tuple[int, int]) -> tuple[in
     return compact_file(path, Path(out))
 
 
-def compact_on_cluster(address: str, paths: Iterable[str | Path], out: Path, *, force: bool = False) -> CompactResult:
+def compact_on_cluster(
+    address: str, paths: Iterable[str | Path], out: Path | str, *, force: bool = False
+) -> CompactResult:
     """`analyzer.compact.compact`, with the per-file step run as one task per file on the cluster.
 
     The client checks the layout and prepares the archive exactly as a local run does; the workers
@@ -174,9 +177,10 @@ def _outcomes(frame: pl.DataFrame) -> dict[str, int]:
 
 def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions) -> ShardResult:
     """Run on a worker: the local pipeline on the archive, these server keys only."""
-    if not (Path(archive) / SOURCES_DIR).is_dir():
+    if not is_archive(archive):
         raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on a"
-                            " filesystem the client and the workers share, under the same path")
+                            " filesystem the client and the workers share, under the same path, or at a URL they"
+                            " can all read")
     analysis = analyze([archive], dataclasses.replace(options, servers=servers))
     try:
         return ShardResult(
@@ -195,14 +199,22 @@ def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: 
         analysis.close()
 
 
-def archive_servers(archive: Path) -> dict[str | None, int]:
+def archive_servers(archive: Path | str) -> dict[str | None, int]:
     """The archive's server keys (None: rows without one) with the bytes of their Parquet parts,
-    told from the `day=…/server=…` partition directories alone."""
+    told from the `day=…/server=…` partition directories alone (local, or at a URL)."""
     sizes: Counter[str | None] = Counter()
-    for server_dir in archive.glob("day=*/server=*"):
-        name = server_dir.name.split("=", 1)[1]
-        key = None if name == NULL_SERVER else unquote(name)
-        sizes[key] += sum(p.stat().st_size for p in server_dir.iterdir() if p.is_file())
+    if isinstance(archive, str) and is_url(archive):
+        parts = [(p.rsplit("/", 2)[1], size) for p, size in part_sizes(archive).items()]
+    else:
+        parts = [
+            (server_dir.name, p.stat().st_size)
+            for server_dir in Path(archive).glob("day=*/server=*")
+            for p in server_dir.iterdir()
+            if p.is_file()
+        ]
+    for directory, size in parts:
+        name = directory.split("=", 1)[1]
+        sizes[None if name == NULL_SERVER else unquote(name)] += size
     return dict(sizes)
 
 
@@ -282,12 +294,12 @@ def analyze_on_cluster(
     `shards` defaults to the cluster's worker threads. `options.servers`, when given, narrows the
     keys analyzed; `since`/`until`/the rule options go to every shard as they are.
     """
-    if len(paths) != 1 or not Path(paths[0]).is_dir() or not is_archive(Path(paths[0])):
+    if len(paths) != 1 or not is_archive(str(paths[0])):
         raise ErascopeError(
             "--scheduler analyzes one archive: convert the captures first with"
             " `erascope compact PATH... --out ARCHIVE --scheduler ADDRESS`, then analyze ARCHIVE"
         )
-    archive = Path(paths[0]).absolute()
+    archive = str(paths[0]) if is_url(str(paths[0])) else str(Path(paths[0]).absolute())
     sizes = archive_servers(archive)
     if None in sizes:
         # a shard names its servers, and no selection names "no server": such rows would be in no shard
@@ -304,7 +316,7 @@ def analyze_on_cluster(
         futures = client.map(
             _analyze_shard,
             range(len(plan)),
-            [str(archive)] * len(plan),
+            [archive] * len(plan),
             plan,
             [remote] * len(plan),
             pure=False,

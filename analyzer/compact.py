@@ -63,6 +63,7 @@ from analyzer.archive import (
 )
 from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
 from analyzer.messages import MEMBER_SLOTS, as_strings
+from analyzer.storage import is_url
 
 __all__ = [  # the archive's reading side lives in `analyzer.archive`; these names stay importable here
     "ARCHIVE_FORMAT",
@@ -235,7 +236,7 @@ def _unchanged(path: str, out: Path) -> bool:
 
 def compact(
     paths: Iterable[str | Path],
-    out: Path,
+    out: Path | str,
     *,
     jobs: int | None = None,
     force: bool = False,
@@ -250,6 +251,12 @@ def compact(
     module docstring), archives given as input, and the loader's own input errors.
     """
     given = [str(p) for p in paths]
+    if is_url(str(out)) or any(map(is_url, given)):
+        raise ErascopeError(
+            "compact reads captures from and writes the archive to local or shared filesystems; copy the"
+            " archive to object storage afterwards (e.g. `aws s3 sync ARCHIVE s3://bucket/archive`)"
+        )
+    out = Path(out)
     for g in given:
         if Path(g).is_dir() and is_archive(Path(g)):
             raise ErascopeError(f"{g} is already an archive; analyze it directly")

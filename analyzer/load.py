@@ -89,7 +89,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
-from analyzer.archive import is_source_entry, read_entries, source_entries
+from analyzer.archive import is_archive, is_source_entry, read_entries, source_entries
 from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
 from analyzer.facts import (
     CHUNK_ROWS,
@@ -127,6 +127,7 @@ from analyzer.sources import (
 )
 from analyzer.sources import first_line as _sources_first_line
 from analyzer.spill import Spill
+from analyzer.storage import is_url
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
@@ -176,7 +177,7 @@ class Loaded:
 # --- finding files -------------------------------------------------------------------------------
 def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     """Input files named by `paths`: files (of any kind), directories (searched recursively for
-    `*.jsonl`, `*.jsonl.gz` and `*.jsonl.zst`) and globs.
+    `*.jsonl`, `*.jsonl.gz` and `*.jsonl.zst`), globs, and archives, also at URLs (`analyzer.storage`).
 
     Sorted, each path once, so the same inputs read in the same order however they were named.
     Inside directories, FIFOs, sockets and dangling links named `*.jsonl` are listed too: reading
@@ -192,6 +193,14 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
 
     for item in paths:
         text = str(item)
+        if is_url(text):
+            if not is_archive(text):
+                raise ErascopeError(
+                    f"{text} is not an archive: only archives written by `erascope compact` are read from URLs;"
+                    " read capture files from a local or shared filesystem"
+                )
+            found.update(source_entries(text))
+            continue
         path = Path(text)
         if path.is_dir() and (path / "_sources").is_dir():
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
