@@ -19,7 +19,7 @@ timestamps, and a live one that went quiet by the clock). While a server has suc
 findings and era changes wait; it is analyzed again when the timeout will have passed, even without
 new traffic. Everything else a rule decides is decided by traffic that is present (a later request,
 an answer), so it is reported in the round that reads it. Each era change is reported once (by
-server, era and deciding line), each finding once (by rule, server and first evidence line); when
+server, era and deciding line), each finding once (by rule, server, client and first evidence line); when
 more traffic adds evidence to a finding reported already (a storm or a split going on), it is
 reported again as `finding-update` with all its evidence so far, so the last report of each finding
 is what `analyze` reports on the same files.
@@ -90,12 +90,16 @@ class WatchEvent:
     previous: str | None = None
     """The era before (None for the server's first era, and for a finding)."""
     message: str = ""
+    client: str | None = None
+    """The client a finding is about (None for a server's finding, and for an era change): two
+    clients' findings of one rule and server are two findings, even when their first evidence is one line."""
 
     def as_json(self) -> dict[str, Any]:
         """The JSON line `--format json` writes (documented in README.md)."""
         return {
             "event": self.kind,
             "server": self.server,
+            "client": self.client,
             "rule": self.rule,
             "severity": self.severity,
             "era": self.era,
@@ -115,6 +119,8 @@ class WatchEvent:
         more = f" (+{len(self.evidence) - 3} more)" if len(self.evidence) > 3 else ""
         if self.kind != ERA:
             head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
+            if self.client is not None:
+                head += f" client={self.client}"
             return visible(f"{head}: {self.message} [{where}{more}]")
         was = f" (was {self.previous})" if self.previous else ""
         return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
@@ -357,14 +363,23 @@ class Watcher:
         for f in findings:
             if f.server not in touched or f.server in undecided:
                 continue
-            key = (FINDING, f.rule, f.server, _same_data(f.evidence[0]) if f.evidence else None)
+            key = (FINDING, f.rule, f.server, f.client, _same_data(f.evidence[0]) if f.evidence else None)
             evidence = tuple(_same_data(e) for e in f.evidence)
             if self._evidence.get(key) == evidence:
                 continue
             kind = FINDING_UPDATE if key in self._evidence else FINDING
             self._evidence[key] = evidence
             events.append(
-                WatchEvent(kind, f.server, f.ts, f.evidence, rule=f.rule, severity=f.severity.value, message=f.message)
+                WatchEvent(
+                    kind,
+                    f.server,
+                    f.ts,
+                    f.evidence,
+                    rule=f.rule,
+                    severity=f.severity.value,
+                    message=f.message,
+                    client=f.client,
+                )
             )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
         return events
