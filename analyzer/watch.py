@@ -12,6 +12,45 @@ How it stays proportional to the new bytes:
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the parts that hold traffic of
   the server keys the new lines touched; the other servers' parts are not read again.
 
+What a round still reads in proportion to history: the touched servers' condensed rows, whole
+(about a row per request: at a 100 MB backlog of the synthetic load, 8,000 message rows and 44,000
+moved requests for its five HTTP servers). Every verdict and finding is an aggregate over a server's
+(or a server and client's) whole traffic, with evidence the first lines by file:line, so none is a
+function of a bounded tail of it. What each step reads:
+
+- probe and `initialize` outcomes (`analyzer.probes`): per request, its answer, and the first
+  garbage, death or client EOF on its connection or flow within the probe timeout; the client name
+  first named on the connection. Bounded by the connection's life, which a stdio session can make days.
+- verdicts (`analyzer.eras`): the server's whole sequence of evidence (probe and `initialize`
+  outcomes, sessionless refusals): forward-filled support, the epoch a modern flip starts (legacy
+  support forgotten), contradictions within the inconsistency window of the latest; and whole-history
+  aggregates (versions ever listed, connections, the clients of every connection, first and last seen).
+- client identities (`analyzer.identity`): per connection the first clientInfo, User-Agent and
+  address, and the connection that opened each session id, wherever in the history it lies.
+- the rules' request view and `probe_rows` (`analyzer.rules.context`): every request of the server
+  in (client, time) order; a probe's next request on its connection can lie any distance later.
+- probe-storm: per (server, client) counts over the whole history (probes, real requests,
+  connections), the runs of distinct answers, the most probes within `storm_window_s` anywhere, each
+  probe's cost (the next real request on its connection, else within `cost_horizon_s`).
+- probe-timeout: every `no-answer` probe of (server, client), its cost up to the next request or the
+  connection's end.
+- retry-same-id, retry-unsupported-version, misread-modern, malformed-probe: each probe and the
+  client's next request (local), grouped per (server, client) over the whole history.
+- misread-crash, probe-kills-server: the same, and whether the server ever answered a probe as modern.
+- retry-loop: runs of refused probes in the client's request sequence; the longest over the history.
+- stale-era: runs of `stale_repeats` refused `initialize`s or legacy-refused modern requests; every
+  request acting in the old era after any client's probe saw the server's era change, for clients
+  whose first request came before the change (whole history per server and client).
+- rollout-split: `split_window_s` windows over all the server's answers; the finding spans the first
+  split window to the last, its evidence the first answers inside by file:line.
+- unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
+  and the first ones kept per server over the whole history.
+
+Flat CPU per new byte would need each of these to carry a small state per server and client across
+rounds (counts, the first evidence lines, the last run of each answer, open windows, the last era
+change): not done. A round does skip what watch does not show: the client table, and temporary files
+for the request view (the rows are in memory already).
+
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus
 the wall-clock time the file has been idle since (so a replayed old capture is judged by its own
@@ -57,7 +96,6 @@ from analyzer.pipeline import AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
-from analyzer.spill import Spill
 
 MERGE_PIECES: Final = 8
 """A part read in more pieces than this has them merged into one (`_merged`): a file growing for days
@@ -318,18 +356,15 @@ class Watcher:
         facts = [replace(piece) for p in parts for piece in p.pieces]
         if not any(f.messages.height for f in facts):
             return []
-        spill = Spill(None)
+        opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
         try:
-            opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
-            try:
-                analysis = analyze_facts(facts, self.paths, opts, spill)
-            except ErascopeError:
-                return []  # headers alone so far: no traffic to analyze
-            undecided = self._undecided(analysis.probes, analysis.inits, now)
-            events = self._new_events(analysis.findings, analysis.servers, touched, undecided)
-        finally:
-            spill.close()
-        return events
+            # the rows stay in memory (they are the watcher's already): no temporary files to write
+            # and scan again each round; and no client table, which watch does not show
+            analysis = analyze_facts(facts, self.paths, opts, None, clients=False)
+        except ErascopeError:
+            return []  # headers alone so far: no traffic to analyze
+        undecided = self._undecided(analysis.probes, analysis.inits, now)
+        return self._new_events(analysis.findings, analysis.servers, touched, undecided)
 
     def _undecided(self, probes: pl.DataFrame, inits: pl.DataFrame, now: float) -> set[str]:
         """Servers with a probe or initialize unanswered and not yet past the timeout in its capture's
