@@ -61,7 +61,8 @@ an answer), so it is reported in the round that reads it. Each era change is rep
 server, era and deciding line), each finding once (by rule, server, client and first evidence line); when
 more traffic adds evidence to a finding reported already (a storm or a split going on), it is
 reported again as `finding-update` with all its evidence so far, so the last report of each finding
-is what `analyze` reports on the same files.
+has the evidence `analyze` gives it on the same files (its message, counts and spans, is as of that
+report: a count that grows without new evidence shown is not reported again).
 """
 
 from __future__ import annotations
