@@ -265,11 +265,13 @@ def server_verdicts(
     inits: pl.DataFrame,
     window: float = DEFAULT_WINDOW,
     traffic: Traffic | None = None,
+    identities: pl.DataFrame | None = None,
 ) -> list[ServerVerdict]:
     """One verdict per server key seen in the messages, sorted by server key.
 
     `traffic` holds what condensing dropped (`analyzer.condense`); without it, it is computed from
-    `messages`.
+    `messages`. `identities`: the connections' client identities (`connection_identities` of the
+    same frames) when the caller has them already; computed here otherwise.
     """
     if messages.is_empty() and (traffic is None or traffic.rows == 0):  # condensing can empty `messages`
         return []
@@ -313,9 +315,10 @@ def server_verdicts(
 
     traffic = traffic if traffic is not None else traffic_of(messages)
     # the same client identities as the rules and the client table see (`analyzer.identity`)
+    if identities is None:
+        identities = connection_identities(messages, traffic, traffic.requests)
     clients = (
-        connection_identities(messages, traffic, traffic.requests)
-        .lazy()
+        identities.lazy()
         .group_by("server")
         .agg(_clients=pl.col("client").unique())
     )

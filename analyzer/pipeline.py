@@ -187,11 +187,15 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
     return analyze_facts(facts, path_list, opts, spill)
 
 
-def analyze_facts(facts: list[FileFacts], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
+def analyze_facts(
+    facts: list[FileFacts], path_list: list[str], opts: AnalyzeOptions, spill: Spill | None, *, clients: bool = True
+) -> Analysis:
     """The pipeline after reading: `facts` (per file, as `extract_files` returns them, in input order)
     to the analysis. `analyzer.watch` calls it with facts it read a piece at a time.
 
     Takes `facts` over: the list is emptied, so the rows it holds go as soon as the rules read them.
+    `spill` None keeps the rules' request view in memory; `clients=False` leaves out the client table
+    (`Analysis.clients` stays None), which `watch` does not show.
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
@@ -214,10 +218,13 @@ def analyze_facts(facts: list[FileFacts], path_list: list[str], opts: AnalyzeOpt
     release_freed()
     probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
     inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
-    servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, traffic)
-    analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=servers, traffic=traffic)
-    # one context for the rules and the client table: its derived frames are computed once
+    analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=[], traffic=traffic)
+    # one context for the verdicts, the rules and the client table: its derived frames (the
+    # connections' client identities first) are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
+    analysis.servers = server_verdicts(
+        messages, probes, inits, opts.inconsistency_window, traffic, identities=context.conn_clients
+    )
     # The rows condensing moved out are read only by the context's first frames: held only through
     # the context, each goes as soon as it is read. After this, the spilled files read are the
     # request view's.
@@ -225,5 +232,6 @@ def analyze_facts(facts: list[FileFacts], path_list: list[str], opts: AnalyzeOpt
     analysis.traffic = None
     analysis.traffic = context.release_moved()
     analysis.findings = run_rules(analysis, opts.rule_options)
-    analysis.clients = client_table(analysis)
+    if clients:
+        analysis.clients = client_table(analysis)
     return analysis

@@ -12,6 +12,45 @@ How it stays proportional to the new bytes:
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the parts that hold traffic of
   the server keys the new lines touched; the other servers' parts are not read again.
 
+What a round still reads in proportion to history: the touched servers' condensed rows, whole
+(about a row per request: at a 100 MB backlog of the synthetic load, 8,000 message rows and 44,000
+moved requests for its five HTTP servers). Every verdict and finding is an aggregate over a server's
+(or a server and client's) whole traffic, with evidence the first lines by file:line, so none is a
+function of a bounded tail of it. What each step reads:
+
+- probe and `initialize` outcomes (`analyzer.probes`): per request, its answer, and the first
+  garbage, death or client EOF on its connection or flow within the probe timeout; the client name
+  first named on the connection. Bounded by the connection's life, which a stdio session can make days.
+- verdicts (`analyzer.eras`): the server's whole sequence of evidence (probe and `initialize`
+  outcomes, sessionless refusals): forward-filled support, the epoch a modern flip starts (legacy
+  support forgotten), contradictions within the inconsistency window of the latest; and whole-history
+  aggregates (versions ever listed, connections, the clients of every connection, first and last seen).
+- client identities (`analyzer.identity`): per connection the first clientInfo, User-Agent and
+  address, and the connection that opened each session id, wherever in the history it lies.
+- the rules' request view and `probe_rows` (`analyzer.rules.context`): every request of the server
+  in (client, time) order; a probe's next request on its connection can lie any distance later.
+- probe-storm: per (server, client) counts over the whole history (probes, real requests,
+  connections), the runs of distinct answers, the most probes within `storm_window_s` anywhere, each
+  probe's cost (the next real request on its connection, else within `cost_horizon_s`).
+- probe-timeout: every `no-answer` probe of (server, client), its cost up to the next request or the
+  connection's end.
+- retry-same-id, retry-unsupported-version, misread-modern, malformed-probe: each probe and the
+  client's next request (local), grouped per (server, client) over the whole history.
+- misread-crash, probe-kills-server: the same, and whether the server ever answered a probe as modern.
+- retry-loop: runs of refused probes in the client's request sequence; the longest over the history.
+- stale-era: runs of `stale_repeats` refused `initialize`s or legacy-refused modern requests; every
+  request acting in the old era after any client's probe saw the server's era change, for clients
+  whose first request came before the change (whole history per server and client).
+- rollout-split: `split_window_s` windows over all the server's answers; the finding spans the first
+  split window to the last, its evidence the first answers inside by file:line.
+- unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
+  and the first ones kept per server over the whole history.
+
+Flat CPU per new byte would need each of these to carry a small state per server and client across
+rounds (counts, the first evidence lines, the last run of each answer, open windows, the last era
+change): not done. A round does skip what watch does not show: the client table, and temporary files
+for the request view (the rows are in memory already).
+
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus
 the wall-clock time the file has been idle since (so a replayed old capture is judged by its own
@@ -19,10 +58,11 @@ timestamps, and a live one that went quiet by the clock). While a server has suc
 findings and era changes wait; it is analyzed again when the timeout will have passed, even without
 new traffic. Everything else a rule decides is decided by traffic that is present (a later request,
 an answer), so it is reported in the round that reads it. Each era change is reported once (by
-server, era and deciding line), each finding once (by rule, server and first evidence line); when
+server, era and deciding line), each finding once (by rule, server, client and first evidence line); when
 more traffic adds evidence to a finding reported already (a storm or a split going on), it is
 reported again as `finding-update` with all its evidence so far, so the last report of each finding
-is what `analyze` reports on the same files.
+has the evidence `analyze` gives it on the same files (its message, counts and spans, is as of that
+report: a count that grows without new evidence shown is not reported again).
 """
 
 from __future__ import annotations
@@ -57,7 +97,6 @@ from analyzer.pipeline import AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
-from analyzer.spill import Spill
 
 MERGE_PIECES: Final = 8
 """A part read in more pieces than this has them merged into one (`_merged`): a file growing for days
@@ -90,12 +129,16 @@ class WatchEvent:
     previous: str | None = None
     """The era before (None for the server's first era, and for a finding)."""
     message: str = ""
+    client: str | None = None
+    """The client a finding is about (None for a server's finding, and for an era change): two
+    clients' findings of one rule and server are two findings, even when their first evidence is one line."""
 
     def as_json(self) -> dict[str, Any]:
         """The JSON line `--format json` writes (documented in README.md)."""
         return {
             "event": self.kind,
             "server": self.server,
+            "client": self.client,
             "rule": self.rule,
             "severity": self.severity,
             "era": self.era,
@@ -115,6 +158,8 @@ class WatchEvent:
         more = f" (+{len(self.evidence) - 3} more)" if len(self.evidence) > 3 else ""
         if self.kind != ERA:
             head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
+            if self.client is not None:
+                head += f" client={self.client}"
             return visible(f"{head}: {self.message} [{where}{more}]")
         was = f" (was {self.previous})" if self.previous else ""
         return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
@@ -312,18 +357,15 @@ class Watcher:
         facts = [replace(piece) for p in parts for piece in p.pieces]
         if not any(f.messages.height for f in facts):
             return []
-        spill = Spill(None)
+        opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
         try:
-            opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
-            try:
-                analysis = analyze_facts(facts, self.paths, opts, spill)
-            except ErascopeError:
-                return []  # headers alone so far: no traffic to analyze
-            undecided = self._undecided(analysis.probes, analysis.inits, now)
-            events = self._new_events(analysis.findings, analysis.servers, touched, undecided)
-        finally:
-            spill.close()
-        return events
+            # the rows stay in memory (they are the watcher's already): no temporary files to write
+            # and scan again each round; and no client table, which watch does not show
+            analysis = analyze_facts(facts, self.paths, opts, None, clients=False)
+        except ErascopeError:
+            return []  # headers alone so far: no traffic to analyze
+        undecided = self._undecided(analysis.probes, analysis.inits, now)
+        return self._new_events(analysis.findings, analysis.servers, touched, undecided)
 
     def _undecided(self, probes: pl.DataFrame, inits: pl.DataFrame, now: float) -> set[str]:
         """Servers with a probe or initialize unanswered and not yet past the timeout in its capture's
@@ -357,14 +399,23 @@ class Watcher:
         for f in findings:
             if f.server not in touched or f.server in undecided:
                 continue
-            key = (FINDING, f.rule, f.server, _same_data(f.evidence[0]) if f.evidence else None)
+            key = (FINDING, f.rule, f.server, f.client, _same_data(f.evidence[0]) if f.evidence else None)
             evidence = tuple(_same_data(e) for e in f.evidence)
             if self._evidence.get(key) == evidence:
                 continue
             kind = FINDING_UPDATE if key in self._evidence else FINDING
             self._evidence[key] = evidence
             events.append(
-                WatchEvent(kind, f.server, f.ts, f.evidence, rule=f.rule, severity=f.severity.value, message=f.message)
+                WatchEvent(
+                    kind,
+                    f.server,
+                    f.ts,
+                    f.evidence,
+                    rule=f.rule,
+                    severity=f.severity.value,
+                    message=f.message,
+                    client=f.client,
+                )
             )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
         return events

@@ -123,7 +123,7 @@ def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
     last: dict[Any, Any] = {}
     for e in events:
         if e["event"] in ("finding", "finding-update"):
-            last[(e["rule"], e["server"], _loc(e["evidence"][0]))] = e
+            last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))] = e
     findings = {(e["rule"], e["server"], tuple(_loc(x) for x in e["evidence"])) for e in last.values()}
     eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in events if e["event"] == "era"}
     return findings, eras
@@ -407,3 +407,75 @@ def test_text_events_show_control_characters_instead_of_acting_on_them() -> None
         line = event.as_text()
         assert not any(c in line for c in "\x1b\x07\u202e"), repr(line)
         assert "srv\\x1b]0;pwn\\x07" in line
+
+
+def test_findings_whose_evidence_spans_a_long_history(tmp_path: Path) -> None:
+    """Traffic appended to a directory that already holds a long history of the same server keys (the
+    load `bench.bench_watch` measures): findings whose evidence lies far back in the backlog and grows
+    with the new lines, and era changes decided after it, are what `analyze` reports at the end."""
+    from bench.generate import main as generate
+
+    backlog, more = tmp_path / "backlog", tmp_path / "more"
+    for out, seed in ((backlog, "1"), (more, "2")):
+        assert generate(["--size", "400k", "--out", str(out), "--seed", seed]) == 0
+    live = tmp_path / "live"
+    live.mkdir()
+    for f in backlog.glob("*.jsonl"):
+        (live / f.name).write_bytes(f.read_bytes())
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = watcher.poll()
+    backlog_events = len(events)
+    # the HTTP proxy's capture of the other generation (the same server keys, other connections),
+    # a day later: live traffic comes after the history (an earlier time read later can move a
+    # timeline's first entry back, which a live report cannot take back)
+    bulk = b"".join(_later(line, 86_400) for line in max(more.glob("*_proxy_*.jsonl")).read_bytes().splitlines())
+    rnd = random.Random(5)
+    cuts = sorted(rnd.sample(range(1, len(bulk)), 5))
+    for start, end in zip([0, *cuts], [*cuts, len(bulk)], strict=True):
+        with open(live / "growing.000.jsonl", "ab") as out:
+            out.write(bulk[start:end])
+        clock[0] += 1
+        events += watcher.poll()
+    clock[0] += 30
+    events += watcher.poll()
+    analysis = analyze([str(live)])
+    report = json.loads(render(analysis, "json"))
+    analysis.close()
+    as_dicts = [e.as_json() for e in events]
+    assert reported(as_dicts) == expected(report)
+    # the history mattered: an era change decided by the new lines on a server with a long history
+    # (the era before it is the backlog's), next to the backlog's findings
+    later = [e for e in events[backlog_events:] if e.kind == "era"]
+    assert any(e.previous is not None for e in later)
+    assert any(e.kind == "finding" for e in events[:backlog_events])
+
+
+def _later(line: bytes, seconds: float) -> bytes:
+    """A capture line with its time moved `seconds` later (a malformed line as it is)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return line + b"\n"
+    if isinstance(record, dict) and isinstance(record.get("ts"), float):
+        record["ts"] += seconds
+        return json.dumps(record).encode() + b"\n"
+    return line + b"\n"
+
+
+def test_two_clients_findings_with_one_first_line_are_two_findings(tmp_path: Path) -> None:
+    """Two clients' `stale-era` findings start at the same line (the other client's probe that saw
+    the era change): each is reported once as a `finding` with its client, and a round that changes
+    neither reports nothing (before, they took turns replacing each other as `finding-update`s)."""
+    from analyzer.findings import Evidence, Finding, Severity
+
+    change = Evidence("a.jsonl", 3, "another client saw legacy")
+    findings = [
+        Finding("stale-era", Severity.WARNING, "s", "m", (change, Evidence("a.jsonl", n)), client=c, ts=1.0)
+        for n, c in ((8, "one"), (9, "two"))
+    ]
+    watcher = Watcher([str(tmp_path)])
+    first = watcher._new_events(findings, [], {"s"}, set())
+    assert [(e.kind, e.client) for e in first] == [("finding", "one"), ("finding", "two")]
+    assert [e.as_json()["client"] for e in first] == ["one", "two"]
+    assert watcher._new_events(findings, [], {"s"}, set()) == []
