@@ -345,10 +345,19 @@ class RuleContext:
             .join(inits, on=["file", "line"], how="left", maintain_order="left")
             .select("_i", *[pl.col(c).alias(f"next_{c}") for c in _NEXT_COLUMNS])
         )
-        return (
+        # The added columns alone go through the joins (a row each: the right sides' keys are unique),
+        # then stand beside the probes' own: their columns are not copied once per join.
+        added = (
             rows.lazy()
+            .select("capture", "seq", "_next")
             .join(details.lazy(), on=["capture", "seq"], how="left", maintain_order="left")
             .join(next_cols, left_on="_next", right_on="_i", how="left", maintain_order="left")
+            .drop("capture", "seq", "_next")
+            .collect()
+        )
+        return (
+            rows.hstack(added.get_columns())
+            .lazy()
             .with_columns(
                 pl.col("next_same_conn").fill_null(False),
                 (pl.col("next_method") == PROBE_METHOD).fill_null(False).alias("next_is_probe"),

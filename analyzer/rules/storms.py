@@ -112,7 +112,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         return probes.select("server", "client", "ts").clear()
     costs = probe_costs(ctx)
     windows = (
-        probes.with_columns(_dt().alias("dt"))
+        probes.select(*_KEYS, _dt().alias("dt"))
         .sort("dt")
         .rolling(index_column="dt", period=f"{int(opts.storm_window_s * 1_000_000)}us", group_by=_KEYS)
         .agg(pl.len().alias("in_window"))
