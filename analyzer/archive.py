@@ -59,7 +59,7 @@ def is_source_entry(path: str | Path) -> bool:
 
     Asked of every input file, so read as `pathlib` reads a path without making one: `pathlib`
     interns each part of a path it parses, and Python 3.12 keeps interned strings for good (100,000
-    capture names: 18 MB kept, and 110 MB of Python heap pinned around them; bench/README.md).
+    capture names: 18 MB kept, holding about 55 MB of Python heap around them; bench/README.md).
     """
     text = os.fspath(path)
     if os.altsep:
