@@ -19,6 +19,7 @@ the report is the JSONL files' report.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +59,21 @@ def is_archive(path: Path | str) -> bool:
 
 
 def is_source_entry(path: str | Path) -> bool:
-    """True for an archive's per-input accounting file (`…/_sources/<name>.json`)."""
-    p = Path(path)
-    return p.suffix == ".json" and p.parent.name == SOURCES_DIR
+    """True for an archive's per-input accounting file (`…/_sources/<name>.json`).
+
+    Asked of every input file, so read as `pathlib` reads a path without making one: `pathlib`
+    interns each part of a path it parses, and Python 3.12 keeps interned strings for good (100,000
+    capture names: 18 MB kept, holding about 55 MB of Python heap around them; bench/README.md).
+    """
+    text = os.fspath(path)
+    if os.altsep:
+        text = text.replace(os.altsep, os.sep)
+    parts = [part for part in text.split(os.sep) if part and part != "."]
+    if len(parts) < 2 or parts[-2] != SOURCES_DIR:
+        return False
+    name = parts[-1]
+    dot = name.rfind(".")
+    return 0 < dot < len(name) - 1 and name[dot:] == ".json"  # `PurePath.suffix`
 
 
 def source_entries(archive: Path | str) -> list[str]:

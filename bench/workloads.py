@@ -4,7 +4,7 @@
     python -m bench.workloads scan-parquet ARCHIVE   bare polars scan_parquet of every column of an archive
     python -m bench.workloads analyze PATH [--jobs N] the analyzer pipeline (JSONL or a Parquet archive)
     python -m bench.workloads load PATH              loading alone (per-file step + combine)
-    python -m bench.workloads stages PATH [--jobs N]  the pipeline stage by stage (seconds, peak RSS)
+    python -m bench.workloads stages PATH [--jobs N]  the pipeline stage by stage (seconds, peak RSS, heap)
     python -m bench.workloads extract DIR MODE [--jobs N]   per-file step only: seq | threads | processes
     python -m bench.workloads compact DIR OUT [--jobs N]    erascope compact
 
@@ -84,8 +84,38 @@ def load(path: str) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - t, "records": loaded.records, "messages": loaded.traffic.rows}
 
 
+def _heap_mb() -> int:
+    """This process' anonymous resident memory (`RssAnon`), MB: its heap, without mapped files."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) // 1024
+    return 0
+
+
+class _HeapSampler:
+    """Samples `_heap_mb` every 5 ms in a thread: `mark` gives the heap now and its peak since the last mark."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._peak = _heap_mb()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            self._peak = max(self._peak, _heap_mb())
+            time.sleep(0.005)
+
+    def mark(self) -> tuple[int, int]:
+        now = _heap_mb()
+        peak, self._peak = max(self._peak, now), now
+        return now, peak
+
+
 def stages(path: str, jobs: int | None) -> dict[str, Any]:
-    """The pipeline stage by stage: seconds and peak RSS (MB) after each, to see where time and memory go."""
+    """The pipeline stage by stage: seconds and peak RSS (MB) after each, and the heap (`RssAnon`, MB)
+    after each and at its highest during it, to see where time and memory go."""
     import resource
 
     from analyzer.clients import client_table
@@ -102,11 +132,19 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     marks: dict[str, dict[str, float]] = {}
     start = last = time.perf_counter()
 
+    heap = _HeapSampler()
+
     def mark(name: str) -> None:
         nonlocal last
         now = time.perf_counter()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        marks[name] = {"s": round(now - last, 3), "peak_rss_mb": round(peak, 1)}
+        heap_now, heap_peak = heap.mark()
+        marks[name] = {
+            "s": round(now - last, 3),
+            "peak_rss_mb": round(peak, 1),
+            "heap_mb": heap_now,
+            "stage_peak_heap_mb": heap_peak,
+        }
         last = now
 
     facts = extract_files(find_inputs([path]), opts.load, jobs=jobs, spill=spill)

@@ -1,14 +1,19 @@
-"""`analyzer.memory.release_freed`: freed C heap handed back to the system, a no-op where there is none."""
+"""Memory the analysis holds: `analyzer.memory.release_freed` (freed C heap handed back to the system, a
+no-op where there is none), and what reading many files leaves behind."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import sys
+import uuid
+from pathlib import Path
 
 import pytest
 
 from analyzer import memory
+from analyzer.archive import SOURCES_DIR, is_source_entry
+from analyzer.load import extract_files, find_inputs
 
 glibc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None, reason="glibc only"
@@ -46,3 +51,54 @@ def test_a_no_op_without_glibc(monkeypatch: pytest.MonkeyPatch) -> None:
         assert memory.release_freed() is False
     finally:
         memory._malloc_trim.cache_clear()
+
+
+SPAWN_CAPTURE = (
+    "captures/corpus/banner-then-crash-stdio/"
+    "20261130T012953.932967Z_banner-then-crash-stdio-server_25100_599ea2.000.jsonl"
+)
+
+
+def test_reading_captures_interns_none_of_their_names(tmp_path: Path) -> None:
+    """Python 3.12 keeps every interned string for good, and `pathlib` interns each part of a path it
+    parses: 100,000 capture files whose names were parsed so kept 18 MB of names, scattered over
+    the Python heap among what reading freed (110 MB of it held, bench/README.md). Reading files must
+    leave none of their names interned."""
+    data = (Path(__file__).parent.parent / SPAWN_CAPTURE).read_bytes()
+    directory = os.path.join(str(tmp_path), "caps")
+    os.mkdir(directory)
+    # names built and written as plain strings: a `Path` made of one would intern it here already
+    names = [f"20261130T0129{i:02d}.000000Z_spawn-{uuid.uuid4().hex}_{i}_abcdef.000.jsonl" for i in range(3)]
+    for name in names:
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(data)
+    facts = extract_files(find_inputs([directory]))
+    assert len(facts) == 3 and facts[0].records > 0  # the copies are read as duplicates of the first
+    for name in names:
+        fresh = "".join([name[:10], name[10:]])  # an equal string that is not `name` itself
+        assert fresh is not name
+        assert sys.intern(fresh) is fresh, f"{name} was interned while reading"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "a/_sources/x.jsonl.json",
+        "/_sources/x.json",
+        "_sources/x.json",
+        "a/_sources//x.json",
+        "a/_sources/./x.json",
+        "a/_sources/x.json/",
+        "a/_sources/.json",
+        "a/_sources/..json",
+        "a/_sources/x.json.",
+        "a/_sources/x.JSON",
+        "a/sources/x.json",
+        "x.json",
+        "a/_sources/../x.json",
+        "a/b/x.jsonl",
+    ],
+)
+def test_source_entries_told_as_pathlib_tells_them(path: str) -> None:
+    p = Path(path)
+    assert is_source_entry(path) == (p.suffix == ".json" and p.parent.name == SOURCES_DIR)

@@ -59,3 +59,29 @@ def test_probe_next_request_on_its_connection_when_another_connection_comes_betw
     assert rows["next_same_conn"].all()
     assert (rows["next_ts"] - rows["ts"]).to_list() == pytest.approx([2.0] * 2000)
     assert (rows["next_conn"] == rows["conn"]).all()
+
+
+def test_probe_rows_in_view_order_with_their_own_details() -> None:
+    # `probe_rows` relies on its joins keeping the view's order (it is not sorted again) and sets
+    # the joined columns beside the probes' own: with thousands of probes, a join that reorders
+    # would misplace them. Each row must be in `_i` order and carry its own request's id and next request.
+    s = Scenario()
+    for c in range(30):
+        conn = s.conn(f"server{c % 3}", f"spawn{c}", client=f"agent{c % 7}")
+        for i in range(100):
+            t = i * 10.0 + c * 0.01
+            conn.probe(t, "discover-result" if (c + i) % 4 else "no-answer")
+            conn.call(t + 1.0, modern=bool(i % 2))
+    analysis = s.analysis()
+    rows = RuleContext.from_analysis(analysis, RuleOptions()).probe_rows
+    assert rows.height == 3000
+    assert rows["_i"].is_sorted() and rows["_i"].n_unique() == 3000
+    requests = analysis.messages.filter(pl.col("kind") == "request").select(
+        pl.col("file").cast(pl.String), "line", "id", "ts"
+    )
+    own = rows.select(pl.col("file").cast(pl.String), "line", "id", "next_line", "next_ts")
+    joined = own.join(requests, on=["file", "line"], how="left", suffix="_req")
+    assert (joined["id"] == joined["id_req"]).all()
+    # the next request is the call one second after the probe, on its own connection
+    assert (rows["next_ts"] - rows["ts"]).to_list() == pytest.approx([1.0] * 3000)
+    assert rows["next_same_conn"].all()

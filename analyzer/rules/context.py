@@ -17,7 +17,7 @@ import polars as pl
 from addon import format as fmt
 from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
-from analyzer.messages import as_strings
+from analyzer.messages import FLOW_KEY_DTYPE, as_strings
 from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
 from analyzer.rules.frames import as_lazy, pair_key
 from analyzer.rules.options import RuleOptions
@@ -234,7 +234,8 @@ class RuleContext:
         return pl.concat(parts, how="vertical")
 
     def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
-        """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`)."""
+        """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`),
+        as text; `capture` stays categorical, as the request view's (the probes' rows join on it)."""
         every = self._moved_requests()
         # matched in the request rows' own dtypes: only the few wanted rows become strings
         native = every.collect_schema()["capture"]
@@ -242,7 +243,11 @@ class RuleContext:
         return (
             every.select("capture", "seq", *_DETAIL_COLUMNS)
             .join(wanted, on=["capture", "seq"], how="semi")
-            .pipe(as_strings)
+            .with_columns(
+                pl.col(pl.Categorical).exclude("capture").cast(pl.String),
+                pl.col("capture").cast(pl.Categorical()),
+                *([pl.col("flow").cast(pl.String)] if every.collect_schema()["flow"] == FLOW_KEY_DTYPE else []),
+            )
             .unique(["capture", "seq"], keep="first")
         )
 
@@ -313,33 +318,47 @@ class RuleContext:
             )
             .select("_i", _next=pl.coalesce("_sc", "_ac"), next_same_conn=pl.col("_sc").is_not_null())
         )
+        # Keyed on the view's categoricals (`file`, `capture`), not on their text: every spawn of a
+        # capture directory sends a probe, and 100,000 probes' paths as text cost more than the
+        # frame they make. Joins keep the view's order (`_i`), so the result needs no sort.
         rows = (
             reqs.lazy()
             .filter(pl.col("is_probe"))
-            .with_columns(pl.col("file").cast(pl.String))
-            .join(probes, on=["file", "line"], how="inner")
-            .join(nexts, on="_i", how="left")
+            .join(
+                probes.with_columns(pl.col("file").cast(pl.Categorical())),
+                on=["file", "line"],
+                how="inner",
+                maintain_order="left",
+            )
+            .join(nexts, on="_i", how="left", maintain_order="left")
             .collect()
         )
         next_rows = reqs.lazy().join(rows.lazy().select(pl.col("_next").alias("_i")), on="_i", how="semi").collect()
         # one look-up over every request for both the probes and the requests after them
         details = self._request_details(pl.concat([r.select("capture", "seq") for r in (rows, next_rows)])).collect()
-        inits = self.inits.select("file", "line", pl.col("outcome").alias("init_outcome"))
+        inits = self.inits.select(
+            pl.col("file").cast(pl.Categorical()), "line", pl.col("outcome").alias("init_outcome")
+        )
         next_cols = (
             next_rows.lazy()
-            .with_columns(pl.col("file", "capture").cast(pl.String))
-            .join(details.lazy(), on=["capture", "seq"], how="left")
-            .join(inits, on=["file", "line"], how="left")
+            .join(details.lazy(), on=["capture", "seq"], how="left", maintain_order="left")
+            .join(inits, on=["file", "line"], how="left", maintain_order="left")
             .select("_i", *[pl.col(c).alias(f"next_{c}") for c in _NEXT_COLUMNS])
         )
-        return (
+        # The added columns alone go through the joins (a row each: the right sides' keys are unique),
+        # then stand beside the probes' own: their columns are not copied once per join.
+        added = (
             rows.lazy()
-            .with_columns(pl.col("capture").cast(pl.String))
-            .join(details.lazy(), on=["capture", "seq"], how="left")
-            .join(next_cols, left_on="_next", right_on="_i", how="left")
+            .select("capture", "seq", "_next")
+            .join(details.lazy(), on=["capture", "seq"], how="left", maintain_order="left")
+            .join(next_cols, left_on="_next", right_on="_i", how="left", maintain_order="left")
+            .drop("capture", "seq", "_next")
+            .collect()
+        )
+        return (
+            rows.hstack(added.get_columns())
+            .lazy()
             .with_columns(
-                pl.col("file", "capture").cast(pl.Categorical()),
-                pl.col("next_file").cast(pl.Categorical()),
                 pl.col("next_same_conn").fill_null(False),
                 (pl.col("next_method") == PROBE_METHOD).fill_null(False).alias("next_is_probe"),
                 (pl.col("next_method") == INIT_METHOD).fill_null(False).alias("next_is_init"),
@@ -355,7 +374,6 @@ class RuleContext:
                     pl.String
                 )
             )
-            .sort("_i")
             .collect()
         )
 

@@ -101,14 +101,18 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         `probes_per_request = 1`.
     """
     opts = ctx.options
-    probes = ctx.probe_rows.sort("server", "client", "ts").with_columns(
-        pl.coalesce(era_of_probe(), pl.col("outcome")).alias("answer")
+    # only the columns read here are sorted: every spawn of a capture directory sends a probe
+    read = ("server", "client", "ts", "outcome", "modern_versions", "file", "line", "answer_line", "ttl_ms", "conn")
+    probes = (
+        ctx.probe_rows.select(read)
+        .sort("server", "client", "ts")
+        .with_columns(pl.coalesce(era_of_probe(), pl.col("outcome")).alias("answer"))
     )
     if probes.is_empty():
         return probes.select("server", "client", "ts").clear()
     costs = probe_costs(ctx)
     windows = (
-        probes.with_columns(_dt().alias("dt"))
+        probes.select(*_KEYS, _dt().alias("dt"))
         .sort("dt")
         .rolling(index_column="dt", period=f"{int(opts.storm_window_s * 1_000_000)}us", group_by=_KEYS)
         .agg(pl.len().alias("in_window"))

@@ -42,7 +42,9 @@ def _legacy_refusals(ctx: RuleContext) -> pl.LazyFrame:
 def _era_changes(ctx: RuleContext) -> pl.DataFrame:
     """Per server, each probe whose answer shows a different era than the previous answer (any client)."""
     return (
-        ctx.probe_rows.with_columns(era_of_probe().alias("era"))
+        # only the columns read here are copied by the filter and the sort: a probe per spawn is many
+        ctx.probe_rows.select("server", "client", "ts", "file", "line", "outcome", "modern_versions")
+        .with_columns(era_of_probe().alias("era"))
         .filter(pl.col("era").is_not_null())
         .sort("server", "ts")
         .with_columns(pl.col("era").shift(1).over("server").alias("old_era"))
