@@ -233,8 +233,12 @@ Forward = Callable[[memoryview], None]
 def fd_forwarder(fd: int) -> Forward:
     """A forward function for a raw file descriptor."""
 
+    write = os.write
+
     def forward(data: memoryview) -> None:
-        write_all(fd, data)
+        n = write(fd, data)
+        if n != len(data):  # a pipe took less than asked
+            write_all(fd, data[n:])
 
     return forward
 
@@ -337,11 +341,14 @@ class Pump:
         bufs = [buf]
         src = self.src
         seq, name = self._sequencer, self.name
+        readv = os.readv
+        feed = self._splitter.feed
+        on_line = self._on_line
         try:
             while True:
                 self.reading = True
                 try:
-                    n = os.readv(src, bufs)
+                    n = readv(src, bufs)
                 except OSError as exc:
                     if exc.errno in (errno.EIO, errno.ECONNRESET):
                         n = 0  # a terminal or socket that went away: as good as EOF
@@ -354,7 +361,17 @@ class Pump:
                 if not n:
                     self.eof = True
                     break
-                self._relay(buf, view, n)
+                # Relayed here, not in a method: this runs once per read on the relay path.
+                if self._forward is not None:
+                    try:
+                        self._forward(view[:n])
+                    except OSError as exc:
+                        self._forward = None
+                        if self._on_forward_error is not None:
+                            self._on_forward_error(exc)
+                # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
+                for line in feed(buf, n):
+                    on_line(line, True)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()
@@ -369,19 +386,6 @@ class Pump:
             if seq is not None:
                 seq.end(name)
             self.done.set()
-
-    def _relay(self, buf: bytearray, view: memoryview, n: int) -> None:
-        if self._forward is not None:
-            try:
-                self._forward(view[:n])
-            except OSError as exc:
-                self._forward = None
-                if self._on_forward_error is not None:
-                    self._on_forward_error(exc)
-        # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
-        on_line = self._on_line
-        for line in self._splitter.feed(buf, n):
-            on_line(line, True)
 
 
 class Sequencer:
@@ -435,9 +439,15 @@ class Sequencer:
 
     def record(self, stream: str, record: dict[str, Any]) -> None:
         """Submit a record caused by `stream`'s current read; dropped once the stream is closed."""
-        with self._lock:
-            if stream not in self._closed:
-                self._submit(record, self.current[stream])
+        with self._lock:  # `_submit` inlined: this runs for every line relayed
+            if stream in self._closed:
+                return
+            ticket = self.current[stream]
+            pending = self._pending
+            if not self._held and (not pending or ticket <= min(pending.values())):
+                self._write(record)
+            else:
+                self._submit(record, ticket)
 
     def close(self, stream: str, record: dict[str, Any] | None = None, ticket: int | None = None) -> bool:
         """Stop recording `stream`, with `record` as its last word; False when it was closed already."""
@@ -616,6 +626,7 @@ class StdioTee:
             rec[fmt.F_DIR] = direction
         rec[fmt.F_TS] = time.time()
         rec[fmt.F_MONO] = time.monotonic()
+        rec[fmt.F_SERVER] = self.server  # where the writer would put it
         return rec
 
     def _on_c2s(self, payload: bytes, nl: bool) -> None:
