@@ -576,6 +576,9 @@ class StdioTee:
         # the server is gone and its stderr drained; a pump parked on a grandchild's pipe (or on a
         # client that never closes) can outlive its stream, but nothing it reads is recorded after.
         self._seq = Sequencer(self.writer.write)
+        self._on_c2s = self._line_recorder(fmt.C2S, fmt.FRAME, fmt.C2S)
+        self._on_s2c = self._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C)
+        self._on_stderr = self._line_recorder(fmt.STDERR, fmt.STDERR, None)
         # Signal handlers run on the main thread between any two bytecodes, possibly while it holds
         # the sequencer's lock: they only queue their record here, the main thread submits it.
         self._signals: collections.deque[dict[str, Any]] = collections.deque()
@@ -611,7 +614,7 @@ class StdioTee:
 
 
     def _line_record(self, rtype: str, payload: bytes, nl: bool, direction: str | None) -> dict[str, object]:
-        # On the relay threads' path: one dict literal in the common (UTF-8) case.
+        """The record of one line (a frame, or a stderr line when `direction` is None)."""
         try:
             rec: dict[str, object] = {
                 fmt.F_TYPE: rtype,
@@ -629,14 +632,42 @@ class StdioTee:
         rec[fmt.F_SERVER] = self.server  # where the writer would put it
         return rec
 
-    def _on_c2s(self, payload: bytes, nl: bool) -> None:
-        self._seq.record(fmt.C2S, self._line_record(fmt.FRAME, payload, nl, fmt.C2S))
+    def _line_recorder(self, stream: str, rtype: str, direction: str | None) -> Callable[[bytes, bool], None]:
+        """A pump's `on_line` for `stream`: `_line_record` with every name bound once, since it runs on
+        the relay thread for every line; the same record, the same field order."""
+        record, conn, server, clock, mono = self._seq.record, self.conn, self.server, time.time, time.monotonic
+        t_key, conn_key, raw_key, len_key, nl_key, dir_key, ts_key, mono_key, srv_key = (
+            fmt.F_TYPE, fmt.F_CONN, fmt.F_RAW, fmt.F_LEN, fmt.F_NL, fmt.F_DIR, fmt.F_TS, fmt.F_MONO, fmt.F_SERVER
+        )  # fmt: skip
+        slow = self._line_record
 
-    def _on_s2c(self, payload: bytes, nl: bool) -> None:
-        self._seq.record(fmt.S2C, self._line_record(fmt.FRAME, payload, nl, fmt.S2C))
+        if direction is None:
 
-    def _on_stderr(self, payload: bytes, nl: bool) -> None:
-        self._seq.record(fmt.STDERR, self._line_record(fmt.STDERR, payload, nl, None))
+            def on_line(payload: bytes, nl: bool) -> None:
+                try:
+                    raw = payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    record(stream, slow(rtype, payload, nl, None))
+                    return
+                record(stream, {
+                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                    ts_key: clock(), mono_key: mono(), srv_key: server,
+                })  # fmt: skip
+
+        else:
+
+            def on_line(payload: bytes, nl: bool) -> None:
+                try:
+                    raw = payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    record(stream, slow(rtype, payload, nl, direction))
+                    return
+                record(stream, {
+                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                    dir_key: direction, ts_key: clock(), mono_key: mono(), srv_key: server,
+                })  # fmt: skip
+
+        return on_line
 
     def _on_stdin_broken(self, exc: OSError) -> None:
         self._seq.record(fmt.C2S, self._event(fmt.EV_STDIN_BROKEN, error=_describe(exc)))
