@@ -254,9 +254,10 @@ class CaptureWriter:
     def _run(self) -> None:
         get = self._queue.get
         get_nowait = self._queue.get_nowait
+        empty = self._queue.empty
         while True:
             try:
-                item = get(timeout=self._age_left())
+                item = get(timeout=None if self.rotate_age is None else self._age_left())
             except queue.Empty:  # the open part came of age while no record arrived
                 if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
@@ -278,12 +279,11 @@ class CaptureWriter:
                     waiting.append(item)  # set once the records queued before it are written
                 else:
                     batch.append(item)
-                try:
-                    item = get_nowait()
-                except queue.Empty:
+                if empty():  # tested, not caught: this thread alone takes from the queue, and raising costs
                     break
+                item = get_nowait()
             if batch:
-                if self._aged():
+                if self.rotate_age is not None and self._aged():
                     with contextlib.suppress(OSError):  # else the records' own write opens the part, or reports
                         self._open_next_part()
                 self._write_records(batch)
