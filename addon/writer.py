@@ -320,10 +320,8 @@ class CaptureWriter:
         """Encode and write `records` in order, as few system calls as the parts and the failures allow."""
         # This loop runs once per record: names are locals, and a batch's bounds are one number.
         lines: list[bytes] = []
-        size = 0
-        """Bytes of `lines` once sealed (at most)."""
-        limit = 0
-        """What `size` may grow to: the batch's bound, or the room left in the part before its closing record."""
+        size = 0  # bytes of `lines` once sealed (at most)
+        limit = 0  # what `size` may grow to: the batch's bound, or the part's room before its closing record
         dumps, f_seq, seq = orjson.dumps, fmt.F_SEQ, self._seq
         try:
             for record in records:
