@@ -233,8 +233,12 @@ Forward = Callable[[memoryview], None]
 def fd_forwarder(fd: int) -> Forward:
     """A forward function for a raw file descriptor."""
 
+    write = os.write
+
     def forward(data: memoryview) -> None:
-        write_all(fd, data)
+        n = write(fd, data)
+        if n != len(data):  # a pipe took less than asked
+            write_all(fd, data[n:])
 
     return forward
 
@@ -337,11 +341,14 @@ class Pump:
         bufs = [buf]
         src = self.src
         seq, name = self._sequencer, self.name
+        readv = os.readv
+        feed = self._splitter.feed
+        on_line = self._on_line
         try:
             while True:
                 self.reading = True
                 try:
-                    n = os.readv(src, bufs)
+                    n = readv(src, bufs)
                 except OSError as exc:
                     if exc.errno in (errno.EIO, errno.ECONNRESET):
                         n = 0  # a terminal or socket that went away: as good as EOF
@@ -354,7 +361,17 @@ class Pump:
                 if not n:
                     self.eof = True
                     break
-                self._relay(buf, view, n)
+                # Relayed here, not in a method: this runs once per read on the relay path.
+                if self._forward is not None:
+                    try:
+                        self._forward(view[:n])
+                    except OSError as exc:
+                        self._forward = None
+                        if self._on_forward_error is not None:
+                            self._on_forward_error(exc)
+                # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
+                for line in feed(buf, n):
+                    on_line(line, True)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()
@@ -369,19 +386,6 @@ class Pump:
             if seq is not None:
                 seq.end(name)
             self.done.set()
-
-    def _relay(self, buf: bytearray, view: memoryview, n: int) -> None:
-        if self._forward is not None:
-            try:
-                self._forward(view[:n])
-            except OSError as exc:
-                self._forward = None
-                if self._on_forward_error is not None:
-                    self._on_forward_error(exc)
-        # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
-        on_line = self._on_line
-        for line in self._splitter.feed(buf, n):
-            on_line(line, True)
 
 
 class Sequencer:
@@ -435,9 +439,15 @@ class Sequencer:
 
     def record(self, stream: str, record: dict[str, Any]) -> None:
         """Submit a record caused by `stream`'s current read; dropped once the stream is closed."""
-        with self._lock:
-            if stream not in self._closed:
-                self._submit(record, self.current[stream])
+        with self._lock:  # `_submit` inlined: this runs for every line relayed
+            if stream in self._closed:
+                return
+            ticket = self.current[stream]
+            pending = self._pending
+            if not self._held and (not pending or ticket <= min(pending.values())):
+                self._write(record)
+            else:
+                self._submit(record, ticket)
 
     def close(self, stream: str, record: dict[str, Any] | None = None, ticket: int | None = None) -> bool:
         """Stop recording `stream`, with `record` as its last word; False when it was closed already."""
@@ -566,6 +576,9 @@ class StdioTee:
         # the server is gone and its stderr drained; a pump parked on a grandchild's pipe (or on a
         # client that never closes) can outlive its stream, but nothing it reads is recorded after.
         self._seq = Sequencer(self.writer.write)
+        self._on_c2s = self._line_recorder(fmt.C2S, fmt.FRAME, fmt.C2S)
+        self._on_s2c = self._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C)
+        self._on_stderr = self._line_recorder(fmt.STDERR, fmt.STDERR, None)
         # Signal handlers run on the main thread between any two bytecodes, possibly while it holds
         # the sequencer's lock: they only queue their record here, the main thread submits it.
         self._signals: collections.deque[dict[str, Any]] = collections.deque()
@@ -601,7 +614,7 @@ class StdioTee:
 
 
     def _line_record(self, rtype: str, payload: bytes, nl: bool, direction: str | None) -> dict[str, object]:
-        # On the relay threads' path: one dict literal in the common (UTF-8) case.
+        """The record of one line (a frame, or a stderr line when `direction` is None)."""
         try:
             rec: dict[str, object] = {
                 fmt.F_TYPE: rtype,
@@ -616,16 +629,45 @@ class StdioTee:
             rec[fmt.F_DIR] = direction
         rec[fmt.F_TS] = time.time()
         rec[fmt.F_MONO] = time.monotonic()
+        rec[fmt.F_SERVER] = self.server  # where the writer would put it
         return rec
 
-    def _on_c2s(self, payload: bytes, nl: bool) -> None:
-        self._seq.record(fmt.C2S, self._line_record(fmt.FRAME, payload, nl, fmt.C2S))
+    def _line_recorder(self, stream: str, rtype: str, direction: str | None) -> Callable[[bytes, bool], None]:
+        """A pump's `on_line` for `stream`: `_line_record` with every name bound once, since it runs on
+        the relay thread for every line; the same record, the same field order."""
+        record, conn, server, clock, mono = self._seq.record, self.conn, self.server, time.time, time.monotonic
+        t_key, conn_key, raw_key, len_key, nl_key, dir_key, ts_key, mono_key, srv_key = (
+            fmt.F_TYPE, fmt.F_CONN, fmt.F_RAW, fmt.F_LEN, fmt.F_NL, fmt.F_DIR, fmt.F_TS, fmt.F_MONO, fmt.F_SERVER
+        )  # fmt: skip
+        slow = self._line_record
 
-    def _on_s2c(self, payload: bytes, nl: bool) -> None:
-        self._seq.record(fmt.S2C, self._line_record(fmt.FRAME, payload, nl, fmt.S2C))
+        if direction is None:
 
-    def _on_stderr(self, payload: bytes, nl: bool) -> None:
-        self._seq.record(fmt.STDERR, self._line_record(fmt.STDERR, payload, nl, None))
+            def on_line(payload: bytes, nl: bool) -> None:
+                try:
+                    raw = payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    record(stream, slow(rtype, payload, nl, None))
+                    return
+                record(stream, {
+                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                    ts_key: clock(), mono_key: mono(), srv_key: server,
+                })  # fmt: skip
+
+        else:
+
+            def on_line(payload: bytes, nl: bool) -> None:
+                try:
+                    raw = payload.decode("utf-8")
+                except UnicodeDecodeError:
+                    record(stream, slow(rtype, payload, nl, direction))
+                    return
+                record(stream, {
+                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                    dir_key: direction, ts_key: clock(), mono_key: mono(), srv_key: server,
+                })  # fmt: skip
+
+        return on_line
 
     def _on_stdin_broken(self, exc: OSError) -> None:
         self._seq.record(fmt.C2S, self._event(fmt.EV_STDIN_BROKEN, error=_describe(exc)))

@@ -30,7 +30,6 @@ digest is the part's final one, and the next part's header starts from it.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import datetime as dt
 import os
@@ -58,7 +57,7 @@ _SEAL_BYTES: Final = len(chain.FIELD_OPEN) + 12 + chain.SEAL_TAIL_LEN
 _BATCH_RECORDS: Final = 256
 """Records taken from the queue at most per wake-up (the rest wait for the next round)."""
 _BATCH_BYTES: Final = 4 << 20
-"""Bytes of encoded lines written at most by one system call."""
+"""Bytes of sealed lines written at most by one system call (but a single longer line)."""
 _BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
 """Pieces one `os.writev` may take (less one sealed line's worth)."""
 
@@ -209,9 +208,13 @@ class CaptureWriter:
         if self._closed:
             self.lost += 1
             return
-        record.setdefault(fmt.F_TS, time.time())
-        record.setdefault(fmt.F_MONO, time.monotonic())
-        record.setdefault(fmt.F_SERVER, self.server)
+        # Tested, not `setdefault`: its default would read both clocks for every record that has them.
+        if fmt.F_TS not in record:
+            record[fmt.F_TS] = time.time()
+        if fmt.F_MONO not in record:
+            record[fmt.F_MONO] = time.monotonic()
+        if fmt.F_SERVER not in record:
+            record[fmt.F_SERVER] = self.server
         self._queue.put(record)
 
     def flush(self, timeout: float | None = None) -> bool:
@@ -251,9 +254,10 @@ class CaptureWriter:
     def _run(self) -> None:
         get = self._queue.get
         get_nowait = self._queue.get_nowait
+        empty = self._queue.empty
         while True:
             try:
-                item = get(timeout=self._age_left())
+                item = get(timeout=None if self.rotate_age is None else self._age_left())
             except queue.Empty:  # the open part came of age while no record arrived
                 if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
@@ -275,12 +279,11 @@ class CaptureWriter:
                     waiting.append(item)  # set once the records queued before it are written
                 else:
                     batch.append(item)
-                try:
-                    item = get_nowait()
-                except queue.Empty:
+                if empty():  # tested, not caught: this thread alone takes from the queue, and raising costs
                     break
+                item = get_nowait()
             if batch:
-                if self._aged():
+                if self.rotate_age is not None and self._aged():
                     with contextlib.suppress(OSError):  # else the records' own write opens the part, or reports
                         self._open_next_part()
                 self._write_records(batch)
@@ -315,38 +318,43 @@ class CaptureWriter:
 
     def _write_records(self, records: list[dict[str, Any]]) -> None:
         """Encode and write `records` in order, as few system calls as the parts and the failures allow."""
+        # This loop runs once per record: names are locals, and a batch's bounds are one number.
         lines: list[bytes] = []
-        size = 0
-        for record in records:
-            # Numbered before the attempt, so a lost record leaves a visible gap in `seq`.
-            self._seq += 1
-            record[fmt.F_SEQ] = self._seq
-            try:
-                line = orjson.dumps(record, option=_ENCODE_OPTS)
-            except TypeError as exc:  # a recorder bug must not kill the writer thread
-                if lines:
-                    self._flush_lines(lines)
-                    lines, size = [], 0
-                self._fail(f"record not encodable: {exc}")
-                continue
-            if self._pending_error and not self._try_write_error_record():
-                self._fail(self.last_error or "write failed")
-                continue
-            if lines and (
-                size + len(line) > _BATCH_BYTES
-                or len(lines) * 3 >= _BATCH_PIECES
-                or self._part_bytes + size + len(line) + (len(lines) + 1) * _SEAL_BYTES + self._end_bytes
-                > self.rotate_bytes
-            ):
-                self._flush_lines(lines)
-                lines, size = [], 0
+        size = 0  # bytes of `lines` once sealed (at most)
+        limit = 0  # what `size` may grow to: the batch's bound, or the part's room before its closing record
+        dumps, f_seq, seq = orjson.dumps, fmt.F_SEQ, self._seq
+        try:
+            for record in records:
+                # Numbered before the attempt, so a lost record leaves a visible gap in `seq`.
+                seq += 1
+                record[f_seq] = seq
+                try:
+                    line = dumps(record, option=_ENCODE_OPTS)
+                except TypeError as exc:  # a recorder bug must not kill the writer thread
+                    if lines:
+                        self._flush_lines(lines)
+                        lines, size = [], 0
+                    self._fail(f"record not encodable: {exc}")
+                    continue
                 if self._pending_error and not self._try_write_error_record():
                     self._fail(self.last_error or "write failed")
                     continue
-            if not lines and not self._ready_for(line):
-                continue
-            lines.append(line)
-            size += len(line)
+                size += len(line) + _SEAL_BYTES
+                if lines and (size > limit or len(lines) * 3 >= _BATCH_PIECES):
+                    self._flush_lines(lines)
+                    lines, size = [], len(line) + _SEAL_BYTES
+                    if self._pending_error and not self._try_write_error_record():
+                        self._fail(self.last_error or "write failed")
+                        size = 0
+                        continue
+                if not lines:
+                    if not self._ready_for(line):
+                        size = 0
+                        continue
+                    limit = min(_BATCH_BYTES, self.rotate_bytes - self._part_bytes - self._end_bytes)
+                lines.append(line)
+        finally:
+            self._seq = seq
         if lines:
             self._flush_lines(lines)
 
@@ -456,34 +464,42 @@ class CaptureWriter:
         (the reader tolerates a torn line), and what follows chains from the last whole line.
         """
         assert self._fd is not None
-        chainer = self._chainer
-        digest = self.digest
-        index = self._part_records
-        seal = chain.seal
-        pieces: list[bytes | memoryview] = []
-        ends: list[int] = []
-        digests: list[bytes] = []
-        size = 0
-        for line in lines:
-            index += 1
-            sealed, digest = seal(chainer, digest, line, index)
-            pieces += sealed
-            for piece in sealed:
-                size += len(piece)
-            ends.append(size)
-            digests.append(digest)
+        pieces, size, digest = chain.seal_lines(self._chainer, self.digest, lines, self._part_records)
         try:
             n = os.write(self._fd, pieces[0]) if len(pieces) == 1 else os.writev(self._fd, pieces)
         except OSError as exc:
             return 0, str(exc)
-        done = len(lines) if n == size else bisect.bisect_right(ends, n)
-        if done:
-            self.digest = digests[done - 1]
+        if n == size:
+            done = len(lines)
+            self.digest = digest
+        else:
+            done = self._whole_lines(pieces, n)
         self._part_bytes += n
         self._part_records += done
         if n != size:
             return done, f"short write ({n} of {size} bytes)"
         return done, None
+
+    def _whole_lines(self, pieces: list[bytes | memoryview], written: int) -> int:
+        """After a short write of `pieces`: how many lines it wrote whole; the chain goes back to the last.
+
+        A sealed line carries its own digest, so the last whole one says where the chain stands.
+        """
+        done = 0
+        line = b""
+        offset = 0
+        for piece in pieces:
+            offset += len(piece)
+            if offset > written:
+                break
+            line += piece
+            if line.endswith(b"\n"):
+                done += 1
+                sealed = chain.split(line)
+                assert sealed is not None
+                self.digest = sealed[1]
+                line = b""
+        return done
 
     def _end_part(self, reason: str, next_name: str | None) -> None:
         """Write the part's closing record (its digest is the part's final one), when it can be."""

@@ -1,36 +1,45 @@
 """What the hash chain costs the recorders: the HTTP recorder's hooks, the stdio tee and the writer,
-each with the chain (SHA-256, and HMAC-SHA256 as with `--key`) against the same code without it.
+each with the chain (SHA-256, and HMAC-SHA256 as with `--key`) against the recorders without it.
 
-"Without it" is the writer as it was before chains: one `os.write` per encoded line, no digest,
-no `part-end` record (`PATCH_UNCHAINED`, patched in for the baseline). Variants run interleaved
-(off sha256 hmac off sha256 hmac …) in the same run. Costs are CPU time (the process's own, all
-threads; for the tee, its own threads after start-up), which other work on a shared machine
-inflates far less than wall time; the tee's wall-clock round trip is reported beside it.
+Two baselines. By default "off" is this tree's writer with the chain patched out (one `os.write` per
+encoded line, no digest, no `part-end` record: `PATCH_UNCHAINED`). With `--baseline-tree PATH` it is
+"base": the recorders of another checkout (e.g. `git worktree add ../base acca428`, the commit
+before any chain work), run from that tree's own modules with this interpreter and these libraries,
+so the ratios are the whole cost of today's recorders against those, not only the chain's.
 
-    python -m bench.bench_chain [--quick]
+Every variant runs in child processes (`PYTHONPATH` and working directory set to its tree), and the
+variants run interleaved (base sha256 hmac base sha256 hmac …) in the same run. Costs are CPU time
+(the child's own, all threads; for the tee, its own threads after start-up, from
+`/proc/PID/task/*/schedstat`), which other work on a shared machine inflates far less than wall
+time; the tee's wall-clock round trip (what the traffic feels) is reported beside it.
 
-Target: each recorder's cost with the chain within 5 % of its cost without it (HTTP hooks per flow,
-tee per small message and per 1 MB message). The writer's own CPU per record is reported for
-scale: it runs on the writer thread, off the relay path.
+    python -m bench.bench_chain [--quick] [--json] [--baseline-tree PATH]
+
+Target: each recorder's cost with the chain within 5 % of the baseline's (HTTP hooks per flow, tee
+per 250 B message and per 1 MB message, and the tee's round trip for both). The writer's own CPU per
+record is reported for scale: it runs on the writer thread, off the relay path.
 """
 
 from __future__ import annotations
 
+import argparse
+import inspect
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench._standalone import module_main
+import orjson
 
+from bench._standalone import targets_line
+
+ROOT = Path(__file__).resolve().parent.parent
 KEY = b"bench-chain-key-0123456789abcdef"
-VARIANTS = ("off", "sha256", "hmac")
 PATCH_UNCHAINED = """
 import os
 from addon import writer
@@ -52,73 +61,107 @@ def _write_lines(self, lines):
 writer.CaptureWriter._write_lines = _write_lines
 writer.CaptureWriter._end_part = lambda self, reason, next_name: None
 """
-"""The writer without its chain: what it did before chains (one `os.write` per record, unsealed)."""
-TEE = f"""
+"""This tree's writer without its chain: one `os.write` per record, unsealed (the "off" variant)."""
+_PRELUDE = f"""
 import sys
-from pathlib import Path
-if sys.argv[2] == "off":
+KEY = {KEY!r}
+VARIANT = sys.argv[1]
+if VARIANT == "off":
     exec({PATCH_UNCHAINED!r})
-from addon.stdio_tee import run_tee
-key = {KEY!r} if sys.argv[2] == "hmac" else None
-sys.exit(run_tee(sys.argv[4:], out_dir=Path(sys.argv[1]), linger=0, chain_key=key, stderr=sys.stderr.buffer))
+# only the chained variants know the option: a baseline tree may predate it
+CHAIN = {{"chain_key": KEY}} if VARIANT == "hmac" else {{}}
 """
-"""The tee as `erascope record stdio --linger 0` runs it, as one variant (argv: out, variant, --, cmd)."""
+TEE = (
+    _PRELUDE
+    + """
+from pathlib import Path
+from addon.stdio_tee import run_tee
+sys.exit(run_tee(sys.argv[4:], out_dir=Path(sys.argv[2]), linger=0, stderr=sys.stderr.buffer, **CHAIN))
+"""
+)
+"""The tee as `erascope record stdio --linger 0` runs it, as one variant (argv: variant, out, --, cmd)."""
+WRITER = (
+    _PRELUDE
+    + """
+import time
+from pathlib import Path
+from addon import format as fmt
+from addon.writer import CaptureWriter
+out, size, records = Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+payload = fmt.payload_fields(b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * max(0, size - 36) + b'"}')
+w = CaptureWriter(out, transport=fmt.STDIO, server="bench", **CHAIN)
+w.write({fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c", fmt.F_DIR: fmt.S2C, **payload, fmt.F_NL: True})
+w.flush()  # the part is open, its header written: what follows is the cost per record alone
+t0 = time.process_time_ns()
+for _ in range(records):
+    w.write({fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c", fmt.F_DIR: fmt.S2C, **payload, fmt.F_NL: True})
+w.flush()
+print((time.process_time_ns() - t0) / records / 1000)
+w.close()  # its fsync is per capture, not per record: left out
+"""
+)
+"""CPU µs per record to stamp, encode, chain and write frames of about `size` bytes (argv: variant, out,
+size, records)."""
 
 
-@contextmanager
-def _variant(name: str) -> Iterator[None]:
-    """The writer as `name` in this process: the unchained baseline patched in for "off"."""
-    from addon import writer
+def _hooks_script() -> str:
+    from bench import bench_addon
 
-    saved = writer.CaptureWriter._write_lines, writer.CaptureWriter._end_part
-    if name == "off":
-        exec(PATCH_UNCHAINED, {})
-    try:
-        yield
-    finally:
-        writer.CaptureWriter._write_lines, writer.CaptureWriter._end_part = saved
+    helpers = inspect.getsource(bench_addon.tool_call_flows) + inspect.getsource(bench_addon.drive_hooks)
+    return (
+        _PRELUDE
+        + f"""
+import os, time
+from pathlib import Path
+from typing import Any
+from mitmproxy.test import taddons
+from addon.http_recorder import HttpRecorder
+BODY = {bench_addon.BODY!r}
+{helpers}
+out, flows = Path(sys.argv[2]), int(sys.argv[3])
+os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
+options = {{"erascope_dir": str(out)}}
+if VARIANT == "hmac":
+    (out / "chain.key").write_bytes(KEY)
+    options["erascope_chain_key"] = str(out / "chain.key")
+addon = HttpRecorder()
+with taddons.context(addon) as tctx:
+    tctx.configure(addon, **options)
+    drive_hooks(addon, tool_call_flows(50))  # warm-up: the writer's part, first-call costs
+    batch = tool_call_flows(flows)
+    t0 = time.process_time_ns()
+    drive_hooks(addon, batch)
+    elapsed = time.process_time_ns() - t0
+    addon.done()
+print(elapsed / flows / 1000)
+"""
+    )
+    """CPU µs per flow (the hooks and the writer's thread) of the HTTP recorder for one JSON request and
+    response, driven as `bench_addon` drives them (argv: variant, out, flows)."""
 
 
-def _writer_cpu_us(variant: str, size: int, records: int, out: Path) -> float:
-    """CPU per record to stamp, encode, chain and write `records` frames of about `size` bytes."""
-    from addon import format as fmt
-    from addon.writer import CaptureWriter
+class Variant:
+    """One side of the comparison: a name and the tree whose `addon` it runs."""
 
-    payload = fmt.payload_fields(b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * max(0, size - 36) + b'"}')
-    with _variant(variant):
-        t0 = time.process_time_ns()
-        w = CaptureWriter(out, transport=fmt.STDIO, server="bench", chain_key=KEY if variant == "hmac" else None)
-        for _ in range(records):
-            w.write({fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c", fmt.F_DIR: fmt.S2C, **payload, fmt.F_NL: True})
-        w.close()
-        elapsed = time.process_time_ns() - t0
-    for p in w.paths:
-        p.unlink()
-    return elapsed / records / 1000
+    def __init__(self, name: str, tree: Path) -> None:
+        self.name = name
+        self.tree = tree
+        self.env = dict(os.environ, PYTHONPATH=str(tree), ERASCOPE_REDACT_KEY="bench")
 
+    def output(self, script: str, *args: str) -> float:
+        done = subprocess.run(
+            [sys.executable, "-c", script, self.name, *args],
+            cwd=self.tree, env=self.env, capture_output=True, check=False, timeout=600,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{self.name} ({self.tree}) failed:\n{done.stderr.decode(errors='replace')}")
+        return float(done.stdout.split()[-1])
 
-def _hook_cpu_us(variant: str, flows: int, out: Path) -> float:
-    """CPU µs per flow (the hooks and the capture writer's thread) of the HTTP recorder for one JSON
-    request and response, driven as `bench_addon._hook_cost_us` drives them."""
-    from mitmproxy.test import taddons
-
-    from addon.http_recorder import HttpRecorder
-    from bench.bench_addon import drive_hooks, tool_call_flows
-
-    os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
-    key = out / "chain.key"
-    key.write_bytes(KEY)
-    addon = HttpRecorder()
-    with _variant(variant), taddons.context(addon) as tctx:
-        tctx.configure(addon, erascope_dir=str(out), erascope_chain_key=str(key) if variant == "hmac" else "")
-        batch = tool_call_flows(flows)
-        t0 = time.process_time_ns()
-        drive_hooks(addon, batch)
-        elapsed = time.process_time_ns() - t0
-        addon.done()
-    for p in out.glob("*.jsonl"):
-        p.unlink()
-    return elapsed / flows / 1000
+    def spawn(self, script: str, *args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-c", script, self.name, *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tree, env=self.env, bufsize=0,
+        )  # fmt: skip
 
 
 def _task_cpu_ns(pid: int) -> int:
@@ -133,14 +176,11 @@ def _task_cpu_ns(pid: int) -> int:
     return total
 
 
-def _tee_cpu(cmd: list[str], messages: int, size: int) -> tuple[float, float]:
+def _tee_cpu(proc: subprocess.Popen[bytes], messages: int, size: int) -> tuple[float, float]:
     """(CPU µs of the tee process per message, median round trip µs) for `messages` lines of `size`
-    bytes sent one at a time through `cmd` and echoed back. Start-up is left out (a warm-up, then the
+    bytes sent one at a time through `proc` and echoed back. Start-up is left out (a warm-up, then the
     tee's own threads' CPU time from `/proc`); the echo server is a process apart, not counted."""
-    from bench.bench_tee import _spawn
-
     line = b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * max(0, size - 37) + b'"}\n'
-    proc = _spawn(cmd)
     assert proc.stdin is not None and proc.stdout is not None
     fd_in, fd_out = proc.stdin.fileno(), proc.stdout.fileno()
     samples: list[float] = []
@@ -155,7 +195,10 @@ def _tee_cpu(cmd: list[str], messages: int, size: int) -> tuple[float, float]:
         while view:
             view = view[os.write(fd_in, view) :]
         while b"\n" not in pending:
-            pending += os.read(fd_out, 1 << 20)
+            chunk = os.read(fd_out, 1 << 20)
+            if not chunk:
+                raise RuntimeError(f"the tee ended early (exit status {proc.wait()})")
+            pending += chunk
         samples.append((time.perf_counter_ns() - t0) / 1000)
         got, _, pending = pending.partition(b"\n")
         if got + b"\n" != line:
@@ -166,11 +209,25 @@ def _tee_cpu(cmd: list[str], messages: int, size: int) -> tuple[float, float]:
     proc.stdout.read()
     proc.stdout.close()
     if proc.wait(60) != 0:
-        raise RuntimeError(f"{cmd!r} exited with {proc.returncode}")
+        raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
     return cpu / messages / 1000, statistics.median(samples[warm:])
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+MEASURES = (
+    ("HTTP recorder hooks, CPU per flow", "hook"),
+    ("stdio tee, CPU per 250 B message", "tee"),
+    ("stdio tee, CPU per 1 MB message", "tee_mb"),
+    ("stdio tee, wall-clock round trip of a 250 B message", "rt"),
+    ("stdio tee, wall-clock round trip of a 1 MB message", "rt_mb"),
+    ("writer, CPU per 250 B record", "writer_250"),
+    ("writer, CPU per 4 kB record", "writer_4096"),
+    ("writer, CPU per 64 kB record", "writer_65536"),
+)
+TARGETS = ("hook", "tee", "tee_mb", "rt", "rt_mb")
+"""What the 5 % target applies to (the writer alone is for scale)."""
+
+
+def run(quick: bool = False, baseline_tree: Path | None = None) -> dict[str, Any]:
     """Measure each recorder with and without the chain; numbers, ratios and the 5 % target."""
     from bench.bench_tee import ECHO
 
@@ -180,6 +237,10 @@ def run(quick: bool = False) -> dict[str, Any]:
     messages = 500 if quick else 2_000
     big = 20 if quick else 60
     sizes = (250, 4_096, 65_536)
+    baseline = "off" if baseline_tree is None else "base"
+    variants = [Variant(baseline, ROOT if baseline_tree is None else baseline_tree.resolve())]
+    variants += [Variant(name, ROOT) for name in ("sha256", "hmac")]
+    hooks = _hooks_script()
     tmp = Path(tempfile.mkdtemp(prefix="erascope-bench-chain-"))
     samples: dict[str, list[float]] = {}
 
@@ -189,55 +250,59 @@ def run(quick: bool = False) -> dict[str, Any]:
     echo = [sys.executable, "-c", ECHO]
     try:
         for _ in range(runs):
-            for variant in VARIANTS:
-                out = tmp / variant
+            for v in variants:
+                out = tmp / v.name
                 out.mkdir(exist_ok=True)
                 for size in sizes:
-                    add(f"writer_{size}_{variant}", _writer_cpu_us(variant, size, records // (size // 250), out))
-                add(f"hook_{variant}", _hook_cpu_us(variant, flows, out))
-                tee = [sys.executable, "-c", TEE, str(out), variant, "--", *echo]
-                cpu, rt = _tee_cpu(tee, messages, 250)
-                add(f"tee_{variant}", cpu)
-                add(f"rt_{variant}", rt)
-                add(f"tee_mb_{variant}", _tee_cpu(tee, big, 1 << 20)[0])
+                    add(f"writer_{size}_{v.name}", v.output(WRITER, str(out), str(size), str(records // (size // 250))))
+                add(f"hook_{v.name}", v.output(hooks, str(out), str(flows)))
+                cpu, rt = _tee_cpu(v.spawn(TEE, str(out), "--", *echo), messages, 250)
+                add(f"tee_{v.name}", cpu)
+                add(f"rt_{v.name}", rt)
+                cpu, rt = _tee_cpu(v.spawn(TEE, str(out), "--", *echo), big, 1 << 20)
+                add(f"tee_mb_{v.name}", cpu)
+                add(f"rt_mb_{v.name}", rt)
                 for p in out.glob("*.jsonl"):
                     p.unlink()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    result: dict[str, Any] = {"name": "chain", "quick": quick, "runs": runs, "load_avg": round(os.getloadavg()[0], 2)}
+    result: dict[str, Any] = {
+        "name": "chain",
+        "quick": quick,
+        "runs": runs,
+        "baseline": baseline,
+        "baseline_tree": None if baseline_tree is None else str(baseline_tree),
+        "load_avg": round(os.getloadavg()[0], 2),
+    }
     for key, values in samples.items():
         result[key] = round(statistics.median(values), 2)
         result[key + "_best"] = round(min(values), 2)
+        result[key + "_all"] = [round(x, 2) for x in values]
     for variant in ("sha256", "hmac"):
-        for what in ("hook", "tee", "tee_mb", "rt", *(f"writer_{size}" for size in sizes)):
-            result[f"{what}_ratio_{variant}"] = round(result[f"{what}_{variant}"] / result[f"{what}_off"], 3)
+        for _, what in MEASURES:
+            result[f"{what}_ratio_{variant}"] = round(result[f"{what}_{variant}"] / result[f"{what}_{baseline}"], 3)
             result[f"{what}_ratio_{variant}_best"] = round(
-                result[f"{what}_{variant}_best"] / result[f"{what}_off_best"], 3
+                result[f"{what}_{variant}_best"] / result[f"{what}_{baseline}_best"], 3
             )
     result["targets"] = {
         f"{what}_{variant}<=1.05": result[f"{what}_ratio_{variant}"] <= 1.05
         for variant in ("sha256", "hmac")
-        for what in ("hook", "tee", "tee_mb")
+        for what in TARGETS
     }
     return result
 
 
 def describe(r: dict[str, Any]) -> list[str]:
+    base = r["baseline"]
     rows = [
         f"hash chain cost, CPU time (median of {r['runs']} interleaved runs; ratio of the fastest runs in"
-        f" brackets; load average {r['load_avg']})"
+        f" brackets; load average {r['load_avg']}; baseline {base}"
+        + (f" = {r['baseline_tree']}" if r["baseline_tree"] else ": this tree, chain patched out")
+        + ")"
     ]
-    for label, key in (
-        ("HTTP recorder hooks, CPU per flow", "hook"),
-        ("stdio tee, CPU per 250 B message", "tee"),
-        ("stdio tee, CPU per 1 MB message", "tee_mb"),
-        ("stdio tee, wall-clock round trip of a 250 B message", "rt"),
-        ("writer, CPU per 250 B record", "writer_250"),
-        ("writer, CPU per 4 kB record", "writer_4096"),
-        ("writer, CPU per 64 kB record", "writer_65536"),
-    ):
+    for label, key in MEASURES:
         rows.append(
-            f"  {label}: off {r[f'{key}_off']} µs, sha256 {r[f'{key}_sha256']} µs"
+            f"  {label}: {base} {r[f'{key}_{base}']} µs, sha256 {r[f'{key}_sha256']} µs"
             f" ({r[f'{key}_ratio_sha256']}x [{r[f'{key}_ratio_sha256_best']}x]), hmac {r[f'{key}_hmac']} µs"
             f" ({r[f'{key}_ratio_hmac']}x [{r[f'{key}_ratio_hmac_best']}x])"
         )
@@ -245,7 +310,22 @@ def describe(r: dict[str, Any]) -> list[str]:
 
 
 def main() -> None:
-    module_main(__doc__.splitlines()[0], run, describe)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON only")
+    parser.add_argument(
+        "--baseline-tree", type=Path, default=None, metavar="PATH",
+        help="compare with the recorders of this checkout (e.g. the commit before chains) instead of this"
+        " tree with the chain patched out",
+    )  # fmt: skip
+    args = parser.parse_args()
+    if args.baseline_tree is not None and not (args.baseline_tree / "addon" / "stdio_tee.py").is_file():
+        parser.error(f"--baseline-tree {args.baseline_tree}: no addon/stdio_tee.py there")
+    result = run(quick=args.quick, baseline_tree=args.baseline_tree)
+    if args.json:
+        sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    sys.stdout.write("\n".join([*describe(result), targets_line(result)]) + "\n")
 
 
 if __name__ == "__main__":

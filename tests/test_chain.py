@@ -66,6 +66,28 @@ def test_sealing_keeps_the_record_and_its_payload_lossless(data: bytes, index: i
     assert chain.Chainer().digest(previous, covered) == digest
 
 
+@settings(deadline=None, max_examples=60)
+@given(
+    st.lists(st.sampled_from([0, 1, 250, 4_096, 70_000]), min_size=1, max_size=6),
+    st.integers(min_value=0, max_value=10**6),
+    st.booleans(),
+)
+def test_sealing_a_batch_gives_the_bytes_of_sealing_line_by_line(sizes: list[int], index: int, keyed: bool) -> None:
+    """The writer seals a batch in one loop (`seal_lines`): the same bytes and digests as `seal`, small
+    lines (copied) and big ones (pieces) mixed."""
+    chainer = chain.Chainer(b"k" * 32 if keyed else None)
+    lines = [orjson.dumps({fmt.F_TYPE: fmt.FRAME, fmt.F_RAW: "x" * n}, option=orjson.OPT_APPEND_NEWLINE) for n in sizes]
+    pieces, size, digest = chain.seal_lines(chainer, chain.START, lines, index)
+    expected: list[bytes] = []
+    previous = chain.START
+    for i, line in enumerate(lines, start=index + 1):
+        sealed, previous = chain.seal(chainer, previous, line, i)
+        expected.append(b"".join(bytes(p) for p in sealed))
+    assert b"".join(bytes(p) for p in pieces) == b"".join(expected)
+    assert size == sum(len(line) for line in expected)
+    assert digest == previous
+
+
 def test_split_refuses_what_is_not_a_sealed_line() -> None:
     sealed = b"".join(bytes(p) for p in chain.seal(chain.Chainer(), chain.START, b'{"type":"frame"}\n', 7)[0])
     assert chain.split(sealed) is not None and chain.split(sealed)[0] == 7  # type: ignore[index]

@@ -305,6 +305,29 @@ def test_answer_is_recorded_after_its_request_even_if_the_request_is_recorded_la
         os.close(fd)
 
 
+@pytest.mark.parametrize("payload", [b'{"jsonrpc":"2.0","id":1}', b"caf\xc3\xa9", b"\xff\xfe not utf-8", b""])
+@pytest.mark.parametrize("nl", [True, False])
+def test_the_pumps_line_records_are_the_documented_records(tmp_path: Path, payload: bytes, nl: bool) -> None:
+    """Each pump's `on_line` builds its record inline: the very fields, values and order of `_line_record`."""
+    tee = StdioTee(["cat"], out_dir=tmp_path, linger=0, stderr=io.BytesIO())
+    got: list[tuple[str, dict[str, object]]] = []
+    tee._seq.record = lambda stream, record: got.append((stream, record))  # type: ignore[method-assign]
+    for on_line, stream, rtype, direction in (
+        (tee._line_recorder(fmt.C2S, fmt.FRAME, fmt.C2S), fmt.C2S, fmt.FRAME, fmt.C2S),
+        (tee._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C), fmt.S2C, fmt.FRAME, fmt.S2C),
+        (tee._line_recorder(fmt.STDERR, fmt.STDERR, None), fmt.STDERR, fmt.STDERR, None),
+    ):
+        on_line(payload, nl)
+        expected = tee._line_record(rtype, payload, nl, direction)
+        (got_stream, record) = got.pop()
+        assert got_stream == stream
+        assert list(record) == list(expected)
+        assert {k: v for k, v in record.items() if k not in (fmt.F_TS, fmt.F_MONO)} == {
+            k: v for k, v in expected.items() if k not in (fmt.F_TS, fmt.F_MONO)
+        }
+    tee.writer.close()
+
+
 # --- small pure helpers ----------------------------------------------------------------------------
 
 
