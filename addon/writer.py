@@ -48,6 +48,7 @@ import orjson
 from addon import chain
 from addon import format as fmt
 from addon.retention import PartKeeper, Retention, open_locked
+from addon.version import tool_version
 
 DEFAULT_ROTATE_BYTES: Final = 256 * 1024 * 1024
 _ENCODE_OPTS: Final = orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
@@ -60,15 +61,6 @@ _BATCH_BYTES: Final = 4 << 20
 """Bytes of sealed lines written at most by one system call (but a single longer line)."""
 _BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
 """Pieces one `os.writev` may take (less one sealed line's worth)."""
-
-
-def tool_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("erascope")
-    except PackageNotFoundError:
-        return "0+unknown"
 
 
 def slug(text: str, limit: int = 40) -> str:

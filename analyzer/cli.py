@@ -133,7 +133,7 @@ ChainKeyOption = Annotated[
 
 def _show_version(value: bool) -> None:
     if value:
-        from addon.writer import tool_version
+        from addon.version import tool_version  # not addon.writer: the recorder's imports
 
         typer.echo(f"erascope {tool_version()}")
         raise typer.Exit()

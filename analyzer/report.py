@@ -24,13 +24,11 @@ import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 import polars as pl
 from rich.cells import cell_len
-from rich.console import Console
-from rich.text import Text
 
 from addon.errors import ErascopeError
 from analyzer.eras import ServerVerdict
@@ -40,6 +38,11 @@ from analyzer.pipeline import Analysis
 from analyzer.probes import NON_ERA_OUTCOMES
 from analyzer.sources import location, separator
 from analyzer.terminal import visible
+
+if TYPE_CHECKING:
+    # The text renderer's rich classes are imported where it runs: rich.text brings rich.console
+    # (about a tenth of a second), which json and markdown reports do not use.
+    from rich.text import Text
 
 REPORT_SCHEMA: Final = "erascope-report/2"
 FORMATS: Final = ("text", "json", "markdown")
@@ -502,6 +505,8 @@ def _words_wrapped(text: str, width: int) -> list[str]:
 
 def _prose(text: str | Text, width: int, indent: int = 0, hang: int = 4) -> list[Text]:
     """A paragraph wrapped at spaces to `width`, first line at `indent`, the rest at `indent + hang`."""
+    from rich.text import Text
+
     style = text.style if isinstance(text, Text) else ""
     plain = text.plain if isinstance(text, Text) else text
     first = _words_wrapped(plain, max(1, width - indent))
@@ -552,6 +557,8 @@ def _table_lines(
 ) -> list[Text]:
     """`rows` laid out in `width` columns (see the section comment): the title, the header and its
     rule, then each row's headings, its line(s) and its labelled lines."""
+    from rich.text import Text
+
     if not rows:
         return []
     stacked = 0  # leading key column moved above its row (0 or 1)
@@ -642,6 +649,8 @@ def _legend_lines(analysis: Analysis, width: int) -> list[Text]:
 
 
 def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> list[Text]:
+    from rich.text import Text
+
     head = Text.assemble(
         (f.severity.value.upper(), _SEVERITY_STYLE.get(f.severity.value, "")),
         "  ",
@@ -659,6 +668,8 @@ def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> l
 
 def _clients_lines(clients: pl.DataFrame, eras: dict[str, str], width: int) -> list[Text]:
     """Clients under a heading line per server (a server column would not fit)."""
+    from rich.text import Text
+
     # the identity's parts are in its text (`client`); json has them apart
     shown = [c for c in clients.columns if c not in ("server", "server_era", "identity")]
     headers = [_CLIENT_HEADERS.get(c, c) for c in shown]
@@ -706,6 +717,9 @@ def render_text(analysis: Analysis, *, width: int | None = None, color: bool = F
     `width`: columns to render at; None means the terminal's width (`COLUMNS`), at most 120, and
     100 when the output is not a terminal.
     """
+    from rich.console import Console
+    from rich.text import Text
+
     if width is None:
         width = min(shutil.get_terminal_size((100, 24)).columns, _MAX_WIDTH)
     analysis = _shown(analysis)
