@@ -641,31 +641,17 @@ class StdioTee:
         )  # fmt: skip
         slow = self._line_record
 
-        if direction is None:
-
-            def on_line(payload: bytes, nl: bool) -> None:
-                try:
-                    raw = payload.decode("utf-8")
-                except UnicodeDecodeError:
-                    record(stream, slow(rtype, payload, nl, None))
-                    return
-                record(stream, {
-                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
-                    ts_key: clock(), mono_key: mono(), srv_key: server,
-                })  # fmt: skip
-
-        else:
-
-            def on_line(payload: bytes, nl: bool) -> None:
-                try:
-                    raw = payload.decode("utf-8")
-                except UnicodeDecodeError:
-                    record(stream, slow(rtype, payload, nl, direction))
-                    return
-                record(stream, {
-                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
-                    dir_key: direction, ts_key: clock(), mono_key: mono(), srv_key: server,
-                })  # fmt: skip
+        def on_line(payload: bytes, nl: bool) -> None:
+            try:
+                raw = payload.decode("utf-8")
+            except UnicodeDecodeError:
+                record(stream, slow(rtype, payload, nl, direction))
+                return
+            rec = {t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl}
+            if direction is not None:
+                rec[dir_key] = direction
+            rec[ts_key], rec[mono_key], rec[srv_key] = clock(), mono(), server
+            record(stream, rec)
 
         return on_line
 

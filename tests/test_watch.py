@@ -107,6 +107,15 @@ def analyze_json(path: Path) -> dict[str, Any]:
     return json.loads(res.stdout)
 
 
+def analyzed(path: Path) -> dict[str, Any]:
+    """What `analyze -f json` prints for `path`, in this process."""
+    analysis = analyze([str(path)])
+    try:
+        return json.loads(render(analysis, "json"))
+    finally:
+        analysis.close()
+
+
 def expected(report: dict[str, Any]) -> tuple[set[Any], set[Any]]:
     """(findings as rule, server, evidence) and (era changes as server, era, deciding line) of a report."""
     findings = {(f["rule"], f["server"], tuple(_loc(e) for e in f["evidence"])) for f in report["findings"]}
@@ -320,9 +329,7 @@ def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str)
         events += watcher.poll()
     clock[0] += 30  # idle past the probe timeout: unanswered probes are decided
     events += watcher.poll()
-    analysis = analyze([str(live)])
-    report = json.loads(render(analysis, "json"))  # what `analyze -f json` prints
-    analysis.close()
+    report = analyzed(live)
     assert reported([e.as_json() for e in events]) == expected(report)
     assert watcher.notes == []
 
@@ -368,9 +375,7 @@ def test_hostile_lines_are_noted_and_the_rest_is_analyzed(tmp_path: Path) -> Non
             events += watcher.poll()
     clock[0] += 30
     events += watcher.poll()
-    analysis = analyze([str(live)])
-    report = json.loads(render(analysis, "json"))
-    analysis.close()
+    report = analyzed(live)
     assert reported([e.as_json() for e in events]) == expected(report)
     noted = sorted(int(note.split(":")[1]) for note in watcher.notes)
     assert noted == [b["line"] for b in report["inputs"]["malformed"]] == list(range(5, 10))
@@ -439,9 +444,7 @@ def test_findings_whose_evidence_spans_a_long_history(tmp_path: Path) -> None:
         events += watcher.poll()
     clock[0] += 30
     events += watcher.poll()
-    analysis = analyze([str(live)])
-    report = json.loads(render(analysis, "json"))
-    analysis.close()
+    report = analyzed(live)
     as_dicts = [e.as_json() for e in events]
     assert reported(as_dicts) == expected(report)
     # the history mattered: an era change decided by the new lines on a server with a long history
