@@ -411,34 +411,22 @@ def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
     is_candidate = messages.select(candidate).to_series()
     if not is_candidate.any():
         return is_candidate
-    rows = (
-        messages.select("file", "capture", "conn", "server", "seq", "ts", "kind", "event", "flow")
-        .with_columns(_cand=is_candidate, _gone=is_gone)
-        .with_row_index("_r")
-        .lazy()
-    )
-    # the next record's first member, or the next member of the same record (`MEMBER_SLOTS`)
+    # Runs of rows in frame order, each the record (or batch member) right after the one before it
+    # in the same capture, no request among them but maybe the first: within a run `seq` grows, so
+    # a window over it sees earlier records first (no sort: rows come in their files' order).
     seq, before = pl.col("seq"), pl.col("seq").shift(1)
     follows = (seq == before + 1) | (seq == (before // MEMBER_SLOTS + 1) * MEMBER_SLOTS)
     linked = ((pl.col("capture") == pl.col("capture").shift(1)) & follows & (kind != "request")).fill_null(False)
     death = (event.is_in(STDIO_DEATHS) & pl.col("flow").is_null()).fill_null(False).cast(pl.UInt32)
-    after_death = (death.cum_sum() - death).over("_run", "conn", "server") > 0
+    after_death = (death.cum_sum() - death).over((~linked).cum_sum(), "conn", "server") > 0
     latest = pl.col("ts").filter(~pl.col("_gone")).max().over("file")
     unread = (
         pl.col("_cand")
         & (pl.col("ts") < latest).fill_null(False)
         & (event.is_in(_UNREAD_EVENTS) | (after_death & event.is_in(_AFTER_DEATH_EVENTS)))
     )
-    dropped = (
-        rows.sort("capture", "seq", nulls_last=True, maintain_order=True)
-        .with_columns(_run=(~linked).cum_sum())
-        .with_columns(_drop=unread.fill_null(False))
-        .filter("_drop")
-        .select("_r")
-        .collect()
-    )
-    index = pl.int_range(pl.len(), dtype=pl.UInt32)
-    return messages.select(index.is_in(dropped.get_column("_r").implode())).to_series()
+    rows = messages.select("file", "capture", "conn", "server", "seq", "ts", "kind", "event", "flow")
+    return rows.with_columns(_cand=is_candidate, _gone=is_gone).select(unread.fill_null(False)).to_series()
 
 
 def compacted(frame: pl.DataFrame) -> pl.DataFrame:
