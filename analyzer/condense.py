@@ -415,7 +415,8 @@ def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
     # in the same capture, no request among them but maybe the first: within a run `seq` grows, so
     # a window over it sees earlier records first (no sort: rows come in their files' order).
     seq, before = pl.col("seq"), pl.col("seq").shift(1)
-    follows = (seq == before + 1) | (seq == (before // MEMBER_SLOTS + 1) * MEMBER_SLOTS)
+    # (`seq > before`: no wrap-around at the top of the range, whatever `seq` a capture claims)
+    follows = (seq > before) & ((seq == before + 1) | (seq == (before // MEMBER_SLOTS + 1) * MEMBER_SLOTS))
     linked = ((pl.col("capture") == pl.col("capture").shift(1)) & follows & (kind != "request")).fill_null(False)
     death = (event.is_in(STDIO_DEATHS) & pl.col("flow").is_null()).fill_null(False).cast(pl.UInt32)
     after_death = (death.cum_sum() - death).over((~linked).cum_sum(), "conn", "server") > 0
