@@ -23,7 +23,14 @@ What is condensed: an exchange whose answer is a plain result (s2c, answering an
 `server/discover` and `initialize`, naming no versions). Its answer is dropped, its request moves
 to `Traffic.requests`, and over HTTP the bookkeeping of its flow (the response that only starts the
 event stream or acknowledges, the clean stream end) is dropped; s2c notifications are dropped too.
-Errors, invalid lines, process lifecycle, failures and every request without such an answer stay.
+Errors, invalid lines, failures and every request without such an answer stay.
+
+A stdio spawn's lifecycle records (`spawn`, `signal`, `server-eof`, `exit`, `client-eof`, ...) stay
+but for those nothing can read (`_unread_lifecycle`): the classification reads of them only the
+first death and the first `client-eof` after each request on the connection (`analyzer.probes`),
+the client identity only the `spawn` row's host; so a `signal`, `terminate` or `linger-end` row, and
+a death or `client-eof` that follows a death with no request between them, are dropped (a spawn
+per probe keeps 3 of its 5 lifecycle rows).
 Files are read and condensed in chunks (`analyzer.load`), so an answer can come in a later chunk
 or part than its request; `analyzer.load.relink` pairs the kept rows again together with the moved
 requests those answers can belong to, which gives the pairing of reading everything at once.
@@ -42,7 +49,7 @@ from typing import Final
 import polars as pl
 
 from addon import format as fmt
-from analyzer.messages import as_categoricals
+from analyzer.messages import MEMBER_SLOTS, as_categoricals
 from analyzer.spill import Spill
 
 Rows = pl.DataFrame | pl.LazyFrame
@@ -67,6 +74,30 @@ _MASK_COLUMNS: Final = (
     "event",
 )
 _CAT: Final = pl.Categorical()
+STDIO_DEATHS: Final = (fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN, fmt.EV_SPAWN_FAILED)
+"""The stdio lifecycle events that end a connection (`analyzer.probes` reads the first one after a request)."""
+_UNREAD_EVENTS: Final = (fmt.EV_SIGNAL, fmt.EV_TERMINATE, fmt.EV_LINGER_END)
+"""Lifecycle events nothing reads: a row of one is dropped wherever it is (`_unread_lifecycle`)."""
+_AFTER_DEATH_EVENTS: Final = (fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN, fmt.EV_CLIENT_EOF)
+"""Lifecycle events read only as the first of their kind after a request: dropped after a death."""
+_LIFECYCLE_COLUMNS: Final = (
+    "file",
+    "line",
+    "server",
+    "transport",
+    "conn",
+    "seq",
+    "ts",
+    "record_type",
+    "kind",
+    "event",
+    "exit_code",
+    "signal",
+    "http_status",  # an `exit` record's `status`: read only on answers (`analyzer.probes`)
+    "capture",
+)
+"""The columns a droppable lifecycle row may carry; every other column of it must be null, so no
+filter on one of them (a direction, an error code, a client name, a host) can meet it."""
 
 CONNS_SCHEMA: Final = {"server": _CAT, "conn": _CAT, "start": pl.Float64(), "end": pl.Float64()}
 SESSIONS_SCHEMA: Final = {"server": _CAT, "conn": _CAT, "session_id": _CAT, "ts": pl.Float64(), "seq": pl.Int64()}
@@ -350,7 +381,53 @@ def condense(messages: pl.DataFrame) -> tuple[pl.DataFrame, Traffic]:
     )
     moved = compacted(messages.filter(is_moved).select(REQUEST_COLUMNS))
     traffic = traffic_of(messages, answers, moved)
+    is_gone = is_gone | _unread_lifecycle(messages, is_gone)
     return compacted(messages.filter(~is_gone)), traffic
+
+
+def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
+    """The stdio lifecycle rows of `messages` no later step can read, as a mask.
+
+    What reads such a row (nothing else can: every other column of it is null, `_LIFECYCLE_COLUMNS`):
+    the probes' search for the first death and the first `client-eof` after each request on its
+    (capture, connection) in `seq` order; its server (the eras' per-server rows, the watcher's
+    servers); and its time, as the latest of its file's kept rows (the watcher's horizon). So a row
+    is dropped when it is earlier than the latest row its file keeps anyway and either its event is
+    read by nothing, or it follows a death on the same capture, connection and server with no
+    request between them: then no request has it as its first death (that death comes first) and
+    a later `client-eof` compares with that death the way any after it does. Between them means in
+    consecutive records (and batch members) of this frame; a capture's record `seq` numbers are
+    unique, so a request in another chunk or file cannot lie between them either.
+    """
+    kind, event = pl.col("kind"), pl.col("event")
+    others = [name for name in messages.columns if name not in _LIFECYCLE_COLUMNS]
+    candidate = (
+        (pl.col("record_type") == fmt.LIFECYCLE)
+        & (kind == "lifecycle")
+        & pl.col("conn").is_not_null()
+        & pl.all_horizontal(pl.col(name).is_null() for name in others)
+        & event.is_in((*_UNREAD_EVENTS, *_AFTER_DEATH_EVENTS))
+    ).fill_null(False)
+    is_candidate = messages.select(candidate).to_series()
+    if not is_candidate.any():
+        return is_candidate
+    # Runs of rows in frame order, each the record (or batch member) right after the one before it
+    # in the same capture, no request among them but maybe the first: within a run `seq` grows, so
+    # a window over it sees earlier records first (no sort: rows come in their files' order).
+    seq, before = pl.col("seq"), pl.col("seq").shift(1)
+    # (`seq > before`: no wrap-around at the top of the range, whatever `seq` a capture claims)
+    follows = (seq > before) & ((seq == before + 1) | (seq == (before // MEMBER_SLOTS + 1) * MEMBER_SLOTS))
+    linked = ((pl.col("capture") == pl.col("capture").shift(1)) & follows & (kind != "request")).fill_null(False)
+    death = (event.is_in(STDIO_DEATHS) & pl.col("flow").is_null()).fill_null(False).cast(pl.UInt32)
+    after_death = (death.cum_sum() - death).over((~linked).cum_sum(), "conn", "server") > 0
+    latest = pl.col("ts").filter(~pl.col("_gone")).max().over("file")
+    unread = (
+        pl.col("_cand")
+        & (pl.col("ts") < latest).fill_null(False)
+        & (event.is_in(_UNREAD_EVENTS) | (after_death & event.is_in(_AFTER_DEATH_EVENTS)))
+    )
+    rows = messages.select("file", "capture", "conn", "server", "seq", "ts", "kind", "event", "flow")
+    return rows.with_columns(_cand=is_candidate, _gone=is_gone).select(unread.fill_null(False)).to_series()
 
 
 def compacted(frame: pl.DataFrame) -> pl.DataFrame:

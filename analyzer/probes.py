@@ -26,7 +26,7 @@ from typing import Final
 
 import polars as pl
 
-from analyzer.condense import Rows, with_moved
+from analyzer.condense import STDIO_DEATHS, Rows, with_moved
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
 DEFAULT_PROBE_TIMEOUT: Final = 10.0
@@ -54,7 +54,6 @@ proxy's 502 (or a cut stream), not the server's answer. Not `client-gone` (the c
 UPSTREAM_FAILURE_EVENTS: Final = tuple(f"http-error:{kind}" for kind in UPSTREAM_FAILURE_KINDS)
 """The messages frame's `event` of those `http.error` records."""
 
-_STDIO_DEATHS: Final = ("exit", "server-eof", "server-stdin-broken", "spawn-failed")
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
 """The recorder stopping ends the observation of a flow, not the server's connection."""
@@ -211,7 +210,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     ).with_columns(**key)
     # the distinct events are few: pick the `http-error:*` ones there instead of a string test per row
     seen = messages.get_column("event").drop_nulls().unique().cast(pl.String).to_list()
-    fatal = sorted({*_STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
+    fatal = sorted({*STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
     deaths = events.filter(pl.col("event").is_in(fatal)).with_columns(**key)
     client_eof = events.filter(pl.col("event") == "client-eof").with_columns(**key)
     s2c_garbage, deaths, client_eof = pl.collect_all([s2c_garbage, deaths, client_eof])

@@ -20,6 +20,8 @@ from tests.test_load import HEADER, frame, write_lines
 from tests.test_messages import Cap, discover_result, modern_headers, probe
 
 CORPUS = Path(__file__).resolve().parent.parent / "captures" / "corpus"
+UNREAD_LIFECYCLE = {"signal", "terminate", "linger-end", "exit", "server-eof", "server-stdin-broken", "client-eof"}
+"""The lifecycle events condensing may drop (never `spawn`, whose row names the host)."""
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +111,9 @@ def test_what_is_dropped_and_what_it_adds_up_to(generated: Path) -> None:
         # never dropped: errors, garbage, process lifecycle, probe and initialize answers
         assert dropped.filter(pl.col("kind").is_in(["error", "invalid"])).is_empty()
         assert dropped.filter(pl.col("method").is_in(["server/discover", "initialize"])).is_empty()
-        assert dropped.filter(pl.col("record_type") == "lifecycle").is_empty()
+        # of process lifecycle only what nothing reads (`test_a_spawns_unread_lifecycle_rows_are_dropped`)
+        lifecycle = dropped.filter(pl.col("record_type") == "lifecycle").get_column("event")
+        assert set(lifecycle.unique()) <= UNREAD_LIFECYCLE
         assert set(dropped.get_column("kind").unique()) <= {"response", "lifecycle", "notification"}
         answered = set(dropped.filter(pl.col("kind") == "response").get_column("req_seq").to_list())
         assert set(moved.get_column("seq").to_list()) <= answered
@@ -207,3 +211,55 @@ def test_a_request_answered_twice_keeps_its_first_answer(tmp_path: Path, big_seq
     both = pl.DataFrame({"capture": ["c", "c", "d"], "seq": [base + 1, base + 1, base + 1]})
     both = both.with_columns(pl.col("capture").cast(pl.Categorical()))
     assert _answered_twice(both) and not _answered_twice(both.slice(1))
+
+
+def _lifecycle(analysis: object) -> list[str]:
+    rows = as_strings(analysis.messages).filter(pl.col("record_type") == "lifecycle")  # type: ignore[attr-defined]
+    return rows.sort("file", "line").get_column("event").to_list()
+
+
+def test_a_spawns_unread_lifecycle_rows_are_dropped(tmp_path: Path) -> None:
+    """A probe spawn keeps its `spawn`, first death and `client-eof` (the latest row of its file):
+    the `signal` and the `exit` after `server-eof` are read by nothing; the reports stay the same."""
+    out = tmp_path / "spawns"
+    gen.generate_spawns(out, 40, seed=3)
+    full, condensed = _both(out)
+    assert _lifecycle(full).count("exit") == _lifecycle(full).count("signal") == 40
+    kept = _lifecycle(condensed)
+    assert sorted(set(kept)) == ["client-eof", "server-eof", "spawn"]
+    assert kept.count("spawn") == kept.count("server-eof") == kept.count("client-eof") == 40
+    for name in ("probes", "inits"):
+        assert getattr(condensed, name).equals(getattr(full, name)), name
+    assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
+    assert render_text(condensed, width=160) == render_text(full, width=160)  # type: ignore[arg-type]
+
+
+def test_a_death_a_request_can_read_is_kept(tmp_path: Path, chunks: str) -> None:
+    """Deaths and client EOFs a request can find first after it stay, whatever came before them."""
+    out = tmp_path / "life"
+    cap = Cap(out)
+    cap.life("spawn", argv=["srv"], pid=7, parent_argv=["host", "--x"])
+    cap.c2s(probe(1))
+    cap.life("client-eof")  # before the death: probe 1 did not see the server die
+    cap.life("signal", signal="SIGTERM")
+    cap.life("server-eof")
+    cap.life("exit", signal="SIGTERM", status=143)  # a second death: read by nothing
+    cap.c2s({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}})
+    cap.life("exit", code=1, status=1)  # the first death after the initialize
+    cap.life("client-eof")  # after a death: read by nothing
+    cap.life("linger-end")  # read by nothing, but the file's latest row (the watcher's horizon)
+    cap.close()
+    full, condensed = _both(out)
+    assert _lifecycle(full) == [
+        "spawn", "client-eof", "signal", "server-eof", "exit", "exit", "client-eof", "linger-end"
+    ]  # fmt: skip
+    expected = (
+        ["spawn", "client-eof", "server-eof", "exit", "linger-end"] if chunks == "one chunk" else _lifecycle(condensed)
+    )
+    assert _lifecycle(condensed) == expected
+    assert len(_lifecycle(condensed)) < len(_lifecycle(full))
+    assert full.probes.get_column("outcome").to_list() == ["no-answer"]  # type: ignore[attr-defined]
+    assert full.inits.get_column("outcome").to_list() == ["connection-died"]  # type: ignore[attr-defined]
+    for name in ("probes", "inits"):
+        assert getattr(condensed, name).equals(getattr(full, name)), name
+    assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
