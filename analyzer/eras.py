@@ -354,9 +354,9 @@ def server_verdicts(
     verdicts: list[ServerVerdict] = []
     for row in summary.sort("server").iter_rows(named=True):
         server = row["server"]
-        ev = ev_all.filter(pl.col("server") == server)
-        sp = probes.filter(pl.col("server") == server)
-        si = inits.filter(pl.col("server") == server)
+        ev = ev_all.filter(pl.col("server").eq_missing(server))  # None: the traffic without a server key
+        sp = probes.filter(pl.col("server").eq_missing(server))
+        si = inits.filter(pl.col("server").eq_missing(server))
         v = ServerVerdict(
             server=server,
             transport=row["transport"] or "",

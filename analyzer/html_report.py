@@ -457,6 +457,10 @@ def render_html(analysis: Analysis) -> str:
     """The html report: one page, every script and style inline, nothing fetched."""
     shown = _shown(analysis)  # control and bidi characters written visibly, as in text and markdown
     doc = report_dict(shown)
+    for item in (*doc["servers"], *doc["findings"], *(doc["clients"] or ())):
+        # traffic without a server key (null): the page's lanes and filters are keyed by text
+        if item.get("server") is None:
+            item["server"] = ""
     doc["findings"] = [dict(f, key=f"f{i}") for i, f in enumerate(doc["findings"])]
     lanes = _lane_labels(dict.fromkeys([s["server"] for s in doc["servers"]] + [f["server"] for f in doc["findings"]]))
     for f in doc["findings"]:  # a finding on a server with no verdict still gets a lane

@@ -612,12 +612,18 @@ def _table_lines(
     return out
 
 
+def _server_cell(server: str | None) -> str:
+    """A server key as the text report shows it: traffic without a key (None, or empty) as `-`, as
+    markdown shows it."""
+    return server or "-"
+
+
 def _servers_lines(analysis: Analysis, width: int) -> list[Text]:
     headers = ["server", "transport", "era", "modern", "legacy", "versions", "probes", "clients"]
     rows = [
         _Row(
             cells=[
-                v.server,
+                _server_cell(v.server),
                 v.transport,
                 v.era,
                 v.modern_support,
@@ -635,7 +641,8 @@ def _servers_lines(analysis: Analysis, width: int) -> list[Text]:
 
 def _why_lines(analysis: Analysis, refs: FileRefs, days: list[str], width: int) -> list[Text]:
     rows = [
-        _Row(cells=[v.server, _why(v, refs, days)], styles=[_ERA_STYLE.get(v.era, "")]) for v in analysis.servers
+        _Row(cells=[_server_cell(v.server), _why(v, refs, days)], styles=[_ERA_STYLE.get(v.era, "")])
+        for v in analysis.servers
     ]
     return _table_lines("", ["server", "why"], rows, width, show_header=False)
 
@@ -655,7 +662,7 @@ def _finding_lines(f: Finding, refs: FileRefs, days: list[str], width: int) -> l
         (f.severity.value.upper(), _SEVERITY_STYLE.get(f.severity.value, "")),
         "  ",
         (f.rule, "bold"),
-        f"  server {f.server}",
+        f"  server {_server_cell(f.server)}",
         f"  client {f.client}" if f.client else "",
         f"  {_when(f.ts, days)}",
     )

@@ -7,10 +7,13 @@ import time
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from typer.testing import CliRunner
 
+from analyzer.cli import app
 from analyzer.eras import ServerVerdict
 from analyzer.schema import ERA_LABELS
 from tests.test_messages import (
@@ -300,3 +303,30 @@ def test_real_legacy_server_through_tee(tmp_path: Path, clean_env: dict[str, str
     (v,) = a.servers
     assert (v.server, v.era, v.modern_support, v.legacy_support) == ("old", "legacy", "no", "yes")
     assert a.inputs.malformed == [] and a.inputs.torn == []
+
+
+def _without_server_keys(tmp_path: Path) -> Path:
+    """A capture whose header and records name no server (written by hand, or cut by an editor):
+    its probe and answer are still one server's traffic, the server without a key."""
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1))
+    path = cap.close()
+    lines = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    path.write_bytes(b"".join(orjson.dumps({k: v for k, v in r.items() if k != "server"}) + b"\n" for r in lines))
+    return path
+
+
+def test_traffic_without_a_server_key_gets_its_own_verdict(tmp_path: Path) -> None:
+    v = verdict(_without_server_keys(tmp_path))
+    assert v.server is None
+    assert (v.era, v.probes, v.probe_outcomes) == ("modern", 1, {"discover-result": 1})
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "html"])
+def test_every_format_reports_the_server_without_a_key(tmp_path: Path, fmt: str) -> None:
+    path = _without_server_keys(tmp_path)
+    out = tmp_path / f"report.{fmt}"
+    result = CliRunner().invoke(app, ["analyze", str(path), "-f", fmt, "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "modern" in out.read_text()

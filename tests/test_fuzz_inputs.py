@@ -125,3 +125,9 @@ def test_no_mutated_capture_crashes_the_analyzer(
     if result.exit_code != 2:
         report = orjson.loads(result.stdout)
         assert str(UNTOUCHED) in report["inputs"]["files"], kind
+        for fmt in ("text", "markdown"):  # the formats that lay out what json only lists
+            shown = CliRunner().invoke(
+                app, ["analyze", str(folder / "mutated"), str(UNTOUCHED), "-f", fmt, "-q", "-j", "1"]
+            )
+            assert shown.exception is None or isinstance(shown.exception, SystemExit), (kind, fmt, shown.exception)
+            assert shown.exit_code == result.exit_code, (kind, fmt, shown.output)
