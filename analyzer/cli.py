@@ -673,15 +673,8 @@ def rules_cmd(
         console.print(item)
 
 
-class WatchFormat(StrEnum):
-    """`watch --format` (any case)."""
-
-    TEXT = "text"
-    JSON = "json"
-
-
-class VerifyFormat(StrEnum):
-    """`verify --format` (any case)."""
+class LinesFormat(StrEnum):
+    """`--format` of `watch` and `verify` (any case): lines for people, or JSON for programs."""
 
     TEXT = "text"
     JSON = "json"
@@ -698,9 +691,9 @@ def watch_cmd(
         typer.Option("--fail-on", case_sensitive=False, help="Exit 1 on the first finding at or above this severity."),
     ] = FailOn.NEVER,
     watch_format: Annotated[
-        WatchFormat,
+        LinesFormat,
         typer.Option("--format", "-f", case_sensitive=False, help="One line per event: text, or JSON lines."),
-    ] = WatchFormat.TEXT,
+    ] = LinesFormat.TEXT,
     interval: Annotated[
         float, typer.Option("--interval", metavar="SECONDS", help="Seconds between looks at the files.")
     ] = 1.0,
@@ -737,7 +730,7 @@ def watch_cmd(
                 typer.echo(f"erascope: {visible(note)}", err=True)
             watcher.notes.clear()
             for event in events:
-                line = orjson.dumps(event.as_json()).decode() if watch_format == WatchFormat.JSON else event.as_text()
+                line = orjson.dumps(event.as_json()).decode() if watch_format == LinesFormat.JSON else event.as_text()
                 typer.echo(line)
                 sys.stdout.flush()
                 if at_or_above(event, threshold):
@@ -765,8 +758,8 @@ def verify_cmd(
         ),
     ] = None,
     verify_format: Annotated[
-        VerifyFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
-    ] = VerifyFormat.TEXT,
+        LinesFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
+    ] = LinesFormat.TEXT,
 ) -> None:
     """Check the hash chains of captures: report with file:line every line removed, changed, reordered
     or inserted, a rotated part missing, and captures that were never closed (a crash, not tampering).
@@ -785,7 +778,7 @@ def verify_cmd(
         result = verify(paths, key=load_key(key) if key is not None else None)
     except ErascopeError as exc:
         raise _fail(exc) from None
-    if verify_format is VerifyFormat.JSON:
+    if verify_format is LinesFormat.JSON:
         typer.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
     else:
         typer.echo(render_text(result), nl=False)
