@@ -108,6 +108,9 @@ _WINDOW: Final = 256
 """Characters searched at most for the next bracket or quote inside a nested value (else: give up)."""
 _NOT_OBJECT: Final = frozenset('["-0123456789tfn')
 """How a JSON text that is not an object starts."""
+_LONGEST_TOKEN: Final = 6 * len(_DISCOVER) + 2
+"""A JSON string longer than this (quotes included) cannot decode to either name: `\\uXXXX` is the
+longest way to write a character."""
 _MAX_STEPS: Final = 64
 """Members, brackets and strings read at most (else: give up). A tool call or a result with its
 content is about 10 to 20; each step costs about a microsecond, against 0.6-1 ms to search a megabyte
@@ -442,8 +445,8 @@ def _method_may_match(raw: str) -> bool:
         end = _string_end(raw, i)
         if end < 0:
             return True
-        name = raw[i + 1 : end]
-        if "\\" in name:
+        name = raw[i + 1 : end] if end - i <= _LONGEST_TOKEN else None  # longer never decodes to `method`
+        if name is not None and "\\" in name:
             name = _json(raw[i : end + 1])  # None when not a string: then not JSON either
         i = ws(raw, end + 1).end()
         if not raw.startswith(":", i):
@@ -457,7 +460,7 @@ def _method_may_match(raw: str) -> bool:
             end = _string_end(raw, i)
             if end < 0:
                 return True
-            if name == "method":  # every one is looked at: of several, orjson keeps the last
+            if name == "method" and end - i <= _LONGEST_TOKEN:  # every one: of several, orjson keeps the last
                 value = raw[i + 1 : end]
                 if "\\" in value:
                     value = _json(raw[i : end + 1])

@@ -98,6 +98,8 @@ CASES: list[tuple[str, str, str | None]] = [
         "init",
     ),
     ("non-ASCII", '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"t":"текст 😀 PAD server/discover"}}', None),
+    ("long member name", '{"jsonrpc":"2.0","id":1,"PAD":[1],"method":"server/discover"}', "probe"),
+    ("long method value", '{"jsonrpc":"2.0","id":1,"method":"initialize PAD"}', None),
     ("non-ASCII probe", '{"t":"текст 😀 PAD","jsonrpc":"2.0","id":1,"method":"server/discover"}', "probe"),
 ]
 
