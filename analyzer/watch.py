@@ -53,10 +53,16 @@ function of a bounded tail of it. What each step reads:
 - unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
   and the first ones kept per server over the whole history.
 
-Flat CPU per new byte would need each of these to carry a small state per server and client across
-rounds (counts, the first evidence lines, the last run of each answer, open windows, the last era
-change): not done. A round does skip what watch does not show: the client table, and temporary files
-for the request view (the rows are in memory already).
+Measured per stage (`python -m bench.bench_watch_stages`; bench/README.md, 2026-12-01 23:20 UTC):
+of a round's growth from a 10 MB to a 100 MB backlog, the client identities were the largest single
+part (+0.057 CPU s per new MB) and are carried now (+0.008). What still grows is spread over the
+rest, each +0.01 to +0.03 s per new MB: the rules (stale-era, rollout-split, probe-storm most), the
+request view and `probe_rows`, the verdicts, the answers (`RuleContext.responses`), the probe
+classification. Flat CPU per new byte would need each of these to carry a small state per server
+and client across rounds (counts, the first evidence lines, the last run of each answer, open
+windows, the last era change; for the request view, its rows in order with the new ones merged in):
+not done. A round does skip what watch does not show: the client table, and temporary files for
+the request view (the rows are in memory already).
 
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus
