@@ -95,22 +95,16 @@ class CarriedIdentities:
         done = present.join(self._pending, on=_KEYS, how="semi")
         self._pending = self._pending.join(done, on=_KEYS, how="anti")
         self._known = pl.concat([self._known.join(redo, on=_KEYS, how="anti"), computed.drop_nulls(_KEYS)])
-        carried = present.join(self._known, on=_KEYS, how="left", maintain_order="left")
-        null_key = present.select(pl.any_horizontal(pl.col(_KEYS).is_null())).to_series()
-        if null_key.any():
-            # the few rows with a null key are this round's computation's, in their place (in the
-            # connections' order, as the subset computed keeps it)
-            fresh = computed.filter(pl.any_horizontal(pl.col(_KEYS).is_null())).select(list(IDENTITIES_SCHEMA))
-            at = null_key.arg_true()
-            carried = carried.select(list(IDENTITIES_SCHEMA)).with_row_index("_at")
-            fresh = fresh.with_columns(pl.Series("_at", at, dtype=carried.schema["_at"]))
-            carried = pl.concat([carried.filter(~null_key), fresh.select(carried.columns)]).sort("_at").drop("_at")
-        return carried.select(list(IDENTITIES_SCHEMA))
+        null_key = pl.any_horizontal(pl.col(_KEYS).is_null())
+        carried = present.filter(~null_key).join(self._known, on=_KEYS, how="left", maintain_order="left")
+        # the rows with a null key (few) are this round's computation's; the frame's row order means
+        # nothing (`connection_identities`' own joins keep none)
+        fresh = computed.filter(null_key)
+        return pl.concat([carried.select(list(IDENTITIES_SCHEMA)), fresh.select(list(IDENTITIES_SCHEMA))])
 
 
 def _only(frame: Rows, keys: pl.DataFrame) -> pl.LazyFrame:
-    """The rows of `frame` on the connections `keys` (text), in their order, in the frame's own dtypes
-    (lazy: `connection_identities` reads them in its one query)."""
+    """The rows of `frame` on the connections `keys` (text), in their order, in the frame's own dtypes."""
     lazy = frame.lazy()
     schema = lazy.collect_schema()
     wanted = keys.lazy().select(pl.col(k).cast(schema[k]) for k in _KEYS)

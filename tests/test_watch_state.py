@@ -150,3 +150,26 @@ def test_session_opener_read_later_renames_the_session_s_connections(tmp_path: P
     before, after = (clients(frame) for frame, _ in checked.rounds)
     assert before.keys() == after.keys() == others
     assert before != after
+
+
+def test_connections_without_a_key_are_computed_every_time(tmp_path: Path) -> None:
+    """Traffic without a server key (`tests/test_eras.py`): its connections, matched by no key, are
+    computed in every call, the others carried; the frame is the whole computation's both times."""
+    from tests.test_eras import _without_server_keys
+
+    with_key = next((CORPUS / "upgrade-http").glob("*.jsonl"))
+    (tmp_path / with_key.name).write_bytes(with_key.read_bytes())
+    _without_server_keys(tmp_path)
+    analysis = analyze([str(tmp_path)])
+    try:
+        ctx = analysis.rule_context
+        traffic = ctx.traffic
+        messages, moved = ctx.messages, traffic.requests
+        want = connection_identities(messages, traffic, moved).sort("server", "conn")
+        assert want.get_column("server").null_count() > 0
+        carried = CarriedIdentities()
+        for _ in range(2):
+            assert_frame_equal(carried(messages, traffic, moved).sort("server", "conn"), want)
+        assert carried.recomputed == want.get_column("server").null_count() < want.height
+    finally:
+        analysis.close()
