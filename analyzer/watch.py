@@ -53,7 +53,7 @@ function of a bounded tail of it. What each step reads:
 - unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
   and the first ones kept per server over the whole history.
 
-Measured per stage (`python -m bench.bench_watch_stages`; bench/README.md, 2026-12-01 23:20 UTC):
+Measured per stage (`python -m bench.bench_watch_stages`; bench/README.md, 2026-12-01 23:00–23:30 UTC):
 of a round's growth from a 10 MB to a 100 MB backlog, the client identities were the largest single
 part (+0.057 CPU s per new MB) and are carried now (+0.008). What still grows is spread over the
 rest, each +0.01 to +0.03 s per new MB: the rules (stale-era, rollout-split, probe-storm most), the
