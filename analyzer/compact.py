@@ -181,6 +181,32 @@ def _atomic_write(path: Path, write: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _write_parts(frame: pl.DataFrame, out: Path, name: str) -> list[str]:
+    """Write a file's rows (with their payloads) as Parquet parts by UTC day and server; their paths."""
+    parts: list[str] = []
+    if not frame.height:
+        return parts
+    day = (
+        (pl.col("ts") * 1e6)
+        .cast(pl.Int64, strict=False)
+        .cast(pl.Datetime("us", "UTC"))
+        .dt.strftime("%Y-%m-%d")
+        .fill_null("unknown")
+    )
+    groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
+    for (day_value, server), chunk in groups.items():
+        rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
+        rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
+        # row groups of a fraction of the reader's window: a window over a range of a big file's
+        # lines skips the others by their `line` statistics instead of decoding them
+        _atomic_write(
+            out / rel,
+            lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS),
+        )
+        parts.append(rel)
+    return parts
+
+
 def compact_file(path: str, out: Path) -> tuple[int, int]:
     """Compact one input file into the archive at `out`; returns (Parquet parts, rows) written."""
     name = display_name(Path(path).name)  # archive files are named in text polars can write
@@ -188,27 +214,8 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
     old_parts: list[str] = read_entry(entry_path)["parts"] if entry_path.is_file() else []
     fingerprint = _fingerprint(path)
     facts = extract_file(path, LoadOptions(keep_raw=True))
-    frame = facts.messages
-    parts: list[str] = []
-    if frame.height:
-        day = (
-            (pl.col("ts") * 1e6)
-            .cast(pl.Int64, strict=False)
-            .cast(pl.Datetime("us", "UTC"))
-            .dt.strftime("%Y-%m-%d")
-            .fill_null("unknown")
-        )
-        groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
-        for (day_value, server), chunk in groups.items():
-            rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
-            rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
-            # row groups of a fraction of the reader's window: a window over a range of a big file's
-            # lines skips the others by their `line` statistics instead of decoding them
-            _atomic_write(
-                out / rel,
-                lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS),
-            )
-            parts.append(rel)
+    parts = _write_parts(facts.messages, out, name)
+    height = facts.messages.height
     entry: dict[str, Any] = {
         "format": ARCHIVE_FORMAT,
         "file": display_name(facts.file),
@@ -226,11 +233,12 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         "seq_slots": MEMBER_SLOTS,
         "parts": sorted(parts),
     }
+    del facts  # its rows and payloads are written: they go before the parts are read back
     entry["condensed"] = _write_condensed(entry, str(entry_path), out, name)
     _atomic_write(entry_path, lambda tmp: tmp.write_bytes(orjson.dumps(entry, option=orjson.OPT_INDENT_2)))
     for stale in set(old_parts) - set(parts):
         (out / stale).unlink(missing_ok=True)
-    return len(parts), frame.height
+    return len(parts), height
 
 
 _AGGREGATES: Final = {"conns": ["server", "conn"], "sessions": ["server", "conn", "session_id"], "servers": ["server"]}
