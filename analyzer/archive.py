@@ -232,7 +232,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             if set(condensed) != set(CONDENSED_SCHEMAS):
                 raise ValueError(f"condensed frames {sorted(condensed)}")
             condensed_rows = int(entry["condensed"]["rows"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
     lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     return _Archived(facts, root, parts, lines, condensed, condensed_rows)

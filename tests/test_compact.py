@@ -365,3 +365,19 @@ def test_stale_condensed_frames_are_not_read_and_compact_refreshes_them(
     assert again.written == [entry["file"]]
     assert archive_reader.condensed_current(orjson.loads(entry_path.read_bytes()))
     assert _report(str(archive)) == _report(str(caps))
+
+
+@pytest.mark.parametrize(
+    "condensed",
+    [{"frames": []}, {"frames": {"messages": 5}}, {"frames": {"messages": ["x", "many"]}}, {"rows": None}],
+)
+def test_a_malformed_condensed_entry_is_a_clear_error(caps: Path, tmp_path: Path, condensed: dict) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    entry_path = Path(source_entries(archive)[0])
+    entry = orjson.loads(entry_path.read_bytes())
+    entry["condensed"] = {**entry["condensed"], **condensed}
+    entry_path.write_bytes(orjson.dumps(entry))
+    result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "malformed archive entry" in result.stderr
