@@ -287,8 +287,21 @@ def _unchanged(path: str, out: Path) -> bool:
         and same_extraction(entry)  # an erascope that extracts more converts again
         and condensed_current(entry)  # and one that condenses differently
         and all((out / p).is_file() for p in entry["parts"])
-        and all((out / rel).is_file() for rel, _ in entry["condensed"]["frames"].values())
+        and _condensed_present(entry, out)
     )
+
+
+def _condensed_present(entry: dict[str, Any], out: Path) -> bool:
+    """Whether the entry names every condensed frame, with its rows, and each is in the archive (a
+    malformed entry: no, and the file is converted again)."""
+    try:
+        frames = entry["condensed"]["frames"]
+        int(entry["condensed"]["rows"])
+        return set(frames) == set(CONDENSED_SCHEMAS) and all(
+            isinstance(rel, str) and int(rows) >= 0 and (out / rel).is_file() for rel, rows in frames.values()
+        )
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
 
 
 def compact(

@@ -381,3 +381,5 @@ def test_a_malformed_condensed_entry_is_a_clear_error(caps: Path, tmp_path: Path
     result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
     assert result.exit_code == 2, result.output
     assert "malformed archive entry" in result.stderr
+    assert compact([str(caps)], archive, jobs=1).written == [entry["file"]]  # converted again
+    assert _report(str(archive)) == _report(str(caps))
