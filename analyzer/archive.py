@@ -15,12 +15,21 @@ them, in windows of about `CHUNK_ROWS` rows: small files share a window, a big f
 range of lines at a time. Each window is paired and condensed as it is read and the windows are
 relinked at the end (`analyzer.facts.relink`), so memory holds one window and the kept rows, and
 the report is the JSONL files' report.
+
+`compact` also keeps each file's rows as the analysis holds them after reading: paired and
+condensed (`analyzer.condense`), with the `Traffic` they add up to, in `_condensed/<name>.<frame>.parquet`
+(the entry's `condensed` names them). That is the work reading does at every analysis, done once:
+an analysis of every row (no `Selection`) reads these few frames instead of the parts, file by file
+as the JSONL reader gives them (rotated parts are paired across files by `analyzer.load.combine`,
+as for JSONL). They are a cache of the parts, used only when written by this erascope's condensing
+(`CONDENSE_VERSION`) and polars (the flow keys are polars hashes): otherwise, and for a selection,
+the parts are read. `compact` writes them again whenever they are stale.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -30,7 +39,17 @@ import orjson
 import polars as pl
 
 from addon.errors import ErascopeError
-from analyzer.condense import Traffic, condense, spilled
+from analyzer.condense import (
+    ANSWERS_SCHEMA,
+    CONDENSE_VERSION,
+    CONNS_SCHEMA,
+    REQUEST_COLUMNS,
+    SERVERS_SCHEMA,
+    SESSIONS_SCHEMA,
+    Traffic,
+    condense,
+    spilled,
+)
 from analyzer.facts import CHUNK_ROWS, BadLine, FileFacts, set_relinked
 from analyzer.messages import MEMBER_SLOTS, as_categoricals, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
@@ -48,6 +67,18 @@ _NO_LINE: Final = 1 << 32
 """Past every line number (`line` is a UInt32)."""
 NULL_SERVER: Final = "__null__"
 """The partition directory of rows without a server key."""
+CONDENSED_DIR: Final = "_condensed"
+"""Per input file, its rows paired and condensed (see the module docstring)."""
+_IN_MEMORY: Final = as_categoricals(pl.LazyFrame(schema=MESSAGES_SCHEMA)).collect_schema()
+CONDENSED_SCHEMAS: Final[dict[str, dict[str, pl.DataType]]] = {
+    "messages": dict(_IN_MEMORY),
+    "requests": {name: _IN_MEMORY[name] for name in REQUEST_COLUMNS},
+    "answers": ANSWERS_SCHEMA,
+    "conns": CONNS_SCHEMA,
+    "sessions": SESSIONS_SCHEMA,
+    "servers": SERVERS_SCHEMA,
+}
+"""The frames `_condensed` keeps per file, in the dtypes the analysis holds them in."""
 
 
 def is_archive(path: Path | str) -> bool:
@@ -135,25 +166,49 @@ class _Archived:
     """One archived input file: its facts (accounting) and the parts its selected rows are in."""
 
     facts: FileFacts
+    root: str
+    """The archive it is in."""
     parts: list[str]
     lines: int
     """Lines of the original file (records, bad lines): its rows' `line` is at most this."""
+    condensed: dict[str, tuple[str, int]] | None = None
+    """Its `_condensed` frames (path, rows) when they are current and the analysis reads every row."""
+    condensed_rows: int = 0
+    """Message rows before condensing (`Traffic.rows`)."""
 
 
-def _archived(entry_path: str, selection: Selection | None, listed: dict[str, set[str]]) -> _Archived:
-    """An entry's accounting as `extract_file` gave it when the file was compacted, and its parts.
+def condensed_stamp() -> dict[str, Any]:
+    """What `_condensed` frames must have been written by to be read (see the module docstring)."""
+    return {"version": CONDENSE_VERSION, "polars": pl.__version__}
 
-    `listed` caches, per archive at a URL, one listing of its objects (existence checks of many
-    parts on an object store would be a request each)."""
+
+def condensed_current(entry: dict[str, Any]) -> bool:
+    """Whether an entry's `_condensed` frames were written by this erascope's condensing and polars."""
+    condensed = entry.get("condensed")
+    return isinstance(condensed, dict) and all(condensed.get(k) == v for k, v in condensed_stamp().items())
+
+
+def _archived(entry_path: str, selection: Selection | None) -> _Archived:
+    """An entry's accounting as `extract_file` gave it when the file was compacted, and its parts."""
     remote = is_url(entry_path)
     # `Path` would fold a URL's `//`: an archive at a URL is joined as text
     root = entry_path.rsplit("/", 2)[0] if remote else str(Path(entry_path).parent.parent)
-    entry = read_entry(entry_path)
+    return archived_entry(read_entry(entry_path), entry_path, root, selection)
+
+
+def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection: Selection | None) -> _Archived:
+    """`_archived` of an entry already read (`compact` reads the one it is about to write)."""
+    remote = is_url(root)
+    everything = selection is None or selection.everything
     if not same_extraction(entry):
         raise ErascopeError(
             f"{entry_path}: archived with other columns than this erascope extracts;"
             " run `erascope compact` on the captures again to refresh the archive"
         )
+
+    def located(rel: str) -> str:
+        return join(root, rel) if remote else str(Path(root) / rel)
+
     try:
         facts = FileFacts(
             file=entry["file"],
@@ -168,20 +223,36 @@ def _archived(entry_path: str, selection: Selection | None, listed: dict[str, se
             unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
         )
         names = list(entry["parts"])
-        if selection is not None and not selection.everything:
-            names = kept_parts(names, selection)
-        parts = [join(root, p) if remote else str(Path(root) / p) for p in names]
-    except (KeyError, TypeError, ValueError) as exc:
+        if not everything:
+            names = kept_parts(names, selection)  # type: ignore[arg-type]
+        parts = [located(p) for p in names]
+        condensed, condensed_rows = None, 0
+        if everything and condensed_current(entry):
+            condensed = {kind: (located(rel), int(rows)) for kind, (rel, rows) in entry["condensed"]["frames"].items()}
+            if set(condensed) != set(CONDENSED_SCHEMAS):
+                raise ValueError(f"condensed frames {sorted(condensed)}")
+            condensed_rows = int(entry["condensed"]["rows"])
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
-    if remote:
-        there = listed[root] if root in listed else listed.setdefault(root, files_under(root))
-        missing = [p for p in parts if p not in there]
-    else:
-        missing = [p for p in parts if not Path(p).is_file()]
-    if missing:
-        raise ErascopeError(f"archive {root} is incomplete: {', '.join(missing)} missing")
     lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
-    return _Archived(facts, parts, lines)
+    return _Archived(facts, root, parts, lines, condensed, condensed_rows)
+
+
+def _check_present(files: list[_Archived], paths: Callable[[_Archived], list[str]]) -> None:
+    """Raise `ErascopeError` naming the files of `paths(file)` that are missing from their archive.
+
+    An archive at a URL is listed once (existence checks of many parts on an object store would be
+    a request each)."""
+    listed: dict[str, set[str]] = {}
+    for f in files:
+        needed = paths(f)
+        if is_url(f.root):
+            there = listed[f.root] if f.root in listed else listed.setdefault(f.root, files_under(f.root))
+            missing = [p for p in needed if p not in there]
+        else:
+            missing = [p for p in needed if not Path(p).is_file()]
+        if missing:
+            raise ErascopeError(f"archive {f.root} is incomplete: {', '.join(missing)} missing")
 
 
 @dataclass
@@ -245,17 +316,50 @@ def read_entries(
 ) -> list[FileFacts]:
     """The `FileFacts` of archived input files (their `_sources` entries), in the order given.
 
-    The rows of all of them, paired and condensed together (see the module docstring), go with the
-    first file read; the others keep their own accounting and share empty frames, as the JSONL
-    reader's batches of small files do. With a `spill`, the rows condensing moves out are written
-    there window by window. Raises `ErascopeError` for a malformed or incomplete archive.
+    When every file has current `_condensed` frames and `selection` keeps every row, each file's
+    facts are read from them. Otherwise the rows of all of them, paired and condensed together (see
+    the module docstring), go with the first file read; the others keep their own accounting and
+    share empty frames, as the JSONL reader's batches of small files do: rows read together are
+    paired together, which a mix of both ways would not do for a capture's parts. With a `spill`,
+    the rows condensing moves out are written there window by window. Raises `ErascopeError` for a
+    malformed or incomplete archive.
     """
-    listed: dict[str, set[str]] = {}
-    files = [_archived(str(e), selection, listed) for e in entries]
+    files = [_archived(str(e), selection) for e in entries]
+    if all(f.condensed is not None for f in files if f.parts):
+        condensed = [f for f in files if f.condensed is not None]
+        # the parts too: an archive missing some is incomplete, whichever frames this analysis reads
+        _check_present(condensed, lambda f: f.parts + [path for path, _ in (f.condensed or {}).values()])
+        _read_condensed(condensed)
+        if spill is not None:  # as the rows' reading does: what grows with the input waits on disk
+            for f in condensed:
+                f.facts.traffic = spilled(f.facts.traffic, spill)
+    else:
+        _check_present(files, lambda f: f.parts)
+        _read_rows(files, selection, spill)
+    return [f.facts for f in files]
+
+
+def condensed_facts(entry: dict[str, Any], entry_path: str, root: str) -> FileFacts:
+    """The facts of one archived file read from its parts, paired and condensed, held in memory: what
+    `compact` keeps in `_condensed` (its entry is not written yet)."""
+    archived = archived_entry(entry, entry_path, root, None)
+    _check_present([archived], lambda f: f.parts)
+    _read_rows([archived], None, None)
+    return archived.facts
+
+
+def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill | None) -> FileFacts | None:
     frames: list[pl.DataFrame] = []
     traffics: list[Traffic] = []
     for window in _windows(files, CHUNK_ROWS):
-        rows = _scan(window, selection).collect(engine="streaming")
+        try:
+            rows = _scan(window, selection).collect(engine="streaming")
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            # a damaged or replaced part: said, with the archive, instead of a traceback
+            raise ErascopeError(
+                f"archive {window.files[0].root}: a part cannot be read ({exc});"
+                " run `erascope compact --force` on the captures to rewrite the archive"
+            ) from None
         if rows.is_empty():
             continue
         kept, traffic = condense(pair_responses(rows))
@@ -265,7 +369,39 @@ def read_entries(
     holder = next((f for f in facts if f.was_read), None)
     if holder is not None and traffics:
         set_relinked(holder, frames, traffics)
-    return facts
+    return holder
+
+
+def _read_condensed(files: list[_Archived]) -> None:
+    """Each file's messages and traffic from its `_condensed` frames, as reading its rows gives them.
+
+    Every frame is read whole now, all at once (`collect_all` reads them in parallel): a frame that
+    is damaged is an error here, with its name, not in the middle of the rules.
+    """
+    wanted = [(f, kind) for f in files for kind in CONDENSED_SCHEMAS]
+    scans = [pl.scan_parquet((f.condensed or {})[kind][0], glob=False, hive_partitioning=False) for f, kind in wanted]
+    refresh = "run `erascope compact --force` on the captures to refresh the archive"
+    try:
+        collected = pl.collect_all(scans) if scans else []
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise ErascopeError(f"archive {files[0].root}: a condensed frame cannot be read ({exc}); {refresh}") from None
+    frames: dict[tuple[int, str], pl.DataFrame] = {}
+    for (f, kind), frame in zip(wanted, collected, strict=True):
+        path, rows = (f.condensed or {})[kind]
+        if dict(frame.schema) != CONDENSED_SCHEMAS[kind] or frame.height != rows:
+            raise ErascopeError(f"{path}: not the condensed {kind} this erascope wrote for its entry; {refresh}")
+        frames[id(f), kind] = frame
+    for f in files:
+        requests = frames[id(f), "requests"]
+        f.facts.messages = frames[id(f), "messages"]
+        f.facts.traffic = Traffic(
+            conns=frames[id(f), "conns"],
+            sessions=frames[id(f), "sessions"],
+            servers=frames[id(f), "servers"],
+            answers=frames[id(f), "answers"],
+            requests=requests if requests.height else None,
+            rows=f.condensed_rows,
+        )
 
 
 def extract_archived(entry_path: str | Path, selection: Selection | None = None) -> FileFacts:

@@ -6,6 +6,7 @@ payload `raw`, written as Parquet partitioned by UTC day and server:
 
     DIR/day=2026-11-28/server=https%3A%2F%2Fapi.example.test%2Fmcp/<capture file name>.parquet
     DIR/_sources/<capture file name>.json      one per input file: its accounting and its parts
+    DIR/_condensed/<capture file name>.<frame>.parquet   its rows paired and condensed (see below)
 
 The `_sources` entry holds what the report needs besides the rows (records per type, malformed and
 torn lines, lost records, why a file was skipped), so `erascope analyze DIR` gives the same report
@@ -21,6 +22,11 @@ columns is refused when read (with the fix: compact again), and the next `compac
 
 The archive never shares space with its input: an output directory inside an input directory, an
 input inside the output directory, or an output directory that holds captures is refused.
+
+Each file's rows are also kept as an analysis holds them once it has read them: paired and
+condensed, with what condensing added up (`analyzer.archive`, "_condensed"). An analysis of every
+row reads these instead of the parts; they are written with the file's parts, before its entry, and
+written again by the next `compact` when this erascope condenses differently (`condensed_current`).
 
 It holds full payloads, so it gets the captures' permissions: files 0600, directories 0700 (the
 `--out` directory and every parent erascope creates, and the archive's own directories on every
@@ -50,9 +56,14 @@ from addon.errors import ErascopeError
 from analyzer.archive import (
     ARCHIVE_FORMAT,
     ARCHIVE_SCHEMA,
+    CONDENSED_DIR,
+    CONDENSED_SCHEMAS,
     NULL_SERVER,
     PARQUET_SUFFIX,
     SOURCES_DIR,
+    condensed_current,
+    condensed_facts,
+    condensed_stamp,
     extract_archived,
     is_archive,
     is_source_entry,
@@ -170,6 +181,32 @@ def _atomic_write(path: Path, write: Any) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _write_parts(frame: pl.DataFrame, out: Path, name: str) -> list[str]:
+    """Write a file's rows (with their payloads) as Parquet parts by UTC day and server; their paths."""
+    parts: list[str] = []
+    if not frame.height:
+        return parts
+    day = (
+        (pl.col("ts") * 1e6)
+        .cast(pl.Int64, strict=False)
+        .cast(pl.Datetime("us", "UTC"))
+        .dt.strftime("%Y-%m-%d")
+        .fill_null("unknown")
+    )
+    groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
+    for (day_value, server), chunk in groups.items():
+        rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
+        rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
+        # row groups of a fraction of the reader's window: a window over a range of a big file's
+        # lines skips the others by their `line` statistics instead of decoding them
+        _atomic_write(
+            out / rel,
+            lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS),
+        )
+        parts.append(rel)
+    return parts
+
+
 def compact_file(path: str, out: Path) -> tuple[int, int]:
     """Compact one input file into the archive at `out`; returns (Parquet parts, rows) written."""
     name = display_name(Path(path).name)  # archive files are named in text polars can write
@@ -177,28 +214,9 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
     old_parts: list[str] = read_entry(entry_path)["parts"] if entry_path.is_file() else []
     fingerprint = _fingerprint(path)
     facts = extract_file(path, LoadOptions(keep_raw=True))
-    frame = facts.messages
-    parts: list[str] = []
-    if frame.height:
-        day = (
-            (pl.col("ts") * 1e6)
-            .cast(pl.Int64, strict=False)
-            .cast(pl.Datetime("us", "UTC"))
-            .dt.strftime("%Y-%m-%d")
-            .fill_null("unknown")
-        )
-        groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
-        for (day_value, server), chunk in groups.items():
-            rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
-            rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
-            # row groups of a fraction of the reader's window: a window over a range of a big file's
-            # lines skips the others by their `line` statistics instead of decoding them
-            _atomic_write(
-                out / rel,
-                lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS),
-            )
-            parts.append(rel)
-    entry = {
+    parts = _write_parts(facts.messages, out, name)
+    height = facts.messages.height
+    entry: dict[str, Any] = {
         "format": ARCHIVE_FORMAT,
         "file": display_name(facts.file),
         "capture": display_name(facts.capture),
@@ -215,10 +233,47 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
         "seq_slots": MEMBER_SLOTS,
         "parts": sorted(parts),
     }
+    del facts  # its rows and payloads are written: they go before the parts are read back
+    entry["condensed"] = _write_condensed(entry, str(entry_path), out, name)
     _atomic_write(entry_path, lambda tmp: tmp.write_bytes(orjson.dumps(entry, option=orjson.OPT_INDENT_2)))
     for stale in set(old_parts) - set(parts):
         (out / stale).unlink(missing_ok=True)
-    return len(parts), frame.height
+    return len(parts), height
+
+
+_AGGREGATES: Final = {"conns": ["server", "conn"], "sessions": ["server", "conn", "session_id"], "servers": ["server"]}
+"""The condensed frames that are groups, by their keys."""
+
+
+def _write_condensed(entry: dict[str, Any], entry_path: str, out: Path, name: str) -> dict[str, Any]:
+    """Write the file's rows as an analysis reads them, paired and condensed (from the parts just
+    written, as reading the archive would), and return the entry's `condensed` stamp naming them."""
+    facts = condensed_facts(entry, entry_path, str(out))
+    traffic = facts.traffic
+    frames = {
+        "messages": facts.messages,
+        "requests": traffic.requests,
+        "answers": traffic.answers,
+        "conns": traffic.conns,
+        "sessions": traffic.sessions,
+        "servers": traffic.servers,
+    }
+    written: dict[str, list[Any]] = {}
+    for kind, frame in frames.items():
+        schema = CONDENSED_SCHEMAS[kind]
+        held = pl.DataFrame(schema=schema) if frame is None else frame.lazy().collect()
+        held = held.select(list(schema))
+        if kind in _AGGREGATES:  # groups and sets gathered in no set order: the same input writes the same bytes
+            keys = _AGGREGATES[kind]
+            held = held.sort(pl.col(keys).cast(pl.String), nulls_last=True)
+        if kind == "servers":
+            held = held.with_columns(
+                pl.col("transports", "peers").list.eval(pl.element().cast(pl.String).sort().cast(pl.Categorical()))
+            )
+        rel = f"{CONDENSED_DIR}/{name}.{kind}{PARQUET_SUFFIX}"
+        _atomic_write(out / rel, lambda tmp, held=held: held.write_parquet(tmp, compression="zstd"))
+        written[kind] = [rel, held.height]
+    return {**condensed_stamp(), "rows": traffic.rows, "frames": written}
 
 
 def _unchanged(path: str, out: Path) -> bool:
@@ -230,8 +285,23 @@ def _unchanged(path: str, out: Path) -> bool:
         entry.get("file") == display_name(path)
         and entry.get("source") == _fingerprint(path)
         and same_extraction(entry)  # an erascope that extracts more converts again
+        and condensed_current(entry)  # and one that condenses differently
         and all((out / p).is_file() for p in entry["parts"])
+        and _condensed_present(entry, out)
     )
+
+
+def _condensed_present(entry: dict[str, Any], out: Path) -> bool:
+    """Whether the entry names every condensed frame, with its rows, and each is in the archive (a
+    malformed entry: no, and the file is converted again)."""
+    try:
+        frames = entry["condensed"]["frames"]
+        int(entry["condensed"]["rows"])
+        return set(frames) == set(CONDENSED_SCHEMAS) and all(
+            isinstance(rel, str) and int(rows) >= 0 and (out / rel).is_file() for rel, rows in frames.values()
+        )
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
 
 
 def compact(

@@ -188,14 +188,21 @@ def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill
 
 
 def analyze_facts(
-    facts: list[FileFacts], path_list: list[str], opts: AnalyzeOptions, spill: Spill | None, *, clients: bool = True
+    facts: list[FileFacts],
+    path_list: list[str],
+    opts: AnalyzeOptions,
+    spill: Spill | None,
+    *,
+    clients: bool = True,
+    identities: Callable[[pl.LazyFrame, Traffic, Any], pl.DataFrame] | None = None,
 ) -> Analysis:
     """The pipeline after reading: `facts` (per file, as `extract_files` returns them, in input order)
     to the analysis. `analyzer.watch` calls it with facts it read a piece at a time.
 
     Takes `facts` over: the list is emptied, so the rows it holds go as soon as the rules read them.
     `spill` None keeps the rules' request view in memory; `clients=False` leaves out the client table
-    (`Analysis.clients` stays None), which `watch` does not show.
+    (`Analysis.clients` stays None), which `watch` does not show. `identities`, when given, computes
+    the connections' client identities in place of `connection_identities` (`RuleContext.identities`).
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
@@ -222,6 +229,8 @@ def analyze_facts(
     # one context for the verdicts, the rules and the client table: its derived frames (the
     # connections' client identities first) are computed once
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
+    if identities is not None:
+        context.identities = identities
     analysis.servers = server_verdicts(
         messages, probes, inits, opts.inconsistency_window, traffic, identities=context.conn_clients
     )

@@ -11,6 +11,11 @@ How it stays proportional to the new bytes:
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the parts that hold traffic of
   the server keys the new lines touched; the other servers' parts are not read again.
+- Carried across rounds (`analyzer.watch_state`): the connections' client identities. A round
+  computes them again only for the connections its new lines are on, and the connections sharing a
+  session id with those (the session's opener names them); every other connection keeps the identity
+  of the last round, which is the one the whole history gives (tests/test_watch_state.py compares
+  the two in every round).
 
 What a round still reads in proportion to history: the touched servers' condensed rows, whole
 (about a row per request: at a 100 MB backlog of the synthetic load, 8,000 message rows and 44,000
@@ -26,7 +31,9 @@ function of a bounded tail of it. What each step reads:
   support forgotten), contradictions within the inconsistency window of the latest; and whole-history
   aggregates (versions ever listed, connections, the clients of every connection, first and last seen).
 - client identities (`analyzer.identity`): per connection the first clientInfo, User-Agent and
-  address, and the connection that opened each session id, wherever in the history it lies.
+  address, and the connection that opened each session id, wherever in the history it lies. Carried
+  (above): what a round computes is the new lines' connections; what it still reads of the history is
+  one pass picking those connections' rows.
 - the rules' request view and `probe_rows` (`analyzer.rules.context`): every request of the server
   in (client, time) order; a probe's next request on its connection can lie any distance later.
 - probe-storm: per (server, client) counts over the whole history (probes, real requests,
@@ -46,10 +53,16 @@ function of a bounded tail of it. What each step reads:
 - unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
   and the first ones kept per server over the whole history.
 
-Flat CPU per new byte would need each of these to carry a small state per server and client across
-rounds (counts, the first evidence lines, the last run of each answer, open windows, the last era
-change): not done. A round does skip what watch does not show: the client table, and temporary files
-for the request view (the rows are in memory already).
+Measured per stage (`python -m bench.bench_watch_stages`; bench/README.md, 2026-12-01 23:00–23:30 UTC):
+of a round's growth from a 10 MB to a 100 MB backlog, the client identities were the largest single
+part (+0.057 CPU s per new MB) and are carried now (+0.008). What still grows is spread over the
+rest, each +0.01 to +0.03 s per new MB: the rules (stale-era, rollout-split, probe-storm most), the
+request view and `probe_rows`, the verdicts, the answers (`RuleContext.responses`), the probe
+classification. Flat CPU per new byte would need each of these to carry a small state per server
+and client across rounds (counts, the first evidence lines, the last run of each answer, open
+windows, the last era change; for the request view, its rows in order with the new ones merged in):
+not done. A round does skip what watch does not show: the client table, and temporary files for
+the request view (the rows are in memory already).
 
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus
@@ -97,6 +110,7 @@ from analyzer.pipeline import AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
+from analyzer.watch_state import CarriedIdentities, piece_connections
 
 MERGE_PIECES: Final = 8
 """A part read in more pieces than this has them merged into one (`_merged`): a file growing for days
@@ -232,6 +246,8 @@ class Watcher:
         once; the caller drains the list."""
         self._refused: set[str] = set()
         """Files not read (an unknown format major, unreadable): noted once, not tried again."""
+        self._identities = CarriedIdentities()
+        """The connections' client identities, carried across rounds (`analyzer.watch_state`)."""
         for p in self.paths:
             if not os.path.exists(p):
                 raise ErascopeError(f"no such file or directory: {p}")
@@ -328,6 +344,7 @@ class Watcher:
             if isinstance(latest, float):
                 part.horizon = max(part.horizon, latest)
             part.pieces.append(facts)
+            self._identities.touch(piece_connections(facts))
             if len(part.pieces) > MERGE_PIECES:
                 part.pieces = [_merged(part.pieces)]
             self.records += facts.records
@@ -361,7 +378,7 @@ class Watcher:
         try:
             # the rows stay in memory (they are the watcher's already): no temporary files to write
             # and scan again each round; and no client table, which watch does not show
-            analysis = analyze_facts(facts, self.paths, opts, None, clients=False)
+            analysis = analyze_facts(facts, self.paths, opts, None, clients=False, identities=self._identities)
         except ErascopeError:
             return []  # headers alone so far: no traffic to analyze
         undecided = self._undecided(analysis.probes, analysis.inits, now)

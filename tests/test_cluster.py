@@ -62,7 +62,7 @@ def _tree(directory: Path) -> dict[str, str]:
 
 
 def _rows(archive: Path) -> pl.DataFrame:
-    parts = sorted(archive.rglob("*.parquet"))
+    parts = sorted(archive.glob("day=*/server=*/*.parquet"))
     return pl.read_parquet(parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False).sort("file", "line", "seq")
 
 

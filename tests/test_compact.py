@@ -58,17 +58,25 @@ def _report(*args: str) -> bytes:
     return result.stdout_bytes
 
 
-@pytest.mark.parametrize("chunk_rows", [archive_reader.CHUNK_ROWS, 500, 7])
+@pytest.mark.parametrize(
+    ("chunk_rows", "condensed"),
+    [(archive_reader.CHUNK_ROWS, True), (archive_reader.CHUNK_ROWS, False), (500, False), (7, False), (7, True)],
+)
 def test_parquet_report_equals_jsonl_report(
-    caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int
+    caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk_rows: int, condensed: bool
 ) -> None:
     archive = tmp_path / "archive"
+    # compact pairs and condenses a file in windows of rows too (its `_condensed` frames)
+    monkeypatch.setattr(archive_reader, "CHUNK_ROWS", chunk_rows)
     result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
     assert result.exit_code == 0, result.output
+    monkeypatch.undo()
     jsonl = _report(str(caps))
     # archives are read in windows of rows: tiny windows put answers after their requests' window,
     # split big files into ranges of lines and group small files
     monkeypatch.setattr(archive_reader, "CHUNK_ROWS", chunk_rows)
+    if not condensed:  # the rows, as for a selection or an archive condensed by another erascope
+        monkeypatch.setattr(archive_reader, "condensed_current", lambda entry: False)
     assert _report(str(archive)) == jsonl
     report = orjson.loads(jsonl)
     assert report["findings"], "the generated captures hide a storm and a rollout split"
@@ -115,7 +123,7 @@ def test_a_grown_capture_replaces_its_rows(caps: Path, tmp_path: Path) -> None:
     result = compact([str(work)], archive, jobs=1)
     assert result.written == [str(victim)]
     assert _report(str(archive)) == _report(str(work))
-    rows = pl.scan_parquet(list(archive.rglob("*.parquet")), schema=ARCHIVE_SCHEMA).filter(
+    rows = pl.scan_parquet(list(archive.glob("day=*/server=*/*.parquet")), schema=ARCHIVE_SCHEMA).filter(
         pl.col("file") == str(victim)
     )
     # the archive keeps every message row of the file (analysis condenses them after reading)
@@ -149,7 +157,8 @@ def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path)
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
     source = max(caps.glob("*_proxy_*.jsonl"), key=lambda p: p.stat().st_size)
-    frame = pl.scan_parquet(list(archive.rglob("*.parquet"))).filter(pl.col("file") == str(source)).collect()
+    parts = list(archive.glob("day=*/server=*/*.parquet"))
+    frame = pl.scan_parquet(parts).filter(pl.col("file") == str(source)).collect()
     lines = source.read_bytes().split(b"\n")
     for row in frame.sample(50, seed=1).iter_rows(named=True):
         record = orjson.loads(lines[row["line"] - 1])
@@ -206,7 +215,7 @@ def test_refuses_to_overwrite_or_mix_with_input(caps: Path, tmp_path: Path, layo
 def test_an_incomplete_archive_is_an_error(caps: Path, tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
-    next(archive.rglob("*.parquet")).unlink()
+    next(archive.glob("day=*/server=*/*.parquet")).unlink()
     result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
     assert result.exit_code == 2
     assert "archive" in result.stderr and "missing" in result.stderr
@@ -285,3 +294,92 @@ def test_group_or_world_writable_out_is_refused(caps: Path, tmp_path: Path, mode
     with pytest.raises(ErascopeError, match="writable by other users"):
         compact([str(caps)], out)
     assert list(out.iterdir()) == []
+
+
+def _garble(path: Path) -> None:
+    path.write_bytes(b"not parquet at all " * 10)
+
+
+def test_an_analysis_of_every_row_reads_the_condensed_frames_alone(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    jsonl = _report(str(caps))
+    parts = sorted(archive.glob("day=*/server=*/*.parquet"))
+    assert parts and sorted((archive / archive_reader.CONDENSED_DIR).glob("*.parquet"))
+    for part in parts:  # present, but nothing in them can be read
+        _garble(part)
+    assert _report(str(archive)) == jsonl
+    # a selection reads the rows: the damaged parts are a clear error (not a traceback)
+    server = orjson.loads(jsonl)["servers"][0]["server"]
+    result = runner.invoke(app, ["analyze", str(archive), "--server", server, "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "cannot be read" in result.stderr and "compact --force" in result.stderr
+
+
+def test_a_damaged_archive_part_is_a_clear_error(caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    monkeypatch.setattr(archive_reader, "condensed_current", lambda entry: False)
+    _garble(max(archive.glob("day=*/server=*/*.parquet"), key=lambda p: p.stat().st_size))
+    result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "cannot be read" in result.stderr and "compact --force" in result.stderr
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other frame", "fewer rows"])
+def test_a_damaged_condensed_frame_is_a_clear_error(caps: Path, tmp_path: Path, damage: str) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    condensed = archive / archive_reader.CONDENSED_DIR
+    target = max(condensed.glob("*.messages.parquet"), key=lambda p: pl.read_parquet(p).height)
+    if damage == "garbage":
+        _garble(target)
+    elif damage == "other frame":  # a frame of another kind in its place
+        shutil.copy(target.with_name(target.name.replace(".messages.", ".conns.")), target)
+    else:
+        pl.read_parquet(target).head(1).write_parquet(target)
+    result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "condensed" in result.stderr and "compact --force" in result.stderr
+
+
+@pytest.mark.parametrize("stale", ["version", "polars", "missing"])
+def test_stale_condensed_frames_are_not_read_and_compact_refreshes_them(
+    caps: Path, tmp_path: Path, stale: str
+) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    entry_path = Path(source_entries(archive)[0])
+    entry = orjson.loads(entry_path.read_bytes())
+    if stale == "version":  # condensed by an erascope that condensed differently
+        entry["condensed"]["version"] -= 1
+    elif stale == "polars":  # flow keys hashed by another polars
+        entry["condensed"]["polars"] = "0.0.1"
+    else:  # an archive from before condensed frames
+        del entry["condensed"]
+    entry_path.write_bytes(orjson.dumps(entry))
+    for frame in (archive / archive_reader.CONDENSED_DIR).glob(f"{Path(entry['file']).name}.*"):
+        _garble(frame)  # read, they would be an error: the file's parts are read instead
+    assert _report(str(archive)) == _report(str(caps))
+    again = compact([str(caps)], archive, jobs=1)
+    assert again.written == [entry["file"]]
+    assert archive_reader.condensed_current(orjson.loads(entry_path.read_bytes()))
+    assert _report(str(archive)) == _report(str(caps))
+
+
+@pytest.mark.parametrize(
+    "condensed",
+    [{"frames": []}, {"frames": {"messages": 5}}, {"frames": {"messages": ["x", "many"]}}, {"rows": None}],
+)
+def test_a_malformed_condensed_entry_is_a_clear_error(caps: Path, tmp_path: Path, condensed: dict) -> None:
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    entry_path = Path(source_entries(archive)[0])
+    entry = orjson.loads(entry_path.read_bytes())
+    entry["condensed"] = {**entry["condensed"], **condensed}
+    entry_path.write_bytes(orjson.dumps(entry))
+    result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert "malformed archive entry" in result.stderr
+    assert compact([str(caps)], archive, jobs=1).written == [entry["file"]]  # converted again
+    assert _report(str(archive)) == _report(str(caps))

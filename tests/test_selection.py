@@ -17,6 +17,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from analyzer import archive as archive_reader
 from analyzer.cli import app
 from analyzer.compact import compact, kept_parts
 from analyzer.pipeline import AnalyzeOptions, analyze
@@ -134,7 +135,9 @@ def test_only_selected_traffic_is_analyzed(caps: Path) -> None:
         analysis.close()
 
 
-def test_partitions_outside_the_selection_are_never_opened(archive: Path, tmp_path: Path) -> None:
+def test_partitions_outside_the_selection_are_never_opened(
+    archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     archive = Path(shutil.copytree(archive, tmp_path / "archive"))
     selection = ["--since", "2026-11-29", "--server", "weather"]
     expected = _report(str(archive), *selection)
@@ -147,8 +150,11 @@ def test_partitions_outside_the_selection_are_never_opened(archive: Path, tmp_pa
         part.write_bytes(b"not parquet: opening this part fails")
     assert opened
     assert _report(str(archive), *selection) == expected
+    # without a selection the parts are read too when the condensed frames are not current
+    monkeypatch.setattr(archive_reader, "condensed_current", lambda entry: False)
     broken = runner.invoke(app, ["analyze", str(archive), "--format", "json", "--quiet"])
-    assert broken.exit_code != 0, "the garbage parts are read when nothing is selected"
+    assert broken.exit_code == 2, "the garbage parts are read when nothing is selected"
+    assert "cannot be read" in broken.stderr
 
 
 @pytest.mark.parametrize(

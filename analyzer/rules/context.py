@@ -8,6 +8,7 @@ connection).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Final
@@ -70,6 +71,9 @@ class RuleContext:
     """What condensing dropped (`analyzer.condense`); computed from `messages` when not given."""
     spill: Spill | None = None
     """Where the request view is written once built (`analyzer.spill`); None: it stays in memory."""
+    identities: Callable[[pl.LazyFrame, Traffic, Rows | None], pl.DataFrame] = connection_identities
+    """How `conn_clients` is computed: `connection_identities`, or what gives the same frame (`watch`
+    carries it across its rounds, `analyzer.watch_state`)."""
     _released: bool = field(default=False, init=False, repr=False)
 
     @classmethod
@@ -138,7 +142,7 @@ class RuleContext:
         """One client per (server, conn): its identity (`analyzer.identity`), as text in `client` and
         as parts in `identity`, plus the connection's first and last time. A stdio capture has one
         connection per spawn."""
-        return connection_identities(self.messages, self.traffic, self._moved())
+        return self.identities(self.messages, self.traffic, self._moved())
 
     @cached_property
     def upstream_failures(self) -> pl.DataFrame:
