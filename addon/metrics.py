@@ -41,6 +41,7 @@ under the server label `other` (`erascope_server_labels_folded_total` counts tho
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -97,6 +98,25 @@ _SSE_DEATHS: Final = frozenset({"upstream-reset", "error"})
 _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN})
 _STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
 _NOT_UPSTREAM: Final = "recorder-stopped"
+_SCAN_LIMIT: Final = 32 << 10
+"""Client messages shorter than this are searched for the two method names outright; longer ones are
+first read for their top-level members (`_method_may_match`), once, mostly by `str.find` of a quote."""
+_WS: Final = re.compile(r"[ \t\n\r]*")
+_SCALAR: Final = re.compile(r"[-+.0-9A-Za-z]*")
+_BRACKET_OR_QUOTE: Final = re.compile(r'["{}\[\]]')
+_WINDOW: Final = 256
+"""Characters searched at most for the next bracket or quote inside a nested value (else: give up)."""
+_NOT_OBJECT: Final = frozenset('["-0123456789tfn')
+"""How a JSON text that is not an object starts."""
+_LONGEST_TOKEN: Final = 6 * len(_DISCOVER) + 2
+"""A JSON string longer than this (quotes included) cannot decode to either name: `\\uXXXX` is the
+longest way to write a character."""
+_MAX_STEPS: Final = 64
+"""Members, brackets and strings read at most (else: give up). A tool call or a result with its
+content is about 10 to 20; each step costs about a microsecond, against 0.6-1 ms to search a megabyte
+for both names."""
+_MAX_ESCAPED: Final = 16
+"""Escaped quotes followed at most within one string (else: give up)."""
 
 
 def _json(raw: object) -> Any:
@@ -217,7 +237,12 @@ class LiveStats:
             # answer to one (only this thread changes `_by_conn`)
             if record.get(_DIR) == _C2S:
                 raw = record.get(_RAW)
-                if raw.__class__ is not str or (_DISCOVER not in raw and _INITIALIZE not in raw):
+                if raw.__class__ is not str:
+                    return
+                if len(raw) < _SCAN_LIMIT:
+                    if _DISCOVER not in raw and _INITIALIZE not in raw:
+                        return
+                elif not _may_call(raw):
                     return
             elif not self._by_conn:
                 return
@@ -234,7 +259,7 @@ class LiveStats:
             elif rtype == fmt.HTTP_REQUEST:
                 self.flows += 1
                 raw = record.get(fmt.F_RAW)
-                if isinstance(raw, str) and (_DISCOVER in raw or _INITIALIZE in raw):  # else no key to build
+                if isinstance(raw, str) and _may_call(raw):  # else no key to build
                     self._request(("f", str(record.get("flow"))), raw, record.get(fmt.F_SERVER))
             elif rtype == fmt.HTTP_RESPONSE:
                 self._response(record)
@@ -261,10 +286,8 @@ class LiveStats:
             elif rtype == fmt.LIFECYCLE:
                 self._lifecycle(record)
 
-    def _request(self, key: tuple[str, ...], raw: object, server: object) -> bool:
-        # the cheap test first: nearly every message is neither a probe nor an initialize
-        if not isinstance(raw, str) or (_DISCOVER not in raw and _INITIALIZE not in raw):
-            return False
+    def _request(self, key: tuple[str, ...], raw: str, server: object) -> bool:
+        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`)."""
         msg = _json(raw)
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
             return False
@@ -297,6 +320,7 @@ class LiveStats:
         conn = str(record.get(fmt.F_CONN))
         raw = record.get(fmt.F_RAW)
         if record.get(fmt.F_DIR) == fmt.C2S:
+            # the unlocked part of `observe` let through only text that `_may_call` holds for
             self._request(("c", conn), raw, record.get(fmt.F_SERVER))
             return
         keys = self._by_conn.get(conn)
@@ -375,6 +399,126 @@ class LiveStats:
                 "servers": servers,
                 "server_labels_folded": self.folded,
             }
+
+
+def _may_call(raw: str) -> bool:
+    """Whether the client message `raw` may be a probe or an `initialize`: False when it names neither
+    method, and (for long messages) when it provably does not decode to an object whose `method` is one
+    of them. What `observe` counts is exactly what testing the names and then decoding gave when every
+    message was searched for both names: a long message is read once by `_method_may_match`, and
+    searched for the names only when that cannot rule it out."""
+    if len(raw) >= _SCAN_LIMIT and not _method_may_match(raw):
+        return False
+    return _DISCOVER in raw or _INITIALIZE in raw
+
+
+def _method_may_match(raw: str) -> bool:
+    """False when the JSON text `raw` does not decode to an object whose `method` member is
+    `server/discover` or `initialize`; True when it may (or when telling would cost too much).
+
+    Reads the top-level members from the start: each name (decoded when it holds escapes), and each
+    value skipped by `str.find` of the quote that ends a string and by the brackets that end a nested
+    value; every `method` member's string value is compared. A megabyte of tool arguments or of a
+    result is thus mostly one `memchr` pass instead of two substring searches. Only valid JSON has to
+    be read right: invalid JSON never decodes to a message, so any answer is exact for it. Anything
+    unusual (too many members or escaped quotes, a long run without a bracket inside a nested value, a
+    torn text) answers True, and the caller searches and decodes the message as before.
+    """
+    n = len(raw)
+    i = _WS.match(raw).end()
+    if i >= n:
+        return False  # blank: not JSON
+    if raw[i] != "{":
+        return raw[i] not in _NOT_OBJECT  # JSON that is no object is no message (and a BOM is left to orjson)
+    ws = _WS.match
+    find = raw.find
+    bracket_or_quote = _BRACKET_OR_QUOTE.search
+    steps = _MAX_STEPS
+    i = ws(raw, i + 1).end()
+    if raw.startswith("}", i):
+        return False  # `{}`
+    while steps > 0:
+        steps -= 1
+        # a member's name
+        if not raw.startswith('"', i):
+            return True
+        end = _string_end(raw, i)
+        if end < 0:
+            return True
+        name = raw[i + 1 : end] if end - i <= _LONGEST_TOKEN else None  # longer never decodes to `method`
+        if name is not None and "\\" in name:
+            name = _json(raw[i : end + 1])  # None when not a string: then not JSON either
+        i = ws(raw, end + 1).end()
+        if not raw.startswith(":", i):
+            return True
+        i = ws(raw, i + 1).end()
+        if i >= n:
+            return True
+        # its value
+        c = raw[i]
+        if c == '"':
+            end = _string_end(raw, i)
+            if end < 0:
+                return True
+            if name == "method" and end - i <= _LONGEST_TOKEN:  # every one: of several, orjson keeps the last
+                value = raw[i + 1 : end]
+                if "\\" in value:
+                    value = _json(raw[i : end + 1])
+                if value in (_DISCOVER, _INITIALIZE):
+                    return True
+            i = end + 1
+        elif c == "{" or c == "[":  # skipped by its brackets (a `method` that is no string is neither name)
+            depth = 0
+            while True:
+                steps -= 1
+                if steps < 0:
+                    return True
+                found = bracket_or_quote(raw, i, i + _WINDOW)
+                if found is None:
+                    return True
+                i = found.start()
+                c = raw[i]
+                if c == '"':
+                    end = find('"', i + 1)
+                    i = end if end > 0 and raw[end - 1] != "\\" else _string_end(raw, i)  # the common case inline
+                    if i < 0:
+                        return True
+                elif c == "{" or c == "[":
+                    depth += 1
+                else:
+                    depth -= 1
+                    if depth == 0:
+                        break
+                i += 1
+            i += 1
+        else:
+            i = _SCALAR.match(raw, i).end()  # a number, true, false or null
+        i = ws(raw, i).end()
+        if raw.startswith(",", i):
+            i = ws(raw, i + 1).end()
+            continue
+        return not raw.startswith("}", i)  # the object's end: every member was read
+    return True
+
+
+def _string_end(raw: str, i: int) -> int:
+    """Where the JSON string that opens at `raw[i]` ends (its closing quote), or -1 (not found, or
+    more escaped quotes or longer runs of backslashes than are worth following)."""
+    find = raw.find
+    j = find('"', i + 1)
+    for _ in range(_MAX_ESCAPED):
+        if j < 0 or raw[j - 1] != "\\":
+            return j
+        k = j - 2  # count the backslashes before the quote: an even number escape each other
+        low = max(i, j - 66)
+        while k > low and raw[k] == "\\":
+            k -= 1
+        if raw[k] == "\\":
+            return -1
+        if (j - 1 - k) % 2 == 0:
+            return j
+        j = find('"', j + 1)
+    return -1
 
 
 def _id(msg: dict[str, Any]) -> bytes | None:
