@@ -306,19 +306,14 @@ def test_real_recorder_while_watching(
     assert reported(w.events()) == want
 
 
-@pytest.mark.parametrize("scenario", sorted(p.name for p in CORPUS.iterdir() if p.is_dir()))
-def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str) -> None:
-    """In process (a fake clock, no waiting): every scenario, its files interleaved in chunks cut at
-    random bytes, so each part is read in more pieces than `MERGE_PIECES` and merged."""
-    live = tmp_path / "live"
-    live.mkdir()
-    sources = sorted((CORPUS / scenario).glob("*.jsonl"))
+def replay(sources: list[Path], live: Path, watcher: Watcher, clock: list[float], seed: int) -> list[Any]:
+    """Append `sources` to same-named files in `live`, interleaved in pieces cut at random bytes, a
+    round of `watcher` each (a fake `clock`, no waiting); then idle past the probe timeout, so that
+    unanswered probes are decided. Returns the events of every round."""
     data = {s: s.read_bytes() for s in sources}
-    clock = [1000.0]
-    watcher = Watcher([str(live)], clock=lambda: clock[0])
-    rnd = random.Random(3)
     pos = dict.fromkeys(sources, 0)
-    events = []
+    rnd = random.Random(seed)
+    events: list[Any] = []
     while any(pos[s] < len(data[s]) for s in sources):
         for s in sources:
             n = rnd.randint(300, 6000)
@@ -327,8 +322,21 @@ def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str)
             pos[s] += n
         clock[0] += 0.1
         events += watcher.poll()
-    clock[0] += 30  # idle past the probe timeout: unanswered probes are decided
+    clock[0] += 30
     events += watcher.poll()
+    return events
+
+
+@pytest.mark.parametrize("scenario", sorted(p.name for p in CORPUS.iterdir() if p.is_dir()))
+def test_every_corpus_scenario_replayed_in_pieces(tmp_path: Path, scenario: str) -> None:
+    """In process (a fake clock, no waiting): every scenario, its files interleaved in chunks cut at
+    random bytes, so each part is read in more pieces than `MERGE_PIECES` and merged."""
+    live = tmp_path / "live"
+    live.mkdir()
+    sources = sorted((CORPUS / scenario).glob("*.jsonl"))
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = replay(sources, live, watcher, clock, seed=3)
     report = analyzed(live)
     assert reported([e.as_json() for e in events]) == expected(report)
     assert watcher.notes == []

@@ -8,9 +8,7 @@ clock), and each round's carried frame is compared with the one computed from ev
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
@@ -21,6 +19,7 @@ from analyzer.identity import connection_identities
 from analyzer.pipeline import analyze
 from analyzer.watch import Watcher
 from analyzer.watch_state import CarriedIdentities
+from tests.test_watch import replay
 
 CORPUS = Path(__file__).parent.parent / "captures" / "corpus"
 SHARED_SESSIONS = ["auto-legacy-http", "legacy-mode-dual-http", "legacy-sse-http", "rollout-split-http", "upgrade-http"]
@@ -51,25 +50,6 @@ def checked_watcher(live: Path, clock: list[float]) -> tuple[Watcher, Checked]:
     checked = Checked(watcher._identities)
     watcher._identities = checked  # type: ignore[assignment]
     return watcher, checked
-
-
-def replay(sources: list[Path], live: Path, watcher: Watcher, clock: list[float], seed: int) -> list[Any]:
-    """Append `sources` to same-named files in `live`, interleaved in pieces cut at random bytes, a round each."""
-    data = {s: s.read_bytes() for s in sources}
-    pos = dict.fromkeys(sources, 0)
-    rnd = random.Random(seed)
-    events = []
-    while any(pos[s] < len(data[s]) for s in sources):
-        for s in sources:
-            n = rnd.randint(300, 6000)
-            with open(live / s.name, "ab") as out:
-                out.write(data[s][pos[s] : pos[s] + n])
-            pos[s] += n
-        clock[0] += 0.1
-        events += watcher.poll()
-    clock[0] += 30
-    events += watcher.poll()
-    return events
 
 
 @pytest.mark.parametrize("scenario", SHARED_SESSIONS)
