@@ -422,19 +422,26 @@ def test_text_events_show_control_characters_instead_of_acting_on_them() -> None
         assert "srv\\x1b]0;pwn\\x07" in line
 
 
-def test_findings_whose_evidence_spans_a_long_history(tmp_path: Path) -> None:
-    """Traffic appended to a directory that already holds a long history of the same server keys (the
-    load `bench.bench_watch` measures): findings whose evidence lies far back in the backlog and grows
-    with the new lines, and era changes decided after it, are what `analyze` reports at the end."""
+def with_backlog(tmp_path: Path, size: str) -> tuple[Path, Path]:
+    """A directory `live` holding a generated backlog of `size`, and `more`: another generation of the
+    same server keys (other connections), to append to it. Returns (live, more)."""
     from bench.generate import main as generate
 
     backlog, more = tmp_path / "backlog", tmp_path / "more"
     for out, seed in ((backlog, "1"), (more, "2")):
-        assert generate(["--size", "400k", "--out", str(out), "--seed", seed]) == 0
+        assert generate(["--size", size, "--out", str(out), "--seed", seed]) == 0
     live = tmp_path / "live"
     live.mkdir()
     for f in backlog.glob("*.jsonl"):
         (live / f.name).write_bytes(f.read_bytes())
+    return live, more
+
+
+def test_findings_whose_evidence_spans_a_long_history(tmp_path: Path) -> None:
+    """Traffic appended to a directory that already holds a long history of the same server keys (the
+    load `bench.bench_watch` measures): findings whose evidence lies far back in the backlog and grows
+    with the new lines, and era changes decided after it, are what `analyze` reports at the end."""
+    live, more = with_backlog(tmp_path, "400k")
     clock = [1000.0]
     watcher = Watcher([str(live)], clock=lambda: clock[0])
     events = watcher.poll()

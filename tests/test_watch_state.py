@@ -19,7 +19,7 @@ from analyzer.identity import connection_identities
 from analyzer.pipeline import analyze
 from analyzer.watch import Watcher
 from analyzer.watch_state import CarriedIdentities
-from tests.test_watch import replay
+from tests.test_watch import replay, with_backlog
 
 CORPUS = Path(__file__).parent.parent / "captures" / "corpus"
 SHARED_SESSIONS = ["auto-legacy-http", "legacy-mode-dual-http", "legacy-sse-http", "rollout-split-http", "upgrade-http"]
@@ -66,15 +66,7 @@ def test_carried_identities_are_the_whole_history_s(tmp_path: Path, scenario: st
 def test_carried_identities_over_a_generated_backlog(tmp_path: Path) -> None:
     """The load `bench.bench_watch` measures: a backlog read at once, then more traffic of the same
     server keys in pieces; each round computes only the connections it read lines of."""
-    from bench.generate import main as generate
-
-    backlog, more = tmp_path / "backlog", tmp_path / "more"
-    for out, seed in ((backlog, "1"), (more, "2")):
-        assert generate(["--size", "300k", "--out", str(out), "--seed", seed]) == 0
-    live = tmp_path / "live"
-    live.mkdir()
-    for f in backlog.glob("*.jsonl"):
-        (live / f.name).write_bytes(f.read_bytes())
+    live, more = with_backlog(tmp_path, "300k")
     clock = [1000.0]
     watcher, checked = checked_watcher(live, clock)
     watcher.poll()
