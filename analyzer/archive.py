@@ -79,6 +79,8 @@ CONDENSED_SCHEMAS: Final[dict[str, dict[str, pl.DataType]]] = {
     "servers": SERVERS_SCHEMA,
 }
 """The frames `_condensed` keeps per file, in the dtypes the analysis holds them in."""
+_COMPACT_AGAIN: Final = "run `erascope compact --force` on the captures to rewrite the archive"
+"""The fix for an archive file that cannot be read as its entry says."""
 
 
 def is_archive(path: Path | str) -> bool:
@@ -232,10 +234,28 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             if set(condensed) != set(CONDENSED_SCHEMAS):
                 raise ValueError(f"condensed frames {sorted(condensed)}")
             condensed_rows = int(entry["condensed"]["rows"])
+            if condensed_rows < 0 or any(rows < 0 for _, rows in condensed.values()):
+                raise ValueError("a negative row count")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
     lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     return _Archived(facts, root, parts, lines, condensed, condensed_rows)
+
+
+def _every_file(f: _Archived) -> list[str]:
+    """The parts and the condensed frames an entry names."""
+    return f.parts + [path for path, _ in (f.condensed or {}).values()]
+
+
+def current_whole(entry: dict[str, Any], entry_path: str, root: str) -> bool:
+    """Whether this erascope reads `entry` as it is: its rows' columns, its condensed frames current
+    and well formed, and every file it names in the archive (what `compact` need not write again)."""
+    try:
+        archived = archived_entry(entry, entry_path, root, None)
+        _check_present([archived], _every_file)
+    except ErascopeError:
+        return False
+    return archived.condensed is not None
 
 
 def _check_present(files: list[_Archived], paths: Callable[[_Archived], list[str]]) -> None:
@@ -328,7 +348,7 @@ def read_entries(
     if all(f.condensed is not None for f in files if f.parts):
         condensed = [f for f in files if f.condensed is not None]
         # the parts too: an archive missing some is incomplete, whichever frames this analysis reads
-        _check_present(condensed, lambda f: f.parts + [path for path, _ in (f.condensed or {}).values()])
+        _check_present(condensed, _every_file)
         _read_condensed(condensed)
         if spill is not None:  # as the rows' reading does: what grows with the input waits on disk
             for f in condensed:
@@ -348,7 +368,9 @@ def condensed_facts(entry: dict[str, Any], entry_path: str, root: str) -> FileFa
     return archived.facts
 
 
-def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill | None) -> FileFacts | None:
+def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill | None) -> None:
+    """The rows of `files` read from their parts, paired and condensed together, go with the first
+    file read (see `read_entries`)."""
     frames: list[pl.DataFrame] = []
     traffics: list[Traffic] = []
     for window in _windows(files, CHUNK_ROWS):
@@ -357,8 +379,7 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
         except (pl.exceptions.PolarsError, OSError) as exc:
             # a damaged or replaced part: said, with the archive, instead of a traceback
             raise ErascopeError(
-                f"archive {window.files[0].root}: a part cannot be read ({exc});"
-                " run `erascope compact --force` on the captures to rewrite the archive"
+                f"archive {window.files[0].root}: a part cannot be read ({exc}); {_COMPACT_AGAIN}"
             ) from None
         if rows.is_empty():
             continue
@@ -369,7 +390,6 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
     holder = next((f for f in facts if f.was_read), None)
     if holder is not None and traffics:
         set_relinked(holder, frames, traffics)
-    return holder
 
 
 def _read_condensed(files: list[_Archived]) -> None:
@@ -380,16 +400,17 @@ def _read_condensed(files: list[_Archived]) -> None:
     """
     wanted = [(f, kind) for f in files for kind in CONDENSED_SCHEMAS]
     scans = [pl.scan_parquet((f.condensed or {})[kind][0], glob=False, hive_partitioning=False) for f, kind in wanted]
-    refresh = "run `erascope compact --force` on the captures to refresh the archive"
     try:
         collected = pl.collect_all(scans) if scans else []
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ErascopeError(f"archive {files[0].root}: a condensed frame cannot be read ({exc}); {refresh}") from None
+        raise ErascopeError(
+            f"archive {files[0].root}: a condensed frame cannot be read ({exc}); {_COMPACT_AGAIN}"
+        ) from None
     frames: dict[tuple[int, str], pl.DataFrame] = {}
     for (f, kind), frame in zip(wanted, collected, strict=True):
         path, rows = (f.condensed or {})[kind]
         if dict(frame.schema) != CONDENSED_SCHEMAS[kind] or frame.height != rows:
-            raise ErascopeError(f"{path}: not the condensed {kind} this erascope wrote for its entry; {refresh}")
+            raise ErascopeError(f"{path}: not the condensed {kind} this erascope wrote for its entry; {_COMPACT_AGAIN}")
         frames[id(f), kind] = frame
     for f in files:
         requests = frames[id(f), "requests"]

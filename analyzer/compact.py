@@ -26,7 +26,7 @@ input inside the output directory, or an output directory that holds captures is
 Each file's rows are also kept as an analysis holds them once it has read them: paired and
 condensed, with what condensing added up (`analyzer.archive`, "_condensed"). An analysis of every
 row reads these instead of the parts; they are written with the file's parts, before its entry, and
-written again by the next `compact` when this erascope condenses differently (`condensed_current`).
+written again by the next `compact` when this erascope condenses differently (`analyzer.archive.current_whole`).
 
 It holds full payloads, so it gets the captures' permissions: files 0600, directories 0700 (the
 `--out` directory and every parent erascope creates, and the archive's own directories on every
@@ -61,15 +61,14 @@ from analyzer.archive import (
     NULL_SERVER,
     PARQUET_SUFFIX,
     SOURCES_DIR,
-    condensed_current,
     condensed_facts,
     condensed_stamp,
+    current_whole,
     extract_archived,
     is_archive,
     is_source_entry,
     kept_parts,
     read_entry,
-    same_extraction,
     source_entries,
 )
 from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
@@ -284,24 +283,10 @@ def _unchanged(path: str, out: Path) -> bool:
     return (
         entry.get("file") == display_name(path)
         and entry.get("source") == _fingerprint(path)
-        and same_extraction(entry)  # an erascope that extracts more converts again
-        and condensed_current(entry)  # and one that condenses differently
-        and all((out / p).is_file() for p in entry["parts"])
-        and _condensed_present(entry, out)
+        # an erascope that extracts more or condenses differently converts again, as does a malformed
+        # or incomplete entry
+        and current_whole(entry, str(entry_path), str(out))
     )
-
-
-def _condensed_present(entry: dict[str, Any], out: Path) -> bool:
-    """Whether the entry names every condensed frame, with its rows, and each is in the archive (a
-    malformed entry: no, and the file is converted again)."""
-    try:
-        frames = entry["condensed"]["frames"]
-        int(entry["condensed"]["rows"])
-        return set(frames) == set(CONDENSED_SCHEMAS) and all(
-            isinstance(rel, str) and int(rows) >= 0 and (out / rel).is_file() for rel, rows in frames.values()
-        )
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return False
 
 
 def compact(

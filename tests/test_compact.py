@@ -369,7 +369,13 @@ def test_stale_condensed_frames_are_not_read_and_compact_refreshes_them(
 
 @pytest.mark.parametrize(
     "condensed",
-    [{"frames": []}, {"frames": {"messages": 5}}, {"frames": {"messages": ["x", "many"]}}, {"rows": None}],
+    [
+        {"frames": []},
+        {"frames": {"messages": 5}},
+        {"frames": {"messages": ["x", "many"]}},
+        {"rows": None},
+        {"rows": -1},
+    ],
 )
 def test_a_malformed_condensed_entry_is_a_clear_error(caps: Path, tmp_path: Path, condensed: dict) -> None:
     archive = tmp_path / "archive"
