@@ -46,7 +46,7 @@ BUCKET = "audits"
 class Requests(logging.Handler):
     """The requests the loopback S3 server answered, as its request log names them (`GET /bucket/key`)."""
 
-    LINE = re.compile(r"\b(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/")
+    LINE = re.compile(r"(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/")
 
     def __init__(self) -> None:
         super().__init__()
@@ -384,3 +384,12 @@ def test_a_cluster_compacts_captures_at_a_url_into_an_archive_there(
     local_run = f"s3://{BUCKET}/cluster/local"
     assert erascope(s3_env, "compact", url, "--out", local_run).returncode == 0
     assert _objects(s3_env, archive) == _objects(s3_env, local_run)
+
+
+def test_verify_reads_captures_at_a_url(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    local, url = captures
+    here = erascope(s3_env, "verify", local, "-f", "json")
+    there = erascope(s3_env, "verify", url, "-f", "json")
+    assert there.returncode == here.returncode, there.stderr.decode()
+    assert there.stdout == _located_at(here.stdout, local, url)
+    assert b"cannot read" not in there.stdout
