@@ -281,7 +281,9 @@ def _compact_to_url(path: str, out: str) -> tuple[int, int]:
     """`compact_file` into the archive at the URL `out`: written whole to a local staging directory,
     then uploaded in the local writer's order (see the module docstring). An object store has no
     rename, but an upload is atomic: the entry, uploaded last, never names an object that is not
-    there, and a run cut short leaves at most objects no entry names."""
+    there, and a new file's run cut short leaves objects no entry names. As in a local archive, a
+    file converted again replaces its parts under the same names before its new entry replaces the
+    old one."""
     name = display_name(Path(path).name)
     entry_url = join(out, SOURCES_DIR, f"{name}.json")
     old_parts: list[str] = read_entry(entry_url)["parts"] if storage.is_file(entry_url) else []

@@ -456,7 +456,16 @@ def _check_link(before: FileResult, after: FileResult) -> None:
 def _on_disk(beside: str, name: str) -> bool:
     """A part named by a link exists next to the file naming it (plain or compressed), though not given."""
     folder = os.path.dirname(beside)
-    return any(os.path.exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+    return any(_exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+
+
+def _exists(path: str) -> bool:
+    """`os.path.exists`, of an object at a URL too."""
+    try:
+        mode_size(path)
+    except OSError:
+        return False
+    return True
 
 
 def render_text(result: Verification) -> str:
