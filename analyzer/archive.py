@@ -55,7 +55,7 @@ from analyzer.messages import MEMBER_SLOTS, as_categoricals, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
 from analyzer.spill import Spill
-from analyzer.storage import files_under, glob, is_dir, is_url, join, read_bytes
+from analyzer.storage import files_under, glob, is_dir, is_url, join, read_bytes, read_many
 
 ARCHIVE_FORMAT: Final = "erascope-archive/1"
 SOURCES_DIR: Final = "_sources"
@@ -109,22 +109,67 @@ def is_source_entry(path: str | Path) -> bool:
     return 0 < dot < len(name) - 1 and name[dot:] == ".json"  # `PurePath.suffix`
 
 
+class EntryPath(str):
+    """The path of an archive entry that holds the entry's bytes, read when the archive was listed
+    (`source_entries` reads every entry to order them): the reader takes them from here instead of
+    reading the entry again (`read_entry`), which at a URL is a request per entry."""
+
+    content: bytes | None
+
+    def __new__(cls, path: str, content: bytes) -> EntryPath:
+        self = super().__new__(cls, path)
+        self.content = content
+        return self
+
+    def take(self) -> bytes | None:
+        """The entry's bytes, once: they are let go as the reader takes them."""
+        content, self.content = self.content, None
+        return content
+
+
 def source_entries(archive: Path | str) -> list[str]:
-    """The archive's per-input entries, in the order the inputs were found (their original paths)."""
+    """The archive's per-input entries, in the order the inputs were found (their original paths).
+
+    Each entry is read once, here; its path (an `EntryPath`) carries its bytes to the reader. An
+    archive at a URL has its entries read together (concurrent requests)."""
     if isinstance(archive, str) and is_url(archive):
         found = glob(archive, f"{SOURCES_DIR}/*.json")
+        contents: dict[str, bytes | OSError] = read_many(found)
     else:
         found = [str(p) for p in (Path(archive) / SOURCES_DIR).glob("*.json")]
-    entries = [(p, read_entry(p)["file"]) for p in found]
+        contents = {}
+        for p in found:
+            try:
+                contents[p] = Path(p).read_bytes()
+            except OSError as exc:
+                contents[p] = exc
+    entries = []
+    for p in found:
+        content = contents[p]
+        if isinstance(content, OSError):
+            raise ErascopeError(f"{p}: not a readable archive entry ({content})")
+        entries.append((EntryPath(p, content), _parsed(p, content)["file"]))
     # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
     return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
 
 
 def read_entry(path: Path | str) -> dict[str, Any]:
-    """An archive entry's JSON; `ErascopeError` when it is unreadable or of another archive format."""
+    """An archive entry's JSON; `ErascopeError` when it is unreadable or of another archive format.
+
+    An `EntryPath` gives the bytes it holds, once; any other path is read."""
+    content = path.take() if isinstance(path, EntryPath) else None
+    if content is None:
+        try:
+            content = read_bytes(path) if isinstance(path, str) and is_url(path) else Path(path).read_bytes()
+        except OSError as exc:
+            raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
+    return _parsed(str(path), content)
+
+
+def _parsed(path: str, content: bytes) -> dict[str, Any]:
     try:
-        entry = orjson.loads(read_bytes(path) if isinstance(path, str) and is_url(path) else Path(path).read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
+        entry = orjson.loads(content)
+    except orjson.JSONDecodeError as exc:
         raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
     if not isinstance(entry, dict) or entry.get("format") != ARCHIVE_FORMAT:
         raise ErascopeError(
@@ -195,7 +240,7 @@ def _archived(entry_path: str, selection: Selection | None) -> _Archived:
     remote = is_url(entry_path)
     # `Path` would fold a URL's `//`: an archive at a URL is joined as text
     root = entry_path.rsplit("/", 2)[0] if remote else str(Path(entry_path).parent.parent)
-    return archived_entry(read_entry(entry_path), entry_path, root, selection)
+    return archived_entry(read_entry(entry_path), str(entry_path), root, selection)
 
 
 def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection: Selection | None) -> _Archived:
@@ -247,23 +292,26 @@ def _every_file(f: _Archived) -> list[str]:
     return f.parts + [path for path, _ in (f.condensed or {}).values()]
 
 
-def current_whole(entry: dict[str, Any], entry_path: str, root: str) -> bool:
+def current_whole(entry: dict[str, Any], entry_path: str, root: str, listing: set[str] | None = None) -> bool:
     """Whether this erascope reads `entry` as it is: its rows' columns, its condensed frames current
-    and well formed, and every file it names in the archive (what `compact` need not write again)."""
+    and well formed, and every file it names in the archive (what `compact` need not write again).
+    `listing`: the objects of an archive at a URL, listed once for all its entries."""
     try:
         archived = archived_entry(entry, entry_path, root, None)
-        _check_present([archived], _every_file)
+        _check_present([archived], _every_file, None if listing is None else {archived.root: listing})
     except ErascopeError:
         return False
     return archived.condensed is not None
 
 
-def _check_present(files: list[_Archived], paths: Callable[[_Archived], list[str]]) -> None:
+def _check_present(
+    files: list[_Archived], paths: Callable[[_Archived], list[str]], listed: dict[str, set[str]] | None = None
+) -> None:
     """Raise `ErascopeError` naming the files of `paths(file)` that are missing from their archive.
 
     An archive at a URL is listed once (existence checks of many parts on an object store would be
-    a request each)."""
-    listed: dict[str, set[str]] = {}
+    a request each), or not at all when `listed` (archive → its objects) has it."""
+    listed = dict(listed or {})
     for f in files:
         needed = paths(f)
         if is_url(f.root):
@@ -344,7 +392,7 @@ def read_entries(
     the rows condensing moves out are written there window by window. Raises `ErascopeError` for a
     malformed or incomplete archive.
     """
-    files = [_archived(str(e), selection) for e in entries]
+    files = [_archived(e, selection) for e in entries]
     if all(f.condensed is not None for f in files if f.parts):
         condensed = [f for f in files if f.condensed is not None]
         # the parts too: an archive missing some is incomplete, whichever frames this analysis reads

@@ -376,7 +376,8 @@ def analyze_cmd(
         typer.Argument(
             metavar="PATH",
             help="Captures (also .jsonl.gz, .jsonl.zst), HAR files, mitmproxy dumps, directories (searched for"
-            " *.jsonl, *.jsonl.gz, *.jsonl.zst) or globs.",
+            " *.jsonl, *.jsonl.gz, *.jsonl.zst), globs or archives; also at object-storage URLs (s3://bucket/captures/,"
+            " credentials from the store's environment; pip install 'erascope\\[cloud]').",
         ),
     ],
     report_format: Annotated[
@@ -475,7 +476,8 @@ def analyze_cmd(
             "--scheduler",
             metavar="ADDRESS",
             help="Analyze the archive on this Dask scheduler (tcp://host:port or a scheduler file), one task per"
-            " shard of servers; the archive must be on a path the workers share (pip install 'erascope[dask]').",
+            " shard of servers; the archive must be on a path the workers share or at a URL they can read"
+            " (pip install 'erascope\\[dask]').",
         ),
     ] = None,
 ) -> None:
@@ -603,11 +605,20 @@ def analyze_cmd(
 def compact_cmd(
     paths: Annotated[
         list[str],
-        typer.Argument(metavar="PATH", help="Capture files, directories (searched for *.jsonl) or globs."),
+        typer.Argument(
+            metavar="PATH",
+            help="Capture files, directories (searched for *.jsonl, *.jsonl.gz, *.jsonl.zst) or globs; also at"
+            " object-storage URLs (s3://bucket/captures/; pip install 'erascope\\[cloud]').",
+        ),
     ],
     out: Annotated[
         str,
-        typer.Option("--out", metavar="DIR", help="Archive directory (created; must not be inside an input)."),
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="Archive directory (created; must not be inside an input), or a URL (s3://bucket/archive): each"
+            " file's entry is uploaded after its parts.",
+        ),
     ],
     jobs: Annotated[
         int | None,
@@ -620,7 +631,8 @@ def compact_cmd(
             "--scheduler",
             metavar="ADDRESS",
             help="Convert on this Dask scheduler (tcp://host:port or a scheduler file), one task per file; inputs and"
-            " --out must be on paths the workers share (pip install 'erascope[dask]').",
+            " --out must be on paths the workers share or at URLs they can read and write"
+            " (pip install 'erascope\\[dask]').",
         ),
     ] = None,
 ) -> None:

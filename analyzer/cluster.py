@@ -4,7 +4,8 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
 
 - `compact` is a map over input files: each task runs the local per-file step
   (`analyzer.compact.compact_file`) on a worker, which reads the capture and writes its archive
-  parts itself; only (parts, rows) travels back.
+  parts itself (both may be at URLs: the worker fetches its own input and uploads its own
+  objects); only (parts, rows) travels back.
 - `analyze ARCHIVE` is a map over shards of server keys: each task runs the whole local pipeline
   (`analyzer.pipeline.analyze`) on the archive with `AnalyzeOptions.servers` set to its shard, so
   only that shard's `server=` partitions are opened, and sends back what the report shows of it
@@ -12,7 +13,8 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
   the client into the `Analysis` the local run gives, and the report is byte-identical.
 
 Workers open the paths as the client names them: inputs and archive must be on a filesystem the
-client and every worker see under the same path (a shared mount). Each task checks that, and fails
+client and every worker see under the same path (a shared mount), or at URLs every worker can read
+(and, for `compact --out`, write) with the credentials in its own environment. Each task checks that, and fails
 with a clear error instead of reading another file. A task whose worker dies is run again by the
 scheduler elsewhere (up to its `allowed-failures`); a task that fails for good fails the whole run:
 the result accounts for every shard or there is no result.
@@ -39,7 +41,7 @@ import polars as pl
 
 from addon.errors import ErascopeError
 from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive
-from analyzer.compact import CompactResult, compact, compact_file
+from analyzer.compact import CompactResult, compact, compact_file, source_fingerprint
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
@@ -102,20 +104,25 @@ def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
 
 
 # --- compact -------------------------------------------------------------------------------------
-def _compact_task(path: str, out: str, fingerprint: tuple[int, int]) -> tuple[int, int]:
-    """Run on a worker: compact one input file into the shared archive `out`."""
+_SHARED: Final = "a filesystem the client and the workers share, under the same path, or at a URL they can all read"
+
+
+def _compact_task(path: str, out: str, fingerprint: dict[str, Any]) -> tuple[int, int]:
+    """Run on a worker: compact one input file (a path or a URL) into the shared archive `out` (a
+    directory or a URL): the worker reads the input and writes the archive's objects itself."""
     try:
-        st = os.stat(path)
+        seen = source_fingerprint(path)
     except OSError as exc:
-        raise ErascopeError(f"{path}: not readable on worker {os.uname().nodename} ({exc.strerror}); inputs"
-                            " must be on a filesystem the client and the workers share, under the same path") from None
-    if (st.st_size, st.st_mtime_ns) != fingerprint:
+        raise ErascopeError(f"{path}: not readable on worker {os.uname().nodename} ({exc.strerror or exc}); inputs"
+                            f" must be on {_SHARED}") from None
+    if seen != fingerprint:
         raise ErascopeError(f"{path} on worker {os.uname().nodename} is not the file the client sees (size or"
-                            " modification time differ): inputs must be on a filesystem the client and the workers"
-                            " share, under the same path")
+                            f" version differ): inputs must be on {_SHARED}")
+    if is_url(out):
+        return compact_file(path, out)
     if not (Path(out) / SOURCES_DIR).is_dir():
-        raise ErascopeError(f"--out {out} is not visible on worker {os.uname().nodename}: the archive must be on a"
-                            " filesystem the client and the workers share, under the same path")
+        raise ErascopeError(f"--out {out} is not visible on worker {os.uname().nodename}: the archive must be on"
+                            f" {_SHARED}")
     return compact_file(path, Path(out))
 
 
@@ -129,14 +136,14 @@ def compact_on_cluster(
     """
     with connect(address) as client:
 
-        def run(todo: list[str], archive: Path) -> list[tuple[int, int]]:
-            prints = [os.stat(p) for p in todo]
+        def run(todo: list[str], archive: Path | str) -> list[tuple[int, int]]:
+            prints = [source_fingerprint(p) for p in todo]
             token = _token()
             futures = client.map(
                 _compact_task,
                 todo,
-                [str(archive.absolute())] * len(todo),
-                [(st.st_size, st.st_mtime_ns) for st in prints],
+                [archive if isinstance(archive, str) else str(archive.absolute())] * len(todo),
+                prints,
                 pure=False,
                 key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
             )

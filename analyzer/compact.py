@@ -28,6 +28,13 @@ condensed, with what condensing added up (`analyzer.archive`, "_condensed"). An 
 row reads these instead of the parts; they are written with the file's parts, before its entry, and
 written again by the next `compact` when this erascope condenses differently (`analyzer.archive.current_whole`).
 
+Inputs may be objects at URLs (`s3://bucket/captures/`, read as `analyzer.load` reads them), and the
+archive may be written to a URL (`--out s3://bucket/archive`, `_compact_to_url`): each file's objects
+are written to a local staging directory as above, then uploaded in the same order, parts and
+condensed frames first and the entry last, each upload appearing whole or not at all; the parts
+its old entry named and the new one does not are deleted after the entry. Unchanged inputs are told
+by the object's size and entity tag. Who may read or replace the objects is the bucket's policy.
+
 It holds full payloads, so it gets the captures' permissions: files 0600, directories 0700 (the
 `--out` directory and every parent erascope creates, and the archive's own directories on every
 run). An existing `--out` that other users can write to (group or world writable, like /tmp) is
@@ -40,6 +47,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +61,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
+from analyzer import storage
 from analyzer.archive import (
     ARCHIVE_FORMAT,
     ARCHIVE_SCHEMA,
@@ -61,6 +70,7 @@ from analyzer.archive import (
     NULL_SERVER,
     PARQUET_SUFFIX,
     SOURCES_DIR,
+    EntryPath,
     condensed_facts,
     condensed_stamp,
     current_whole,
@@ -73,7 +83,7 @@ from analyzer.archive import (
 )
 from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
 from analyzer.messages import MEMBER_SLOTS, as_strings
-from analyzer.storage import is_url
+from analyzer.storage import is_url, join, redact
 
 __all__ = [  # the archive's reading side lives in `analyzer.archive`; these names stay importable here
     "ARCHIVE_FORMAT",
@@ -93,7 +103,7 @@ __all__ = [  # the archive's reading side lives in `analyzer.archive`; these nam
 class CompactResult:
     """What a compaction run did, per input file."""
 
-    archive: Path
+    archive: Path | str
     written: list[str] = field(default_factory=list)
     """Input files (as given) converted in this run."""
     unchanged: list[str] = field(default_factory=list)
@@ -110,7 +120,9 @@ def _partition_dir(day: str, server: str | None) -> str:
 
 
 def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
-    """Refuse layouts where writing the archive could touch, or mix with, its input."""
+    """Refuse layouts where writing the archive could touch, or mix with, its input (inputs at URLs
+    cannot: the archive is local)."""
+    paths, inputs = [p for p in paths if not is_url(p)], [f for f in inputs if not is_url(f)]
     out_r = out.resolve()
     if out_r.exists() and not out_r.is_dir():
         raise ErascopeError(f"--out {out} exists and is not a directory")
@@ -126,6 +138,23 @@ def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
             raise ErascopeError(f"refusing to compact {f}: it is inside the output directory {out}")
     if out_r.is_dir() and any(out_r.rglob("*" + fmt.CAPTURE_SUFFIX)):
         raise ErascopeError(f"--out {out} holds capture files; an archive needs a directory of its own")
+
+
+def _check_url_layout(paths: list[str], inputs: list[str], out: str) -> None:
+    """`_check_layout` of an archive at a URL: prefixes, not directories, are compared."""
+    top = out.rstrip("/")
+    if storage.is_file(top):
+        raise ErascopeError(f"--out {redact(out)} is an object, not a prefix an archive can be written under")
+    for given in (p.rstrip("/") for p in paths if is_url(p)):
+        if top == given or top.startswith(given + "/"):
+            raise ErascopeError(
+                f"refusing to write the archive under the input {redact(given)}: choose --out outside it"
+            )
+    for f in inputs:
+        if f.startswith(top + "/"):
+            raise ErascopeError(f"refusing to compact {redact(f)}: it is under the output {redact(out)}")
+    if storage.is_dir(top) and storage.captures_under(top, (fmt.CAPTURE_SUFFIX,)):
+        raise ErascopeError(f"--out {redact(out)} holds capture files; an archive needs a prefix of its own")
 
 
 ROW_GROUP_ROWS: Final = 25_000
@@ -161,7 +190,11 @@ def _check_out_mode(out: Path) -> None:
         )
 
 
-def _fingerprint(path: str) -> dict[str, int]:
+def source_fingerprint(path: str) -> dict[str, Any]:
+    """What tells that an input changed since it was compacted: a local file's size and modification
+    time, an object's size and version (`analyzer.storage.fingerprint`). Raises `OSError`."""
+    if is_url(path):
+        return storage.fingerprint(path)
     st = os.stat(path)
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
@@ -206,12 +239,16 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str) -> list[str]:
     return parts
 
 
-def compact_file(path: str, out: Path) -> tuple[int, int]:
-    """Compact one input file into the archive at `out`; returns (Parquet parts, rows) written."""
+def compact_file(path: str, out: Path | str) -> tuple[int, int]:
+    """Compact one input file into the archive at `out` (a directory, or a URL: `_compact_to_url`);
+    returns (Parquet parts, rows) written."""
+    if isinstance(out, str) and is_url(out):
+        return _compact_to_url(path, out)
+    out = Path(out)
     name = display_name(Path(path).name)  # archive files are named in text polars can write
     entry_path = out / SOURCES_DIR / f"{name}.json"
     old_parts: list[str] = read_entry(entry_path)["parts"] if entry_path.is_file() else []
-    fingerprint = _fingerprint(path)
+    fingerprint = source_fingerprint(path)
     facts = extract_file(path, LoadOptions(keep_raw=True))
     parts = _write_parts(facts.messages, out, name)
     height = facts.messages.height
@@ -238,6 +275,30 @@ def compact_file(path: str, out: Path) -> tuple[int, int]:
     for stale in set(old_parts) - set(parts):
         (out / stale).unlink(missing_ok=True)
     return len(parts), height
+
+
+def _compact_to_url(path: str, out: str) -> tuple[int, int]:
+    """`compact_file` into the archive at the URL `out`: written whole to a local staging directory,
+    then uploaded in the local writer's order (see the module docstring). An object store has no
+    rename, but an upload is atomic: the entry, uploaded last, never names an object that is not
+    there, and a new file's run cut short leaves objects no entry names. As in a local archive, a
+    file converted again replaces its parts under the same names before its new entry replaces the
+    old one."""
+    name = display_name(Path(path).name)
+    entry_url = join(out, SOURCES_DIR, f"{name}.json")
+    old_parts: list[str] = read_entry(entry_url)["parts"] if storage.is_file(entry_url) else []
+    with tempfile.TemporaryDirectory(prefix="erascope-compact-") as staging:
+        written = compact_file(path, Path(staging))
+        entry_path = Path(staging) / SOURCES_DIR / f"{name}.json"
+        entry = read_entry(entry_path)
+        data = [*entry["parts"], *(rel for rel, _ in entry["condensed"]["frames"].values())]
+        try:
+            storage.put_files((str(Path(staging) / rel), join(out, rel)) for rel in data)
+            storage.put_files([(str(entry_path), entry_url)])
+            storage.remove(join(out, rel) for rel in sorted(set(old_parts) - set(entry["parts"])))
+        except OSError as exc:
+            raise ErascopeError(f"cannot write the archive {redact(out)}: {exc}") from None
+    return written
 
 
 _AGGREGATES: Final = {"conns": ["server", "conn"], "sessions": ["server", "conn", "session_id"], "servers": ["server"]}
@@ -275,18 +336,38 @@ def _write_condensed(entry: dict[str, Any], entry_path: str, out: Path, name: st
     return {**condensed_stamp(), "rows": traffic.rows, "frames": written}
 
 
-def _unchanged(path: str, out: Path) -> bool:
-    entry_path = out / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
-    if not entry_path.is_file():
-        return False
+def _unchanged(
+    path: str, out: Path | str, entry_path: Path | EntryPath | None = None, listing: set[str] | None = None
+) -> bool:
+    """Whether the archive at `out` holds `path` as this erascope writes it, from an input that did
+    not change since. At a URL, `entry_path` holds the entry read already and `listing` the archive's
+    objects (`_unchanged_at_url`)."""
+    if entry_path is None:
+        entry_path = Path(out) / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
+        if not entry_path.is_file():
+            return False
     entry = read_entry(entry_path)
     return (
         entry.get("file") == display_name(path)
-        and entry.get("source") == _fingerprint(path)
+        and entry.get("source") == source_fingerprint(path)
         # an erascope that extracts more or condenses differently converts again, as does a malformed
         # or incomplete entry
-        and current_whole(entry, str(entry_path), str(out))
+        and current_whole(entry, str(entry_path), str(out), listing)
     )
+
+
+def _unchanged_at_url(inputs: list[str], out: str) -> set[str]:
+    """The inputs `_unchanged` in the archive at the URL `out`: the archive is listed once and the
+    entries there read together (a request each, concurrently), not an input at a time."""
+    listing = storage.files_under(out) if storage.is_dir(out) else set()
+    entries = {p: join(out, SOURCES_DIR, f"{display_name(Path(p).name)}.json") for p in inputs}
+    contents = storage.read_many(sorted(u for u in entries.values() if u in listing))
+    unchanged = set()
+    for p, url in entries.items():
+        content = contents.get(url)
+        if isinstance(content, bytes) and _unchanged(p, out, EntryPath(url, content), listing):
+            unchanged.add(p)
+    return unchanged
 
 
 def compact(
@@ -295,7 +376,7 @@ def compact(
     *,
     jobs: int | None = None,
     force: bool = False,
-    runner: Callable[[list[str], Path], list[tuple[int, int]]] | None = None,
+    runner: Callable[[list[str], Path | str], list[tuple[int, int]]] | None = None,
 ) -> CompactResult:
     """Convert the capture files named by `paths` (files, directories, globs) into an archive at `out`.
 
@@ -306,15 +387,12 @@ def compact(
     module docstring), archives given as input, and the loader's own input errors.
     """
     given = [str(p) for p in paths]
-    if is_url(str(out)) or any(map(is_url, given)):
-        raise ErascopeError(
-            "compact reads captures from and writes the archive to local or shared filesystems; copy the"
-            " archive to object storage afterwards (e.g. `aws s3 sync ARCHIVE s3://bucket/archive`)"
-        )
-    out = Path(out)
+    out = str(out) if is_url(str(out)) else Path(out)
+    if isinstance(out, str):
+        storage.check_url(out)
     for g in given:
-        if Path(g).is_dir() and is_archive(Path(g)):
-            raise ErascopeError(f"{g} is already an archive; analyze it directly")
+        if (is_url(g) and is_archive(g)) or (not is_url(g) and Path(g).is_dir() and is_archive(Path(g))):
+            raise ErascopeError(f"{redact(g)} is already an archive; analyze it directly")
     inputs = [p for p in find_inputs(given) if not is_source_entry(p)]
     if not inputs:
         raise ErascopeError("no capture files to compact")
@@ -323,14 +401,19 @@ def compact(
         other = names.setdefault(Path(p).name, p)
         if other != p:
             raise ErascopeError(f"{other} and {p} share a file name; compact them into separate archives")
-    _check_layout(given, inputs, out)
-    _check_out_mode(out)
-    _private_dir(out / SOURCES_DIR)
-    for p in out.rglob("*"):  # what an older, looser erascope wrote, too
-        if not p.is_symlink():
-            os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
+    if isinstance(out, str):
+        _check_url_layout(given, inputs, out)
+        unchanged = set() if force else _unchanged_at_url(inputs, out)
+        todo = [p for p in inputs if p not in unchanged]
+    else:
+        _check_layout(given, inputs, out)
+        _check_out_mode(out)
+        _private_dir(out / SOURCES_DIR)
+        for p in out.rglob("*"):  # what an older, looser erascope wrote, too
+            if not p.is_symlink():
+                os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
+        todo = [p for p in inputs if force or not _unchanged(p, out)]
     result = CompactResult(archive=out)
-    todo = [p for p in inputs if force or not _unchanged(p, out)]
     result.unchanged = [p for p in inputs if p not in set(todo)]
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     if runner is not None:

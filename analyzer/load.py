@@ -89,6 +89,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
+from analyzer import storage
 from analyzer.archive import is_archive, is_source_entry, read_entries, source_entries
 from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
 from analyzer.facts import (
@@ -194,12 +195,7 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     for item in paths:
         text = str(item)
         if is_url(text):
-            if not is_archive(text):
-                raise ErascopeError(
-                    f"{text} is not an archive: only archives written by `erascope compact` are read from URLs;"
-                    " read capture files from a local or shared filesystem"
-                )
-            found.update(source_entries(text))
+            found.update(_found_at_url(text))
             continue
         path = Path(text)
         if path.is_dir() and (path / "_sources").is_dir():
@@ -225,6 +221,26 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
 
 _CAPTURE_SUFFIXES: Final = tuple(fmt.CAPTURE_SUFFIX + s for s in ("", *COMPRESSED_SUFFIXES))
 """What a directory is searched for: captures, plain or compressed by logrotate (`analyzer.sources`)."""
+
+
+def _found_at_url(url: str) -> list[str]:
+    """`find_inputs` of one URL (`analyzer.storage`): an archive's entries, the captures under a
+    prefix (one listing), an object, or what a glob matches."""
+    storage.check_url(url)  # before any use of it names a part of it
+    if is_archive(url):
+        return source_entries(url)
+    if storage.is_dir(url):
+        return storage.captures_under(url, _CAPTURE_SUFFIXES)
+    if storage.is_file(url):
+        return [url]
+    if glob.has_magic(url):
+        found: list[str] = []
+        for match in storage.glob_url(url):
+            found += storage.captures_under(match, _CAPTURE_SUFFIXES) if storage.is_dir(match) else [match]
+        if not found:
+            raise ErascopeError(f"no files match {url!r}")
+        return found
+    raise ErascopeError(f"no such file or directory: {url}")
 
 
 def capture_id(path: str) -> str:
@@ -319,9 +335,9 @@ def _not_regular(path: str) -> str | None:
     Raises `ErascopeError` for a path that cannot be looked at (gone since it was found, say).
     """
     try:
-        mode = os.stat(path).st_mode
+        mode, _ = storage.mode_size(path)
     except FileNotFoundError:
-        if os.path.islink(path):
+        if not is_url(path) and os.path.islink(path):
             return "a dangling symbolic link"
         raise InputError(f"cannot read {path}: No such file or directory") from None
     except OSError as exc:
@@ -1113,7 +1129,7 @@ def _unless_duplicate(path: str, capture: str, first_of: dict[str, str]) -> str 
 
 def _not_regular_quietly(path: str) -> bool:
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
+        return not stat.S_ISREG(storage.mode_size(path)[0])
     except OSError:
         return True
 
@@ -1121,10 +1137,10 @@ def _not_regular_quietly(path: str) -> bool:
 def _is_small(path: str) -> bool:
     """A regular file of at most `SMALL_BYTES` (anything else is read alone, which notes what it is)."""
     try:
-        st = os.stat(path)
+        mode, size = storage.mode_size(path)
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_size <= SMALL_BYTES
+    return stat.S_ISREG(mode) and size <= SMALL_BYTES
 
 
 def _read_small(path: str, capture: str) -> _Small:
@@ -1132,7 +1148,7 @@ def _read_small(path: str, capture: str) -> _Small:
     facts = FileFacts(file=path, capture=capture)
     try:
         try:
-            with open(path, "rb") as f:
+            with storage.open_binary(path) as f:
                 data = f.read()
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None

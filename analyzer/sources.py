@@ -23,6 +23,8 @@ import zlib
 from collections.abc import Iterator
 from typing import Final
 
+from analyzer.storage import open_binary
+
 if sys.version_info >= (3, 14):
     from compression import zstd
 else:  # the backport mitmproxy already depends on (declared in pyproject.toml for these versions)
@@ -96,11 +98,12 @@ class CutStream(io.RawIOBase):
 
 
 def open_stream(path: str) -> io.BufferedReader | CutStream:
-    """The file's bytes as a stream: decompressed as read when it is gzip or zstd.
+    """The file's bytes as a stream: decompressed as read when it is gzip or zstd. `path` may be
+    an object's URL (`analyzer.storage.open_binary`), read as a local file is.
 
     Raises `OSError` when the file cannot be opened or read.
     """
-    raw = open(path, "rb")  # noqa: SIM115 - handed over to the stream returned, which closes it
+    raw = open_binary(path)  # handed over to the stream returned, which closes it
     try:
         kind = compression_of(raw.peek(4)[:4])
     except BaseException:

@@ -39,6 +39,7 @@ from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.load import find_inputs
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
+from analyzer.storage import mode_size
 from analyzer.terminal import visible
 
 VERIFY_FORMAT: Final = "erascope-verify/1"
@@ -196,7 +197,8 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
     """Check one file's chain (not its links to other parts)."""
     result = FileResult(file=path)
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO named *.jsonl would block the read forever
+        # a FIFO named *.jsonl would block the read forever; an object at a URL is a regular file
+        if not stat.S_ISREG(mode_size(path)[0]):
             raise _Unverifiable("not a regular file")
         with open_stream(path) as raw:
             stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
@@ -454,7 +456,16 @@ def _check_link(before: FileResult, after: FileResult) -> None:
 def _on_disk(beside: str, name: str) -> bool:
     """A part named by a link exists next to the file naming it (plain or compressed), though not given."""
     folder = os.path.dirname(beside)
-    return any(os.path.exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+    return any(_exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+
+
+def _exists(path: str) -> bool:
+    """`os.path.exists`, of an object at a URL too."""
+    try:
+        mode_size(path)
+    except OSError:
+        return False
+    return True
 
 
 def render_text(result: Verification) -> str:

@@ -1,16 +1,24 @@
-"""Archives on object storage: `erascope analyze s3://bucket/archive`, locally and on a Dask cluster.
+"""Captures and archives on object storage: `erascope analyze s3://bucket/captures/`, `erascope
+compact … --out s3://bucket/archive` and `erascope analyze s3://bucket/archive`, locally and on a
+Dask cluster.
 
 The store is moto's S3 server on loopback, spoken to over HTTP by the same clients a real bucket
-gets (s3fs for the entries, polars' object-store reader for the Parquet parts), configured by the
-usual `AWS_*` environment. The archive is the corpus compacted locally and uploaded, as a user would
-`aws s3 sync` it; its report from the URL must be the local archive's, byte for byte.
+gets (s3fs for captures and entries, polars' object-store reader for the Parquet parts), configured
+by the usual `AWS_*` environment. One archive is the corpus compacted locally and uploaded, as a
+user would `aws s3 sync` it; its report from the URL must be the local archive's, byte for byte.
+Generated captures (malformed and torn lines, a zstd part) uploaded under a prefix must report as
+the local files do (their directory written as the URL), and compacted into the bucket, locally or
+by the cluster's workers, as the captures themselves.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -21,6 +29,12 @@ from moto.server import ThreadedMotoServer
 
 from analyzer.archive import SOURCES_DIR, read_entry
 from bench.dask_cluster import dask_cluster
+from bench.generate import generate
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 pytestmark = pytest.mark.e2e
 
@@ -29,10 +43,28 @@ ERASCOPE = Path(sys.executable).parent / "erascope"
 BUCKET = "audits"
 
 
+class Requests(logging.Handler):
+    """The requests the loopback S3 server answered, as its request log names them (`GET /bucket/key`)."""
+
+    LINE = re.compile(r"(GET|HEAD|PUT|POST|DELETE) (\S+) HTTP/")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if found := self.LINE.search(record.getMessage()):
+            self.seen.append(f"{found[1]} {found[2]}")
+
+
+REQUESTS = Requests()
+
+
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
     """The environment of a process that reads the loopback S3 server (credentials it accepts)."""
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    logging.getLogger("werkzeug").addHandler(REQUESTS)  # the server's request log, in this process
     server.start()
     host, port = server.get_host_and_port()
     env = {
@@ -48,6 +80,7 @@ def s3_env() -> Iterator[dict[str, str]]:
         yield env
     finally:
         server.stop()
+        logging.getLogger("werkzeug").removeHandler(REQUESTS)
 
 
 def erascope(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[bytes]:
@@ -110,13 +143,13 @@ def test_server_selection_reads_only_that_servers_parts(
     assert [s["server"] for s in orjson.loads(one.stdout)["servers"]] == [keep]
 
 
-def test_what_is_not_an_archive_at_a_url_is_refused_clearly(archive: tuple[Path, str], s3_env: dict[str, str]) -> None:
+def test_what_names_nothing_at_a_url_is_refused_clearly(archive: tuple[Path, str], s3_env: dict[str, str]) -> None:
     entries = erascope(s3_env, "analyze", f"s3://{BUCKET}/fleet/archive/{SOURCES_DIR}", "-f", "json")
     assert entries.returncode == 2
-    assert b"is not an archive: only archives written by `erascope compact` are read from URLs" in entries.stderr
-    out = erascope(s3_env, "compact", "captures/corpus", "--out", f"s3://{BUCKET}/new")
-    assert out.returncode == 2
-    assert b"copy the archive to object storage afterwards" in out.stderr
+    assert b"no *.jsonl files under" in entries.stderr  # a prefix of entries holds no captures
+    nothing = erascope(s3_env, "analyze", f"s3://{BUCKET}/no/such/captures", "-f", "json")
+    assert nothing.returncode == 2
+    assert f"no such file or directory: s3://{BUCKET}/no/such/captures".encode() in nothing.stderr
     unknown = erascope(s3_env, "analyze", "nosuchscheme://x/y")
     assert unknown.returncode == 2 and b"Traceback" not in unknown.stderr
 
@@ -145,3 +178,218 @@ def test_a_cluster_analyzes_the_archive_at_its_url(
     here = erascope(s3_env, "analyze", local, "-f", "json")
     assert remote.returncode == here.returncode, remote.stderr.decode()
     assert remote.stdout == here.stdout
+
+
+def test_each_archive_entry_is_read_once_at_a_url(archive: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    # listing the archive reads its entries to order them; the reader takes them from there
+    local, url = archive
+    REQUESTS.seen.clear()
+    done = erascope(s3_env, "analyze", url, "-f", "json")
+    assert done.returncode == 0, done.stderr.decode()
+    prefix = "GET /" + url.removeprefix("s3://") + f"/{SOURCES_DIR}/"
+    gets = Counter(r for r in REQUESTS.seen if r.startswith(prefix))
+    names = {p.name for p in (local / SOURCES_DIR).glob("*.json")}
+    assert {r.removeprefix(prefix) for r in gets} == {quote(n) for n in names}
+    assert set(gets.values()) == {1}
+
+
+def test_each_archive_entry_is_read_once_locally(archive: tuple[Path, str]) -> None:
+    from analyzer.pipeline import analyze
+
+    local, _ = archive
+    opened: Counter[str] = Counter()
+    entries = str(local / SOURCES_DIR)
+
+    def count(event: str, args: tuple[object, ...]) -> None:
+        if event == "open" and isinstance(args[0], str) and args[0].startswith(entries) and counting:
+            opened[args[0]] += 1
+
+    counting = True
+    sys.addaudithook(count)  # for good (hooks cannot be removed): it counts only while `counting`
+    try:
+        analyze([str(local)]).close()
+    finally:
+        counting = False
+    assert len(opened) == len(list((local / SOURCES_DIR).glob("*.json"))) > 10
+    assert set(opened.values()) == {1}
+
+
+# --- captures at a URL, and archives written there ------------------------------------------------
+@pytest.fixture(scope="module")
+def captures(s3_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Generated captures (malformed and torn lines; one bulk file zstd-compressed, as logrotate
+    leaves it), locally and uploaded under a prefix of the bucket."""
+    local = tmp_path_factory.mktemp("caps") / "captures"
+    manifest = generate(local, 1 << 20, files=2, spawns=6, seed=11)
+    assert manifest.malformed and manifest.torn
+    (local / "manifest.json").unlink()
+    bulk = max(local.glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    bulk.with_name(bulk.name + ".zst").write_bytes(zstd.compress(bulk.read_bytes()))
+    bulk.unlink()
+    url = f"s3://{BUCKET}/hosts/captures"
+    upload(s3_env, local, url)
+    return local, url
+
+
+def _located_at(report: bytes, local: Path, url: str) -> bytes:
+    """The local files' report with their directory named as the URL prefix (evidence names the object)."""
+    return report.replace(str(local).encode(), url.encode())
+
+
+def test_captures_at_a_url_report_what_the_local_files_report(
+    captures: tuple[Path, str], s3_env: dict[str, str]
+) -> None:
+    local, url = captures
+    here = erascope(s3_env, "analyze", local, "-f", "json")
+    there = erascope(s3_env, "analyze", url + "/", "-f", "json")
+    assert here.returncode == there.returncode == 0, there.stderr.decode()
+    assert there.stdout == _located_at(here.stdout, local, url)
+    inputs = orjson.loads(there.stdout)["inputs"]
+    assert len(inputs["files"]) == len(list(local.iterdir())) and any(f.endswith(".jsonl.zst") for f in inputs["files"])
+    # malformed and torn lines are located in the object, line by line
+    assert inputs["malformed"] and inputs["torn"]
+    assert all(b["file"].startswith(url + "/") and b["line"] > 0 for b in inputs["malformed"] + inputs["torn"])
+
+
+def test_one_compressed_capture_at_a_url(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    local, url = captures
+    (packed,) = local.glob("*.jsonl.zst")
+    here = erascope(s3_env, "analyze", packed, "-f", "json")
+    there = erascope(s3_env, "analyze", f"{url}/{packed.name}", "-f", "json")
+    assert here.returncode == there.returncode == 0, there.stderr.decode()
+    assert there.stdout == _located_at(here.stdout, local, url)
+    assert orjson.loads(there.stdout)["inputs"]["records"] > 100
+
+
+def _objects(s3_env: dict[str, str], url: str) -> dict[str, str]:
+    """Key under `url` → entity tag of every object there."""
+    code = (
+        "import sys, orjson, s3fs; fs = s3fs.S3FileSystem(); root = sys.argv[1].removeprefix('s3://');"
+        " found = fs.find(root, detail=True);"
+        " sys.stdout.write(orjson.dumps({k[len(root) + 1:]: v['ETag'] for k, v in found.items()}).decode())"
+    )
+    done = subprocess.run([sys.executable, "-c", code, url], env=s3_env, capture_output=True, check=True, timeout=120)
+    return orjson.loads(done.stdout)
+
+
+def test_compact_reads_captures_at_a_url_and_writes_the_archive_there(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    local, url = captures
+    archive = f"s3://{BUCKET}/hosts/archive"
+    done = erascope(s3_env, "compact", url, "--out", archive)
+    assert done.returncode == 0, done.stderr.decode()
+    assert f"{len(list(local.iterdir()))} file(s) compacted".encode() in done.stderr
+    written = _objects(s3_env, archive)
+    assert any(k.startswith(f"{SOURCES_DIR}/") for k in written) and any(k.startswith("day=") for k in written)
+    expected = erascope(s3_env, "analyze", url, "-f", "json")
+    there = erascope(s3_env, "analyze", archive, "-f", "json")
+    assert there.returncode == expected.returncode == 0, there.stderr.decode()
+    assert there.stdout == expected.stdout  # evidence names the captures' objects, as their entries do
+    # again: every input unchanged, nothing written or deleted
+    again = erascope(s3_env, "compact", url, "--out", archive)
+    assert again.returncode == 0 and b"0 file(s) compacted" in again.stderr, again.stderr.decode()
+    assert _objects(s3_env, archive) == written
+    # the same captures into a local archive: the same objects, byte for byte
+    into = erascope(s3_env, "compact", url, "--out", tmp_path / "archive")
+    assert into.returncode == 0, into.stderr.decode()
+    mine = {str(p.relative_to(tmp_path / "archive")) for p in (tmp_path / "archive").rglob("*") if p.is_file()}
+    assert mine == set(written)
+    assert erascope(s3_env, "analyze", tmp_path / "archive", "-f", "json").stdout == expected.stdout
+
+
+def test_local_captures_compacted_to_a_url(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    local, _ = captures
+    archive = f"s3://{BUCKET}/from-disk/archive"
+    done = erascope(s3_env, "compact", local, "--out", archive)
+    assert done.returncode == 0, done.stderr.decode()
+    here = erascope(s3_env, "analyze", local, "-f", "json")
+    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == here.stdout
+    inside = erascope(s3_env, "compact", captures[1], "--out", captures[1] + "/archive")
+    assert inside.returncode == 2 and b"choose --out outside it" in inside.stderr
+
+
+def test_an_upload_cut_short_is_never_read_as_complete(
+    captures: tuple[Path, str], s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from addon.errors import ErascopeError
+    from analyzer import storage
+    from analyzer.compact import compact
+
+    _, url = captures
+    archive = f"s3://{BUCKET}/cut/archive"
+    for k, v in s3_env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    real_put = storage.put_files
+    entries: list[str] = []
+
+    def put_files(pairs: object) -> None:
+        pairs = list(pairs)  # type: ignore[call-overload]
+        if any(f"/{SOURCES_DIR}/" in u for _, u in pairs):
+            entries.append(pairs[0][1])
+            if len(entries) == 3:  # the third file's entry: the connection drops
+                raise OSError("connection reset by peer")
+        real_put(pairs)
+
+    monkeypatch.setattr(storage, "put_files", put_files)
+    with pytest.raises(ErascopeError, match="cannot write the archive"):
+        compact([url], archive, jobs=1)
+    monkeypatch.undo()
+    cut = _objects(s3_env, archive)
+    lost = entries[2].removeprefix(archive + "/")
+    assert lost not in cut and any(lost.split("/")[-1].removesuffix(".json") in k for k in cut)  # its parts, orphaned
+    registered = erascope(s3_env, "analyze", archive, "-f", "json")
+    assert registered.returncode == 0, registered.stderr.decode()
+    files = orjson.loads(registered.stdout)["inputs"]["files"]
+    assert len(files) == 2 and all(not f.endswith(lost.split("/")[-1].removesuffix(".json")) for f in files)
+    # the next run converts the rest; the archive then reads as the captures
+    done = erascope(s3_env, "compact", url, "--out", archive)
+    assert done.returncode == 0 and b" 2 unchanged" in done.stderr, done.stderr.decode()
+    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == erascope(
+        s3_env, "analyze", url, "-f", "json"
+    ).stdout
+
+
+def test_credentials_in_a_url_are_refused_and_never_shown(s3_env: dict[str, str]) -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    for args in (
+        ["analyze", f"s3://AKIAEXAMPLE:{secret}@{BUCKET}/hosts/captures/"],
+        ["analyze", f"s3://{BUCKET}/hosts/captures/x.jsonl?X-Amz-Signature={secret}"],
+        ["compact", "captures/corpus", "--out", f"s3://AKIAEXAMPLE:{secret}@{BUCKET}/out"],
+    ):
+        done = erascope(s3_env, *args)
+        assert done.returncode == 2, done.stderr.decode()
+        assert b"credentials or a query is not read" in done.stderr
+        assert secret.encode() not in done.stderr and secret.split("/")[0].encode() not in done.stderr + done.stdout
+
+
+def test_a_cluster_compacts_captures_at_a_url_into_an_archive_there(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    # the workers fetch their own captures and upload their own objects (their environment has the store's)
+    _, url = captures
+    archive = f"s3://{BUCKET}/cluster/archive"
+    store = {k: v for k, v in s3_env.items() if k.startswith("AWS_")}
+    with dask_cluster(tmp_path / "cluster", cwd=ROOT, env=store) as cluster:
+        done = erascope(s3_env, "compact", url, "--out", archive, "--scheduler", cluster.address)
+        assert done.returncode == 0, done.stderr.decode()
+        remote = erascope(s3_env, "analyze", archive, "-f", "json", "--scheduler", cluster.address)
+    expected = erascope(s3_env, "analyze", url, "-f", "json")
+    assert remote.returncode == expected.returncode == 0, remote.stderr.decode()
+    assert remote.stdout == expected.stdout
+    there = erascope(s3_env, "analyze", archive, "-f", "json")
+    assert there.stdout == expected.stdout
+    # the objects a local run writes, byte for byte
+    local_run = f"s3://{BUCKET}/cluster/local"
+    assert erascope(s3_env, "compact", url, "--out", local_run).returncode == 0
+    assert _objects(s3_env, archive) == _objects(s3_env, local_run)
+
+
+def test_verify_reads_captures_at_a_url(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    local, url = captures
+    here = erascope(s3_env, "verify", local, "-f", "json")
+    there = erascope(s3_env, "verify", url, "-f", "json")
+    assert there.returncode == here.returncode, there.stderr.decode()
+    assert there.stdout == _located_at(here.stdout, local, url)
+    assert b"cannot read" not in there.stdout
