@@ -10,9 +10,9 @@ How it stays proportional to the new bytes:
   data: only lines past those read are taken from it (a closed part is decompressed once for that).
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the traffic of the server
-  keys the new lines touched (a row of theirs kept or condensed away): each piece of lines read is
-  kept split by server key (`analyzer.watch_shard`), so a proxy's capture of many servers is not
-  analyzed whole when one of them spoke. The other servers' verdicts and findings are carried from
+  keys the new lines touched (a row of theirs kept or condensed away): of a part holding other
+  servers' traffic too (a proxy's), only their rows (`analyzer.watch_shard`), so a capture of many
+  servers is not analyzed whole when one of them spoke. The other servers' verdicts and findings are carried from
   the round that last analyzed them (`Watcher.results`; tests/test_watch_shard.py compares them, in
   every round, with `analyze` on the same files).
 - Carried across rounds (`analyzer.watch_state`): the connections' client identities. A round
@@ -67,7 +67,15 @@ classification. Flat CPU per new byte would need each of these to carry a small 
 and client across rounds (counts, the first evidence lines, the last run of each answer, open
 windows, the last era change; for the request view, its rows in order with the new ones merged in):
 not done. A round does skip what watch does not show: the client table, and temporary files for
-the request view (the rows are in memory already).
+the request view (the rows are in memory already). Analyzing only the touched servers (above) takes
+the untouched ones' history out of a round, which the synthetic load hardly shows: each of its
+megabytes touches three to five of its five HTTP servers, and the two it sometimes misses hold an
+eighth of the history (bench/README.md, 2026-12-02).
+
+Memory: the watcher holds every part's rows read so far (condensed: about a row per request), as
+every verdict and finding needs its server's whole history; holding the untouched servers' rows on
+disk instead (`analyzer.spill`) would bound memory by the active servers only, at the cost of
+reading them back in every round that touches them: not done.
 
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus
@@ -116,7 +124,7 @@ from analyzer.pipeline import AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
-from analyzer.watch_shard import CarriedResults, ServerKey, split_by_server
+from analyzer.watch_shard import CarriedResults, ServerKey, only_servers, piece_servers
 from analyzer.watch_state import CarriedIdentities, piece_connections
 
 MERGE_PIECES: Final = 8
@@ -211,8 +219,7 @@ class _Part:
     compressed: bool = False
     seen_size: int = -1
     """The compressed file's size when last read (it is read again only when that changes)."""
-    pieces: dict[ServerKey, list[FileFacts]] = field(default_factory=dict)
-    """The lines read, in pieces, per server key (`analyzer.watch_shard.split_by_server`)."""
+    pieces: list[FileFacts] = field(default_factory=list)
     servers: set[str] = field(default_factory=set)
     horizon: float = float("-inf")
     """The latest record time read from the part: how far its capture has got."""
@@ -355,19 +362,17 @@ class Watcher:
             latest = facts.messages.get_column("ts").max()
             if isinstance(latest, float):
                 part.horizon = max(part.horizon, latest)
-            self._identities.touch(piece_connections(facts))
-            split = split_by_server(facts)
-            for key, piece in split.items():
-                pieces = part.pieces.setdefault(key, [])
-                pieces.append(piece)
-                if len(pieces) > MERGE_PIECES:
-                    part.pieces[key] = [_merged(pieces)]
+            connections = piece_connections(facts)
+            self._identities.touch(connections)
+            part.pieces.append(facts)
+            if len(part.pieces) > MERGE_PIECES:
+                part.pieces = [_merged(part.pieces)]
             self.records += facts.records
             for bad in facts.malformed:
                 self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
             # every server with a row in the piece, kept or condensed: a server whose new lines were
             # all condensed away (moved requests, dropped bookkeeping) has a new last-seen time, requests
-            servers = {key for key in split if key is not None}
+            servers = {key for key in piece_servers(facts, connections) if key is not None}
             server = part.header.get("server")
             if not servers and isinstance(server, str):
                 servers = {server}
@@ -389,8 +394,11 @@ class Watcher:
             return []
         parts = sorted({id(p): p for p in self._parts.values() if p.servers & touched}.values(), key=lambda p: p.path)
         # only the touched servers' rows (and those without a key, which no round can carry)
-        keys = {*touched, None}
-        facts = [replace(piece) for p in parts for k, pieces in p.pieces.items() if k in keys for piece in pieces]
+        facts = [
+            replace(piece) if p.servers <= touched else only_servers(piece, touched)
+            for p in parts
+            for piece in p.pieces
+        ]
         self.analyzed = set()
         if not any(f.messages.height for f in facts):
             return []

@@ -3,18 +3,22 @@
 
 Every verdict and finding is a function of one server key's traffic (analyzer/CLUSTER.md checks it
 step by step and rule by rule; `analyze --scheduler` shards by server key on it). A capture part
-can hold many servers' traffic (a proxy's), so the watcher keeps each piece of lines it reads
-split by server key (`split_by_server`, once per piece: the cost follows the new bytes); a round
-hands the pipeline only the touched servers' pieces, and `CarriedResults` merges its verdicts and
+can hold many servers' traffic (a proxy's): when a round touched only some of a part's servers, it
+hands the pipeline only their rows (`only_servers`), and `CarriedResults` merges its verdicts and
 findings with the other servers' as `analyzer.cluster.merge` merges shards.
 
+The selection is made per round from the part's pieces as read, not kept split by server: the
+pieces of one capture are paired again together in every round (`analyzer.load.combine`), and a
+pairing call per server instead of one per capture cost more (0.07 CPU s a round on the synthetic
+load) than the selection (a filter over the rows of parts not wholly touched).
+
 Rows without a server key (`None`) go with every round that analyzes a part holding them: they
-match no key, so they are never carried (as the cluster path refuses them, which cannot split them).
+match no key, so they are never carried (the cluster path, which cannot split them, refuses them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 
 import polars as pl
@@ -28,56 +32,46 @@ from analyzer.rules import sort_findings
 ServerKey = str | None
 
 
-def _parts(frame: pl.DataFrame) -> dict[ServerKey, pl.DataFrame]:
-    """`frame`'s rows by server key (as text; a null key is `None`), each in the frame's order and dtypes."""
-    if not frame.height:
-        return {}
-    keyed = frame.with_columns(pl.col("server").cast(pl.String).alias("_key"))
-    return {key[0]: part.drop("_key") for key, part in keyed.partition_by("_key", as_dict=True).items()}
+def piece_servers(facts: FileFacts, connections: pl.DataFrame) -> set[ServerKey]:
+    """The server keys a piece of lines has rows of, kept or condensed away (moved requests, the
+    connections and sessions of dropped bookkeeping rows, a server's first and last time), given
+    its `analyzer.watch_state.piece_connections`."""
+    keys = set(connections.get_column("server").unique().to_list())
+    return keys | set(facts.traffic.servers.get_column("server").cast(pl.String).unique().to_list())
 
 
-def split_by_server(facts: FileFacts) -> dict[ServerKey, FileFacts]:
-    """A piece of lines (`extract_lines`' facts, rows in memory) as one piece per server key.
+def _kept(servers: Collection[str]) -> pl.Expr:
+    """True on rows of `servers` and rows without a key."""
+    key = pl.col("server").cast(pl.String)
+    return key.is_null() | key.is_in(list(servers))
 
-    Each piece holds its server's message rows and `Traffic`; the dropped answers go with the server
-    of the moved request they answer (one condensed exchange: both in this piece), an answer whose
-    request is not here with the rows without a key (analyzed with every server: `responses` keys
-    answers by their request, so an extra one changes nothing). Each piece keeps the input accounting
-    of the whole (records, counts), which the watcher reads only to tell a piece of headers alone;
-    malformed lines the watcher notes itself, so the pieces have none.
+
+def only_servers(facts: FileFacts, servers: Collection[str]) -> FileFacts:
+    """A piece of lines (rows in memory) with the rows of `servers`, and those without a server key, only.
+
+    Message rows and every `Traffic` frame are selected by their `server`; the dropped answers,
+    which name only their request's (capture, seq), go unless their request is a moved request of
+    a server left out (a condensed exchange's answer and request are read in one piece; an answer
+    kept with no request of its own changes nothing: `responses` keys answers by their request).
+    The input accounting (records, counts) stays the whole piece's: the watcher reads it only to
+    tell a piece of headers alone, and notes malformed lines itself.
     """
     t = facts.traffic
-    requests = t.requests if isinstance(t.requests, pl.DataFrame) else None
-    if t.requests is not None and requests is None:
-        raise ValueError("split_by_server takes rows in memory, not spilled ones")
-    messages, conns, sessions, servers = (_parts(f) for f in (facts.messages, t.conns, t.sessions, t.servers))
-    moved = _parts(requests) if requests is not None else {}
-    answers: dict[ServerKey, pl.DataFrame] = {}
-    if has_rows(t.answers):
-        frame = t.answers if isinstance(t.answers, pl.DataFrame) else t.answers.collect()
-        owners = (
-            requests.select("capture", "seq", _key=pl.col("server").cast(pl.String)).unique(["capture", "seq"])
-            if requests is not None
-            else pl.DataFrame(schema={"capture": frame.schema["capture"], "seq": pl.Int64(), "_key": pl.String()})
-        )
-        keyed = frame.join(
-            owners.rename({"seq": "req_seq"}), on=["capture", "req_seq"], how="left", maintain_order="left"
-        )
-        answers = {k[0]: p.drop("_key") for k, p in keyed.partition_by("_key", as_dict=True).items()}
-    keys = set(messages) | set(conns) | set(sessions) | set(servers) | set(moved) | set(answers)
-    empty = Traffic()
-    out: dict[ServerKey, FileFacts] = {}
-    for key in sorted(keys, key=lambda k: (k is not None, k or "")):
-        traffic = Traffic(
-            conns=conns.get(key, t.conns.clear()),
-            sessions=sessions.get(key, t.sessions.clear()),
-            servers=servers.get(key, t.servers.clear()),
-            answers=answers.get(key, empty.answers),
-            requests=moved.get(key),
-            rows=messages.get(key, facts.messages.clear()).height + (moved[key].height if key in moved else 0),
-        )
-        out[key] = replace(facts, messages=messages.get(key, facts.messages.clear()), traffic=traffic, malformed=[])
-    return out
+    keep = _kept(servers)
+    answers = t.answers
+    if has_rows(t.requests) and has_rows(t.answers):
+        gone = t.requests.lazy().filter(~keep).select("capture", req_seq="seq")
+        answers = t.answers.lazy().join(gone, on=["capture", "req_seq"], how="anti", maintain_order="left").collect()
+    requests = None if t.requests is None else t.requests.lazy().filter(keep).collect()
+    traffic = Traffic(
+        conns=t.conns.filter(keep),
+        sessions=t.sessions.filter(keep),
+        servers=t.servers.filter(keep),
+        answers=answers,
+        requests=requests,
+        rows=t.rows,
+    )
+    return replace(facts, messages=facts.messages.filter(keep), traffic=traffic)
 
 
 class CarriedResults:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from addon.errors import ErascopeError
+from analyzer.facts import FileFacts
 from analyzer.findings import Finding
 from analyzer.pipeline import analyze
 from analyzer.watch import Watcher
-from analyzer.watch_shard import split_by_server
+from analyzer.watch_shard import only_servers, piece_servers
+from analyzer.watch_state import piece_connections
 from tests.test_watch import replay, with_backlog
 
 CORPUS = Path(__file__).parent.parent / "captures" / "corpus"
@@ -110,25 +113,28 @@ def test_carried_results_over_a_generated_backlog(tmp_path: Path) -> None:
     assert any(a & servers and not servers <= a for a in later)
 
 
-def test_a_piece_split_by_server_keeps_every_row(tmp_path: Path) -> None:
-    """`split_by_server` on a proxy capture of several servers: each row in the piece of its server key."""
+def test_a_piece_by_server_keeps_every_row_once(tmp_path: Path) -> None:
+    """`only_servers` on a proxy capture of several servers: each server's selection holds its rows
+    and those without a key; the selections of every server together hold each row once."""
     from analyzer.load import LoadOptions, extract_lines, read_header
 
     live, _ = with_backlog(tmp_path, "300k")
     path = max(live.glob("*_proxy_*.jsonl"), key=lambda p: p.stat().st_size)
     facts = extract_lines(str(path), path.read_bytes(), 1, read_header(str(path)), LoadOptions())
-    pieces = split_by_server(facts)
-    assert len(pieces) > 1
-    whole = facts.traffic
-    for name in ("messages", "conns", "sessions", "servers", "requests", "answers"):
+    servers = piece_servers(facts, piece_connections(facts)) - {None}
+    assert len(servers) > 1
+    picked = {s: only_servers(facts, [s]) for s in servers}
 
-        def rows(f: object, name: str = name) -> int:
-            frame = getattr(f, name) if name == "messages" else getattr(f.traffic, name)  # type: ignore[attr-defined]
-            return 0 if frame is None else frame.height
+    def frames(f: FileFacts) -> dict[str, pl.DataFrame]:
+        t = f.traffic
+        assert isinstance(t.requests, pl.DataFrame) and isinstance(t.answers, pl.DataFrame)
+        return {"messages": f.messages, "conns": t.conns, "sessions": t.sessions, "servers": t.servers,
+                "requests": t.requests, "answers": t.answers}
 
-        assert sum(rows(p) for p in pieces.values()) == rows(facts), name
-    for server, piece in pieces.items():
-        if server is not None:
-            assert set(piece.messages.get_column("server").cast(str).unique()) <= {server}
-            assert set(piece.traffic.conns.get_column("server").cast(str).unique()) <= {server}
-    assert whole.requests is not None
+    whole = frames(facts)
+    assert whole["requests"].height and whole["answers"].height
+    for name, frame in whole.items():
+        assert sum(frames(p)[name].height for p in picked.values()) == frame.height, name
+        if name != "answers":
+            for s, p in picked.items():
+                assert set(frames(p)[name].get_column("server").cast(pl.String).unique()) <= {s}, name
