@@ -9,8 +9,12 @@ How it stays proportional to the new bytes:
   not complete yet and is read in a later round. A compressed copy of a part read already is the same
   data: only lines past those read are taken from it (a closed part is decompressed once for that).
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
-  (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the parts that hold traffic of
-  the server keys the new lines touched; the other servers' parts are not read again.
+  (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the traffic of the server
+  keys the new lines touched (a row of theirs kept or condensed away): of a part holding other
+  servers' traffic too (a proxy's), only their rows (`analyzer.watch_shard`), so a capture of many
+  servers is not analyzed whole when one of them spoke. The other servers' verdicts and findings are carried from
+  the round that last analyzed them (`Watcher.results`; tests/test_watch_shard.py compares them, in
+  every round, with `analyze` on the same files).
 - Carried across rounds (`analyzer.watch_state`): the connections' client identities. A round
   computes them again only for the connections its new lines are on, and the connections sharing a
   session id with those (the session's opener names them); every other connection keeps the identity
@@ -19,7 +23,8 @@ How it stays proportional to the new bytes:
 
 What a round still reads in proportion to history: the touched servers' condensed rows, whole
 (about a row per request: at a 100 MB backlog of the synthetic load, 8,000 message rows and 44,000
-moved requests for its five HTTP servers). Every verdict and finding is an aggregate over a server's
+moved requests for its five HTTP servers, of which each megabyte of its traffic touches three to
+five). Every verdict and finding is an aggregate over a server's
 (or a server and client's) whole traffic, with evidence the first lines by file:line, so none is a
 function of a bounded tail of it. What each step reads:
 
@@ -62,7 +67,15 @@ classification. Flat CPU per new byte would need each of these to carry a small 
 and client across rounds (counts, the first evidence lines, the last run of each answer, open
 windows, the last era change; for the request view, its rows in order with the new ones merged in):
 not done. A round does skip what watch does not show: the client table, and temporary files for
-the request view (the rows are in memory already).
+the request view (the rows are in memory already). Analyzing only the touched servers (above) takes
+the untouched ones' history out of a round, which the synthetic load hardly shows: each of its
+megabytes touches three to five of its five HTTP servers, and the two it sometimes misses hold an
+eighth of the history (bench/README.md, 2026-12-02).
+
+Memory: the watcher holds every part's rows read so far (condensed: about a row per request), as
+every verdict and finding needs its server's whole history; holding the untouched servers' rows on
+disk instead (`analyzer.spill`) would bound memory by the active servers only, at the cost of
+reading them back in every round that touches them: not done.
 
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus
@@ -94,6 +107,7 @@ import polars as pl
 
 from addon.errors import ErascopeError
 from analyzer.condense import merge
+from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding, Severity
 from analyzer.load import (
     FileFacts,
@@ -110,6 +124,7 @@ from analyzer.pipeline import AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
+from analyzer.watch_shard import CarriedResults, ServerKey, only_servers, piece_servers
 from analyzer.watch_state import CarriedIdentities, piece_connections
 
 MERGE_PIECES: Final = 8
@@ -248,6 +263,10 @@ class Watcher:
         """Files not read (an unknown format major, unreadable): noted once, not tried again."""
         self._identities = CarriedIdentities()
         """The connections' client identities, carried across rounds (`analyzer.watch_state`)."""
+        self._results = CarriedResults()
+        """Every server's verdict and findings as of the round that last analyzed it (`analyzer.watch_shard`)."""
+        self.analyzed: set[ServerKey] = set()
+        """The server keys the last round analyzed (the others' results were carried)."""
         for p in self.paths:
             if not os.path.exists(p):
                 raise ErascopeError(f"no such file or directory: {p}")
@@ -343,14 +362,17 @@ class Watcher:
             latest = facts.messages.get_column("ts").max()
             if isinstance(latest, float):
                 part.horizon = max(part.horizon, latest)
+            connections = piece_connections(facts)
+            self._identities.touch(connections)
             part.pieces.append(facts)
-            self._identities.touch(piece_connections(facts))
             if len(part.pieces) > MERGE_PIECES:
                 part.pieces = [_merged(part.pieces)]
             self.records += facts.records
             for bad in facts.malformed:
                 self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
-            servers = set(facts.messages.get_column("server").drop_nulls().unique().to_list())
+            # every server with a row in the piece, kept or condensed: a server whose new lines were
+            # all condensed away (moved requests, dropped bookkeeping) has a new last-seen time, requests
+            servers = {key for key in piece_servers(facts, connections) if key is not None}
             server = part.header.get("server")
             if not servers and isinstance(server, str):
                 servers = {server}
@@ -371,7 +393,13 @@ class Watcher:
         if not touched:
             return []
         parts = sorted({id(p): p for p in self._parts.values() if p.servers & touched}.values(), key=lambda p: p.path)
-        facts = [replace(piece) for p in parts for piece in p.pieces]
+        # only the touched servers' rows (and those without a key, which no round can carry)
+        facts = [
+            replace(piece) if p.servers <= touched else only_servers(piece, touched)
+            for p in parts
+            for piece in p.pieces
+        ]
+        self.analyzed = set()
         if not any(f.messages.height for f in facts):
             return []
         opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
@@ -381,8 +409,15 @@ class Watcher:
             analysis = analyze_facts(facts, self.paths, opts, None, clients=False, identities=self._identities)
         except ErascopeError:
             return []  # headers alone so far: no traffic to analyze
+        self.analyzed = {*touched, *(v.server for v in analysis.servers)}
+        self._results.update(self.analyzed, analysis.servers, analysis.findings)
         undecided = self._undecided(analysis.probes, analysis.inits, now)
         return self._new_events(analysis.findings, analysis.servers, touched, undecided)
+
+    def results(self) -> tuple[list[ServerVerdict], list[Finding]]:
+        """Every server's verdict and findings so far: what `analyze` gives on the lines read (each
+        server's as of the last round that analyzed it: none of its traffic has been read since)."""
+        return self._results.verdicts(), self._results.findings()
 
     def _undecided(self, probes: pl.DataFrame, inits: pl.DataFrame, now: float) -> set[str]:
         """Servers with a probe or initialize unanswered and not yet past the timeout in its capture's
