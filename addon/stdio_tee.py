@@ -918,7 +918,7 @@ def run_tee(
 
     Returns the server's exit status (128+signal number when a signal killed it). Raises
     `SpawnFailed` (exit status 127 or 126, the failure recorded) when the command cannot start, and
-    `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (HMAC-SHA256).
+    `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (`blake3-keyed`).
     Capture write failures never stop the relay: they are reported
     on `stderr` with a count. A server still running `grace` seconds after the client closed stdin
     (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds.

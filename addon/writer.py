@@ -117,6 +117,7 @@ class CaptureWriter:
         on_retention: Callable[[str], None] | None = None,
         observer: Callable[[dict[str, Any]], None] | None = None,
         chain_key: bytes | None = None,
+        chain_alg: str | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.transport = transport
@@ -173,7 +174,8 @@ class CaptureWriter:
                 on_compressed=self._compressed,
             )
             self.keeper.sweep_soon()  # the directory may be over its bound from earlier runs
-        self._chainer = chain.Chainer(chain_key)
+        # `chain_alg` None: the default (`chain.DEFAULT`, or `chain.DEFAULT_KEYED` with a key)
+        self._chainer = chain.Chainer(chain_key, chain_alg)
         # Room kept in every part for its closing record, so parts stay within `rotate_bytes`.
         self._end_bytes = _SEAL_BYTES + len(
             orjson.dumps(
