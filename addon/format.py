@@ -107,7 +107,7 @@ F_CHAIN: Final = "chain"
 
 # --- the hash chain (header fields and the `part-end` record) ------------------------------------
 F_CHAIN_ALG: Final = "chain_alg"
-"""Header: `sha256` or `hmac-sha256`; absent on captures without a chain (made before it existed)."""
+"""Header: `blake3` or `blake3-keyed` (`sha256` or `hmac-sha256` before BLAKE3); absent on captures without a chain."""
 F_CHAIN_KEY_ID: Final = "chain_key_id"
 """Header of a keyed chain: a public name of the key (16 hex), to tell another key from tampering."""
 F_CHAIN_PREV: Final = "chain_prev"

@@ -66,7 +66,7 @@ class ReverseProxyConfig:
     keep_days: float | None = None
     """Remove closed parts whose last record is older than this many days."""
     chain_key: Path | None = None
-    """A key file: the capture's hash chain is keyed (HMAC-SHA256); default unkeyed SHA-256."""
+    """A key file: the capture's hash chain is keyed (keyed BLAKE3); default unkeyed BLAKE3."""
 
 
 @dataclass(slots=True)

@@ -509,8 +509,8 @@ class HttpRecorder:
             "erascope_chain_key",
             str,
             "",
-            "File holding a key (at least 16 bytes) for the capture's hash chain: HMAC-SHA256 digests that"
-            " only holders of the key can forge (default: unkeyed SHA-256). Check with `erascope verify --key`.",
+            "File holding a key (at least 16 bytes) for the capture's hash chain: keyed BLAKE3 digests that"
+            " only holders of the key can forge (default: unkeyed BLAKE3). Check with `erascope verify --key`.",
         )
 
     def configure(self, updated: set[str]) -> None:

@@ -178,17 +178,21 @@ class LineSplitter:
     def __init__(self) -> None:
         self._parts: list[bytes] = []
 
-    def feed(self, chunk: bytes | bytearray, size: int | None = None) -> list[bytes]:
+    def feed(
+        self, chunk: bytes | bytearray, size: int | None = None, *, borrow: bool = False
+    ) -> list[bytes | memoryview]:
         """The lines `chunk[:size]` completes, in order, each without its `\\n`.
 
-        `chunk` may be a reused read buffer: every line and kept piece is copied out of it once.
+        `chunk` may be a reused read buffer: every line and kept piece is copied out of it once. With
+        `borrow`, a chunk that is exactly one whole line (the common case) comes back as a memoryview of
+        `chunk` instead, not copied at all: it is valid only until `chunk` is read into again.
         """
         size = len(chunk) if size is None else size
         view = memoryview(chunk)
         find = chunk.find
         end = find(b"\n", 0, size)
-        if end == size - 1 and not self._parts:
-            return [bytes(view[:end])]  # the common case: one whole message in one read
+        if end == size - 1 and not self._parts:  # the common case: one whole message in one read
+            return [view[:end] if borrow else bytes(view[:end])]
         if end < 0:
             if size:
                 self._parts.append(bytes(view[:size]))
@@ -257,7 +261,9 @@ def stream_forwarder(stream: BinaryIO, lock: threading.Lock) -> Forward:
 class Pump:
     """Relays one direction: a blocking read of up to `chunk_size` bytes, forward them, then record.
 
-    `on_line(payload, nl)` gets each line without its `\\n` (`nl` False only for the tail at EOF).
+    `on_line(payload, nl)` gets each line without its `\\n` (`nl` False only for the tail at EOF): bytes,
+    or, for a line read whole in one read, a memoryview of the read buffer that is valid only during the
+    call (a megabyte line is not copied just to be encoded; copy what must be kept).
     `forward` raises OSError when the destination is gone; `on_forward_error` is then called once
     and the pump keeps reading and recording without forwarding (the bytes still reach the capture,
     and the source never blocks on a full pipe). At EOF `on_end(True)` runs after the tail line.
@@ -274,7 +280,7 @@ class Pump:
         self,
         src: int,
         forward: Forward | None,
-        on_line: Callable[[bytes, bool], None],
+        on_line: Callable[[bytes | memoryview, bool], None],
         *,
         on_forward_error: Callable[[OSError], None] | None = None,
         on_end: Callable[[bool], None] | None = None,
@@ -370,7 +376,7 @@ class Pump:
                         if self._on_forward_error is not None:
                             self._on_forward_error(exc)
                 # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
-                for line in feed(buf, n):
+                for line in feed(buf, n, borrow=True):
                     on_line(line, True)
                 if seq is not None:
                     seq.end(name)
@@ -632,7 +638,9 @@ class StdioTee:
         rec[fmt.F_SERVER] = self.server  # where the writer would put it
         return rec
 
-    def _line_recorder(self, stream: str, rtype: str, direction: str | None) -> Callable[[bytes, bool], None]:
+    def _line_recorder(
+        self, stream: str, rtype: str, direction: str | None
+    ) -> Callable[[bytes | memoryview, bool], None]:
         """A pump's `on_line` for `stream`: `_line_record` with every name bound once, since it runs on
         the relay thread for every line; the same record, the same field order."""
         record, conn, server, clock, mono = self._seq.record, self.conn, self.server, time.time, time.monotonic
@@ -641,11 +649,11 @@ class StdioTee:
         )  # fmt: skip
         slow = self._line_record
 
-        def on_line(payload: bytes, nl: bool) -> None:
+        def on_line(payload: bytes | memoryview, nl: bool) -> None:
             try:
-                raw = payload.decode("utf-8")
+                raw = str(payload, "utf-8")  # decoded from the pump's buffer when it lends the line
             except UnicodeDecodeError:
-                record(stream, slow(rtype, payload, nl, direction))
+                record(stream, slow(rtype, bytes(payload), nl, direction))
                 return
             rec = {t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl}
             if direction is not None:
@@ -910,7 +918,7 @@ def run_tee(
 
     Returns the server's exit status (128+signal number when a signal killed it). Raises
     `SpawnFailed` (exit status 127 or 126, the failure recorded) when the command cannot start, and
-    `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (HMAC-SHA256).
+    `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (`blake3-keyed`).
     Capture write failures never stop the relay: they are reported
     on `stderr` with a count. A server still running `grace` seconds after the client closed stdin
     (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds.

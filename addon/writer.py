@@ -59,6 +59,8 @@ _BATCH_RECORDS: Final = 256
 """Records taken from the queue at most per wake-up (the rest wait for the next round)."""
 _BATCH_BYTES: Final = 4 << 20
 """Bytes of sealed lines written at most by one system call (but a single longer line)."""
+_BIG_LINE: Final = 64 << 10
+"""A line this long ends its batch: it is written at once (see `_write_records`)."""
 _BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
 """Pieces one `os.writev` may take (less one sealed line's worth)."""
 
@@ -115,6 +117,7 @@ class CaptureWriter:
         on_retention: Callable[[str], None] | None = None,
         observer: Callable[[dict[str, Any]], None] | None = None,
         chain_key: bytes | None = None,
+        chain_alg: str | None = None,
     ) -> None:
         self.out_dir = Path(out_dir)
         self.transport = transport
@@ -171,7 +174,8 @@ class CaptureWriter:
                 on_compressed=self._compressed,
             )
             self.keeper.sweep_soon()  # the directory may be over its bound from earlier runs
-        self._chainer = chain.Chainer(chain_key)
+        # `chain_alg` None: the default (`chain.DEFAULT`, or `chain.DEFAULT_KEYED` with a key)
+        self._chainer = chain.Chainer(chain_key, chain_alg)
         # Room kept in every part for its closing record, so parts stay within `rotate_bytes`.
         self._end_bytes = _SEAL_BYTES + len(
             orjson.dumps(
@@ -345,6 +349,12 @@ class CaptureWriter:
                         continue
                     limit = min(_BATCH_BYTES, self.rotate_bytes - self._part_bytes - self._end_bytes)
                 lines.append(line)
+                if len(line) >= _BIG_LINE:
+                    # Written and let go before the next record is encoded: with two such lines alive
+                    # at once, malloc handed their memory back to the kernel when both were freed and
+                    # faulted it in again for the next (about 250 page faults per megabyte record).
+                    self._flush_lines(lines)
+                    lines, size, line = [], 0, b""
         finally:
             self._seq = seq
         if lines:

@@ -125,7 +125,7 @@ ChainKeyOption = Annotated[
     typer.Option(
         "--key",
         metavar="FILE",
-        help="Key the capture's hash chain (HMAC-SHA256) with this file's bytes (>= 16), for `erascope verify --key`.",
+        help="Key the capture's hash chain (keyed BLAKE3) with this file's bytes (>= 16), for `erascope verify --key`.",
     ),
 ]
 """`--key` of every `record` command."""

@@ -250,20 +250,20 @@ def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> Non
         raise _Unverifiable(f"unknown chain algorithm {algorithm!r}")
     result.algorithm = algorithm
     result.key_id = header.get(fmt.F_CHAIN_KEY_ID) if isinstance(header.get(fmt.F_CHAIN_KEY_ID), str) else None
-    if algorithm == chain.HMAC_SHA256:
+    if algorithm in chain.KEYED:
         if key is None:
             raise _Unverifiable(f"the chain is keyed (key id {result.key_id}); pass its key with --key FILE")
         if chain.key_id(key) != result.key_id:
             raise _Unverifiable(
                 f"{path}: the chain was made with another key (key id {result.key_id}; --key has {chain.key_id(key)})"
             )
-        chainer = chain.Chainer(key)
+        chainer = chain.Chainer(key, algorithm)
     else:
         if key is not None:
             result.findings.append(
                 Finding(Kind.UNKEYED, path, 1, "the chain is not keyed, although --key was given: anyone can forge it")
             )
-        chainer = chain.Chainer()
+        chainer = chain.Chainer(None, algorithm)
     start = chain.START
     if fmt.F_CHAIN_PREV in header:
         linked = chain.decode(header[fmt.F_CHAIN_PREV]) if isinstance(header[fmt.F_CHAIN_PREV], str) else None

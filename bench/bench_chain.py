@@ -1,5 +1,7 @@
 """What the hash chain costs the recorders: the HTTP recorder's hooks, the stdio tee and the writer,
-each with the chain (SHA-256, and HMAC-SHA256 as with `--key`) against the recorders without it.
+each with the chain ("chain": the recorders' default digest, BLAKE3; "keyed": its keyed form, as with
+`--key`) against the recorders without it. `--chain-alg sha256` measures the chains of SHA-256 and
+HMAC-SHA256 instead (what the recorders wrote before BLAKE3).
 
 Two baselines. By default "off" is this tree's writer with the chain patched out (one `os.write` per
 encoded line, no digest, no `part-end` record: `PATCH_UNCHAINED`). With `--baseline-tree PATH` it is
@@ -8,12 +10,12 @@ before any chain work), run from that tree's own modules with this interpreter a
 so the ratios are the whole cost of today's recorders against those, not only the chain's.
 
 Every variant runs in child processes (`PYTHONPATH` and working directory set to its tree), and the
-variants run interleaved (base sha256 hmac base sha256 hmac …) in the same run. Costs are CPU time
+variants run interleaved (base chain keyed base chain keyed …) in the same run. Costs are CPU time
 (the child's own, all threads; for the tee, its own threads after start-up, from
 `/proc/PID/task/*/schedstat`), which other work on a shared machine inflates far less than wall
 time; the tee's wall-clock round trip (what the traffic feels) is reported beside it.
 
-    python -m bench.bench_chain [--quick] [--json] [--baseline-tree PATH]
+    python -m bench.bench_chain [--quick] [--json] [--baseline-tree PATH] [--chain-alg blake3|sha256]
 
 Target: each recorder's cost with the chain within 5 % of the baseline's (HTTP hooks per flow, tee
 per 250 B message and per 1 MB message, and the tee's round trip for both). The writer's own CPU per
@@ -62,14 +64,19 @@ writer.CaptureWriter._write_lines = _write_lines
 writer.CaptureWriter._end_part = lambda self, reason, next_name: None
 """
 """This tree's writer without its chain: one `os.write` per record, unsealed (the "off" variant)."""
+ALGORITHMS = {"blake3": ("blake3", "blake3-keyed"), "sha256": ("sha256", "hmac-sha256")}
+"""`--chain-alg`: the digests of the "chain" and "keyed" variants."""
 _PRELUDE = f"""
-import sys
+import os, sys
 KEY = {KEY!r}
 VARIANT = sys.argv[1]
 if VARIANT == "off":
     exec({PATCH_UNCHAINED!r})
+elif VARIANT in ("chain", "keyed") and os.environ.get("BENCH_CHAIN_ALG"):
+    from addon import chain
+    chain.DEFAULT, chain.DEFAULT_KEYED = os.environ["BENCH_CHAIN_ALG"].split(",")
 # only the chained variants know the option: a baseline tree may predate it
-CHAIN = {{"chain_key": KEY}} if VARIANT == "hmac" else {{}}
+CHAIN = {{"chain_key": KEY}} if VARIANT == "keyed" else {{}}
 """
 TEE = (
     _PRELUDE
@@ -121,7 +128,7 @@ BODY = {bench_addon.BODY!r}
 out, flows = Path(sys.argv[2]), int(sys.argv[3])
 os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
 options = {{"erascope_dir": str(out)}}
-if VARIANT == "hmac":
+if VARIANT == "keyed":
     (out / "chain.key").write_bytes(KEY)
     options["erascope_chain_key"] = str(out / "chain.key")
 addon = HttpRecorder()
@@ -143,10 +150,12 @@ print(elapsed / flows / 1000)
 class Variant:
     """One side of the comparison: a name and the tree whose `addon` it runs."""
 
-    def __init__(self, name: str, tree: Path) -> None:
+    def __init__(self, name: str, tree: Path, algorithms: tuple[str, str] = ALGORITHMS["blake3"]) -> None:
         self.name = name
         self.tree = tree
-        self.env = dict(os.environ, PYTHONPATH=str(tree), ERASCOPE_REDACT_KEY="bench")
+        self.env = dict(
+            os.environ, PYTHONPATH=str(tree), ERASCOPE_REDACT_KEY="bench", BENCH_CHAIN_ALG=",".join(algorithms)
+        )
 
     def output(self, script: str, *args: str) -> float:
         done = subprocess.run(
@@ -227,7 +236,7 @@ TARGETS = ("hook", "tee", "tee_mb", "rt", "rt_mb")
 """What the 5 % target applies to (the writer alone is for scale)."""
 
 
-def run(quick: bool = False, baseline_tree: Path | None = None) -> dict[str, Any]:
+def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str = "blake3") -> dict[str, Any]:
     """Measure each recorder with and without the chain; numbers, ratios and the 5 % target."""
     from bench.bench_tee import ECHO
 
@@ -239,7 +248,7 @@ def run(quick: bool = False, baseline_tree: Path | None = None) -> dict[str, Any
     sizes = (250, 4_096, 65_536)
     baseline = "off" if baseline_tree is None else "base"
     variants = [Variant(baseline, ROOT if baseline_tree is None else baseline_tree.resolve())]
-    variants += [Variant(name, ROOT) for name in ("sha256", "hmac")]
+    variants += [Variant(name, ROOT, ALGORITHMS[chain_alg]) for name in ("chain", "keyed")]
     hooks = _hooks_script()
     tmp = Path(tempfile.mkdtemp(prefix="erascope-bench-chain-"))
     samples: dict[str, list[float]] = {}
@@ -272,13 +281,14 @@ def run(quick: bool = False, baseline_tree: Path | None = None) -> dict[str, Any
         "runs": runs,
         "baseline": baseline,
         "baseline_tree": None if baseline_tree is None else str(baseline_tree),
+        "chain_alg": ",".join(ALGORITHMS[chain_alg]),
         "load_avg": round(os.getloadavg()[0], 2),
     }
     for key, values in samples.items():
         result[key] = round(statistics.median(values), 2)
         result[key + "_best"] = round(min(values), 2)
         result[key + "_all"] = [round(x, 2) for x in values]
-    for variant in ("sha256", "hmac"):
+    for variant in ("chain", "keyed"):
         for _, what in MEASURES:
             result[f"{what}_ratio_{variant}"] = round(result[f"{what}_{variant}"] / result[f"{what}_{baseline}"], 3)
             result[f"{what}_ratio_{variant}_best"] = round(
@@ -286,7 +296,7 @@ def run(quick: bool = False, baseline_tree: Path | None = None) -> dict[str, Any
             )
     result["targets"] = {
         f"{what}_{variant}<=1.05": result[f"{what}_ratio_{variant}"] <= 1.05
-        for variant in ("sha256", "hmac")
+        for variant in ("chain", "keyed")
         for what in TARGETS
     }
     return result
@@ -296,15 +306,15 @@ def describe(r: dict[str, Any]) -> list[str]:
     base = r["baseline"]
     rows = [
         f"hash chain cost, CPU time (median of {r['runs']} interleaved runs; ratio of the fastest runs in"
-        f" brackets; load average {r['load_avg']}; baseline {base}"
+        f" brackets; load average {r['load_avg']}; chain/keyed {r['chain_alg']}; baseline {base}"
         + (f" = {r['baseline_tree']}" if r["baseline_tree"] else ": this tree, chain patched out")
         + ")"
     ]
     for label, key in MEASURES:
         rows.append(
-            f"  {label}: {base} {r[f'{key}_{base}']} µs, sha256 {r[f'{key}_sha256']} µs"
-            f" ({r[f'{key}_ratio_sha256']}x [{r[f'{key}_ratio_sha256_best']}x]), hmac {r[f'{key}_hmac']} µs"
-            f" ({r[f'{key}_ratio_hmac']}x [{r[f'{key}_ratio_hmac_best']}x])"
+            f"  {label}: {base} {r[f'{key}_{base}']} µs, chain {r[f'{key}_chain']} µs"
+            f" ({r[f'{key}_ratio_chain']}x [{r[f'{key}_ratio_chain_best']}x]), keyed {r[f'{key}_keyed']} µs"
+            f" ({r[f'{key}_ratio_keyed']}x [{r[f'{key}_ratio_keyed_best']}x])"
         )
     return rows
 
@@ -318,10 +328,14 @@ def main() -> None:
         help="compare with the recorders of this checkout (e.g. the commit before chains) instead of this"
         " tree with the chain patched out",
     )  # fmt: skip
+    parser.add_argument(
+        "--chain-alg", choices=sorted(ALGORITHMS), default="blake3",
+        help="the digests of the chained variants (default: blake3, the recorders' own)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.baseline_tree is not None and not (args.baseline_tree / "addon" / "stdio_tee.py").is_file():
         parser.error(f"--baseline-tree {args.baseline_tree}: no addon/stdio_tee.py there")
-    result = run(quick=args.quick, baseline_tree=args.baseline_tree)
+    result = run(quick=args.quick, baseline_tree=args.baseline_tree, chain_alg=args.chain_alg)
     if args.json:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         return

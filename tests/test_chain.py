@@ -7,6 +7,7 @@ import hmac
 import os
 from pathlib import Path
 
+import blake3
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -28,24 +29,39 @@ def write_capture(out: Path, n: int = 5, key: bytes | None = None, **kw: object)
     return w.paths
 
 
-def test_digest_is_the_documented_formula(tmp_path: Path) -> None:
-    """FORMAT.md: D = H(P || B), B = the line's bytes before D, P = the previous digest (zeros first)."""
+def documented_digest(algorithm: str, key: bytes, data: bytes) -> bytes:
+    """`H` as FORMAT.md defines it for each `chain_alg`, from the reference libraries."""
+    if algorithm == chain.SHA256:
+        return hashlib.sha256(data).digest()
+    if algorithm == chain.HMAC_SHA256:
+        return hmac.digest(key, data, "sha256")
+    if algorithm == chain.BLAKE3:
+        return blake3.blake3(data).digest()
+    derived = blake3.blake3(key, derive_key_context="erascope 2026-12-02 capture chain key").digest()
+    return blake3.blake3(data, key=derived).digest()
+
+
+@pytest.mark.parametrize("algorithm", [None, chain.BLAKE3, chain.SHA256])
+@pytest.mark.parametrize("keyed", [False, True])
+def test_digest_is_the_documented_formula(tmp_path: Path, algorithm: str | None, keyed: bool) -> None:
+    """FORMAT.md: D = H(P || B), B = the line's bytes before D, P = the previous digest (zeros first);
+    the recorders' default is BLAKE3 (keyed: `blake3-keyed`), SHA-256 chains are still written on request."""
     key = b"k" * 32
-    for chained_key in (None, key):
-        (path,) = write_capture(tmp_path / str(bool(chained_key)), key=chained_key)
-        previous = bytes(32)
-        for line in path.read_bytes().splitlines(keepends=True):
-            cut = len(line) - chain.SEAL_TAIL_LEN
-            covered, written = line[:cut], line[cut : cut + chain.DIGEST_CHARS]
-            expected = (
-                hashlib.sha256(previous + covered).digest()
-                if chained_key is None
-                else hmac.digest(key, previous + covered, "sha256")
-            )
-            assert chain.decode(written) == expected
-            previous = expected
-            assert orjson.loads(line)[fmt.F_CHAIN].endswith(written.decode())
-        assert max(len(line) for line in path.read_bytes().splitlines()) > 100_000
+    chained_key = key if keyed else None
+    if algorithm is not None and keyed:
+        algorithm = {chain.BLAKE3: chain.BLAKE3_KEYED, chain.SHA256: chain.HMAC_SHA256}[algorithm]
+    (path,) = write_capture(tmp_path, key=chained_key, chain_alg=algorithm)
+    expected_alg = algorithm or (chain.BLAKE3_KEYED if keyed else chain.BLAKE3)
+    assert orjson.loads(path.read_bytes().split(b"\n", 1)[0])[fmt.F_CHAIN_ALG] == expected_alg
+    previous = bytes(32)
+    for line in path.read_bytes().splitlines(keepends=True):
+        cut = len(line) - chain.SEAL_TAIL_LEN
+        covered, written = line[:cut], line[cut : cut + chain.DIGEST_CHARS]
+        expected = documented_digest(expected_alg, key, previous + covered)
+        assert chain.decode(written) == expected
+        previous = expected
+        assert orjson.loads(line)[fmt.F_CHAIN].endswith(written.decode())
+    assert max(len(line) for line in path.read_bytes().splitlines()) > 100_000
 
 
 @settings(deadline=None, max_examples=200)
@@ -157,3 +173,13 @@ def test_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "x.000.jsonl")
     (file,) = verify([tmp_path]).files
     assert file.status is Status.ERROR and file.error == "not a regular file"
+
+
+def test_a_chainer_refuses_an_unknown_algorithm_or_a_key_that_does_not_fit_it() -> None:
+    with pytest.raises(ValueError, match="unknown"):
+        chain.Chainer(None, "md5")
+    with pytest.raises(ValueError, match="needs"):
+        chain.Chainer(None, chain.BLAKE3_KEYED)
+    with pytest.raises(ValueError, match="takes no"):
+        chain.Chainer(b"k" * 32, chain.SHA256)
+    assert (chain.Chainer().alg, chain.Chainer(b"k" * 32).alg) == (chain.BLAKE3, chain.BLAKE3_KEYED)

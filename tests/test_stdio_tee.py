@@ -106,6 +106,33 @@ def test_splitter_any_chunking_gives_the_reference_lines(data: bytes, cuts: list
     assert join_lines(got) == data
 
 
+def test_splitter_lends_a_whole_line_read_alone_without_copying_it() -> None:
+    """With `borrow`, a chunk that is one whole line comes back as a view of the chunk (no copy of a
+    megabyte line); every other line is copied out, since the buffer is read into again."""
+    buf = bytearray(b"x" * 100 + b"\n" + b"junk")
+    s = LineSplitter()
+    (line,) = s.feed(buf, 101, borrow=True)
+    assert isinstance(line, memoryview) and line.obj is buf and line == b"x" * 100
+    line.release()
+    assert s.feed(buf, 101) == [b"x" * 100] and isinstance(s.feed(buf, 101)[0], bytes)
+    assert s.feed(bytearray(b"a\nb"), borrow=True) == [b"a"]  # a piece is kept: copied
+    assert [type(x) for x in s.feed(bytearray(b"c\n"), borrow=True)] == [bytes]  # it completes a kept piece
+    assert [type(x) for x in s.feed(bytearray(b"d\ne\n"), borrow=True)] == [bytes, bytes]
+
+
+def test_pump_hands_a_whole_line_to_on_line_as_a_view_of_its_buffer() -> None:
+    """The pump lends a line read whole to `on_line` (valid during the call), and copies nothing for it."""
+    src_r, src_w = os.pipe()
+    got: list[tuple[type, bytes, bool]] = []
+    pump = Pump(src_r, None, lambda p, nl: got.append((type(p), bytes(p), nl)))
+    os.write(src_w, b'{"jsonrpc":"2.0","id":1}\n')
+    os.close(src_w)
+    pump.run()
+    os.close(src_r)
+    assert pump.error is None
+    assert got == [(memoryview, b'{"jsonrpc":"2.0","id":1}', True)]
+
+
 def test_splitter_examples() -> None:
     s = LineSplitter()
     assert s.feed(b"ab") == []
@@ -142,7 +169,7 @@ def pump_through_pipes(data: bytes, chunk_size: int) -> tuple[bytes, list[tuple[
         os.close(dst_w)  # as the tee does: the destination sees EOF when the source did
 
     pump = Pump(
-        src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((p, nl)), on_end=on_end, chunk_size=chunk_size
+        src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((bytes(p), nl)), on_end=on_end, chunk_size=chunk_size
     )
     threads = [threading.Thread(target=feed), threading.Thread(target=drain)]
     for t in threads:
@@ -172,7 +199,9 @@ def test_pump_keeps_recording_when_destination_is_gone() -> None:
     os.close(dst_r)
     errors: list[OSError] = []
     recorded: list[tuple[bytes, bool]] = []
-    pump = Pump(src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((p, nl)), on_forward_error=errors.append)
+    pump = Pump(
+        src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((bytes(p), nl)), on_forward_error=errors.append
+    )
     pump.start()
     os.write(src_w, b"one\ntwo\n")
     os.write(src_w, b"three")
@@ -189,7 +218,7 @@ def test_pump_drained_while_the_writer_stays() -> None:
     """A grandchild holding the server's stdout open: the pump reads what is there, then is "drained"."""
     src_r, src_w = os.pipe()
     recorded: list[tuple[bytes, bool]] = []
-    pump = Pump(src_r, None, lambda p, nl: recorded.append((p, nl))).start()
+    pump = Pump(src_r, None, lambda p, nl: recorded.append((bytes(p), nl))).start()
     os.write(src_w, b"last words\npartial")
     _await_drained(pump)  # returns although the pipe is still open
     assert not pump.done.is_set()
@@ -307,7 +336,10 @@ def test_answer_is_recorded_after_its_request_even_if_the_request_is_recorded_la
 
 @pytest.mark.parametrize("payload", [b'{"jsonrpc":"2.0","id":1}', b"caf\xc3\xa9", b"\xff\xfe not utf-8", b""])
 @pytest.mark.parametrize("nl", [True, False])
-def test_the_pumps_line_records_are_the_documented_records(tmp_path: Path, payload: bytes, nl: bool) -> None:
+@pytest.mark.parametrize("lent", [False, True])
+def test_the_pumps_line_records_are_the_documented_records(
+    tmp_path: Path, payload: bytes, nl: bool, lent: bool
+) -> None:
     """Each pump's `on_line` builds its record inline: the very fields, values and order of `_line_record`."""
     tee = StdioTee(["cat"], out_dir=tmp_path, linger=0, stderr=io.BytesIO())
     got: list[tuple[str, dict[str, object]]] = []
@@ -317,7 +349,7 @@ def test_the_pumps_line_records_are_the_documented_records(tmp_path: Path, paylo
         (tee._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C), fmt.S2C, fmt.FRAME, fmt.S2C),
         (tee._line_recorder(fmt.STDERR, fmt.STDERR, None), fmt.STDERR, fmt.STDERR, None),
     ):
-        on_line(payload, nl)
+        on_line(memoryview(bytearray(payload)) if lent else payload, nl)  # as a pump lends a whole line
         expected = tee._line_record(rtype, payload, nl, direction)
         (got_stream, record) = got.pop()
         assert got_stream == stream

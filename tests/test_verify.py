@@ -159,7 +159,7 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_untouched_stdio_capture_verifies(stdio_dir: Path) -> None:
     (path,) = capture_files(stdio_dir)
     records = read_records(path)
-    assert records[0][fmt.F_CHAIN_ALG] == chain.SHA256 and fmt.F_CHAIN_PREV not in records[0]
+    assert records[0][fmt.F_CHAIN_ALG] == chain.BLAKE3 and fmt.F_CHAIN_PREV not in records[0]
     assert records[-1][fmt.F_TYPE] == fmt.PART_END and records[-1][fmt.F_REASON] == fmt.END_CLOSED
     assert [int(r[fmt.F_CHAIN].split(":")[0]) for r in records] == list(range(1, len(records) + 1))
     result = verify([stdio_dir])
@@ -168,14 +168,14 @@ def test_untouched_stdio_capture_verifies(stdio_dir: Path) -> None:
     assert file.closed_at == file.lines == len(records)
     proc = cli(str(stdio_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{path}: verified ({len(records)} lines, closed, sha256, final digest " in proc.stdout
+    assert f"{path}: verified ({len(records)} lines, closed, blake3, final digest " in proc.stdout
 
 
 def test_untouched_rotated_keyed_capture_verifies_across_parts(rotated_dir: Path, key_file: Path) -> None:
     parts = capture_files(rotated_dir)
     headers = [read_records(p)[0] for p in parts]
     assert [h["part"] for h in headers] == list(range(len(parts)))
-    assert all(h[fmt.F_CHAIN_ALG] == chain.HMAC_SHA256 for h in headers)
+    assert all(h[fmt.F_CHAIN_ALG] == chain.BLAKE3_KEYED for h in headers)
     assert {h[fmt.F_CHAIN_KEY_ID] for h in headers} == {chain.key_id(chain.load_key(key_file))}
     # each part starts from the previous part's final digest: its part-end line's
     for before, after in itertools.pairwise(parts):
@@ -198,7 +198,7 @@ def test_untouched_http_capture_verifies(http_dir: Path, key_file: Path) -> None
     assert records[-1][fmt.F_TYPE] == fmt.PART_END
     proc = cli(str(http_dir), "--key", str(key_file))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "verified" in proc.stdout and "hmac-sha256" in proc.stdout
+    assert "verified" in proc.stdout and "blake3-keyed" in proc.stdout
 
 
 # --- edits inside one file ------------------------------------------------------------------------
@@ -306,7 +306,7 @@ def test_keyed_chain_downgraded_to_unkeyed_is_detected(rotated_dir: Path, key_fi
     parts = copy_of(rotated_dir, tmp_path / "c")
     text = lines(parts[0])
     header = orjson.loads(text[0])
-    header[fmt.F_CHAIN_ALG] = chain.SHA256
+    header[fmt.F_CHAIN_ALG] = chain.BLAKE3
     del header[fmt.F_CHAIN_KEY_ID]
     text[0] = orjson.dumps(header, option=orjson.OPT_APPEND_NEWLINE)
     put(parts[0], reseal(text, chain.Chainer()))
