@@ -243,12 +243,14 @@ class RuleContext:
         return pl.concat(parts, how="vertical")
 
     def _view_in_memory(self) -> bool:
-        """Whether the request view is built and kept in memory: without a spill, or when the requests
-        it is built from are in memory (none was written to the spill) and at most `VIEW_MEMORY_ROWS`."""
+        """Whether the request view is built and kept in memory: without a spill, or when the moved
+        requests it is built from are held in memory (none was written to the spill) and the view has
+        at most `VIEW_MEMORY_ROWS` rows. Without moved requests (captures of a spawn per call, whose
+        requests all stay in the messages frame) it is spilled as before: there the messages frame
+        is the big one."""
         if self.spill is None:
             return True
-        moved = self._moved()
-        if isinstance(moved, pl.LazyFrame):
+        if not isinstance(self._moved(), pl.DataFrame):
             return False
         return self._moved_requests().select(pl.len()).collect().item() <= VIEW_MEMORY_ROWS
 
