@@ -79,6 +79,11 @@ CONDENSED_SCHEMAS: Final[dict[str, dict[str, pl.DataType]]] = {
     "servers": SERVERS_SCHEMA,
 }
 """The frames `_condensed` keeps per file, in the dtypes the analysis holds them in."""
+MOVED_IN_MEMORY_BYTES: Final = 96 << 20
+"""An archive read from its condensed frames keeps the moved requests and dropped answers in memory
+up to this many bytes together (about 62 MB at 1 GB of captures) instead of writing them to the
+analysis' temporary files: once read they are in memory anyway, and the rules' first frames read
+them several times. More are spilled (`analyzer.spill`), so the heap stays bounded as input grows."""
 _COMPACT_AGAIN: Final = "run `erascope compact --force` on the captures to rewrite the archive"
 """The fix for an archive file that cannot be read as its entry says."""
 
@@ -398,9 +403,13 @@ def read_entries(
         # the parts too: an archive missing some is incomplete, whichever frames this analysis reads
         _check_present(condensed, _every_file)
         _read_condensed(condensed)
-        if spill is not None:  # as the rows' reading does: what grows with the input waits on disk
-            for f in condensed:
-                f.facts.traffic = spilled(f.facts.traffic, spill)
+        # As the rows' reading does, what grows with the input waits on disk, unless it is little
+        # enough to keep: it is in memory already, and every later query would read it back.
+        keep = spill is None or _moved_bytes(condensed) <= MOVED_IN_MEMORY_BYTES
+        for f in condensed:
+            if not keep:
+                f.facts.traffic = spilled(f.facts.traffic, spill)  # type: ignore[arg-type]
+            f.facts.placed = True
     else:
         _check_present(files, lambda f: f.parts)
         _read_rows(files, selection, spill)
@@ -471,6 +480,17 @@ def _read_condensed(files: list[_Archived]) -> None:
             requests=requests if requests.height else None,
             rows=f.condensed_rows,
         )
+
+
+def _moved_bytes(files: list[_Archived]) -> int:
+    """Bytes the moved requests and dropped answers of `files` hold in memory."""
+    total = 0
+    for f in files:
+        traffic = f.facts.traffic
+        for frame in (traffic.requests, traffic.answers):
+            if isinstance(frame, pl.DataFrame):
+                total += int(frame.estimated_size())
+    return total
 
 
 def extract_archived(entry_path: str | Path, selection: Selection | None = None) -> FileFacts:

@@ -107,6 +107,9 @@ class FileFacts:
     """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
     unit: str = "line"
     """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
+    placed: bool = False
+    """Its reader decided already where the rows condensing moved out wait (written to the spill, or
+    kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""
 
     @property
     def was_read(self) -> bool:

@@ -68,37 +68,50 @@ def identity_text(parts: pl.Expr) -> pl.Expr:
     return pl.when(text != "").then(text).otherwise(pl.lit(UNKNOWN_CLIENT))
 
 
+_NAMED_COLUMNS: Final = ("client_name", "client_version", "user_agent", "client_addr", "host_process")
+"""The columns an identity is made of (the session's owner aside)."""
+
+
+def _named_rows(messages: pl.DataFrame | pl.LazyFrame, moved: Rows | None, keys: list[str]) -> pl.DataFrame:
+    """The rows of `messages` and `moved` that name any part of an identity on a connection: `keys`,
+    `ts`, `seq` and `_NAMED_COLUMNS`, in the messages frame's dtypes, in (ts, seq) order (stable:
+    rows of one instant stay in the order of their frames).
+
+    Sorted once for every part: a first row per connection and part is then the first one kept.
+    """
+    sources = with_moved(messages, moved)
+    base = sources[0].collect_schema()
+    columns = [*keys, "ts", "seq", *_NAMED_COLUMNS]
+    dtypes = {c: base.get(c, pl.String()) for c in columns}
+    frames = []
+    for src in sources:
+        have = src.collect_schema()
+        frames.append(
+            src.select(
+                (pl.col(c) if have[c] == dtypes[c] else pl.col(c).cast(dtypes[c])) if c in have
+                # a frame without a part (moved requests have no host) names none of it
+                else pl.lit(None, dtypes[c]).alias(c)
+                for c in columns
+            ).filter(pl.col("conn").is_not_null() & pl.any_horizontal(pl.col(c).is_not_null() for c in _NAMED_COLUMNS))
+        )
+    # contiguous before the sort: sorting a frame of hundreds of chunks (a file's each) costs twice as much
+    rows = pl.concat(frames, how="vertical").collect().rechunk()
+    return rows.sort("ts", "seq", nulls_last=True, maintain_order=True)
+
+
 def connection_identities(messages: pl.DataFrame | pl.LazyFrame, traffic: Traffic, moved: Rows | None) -> pl.DataFrame:
     """One row per (server, conn) of `traffic.conns`: its client identity (`IDENTITIES_SCHEMA`).
 
     `messages` is the messages frame and `moved` the requests condensing moved out of it
     (`Traffic.requests`, which the caller may have released from `traffic` already).
     """
-    sources = with_moved(messages, moved)
     keys = ["server", "conn"]
+    rows = _named_rows(messages, moved, keys).lazy()
 
     def first(value: list[str], where: pl.Expr) -> pl.LazyFrame:
-        """The earliest row's `value` columns per connection, over every source that has them."""
-        parts = []
-        for src in sources:
-            if not set(value) <= set(src.collect_schema().names()):
-                continue
-            # the earliest row per connection in the frame's own dtypes; only these rows become strings
-            parts.append(
-                src.filter(pl.col("conn").is_not_null() & where)
-                .group_by(keys)
-                .agg(pl.col(*value, "ts", "seq").sort_by("ts", "seq", nulls_last=True).first())
-                .pipe(as_strings)
-            )
-        if not parts:
-            schema = {"server": pl.String(), "conn": pl.String(), **dict.fromkeys(value, pl.String())}
-            return pl.LazyFrame(schema=schema)
-        return (
-            pl.concat(parts, how="vertical")
-            .sort("ts", "seq", nulls_last=True, maintain_order=True)
-            .group_by(keys, maintain_order=True)
-            .agg(pl.col(value).first())
-        )
+        """The earliest row's `value` columns per connection among the rows `where` keeps."""
+        # `rows` are in (ts, seq) order: the first of each connection is the earliest
+        return rows.filter(where).unique(keys, keep="first").select(*keys, *value).pipe(as_strings)
 
     # loading falls back to the User-Agent in client_name; only a differing name is clientInfo
     is_info = pl.col("client_name").is_not_null() & (

@@ -965,7 +965,7 @@ def extract_files(
     def spill_finished(done: list[FileFacts]) -> None:
         if spill is not None:
             for f in done:
-                if not f.pending and f.was_read and f.traffic is not NO_TRAFFIC:
+                if not f.pending and f.was_read and f.traffic is not NO_TRAFFIC and not f.placed:
                     f.traffic = spilled(f.traffic, spill)
 
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))

@@ -389,3 +389,30 @@ def test_a_malformed_condensed_entry_is_a_clear_error(caps: Path, tmp_path: Path
     assert "malformed archive entry" in result.stderr
     assert compact([str(caps)], archive, jobs=1).written == [entry["file"]]  # converted again
     assert _report(str(archive)) == _report(str(caps))
+
+
+@pytest.mark.parametrize("budget", [0, 96 << 20])
+def test_condensed_frames_read_whole_stay_in_memory_within_the_budget(
+    caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget: int
+) -> None:
+    """The moved requests and dropped answers of an archive read whole are written to the analysis'
+    temporary files only above `MOVED_IN_MEMORY_BYTES`: under it they stay as read, and the report
+    is the same either way."""
+    from analyzer import condense
+    from analyzer.load import combine, extract_files, find_inputs
+    from analyzer.spill import Spill
+
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    monkeypatch.setattr(condense, "SPILL_MIN_ROWS", 1)  # the generated captures are small
+    monkeypatch.setattr(archive_reader, "MOVED_IN_MEMORY_BYTES", budget, raising=False)
+    with Spill(tmp_path) as spill:
+        traffic = combine(extract_files(find_inputs([str(archive)]), spill=spill)).traffic
+        written = list(spill.path.iterdir())
+        if budget:
+            assert written == []
+            assert isinstance(traffic.requests, pl.DataFrame) and isinstance(traffic.answers, pl.DataFrame)
+        else:
+            assert written
+            assert isinstance(traffic.requests, pl.LazyFrame) and isinstance(traffic.answers, pl.LazyFrame)
+    assert _report(str(archive)) == _report(str(caps))

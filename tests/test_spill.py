@@ -188,6 +188,7 @@ def test_the_request_view_built_in_buckets_on_disk_is_the_view_built_in_memory(
 
     monkeypatch.setattr(context_module, "VIEW_BUCKET_ROWS", 100)
     monkeypatch.setattr(context_module, "VIEW_SLICE_ROWS", 37)
+    monkeypatch.setattr(context_module, "VIEW_MEMORY_ROWS", 0)  # never kept in memory
     loaded = combine(extract_files(inputs, jobs=2))
     moved = loaded.traffic.requests
     analysis = SimpleNamespace(
@@ -236,3 +237,39 @@ def test_sigterm_removes_the_temporary_directory(tmp_path: Path, clean_env: dict
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert list(temp.iterdir()) == []
     assert b"Traceback" not in stderr
+
+
+@pytest.mark.parametrize("limit", [0, 1 << 20])
+def test_a_small_view_of_requests_in_memory_stays_in_memory(
+    inputs: list[str],  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    limit: int,
+) -> None:
+    """With a spill, the request view is written there only when the requests are (or are many):
+    requests held in memory make a view held in memory, the same view, and no file."""
+    from types import SimpleNamespace
+
+    from analyzer.probes import classify_inits, classify_probes
+    from analyzer.rules import RuleContext, RuleOptions
+    from analyzer.rules import context as context_module
+
+    monkeypatch.setattr(context_module, "VIEW_MEMORY_ROWS", limit, raising=False)
+    loaded = combine(extract_files(inputs, jobs=2))
+    moved = loaded.traffic.requests
+    assert isinstance(moved, pl.DataFrame) and moved.height
+    analysis = SimpleNamespace(
+        messages=loaded.messages,
+        probes=classify_probes(loaded.messages, moved=moved),
+        inits=classify_inits(loaded.messages, moved=moved),
+        traffic=loaded.traffic,
+    )
+    in_memory = RuleContext.from_analysis(analysis, RuleOptions()).requests
+    assert in_memory.height > 1000
+    with Spill(tmp_path) as spill:
+        view = RuleContext.from_analysis(analysis, RuleOptions(), spill).requests
+        assert view.lazy().collect().equals(in_memory)
+        if limit:
+            assert isinstance(view, pl.DataFrame) and list(spill.path.iterdir()) == []
+        else:
+            assert isinstance(view, pl.LazyFrame) and list(spill.path.iterdir())

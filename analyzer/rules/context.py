@@ -55,6 +55,10 @@ VIEW_SLICE_ROWS: Final = 1 << 17
 VIEW_BUCKET_ROWS: Final = 1 << 18
 """A spilled request view is built from buckets of servers of about this many requests (16 MB of
 view rows): one bucket is in memory at a time, each read once more."""
+VIEW_MEMORY_ROWS: Final = 1 << 20
+"""A request view of up to this many rows (about 64 MB) is built and kept in memory when the requests
+it is built from are (`RuleContext._view_in_memory`): writing it to the spill and reading it back
+in every rule costs more than it holds. Bigger views, and views of spilled requests, are spilled."""
 _DETAIL_COLUMNS: Final = ("flow", "id", "has_envelope", "header_version", "header_method")
 """Request columns only `probe_rows` carries (read for the probes and the requests after them)."""
 
@@ -216,8 +220,9 @@ class RuleContext:
             )
         )
         columns = [*_VIEW_COLUMNS, "client", "is_probe", "is_init", "is_real"]
-        if self.spill is None:
-            unsorted = every.collect()
+        if self._view_in_memory():
+            # one contiguous frame: gathering from hundreds of chunks (a file's each) costs several times more
+            unsorted = every.collect().rechunk()
             # sorting positions, then gathering each column once, copies rows once
             return unsorted.select(pl.col(columns).gather(_view_order(unsorted))).with_row_index("_i")
         # The buckets come in the order of their servers' codes, the first part of the view's order
@@ -226,7 +231,7 @@ class RuleContext:
         parts = []
         offset = 0
         for bucket in _buckets(every):
-            unsorted = every.filter(bucket).collect(engine="streaming")
+            unsorted = every.filter(bucket).collect(engine="streaming").rechunk()
             order = _view_order(unsorted)
             for start in range(0, order.len(), VIEW_SLICE_ROWS):
                 positions = order.slice(start, VIEW_SLICE_ROWS)
@@ -236,6 +241,18 @@ class RuleContext:
         if not parts:
             parts.append(self.spill.put(every.select(columns).head(0).collect().with_row_index("_i")))
         return pl.concat(parts, how="vertical")
+
+    def _view_in_memory(self) -> bool:
+        """Whether the request view is built and kept in memory: without a spill, or when the moved
+        requests it is built from are held in memory (none was written to the spill) and the view has
+        at most `VIEW_MEMORY_ROWS` rows. Without moved requests (captures of a spawn per call, whose
+        requests all stay in the messages frame) it is spilled as before: there the messages frame
+        is the big one."""
+        if self.spill is None:
+            return True
+        if not isinstance(self._moved(), pl.DataFrame):
+            return False
+        return self._moved_requests().select(pl.len()).collect().item() <= VIEW_MEMORY_ROWS
 
     def _request_details(self, keys: pl.DataFrame) -> pl.LazyFrame:
         """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`),

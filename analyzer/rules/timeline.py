@@ -23,7 +23,12 @@ def _runs(seq: pl.LazyFrame, flag: pl.Expr, reason: str, note: str, min_len: int
     position in `seq`: a run goes on while a client's next flagged row is its very next row of
     `seq`. No window over every row of `seq`.
     """
-    flagged = seq.with_row_index("_pos").filter(flag.fill_null(False)).select(*_KEYS, "_pos", "ts", "file", "line")
+    return _runs_of(seq.with_row_index("_pos").filter(flag.fill_null(False)), reason, note, min_len)
+
+
+def _runs_of(flagged: pl.LazyFrame, reason: str, note: str, min_len: int) -> pl.DataFrame:
+    """`_runs` of the flagged rows alone, each with its position (`_pos`) in request order, in that order."""
+    flagged = flagged.select(*_KEYS, "_pos", "ts", "file", "line")
     return (
         flagged.with_columns(run_ids("_pos", _KEYS).alias("_run"))
         .group_by([*_KEYS, "_run"])
@@ -154,17 +159,20 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         "initialize refused",
         opts.stale_repeats,
     )
-    # the answers that refuse the legacy way are few: only they are looked up for every request
-    refusals = _legacy_refusals(ctx).with_columns(_refused=pl.lit(True))
-    modern_reqs = (
+    # The answers that refuse the legacy way are few: positions first, then the refused requests
+    # picked by a semi join on them (a join that keeps every request costs several times more), back
+    # in position order.
+    refused_reqs = (
         reqs.lazy()
         .filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null()))
         .select(*_KEYS, "ts", "file", "line", "is_real", "capture", "seq")
-        .join(refusals, on=["capture", "seq"], how="left", maintain_order="left")
+        .with_row_index("_pos")
+        .filter(pl.col("is_real"))
+        .join(_legacy_refusals(ctx), on=["capture", "seq"], how="semi")
+        .sort("_pos")
     )
-    refused_modern = _runs(
-        modern_reqs,
-        pl.col("is_real") & pl.col("_refused"),
+    refused_modern = _runs_of(
+        refused_reqs,
         "kept sending modern requests to a server that now answers as legacy",
         "modern request refused the legacy way",
         opts.stale_repeats,
