@@ -134,30 +134,26 @@ def read_many(urls: list[str]) -> dict[str, bytes | OSError]:
 
 def is_dir(url: str) -> bool:
     """Whether `url` names a "directory" (a key prefix holding objects)."""
-    fs, path = filesystem(url)
-    try:
-        return bool(fs.isdir(path))
-    except Exception as exc:
-        raise ErascopeError(f"cannot read {redact(url)}: {redact(str(exc))}") from None
+    return _ask(url, "isdir")
 
 
 def is_file(url: str) -> bool:
     """Whether `url` names an object."""
+    return _ask(url, "isfile")
+
+
+def _ask(url: str, question: str) -> bool:
+    """The store's answer to `isdir`/`isfile` about `url`; its errors as a clear, redacted one."""
     fs, path = filesystem(url)
     try:
-        return bool(fs.isfile(path))
+        return bool(getattr(fs, question)(path))
     except Exception as exc:
         raise ErascopeError(f"cannot read {redact(url)}: {redact(str(exc))}") from None
 
 
 def glob(url: str, pattern: str) -> list[str]:
     """URLs of the objects under `url` matching `pattern` (fsspec glob syntax), sorted."""
-    fs, path = filesystem(url)
-    try:
-        found = fs.glob(join(path, pattern))
-    except Exception as exc:
-        raise ErascopeError(f"cannot list {redact(url)}: {redact(str(exc))}") from None
-    return sorted(_unstripped(url, fs, p) for p in found)
+    return glob_url(join(url, pattern))
 
 
 def glob_url(pattern: str) -> list[str]:

@@ -22,13 +22,13 @@ def once(path: str, use_spill: bool = True) -> dict[str, tuple[float, float]]:
     """One analysis of `path`, stage by stage: {stage: (wall s, CPU s)}."""
     from analyzer.clients import client_table
     from analyzer.eras import server_verdicts
-    from analyzer.load import combine, extract_files, find_inputs
-    from analyzer.memory import release_freed
-    from analyzer.pipeline import Analysis, AnalyzeOptions, _inputs
+    from analyzer.load import extract_files, find_inputs
+    from analyzer.pipeline import Analysis, AnalyzeOptions
     from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import REGISTRY, RuleContext, RuleOptions, sort_findings
     from analyzer.rules.upstream import blame_upstream
     from analyzer.spill import Spill
+    from bench.workloads import combined
 
     marks: dict[str, tuple[float, float]] = {}
     last = [time.perf_counter(), _cpu()]
@@ -42,12 +42,8 @@ def once(path: str, use_spill: bool = True) -> dict[str, tuple[float, float]]:
     with Spill() as spill:
         facts = extract_files(find_inputs([path]), opts.load, spill=spill if use_spill else None)
         mark("read")
-        inputs = _inputs(facts)
-        loaded = combine(facts)
-        messages, traffic = loaded.messages, loaded.traffic
-        facts.clear()
-        del facts, loaded
-        release_freed()
+        inputs, messages, traffic = combined(facts)
+        del facts
         mark("combine")
         probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
         mark("classify probes")

@@ -113,6 +113,22 @@ class _HeapSampler:
         return now, peak
 
 
+def combined(facts: list[Any]) -> tuple[Any, Any, Any]:
+    """The files' facts combined as `analyze_facts` combines them: (inputs, messages, traffic). The
+    per-file facts are let go (`facts` is emptied) and the freed C heap handed back."""
+    from analyzer.load import combine
+    from analyzer.memory import release_freed
+    from analyzer.pipeline import _inputs
+
+    inputs = _inputs(facts)
+    loaded = combine(facts)
+    messages, traffic = loaded.messages, loaded.traffic
+    facts.clear()
+    del loaded
+    release_freed()
+    return inputs, messages, traffic
+
+
 def stages(path: str, jobs: int | None) -> dict[str, Any]:
     """The pipeline stage by stage: seconds and peak RSS (MB) after each, and the heap (`RssAnon`, MB)
     after each and at its highest during it, to see where time and memory go."""
@@ -120,9 +136,8 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
 
     from analyzer.clients import client_table
     from analyzer.eras import server_verdicts
-    from analyzer.load import combine, extract_files, find_inputs
-    from analyzer.memory import release_freed
-    from analyzer.pipeline import Analysis, AnalyzeOptions, _inputs
+    from analyzer.load import extract_files, find_inputs
+    from analyzer.pipeline import Analysis, AnalyzeOptions
     from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions, run_rules
     from analyzer.spill import Spill
@@ -149,13 +164,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
 
     facts = extract_files(find_inputs([path]), opts.load, jobs=jobs, spill=spill)
     mark("extract_files")
-    inputs = _inputs(facts)
-    loaded = combine(facts)
-    messages, traffic = loaded.messages, loaded.traffic
-    # as `analyze_facts` does: the per-file facts let go and the freed C heap handed back
-    facts.clear()
-    del facts, loaded
-    release_freed()
+    inputs, messages, traffic = combined(facts)
     mark("combine")
     probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
     inits = classify_inits(messages, opts.probe_timeout, traffic.requests)

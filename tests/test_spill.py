@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import polars as pl
@@ -175,28 +176,32 @@ def test_the_cli_takes_a_temp_dir_and_refuses_a_missing_one(tmp_path: Path, monk
     assert "cannot create a temporary directory in" in bad.output
 
 
+def _analysis_of(paths: list[str]) -> SimpleNamespace:
+    """What `RuleContext.from_analysis` reads of an analysis of `paths`: messages, probes, inits, traffic."""
+    from analyzer.probes import classify_inits, classify_probes
+
+    loaded = combine(extract_files(paths, jobs=2))
+    moved = loaded.traffic.requests
+    return SimpleNamespace(
+        messages=loaded.messages,
+        probes=classify_probes(loaded.messages, moved=moved),
+        inits=classify_inits(loaded.messages, moved=moved),
+        traffic=loaded.traffic,
+    )
+
+
 def test_the_request_view_built_in_buckets_on_disk_is_the_view_built_in_memory(
     inputs: list[str],  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from types import SimpleNamespace
-
-    from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions
     from analyzer.rules import context as context_module
 
     monkeypatch.setattr(context_module, "VIEW_BUCKET_ROWS", 100)
     monkeypatch.setattr(context_module, "VIEW_SLICE_ROWS", 37)
     monkeypatch.setattr(context_module, "VIEW_MEMORY_ROWS", 0)  # never kept in memory
-    loaded = combine(extract_files(inputs, jobs=2))
-    moved = loaded.traffic.requests
-    analysis = SimpleNamespace(
-        messages=loaded.messages,
-        probes=classify_probes(loaded.messages, moved=moved),
-        inits=classify_inits(loaded.messages, moved=moved),
-        traffic=loaded.traffic,
-    )
+    analysis = _analysis_of(inputs)
     in_memory = RuleContext.from_analysis(analysis, RuleOptions()).requests
     assert isinstance(in_memory, pl.DataFrame)
     servers = in_memory.get_column("server").n_unique()
@@ -248,22 +253,13 @@ def test_a_small_view_of_requests_in_memory_stays_in_memory(
 ) -> None:
     """With a spill, the request view is written there only when the requests are (or are many):
     requests held in memory make a view held in memory, the same view, and no file."""
-    from types import SimpleNamespace
-
-    from analyzer.probes import classify_inits, classify_probes
     from analyzer.rules import RuleContext, RuleOptions
     from analyzer.rules import context as context_module
 
     monkeypatch.setattr(context_module, "VIEW_MEMORY_ROWS", limit, raising=False)
-    loaded = combine(extract_files(inputs, jobs=2))
-    moved = loaded.traffic.requests
+    analysis = _analysis_of(inputs)
+    moved = analysis.traffic.requests
     assert isinstance(moved, pl.DataFrame) and moved.height
-    analysis = SimpleNamespace(
-        messages=loaded.messages,
-        probes=classify_probes(loaded.messages, moved=moved),
-        inits=classify_inits(loaded.messages, moved=moved),
-        traffic=loaded.traffic,
-    )
     in_memory = RuleContext.from_analysis(analysis, RuleOptions()).requests
     assert in_memory.height > 1000
     with Spill(tmp_path) as spill:
