@@ -71,9 +71,10 @@ def test_the_moved_rows_are_let_go_once_the_frames_that_read_them_exist(generate
     assert kept.height > condensed.messages.filter(pl.col("dir") == "s2c").height  # type: ignore[attr-defined]
     assert kept.join(whole, on=kept.columns, how="anti", nulls_equal=True).is_empty()
     every = full.messages.filter((pl.col("kind") == "request") & (pl.col("dir") == "c2s"))  # type: ignore[attr-defined]
-    # an analysis keeps the request view on disk (`analyzer.spill`)
-    assert isinstance(ctx.requests, pl.LazyFrame)
-    view = ctx.requests.collect()
+    # the request view is on disk (`analyzer.spill`), or in memory when the moved requests were held
+    # there and are few (`RuleContext._view_in_memory`; tests/test_spill.py covers which one is chosen)
+    assert isinstance(ctx.requests, pl.DataFrame | pl.LazyFrame)
+    view = ctx.requests.lazy().collect()
     assert view.height == every.height > condensed.messages.filter(pl.col("kind") == "request").height  # type: ignore[attr-defined]
     # rules run again on the released context read only the frames built before the release
     again = run_rules(condensed)
