@@ -16,6 +16,14 @@ variants run interleaved (base chain keyed base chain keyed …) in the same run
 time; the tee's wall-clock round trip (what the traffic feels) is reported beside it.
 
     python -m bench.bench_chain [--quick] [--json] [--baseline-tree PATH] [--chain-alg blake3|sha256]
+    python -m bench.bench_chain --instructions [--baseline-tree PATH]     # needs valgrind
+
+`--instructions` counts instructions instead of CPU time (valgrind's cachegrind, every thread of the
+recorder's process): each measure runs twice with different numbers of flows or messages, and the
+difference divided by the difference in count is the cost of one, start-up and warm-up cancelled out.
+Counts do not move with the machine's load, so they settle a 5 % question that CPU time on a shared
+machine cannot; they do not see what the kernel does (pipe copies, page faults), which is most of a
+1 MB message's cost, so they are read beside the CPU times, not instead of them.
 
 Target: each recorder's cost with the chain within 5 % of the baseline's (HTTP hooks per flow, tee
 per 250 B message and per 1 MB message, and the tee's round trip for both). The writer's own CPU per
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -157,18 +166,18 @@ class Variant:
             os.environ, PYTHONPATH=str(tree), ERASCOPE_REDACT_KEY="bench", BENCH_CHAIN_ALG=",".join(algorithms)
         )
 
-    def output(self, script: str, *args: str) -> float:
+    def output(self, script: str, *args: str, prefix: tuple[str, ...] = ()) -> float:
         done = subprocess.run(
-            [sys.executable, "-c", script, self.name, *args],
-            cwd=self.tree, env=self.env, capture_output=True, check=False, timeout=600,
+            [*prefix, sys.executable, "-c", script, self.name, *args],
+            cwd=self.tree, env=self.env, capture_output=True, check=False, timeout=1800,
         )  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"{self.name} ({self.tree}) failed:\n{done.stderr.decode(errors='replace')}")
         return float(done.stdout.split()[-1])
 
-    def spawn(self, script: str, *args: str) -> subprocess.Popen[bytes]:
+    def spawn(self, script: str, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
-            [sys.executable, "-c", script, self.name, *args],
+            [*prefix, sys.executable, "-c", script, self.name, *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=self.tree, env=self.env, bufsize=0,
         )  # fmt: skip
 
@@ -302,6 +311,93 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
     return result
 
 
+_I_REFS = re.compile(rb"^==\d+== I\s+refs:\s+([\d,]+)", re.MULTILINE)
+
+
+def _cachegrind(log: Path) -> tuple[str, ...]:
+    """The command prefix that counts a process's instructions (all its threads, not its children)
+    into valgrind's log `log`; `_instructions_in` reads the total back."""
+    return ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null", f"--log-file={log}")
+
+
+def _instructions_in(log: Path) -> int:
+    found = _I_REFS.search(log.read_bytes())
+    if found is None:
+        raise RuntimeError(f"no instruction count in {log}:\n{log.read_text(errors='replace')[-2000:]}")
+    return int(found.group(1).replace(b",", b""))
+
+
+INSTRUCTION_MEASURES = (
+    ("HTTP recorder hooks, instructions per flow", "hook", 100, 400),
+    ("stdio tee, instructions per 250 B message", "tee", 100, 600),
+    ("stdio tee, instructions per 1 MB message", "tee_mb", 4, 16),
+)
+"""(label, key, fewer, more): each measure's two runs."""
+
+
+def run_instructions(baseline_tree: Path | None = None, chain_alg: str = "blake3") -> dict[str, Any]:
+    """Instructions per flow or message of each recorder with and without the chain (one run each)."""
+    from bench.bench_tee import ECHO
+
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("--instructions needs valgrind (e.g. `apt install valgrind`)")
+    baseline = "off" if baseline_tree is None else "base"
+    variants = [Variant(baseline, ROOT if baseline_tree is None else baseline_tree.resolve())]
+    variants += [Variant(name, ROOT, ALGORITHMS[chain_alg]) for name in ("chain", "keyed")]
+    hooks = _hooks_script()
+    echo = [sys.executable, "-c", ECHO]
+    tmp = Path(tempfile.mkdtemp(prefix="erascope-bench-chain-"))
+    result: dict[str, Any] = {
+        "name": "chain-instructions",
+        "baseline": baseline,
+        "baseline_tree": None if baseline_tree is None else str(baseline_tree),
+        "chain_alg": ",".join(ALGORITHMS[chain_alg]),
+    }
+    try:
+        for _, key, fewer, more in INSTRUCTION_MEASURES:
+            for v in variants:
+                out = tmp / v.name
+                out.mkdir(exist_ok=True)
+                counts = []
+                for n in (fewer, more):
+                    log = tmp / f"{key}-{v.name}-{n}.log"
+                    if key == "hook":
+                        v.output(hooks, str(out), str(n), prefix=_cachegrind(log))
+                    else:
+                        proc = v.spawn(TEE, str(out), "--", *echo, prefix=_cachegrind(log))
+                        _tee_cpu(proc, n, 250 if key == "tee" else 1 << 20)
+                    counts.append(_instructions_in(log))
+                    for p in out.glob("*.jsonl"):
+                        p.unlink()
+                result[f"{key}_{v.name}"] = round((counts[1] - counts[0]) / (more - fewer))
+            for variant in ("chain", "keyed"):
+                result[f"{key}_ratio_{variant}"] = round(result[f"{key}_{variant}"] / result[f"{key}_{baseline}"], 3)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["targets"] = {
+        f"{key}_{variant}<=1.05": result[f"{key}_ratio_{variant}"] <= 1.05
+        for variant in ("chain", "keyed")
+        for _, key, _, _ in INSTRUCTION_MEASURES
+    }
+    return result
+
+
+def describe_instructions(r: dict[str, Any]) -> list[str]:
+    base = r["baseline"]
+    rows = [
+        f"hash chain cost in instructions (cachegrind, the recorder's process, all threads; chain/keyed"
+        f" {r['chain_alg']}; baseline {base}"
+        + (f" = {r['baseline_tree']}" if r["baseline_tree"] else ": this tree, chain patched out")
+        + ")"
+    ]
+    for label, key, _, _ in INSTRUCTION_MEASURES:
+        rows.append(
+            f"  {label}: {base} {r[f'{key}_{base}']:,}, chain {r[f'{key}_chain']:,}"
+            f" ({r[f'{key}_ratio_chain']}x), keyed {r[f'{key}_keyed']:,} ({r[f'{key}_ratio_keyed']}x)"
+        )
+    return rows
+
+
 def describe(r: dict[str, Any]) -> list[str]:
     base = r["baseline"]
     rows = [
@@ -332,14 +428,23 @@ def main() -> None:
         "--chain-alg", choices=sorted(ALGORITHMS), default="blake3",
         help="the digests of the chained variants (default: blake3, the recorders' own)",
     )  # fmt: skip
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="count instructions under valgrind's cachegrind instead of measuring CPU time",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.baseline_tree is not None and not (args.baseline_tree / "addon" / "stdio_tee.py").is_file():
         parser.error(f"--baseline-tree {args.baseline_tree}: no addon/stdio_tee.py there")
-    result = run(quick=args.quick, baseline_tree=args.baseline_tree, chain_alg=args.chain_alg)
+    if args.instructions:
+        result = run_instructions(baseline_tree=args.baseline_tree, chain_alg=args.chain_alg)
+        lines = describe_instructions(result)
+    else:
+        result = run(quick=args.quick, baseline_tree=args.baseline_tree, chain_alg=args.chain_alg)
+        lines = describe(result)
     if args.json:
         sys.stdout.write(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
-    sys.stdout.write("\n".join([*describe(result), targets_line(result)]) + "\n")
+    sys.stdout.write("\n".join([*lines, targets_line(result)]) + "\n")
 
 
 if __name__ == "__main__":
