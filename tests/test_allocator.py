@@ -44,3 +44,16 @@ def test_the_harness_reads_heap_apart_from_rss() -> None:
     rss, anon = _memory_mb(os.getpid())
     assert 0 < anon <= rss
     assert _memory_mb(2**22 + 12345) == (0.0, 0.0)  # no such process: zeros, no error
+
+
+def test_the_harness_reads_each_childs_own_cpu_time(tmp_path: Path) -> None:
+    from bench.__main__ import run_child, summary
+    from bench.generate import generate
+
+    generate(tmp_path, 256 << 10, files=2, spawns=2, seed=5, clean=True)
+    runs = [run_child("scan", str(tmp_path)) for _ in range(2)]
+    for run in runs:
+        assert run.user_s > 0 and run.sys_s >= 0 and run.minflt > 0
+    s = summary(runs)
+    assert s["min_cpu_s"] == round(min(r.user_s + r.sys_s for r in runs), 3)
+    assert s["min_cpu_s"] <= s["median_cpu_s"]
