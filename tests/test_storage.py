@@ -60,6 +60,19 @@ class Requests(logging.Handler):
 REQUESTS = Requests()
 
 
+def object_requests(url: str, methods: tuple[str, ...] = ("GET", "HEAD")) -> Counter[str]:
+    """`METHOD name` → how often the loopback server answered it since `REQUESTS.seen` was cleared,
+    for the objects under the prefix `url` (names relative to it, quoted as the log has them; the
+    bucket's listings are not objects)."""
+    path = "/" + url.removeprefix("s3://").rstrip("/") + "/"
+    found: Counter[str] = Counter()
+    for request in REQUESTS.seen:
+        method, _, target = request.partition(" ")
+        if method in methods and target.startswith(path):
+            found[f"{method} {target.removeprefix(path)}"] += 1
+    return found
+
+
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
     """The environment of a process that reads the loopback S3 server (credentials it accepts)."""
@@ -186,11 +199,8 @@ def test_each_archive_entry_is_read_once_at_a_url(archive: tuple[Path, str], s3_
     REQUESTS.seen.clear()
     done = erascope(s3_env, "analyze", url, "-f", "json")
     assert done.returncode == 0, done.stderr.decode()
-    prefix = "GET /" + url.removeprefix("s3://") + f"/{SOURCES_DIR}/"
-    gets = Counter(r for r in REQUESTS.seen if r.startswith(prefix))
     names = {p.name for p in (local / SOURCES_DIR).glob("*.json")}
-    assert {r.removeprefix(prefix) for r in gets} == {quote(n) for n in names}
-    assert set(gets.values()) == {1}
+    assert object_requests(f"{url}/{SOURCES_DIR}", ("GET",)) == Counter({f"GET {quote(n)}": 1 for n in names})
 
 
 def test_each_archive_entry_is_read_once_locally(archive: tuple[Path, str]) -> None:
@@ -393,3 +403,21 @@ def test_verify_reads_captures_at_a_url(captures: tuple[Path, str], s3_env: dict
     assert there.returncode == here.returncode, there.stderr.decode()
     assert there.stdout == _located_at(here.stdout, local, url)
     assert b"cannot read" not in there.stdout
+
+
+def test_compact_fetches_a_capture_at_a_url_once(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    # its header (to tell what the object is) comes from the same bytes its records are read from
+    local, url = captures
+    REQUESTS.seen.clear()
+    done = erascope(s3_env, "compact", url, "--out", f"s3://{BUCKET}/fetched/archive")
+    assert done.returncode == 0, done.stderr.decode()
+    gets = object_requests(url, ("GET",))
+    # objects of one reader's request (1 MiB), read to their end without going back: a compressed
+    # one, and plain ones whose last line is whole (a torn last line is read again from its start)
+    whole = [
+        p
+        for p in local.iterdir()
+        if p.stat().st_size < 1 << 20 and (p.suffix == ".zst" or p.read_bytes().endswith(b"\n"))
+    ]
+    assert len(whole) > 2 and any(p.suffix == ".zst" for p in whole)
+    assert {p.name: gets[f"GET {quote(p.name)}"] for p in whole} == {p.name: 1 for p in whole}
