@@ -364,10 +364,18 @@ def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
     """
     while piece := f.read(size):
         cut = piece.rfind(b"\n") + 1
+        ended = len(piece) < size  # a buffered read gives less only at the end
         while cut == 0 and (more := f.read(size)):
             last = more.rfind(b"\n")
             cut = 0 if last < 0 else len(piece) + last + 1
             piece += more
+            ended = len(more) < size
+        if 0 < cut < len(piece) and ended:
+            # the end's last line without its newline: what a read after the cut would give (an
+            # object at a URL would be asked for it again)
+            yield piece[:cut]
+            yield piece[cut:]
+            return
         if 0 < cut < len(piece):
             # Seeking back to the cut instead of carrying the rest over saves copying every piece twice.
             f.seek(cut - len(piece), os.SEEK_CUR)
