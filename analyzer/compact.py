@@ -21,9 +21,10 @@ its content's digest added (`…/<name>.<digest>.parquet`; the next conversion m
 plain name), the new entry replaces the old one, and then the files only the old entry named are
 deleted. A run cut short in between leaves the old entry reading exactly what it was written
 with. Bytes equal to the old file's keep its name: converting an unchanged input again (`--force`)
-writes the same archive. Partitions
-use percent-encoded server keys (hive style, lossless); readers take the true value from the
-`server` column inside the files, so the directory names are for pruning and for humans. Each
+writes the same archive.
+
+Partitions use percent-encoded server keys (hive style, lossless); readers take the true value
+from the `server` column inside the files, so the directory names are for pruning and for humans. Each
 entry records the columns it was written with: an archive from an erascope that extracted other
 columns is refused when read (with the fix: compact again), and the next `compact` converts again.
 
