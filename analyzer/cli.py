@@ -635,6 +635,15 @@ def compact_cmd(
             " (pip install 'erascope\\[dask]').",
         ),
     ] = None,
+    temp_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--temp-dir",
+            metavar="DIR",
+            help="With --out URL: stage each file's objects under DIR before uploading them (default: the system's"
+            " temporary directory).",
+        ),
+    ] = None,
 ) -> None:
     """Convert captures to a Parquet archive once: partitioned by day and server, fields extracted.
 
@@ -649,9 +658,9 @@ def compact_cmd(
         if scheduler is not None:
             from analyzer.cluster import compact_on_cluster
 
-            result = compact_on_cluster(scheduler, paths, out, force=force)
+            result = compact_on_cluster(scheduler, paths, out, force=force, temp_dir=temp_dir)
         else:
-            result = compact(paths, out, jobs=jobs, force=force)
+            result = compact(paths, out, jobs=jobs, force=force, temp_dir=temp_dir)
     except ErascopeError as exc:
         raise _fail(exc) from None
     typer.echo(

@@ -5,7 +5,8 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
 - `compact` is a map over input files: each task runs the local per-file step
   (`analyzer.compact.compact_file`) on a worker, which reads the capture and writes its archive
   parts itself (both may be at URLs: the worker fetches its own input and uploads its own
-  objects); only (parts, rows) travels back.
+  objects); only (parts, rows) travels back. For an archive at a URL, the files each input's old
+  entry names go with its task (the client read the entries already, all at once).
 - `analyze ARCHIVE` is a map over shards of server keys: each task runs the whole local pipeline
   (`analyzer.pipeline.analyze`) on the archive with `AnalyzeOptions.servers` set to its shard, so
   only that shard's `server=` partitions are opened, and sends back what the report shows of it
@@ -41,7 +42,7 @@ import polars as pl
 
 from addon.errors import ErascopeError
 from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive
-from analyzer.compact import CompactResult, compact, compact_file, source_fingerprint
+from analyzer.compact import CompactResult, Named, compact, compact_file, source_fingerprint
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
@@ -107,9 +108,12 @@ def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
 _SHARED: Final = "a filesystem the client and the workers share, under the same path, or at a URL they can all read"
 
 
-def _compact_task(path: str, out: str, fingerprint: dict[str, Any]) -> tuple[int, int]:
+def _compact_task(
+    path: str, out: str, fingerprint: dict[str, Any], old: Named | None = None, temp_dir: str | None = None
+) -> tuple[int, int]:
     """Run on a worker: compact one input file (a path or a URL) into the shared archive `out` (a
-    directory or a URL): the worker reads the input and writes the archive's objects itself."""
+    directory or a URL): the worker reads the input and writes the archive's objects itself. `old`
+    and `temp_dir` as for `compact_file` (the staging directory is the worker's)."""
     try:
         seen = source_fingerprint(path)
     except OSError as exc:
@@ -119,15 +123,22 @@ def _compact_task(path: str, out: str, fingerprint: dict[str, Any]) -> tuple[int
         raise ErascopeError(f"{path} on worker {os.uname().nodename} is not the file the client sees (size or"
                             f" version differ): inputs must be on {_SHARED}")
     if is_url(out):
-        return compact_file(path, out)
+        if temp_dir is not None and not Path(temp_dir).is_dir():
+            raise ErascopeError(f"--temp-dir {temp_dir} is not a directory on worker {os.uname().nodename}")
+        return compact_file(path, out, old, temp_dir)
     if not (Path(out) / SOURCES_DIR).is_dir():
         raise ErascopeError(f"--out {out} is not visible on worker {os.uname().nodename}: the archive must be on"
                             f" {_SHARED}")
-    return compact_file(path, Path(out))
+    return compact_file(path, Path(out), old)
 
 
 def compact_on_cluster(
-    address: str, paths: Iterable[str | Path], out: Path | str, *, force: bool = False
+    address: str,
+    paths: Iterable[str | Path],
+    out: Path | str,
+    *,
+    force: bool = False,
+    temp_dir: str | Path | None = None,
 ) -> CompactResult:
     """`analyzer.compact.compact`, with the per-file step run as one task per file on the cluster.
 
@@ -136,7 +147,7 @@ def compact_on_cluster(
     """
     with connect(address) as client:
 
-        def run(todo: list[str], archive: Path | str) -> list[tuple[int, int]]:
+        def run(todo: list[str], archive: Path | str, old: list[Named | None]) -> list[tuple[int, int]]:
             prints = [source_fingerprint(p) for p in todo]
             token = _token()
             futures = client.map(
@@ -144,12 +155,14 @@ def compact_on_cluster(
                 todo,
                 [archive if isinstance(archive, str) else str(archive.absolute())] * len(todo),
                 prints,
+                old,
+                [None if temp_dir is None else str(temp_dir)] * len(todo),
                 pure=False,
                 key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
             )
             return _gather(client, futures, [f"compacting {p}" for p in todo])
 
-        return compact(paths, out, force=force, runner=run)
+        return compact(paths, out, force=force, runner=run, temp_dir=temp_dir)
 
 
 # --- analyze -------------------------------------------------------------------------------------

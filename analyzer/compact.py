@@ -14,9 +14,17 @@ as `erascope analyze` on the JSONL files (evidence keeps pointing at the origina
 written last, after the Parquet parts, so an interrupted run leaves no half-registered file.
 
 Idempotent: outputs are named after the input file, so re-running replaces them instead of adding
-duplicates, and an input whose size and modification time did not change is skipped. Partitions
-use percent-encoded server keys (hive style, lossless); readers take the true value from the
-`server` column inside the files, so the directory names are for pruning and for humans. Each
+duplicates, and an input whose size and modification time did not change is skipped. The entry
+records the SHA-256 of every file it names (`digests`), so an input converted again never
+overwrites a file of its old entry with other bytes: such a file is written under its name with
+its content's digest added (`…/<name>.<digest>.parquet`; the next conversion may go back to the
+plain name), the new entry replaces the old one, and then the files only the old entry named are
+deleted. A run cut short in between leaves the old entry reading exactly what it was written
+with. Bytes equal to the old file's keep its name: converting an unchanged input again (`--force`)
+writes the same archive.
+
+Partitions use percent-encoded server keys (hive style, lossless); readers take the true value
+from the `server` column inside the files, so the directory names are for pruning and for humans. Each
 entry records the columns it was written with: an archive from an erascope that extracted other
 columns is refused when read (with the fix: compact again), and the next `compact` converts again.
 
@@ -30,10 +38,14 @@ written again by the next `compact` when this erascope condenses differently (`a
 
 Inputs may be objects at URLs (`s3://bucket/captures/`, read as `analyzer.load` reads them), and the
 archive may be written to a URL (`--out s3://bucket/archive`, `_compact_to_url`): each file's objects
-are written to a local staging directory as above, then uploaded in the same order, parts and
-condensed frames first and the entry last, each upload appearing whole or not at all; the parts
-its old entry named and the new one does not are deleted after the entry. Unchanged inputs are told
-by the object's size and entity tag. Who may read or replace the objects is the bucket's policy.
+are written to a local staging directory as above (under `temp_dir`, by default the system's
+temporary directory; removed afterwards, also when the conversion fails), then uploaded in the
+same order, parts and condensed frames first and the entry last, each upload appearing whole or
+not at all; the objects its old entry named and the new one does not are deleted after the entry.
+The archive's entries are read once, together, before any conversion: they tell which inputs are
+unchanged (by the object's size and entity tag) and which files each old entry names, which the
+conversion (here or on a cluster's worker) is handed instead of asking the store again. Who may
+read or replace the objects is the bucket's policy.
 
 It holds full payloads, so it gets the captures' permissions: files 0600, directories 0700 (the
 `--out` directory and every parent erascope creates, and the archive's own directories on every
@@ -45,6 +57,7 @@ the archive's files in it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import tempfile
@@ -199,7 +212,8 @@ def source_fingerprint(path: str) -> dict[str, Any]:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+def _atomic_write(path: Path, write: Any, renamed: Callable[[Path], Path] | None = None) -> Path:
+    """Write `path` whole or not at all; `renamed`, given the file written, may name it otherwise. The path written."""
     _private_dir(path.parent)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -208,13 +222,56 @@ def _atomic_write(path: Path, write: Any) -> None:
         os.chmod(tmp, FILE_MODE)
         write(tmp)
         os.chmod(tmp, FILE_MODE)  # in case the writer replaced the file instead
+        if renamed is not None:
+            path = renamed(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+    return path
 
 
-def _write_parts(frame: pl.DataFrame, out: Path, name: str) -> list[str]:
-    """Write a file's rows (with their payloads) as Parquet parts by UTC day and server; their paths."""
+DIGEST_CHARS: Final = 16
+"""Hex digits of the content digest added to the name of a file written where the old entry names one."""
+
+Named = dict[str, str | None]
+"""The files an archive entry names (relative) with their SHA-256 (None: not recorded)."""
+
+
+def _write_new(out: Path, rel: str, write: Any, old: Named, digests: dict[str, str]) -> str:
+    """`_atomic_write` of `out/rel`, recording its SHA-256 in `digests`. When the input's old entry
+    names `rel` (`old`) with other bytes, or without saying which, the file is written under that name
+    with its digest added before the suffix: the old entry's file stays as it was until the new
+    entry replaces the old one (see the module docstring). Its name, relative."""
+    stem = rel.removesuffix(PARQUET_SUFFIX)
+
+    def digested(tmp: Path) -> Path:
+        with open(tmp, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        name = rel if rel not in old or old[rel] == digest else f"{stem}.{digest[:DIGEST_CHARS]}{PARQUET_SUFFIX}"
+        digests[name] = digest
+        return out / name
+
+    return _atomic_write(out / rel, write, digested).relative_to(out).as_posix()
+
+
+def _named(entry: dict[str, Any]) -> Named:
+    """The archive files an entry names, relative (its parts and condensed frames), with their
+    recorded digests. Only names of the archive's own layout count: a malformed entry names no file
+    outside it to replace or delete."""
+    parts = entry.get("parts")
+    condensed = entry.get("condensed")
+    frames = condensed.get("frames") if isinstance(condensed, dict) else None
+    digests = entry.get("digests") if isinstance(entry.get("digests"), dict) else {}
+    names = [p for p in parts if isinstance(p, str)] if isinstance(parts, list) else []
+    if isinstance(frames, dict):
+        names += [f[0] for f in frames.values() if isinstance(f, list) and f and isinstance(f[0], str)]
+    own = (n for n in names if n.startswith(("day=", CONDENSED_DIR + "/")) and ".." not in n.split("/"))
+    return {n: d if isinstance(d := digests.get(n), str) else None for n in sorted(own)}
+
+
+def _write_parts(frame: pl.DataFrame, out: Path, name: str, old: Named, digests: dict[str, str]) -> list[str]:
+    """Write a file's rows (with their payloads) as Parquet parts by UTC day and server, never over
+    other bytes the old entry names (`_write_new`); their paths."""
     parts: list[str] = []
     if not frame.height:
         return parts
@@ -231,26 +288,47 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str) -> list[str]:
         rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
         # row groups of a fraction of the reader's window: a window over a range of a big file's
         # lines skips the others by their `line` statistics instead of decoding them
-        _atomic_write(
-            out / rel,
+        rel = _write_new(
+            out,
+            rel,
             lambda tmp, rows=rows: rows.write_parquet(tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS),
+            old,
+            digests,
         )
         parts.append(rel)
     return parts
 
 
-def compact_file(path: str, out: Path | str) -> tuple[int, int]:
+def compact_file(
+    path: str, out: Path | str, old: Named | None = None, temp_dir: str | Path | None = None
+) -> tuple[int, int]:
     """Compact one input file into the archive at `out` (a directory, or a URL: `_compact_to_url`);
-    returns (Parquet parts, rows) written."""
+    returns (Parquet parts, rows) written.
+
+    `old`: the files the archive's entry for `path` names (`_named`; {} when it has none), when the
+    caller has read the entry already; None: it is read here. `temp_dir`: where a conversion to a URL
+    is staged (default: the system's temporary directory)."""
     if isinstance(out, str) and is_url(out):
-        return _compact_to_url(path, out)
+        return _compact_to_url(path, out, old, temp_dir)
     out = Path(out)
     name = display_name(Path(path).name)  # archive files are named in text polars can write
+    if old is None:
+        entry_path = out / SOURCES_DIR / f"{name}.json"
+        old = _named(read_entry(entry_path)) if entry_path.is_file() else {}
+    entry, height = _convert(path, out, name, old)
+    for stale in sorted(set(old) - set(_named(entry))):
+        (out / stale).unlink(missing_ok=True)
+    return len(entry["parts"]), height
+
+
+def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any], int]:
+    """Write one input's parts, its condensed frames and, last, its entry into the directory `out`,
+    never over other bytes the old entry (naming `old`) names (`_write_new`): the entry and its rows."""
     entry_path = out / SOURCES_DIR / f"{name}.json"
-    old_parts: list[str] = read_entry(entry_path)["parts"] if entry_path.is_file() else []
+    digests: dict[str, str] = {}
     fingerprint = source_fingerprint(path)
     facts = extract_file(path, LoadOptions(keep_raw=True))
-    parts = _write_parts(facts.messages, out, name)
+    parts = _write_parts(facts.messages, out, name, old, digests)
     height = facts.messages.height
     entry: dict[str, Any] = {
         "format": ARCHIVE_FORMAT,
@@ -270,44 +348,48 @@ def compact_file(path: str, out: Path | str) -> tuple[int, int]:
         "parts": sorted(parts),
     }
     del facts  # its rows and payloads are written: they go before the parts are read back
-    entry["condensed"] = _write_condensed(entry, str(entry_path), out, name)
+    entry["condensed"] = _write_condensed(entry, str(entry_path), out, name, old, digests)
+    entry["digests"] = dict(sorted(digests.items()))
     _atomic_write(entry_path, lambda tmp: tmp.write_bytes(orjson.dumps(entry, option=orjson.OPT_INDENT_2)))
-    for stale in set(old_parts) - set(parts):
-        (out / stale).unlink(missing_ok=True)
-    return len(parts), height
+    return entry, height
 
 
-def _compact_to_url(path: str, out: str) -> tuple[int, int]:
-    """`compact_file` into the archive at the URL `out`: written whole to a local staging directory,
-    then uploaded in the local writer's order (see the module docstring). An object store has no
-    rename, but an upload is atomic: the entry, uploaded last, never names an object that is not
-    there, and a new file's run cut short leaves objects no entry names. As in a local archive, a
-    file converted again replaces its parts under the same names before its new entry replaces the
-    old one."""
+def _compact_to_url(
+    path: str, out: str, old: Named | None = None, temp_dir: str | Path | None = None
+) -> tuple[int, int]:
+    """`compact_file` into the archive at the URL `out`: written whole to a local staging directory
+    (in `temp_dir`), then uploaded in the local writer's order (see the module docstring). An object
+    store has no rename, but an upload is atomic: the entry, uploaded last, never names an object
+    that is not there, a new file's run cut short leaves objects no entry names, and a file
+    converted again never replaces an object of its old entry with other bytes (`_write_new`), so a
+    run cut short before the new entry leaves the old one naming exactly what it was written with."""
     name = display_name(Path(path).name)
     entry_url = join(out, SOURCES_DIR, f"{name}.json")
-    old_parts: list[str] = read_entry(entry_url)["parts"] if storage.is_file(entry_url) else []
-    with tempfile.TemporaryDirectory(prefix="erascope-compact-") as staging:
-        written = compact_file(path, Path(staging))
+    if old is None:
+        old = _named(read_entry(entry_url)) if storage.is_file(entry_url) else {}
+    with tempfile.TemporaryDirectory(prefix="erascope-compact-", dir=temp_dir) as staging:
+        entry, height = _convert(path, Path(staging), name, old)
         entry_path = Path(staging) / SOURCES_DIR / f"{name}.json"
-        entry = read_entry(entry_path)
-        data = [*entry["parts"], *(rel for rel, _ in entry["condensed"]["frames"].values())]
+        data = _named(entry)
         try:
             storage.put_files((str(Path(staging) / rel), join(out, rel)) for rel in data)
             storage.put_files([(str(entry_path), entry_url)])
-            storage.remove(join(out, rel) for rel in sorted(set(old_parts) - set(entry["parts"])))
+            storage.remove(join(out, rel) for rel in sorted(set(old) - set(data)))
         except OSError as exc:
             raise ErascopeError(f"cannot write the archive {redact(out)}: {exc}") from None
-    return written
+    return len(entry["parts"]), height
 
 
 _AGGREGATES: Final = {"conns": ["server", "conn"], "sessions": ["server", "conn", "session_id"], "servers": ["server"]}
 """The condensed frames that are groups, by their keys."""
 
 
-def _write_condensed(entry: dict[str, Any], entry_path: str, out: Path, name: str) -> dict[str, Any]:
+def _write_condensed(
+    entry: dict[str, Any], entry_path: str, out: Path, name: str, old: Named, digests: dict[str, str]
+) -> dict[str, Any]:
     """Write the file's rows as an analysis reads them, paired and condensed (from the parts just
-    written, as reading the archive would), and return the entry's `condensed` stamp naming them."""
+    written, as reading the archive would), never over other bytes the old entry names
+    (`_write_new`), and return the entry's `condensed` stamp naming them."""
     facts = condensed_facts(entry, entry_path, str(out))
     traffic = facts.traffic
     frames = {
@@ -331,22 +413,26 @@ def _write_condensed(entry: dict[str, Any], entry_path: str, out: Path, name: st
                 pl.col("transports", "peers").list.eval(pl.element().cast(pl.String).sort().cast(pl.Categorical()))
             )
         rel = f"{CONDENSED_DIR}/{name}.{kind}{PARQUET_SUFFIX}"
-        _atomic_write(out / rel, lambda tmp, held=held: held.write_parquet(tmp, compression="zstd"))
+        rel = _write_new(out, rel, lambda tmp, held=held: held.write_parquet(tmp, compression="zstd"), old, digests)
         written[kind] = [rel, held.height]
     return {**condensed_stamp(), "rows": traffic.rows, "frames": written}
 
 
 def _unchanged(
-    path: str, out: Path | str, entry_path: Path | EntryPath | None = None, listing: set[str] | None = None
+    path: str,
+    out: Path | str,
+    entry: dict[str, Any] | None = None,
+    entry_path: str | None = None,
+    listing: set[str] | None = None,
 ) -> bool:
     """Whether the archive at `out` holds `path` as this erascope writes it, from an input that did
-    not change since. At a URL, `entry_path` holds the entry read already and `listing` the archive's
-    objects (`_unchanged_at_url`)."""
-    if entry_path is None:
-        entry_path = Path(out) / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
-        if not entry_path.is_file():
+    not change since. At a URL, `entry` is its entry read already (at `entry_path`) and `listing`
+    the archive's objects (`_archived_at_url`)."""
+    if entry is None:
+        local = Path(out) / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
+        if not local.is_file():
             return False
-    entry = read_entry(entry_path)
+        entry, entry_path = read_entry(local), str(local)
     return (
         entry.get("file") == display_name(path)
         and entry.get("source") == source_fingerprint(path)
@@ -356,18 +442,28 @@ def _unchanged(
     )
 
 
-def _unchanged_at_url(inputs: list[str], out: str) -> set[str]:
-    """The inputs `_unchanged` in the archive at the URL `out`: the archive is listed once and the
-    entries there read together (a request each, concurrently), not an input at a time."""
+def _archived_at_url(inputs: list[str], out: str, force: bool) -> tuple[set[str], dict[str, Named]]:
+    """The inputs `_unchanged` in the archive at the URL `out` (none when `force`), and per input the
+    files its entry there names ({} without one: `compact_file`'s `old`). The archive is listed once
+    and the entries are read together (a request each, concurrently) here, and only here: not an
+    input at a time, nor again by the conversion."""
     listing = storage.files_under(out) if storage.is_dir(out) else set()
     entries = {p: join(out, SOURCES_DIR, f"{display_name(Path(p).name)}.json") for p in inputs}
     contents = storage.read_many(sorted(u for u in entries.values() if u in listing))
-    unchanged = set()
+    unchanged: set[str] = set()
+    old: dict[str, Named] = {}
     for p, url in entries.items():
         content = contents.get(url)
-        if isinstance(content, bytes) and _unchanged(p, out, EntryPath(url, content), listing):
+        if content is None:
+            old[p] = {}
+            continue
+        if isinstance(content, OSError):
+            raise ErascopeError(f"{redact(url)}: not a readable archive entry ({content})")
+        entry = read_entry(EntryPath(url, content))
+        old[p] = _named(entry)
+        if not force and _unchanged(p, out, entry, url, listing):
             unchanged.add(p)
-    return unchanged
+    return unchanged, old
 
 
 def compact(
@@ -376,13 +472,16 @@ def compact(
     *,
     jobs: int | None = None,
     force: bool = False,
-    runner: Callable[[list[str], Path | str], list[tuple[int, int]]] | None = None,
+    runner: Callable[[list[str], Path | str, list[Named | None]], list[tuple[int, int]]] | None = None,
+    temp_dir: str | Path | None = None,
 ) -> CompactResult:
     """Convert the capture files named by `paths` (files, directories, globs) into an archive at `out`.
 
     `jobs` files are converted at a time, in threads (default: one per core). `runner`, when given,
-    runs `compact_file` on each of the files to convert elsewhere (a cluster: `analyzer.cluster`)
-    and returns their results in order.
+    runs `compact_file` on each of the files to convert elsewhere (a cluster: `analyzer.cluster`),
+    with the files each one's old entry names when they were read already (its `old`), and returns
+    their results in order. `temp_dir`: where each file converted for a URL is staged (default: the
+    system's temporary directory).
     `force` re-converts inputs that look unchanged. Raises `ErascopeError` for bad layouts (see the
     module docstring), archives given as input, and the loader's own input errors.
     """
@@ -390,8 +489,10 @@ def compact(
     out = str(out) if is_url(str(out)) else Path(out)
     if isinstance(out, str):
         storage.check_url(out)
+    if temp_dir is not None and not Path(temp_dir).is_dir():
+        raise ErascopeError(f"--temp-dir {temp_dir} is not a directory")
     for g in given:
-        if (is_url(g) and is_archive(g)) or (not is_url(g) and Path(g).is_dir() and is_archive(Path(g))):
+        if is_archive(g):
             raise ErascopeError(f"{redact(g)} is already an archive; analyze it directly")
     inputs = [p for p in find_inputs(given) if not is_source_entry(p)]
     if not inputs:
@@ -403,8 +504,9 @@ def compact(
             raise ErascopeError(f"{other} and {p} share a file name; compact them into separate archives")
     if isinstance(out, str):
         _check_url_layout(given, inputs, out)
-        unchanged = set() if force else _unchanged_at_url(inputs, out)
+        unchanged, entries = _archived_at_url(inputs, out, force)
         todo = [p for p in inputs if p not in unchanged]
+        old: list[Named | None] = [entries[p] for p in todo]
     else:
         _check_layout(given, inputs, out)
         _check_out_mode(out)
@@ -413,17 +515,18 @@ def compact(
             if not p.is_symlink():
                 os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
         todo = [p for p in inputs if force or not _unchanged(p, out)]
+        old = [None] * len(todo)  # read by each conversion from the disk
     result = CompactResult(archive=out)
     result.unchanged = [p for p in inputs if p not in set(todo)]
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     if runner is not None:
-        done = runner(todo, out) if todo else []
+        done = runner(todo, out, old) if todo else []
     elif workers <= 1:
-        done = [compact_file(p, out) for p in todo]
+        done = [compact_file(p, out, o, temp_dir) for p, o in zip(todo, old, strict=True)]
     else:
         # threads, as in `analyzer.load.extract_files`: polars releases the GIL, nothing is pickled
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            done = list(pool.map(compact_file, todo, [out] * len(todo)))
+            done = list(pool.map(compact_file, todo, [out] * len(todo), old, [temp_dir] * len(todo)))
     for p, (parts, rows) in zip(todo, done, strict=True):
         result.written.append(p)
         result.parts += parts

@@ -120,6 +120,7 @@ from analyzer.sources import (
     COMPRESSED_SUFFIXES,
     PLAIN,
     CutStream,
+    Opened,
     compression_of,
     foreign_kind,
     open_stream,
@@ -363,10 +364,18 @@ def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
     """
     while piece := f.read(size):
         cut = piece.rfind(b"\n") + 1
+        ended = len(piece) < size  # a buffered read gives less only at the end
         while cut == 0 and (more := f.read(size)):
             last = more.rfind(b"\n")
             cut = 0 if last < 0 else len(piece) + last + 1
             piece += more
+            ended = len(more) < size
+        if 0 < cut < len(piece) and ended:
+            # the end's last line without its newline: what a read after the cut would give (an
+            # object at a URL would be asked for it again)
+            yield piece[:cut]
+            yield piece[cut:]
+            return
         if 0 < cut < len(piece):
             # Seeking back to the cut instead of carrying the rest over saves copying every piece twice.
             f.seek(cut - len(piece), os.SEEK_CUR)
@@ -690,6 +699,7 @@ def _read_pieces(
     chunked: bool,
     defer: bool = False,
     spill: Spill | None = None,
+    opened: Opened | None = None,
 ) -> tuple[bool, list[_Piece] | None, int, bool]:
     """Every piece of the file, all with the same id reading: that reading, the pieces, the file's
     line count, and whether its last line is complete (ends in a newline).
@@ -702,14 +712,16 @@ def _read_pieces(
     a file's messages never all wait in memory; the chunk's result is kept on its last piece.
     `defer`: a file of at most `PIECE_BYTES` is left unpaired, `pending` (see `finish_pending`).
     `spill`: each chunk's moved requests and dropped answers are written there (`spilled`).
+    `opened`: the file opened already (for its header), read from its start and closed here.
     """
     parts: list[_Piece] = []
     open_from, open_bytes = 0, 0
     lines = 0
     complete = True
-    with open_stream(facts.file) as f:
-        compressed = isinstance(f, CutStream)
-        for piece in pieces(f, PIECE_BYTES) if compressed else _pieces(f, PIECE_BYTES):
+    with opened or Opened(facts.file) as f:
+        compressed = f.compressed
+        read = pieces(f.reader, PIECE_BYTES, f.head) if compressed else _pieces(f.reader, PIECE_BYTES)  # type: ignore[arg-type]
+        for piece in read:
             complete = piece.endswith(b"\n")
             count = piece.count(b"\n") + (0 if complete else 1)
             needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
@@ -723,7 +735,7 @@ def _read_pieces(
             if chunked and open_bytes >= CHUNK_BYTES:
                 _finish_chunk(parts[open_from:], spill)
                 open_from, open_bytes = len(parts), 0
-        facts.cut = f.cut if compressed else None
+        facts.cut = f.cut
     if defer and open_from == 0 and open_bytes <= PIECE_BYTES:
         facts.pending = True  # a small file: left for `finish_pending`
     elif chunked and open_from < len(parts):
@@ -767,29 +779,41 @@ def extract_file(
     facts.skipped = _not_regular(path)
     if facts.skipped is not None:
         return facts
-    first = _first_line(path)
-    header = _header_of(path, first)
-    if header is None:
-        try:
-            kind = foreign_kind(path)
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-        if kind is not None:
-            return _extract_foreign(facts, kind, options)
-        facts.skipped = _not_a_capture(path, first)
-        return facts
-    facts.identity = _identity(path, header)
-    transport = header.get("transport")
-    facts.transport = transport if isinstance(transport, str) else None
     try:
+        # opened once for the header and the pieces: an object's first bytes are fetched once
+        opened: Opened | None = Opened(path, _HEADER_LIMIT)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        first = opened.first
+        header = _header_of(path, first)
+        if header is None:
+            opened.close()
+            try:
+                kind = foreign_kind(path)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+            if kind is not None:
+                return _extract_foreign(facts, kind, options)
+            facts.skipped = _not_a_capture(path, first)
+            return facts
+        facts.identity = _identity(path, header)
+        transport = header.get("transport")
+        facts.transport = transport if isinstance(transport, str) else None
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
-        while parts is None:
-            robust, parts, total, complete = _read_pieces(facts, robust, options, chunked, defer and chunked, spill)
+        while parts is None:  # read again (opened anew) when a later piece needs the robust reading
+            robust, parts, total, complete = _read_pieces(
+                facts, robust, options, chunked, defer and chunked, spill, opened
+            )
+            opened = None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    finally:
+        if opened is not None:
+            opened.close()
     if not parts:
         return facts  # emptied since its header was read
     for b in sorted(b for part in parts for b in part.bad):

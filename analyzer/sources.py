@@ -116,6 +116,56 @@ def open_stream(path: str) -> io.BufferedReader | CutStream:
     return raw
 
 
+class Opened:
+    """A (decompressed) file opened once for its first line and then read from its start.
+
+    The pieces start with the bytes the first line came from: an object at a URL is not asked again
+    for its first bytes (a ranged request, and the look-up that opening it costs). A plain stream
+    seeks back within its buffer; a decompressor cannot go back, so the line read is handed on as
+    `head`, what comes before the stream's remaining bytes. Raises `OSError` as `open_stream` does.
+    """
+
+    def __init__(self, path: str, limit: int = 0) -> None:
+        self._stream = open_stream(path)
+        self.reader: io.BufferedReader | CutStream = self._stream
+        self.first = b""
+        """The first line, at most `limit` bytes (nothing read when `limit` is 0)."""
+        self.head = b""
+        try:
+            if limit and isinstance(self._stream, CutStream):
+                self.reader = io.BufferedReader(self._stream)
+                self.first = self.head = self.reader.readline(limit)
+            elif limit:
+                assert isinstance(self.reader, io.BufferedReader)
+                self.first = self.reader.readline(limit)
+                self.reader.seek(0)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def compressed(self) -> bool:
+        """Whether the file is decompressed as it is read (its pieces are `pieces(reader, size, head)`)."""
+        return isinstance(self._stream, CutStream)
+
+    @property
+    def cut(self) -> str | None:
+        """Why a compressed stream ended early (`CutStream.cut`); None for a whole or plain one."""
+        return self._stream.cut if isinstance(self._stream, CutStream) else None
+
+    def close(self) -> None:
+        try:
+            self.reader.close()
+        finally:
+            self._stream.close()
+
+    def __enter__(self) -> Opened:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def first_line(path: str, limit: int) -> bytes:
     """The first line of the (decompressed) file, at most `limit` bytes. Raises `OSError`."""
     with open_stream(path) as f:
@@ -124,11 +174,12 @@ def first_line(path: str, limit: int) -> bytes:
         return f.readline(limit)
 
 
-def pieces(f: CutStream, size: int) -> Iterator[bytes]:
+def pieces(f: CutStream | io.BufferedReader, size: int, head: bytes = b"") -> Iterator[bytes]:
     """A decompressed stream in pieces of about `size` bytes, each cut after a newline (only the last
     may lack one), as `analyzer.load` reads plain files. A decompressor cannot seek back cheaply, so
-    what follows the cut is carried over to the next piece instead."""
-    rest = b""
+    what follows the cut is carried over to the next piece instead. `head`: bytes read from the
+    stream already (`Opened`), its first."""
+    rest = head
     while True:
         chunk = _read_up_to(f, size)
         if not chunk:
@@ -144,7 +195,7 @@ def pieces(f: CutStream, size: int) -> Iterator[bytes]:
         yield piece[:cut]
 
 
-def _read_up_to(f: CutStream, size: int) -> bytes:
+def _read_up_to(f: CutStream | io.BufferedReader, size: int) -> bytes:
     """`size` bytes, fewer only at the end: a decompressor hands out a block at a time."""
     parts: list[bytes] = []
     got = 0

@@ -60,6 +60,19 @@ class Requests(logging.Handler):
 REQUESTS = Requests()
 
 
+def object_requests(url: str, methods: tuple[str, ...] = ("GET", "HEAD")) -> Counter[str]:
+    """`METHOD name` → how often the loopback server answered it since `REQUESTS.seen` was cleared,
+    for the objects under the prefix `url` (names relative to it, quoted as the log has them; the
+    bucket's listings are not objects)."""
+    path = "/" + url.removeprefix("s3://").rstrip("/") + "/"
+    found: Counter[str] = Counter()
+    for request in REQUESTS.seen:
+        method, _, target = request.partition(" ")
+        if method in methods and target.startswith(path):
+            found[f"{method} {target.removeprefix(path)}"] += 1
+    return found
+
+
 @pytest.fixture(scope="module")
 def s3_env() -> Iterator[dict[str, str]]:
     """The environment of a process that reads the loopback S3 server (credentials it accepts)."""
@@ -186,11 +199,8 @@ def test_each_archive_entry_is_read_once_at_a_url(archive: tuple[Path, str], s3_
     REQUESTS.seen.clear()
     done = erascope(s3_env, "analyze", url, "-f", "json")
     assert done.returncode == 0, done.stderr.decode()
-    prefix = "GET /" + url.removeprefix("s3://") + f"/{SOURCES_DIR}/"
-    gets = Counter(r for r in REQUESTS.seen if r.startswith(prefix))
     names = {p.name for p in (local / SOURCES_DIR).glob("*.json")}
-    assert {r.removeprefix(prefix) for r in gets} == {quote(n) for n in names}
-    assert set(gets.values()) == {1}
+    assert object_requests(f"{url}/{SOURCES_DIR}", ("GET",)) == Counter({f"GET {quote(n)}": 1 for n in names})
 
 
 def test_each_archive_entry_is_read_once_locally(archive: tuple[Path, str]) -> None:
@@ -393,3 +403,193 @@ def test_verify_reads_captures_at_a_url(captures: tuple[Path, str], s3_env: dict
     assert there.returncode == here.returncode, there.stderr.decode()
     assert there.stdout == _located_at(here.stdout, local, url)
     assert b"cannot read" not in there.stdout
+
+
+# --- compact --out URL: what it asks the store, where it stages, what a cut-short run leaves -------
+def _own_copy(s3_env: dict[str, str], captures: tuple[Path, str], prefix: str) -> tuple[Path, str]:
+    """The generated captures uploaded under a prefix of their own (a test that changes one leaves
+    the shared ones alone)."""
+    local, _ = captures
+    url = f"s3://{BUCKET}/{prefix}/captures"
+    upload(s3_env, local, url)
+    return local, url
+
+
+def _change_one(s3_env: dict[str, str], local: Path, url: str, tmp_path: Path) -> str:
+    """Replace one plain capture at `url` by itself with its first record repeated at its end (one
+    more message row: its parts and condensed frames differ); its name."""
+    plain = [p for p in local.glob("*.jsonl") if p.read_bytes().endswith(b"\n")]
+    capture = max(plain, key=lambda p: p.stat().st_size)
+    lines = capture.read_bytes().splitlines(keepends=True)
+    changed = tmp_path / capture.name
+    changed.write_bytes(b"".join(lines) + lines[1])
+    code = "import sys, s3fs; s3fs.S3FileSystem().put(sys.argv[1], sys.argv[2])"
+    subprocess.run([sys.executable, "-c", code, str(changed), f"{url}/{capture.name}"], env=s3_env, check=True)
+    return capture.name
+
+
+def _entry_names(s3_env: dict[str, str], archive: str) -> set[str]:
+    """Every object the archive's entries name (parts, condensed frames), and the entries."""
+    code = (
+        "import sys, orjson, s3fs; fs = s3fs.S3FileSystem(); root = sys.argv[1].removeprefix('s3://');"
+        " found = {k[len(root) + 1:]: orjson.loads(fs.cat(k)) for k in fs.glob(root + '/_sources/*.json')};"
+        " sys.stdout.write(orjson.dumps(found).decode())"
+    )
+    done = subprocess.run([sys.executable, "-c", code, archive], env=s3_env, capture_output=True, check=True)
+    named = set()
+    for key, entry in orjson.loads(done.stdout).items():
+        named |= {key, *entry["parts"], *(rel for rel, _ in entry["condensed"]["frames"].values())}
+    return named
+
+
+def test_compact_to_a_url_reads_each_old_entry_once(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    # the entries are read together to tell what changed; the conversion takes the old parts from there
+    local, url = _own_copy(s3_env, captures, "once")
+    archive = f"s3://{BUCKET}/once/archive"
+    REQUESTS.seen.clear()
+    first = erascope(s3_env, "compact", url, "--out", archive)
+    assert first.returncode == 0, first.stderr.decode()
+    assert object_requests(f"{archive}/{SOURCES_DIR}") == Counter()  # a new archive: no entry to ask about
+    _change_one(s3_env, local, url, tmp_path)
+    REQUESTS.seen.clear()
+    again = erascope(s3_env, "compact", url, "--out", archive)
+    assert again.returncode == 0 and b"1 file(s) compacted" in again.stderr, again.stderr.decode()
+    entries = {k.removeprefix(f"{SOURCES_DIR}/") for k in _objects(s3_env, archive) if k.startswith(SOURCES_DIR)}
+    assert len(entries) == len(list(local.iterdir()))
+    assert object_requests(f"{archive}/{SOURCES_DIR}") == Counter({f"GET {quote(n)}": 1 for n in entries})
+
+
+def test_a_cluster_compacting_to_a_url_reads_each_old_entry_once(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    local, url = _own_copy(s3_env, captures, "once-cluster")
+    archive = f"s3://{BUCKET}/once-cluster/archive"
+    store = {k: v for k, v in s3_env.items() if k.startswith("AWS_")}
+    with dask_cluster(tmp_path / "cluster", cwd=ROOT, env=store) as cluster:
+        REQUESTS.seen.clear()
+        first = erascope(s3_env, "compact", url, "--out", archive, "--scheduler", cluster.address)
+        assert first.returncode == 0, first.stderr.decode()
+        assert object_requests(f"{archive}/{SOURCES_DIR}") == Counter()
+        _change_one(s3_env, local, url, tmp_path)
+        REQUESTS.seen.clear()
+        again = erascope(s3_env, "compact", url, "--out", archive, "--scheduler", cluster.address)
+        assert again.returncode == 0 and b"1 file(s) compacted" in again.stderr, again.stderr.decode()
+    entries = {k.removeprefix(f"{SOURCES_DIR}/") for k in _objects(s3_env, archive) if k.startswith(SOURCES_DIR)}
+    assert object_requests(f"{archive}/{SOURCES_DIR}") == Counter({f"GET {quote(n)}": 1 for n in entries})
+    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == erascope(
+        s3_env, "analyze", url, "-f", "json"
+    ).stdout
+
+
+def test_compact_fetches_a_capture_at_a_url_once(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    # its header (to tell what the object is) comes from the same bytes its records are read from
+    local, url = captures
+    REQUESTS.seen.clear()
+    done = erascope(s3_env, "compact", url, "--out", f"s3://{BUCKET}/fetched/archive")
+    assert done.returncode == 0, done.stderr.decode()
+    gets = object_requests(url, ("GET",))
+    # objects of one reader's request (1 MiB): plain, compressed, and with a torn last line (the
+    # piece cut before it is not sought back to)
+    whole = [p for p in local.iterdir() if p.stat().st_size < 1 << 20]
+    assert any(p.suffix == ".zst" for p in whole) and any(not p.read_bytes().endswith(b"\n") for p in whole)
+    assert {p.name: gets[f"GET {quote(p.name)}"] for p in whole} == {p.name: 1 for p in whole}
+
+
+def test_an_archive_given_to_compact_is_refused_alike_local_or_at_a_url(
+    archive: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    local, url = archive
+    for given in (str(local), url, url + "/"):
+        done = erascope(s3_env, "compact", given, "--out", tmp_path / "out")
+        assert done.returncode == 2, done.stderr.decode()
+        assert f"{given} is already an archive; analyze it directly".encode() in done.stderr
+        assert not (tmp_path / "out").exists()
+
+
+def test_compact_to_a_url_stages_under_temp_dir_and_leaves_it_empty(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from addon.errors import ErascopeError
+    from analyzer import storage
+    from analyzer.compact import compact
+
+    _, url = captures
+    for k, v in s3_env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    real_put = storage.put_files
+    uploaded: list[str] = []
+
+    def put_files(pairs: object) -> None:
+        pairs = list(pairs)  # type: ignore[call-overload]
+        uploaded.extend(local for local, _ in pairs)
+        real_put(pairs)
+
+    monkeypatch.setattr(storage, "put_files", put_files)
+    compact([url], f"s3://{BUCKET}/staged/archive", jobs=2, temp_dir=staging)
+    assert uploaded and all(Path(p).is_relative_to(staging) for p in uploaded)
+    assert list(staging.iterdir()) == []
+
+    def cut(pairs: object) -> None:
+        raise OSError("connection reset by peer")
+
+    monkeypatch.setattr(storage, "put_files", cut)
+    with pytest.raises(ErascopeError, match="cannot write the archive"):
+        compact([url], f"s3://{BUCKET}/staged/cut", jobs=2, temp_dir=staging)
+    assert list(staging.iterdir()) == []
+
+
+def test_compact_temp_dir_option(captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path) -> None:
+    _, url = captures
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    done = erascope(s3_env, "compact", url, "--out", f"s3://{BUCKET}/staged-cli/archive", "--temp-dir", staging)
+    assert done.returncode == 0, done.stderr.decode()
+    assert list(staging.iterdir()) == []
+    missing = erascope(s3_env, "compact", url, "--out", f"s3://{BUCKET}/staged-cli/x", "--temp-dir", tmp_path / "no")
+    assert missing.returncode == 2 and b"--temp-dir" in missing.stderr and b"Traceback" not in missing.stderr
+
+
+def test_a_changed_capture_converted_again_never_overwrites_what_its_old_entry_names(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from addon.errors import ErascopeError
+    from analyzer import storage
+    from analyzer.compact import compact
+
+    local, url = _own_copy(s3_env, captures, "again")
+    archive = f"s3://{BUCKET}/again/archive"
+    assert erascope(s3_env, "compact", url, "--out", archive).returncode == 0
+    before = _objects(s3_env, archive)
+    report_before = erascope(s3_env, "analyze", archive, "-f", "json").stdout
+    name = _change_one(s3_env, local, url, tmp_path)
+    for k, v in s3_env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    real_put = storage.put_files
+
+    def put_files(pairs: object) -> None:
+        pairs = list(pairs)  # type: ignore[call-overload]
+        if any(f"/{SOURCES_DIR}/" in u for _, u in pairs):  # the new entry: the connection drops
+            raise OSError("connection reset by peer")
+        real_put(pairs)
+
+    monkeypatch.setattr(storage, "put_files", put_files)
+    with pytest.raises(ErascopeError, match="cannot write the archive"):
+        compact([url], archive, jobs=1)
+    monkeypatch.setattr(storage, "put_files", real_put)
+    cut = _objects(s3_env, archive)
+    # the new parts went elsewhere: every object there before, the old entry's included, is as it was
+    assert {k: cut.get(k) for k in before} == before
+    assert set(cut) - set(before) and all(name in k for k in set(cut) - set(before))
+    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == report_before
+    # the next run completes: the old parts go, nothing is left that no entry names
+    done = erascope(s3_env, "compact", url, "--out", archive)
+    assert done.returncode == 0 and b"1 file(s) compacted" in done.stderr, done.stderr.decode()
+    assert set(_objects(s3_env, archive)) == _entry_names(s3_env, archive)
+    report = erascope(s3_env, "analyze", archive, "-f", "json").stdout
+    assert report == erascope(s3_env, "analyze", url, "-f", "json").stdout != report_before
