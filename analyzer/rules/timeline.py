@@ -300,6 +300,12 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
             pl.from_epoch((pl.col("ts") * 1_000_000).cast(pl.Int64()), time_unit="us").alias("dt"),
         )
         .sort("dt")
+        # where the era differs from the group's previous answer: a window's runs are its first
+        # answer's run and the changes after it (`rle_id` over each window is evaluated window by
+        # window, and the windows are as many as the history is long)
+        .with_columns(
+            _change=(pl.col("era") != pl.col("era").shift(1)).over("server", "axis").fill_null(False).cast(pl.UInt32)
+        )
     )
     if answers.is_empty():
         return pl.DataFrame(schema={"server": pl.String(), "ts": pl.Float64(), "evidence": pl.List(pl.Null())})
@@ -311,7 +317,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .agg(
             pl.col("era").n_unique().alias("eras"),
             pl.col("peer").n_unique().alias("peers"),
-            (pl.col("era").rle_id().max() + 1).alias("runs"),
+            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
             pl.col("ts").min().alias("w_start"),
             pl.col("ts").max().alias("w_end"),
         )
@@ -331,23 +337,28 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     )
     # Every answer inside the split is evidence, and there can be hundreds of thousands: each group
     # keeps only the entries the finding shows (the first `max_evidence` in file:line order, as
-    # `emit` sorts them) and the count of all of them.
-    ev = (
-        inside.select(
-            "server",
-            "axis",
-            pl.col("file").cast(pl.String),
-            pl.col("line").cast(pl.UInt32),
-            pl.format("{} via {}", "era", "peer").alias("note"),
-        )
+    # `emit` sorts them) and the count of all of them. The distinct entries are found and ordered on
+    # the categoricals (a note is one per era and peer); only the few distinct files and notes are
+    # ranked as text, and only the entries shown become strings.
+    distinct = inside.select("server", "axis", "file", pl.col("line").cast(pl.UInt32), "era", "peer").unique()
+    files = distinct.select(pl.col("file").unique()).with_columns(_file=pl.col("file").cast(pl.String).rank("dense"))
+    notes = (
+        distinct.select("era", "peer")
         .unique()
-        .sort("file", "line", "note")
-        .group_by("server", "axis", maintain_order=True)
-        .agg(
-            pl.len().alias("evidence_total"),
-            evidence(note=pl.col("note")).head(opts.max_evidence).alias("evidence"),
-        )
+        .with_columns(note=pl.format("{} via {}", "era", "peer"))
+        .with_columns(_note=pl.col("note").rank("dense"))
     )
+    ranked = (
+        distinct.join(files, on="file", how="left", nulls_equal=True)
+        .join(notes, on=["era", "peer"], how="left", nulls_equal=True)
+        .sort("server", "axis", "_file", "line", "_note", nulls_last=False)
+    )
+    shown = (
+        ranked.filter(pl.int_range(pl.len()).over("server", "axis") < opts.max_evidence)
+        .group_by("server", "axis", maintain_order=True)
+        .agg(evidence(note=pl.col("note")).alias("evidence"))
+    )
+    ev = ranked.group_by("server", "axis").agg(pl.len().alias("evidence_total")).join(shown, on=["server", "axis"])
     fmt = "%Y-%m-%dT%H:%M:%S%.3fZ"
     return (
         spans.join(peers, on=["server", "axis"])
