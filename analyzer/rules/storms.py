@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe
-from analyzer.rules.frames import EVIDENCE_DTYPE, evidence, pair_key
+from analyzer.rules.frames import evidence, pair_key
 
 _KEYS = ["server", "client"]
 
@@ -107,13 +107,6 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         ctx.probe_rows.select(read)
         .sort("server", "client", "ts")
         .with_columns(pl.coalesce(era_of_probe(), pl.col("outcome")).alias("answer"))
-        # where a client's answer run begins (its first probe, and each answer unlike the one before):
-        # counted by a sum, as `rle_id` in the aggregation would be evaluated client by client
-        .with_columns(
-            _run_start=(pl.col("answer").ne_missing(pl.col("answer").shift(1)) | (pl.int_range(pl.len()) == 0))
-            .over(_KEYS)
-            .cast(pl.UInt32)
-        )
     )
     if probes.is_empty():
         return probes.select("server", "client", "ts").clear()
@@ -134,13 +127,6 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         # a row per request in, a row per client out: in small batches (see `client_table`)
         .collect(engine="streaming")
     )
-    # the first DiscoverResult with ttlMs: 0 of each client, picked from those answers alone (a
-    # filtered aggregation is evaluated client by client)
-    ttl_zero = (
-        probes.filter(pl.col("ttl_ms") == 0)
-        .group_by(_KEYS, maintain_order=True)
-        .agg(evidence("file", "answer_line", "DiscoverResult with ttlMs: 0").head(1).alias("_ttl_ev"))
-    )
     per_client = (
         probes.join(costs, on=["file", "line"], how="left")
         .group_by(_KEYS)
@@ -148,14 +134,17 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
             pl.len().alias("probes"),
             pl.col("ts").min().alias("ts"),
             (pl.col("ts").max() - pl.col("ts").min()).alias("span_s"),
-            pl.col("_run_start").sum().alias("answer_runs"),
+            (pl.col("answer").rle_id().max() + 1).alias("answer_runs"),
             pl.col("cost_s").sum().alias("cost_s_total"),
             pl.col("cost_s").mean().alias("cost_s_mean"),
             (pl.col("ttl_ms") == 0).any().alias("ttl_zero"),
             pl.col("conn").n_unique().alias("probed_connections"),
             evidence(note=pl.format("probe ({})", pl.col("outcome"))).alias("evidence"),
+            evidence("file", "answer_line", "DiscoverResult with ttlMs: 0")
+            .filter(pl.col("ttl_ms") == 0)
+            .head(1)
+            .alias("_ttl_ev"),
         )
-        .join(ttl_zero, on=_KEYS, how="left", nulls_equal=True)
         .join(windows, on=_KEYS, how="left")
         .join(reqs, on=_KEYS, how="left")
         .with_columns(
@@ -181,9 +170,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         per_client.filter(storm)
         .with_columns(
             # the first DiscoverResult with ttlMs: 0 answers one of the first probes, so it survives the cap
-            pl.concat_list(pl.col("_ttl_ev").fill_null(pl.lit([], pl.List(EVIDENCE_DTYPE))), "evidence").alias(
-                "evidence"
-            ),
+            pl.concat_list("_ttl_ev", "evidence").alias("evidence"),
             pl.col("cost_s_total").fill_null(0.0),
         )
         .drop("_ttl_ev")

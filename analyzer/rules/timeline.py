@@ -337,28 +337,23 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     )
     # Every answer inside the split is evidence, and there can be hundreds of thousands: each group
     # keeps only the entries the finding shows (the first `max_evidence` in file:line order, as
-    # `emit` sorts them) and the count of all of them. The distinct entries are found and ordered on
-    # the categoricals (a note is one per era and peer); only the few distinct files and notes are
-    # ranked as text, and only the entries shown become strings.
-    distinct = inside.select("server", "axis", "file", pl.col("line").cast(pl.UInt32), "era", "peer").unique()
-    files = distinct.select(pl.col("file").unique()).with_columns(_file=pl.col("file").cast(pl.String).rank("dense"))
-    notes = (
-        distinct.select("era", "peer")
+    # `emit` sorts them) and the count of all of them.
+    ev = (
+        inside.select(
+            "server",
+            "axis",
+            pl.col("file").cast(pl.String),
+            pl.col("line").cast(pl.UInt32),
+            pl.format("{} via {}", "era", "peer").alias("note"),
+        )
         .unique()
-        .with_columns(note=pl.format("{} via {}", "era", "peer"))
-        .with_columns(_note=pl.col("note").rank("dense"))
-    )
-    ranked = (
-        distinct.join(files, on="file", how="left", nulls_equal=True)
-        .join(notes, on=["era", "peer"], how="left", nulls_equal=True)
-        .sort("server", "axis", "_file", "line", "_note", nulls_last=False)
-    )
-    shown = (
-        ranked.filter(pl.int_range(pl.len()).over("server", "axis") < opts.max_evidence)
+        .sort("file", "line", "note")
         .group_by("server", "axis", maintain_order=True)
-        .agg(evidence(note=pl.col("note")).alias("evidence"))
+        .agg(
+            pl.len().alias("evidence_total"),
+            evidence(note=pl.col("note")).head(opts.max_evidence).alias("evidence"),
+        )
     )
-    ev = ranked.group_by("server", "axis").agg(pl.len().alias("evidence_total")).join(shown, on=["server", "axis"])
     fmt = "%Y-%m-%dT%H:%M:%S%.3fZ"
     return (
         spans.join(peers, on=["server", "axis"])
