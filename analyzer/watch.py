@@ -58,24 +58,36 @@ function of a bounded tail of it. What each step reads:
 - unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
   and the first ones kept per server over the whole history.
 
-Measured per stage (`python -m bench.bench_watch_stages`; bench/README.md, 2026-12-01 23:00–23:30 UTC):
-of a round's growth from a 10 MB to a 100 MB backlog, the client identities were the largest single
-part (+0.057 CPU s per new MB) and are carried now (+0.008). What still grows is spread over the
-rest, each +0.01 to +0.03 s per new MB: the rules (stale-era, rollout-split, probe-storm most), the
-request view and `probe_rows`, the verdicts, the answers (`RuleContext.responses`), the probe
-classification. Flat CPU per new byte would need each of these to carry a small state per server
-and client across rounds (counts, the first evidence lines, the last run of each answer, open
-windows, the last era change; for the request view, its rows in order with the new ones merged in):
-not done. A round does skip what watch does not show: the client table, and temporary files for
-the request view (the rows are in memory already). Analyzing only the touched servers (above) takes
-the untouched ones' history out of a round, which the synthetic load hardly shows: each of its
-megabytes touches three to five of its five HTTP servers, and the two it sometimes misses hold an
-eighth of the history (bench/README.md, 2026-12-02).
+Measured per stage (`python -m bench.bench_watch_stages`, and step by step on one round's rows
+`python -m bench.bench_watch_steps`; bench/README.md, 2026-12-01 23:00 and 2026-12-02 04:45 UTC): of
+a round's growth from a 10 MB to a 100 MB backlog, the client identities were the largest single
+part (+0.057 CPU s per new MB) and are carried now (+0.008). Some steps grew faster than their rows,
+by work done group by group: stale-era built an evidence struct for every request acting in an old
+era inside an aggregation per client and era change, rollout-split ran `rle_id` in every
+`split_window_s` window of the history, the request view was sorted stretch by stretch. These now do
+that work only for the rows shown (the first ten of each group) or in one pass (bench/README.md,
+2026-12-02 04:45). What is left is a pass over the touched servers' rows in each step, linear in
+them, a few milliseconds per 40,000 requests each, about twenty of them: probe and initialize
+classification, the verdicts, the request view, `probe_rows` (the details of the probes and of the
+requests after them, picked from every request), the answers, and the rules above (stale-era's and
+rollout-split's requests and answers, probe-storm's cost look-ups over every real request of the
+probed connections). A round at the 100 MB backlog still costs about 0.1 to 0.2 CPU s more than at
+10 MB (1.2 to 1.6x per new MB at load 10 to 29). Flat CPU per new byte would need each of these to
+carry a small state per server and client across rounds (counts, the first evidence lines, the last
+run of each answer, open windows, the last era change; for the request view, its rows in order with
+the new ones merged in, which a client identity changing for an old connection reorders): not done.
+A round does skip what watch does not show: the client table, and temporary files for the request
+view (the rows are in memory already). Analyzing only the touched servers (above) takes the
+untouched ones' history out of a round, which the synthetic load hardly shows: each of its megabytes
+touches three to five of its five HTTP servers, and the two it sometimes misses hold an eighth of
+the history (bench/README.md, 2026-12-02).
 
-Memory: the watcher holds every part's rows read so far (condensed: about a row per request), as
-every verdict and finding needs its server's whole history; holding the untouched servers' rows on
-disk instead (`analyzer.spill`) would bound memory by the active servers only, at the cost of
-reading them back in every round that touches them: not done.
+Memory: the watcher holds every part's rows read so far (condensed: about a row per request, and
+the answers condensing dropped: 0.6 MB of frames at the 10 MB backlog, 5.7 MB at 100 MB, linear in
+the requests read; the process after reading them, 142 and 166 MB resident), as every verdict and
+finding needs its server's whole history; holding the untouched servers' rows on disk instead
+(`analyzer.spill`) would bound memory by the active servers only, at the cost of reading them back
+in every round that touches them: not done.
 
 What cannot be decided yet is not reported yet: an unanswered probe or initialize becomes `no-answer`
 only once the probe timeout has passed in its capture's time: the latest record of its file, plus

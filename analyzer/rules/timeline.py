@@ -86,11 +86,10 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
         .sort("ts")
         .collect()
     )
-    probes = (
-        ctx.probe_rows.select(pl.col("server", "client").cast(pl.Categorical()), pl.col("ts").alias("probe_ts"))
-        .sort("probe_ts")
-    )
-    return (
+    probes = ctx.probe_rows.select(
+        pl.col("server", "client").cast(pl.Categorical()), pl.col("ts").alias("probe_ts")
+    ).sort("probe_ts")
+    found = (
         acting.join_asof(
             changes, left_on="ts", right_on="change_ts", by="server", strategy="backward", check_sortedness=False
         )
@@ -103,23 +102,36 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
         )
         .join_asof(probes, left_on="ts", right_on="probe_ts", by=_KEYS, strategy="backward", check_sortedness=False)
         .filter(pl.col("probe_ts").is_null() | (pl.col("probe_ts") < pl.col("change_ts")))
-        .group_by(*_KEYS, "change_ts")
-        .agg(
-            pl.len().alias("n"),
-            pl.col("ts").min(),
-            pl.format("kept acting as {} after another client saw the server turn {}", "old_era", "new_era")
-            .first()
-            .alias("reason"),
-            pl.concat_list(
-                evidence(
-                    "change_file", "change_line", pl.format("{} saw {}", pl.col("changer").cast(pl.String), "new_era")
-                ).head(1),
-                evidence(note=pl.format("{} request", "style")).head(10),
-            )
-            .list.explode(keep_nulls=False, empty_as_null=False)
-            .alias("evidence"),
-        )
-        .select(pl.col(_KEYS).cast(pl.String), "ts", "n", "reason", "evidence")
+    )
+    groups = [*_KEYS, "change_ts"]
+    # Plain aggregations per group, and the evidence structs built for the rows shown alone (a
+    # group's first ten, in time order) and gathered as they are: list and struct expressions in an
+    # aggregation are evaluated group by group, which cost more than the rest of the rule together
+    # once clients and era changes are many.
+    lead = found.group_by(groups).agg(
+        pl.len().alias("n"),
+        pl.col("ts").min(),
+        pl.col("old_era", "new_era", "change_file", "change_line", "changer").first(),
+    )
+    shown = (
+        found.filter(pl.int_range(pl.len()).over(groups) < 10)
+        .select(*groups, evidence(note=pl.format("{} request", "style")).alias("_shown"))
+        .group_by(groups)
+        .agg("_shown")
+    )
+    return lead.join(shown, on=groups, how="left", nulls_equal=True).select(
+        pl.col(_KEYS).cast(pl.String),
+        "ts",
+        "n",
+        pl.format("kept acting as {} after another client saw the server turn {}", "old_era", "new_era").alias(
+            "reason"
+        ),
+        pl.concat_list(
+            evidence(
+                "change_file", "change_line", pl.format("{} saw {}", pl.col("changer").cast(pl.String), "new_era")
+            ),
+            "_shown",
+        ).alias("evidence"),
     )
 
 
@@ -288,6 +300,12 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
             pl.from_epoch((pl.col("ts") * 1_000_000).cast(pl.Int64()), time_unit="us").alias("dt"),
         )
         .sort("dt")
+        # where the era differs from the group's previous answer: a window's runs are its first
+        # answer's run and the changes after it (`rle_id` over each window is evaluated window by
+        # window, and the windows are as many as the history is long)
+        .with_columns(
+            _change=(pl.col("era") != pl.col("era").shift(1)).over("server", "axis").fill_null(False).cast(pl.UInt32)
+        )
     )
     if answers.is_empty():
         return pl.DataFrame(schema={"server": pl.String(), "ts": pl.Float64(), "evidence": pl.List(pl.Null())})
@@ -299,7 +317,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .agg(
             pl.col("era").n_unique().alias("eras"),
             pl.col("peer").n_unique().alias("peers"),
-            (pl.col("era").rle_id().max() + 1).alias("runs"),
+            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
             pl.col("ts").min().alias("w_start"),
             pl.col("ts").max().alias("w_end"),
         )

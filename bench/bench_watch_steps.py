@@ -1,0 +1,139 @@
+"""A round of `erascope watch` step by step on the same rows, repeated: what each step costs at two backlogs.
+
+    python -m bench.bench_watch_steps [--quick] [--json]
+
+The load of `bench.bench_watch` (a backlog of `bench.generate` captures, seed 1, 10 MB and 100 MB;
+`--quick`: 5 and 25 MB; then one MB of the seed-2 bulk file appended and read). Then, on the rows a
+round hands the pipeline (the touched servers' parts, as `Watcher.poll` selects them), the pipeline
+(`analyzer.pipeline.analyze_facts`) is run `REPEATS` times, and each rule and each shared frame of
+the rules' context (`requests`, `probe_rows`, `responses`) is computed `REPEATS` times on its own,
+the two backlogs alternating; the figure is the least CPU time (`time.process_time`) of the repeats.
+
+`bench_watch_stages` times the stages of real rounds, each once: on a shared machine the load moves
+one stage by as much as the changes looked for. Here every step is repeated on the same rows and the
+least time kept, which the load inflates least; a step whose time grows more than its rows (about
+9× from 10 to 100 MB) does work per group or per window that grows with the history. Run it from
+another checkout (`PYTHONPATH=that-tree python path/to/bench_watch_steps.py`) to compare two trees
+on the same data.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench._standalone import module_main
+from bench.bench_watch import MB, _captures, _generated
+
+REPEATS = 8
+
+
+def _watcher_after_one_mb(backlog_mb: int, tmp: str) -> Any:
+    from analyzer.watch import Watcher
+
+    live = Path(tmp) / "live"
+    shutil.copytree(_generated(backlog_mb, 1), live, ignore=shutil.ignore_patterns("manifest.json"))
+    watcher = Watcher([str(live)])
+    while True:
+        before = watcher.bytes_read
+        watcher.poll()
+        if watcher.bytes_read == before:
+            break
+    bulk = max(_captures(_generated(10, 2)), key=lambda p: p.stat().st_size).read_bytes()
+    with open(live / "growing.000.jsonl", "ab") as f:
+        f.write(bulk[:MB])
+    watcher.poll()
+    return watcher
+
+
+def _round_facts(watcher: Any) -> list[Any]:
+    """The rows a round that touched every server hands the pipeline (as `Watcher.poll` picks them)."""
+    parts = {id(p): p for p in watcher._parts.values()}.values()
+    return [replace(piece) for p in sorted(parts, key=lambda p: p.path) for piece in p.pieces]
+
+
+def _analysis(watcher: Any, keep_moved: bool) -> Any:
+    from analyzer.pipeline import AnalyzeOptions, analyze_facts
+
+    opts = AnalyzeOptions(probe_timeout=watcher.probe_timeout, rule_options=watcher.rule_options, jobs=1)
+    facts = _round_facts(watcher)
+    if not keep_moved:
+        return analyze_facts(facts, watcher.paths, opts, None, clients=False, identities=watcher._identities)
+    from analyzer.rules.context import RuleContext
+
+    release = RuleContext.release_moved
+    RuleContext.release_moved = _keep_moved  # type: ignore[method-assign]
+    try:
+        return analyze_facts(facts, watcher.paths, opts, None, clients=False, identities=watcher._identities)
+    finally:
+        RuleContext.release_moved = release  # type: ignore[method-assign]
+
+
+def _keep_moved(self: Any) -> Any:
+    """`RuleContext.release_moved` without the release: the context keeps the moved requests, so that
+    its frames can be computed again on their own."""
+    _ = self.responses, self.conn_clients, self.requests, self.probe_rows
+    return self.traffic
+
+
+def _steps(watchers: dict[int, Any]) -> dict[str, dict[int, Callable[[], Any]]]:
+    from analyzer import rules
+    from analyzer.rules.context import RuleContext
+
+    contexts = {size: _analysis(w, keep_moved=True).rule_context for size, w in watchers.items()}
+    steps: dict[str, dict[int, Callable[[], Any]]] = {
+        "round's pipeline (all)": {size: (lambda w=w: _analysis(w, keep_moved=False)) for size, w in watchers.items()}
+    }
+    for name in ("requests", "probe_rows", "responses"):
+        compute = RuleContext.__dict__[name].func
+        steps[f"context.{name}"] = {size: (lambda c=c, f=compute: f(c)) for size, c in contexts.items()}
+    for rule_id, rule in rules.REGISTRY.items():
+        steps[f"rule {rule_id}"] = {size: (lambda c=c, r=rule: r.find(c)) for size, c in contexts.items()}
+    return steps
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    small, large = (5, 25) if quick else (10, 100)
+    with tempfile.TemporaryDirectory(prefix="erascope-watch-steps-") as tmp:
+        watchers = {size: _watcher_after_one_mb(size, os.path.join(tmp, str(size))) for size in (small, large)}
+        steps = _steps(watchers)
+        least = {name: dict.fromkeys(watchers, float("inf")) for name in steps}
+        for _ in range(REPEATS):
+            for name, by_size in steps.items():
+                for size, fn in by_size.items():  # the backlogs alternate, so the load weighs on both alike
+                    started = time.process_time()
+                    fn()
+                    least[name][size] = min(least[name][size], time.process_time() - started)
+    ms = {name: {str(size): round(t * 1000, 2) for size, t in by_size.items()} for name, by_size in least.items()}
+    whole = least["round's pipeline (all)"]
+    ratio = whole[large] / max(whole[small], 1e-9)
+    return {
+        "backlog_mb": [small, large],
+        "least_cpu_ms": ms,
+        "pipeline_ratio_large_vs_small": round(ratio, 2),
+        "load_average": os.getloadavg(),
+        "targets": {"pipeline flat (ratio <= 1.15)": ratio <= 1.15},
+    }
+
+
+def describe(result: dict[str, Any]) -> list[str]:
+    small, large = (str(s) for s in result["backlog_mb"])
+    ms = result["least_cpu_ms"]
+    names = sorted(ms, key=lambda n: -(ms[n][large] - ms[n][small]))
+    lines = [f"erascope watch, least CPU ms per step on one round's rows: backlog {small} MB, {large} MB (growth)"]
+    for name in names:
+        a, b = ms[name][small], ms[name][large]
+        lines.append(f"  {name:36} {a:8.2f} {b:8.2f} ({b - a:+.2f})")
+    lines.append(f"  the round's pipeline, large backlog vs small: {result['pipeline_ratio_large_vs_small']}x")
+    lines.append("  load average: " + " ".join(f"{x:.1f}" for x in result["load_average"]))
+    return lines
+
+
+if __name__ == "__main__":
+    module_main(__doc__.split("\n\n")[0], run, describe)
