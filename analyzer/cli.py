@@ -19,10 +19,11 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from addon.errors import ErascopeError
+from analyzer.cli_values import PlainArgument, plain_values
 from analyzer.terminal import visible
 
 
-class _ArgumentByName(TyperArgument):
+class _ArgumentByName(PlainArgument):
     """An argument whose help shows its metavar only, never the Python type typer derives."""
 
     def display_type_rich(self, ctx: Any) -> str | None:
@@ -42,12 +43,12 @@ def _plain_help(params: list[Any]) -> list[Any]:
 
 class _Command(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_help(super().get_params(ctx))
+        return plain_values(_plain_help(super().get_params(ctx)))  # plain values: no pydantic (issue 20)
 
 
 class _Group(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_help(super().get_params(ctx))
+        return plain_values(_plain_help(super().get_params(ctx)))
 
 
 app = typer.Typer(
