@@ -7,6 +7,7 @@ terminal. Every command's help carries an example.
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -802,7 +803,17 @@ def verify_cmd(
 
 
 def main() -> None:
-    app()
+    """The `erascope` script: the command, then the end of the process."""
+    try:
+        app()
+    finally:
+        # What is alive now lives until the process ends, yet the interpreter's exit runs full garbage
+        # collections over all of it (0.2 s of CPU after a 1 GB archive's report): frozen, it is skipped
+        # by them and freed by reference counting as the modules go. Every command has closed its files
+        # and removed its temporary directories by now; atexit handlers, the flush of stdout and stderr
+        # and the exit status are as before. Only cyclic garbage left at exit goes uncollected, which
+        # Python does not promise to finalize at exit anyway.
+        gc.freeze()
 
 
 def _selection(
