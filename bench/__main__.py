@@ -180,7 +180,7 @@ def _command_env() -> dict[str, str]:
 
     An installed erascope runs from compiled bytecode (pip compiles it; an editable install writes it
     on first use). Where `PYTHONDONTWRITEBYTECODE` is set, as on the shared build machine, every run
-    would compile the project's modules again (about 0.2 s of CPU): here they are compiled into
+    would compile the project's modules again (0.1–0.2 s of CPU): here they are compiled into
     bench/out/pycache before the timed runs and read from there."""
     env = _child_env()
     env.pop("PYTHONDONTWRITEBYTECODE", None)
