@@ -7,6 +7,7 @@ terminal. Every command's help carries an example.
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -19,10 +20,11 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from addon.errors import ErascopeError
+from analyzer.cli_values import PlainArgument, plain_values
 from analyzer.terminal import visible
 
 
-class _ArgumentByName(TyperArgument):
+class _ArgumentByName(PlainArgument):
     """An argument whose help shows its metavar only, never the Python type typer derives."""
 
     def display_type_rich(self, ctx: Any) -> str | None:
@@ -42,12 +44,12 @@ def _plain_help(params: list[Any]) -> list[Any]:
 
 class _Command(TyperCommand):
     def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_help(super().get_params(ctx))
+        return plain_values(_plain_help(super().get_params(ctx)))  # plain values: no pydantic (issue 20)
 
 
 class _Group(TyperGroup):
     def get_params(self, ctx: Any) -> list[Any]:
-        return _plain_help(super().get_params(ctx))
+        return plain_values(_plain_help(super().get_params(ctx)))
 
 
 app = typer.Typer(
@@ -810,7 +812,17 @@ def verify_cmd(
 
 
 def main() -> None:
-    app()
+    """The `erascope` script: the command, then the end of the process."""
+    try:
+        app()
+    finally:
+        # What is alive now lives until the process ends, yet the interpreter's exit runs full garbage
+        # collections over all of it (0.2 s of CPU after a 1 GB archive's report): frozen, it is skipped
+        # by them and freed by reference counting as the modules go. Every command has closed its files
+        # and removed its temporary directories by now; atexit handlers, the flush of stdout and stderr
+        # and the exit status are as before. Only cyclic garbage left at exit goes uncollected, which
+        # Python does not promise to finalize at exit anyway.
+        gc.freeze()
 
 
 def _selection(
