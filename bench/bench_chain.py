@@ -382,14 +382,15 @@ def run_instructions(baseline_tree: Path | None = None, chain_alg: str = "blake3
     return result
 
 
+def _compared(r: dict[str, Any]) -> str:
+    """What a result compares: the chained variants' digests and the baseline."""
+    tree = f" = {r['baseline_tree']}" if r["baseline_tree"] else ": this tree, chain patched out"
+    return f"chain/keyed {r['chain_alg']}; baseline {r['baseline']}{tree}"
+
+
 def describe_instructions(r: dict[str, Any]) -> list[str]:
     base = r["baseline"]
-    rows = [
-        f"hash chain cost in instructions (cachegrind, the recorder's process, all threads; chain/keyed"
-        f" {r['chain_alg']}; baseline {base}"
-        + (f" = {r['baseline_tree']}" if r["baseline_tree"] else ": this tree, chain patched out")
-        + ")"
-    ]
+    rows = [f"hash chain cost in instructions (cachegrind, the recorder's process, all threads; {_compared(r)})"]
     for label, key, _, _ in INSTRUCTION_MEASURES:
         rows.append(
             f"  {label}: {base} {r[f'{key}_{base}']:,}, chain {r[f'{key}_chain']:,}"
@@ -402,9 +403,7 @@ def describe(r: dict[str, Any]) -> list[str]:
     base = r["baseline"]
     rows = [
         f"hash chain cost, CPU time (median of {r['runs']} interleaved runs; ratio of the fastest runs in"
-        f" brackets; load average {r['load_avg']}; chain/keyed {r['chain_alg']}; baseline {base}"
-        + (f" = {r['baseline_tree']}" if r["baseline_tree"] else ": this tree, chain patched out")
-        + ")"
+        f" brackets; load average {r['load_avg']}; {_compared(r)})"
     ]
     for label, key in MEASURES:
         rows.append(

@@ -95,21 +95,26 @@ def _paired(stages: _Stages, carried: Callable[..., Any]) -> Callable[..., Any]:
     return both
 
 
-def per_stage(backlog_mb: int, stages: _Stages) -> dict[str, float]:
+def watcher_at_end(backlog: Path, tmp: str) -> tuple[Any, Path]:
+    """A `Watcher` that has read a copy of `backlog` to its end, and that copy (where to append)."""
     from analyzer.watch import Watcher
 
+    live = Path(tmp) / "live"
+    shutil.copytree(backlog, live, ignore=shutil.ignore_patterns("manifest.json"))
+    watcher = Watcher([str(live)])
+    while True:
+        before = watcher.bytes_read
+        watcher.poll()
+        if watcher.bytes_read == before:
+            return watcher, live
+
+
+def per_stage(backlog_mb: int, stages: _Stages) -> dict[str, float]:
     backlog = _generated(backlog_mb, 1)
     bulk = max(_captures(_generated(10, 2)), key=lambda p: p.stat().st_size).read_bytes()
     stages.cpu.clear()
     with tempfile.TemporaryDirectory(prefix="erascope-watch-bench-") as tmp:
-        live = Path(tmp) / "live"
-        shutil.copytree(backlog, live, ignore=shutil.ignore_patterns("manifest.json"))
-        watcher = Watcher([str(live)])
-        while True:
-            before = watcher.bytes_read
-            watcher.poll()
-            if watcher.bytes_read == before:
-                break
+        watcher, live = watcher_at_end(backlog, tmp)
         read_before = watcher.bytes_read
         stages.on = True
         try:
@@ -138,16 +143,27 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
 
 
+def growth_lines(
+    title: str, small: dict[str, float], large: dict[str, float], digits: int, ratio: str, load: list[float]
+) -> list[str]:
+    """`title`, a line per name with its figure at the small and the large backlog and the growth (the
+    most grown first), then the `ratio` line and the load average."""
+    names = sorted(large, key=lambda n: -(large[n] - small.get(n, 0.0)))
+    lines = [title]
+    for name in names:
+        a, b = small.get(name, 0.0), large[name]
+        lines.append(f"  {name:44} {a:8.{digits}f} {b:8.{digits}f} ({b - a:+.{digits}f})")
+    return [*lines, f"  {ratio}", "  load average: " + " ".join(f"{x:.1f}" for x in load)]
+
+
 def describe(result: dict[str, Any]) -> list[str]:
     small, large = result["backlog_mb"]
-    names = sorted(result["large"], key=lambda n: -result["large"][n])
-    lines = [f"erascope watch, CPU s per new MB by stage: backlog {small} MB, {large} MB (growth)"]
-    for name in names:
-        a, b = result["small"].get(name, 0.0), result["large"][name]
-        lines.append(f"  {name:44} {a:7.3f} {b:7.3f} ({b - a:+.3f})")
-    lines.append(f"  a round's CPU per new MB, large backlog vs small: {result['round_ratio_large_vs_small']}x")
-    lines.append("  load average: " + " ".join(f"{x:.1f}" for x in result["load_average"]))
-    return lines
+    return growth_lines(
+        f"erascope watch, CPU s per new MB by stage: backlog {small} MB, {large} MB (growth)",
+        result["small"], result["large"], 3,
+        f"a round's CPU per new MB, large backlog vs small: {result['round_ratio_large_vs_small']}x",
+        result["load_average"],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

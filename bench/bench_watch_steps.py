@@ -20,31 +20,21 @@ on the same data.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from bench._standalone import module_main
 from bench.bench_watch import MB, _captures, _generated
+from bench.bench_watch_stages import growth_lines, watcher_at_end
 
 REPEATS = 8
 
 
 def _watcher_after_one_mb(backlog_mb: int, tmp: str) -> Any:
-    from analyzer.watch import Watcher
-
-    live = Path(tmp) / "live"
-    shutil.copytree(_generated(backlog_mb, 1), live, ignore=shutil.ignore_patterns("manifest.json"))
-    watcher = Watcher([str(live)])
-    while True:
-        before = watcher.bytes_read
-        watcher.poll()
-        if watcher.bytes_read == before:
-            break
+    watcher, live = watcher_at_end(_generated(backlog_mb, 1), tmp)
     bulk = max(_captures(_generated(10, 2)), key=lambda p: p.stat().st_size).read_bytes()
     with open(live / "growing.000.jsonl", "ab") as f:
         f.write(bulk[:MB])
@@ -125,14 +115,12 @@ def run(quick: bool = False) -> dict[str, Any]:
 def describe(result: dict[str, Any]) -> list[str]:
     small, large = (str(s) for s in result["backlog_mb"])
     ms = result["least_cpu_ms"]
-    names = sorted(ms, key=lambda n: -(ms[n][large] - ms[n][small]))
-    lines = [f"erascope watch, least CPU ms per step on one round's rows: backlog {small} MB, {large} MB (growth)"]
-    for name in names:
-        a, b = ms[name][small], ms[name][large]
-        lines.append(f"  {name:36} {a:8.2f} {b:8.2f} ({b - a:+.2f})")
-    lines.append(f"  the round's pipeline, large backlog vs small: {result['pipeline_ratio_large_vs_small']}x")
-    lines.append("  load average: " + " ".join(f"{x:.1f}" for x in result["load_average"]))
-    return lines
+    return growth_lines(
+        f"erascope watch, least CPU ms per step on one round's rows: backlog {small} MB, {large} MB (growth)",
+        {n: ms[n][small] for n in ms}, {n: ms[n][large] for n in ms}, 2,
+        f"the round's pipeline, large backlog vs small: {result['pipeline_ratio_large_vs_small']}x",
+        result["load_average"],
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
