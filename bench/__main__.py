@@ -213,8 +213,8 @@ def compile_project() -> None:
 
 def run_command(*args: str) -> Run:
     """One whole `erascope ARGS` process, as a user runs it: `seconds` and `wall` are its wall time from
-    start to exit (interpreter, imports, the work, writing the report, the exit); its CPU (user + sys,
-    all threads) is `out["cpu_s"]`. Raises when it fails."""
+    start to exit (interpreter, imports, the work, writing the report, the exit); its CPU (all threads)
+    is `user_s` + `sys_s`, as for `run_child`. Raises when it fails."""
     t = time.perf_counter()
     proc = subprocess.Popen(
         [str(ERASCOPE), *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_command_env()
@@ -227,8 +227,15 @@ def run_command(*args: str) -> Run:
     proc.stderr.close()
     if proc.returncode != 0:
         raise RuntimeError(f"erascope {' '.join(args)} failed (status {proc.returncode}):\n{err.decode()[-2000:]}")
-    cpu = usage.ru_utime + usage.ru_stime
-    return Run(wall=wall, seconds=wall, rss_mb=usage.ru_maxrss / 1024, out={"cpu_s": round(cpu, 3)})
+    return Run(
+        wall=wall,
+        seconds=wall,
+        rss_mb=usage.ru_maxrss / 1024,
+        out={},
+        user_s=usage.ru_utime,
+        sys_s=usage.ru_stime,
+        minflt=usage.ru_minflt,
+    )
 
 
 def dataset(size: int, *, clean: bool = False, seed: int = 1, spawns: int | None = None) -> Path:
@@ -391,8 +398,7 @@ def bench_parquet(p: Profile) -> dict[str, Any]:
         raise RuntimeError("the Parquet archive gave a different number of findings than the JSONL files")
     if reports["jsonl"].read_bytes() != reports["archive"].read_bytes():
         raise RuntimeError(f"erascope analyze wrote different reports for the archive and the JSONL: {reports}")
-    cpu = {name: statistics.median(r.out["cpu_s"] for r in res[name]) for name in list(res)[-2:]}
-    whole_cpu_jsonl, whole_cpu_archive = cpu.values()
+    whole_cpu_jsonl, whole_cpu_archive = whole_jsonl["median_cpu_s"], whole_archive["median_cpu_s"]
     speedup = _ratio(jsonl, parquet)
     whole = _ratio(whole_jsonl, whole_archive)
     console.print(

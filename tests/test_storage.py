@@ -356,9 +356,10 @@ def test_an_upload_cut_short_is_never_read_as_complete(
     # the next run converts the rest; the archive then reads as the captures
     done = erascope(s3_env, "compact", url, "--out", archive)
     assert done.returncode == 0 and b" 2 unchanged" in done.stderr, done.stderr.decode()
-    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == erascope(
-        s3_env, "analyze", url, "-f", "json"
-    ).stdout
+    assert (
+        erascope(s3_env, "analyze", archive, "-f", "json").stdout
+        == erascope(s3_env, "analyze", url, "-f", "json").stdout
+    )
 
 
 def test_credentials_in_a_url_are_refused_and_never_shown(s3_env: dict[str, str]) -> None:
@@ -478,9 +479,43 @@ def test_a_cluster_compacting_to_a_url_reads_each_old_entry_once(
         assert again.returncode == 0 and b"1 file(s) compacted" in again.stderr, again.stderr.decode()
     entries = {k.removeprefix(f"{SOURCES_DIR}/") for k in _objects(s3_env, archive) if k.startswith(SOURCES_DIR)}
     assert object_requests(f"{archive}/{SOURCES_DIR}") == Counter({f"GET {quote(n)}": 1 for n in entries})
-    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == erascope(
-        s3_env, "analyze", url, "-f", "json"
-    ).stdout
+    assert (
+        erascope(s3_env, "analyze", archive, "-f", "json").stdout
+        == erascope(s3_env, "analyze", url, "-f", "json").stdout
+    )
+
+
+def test_a_cluster_stages_under_temp_dir_and_leaves_it_empty(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    # the workers run on this machine, so they see the same directory: each conversion's staging
+    # directory is made and removed inside it, which moves its modification time
+    _, url = captures
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    os.utime(staging, ns=(0, 0))
+    store = {k: v for k, v in s3_env.items() if k.startswith("AWS_")}
+    archive = f"s3://{BUCKET}/staged-cluster/archive"
+    with dask_cluster(tmp_path / "cluster", cwd=ROOT, env=store) as cluster:
+        done = erascope(s3_env, "compact", url, "--out", archive, "--scheduler", cluster.address, "--temp-dir", staging)
+        assert done.returncode == 0, done.stderr.decode()
+        missing = erascope(
+            s3_env,
+            "compact",
+            url,
+            "--out",
+            f"s3://{BUCKET}/staged-cluster/x",
+            "--scheduler",
+            cluster.address,
+            "--temp-dir",
+            tmp_path / "no",
+        )
+    assert staging.stat().st_mtime_ns > 0 and list(staging.iterdir()) == []
+    assert missing.returncode == 2 and b"--temp-dir" in missing.stderr and b"Traceback" not in missing.stderr
+    assert (
+        erascope(s3_env, "analyze", archive, "-f", "json").stdout
+        == erascope(s3_env, "analyze", url, "-f", "json").stdout
+    )
 
 
 def test_compact_fetches_a_capture_at_a_url_once(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:

@@ -507,10 +507,10 @@ def _answered_twice(answers: pl.DataFrame) -> bool:
     if seq.is_empty():
         return False
     lo, hi = seq.min(), seq.max()
-    if isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < 1 << 32 and seq.null_count() == 0:
-        # counting distinct keys builds one hash table; `is_duplicated` builds it and marks every row
-        return answers.select(pair_key("capture", "seq").n_unique()).item() < answers.height
-    return answers.select(pl.struct("capture", "seq").n_unique()).item() < answers.height
+    fits = isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < 1 << 32 and seq.null_count() == 0
+    key = pair_key("capture", "seq") if fits else pl.struct("capture", "seq")
+    # counting distinct keys builds one hash table; `is_duplicated` builds it and marks every row
+    return answers.select(key.n_unique()).item() < answers.height
 
 
 def era_of_probe() -> pl.Expr:
