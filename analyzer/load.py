@@ -760,7 +760,12 @@ def _finish_chunk(pieces: list[_Piece], spill: Spill | None = None) -> None:
 
 
 def extract_file(
-    path: str, options: LoadOptions | None = None, *, defer: bool = False, spill: Spill | None = None
+    path: str,
+    options: LoadOptions | None = None,
+    *,
+    defer: bool = False,
+    spill: Spill | None = None,
+    opened: Opened | None = None,
 ) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
@@ -772,18 +777,20 @@ def extract_file(
     `defer=True` leaves a file of at most `PIECE_BYTES` `pending` (read, not yet paired and
     condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows
     condensing moves out are written there as each chunk is condensed (`analyzer.spill`).
+    `opened`: the file opened already for its header (`Opened`), read from there and closed here.
     """
     if is_source_entry(path):  # the Parquet branch (`analyzer.archive`)
         return _read_archived([path], options, spill)[0]
     facts = FileFacts(file=path, capture=capture_id(path))
-    facts.skipped = _not_regular(path)
-    if facts.skipped is not None:
-        return facts
-    try:
-        # opened once for the header and the pieces: an object's first bytes are fetched once
-        opened: Opened | None = Opened(path, _HEADER_LIMIT)
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if opened is None:
+        facts.skipped = _not_regular(path)
+        if facts.skipped is not None:
+            return facts
+        try:
+            # opened once for the header and the pieces: an object's first bytes are fetched once
+            opened = Opened(path, _HEADER_LIMIT)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
         first = opened.first
         header = _header_of(path, first)
@@ -804,11 +811,12 @@ def extract_file(
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
+        first_opened = opened
         while parts is None:  # read again (opened anew) when a later piece needs the robust reading
             robust, parts, total, complete = _read_pieces(
                 facts, robust, options, chunked, defer and chunked, spill, opened
             )
-            opened = None
+            opened = None if parts is not None else first_opened.again()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     finally:
@@ -1013,17 +1021,18 @@ def extract_files(
         if progress is not None:
             progress(done, len(paths), result.file)
 
-    def extract(unit: str | list[_Small] | _Entries | FileFacts) -> list[FileFacts]:
+    def extract(unit: str | _Opened | list[_Small] | _Entries | FileFacts) -> list[FileFacts]:
         if isinstance(unit, FileFacts):  # a duplicate, not read
             return [unit]
         if isinstance(unit, _Entries):
             return _read_archived(unit.paths, options, spill)
         if isinstance(unit, list):
             return _read_batch(unit, options, spill)
+        path, opened = (unit.path, unit.opened) if isinstance(unit, _Opened) else (unit, None)
         try:
-            return [extract_file(unit, options, defer=True, spill=spill)]
+            return [extract_file(path, options, defer=True, spill=spill, opened=opened)]
         except InputError as exc:
-            return [FileFacts(file=unit, capture=capture_id(unit), error=str(exc))]
+            return [FileFacts(file=path, capture=capture_id(path), error=str(exc))]
 
     opts = options or LoadOptions()
     units = _units(paths, opts.condense and not opts.keep_raw, first_of)
@@ -1034,18 +1043,21 @@ def extract_files(
     else:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             # a bounded window of units in flight: small files are read into memory as their batch is made
-            window: deque[Future[list[FileFacts]]] = deque()
+            window: deque[tuple[Future[list[FileFacts]], object]] = deque()
             try:
                 for unit in units:
-                    window.append(pool.submit(extract, unit))
+                    window.append((pool.submit(extract, unit), unit))
                     while len(window) > 2 * workers:
-                        for result in window.popleft().result():
+                        for result in window.popleft()[0].result():
                             add(result)
                 while window:
-                    for result in window.popleft().result():
+                    for result in window.popleft()[0].result():
                         add(result)
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
+                for future, unit in window:  # a unit never run still holds its opened file
+                    if future.cancelled() and isinstance(unit, _Opened):
+                        unit.opened.close()
                 raise
     finish_pending(facts[unfinished:])
     spill_finished(facts[unfinished:])
@@ -1060,18 +1072,27 @@ class _Entries:
 
 
 @dataclass
+class _Opened:
+    """A file opened already, for its header (`_unless_duplicate`): its pieces are read from there,
+    so an object at a URL is fetched once."""
+
+    path: str
+    opened: Opened
+
+
+@dataclass
 class _Small:
     """A small capture file read into memory for a batch (`_read_batch`), or its note."""
 
     facts: FileFacts
     data: bytes = b""
     alone: bool = False
-    """A compressed file: read alone, as a stream (`analyzer.sources`), never batched whole."""
+    """A compressed file: read alone, as a stream (`analyzer.sources`) of `data`, never batched whole."""
 
 
 def _units(
     paths: list[str], batched: bool, first_of: dict[str, str]
-) -> Iterator[str | list[_Small] | _Entries | FileFacts]:
+) -> Iterator[str | _Opened | list[_Small] | _Entries | FileFacts]:
     """The work of `extract_files`, in input order: a path to read alone, a batch of small files,
     archive entries to read together, or the facts of a file left out as a duplicate.
 
@@ -1115,7 +1136,7 @@ def _units(
             if batch:
                 yield batch
                 batch, size = [], 0
-            yield _unless_duplicate(path, capture, first_of)
+            yield _unless_duplicate(path, capture, first_of, item.data)
             continue
         if item.facts.was_read:
             _drop_if_duplicate(item.facts, first_of)
@@ -1132,23 +1153,35 @@ def _units(
         yield _Entries(entries)
 
 
-def _unless_duplicate(path: str, capture: str, first_of: dict[str, str]) -> str | FileFacts:
-    """`path`, or when its header names a part read already, its facts saying so (not read again)."""
+def _unless_duplicate(
+    path: str, capture: str, first_of: dict[str, str], data: bytes | None = None
+) -> str | _Opened | FileFacts:
+    """The file opened for its header and then read from there (`_Opened`), or when its header names
+    a part read already, its facts saying so (not read again); `path` when it is to be read alone
+    for what it is (not a capture, not readable). `data`: its bytes, fetched already."""
     if is_source_entry(path):  # `<capture file name>.json`: the name its capture was recorded under
         facts = FileFacts(file=path, capture=capture, identity=_identity(path.removesuffix(".json"), {}))
         _drop_if_duplicate(facts, first_of)
         return facts if facts.duplicate_of is not None else path
-    if _not_regular_quietly(path):
+    if data is None and _not_regular_quietly(path):
         return path
     try:
-        header = _header_of(path, _first_line(path))
-    except InputError:
+        opened = Opened(path, _HEADER_LIMIT, data)
+    except OSError:
         return path  # reading it alone notes why
+    try:
+        header = _header_of(path, opened.first)
+    except InputError:
+        header = None  # reading it alone notes why
     if header is None:
+        opened.close()
         return path
     facts = FileFacts(file=path, capture=capture, identity=_identity(path, header))
     _drop_if_duplicate(facts, first_of)
-    return facts if facts.duplicate_of is not None else path
+    if facts.duplicate_of is not None:
+        opened.close()
+        return facts
+    return _Opened(path, opened)
 
 
 def _not_regular_quietly(path: str) -> bool:
@@ -1177,7 +1210,7 @@ def _read_small(path: str, capture: str) -> _Small:
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
         if compression_of(data[:4]) != PLAIN:
-            return _Small(facts, alone=True)
+            return _Small(facts, data, alone=True)
         end = data.find(b"\n")
         first = data if end < 0 else data[: end + 1]
         header = _header_of(path, first)

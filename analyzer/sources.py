@@ -97,13 +97,15 @@ class CutStream(io.RawIOBase):
             super().close()
 
 
-def open_stream(path: str) -> io.BufferedReader | CutStream:
+def open_stream(path: str, data: bytes | None = None) -> io.BufferedReader | CutStream:
     """The file's bytes as a stream: decompressed as read when it is gzip or zstd. `path` may be
-    an object's URL (`analyzer.storage.open_binary`), read as a local file is.
+    an object's URL (`analyzer.storage.open_binary`), read as a local file is; `data`: the file's
+    bytes, fetched already (`path` is then not opened).
 
     Raises `OSError` when the file cannot be opened or read.
     """
-    raw = open_binary(path)  # handed over to the stream returned, which closes it
+    # handed over to the stream returned, which closes it
+    raw = open_binary(path) if data is None else io.BufferedReader(io.BytesIO(data))
     try:
         kind = compression_of(raw.peek(4)[:4])
     except BaseException:
@@ -122,11 +124,13 @@ class Opened:
     The pieces start with the bytes the first line came from: an object at a URL is not asked again
     for its first bytes (a ranged request, and the look-up that opening it costs). A plain stream
     seeks back within its buffer; a decompressor cannot go back, so the line read is handed on as
-    `head`, what comes before the stream's remaining bytes. Raises `OSError` as `open_stream` does.
+    `head`, what comes before the stream's remaining bytes. `data`: the file's bytes, fetched
+    already. Raises `OSError` as `open_stream` does.
     """
 
-    def __init__(self, path: str, limit: int = 0) -> None:
-        self._stream = open_stream(path)
+    def __init__(self, path: str, limit: int = 0, data: bytes | None = None) -> None:
+        self._stream = open_stream(path, data)
+        self._path, self._data = path, data
         self.reader: io.BufferedReader | CutStream = self._stream
         self.first = b""
         """The first line, at most `limit` bytes (nothing read when `limit` is 0)."""
@@ -142,6 +146,10 @@ class Opened:
         except BaseException:
             self.close()
             raise
+
+    def again(self) -> Opened:
+        """The same file opened anew, from its start (from the same bytes when they were given)."""
+        return Opened(self._path, 0, self._data)
 
     @property
     def compressed(self) -> bool:

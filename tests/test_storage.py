@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -530,6 +531,34 @@ def test_compact_fetches_a_capture_at_a_url_once(captures: tuple[Path, str], s3_
     whole = [p for p in local.iterdir() if p.stat().st_size < 1 << 20]
     assert any(p.suffix == ".zst" for p in whole) and any(not p.read_bytes().endswith(b"\n") for p in whole)
     assert {p.name: gets[f"GET {quote(p.name)}"] for p in whole} == {p.name: 1 for p in whole}
+
+
+def test_analyze_fetches_each_capture_at_a_url_once(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    # the header read that leaves out duplicates opens the file its pieces are then read from: a
+    # small compressed capture was fetched 3 times (whole, for its header, to read), a big one twice
+    from analyzer.storage import BUFFER_BYTES
+
+    local = tmp_path / "captures"
+    shutil.copytree(captures[0], local)
+    big = tmp_path / "big"
+    generate(big, 3 << 20, files=1, spawns=0, seed=12, clean=True)
+    (bulk,) = big.glob("*.jsonl")
+    assert BUFFER_BYTES < bulk.stat().st_size < 8 << 20
+    shutil.copy(bulk, local / bulk.name)
+    url = f"s3://{BUCKET}/fetched-by-analyze/captures"
+    upload(s3_env, local, url)
+    REQUESTS.seen.clear()
+    there = erascope(s3_env, "analyze", url, "-f", "json")
+    assert there.returncode == 0, there.stderr.decode()
+    gets = object_requests(url, ("GET",))
+    # a file larger than the reader's buffer: its first buffer (holding the header), then the rest
+    expected = {p.name: 1 + (p.stat().st_size > BUFFER_BYTES) for p in local.iterdir()}
+    assert any(p.suffix == ".zst" for p in local.iterdir())
+    assert {p.name: gets[f"GET {quote(p.name)}"] for p in local.iterdir()} == expected
+    here = erascope(s3_env, "analyze", local, "-f", "json").stdout
+    assert there.stdout.replace(f"{url}/".encode(), f"{local}/".encode()) == here
 
 
 def test_an_archive_given_to_compact_is_refused_alike_local_or_at_a_url(
