@@ -424,7 +424,9 @@ class Watcher:
         try:
             # the rows stay in memory (they are the watcher's already): no temporary files to write
             # and scan again each round; and no client table, which watch does not show
-            analysis = analyze_facts(facts, self.paths, opts, None, clients=False, identities=self._identities)
+            analysis = analyze_facts(
+                facts, self.paths, opts, None, clients=False, identities=self._identities, lexsort_view=True
+            )
         except ErascopeError:
             return []  # headers alone so far: no traffic to analyze
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
