@@ -195,6 +195,7 @@ def analyze_facts(
     *,
     clients: bool = True,
     identities: Callable[[pl.LazyFrame, Traffic, Any], pl.DataFrame] | None = None,
+    lexsort_view: bool = False,
 ) -> Analysis:
     """The pipeline after reading: `facts` (per file, as `extract_files` returns them, in input order)
     to the analysis. `analyzer.watch` calls it with facts it read a piece at a time.
@@ -202,7 +203,8 @@ def analyze_facts(
     Takes `facts` over: the list is emptied, so the rows it holds go as soon as the rules read them.
     `spill` None keeps the rules' request view in memory; `clients=False` leaves out the client table
     (`Analysis.clients` stays None), which `watch` does not show. `identities`, when given, computes
-    the connections' client identities in place of `connection_identities` (`RuleContext.identities`).
+    the connections' client identities in place of `connection_identities` (`RuleContext.identities`);
+    `lexsort_view` sorts the rules' request view with numpy (`RuleContext.lexsort_view`).
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
@@ -231,6 +233,7 @@ def analyze_facts(
     analysis.rule_context = context = RuleContext.from_analysis(analysis, RuleOptions(), spill)
     if identities is not None:
         context.identities = identities
+    context.lexsort_view = lexsort_view
     analysis.servers = server_verdicts(
         messages, probes, inits, opts.inconsistency_window, traffic, identities=context.conn_clients
     )

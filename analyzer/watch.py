@@ -76,6 +76,14 @@ probed connections). A round at the 100 MB backlog still costs about 0.1 to 0.2 
 carry a small state per server and client across rounds (counts, the first evidence lines, the last
 run of each answer, open windows, the last era change; for the request view, its rows in order with
 the new ones merged in, which a client identity changing for an old connection reorders): not done.
+Carrying a frame while every step still reads it whole does not pay: the request view carried and
+merged (new rows placed by a binary search, renamed connections and peers filled in since taken out
+and merged in again) cost 27-34 ms a round at the 100 MB backlog against 18-20 ms built from scratch,
+as picking the new rows, taking the changed ones out and gathering the merged frame are passes over
+the history too, in some thirty polars calls (bench/README.md, 2026-12-02 07:50): what would have to
+be carried is each step's result (counts, first evidence, open windows), not its rows. The view is
+sorted by numpy's `lexsort` instead (`RuleContext.lexsort_view`): a round's pipeline at 100 MB 26-32 ms
+cheaper, its growth from 10 MB about 80 ms instead of 95-100.
 A round does skip what watch does not show: the client table, and temporary files for the request
 view (the rows are in memory already). Analyzing only the touched servers (above) takes the
 untouched ones' history out of a round, which the synthetic load hardly shows: each of its megabytes
@@ -418,7 +426,9 @@ class Watcher:
         try:
             # the rows stay in memory (they are the watcher's already): no temporary files to write
             # and scan again each round; and no client table, which watch does not show
-            analysis = analyze_facts(facts, self.paths, opts, None, clients=False, identities=self._identities)
+            analysis = analyze_facts(
+                facts, self.paths, opts, None, clients=False, identities=self._identities, lexsort_view=True
+            )
         except ErascopeError:
             return []  # headers alone so far: no traffic to analyze
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
