@@ -349,6 +349,8 @@ class Pump:
         seq, name = self._sequencer, self.name
         readv = os.readv
         feed = self._splitter.feed
+        carried = self._splitter._parts  # the splitter's carry-over (cleared in place, never replaced)
+        find = buf.find
         on_line = self._on_line
         try:
             while True:
@@ -375,9 +377,14 @@ class Pump:
                         self._forward = None
                         if self._on_forward_error is not None:
                             self._on_forward_error(exc)
-                # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
-                for line in feed(buf, n, borrow=True):
-                    on_line(line, True)
+                # Forwarded first; only now are lines taken out of the reused buffer for the recorder.
+                # One whole line in one read with nothing carried over is the common case: lent to
+                # `on_line` here as `feed(borrow=True)` would, without its call.
+                if not carried and find(b"\n", 0, n) == n - 1:
+                    on_line(view[: n - 1], True)
+                else:
+                    for line in feed(buf, n, borrow=True):
+                        on_line(line, True)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()
@@ -434,8 +441,12 @@ class Sequencer:
 
     def end(self, stream: str) -> None:
         """`stream` has recorded everything its last read caused."""
-        with self._lock:
-            if self._pending.pop(stream, None) is not None and self._held:
+        # Without the lock in the common case (nothing held), since this runs once per read. Safe
+        # because a holder pushes its record before it reads `_pending` (`_submit`), and this pops
+        # from `_pending` before it reads `_held` (each step atomic under the GIL): whichever comes
+        # second sees the other, so a held record is always released by one of the two.
+        if self._pending.pop(stream, None) is not None and self._held:
+            with self._lock:
                 self._release()
 
     def submit(self, record: dict[str, Any], ticket: int | None = None) -> None:
@@ -574,14 +585,14 @@ class StdioTee:
             batch_interval=WRITER_BATCH,
             rotate_age=rotate_age,
             retention=retention,
-            observer=self.stats.observe,
+            observer=self.stats.observe_all,
             chain_key=chain_key,
             **extra,
         )
         # Orders records and gates streams: c2s closes at linger-end, s2c at server-eof, stderr once
         # the server is gone and its stderr drained; a pump parked on a grandchild's pipe (or on a
         # client that never closes) can outlive its stream, but nothing it reads is recorded after.
-        self._seq = Sequencer(self.writer.write)
+        self._seq = Sequencer(self.writer.put)  # every record it gets is stamped (`_event`, the lines)
         self._on_c2s = self._line_recorder(fmt.C2S, fmt.FRAME, fmt.C2S)
         self._on_s2c = self._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C)
         self._on_stderr = self._line_recorder(fmt.STDERR, fmt.STDERR, None)
@@ -613,6 +624,7 @@ class StdioTee:
             **fields,
             fmt.F_TS: time.time(),
             fmt.F_MONO: time.monotonic(),
+            fmt.F_SERVER: self.server,  # where the writer would put it
         }
 
     def _lifecycle(self, event: str, **fields: object) -> None:
@@ -649,19 +661,40 @@ class StdioTee:
         )  # fmt: skip
         slow = self._line_record
 
-        def on_line(payload: bytes | memoryview, nl: bool) -> None:
+        # One dict display per line (a frame's, with its direction, or a stderr line's).
+        if direction is None:
+
+            def on_line(payload: bytes | memoryview, nl: bool) -> None:
+                try:
+                    raw = str(payload, "utf-8")  # decoded from the pump's buffer when it lends the line
+                except UnicodeDecodeError:
+                    record(stream, slow(rtype, bytes(payload), nl, direction))
+                    return
+                record(
+                    stream,
+                    {
+                        t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                        ts_key: clock(), mono_key: mono(), srv_key: server,
+                    },
+                )  # fmt: skip
+
+            return on_line
+
+        def on_frame(payload: bytes | memoryview, nl: bool) -> None:
             try:
-                raw = str(payload, "utf-8")  # decoded from the pump's buffer when it lends the line
+                raw = str(payload, "utf-8")
             except UnicodeDecodeError:
                 record(stream, slow(rtype, bytes(payload), nl, direction))
                 return
-            rec = {t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl}
-            if direction is not None:
-                rec[dir_key] = direction
-            rec[ts_key], rec[mono_key], rec[srv_key] = clock(), mono(), server
-            record(stream, rec)
+            record(
+                stream,
+                {
+                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                    dir_key: direction, ts_key: clock(), mono_key: mono(), srv_key: server,
+                },
+            )  # fmt: skip
 
-        return on_line
+        return on_frame
 
     def _on_stdin_broken(self, exc: OSError) -> None:
         self._seq.record(fmt.C2S, self._event(fmt.EV_STDIN_BROKEN, error=_describe(exc)))
