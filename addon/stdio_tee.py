@@ -264,7 +264,8 @@ class Pump:
     `on_line(payload, nl)` gets each line without its `\\n` (`nl` False only for the tail at EOF): bytes,
     or, for a line read whole in one read, a memoryview of the read buffer that is valid only during the
     call (a megabyte line is not copied just to be encoded; copy what must be kept).
-    `forward` raises OSError when the destination is gone; `on_forward_error` is then called once
+    `forward` is a function, or a file descriptor the pump writes to itself (one call less per read).
+    Forwarding raises OSError when the destination is gone; `on_forward_error` is then called once
     and the pump keeps reading and recording without forwarding (the bytes still reach the capture,
     and the source never blocks on a full pipe). At EOF `on_end(True)` runs after the tail line.
     With a `sequencer`, each read (data or EOF) takes a ticket under the pump's `name` before it is
@@ -279,7 +280,7 @@ class Pump:
     def __init__(
         self,
         src: int,
-        forward: Forward | None,
+        forward: Forward | int | None,
         on_line: Callable[[bytes | memoryview, bool], None],
         *,
         on_forward_error: Callable[[OSError], None] | None = None,
@@ -349,6 +350,8 @@ class Pump:
         seq, name = self._sequencer, self.name
         readv = os.readv
         feed = self._splitter.feed
+        write = os.write
+        forward_fd = self._forward if isinstance(self._forward, int) else None
         carried = self._splitter._parts  # the splitter's carry-over (cleared in place, never replaced)
         find = buf.find
         on_line = self._on_line
@@ -370,13 +373,18 @@ class Pump:
                     self.eof = True
                     break
                 # Relayed here, not in a method: this runs once per read on the relay path.
-                if self._forward is not None:
+                if forward_fd is not None:
                     try:
-                        self._forward(view[:n])
+                        if (sent := write(forward_fd, view[:n])) != n:  # a pipe took less than asked
+                            write_all(forward_fd, view[sent:n])
                     except OSError as exc:
-                        self._forward = None
-                        if self._on_forward_error is not None:
-                            self._on_forward_error(exc)
+                        forward_fd = None
+                        self._forward_failed(exc)
+                elif self._forward is not None:
+                    try:
+                        self._forward(view[:n])  # a function here
+                    except OSError as exc:
+                        self._forward_failed(exc)
                 # Forwarded first; only now are lines taken out of the reused buffer for the recorder.
                 # One whole line in one read with nothing carried over is the common case: lent to
                 # `on_line` here as `feed(borrow=True)` would, without its call.
@@ -399,6 +407,12 @@ class Pump:
             if seq is not None:
                 seq.end(name)
             self.done.set()
+
+
+    def _forward_failed(self, exc: OSError) -> None:
+        self._forward = None  # the destination is gone: read and record on, forward no more
+        if self._on_forward_error is not None:
+            self._on_forward_error(exc)
 
 
 class Sequencer:
@@ -817,7 +831,7 @@ class StdioTee:
         seq = self._seq
         s2c = Pump(
             proc.stdout.fileno(),
-            fd_forwarder(self.stdout_fd),
+            self.stdout_fd,
             self._on_s2c,
             on_forward_error=lambda exc: None,  # client gone: keep draining so the server never blocks
             on_end=lambda eof: self._on_server_end(seq.current[fmt.S2C]),
@@ -834,7 +848,7 @@ class StdioTee:
         )
         c2s = Pump(
             self.stdin_fd,
-            fd_forwarder(proc.stdin.fileno()),
+            proc.stdin.fileno(),
             self._on_c2s,
             on_forward_error=self._on_stdin_broken,
             on_end=self._on_client_end,
