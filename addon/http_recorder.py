@@ -627,7 +627,7 @@ class HttpRecorder:
                 rotate_age=self.rotate_age,
                 retention=self.retention,
                 on_retention=retention_logger.info,
-                observer=self.stats.observe,
+                observer=self.stats.observe_all,
                 chain_key=self.chain_key,
             )
             self._counted = (self._counted[0], self.writer)

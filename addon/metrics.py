@@ -1,7 +1,7 @@
 """The recorders' own health and what they see live: counters for the operator's monitoring.
 
-`LiveStats.observe` is given every record a recorder takes, on the capture writer's thread (never on a
-relay thread or the proxy's event loop), and keeps counters from them. `record http --metrics
+`LiveStats.observe_all` is given every record a recorder takes, batch by batch, on the capture writer's
+thread (never on a relay thread or the proxy's event loop), and keeps counters from them. `record http --metrics
 HOST:PORT` (the addon's `erascope_metrics`) serves them to Prometheus through the standard client
 library, from a registry and an HTTP server of their own; `record stdio` writes the same counters into
 the `recorder-end` record that closes its capture (see captures/FORMAT.md).
@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -189,7 +189,7 @@ class _Pending:
 
 
 class LiveStats:
-    """Counters kept from the records a recorder takes (call `observe` on the writer thread).
+    """Counters kept from the records a recorder takes (call `observe_all` or `observe` on the writer thread).
 
     Thread-safe: `snapshot()` may run on any thread (the metrics server's) while records arrive.
     """
@@ -230,61 +230,68 @@ class LiveStats:
     # --- observing --------------------------------------------------------------------------------
     def observe(self, record: dict[str, Any]) -> None:
         """Take one record into the counters (records of every type may come; unknown ones are ignored)."""
-        rtype = record.get(_TYPE)
-        if rtype == _FRAME:
-            # the common case, decided without the lock and with module-level names only (this runs
-            # for every line): a line that is neither a probe, nor an initialize, nor a possible
-            # answer to one (only this thread changes `_by_conn`)
-            if record.get(_DIR) == _C2S:
-                raw = record.get(_RAW)
-                if raw.__class__ is not str:
-                    return
-                if len(raw) < _SCAN_LIMIT:
-                    if _DISCOVER not in raw and _INITIALIZE not in raw:
-                        return
-                elif not _may_call(raw):
-                    return
-            elif not self._by_conn:
-                return
-        elif (
-            # nothing to settle when no probe awaits its answer, and no stream opens without `streamed`
-            rtype in (_HTTP_RESPONSE, _SSE_EVENT)
-            and not self._pending
-            and (rtype == _SSE_EVENT or not record.get("streamed"))
-        ):
-            return
-        with self._lock:
-            if rtype == fmt.FRAME:
-                self._frame(record)
-            elif rtype == fmt.HTTP_REQUEST:
-                self.flows += 1
-                raw = record.get(fmt.F_RAW)
-                if isinstance(raw, str) and _may_call(raw):  # else no key to build
-                    self._request(("f", str(record.get("flow"))), raw, record.get(fmt.F_SERVER))
-            elif rtype == fmt.HTTP_RESPONSE:
-                self._response(record)
-            elif rtype == fmt.SSE_EVENT:
-                pending = self._pending.get(("f", str(record.get("flow"))))
-                if pending is not None:
-                    msg = _json(record.get(fmt.F_RAW))
-                    if isinstance(msg, dict) and ("result" in msg or "error" in msg) and _id(msg) == pending.id:
-                        self._settle(("f", str(record.get("flow"))), msg, None)
-            elif rtype == fmt.SSE_END:
-                self.sse_open = max(0, self.sse_open - 1)
-                key = ("f", str(record.get("flow")))
-                if key in self._pending and record.get("how") in _SSE_DEATHS:
-                    self._died(key, CONNECTION_DIED)
-                self._pending.pop(key, None)
-            elif rtype == fmt.HTTP_ERROR:
-                kind = str(record.get("kind"))
-                if kind != _NOT_UPSTREAM:
-                    self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
-                key = ("f", str(record.get("flow")))
-                if key in self._pending and kind in _HTTP_DEATHS:
-                    self._died(key, CONNECTION_DIED)
-                self._pending.pop(key, None)
-            elif rtype == fmt.LIFECYCLE:
-                self._lifecycle(record)
+        self.observe_all((record,))
+
+    def observe_all(self, records: Sequence[dict[str, Any]]) -> None:
+        """`observe` each of `records`, in order: what the capture writer calls with each batch it
+        takes, so a record that changes nothing costs no call of its own."""
+        by_conn, awaiting = self._by_conn, self._pending  # never replaced, changed on this thread only
+        for record in records:
+            rtype = record.get(_TYPE)
+            if rtype == _FRAME:
+                # the common case, decided without the lock and with module-level names only (this runs
+                # for every line): a line that is neither a probe, nor an initialize, nor a possible
+                # answer to one (only this thread changes `_by_conn`)
+                if record.get(_DIR) == _C2S:
+                    raw = record.get(_RAW)
+                    if raw.__class__ is not str:
+                        continue
+                    if len(raw) < _SCAN_LIMIT:
+                        if _DISCOVER not in raw and _INITIALIZE not in raw:
+                            continue
+                    elif not _may_call(raw):
+                        continue
+                elif not by_conn:
+                    continue
+            elif (
+                # nothing to settle when no probe awaits its answer, and no stream opens without `streamed`
+                rtype in (_HTTP_RESPONSE, _SSE_EVENT)
+                and not awaiting
+                and (rtype == _SSE_EVENT or not record.get("streamed"))
+            ):
+                continue
+            with self._lock:
+                if rtype == fmt.FRAME:
+                    self._frame(record)
+                elif rtype == fmt.HTTP_REQUEST:
+                    self.flows += 1
+                    raw = record.get(fmt.F_RAW)
+                    if isinstance(raw, str) and _may_call(raw):  # else no key to build
+                        self._request(("f", str(record.get("flow"))), raw, record.get(fmt.F_SERVER))
+                elif rtype == fmt.HTTP_RESPONSE:
+                    self._response(record)
+                elif rtype == fmt.SSE_EVENT:
+                    pending = self._pending.get(("f", str(record.get("flow"))))
+                    if pending is not None:
+                        msg = _json(record.get(fmt.F_RAW))
+                        if isinstance(msg, dict) and ("result" in msg or "error" in msg) and _id(msg) == pending.id:
+                            self._settle(("f", str(record.get("flow"))), msg, None)
+                elif rtype == fmt.SSE_END:
+                    self.sse_open = max(0, self.sse_open - 1)
+                    key = ("f", str(record.get("flow")))
+                    if key in self._pending and record.get("how") in _SSE_DEATHS:
+                        self._died(key, CONNECTION_DIED)
+                    self._pending.pop(key, None)
+                elif rtype == fmt.HTTP_ERROR:
+                    kind = str(record.get("kind"))
+                    if kind != _NOT_UPSTREAM:
+                        self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
+                    key = ("f", str(record.get("flow")))
+                    if key in self._pending and kind in _HTTP_DEATHS:
+                        self._died(key, CONNECTION_DIED)
+                    self._pending.pop(key, None)
+                elif rtype == fmt.LIFECYCLE:
+                    self._lifecycle(record)
 
     def _request(self, key: tuple[str, ...], raw: str, server: object) -> bool:
         """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`)."""

@@ -264,7 +264,8 @@ class Pump:
     `on_line(payload, nl)` gets each line without its `\\n` (`nl` False only for the tail at EOF): bytes,
     or, for a line read whole in one read, a memoryview of the read buffer that is valid only during the
     call (a megabyte line is not copied just to be encoded; copy what must be kept).
-    `forward` raises OSError when the destination is gone; `on_forward_error` is then called once
+    `forward` is a function, or a file descriptor the pump writes to itself (one call less per read).
+    Forwarding raises OSError when the destination is gone; `on_forward_error` is then called once
     and the pump keeps reading and recording without forwarding (the bytes still reach the capture,
     and the source never blocks on a full pipe). At EOF `on_end(True)` runs after the tail line.
     With a `sequencer`, each read (data or EOF) takes a ticket under the pump's `name` before it is
@@ -279,7 +280,7 @@ class Pump:
     def __init__(
         self,
         src: int,
-        forward: Forward | None,
+        forward: Forward | int | None,
         on_line: Callable[[bytes | memoryview, bool], None],
         *,
         on_forward_error: Callable[[OSError], None] | None = None,
@@ -349,6 +350,10 @@ class Pump:
         seq, name = self._sequencer, self.name
         readv = os.readv
         feed = self._splitter.feed
+        write = os.write
+        forward_fd = self._forward if isinstance(self._forward, int) else None
+        carried = self._splitter._parts  # the splitter's carry-over (cleared in place, never replaced)
+        find = buf.find
         on_line = self._on_line
         try:
             while True:
@@ -368,16 +373,26 @@ class Pump:
                     self.eof = True
                     break
                 # Relayed here, not in a method: this runs once per read on the relay path.
-                if self._forward is not None:
+                if forward_fd is not None:
                     try:
-                        self._forward(view[:n])
+                        if (sent := write(forward_fd, view[:n])) != n:  # a pipe took less than asked
+                            write_all(forward_fd, view[sent:n])
                     except OSError as exc:
-                        self._forward = None
-                        if self._on_forward_error is not None:
-                            self._on_forward_error(exc)
-                # Forwarded first; only now are lines copied out of the reused buffer for the recorder.
-                for line in feed(buf, n, borrow=True):
-                    on_line(line, True)
+                        forward_fd = None
+                        self._forward_failed(exc)
+                elif self._forward is not None:
+                    try:
+                        self._forward(view[:n])  # a function here
+                    except OSError as exc:
+                        self._forward_failed(exc)
+                # Forwarded first; only now are lines taken out of the reused buffer for the recorder.
+                # One whole line in one read with nothing carried over is the common case: lent to
+                # `on_line` here as `feed(borrow=True)` would, without its call.
+                if not carried and find(b"\n", 0, n) == n - 1:
+                    on_line(view[: n - 1], True)
+                else:
+                    for line in feed(buf, n, borrow=True):
+                        on_line(line, True)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()
@@ -392,6 +407,12 @@ class Pump:
             if seq is not None:
                 seq.end(name)
             self.done.set()
+
+
+    def _forward_failed(self, exc: OSError) -> None:
+        self._forward = None  # the destination is gone: read and record on, forward no more
+        if self._on_forward_error is not None:
+            self._on_forward_error(exc)
 
 
 class Sequencer:
@@ -434,8 +455,12 @@ class Sequencer:
 
     def end(self, stream: str) -> None:
         """`stream` has recorded everything its last read caused."""
-        with self._lock:
-            if self._pending.pop(stream, None) is not None and self._held:
+        # Without the lock in the common case (nothing held), since this runs once per read. Safe
+        # because a holder pushes its record before it reads `_pending` (`_submit`), and this pops
+        # from `_pending` before it reads `_held` (each step atomic under the GIL): whichever comes
+        # second sees the other, so a held record is always released by one of the two.
+        if self._pending.pop(stream, None) is not None and self._held:
+            with self._lock:
                 self._release()
 
     def submit(self, record: dict[str, Any], ticket: int | None = None) -> None:
@@ -574,14 +599,14 @@ class StdioTee:
             batch_interval=WRITER_BATCH,
             rotate_age=rotate_age,
             retention=retention,
-            observer=self.stats.observe,
+            observer=self.stats.observe_all,
             chain_key=chain_key,
             **extra,
         )
         # Orders records and gates streams: c2s closes at linger-end, s2c at server-eof, stderr once
         # the server is gone and its stderr drained; a pump parked on a grandchild's pipe (or on a
         # client that never closes) can outlive its stream, but nothing it reads is recorded after.
-        self._seq = Sequencer(self.writer.write)
+        self._seq = Sequencer(self.writer.put)  # every record it gets is stamped (`_event`, the lines)
         self._on_c2s = self._line_recorder(fmt.C2S, fmt.FRAME, fmt.C2S)
         self._on_s2c = self._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C)
         self._on_stderr = self._line_recorder(fmt.STDERR, fmt.STDERR, None)
@@ -613,6 +638,7 @@ class StdioTee:
             **fields,
             fmt.F_TS: time.time(),
             fmt.F_MONO: time.monotonic(),
+            fmt.F_SERVER: self.server,  # where the writer would put it
         }
 
     def _lifecycle(self, event: str, **fields: object) -> None:
@@ -649,19 +675,40 @@ class StdioTee:
         )  # fmt: skip
         slow = self._line_record
 
-        def on_line(payload: bytes | memoryview, nl: bool) -> None:
+        # One dict display per line (a frame's, with its direction, or a stderr line's).
+        if direction is None:
+
+            def on_line(payload: bytes | memoryview, nl: bool) -> None:
+                try:
+                    raw = str(payload, "utf-8")  # decoded from the pump's buffer when it lends the line
+                except UnicodeDecodeError:
+                    record(stream, slow(rtype, bytes(payload), nl, direction))
+                    return
+                record(
+                    stream,
+                    {
+                        t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                        ts_key: clock(), mono_key: mono(), srv_key: server,
+                    },
+                )  # fmt: skip
+
+            return on_line
+
+        def on_frame(payload: bytes | memoryview, nl: bool) -> None:
             try:
-                raw = str(payload, "utf-8")  # decoded from the pump's buffer when it lends the line
+                raw = str(payload, "utf-8")
             except UnicodeDecodeError:
                 record(stream, slow(rtype, bytes(payload), nl, direction))
                 return
-            rec = {t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl}
-            if direction is not None:
-                rec[dir_key] = direction
-            rec[ts_key], rec[mono_key], rec[srv_key] = clock(), mono(), server
-            record(stream, rec)
+            record(
+                stream,
+                {
+                    t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
+                    dir_key: direction, ts_key: clock(), mono_key: mono(), srv_key: server,
+                },
+            )  # fmt: skip
 
-        return on_line
+        return on_frame
 
     def _on_stdin_broken(self, exc: OSError) -> None:
         self._seq.record(fmt.C2S, self._event(fmt.EV_STDIN_BROKEN, error=_describe(exc)))
@@ -784,7 +831,7 @@ class StdioTee:
         seq = self._seq
         s2c = Pump(
             proc.stdout.fileno(),
-            fd_forwarder(self.stdout_fd),
+            self.stdout_fd,
             self._on_s2c,
             on_forward_error=lambda exc: None,  # client gone: keep draining so the server never blocks
             on_end=lambda eof: self._on_server_end(seq.current[fmt.S2C]),
@@ -801,7 +848,7 @@ class StdioTee:
         )
         c2s = Pump(
             self.stdin_fd,
-            fd_forwarder(proc.stdin.fileno()),
+            proc.stdin.fileno(),
             self._on_c2s,
             on_forward_error=self._on_stdin_broken,
             on_end=self._on_client_end,

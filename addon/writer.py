@@ -115,7 +115,7 @@ class CaptureWriter:
         rotate_age: float | None = None,
         retention: Retention | None = None,
         on_retention: Callable[[str], None] | None = None,
-        observer: Callable[[dict[str, Any]], None] | None = None,
+        observer: Callable[[list[dict[str, Any]]], None] | None = None,
         chain_key: bytes | None = None,
         chain_alg: str | None = None,
     ) -> None:
@@ -126,8 +126,9 @@ class CaptureWriter:
         self.rotate_age = rotate_age
         """Seconds after which a part is rotated out (None: by size only)."""
         self._observer = observer
-        """Called on the writer thread with every record taken (written or lost): live counters that
-        must not cost the relay or the proxy's event loop anything (see `addon.metrics`)."""
+        """Called on the writer thread with every batch of records taken (written or lost), in order:
+        live counters that must not cost the relay or the proxy's event loop anything (see
+        `addon.metrics`). One call per batch, not per record: the records come many at a time."""
         self.fsync_interval = fsync_interval
         self.batch_interval = batch_interval
         """When > 0, the writer thread naps this long whenever it has caught up, so records that arrive
@@ -213,6 +214,16 @@ class CaptureWriter:
             record[fmt.F_SERVER] = self.server
         self._queue.put(record)
 
+    def put(self, record: dict[str, Any]) -> None:
+        """`write` for a record that carries its `ts`, `mono` and `server` already: queued as it is.
+
+        For a recorder that stamps its records when it makes them (the stdio tee, once per line).
+        """
+        if self._closed:
+            self.lost += 1
+            return
+        self._queue.put(record)
+
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until every record queued before this call was written (or counted lost).
 
@@ -253,7 +264,7 @@ class CaptureWriter:
         empty = self._queue.empty
         while True:
             try:
-                item = get(timeout=None if self.rotate_age is None else self._age_left())
+                item = get(True, None if self.rotate_age is None else self._age_left())  # positional: cheaper
             except queue.Empty:  # the open part came of age while no record arrived
                 if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
@@ -305,8 +316,7 @@ class CaptureWriter:
         observer = self._observer
         assert observer is not None
         try:
-            for record in batch:
-                observer(record)
+            observer(batch)
         except Exception as exc:  # counters are best effort; the capture is what matters
             self._observer = None
             if self._on_error is not None:
@@ -344,7 +354,11 @@ class CaptureWriter:
                         size = 0
                         continue
                 if not lines:
-                    if not self._ready_for(line):
+                    # `_ready_for`'s test first, so a line that fits the open part costs no call
+                    if (
+                        self._fd is None
+                        or self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
+                    ) and not self._ready_for(line):
                         size = 0
                         continue
                     limit = min(_BATCH_BYTES, self.rotate_bytes - self._part_bytes - self._end_bytes)

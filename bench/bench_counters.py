@@ -49,7 +49,7 @@ def _write(records: list[dict[str, Any]], counted: bool) -> float:
     out = Path(tempfile.mkdtemp(prefix="erascope-bench-"))
     try:
         w = CaptureWriter(
-            out, transport=fmt.STDIO, server="bench", observer=LiveStats().observe if counted else None
+            out, transport=fmt.STDIO, server="bench", observer=LiveStats().observe_all if counted else None
         )
         start = time.process_time()
         for rec in records:

@@ -94,9 +94,19 @@ def init(i: Any = 1) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": i, "method": INIT, "params": {"protocolVersion": "2025-11-25"}}
 
 
+_BATCHED: dict[int, tuple[LiveStats, LiveStats]] = {}
+"""Per `LiveStats` fed by `feed`: itself (kept alive, so its id stays its own) and its batched twin."""
+
+
 def feed(stats: LiveStats, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """`stats` after observing `records` one by one; a twin fed the same records in batches (as the
+    capture writer hands them over, `observe_all`) must hold the same counters."""
+    _, batched = _BATCHED.setdefault(id(stats), (stats, LiveStats(stats.max_servers)))
     for r in records:
         stats.observe(r)
+    for start in range(0, len(records), 3):
+        batched.observe_all([dict(r) for r in records[start : start + 3]])
+    assert batched.snapshot() == stats.snapshot()
     return stats.snapshot()
 
 

@@ -145,8 +145,11 @@ def test_splitter_examples() -> None:
 # --- Pump over pipes ---------------------------------------------------------------------------------
 
 
-def pump_through_pipes(data: bytes, chunk_size: int) -> tuple[bytes, list[tuple[bytes, bool]], bool]:
-    """Run one Pump between two pipes: feed `data` in, collect what comes out and what was recorded."""
+def pump_through_pipes(
+    data: bytes, chunk_size: int, by_fd: bool = False
+) -> tuple[bytes, list[tuple[bytes, bool]], bool]:
+    """Run one Pump between two pipes: feed `data` in, collect what comes out and what was recorded.
+    `by_fd`: the pump is given the destination's descriptor instead of a forward function."""
     src_r, src_w = os.pipe()
     dst_r, dst_w = os.pipe()
     recorded: list[tuple[bytes, bool]] = []
@@ -168,9 +171,8 @@ def pump_through_pipes(data: bytes, chunk_size: int) -> tuple[bytes, list[tuple[
         ended.append(eof)
         os.close(dst_w)  # as the tee does: the destination sees EOF when the source did
 
-    pump = Pump(
-        src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((bytes(p), nl)), on_end=on_end, chunk_size=chunk_size
-    )
+    forward = dst_w if by_fd else fd_forwarder(dst_w)
+    pump = Pump(src_r, forward, lambda p, nl: recorded.append((bytes(p), nl)), on_end=on_end, chunk_size=chunk_size)
     threads = [threading.Thread(target=feed), threading.Thread(target=drain)]
     for t in threads:
         t.start()
@@ -183,25 +185,25 @@ def pump_through_pipes(data: bytes, chunk_size: int) -> tuple[bytes, list[tuple[
     return bytes(received), recorded, ended == [True]
 
 
-@given(data=streams, chunk_size=st.integers(min_value=1, max_value=1 << 20))
+@given(data=streams, chunk_size=st.integers(min_value=1, max_value=1 << 20), by_fd=st.booleans())
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_pump_relays_exactly_and_records_every_line(data: bytes, chunk_size: int) -> None:
-    out, recorded, eof = pump_through_pipes(data, chunk_size)
+def test_pump_relays_exactly_and_records_every_line(data: bytes, chunk_size: int, by_fd: bool) -> None:
+    out, recorded, eof = pump_through_pipes(data, chunk_size, by_fd)
     assert out == data
     assert recorded == lines_of(data)
     assert eof
 
 
-def test_pump_keeps_recording_when_destination_is_gone() -> None:
+@pytest.mark.parametrize("by_fd", [False, True])
+def test_pump_keeps_recording_when_destination_is_gone(by_fd: bool) -> None:
     """EPIPE on the destination (a dead server's stdin) is reported once; later lines are still recorded."""
     src_r, src_w = os.pipe()
     dst_r, dst_w = os.pipe()
     os.close(dst_r)
     errors: list[OSError] = []
     recorded: list[tuple[bytes, bool]] = []
-    pump = Pump(
-        src_r, fd_forwarder(dst_w), lambda p, nl: recorded.append((bytes(p), nl)), on_forward_error=errors.append
-    )
+    forward = dst_w if by_fd else fd_forwarder(dst_w)
+    pump = Pump(src_r, forward, lambda p, nl: recorded.append((bytes(p), nl)), on_forward_error=errors.append)
     pump.start()
     os.write(src_w, b"one\ntwo\n")
     os.write(src_w, b"three")

@@ -30,6 +30,20 @@ def frame(i: int, size: int = 10) -> dict[str, Any]:
     return {fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c1", fmt.F_DIR: fmt.C2S, "i": i, **fmt.payload_fields(b"x" * size)}
 
 
+def test_put_queues_a_stamped_record_as_it_is_and_counts_it_lost_once_closed(tmp_path: Path) -> None:
+    w, messages = make(tmp_path)
+    stamped = {**frame(1), fmt.F_TS: 1.5, fmt.F_MONO: 2.5, fmt.F_SERVER: "other"}
+    w.put(stamped)
+    w.write(frame(2))
+    w.close()
+    w.put({**frame(3), fmt.F_TS: 1.5, fmt.F_MONO: 2.5, fmt.F_SERVER: "srv"})
+    records = [r for r in read_records(w.paths[0]) if r[fmt.F_TYPE] == fmt.FRAME]
+    assert [r["i"] for r in records] == [1, 2] and [r[fmt.F_SEQ] for r in records] == [1, 2]
+    assert (records[0][fmt.F_TS], records[0][fmt.F_MONO], records[0][fmt.F_SERVER]) == (1.5, 2.5, "other")
+    assert records[1][fmt.F_SERVER] == "srv"
+    assert w.lost == 1 and messages == []
+
+
 def test_header_first_and_fields(tmp_path: Path) -> None:
     w, messages = make(tmp_path, header_extra={"argv": ["srv", "--x"], "redaction": {"mode": "default"}})
     w.write(frame(1))

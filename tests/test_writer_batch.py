@@ -58,12 +58,12 @@ class Syscalls:
 
 
 def held_writer(out: Path, **kw: Any) -> tuple[CaptureWriter, threading.Event, list[str]]:
-    """A writer whose thread stops inside the observer of its first record until the event is set, so
-    that the records queued meanwhile are all waiting when it comes back for more."""
+    """A writer whose thread stops inside the observer of its first batch (its first record) until the
+    event is set, so that the records queued meanwhile are all waiting when it comes back for more."""
     release = threading.Event()
     held = threading.Event()
 
-    def observer(record: dict[str, Any]) -> None:
+    def observer(records: list[dict[str, Any]]) -> None:
         if not held.is_set():
             held.set()
             assert release.wait(10)
