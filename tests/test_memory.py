@@ -117,7 +117,7 @@ def test_the_double_answer_check_holds_little_beside_the_answers() -> None:
     """Whether a request was answered twice is checked over every answer, in the middle of the
     analysis. Seq numbers rarely fit 32 bits (a record's seq times the batch member slots), and a
     struct of (capture, seq) was encoded row by row for that: +149 MB of heap for 613 k answers,
-    the 2 GB analysis' peak (bench/README.md, 2026-12-02 08:20)."""
+    the 2 GB analysis' peak (bench/README.md, 2026-12-02 07:50)."""
     import threading
     import time
 
