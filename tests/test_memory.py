@@ -102,3 +102,71 @@ def test_reading_captures_interns_none_of_their_names(tmp_path: Path) -> None:
 def test_source_entries_told_as_pathlib_tells_them(path: str) -> None:
     p = Path(path)
     assert is_source_entry(path) == (p.suffix == ".json" and p.parent.name == SOURCES_DIR)
+
+
+def _heap_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RssAnon from /proc")
+def test_the_double_answer_check_holds_little_beside_the_answers() -> None:
+    """Whether a request was answered twice is checked over every answer, in the middle of the
+    analysis. Seq numbers rarely fit 32 bits (a record's seq times the batch member slots), and a
+    struct of (capture, seq) was encoded row by row for that: +149 MB of heap for 613 k answers,
+    the 2 GB analysis' peak (bench/README.md, 2026-12-02 07:50)."""
+    import threading
+    import time
+
+    import polars as pl
+
+    from analyzer.rules.context import _answered_twice
+
+    rows = 600_000
+    names = [f"/captures/host-{i:03d}/20261130T012953.932967Z_some-server_{i}_599ea2.000.jsonl" for i in range(80)]
+    answers = pl.DataFrame(
+        {
+            "capture": pl.Series([names[i % 80] for i in range(rows)]).cast(pl.Categorical()),
+            "seq": pl.int_range(rows, eager=True).cast(pl.Int64()) * 4096 + (1 << 33),
+        }
+    )
+    peak = base = _heap_mb()
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _heap_mb())
+            time.sleep(0.001)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        assert not _answered_twice(answers)
+    finally:
+        done.set()
+        sampler.join()
+    size = answers.estimated_size() / 2**20  # 7 MB
+    assert peak - base < 8 * size, f"{peak - base:.0f} MB of heap over {size:.0f} MB of answers"
+
+
+def test_the_double_answer_check_beyond_32_bits() -> None:
+    """Exact on seq numbers that do not fit 32 bits: equal seqs of two captures are no double
+    answer, a seq missing twice in one capture is one."""
+    import polars as pl
+
+    from analyzer.rules.context import _answered_twice
+
+    def frame(captures: list[str], seqs: list[int | None]) -> pl.DataFrame:
+        return pl.DataFrame(
+            {"capture": pl.Series(captures).cast(pl.Categorical()), "seq": pl.Series(seqs, dtype=pl.Int64())}
+        )
+
+    big = 1 << 40
+    assert not _answered_twice(frame(["a", "b", "a"], [big, big, -big]))
+    assert _answered_twice(frame(["a", "b", "a"], [big, 1, big]))
+    assert not _answered_twice(frame(["a", "b", "a"], [None, None, big]))
+    assert _answered_twice(frame(["a", "b", "a"], [None, big, None]))
