@@ -28,6 +28,7 @@ the parts are read. `compact` writes them again whenever they are stale.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -452,34 +453,56 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
 def _read_condensed(files: list[_Archived]) -> None:
     """Each file's messages and traffic from its `_condensed` frames, as reading its rows gives them.
 
-    Every frame is read whole now, all at once (`collect_all` reads them in parallel): a frame that
-    is damaged is an error here, with its name, not in the middle of the rules.
+    Every frame is read whole now, all at once: a frame that is damaged is an error here, not in the
+    middle of the rules. The frames of one kind are read by one scan of every file's, in input
+    order (`collect_all` reads the six in parallel), and each file gets its own slice of the rows
+    by the row counts its entry gives: a query per file and frame costs more than reading them
+    (294 frames of 49 files at 1 GB of captures: 0.37 s of CPU against 0.23 s). A frame of another
+    kind fails the scan; one with other rows than its entry says fails the count of its kind.
     """
-    wanted = [(f, kind) for f in files for kind in CONDENSED_SCHEMAS]
-    scans = [pl.scan_parquet((f.condensed or {})[kind][0], glob=False, hive_partitioning=False) for f, kind in wanted]
+    if not files:
+        return
+    kinds = list(CONDENSED_SCHEMAS)
+    scans = [
+        pl.scan_parquet([(f.condensed or {})[kind][0] for f in files], glob=False, hive_partitioning=False)
+        for kind in kinds
+    ]
     try:
-        collected = pl.collect_all(scans) if scans else []
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ErascopeError(
-            f"archive {files[0].root}: a condensed frame cannot be read ({exc}); {_COMPACT_AGAIN}"
-        ) from None
-    frames: dict[tuple[int, str], pl.DataFrame] = {}
-    for (f, kind), frame in zip(wanted, collected, strict=True):
-        path, rows = (f.condensed or {})[kind]
-        if dict(frame.schema) != CONDENSED_SCHEMAS[kind] or frame.height != rows:
-            raise ErascopeError(f"{path}: not the condensed {kind} this erascope wrote for its entry; {_COMPACT_AGAIN}")
-        frames[id(f), kind] = frame
-    for f in files:
-        requests = frames[id(f), "requests"]
-        f.facts.messages = frames[id(f), "messages"]
+        collected = pl.collect_all(scans)
+    except (pl.exceptions.PolarsError, OSError):
+        raise ErascopeError(_damaged(files)) from None
+    frames: dict[str, list[pl.DataFrame]] = {}
+    for kind, frame in zip(kinds, collected, strict=True):
+        rows = [(f.condensed or {})[kind][1] for f in files]
+        if dict(frame.schema) != CONDENSED_SCHEMAS[kind] or frame.height != sum(rows):
+            raise ErascopeError(_damaged(files))
+        offsets = itertools.accumulate(rows, initial=0)
+        frames[kind] = [frame.slice(offset, n) for offset, n in zip(offsets, rows, strict=False)]
+    for n, f in enumerate(files):
+        requests = frames["requests"][n]
+        f.facts.messages = frames["messages"][n]
         f.facts.traffic = Traffic(
-            conns=frames[id(f), "conns"],
-            sessions=frames[id(f), "sessions"],
-            servers=frames[id(f), "servers"],
-            answers=frames[id(f), "answers"],
+            conns=frames["conns"][n],
+            sessions=frames["sessions"][n],
+            servers=frames["servers"][n],
+            answers=frames["answers"][n],
             requests=requests if requests.height else None,
             rows=f.condensed_rows,
         )
+
+
+def _damaged(files: list[_Archived]) -> str:
+    """What is wrong with the first damaged condensed frame of `files`, named: the frames read one by
+    one, which only a damaged archive pays for (`_read_condensed` read them together)."""
+    for f in files:
+        for kind, (path, rows) in (f.condensed or {}).items():
+            try:
+                frame = pl.read_parquet(path, glob=False, hive_partitioning=False)
+            except (pl.exceptions.PolarsError, OSError) as exc:
+                return f"{path}: a condensed frame that cannot be read ({exc}); {_COMPACT_AGAIN}"
+            if dict(frame.schema) != CONDENSED_SCHEMAS.get(kind) or frame.height != rows:
+                return f"{path}: not the condensed {kind} this erascope wrote for its entry; {_COMPACT_AGAIN}"
+    return f"archive {files[0].root}: the condensed frames do not add up to their entries; {_COMPACT_AGAIN}"
 
 
 def _moved_bytes(files: list[_Archived]) -> int:

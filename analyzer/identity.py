@@ -99,6 +99,13 @@ def _named_rows(messages: pl.DataFrame | pl.LazyFrame, moved: Rows | None, keys:
     return rows.sort("ts", "seq", nulls_last=True, maintain_order=True)
 
 
+def _conn_code() -> pl.Expr:
+    """A connection's (server, conn) categoricals as one 64-bit integer: codes are process-wide (equal
+    strings, equal codes), and a null server is a value of its own (`conn` is never null here)."""
+    server = (pl.col("server").to_physical().cast(pl.UInt64()) + 1).fill_null(0)
+    return (server * (1 << 32) + pl.col("conn").to_physical().cast(pl.UInt64())).alias("_key")
+
+
 def connection_identities(messages: pl.DataFrame | pl.LazyFrame, traffic: Traffic, moved: Rows | None) -> pl.DataFrame:
     """One row per (server, conn) of `traffic.conns`: its client identity (`IDENTITIES_SCHEMA`).
 
@@ -106,32 +113,38 @@ def connection_identities(messages: pl.DataFrame | pl.LazyFrame, traffic: Traffi
     (`Traffic.requests`, which the caller may have released from `traffic` already).
     """
     keys = ["server", "conn"]
-    rows = _named_rows(messages, moved, keys).lazy()
-
-    def first(value: list[str], where: pl.Expr) -> pl.LazyFrame:
-        """The earliest row's `value` columns per connection among the rows `where` keeps."""
-        # `rows` are in (ts, seq) order: the first of each connection is the earliest
-        return rows.filter(where).unique(keys, keep="first").select(*keys, *value).pipe(as_strings)
-
+    rows = _named_rows(messages, moved, keys)
     # loading falls back to the User-Agent in client_name; only a differing name is clientInfo
     is_info = pl.col("client_name").is_not_null() & (
         pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent"))
     )
-    infos = first(["client_name", "client_version"], is_info).rename(
-        {"client_name": "name", "client_version": "version"}
+    # `rows` are in (ts, seq) order and a group's rows keep it: the first of each part is the
+    # earliest. One group-by for every part, on one integer per connection when the keys are
+    # categoricals (grouping by the two columns encodes every row's pair first).
+    if all(rows.schema[k] == pl.Categorical() for k in keys):
+        by: list[pl.Expr] = [_conn_code()]
+        carried = [pl.col(k).first() for k in keys]
+    else:
+        by, carried = [pl.col(k) for k in keys], []
+    parts = (
+        rows.lazy()
+        .group_by(by)
+        .agg(
+            *carried,
+            pl.col("client_name").filter(is_info).first().alias("name"),
+            pl.col("client_version").filter(is_info).first().alias("version"),
+            pl.col("user_agent").drop_nulls().first(),
+            pl.col("client_addr").drop_nulls().first().cast(pl.String()).alias("address"),
+            pl.col("host_process").drop_nulls().first(),
+        )
+        .select(*keys, *PARTS)
+        .pipe(as_strings)
+        .with_columns(pl.col("address").str.replace(_HOST_PORT, "${1}"))
     )
-    agents = first(["user_agent"], pl.col("user_agent").is_not_null())
-    addresses = first(["client_addr"], pl.col("client_addr").is_not_null()).select(
-        *keys, address=pl.col("client_addr").str.replace(_HOST_PORT, "${1}")
-    )
-    hosts = first(["host_process"], pl.col("host_process").is_not_null())
     own = (
         traffic.conns.lazy()
         .pipe(as_strings)
-        .join(infos, on=keys, how="left")
-        .join(agents, on=keys, how="left")
-        .join(addresses, on=keys, how="left")
-        .join(hosts, on=keys, how="left")
+        .join(parts, on=keys, how="left")
         .with_columns(_own=pl.struct(*PARTS), _named=pl.col("name").is_not_null())
     )
     # session ids come from `traffic`: condensing dropped rows that carry them

@@ -341,6 +341,7 @@ def test_a_damaged_condensed_frame_is_a_clear_error(caps: Path, tmp_path: Path, 
     result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
     assert result.exit_code == 2, result.output
     assert "condensed" in result.stderr and "compact --force" in result.stderr
+    assert target.name in result.stderr.replace("\n", "")  # which frame, not only that one is damaged
 
 
 @pytest.mark.parametrize("stale", ["version", "polars", "missing"])

@@ -209,9 +209,11 @@ def test_a_request_answered_twice_keeps_its_first_answer(tmp_path: Path, big_seq
     assert answers.select("seq", "resp_line", pl.col("resp_kind").cast(pl.String)).rows() == [
         ((base + 1) * MEMBER_SLOTS, 3, "response")
     ]
-    both = pl.DataFrame({"capture": ["c", "c", "d"], "seq": [base + 1, base + 1, base + 1]})
-    both = both.with_columns(pl.col("capture").cast(pl.Categorical()))
-    assert _answered_twice(both) and not _answered_twice(both.slice(1))
+    # seqs of every size: the check packs the capture's code and seq into one integer when both fit
+    for seq in (base + 1, (base + 1) * MEMBER_SLOTS, (1 << 63) - 1):
+        both = pl.DataFrame({"capture": ["c", "c", "d", "e"], "seq": [seq, seq, seq, seq - 1]})
+        both = both.with_columns(pl.col("capture").cast(pl.Categorical()))
+        assert _answered_twice(both) and not _answered_twice(both.slice(1))
 
 
 def _lifecycle(analysis: object) -> list[str]:

@@ -521,22 +521,29 @@ def _lexsorted(keys: pl.DataFrame) -> pl.Series:
 
 
 def _answered_twice(answers: pl.DataFrame) -> bool:
-    """Whether two rows of `answers` share (capture, seq), checked on one integer per row.
+    """Whether two rows of `answers` share (capture, seq), checked on one integer per row: the capture's
+    categorical code (plus one, so a missing capture is a value of its own) above the seq's bits.
 
-    When seq does not fit 32 bits (the generator's and long captures' do), its dense rank does:
-    distinct seqs keep distinct ranks. A struct of both columns, or a group-by on both, is encoded
-    row by row first: +149 MB for 613 k answers (the 2 GB analysis' peak), against +35 MB ranked.
+    A struct of both columns is encoded row by row first: +149 MB for 613 k answers (the 2 GB
+    analysis' peak) and five times the time. Seqs leave room for batch members
+    (`analyzer.messages.MEMBER_SLOTS`, 20 bits), so 1 GB of captures has seqs of 39 bits; when they
+    do not fit beside the code, their dense ranks do (distinct seqs keep distinct ranks).
     """
     seq = answers.get_column("seq")
     if seq.is_empty():
         return False
+    code = pl.col("capture").cast(pl.Categorical()).to_physical().cast(pl.UInt64()) + 1
+    top = answers.select(code.max()).item() or 0
     lo, hi = seq.min(), seq.max()
-    fits = isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and hi < 1 << 32 and seq.null_count() == 0
-    if not fits:
-        # ranks start at 1: a missing seq is 0, one value of its own, as the struct's null field was
+    fits = isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and seq.null_count() == 0
+    if not (fits and hi.bit_length() + top.bit_length() <= 64):
+        # ranks start at 1: a missing seq is 0, one value of its own, as a struct's null field is
         answers = answers.select("capture", pl.col("seq").rank("dense").fill_null(0))
+        hi = answers.get_column("seq").max()
+    assert isinstance(hi, int)
+    key = code.fill_null(0) * pl.lit(1 << hi.bit_length(), pl.UInt64()) + pl.col("seq").cast(pl.UInt64())
     # counting distinct keys builds one hash table; `is_duplicated` builds it and marks every row
-    return answers.select(pair_key("capture", "seq").n_unique()).item() < answers.height
+    return answers.select(key.n_unique()).item() < answers.height
 
 
 def era_of_probe() -> pl.Expr:
