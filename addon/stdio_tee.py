@@ -408,7 +408,6 @@ class Pump:
                 seq.end(name)
             self.done.set()
 
-
     def _forward_failed(self, exc: OSError) -> None:
         self._forward = None  # the destination is gone: read and record on, forward no more
         if self._on_forward_error is not None:
@@ -644,7 +643,6 @@ class StdioTee:
     def _lifecycle(self, event: str, **fields: object) -> None:
         self._seq.submit(self._event(event, **fields))
 
-
     def _line_record(self, rtype: str, payload: bytes, nl: bool, direction: str | None) -> dict[str, object]:
         """The record of one line (a frame, or a stderr line when `direction` is None)."""
         try:
@@ -675,25 +673,14 @@ class StdioTee:
         )  # fmt: skip
         slow = self._line_record
 
-        # One dict display per line (a frame's, with its direction, or a stderr line's).
-        if direction is None:
+        if direction is None:  # a stderr line: rare next to frames, so the plain record (a copy) does
 
-            def on_line(payload: bytes | memoryview, nl: bool) -> None:
-                try:
-                    raw = str(payload, "utf-8")  # decoded from the pump's buffer when it lends the line
-                except UnicodeDecodeError:
-                    record(stream, slow(rtype, bytes(payload), nl, direction))
-                    return
-                record(
-                    stream,
-                    {
-                        t_key: rtype, conn_key: conn, raw_key: raw, len_key: len(payload), nl_key: nl,
-                        ts_key: clock(), mono_key: mono(), srv_key: server,
-                    },
-                )  # fmt: skip
+            def on_stderr(payload: bytes | memoryview, nl: bool) -> None:
+                record(stream, slow(rtype, bytes(payload), nl, None))
 
-            return on_line
+            return on_stderr
 
+        # one dict display per frame, in `_line_record`'s field order
         def on_frame(payload: bytes | memoryview, nl: bool) -> None:
             try:
                 raw = str(payload, "utf-8")
