@@ -352,8 +352,6 @@ class Pump:
         feed = self._splitter.feed
         write = os.write
         forward_fd = self._forward if isinstance(self._forward, int) else None
-        carried = self._splitter._parts  # the splitter's carry-over (cleared in place, never replaced)
-        find = buf.find
         on_line = self._on_line
         try:
             while True:
@@ -386,13 +384,8 @@ class Pump:
                     except OSError as exc:
                         self._forward_failed(exc)
                 # Forwarded first; only now are lines taken out of the reused buffer for the recorder.
-                # One whole line in one read with nothing carried over is the common case: lent to
-                # `on_line` here as `feed(borrow=True)` would, without its call.
-                if not carried and find(b"\n", 0, n) == n - 1:
-                    on_line(view[: n - 1], True)
-                else:
-                    for line in feed(buf, n, borrow=True):
-                        on_line(line, True)
+                for line in feed(buf, n, borrow=True):
+                    on_line(line, True)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()

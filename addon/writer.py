@@ -354,11 +354,7 @@ class CaptureWriter:
                         size = 0
                         continue
                 if not lines:
-                    # `_ready_for`'s test first, so a line that fits the open part costs no call
-                    if (
-                        self._fd is None
-                        or self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
-                    ) and not self._ready_for(line):
+                    if not self._ready_for(line):
                         size = 0
                         continue
                     limit = min(_BATCH_BYTES, self.rotate_bytes - self._part_bytes - self._end_bytes)
