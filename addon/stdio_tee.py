@@ -173,10 +173,12 @@ class LineSplitter:
     chunk. `tail()` returns the unterminated rest at EOF.
     """
 
-    __slots__ = ("_parts",)
+    __slots__ = ("pending",)
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
+        self.pending: list[bytes] = []
+        """The carry-over: pieces of a line not finished yet. Empty after a chunk that ended with `\\n`;
+        cleared in place, never replaced, so a caller may hold it (`Pump` checks it per read)."""
 
     def feed(
         self, chunk: bytes | bytearray, size: int | None = None, *, borrow: bool = False
@@ -191,16 +193,16 @@ class LineSplitter:
         view = memoryview(chunk)
         find = chunk.find
         end = find(b"\n", 0, size)
-        if end == size - 1 and not self._parts:  # the common case: one whole message in one read
+        if end == size - 1 and not self.pending:  # the common case: one whole message in one read
             return [view[:end] if borrow else bytes(view[:end])]
         if end < 0:
             if size:
-                self._parts.append(bytes(view[:size]))
+                self.pending.append(bytes(view[:size]))
             return []
-        if self._parts:
-            self._parts.append(bytes(view[:end]))
-            lines = [b"".join(self._parts)]
-            self._parts.clear()
+        if self.pending:
+            self.pending.append(bytes(view[:end]))
+            lines = [b"".join(self.pending)]
+            self.pending.clear()
         else:
             lines = [bytes(view[:end])]
         start = end + 1
@@ -208,15 +210,15 @@ class LineSplitter:
             lines.append(bytes(view[start:end]))
             start = end + 1
         if start < size:
-            self._parts.append(bytes(view[start:size]))
+            self.pending.append(bytes(view[start:size]))
         return lines
 
     def tail(self) -> bytes | None:
         """The unterminated rest of the stream (None when the stream ended with `\\n`); clears it."""
-        if not self._parts:
+        if not self.pending:
             return None
-        rest = b"".join(self._parts)
-        self._parts.clear()
+        rest = b"".join(self.pending)
+        self.pending.clear()
         return rest
 
 
@@ -350,6 +352,8 @@ class Pump:
         seq, name = self._sequencer, self.name
         readv = os.readv
         feed = self._splitter.feed
+        carried = self._splitter.pending
+        find = buf.find
         write = os.write
         forward_fd = self._forward if isinstance(self._forward, int) else None
         on_line = self._on_line
@@ -384,8 +388,14 @@ class Pump:
                     except OSError as exc:
                         self._forward_failed(exc)
                 # Forwarded first; only now are lines taken out of the reused buffer for the recorder.
-                for line in feed(buf, n, borrow=True):
-                    on_line(line, True)
+                # One whole line in one read with nothing carried over is the common case: lent to
+                # `on_line` as `feed(borrow=True)` would lend it, without that call (about 5 % of a
+                # 250 B message's instructions, bench/README.md).
+                if not carried and find(b"\n", 0, n) == n - 1:
+                    on_line(view[: n - 1], True)
+                else:
+                    for line in feed(buf, n, borrow=True):
+                        on_line(line, True)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()
