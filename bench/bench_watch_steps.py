@@ -8,6 +8,8 @@ round hands the pipeline (the touched servers' parts, as `Watcher.poll` selects 
 (`analyzer.pipeline.analyze_facts`) is run `REPEATS` times, and each rule and each shared frame of
 the rules' context (`requests`, `probe_rows`, `responses`) is computed `REPEATS` times on its own,
 the two backlogs alternating; the figure is the least CPU time (`time.process_time`) of the repeats.
+What the steps read is counted beside (message rows, moved requests, dropped answers, request view
+rows, probes, `initialize` requests, connections).
 
 `bench_watch_stages` times the stages of real rounds, each once: on a shared machine the load moves
 one stage by as much as the changes looked for. Here every step is repeated on the same rows and the
@@ -74,11 +76,28 @@ def _keep_moved(self: Any) -> Any:
     return self.traffic
 
 
-def _steps(watchers: dict[int, Any]) -> dict[str, dict[int, Callable[[], Any]]]:
+def _rows(context: Any) -> dict[str, int]:
+    """What a round's steps read, counted: what their growth from one backlog to the other follows."""
+    import polars as pl
+
+    traffic = context.traffic
+    return {
+        "message rows": context.messages.select(pl.len()).collect().item(),
+        "moved requests": 0 if traffic.requests is None else traffic.requests.height,
+        "dropped answers": traffic.answers.height,
+        "request view": context.requests.height,
+        "probes": context.probe_rows.height,
+        "initialize requests": context.inits.select(pl.len()).collect().item(),
+        "connections": context.conn_clients.height,
+    }
+
+
+def _steps(watchers: dict[int, Any], rows: dict[int, dict[str, int]]) -> dict[str, dict[int, Callable[[], Any]]]:
     from analyzer import rules
     from analyzer.rules.context import RuleContext
 
     contexts = {size: _analysis(w, keep_moved=True).rule_context for size, w in watchers.items()}
+    rows.update({size: _rows(c) for size, c in contexts.items()})
     steps: dict[str, dict[int, Callable[[], Any]]] = {
         "round's pipeline (all)": {size: (lambda w=w: _analysis(w, keep_moved=False)) for size, w in watchers.items()}
     }
@@ -94,7 +113,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     small, large = (5, 25) if quick else (10, 100)
     with tempfile.TemporaryDirectory(prefix="erascope-watch-steps-") as tmp:
         watchers = {size: _watcher_after_one_mb(size, os.path.join(tmp, str(size))) for size in (small, large)}
-        steps = _steps(watchers)
+        rows: dict[int, dict[str, int]] = {}
+        steps = _steps(watchers, rows)
         least = {name: dict.fromkeys(watchers, float("inf")) for name in steps}
         for _ in range(REPEATS):
             for name, by_size in steps.items():
@@ -109,6 +129,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "backlog_mb": [small, large],
         "least_cpu_ms": ms,
         "pipeline_ratio_large_vs_small": round(ratio, 2),
+        "rows": {str(size): counts for size, counts in rows.items()},
         "load_average": os.getloadavg(),
         "targets": {"pipeline flat (ratio <= 1.15)": ratio <= 1.15},
     }
@@ -117,12 +138,14 @@ def run(quick: bool = False) -> dict[str, Any]:
 def describe(result: dict[str, Any]) -> list[str]:
     small, large = (str(s) for s in result["backlog_mb"])
     ms = result["least_cpu_ms"]
-    return growth_lines(
+    rows = result["rows"]
+    counts = ", ".join(f"{name} {rows[small][name]:,} → {rows[large][name]:,}" for name in rows[large])
+    return [*growth_lines(
         f"erascope watch, least CPU ms per step on one round's rows: backlog {small} MB, {large} MB (growth)",
         {n: ms[n][small] for n in ms}, {n: ms[n][large] for n in ms}, 2,
         f"the round's pipeline, large backlog vs small: {result['pipeline_ratio_large_vs_small']}x",
         result["load_average"],
-    )  # fmt: skip
+    ), f"  rows a round reads, {small} MB → {large} MB: {counts}"]  # fmt: skip
 
 
 if __name__ == "__main__":
