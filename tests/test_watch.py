@@ -201,7 +201,7 @@ def test_text_format_and_sigterm(tmp_path: Path, watches: list[Watch]) -> None:
     watches.append(w)
     copy_in_chunks(sorted((CORPUS / "rollout-split-http").glob("*.jsonl")), live, pause=0.05)
     deadline = time.monotonic() + GUARD
-    while not any("rollout-split" in line for line in w.seen) and time.monotonic() < deadline:
+    while not any(" rollout-split " in line for line in w.seen) and time.monotonic() < deadline:
         with contextlib.suppress(queue.Empty):
             w.seen.append(w.lines.get(timeout=0.5))
     w.proc.send_signal(signal.SIGTERM)
