@@ -84,6 +84,34 @@ the history too, in some thirty polars calls (bench/README.md, 2026-12-02 07:50)
 be carried is each step's result (counts, first evidence, open windows), not its rows. The view is
 sorted by numpy's `lexsort` instead (`RuleContext.lexsort_view`): a round's pipeline at 100 MB 26-32 ms
 cheaper, its growth from 10 MB about 80 ms instead of 95-100.
+
+Measured again (bench/README.md, 2026-12-02 11:45–12:40 UTC; `bench_watch_steps` counts the rows a
+round reads): from the 10 MB to the 100 MB backlog a round's rows grow 8 to 9 times (request view
+5,453 → 47,159 rows, probes 325 → 2,161, connections 317 → 2,063, message rows 1,116 → 8,078) and its
+pipeline by about 47 ms (least CPU of 8 at load 5: 90 → 137 ms; on a quieter moment 166 → 171 ms):
+`probe_rows` +7.6, rollout-split +6.6, probe-storm +4.7, the request view +4.6, stale-era +3.7 ms, and
+(`bench_watch_stages`) the verdicts, probe and initialize classification and the client identities
++3 to +9 ms each. What the watcher does itself is flat: reading, pairing the pieces (`combine`), and
+merging a growing part's pieces (13–25 ms once every `MERGE_PIECES` rounds, for a part of 4 or of 40
+MB). End to end (`bench_watch`, six runs at load 7–10) 1.08–1.48x. Each growing step is a pass over
+every request of the touched servers, or a row per probe of the whole history: a probe's next
+request, its cost and its answer runs are computed for every probe in every round.
+Carrying the probe and initialize outcomes per connection was measured and not done: classifying
+only the new megabyte's connections (95 of 8,078 message rows) costs 7.2 + 6.6 ms against 14.0 + 10.1
+ms for the 100 MB history (10 MB: 12.4 + 10.0), and picking those rows 1.7 ms more before the merge
+with the carried ones: about 7 ms a round saved at 100 MB and 5 ms at 10 MB, 2 ms of it growth. Most
+of such a step is its thirty-odd polars calls, not its rows; the carried identities show the same
+(8–12 ms a round, against 5–15 ms computed from the whole history). Carrying pays where the rows
+are the cost, which is the steps above, and each has a reason it cannot be carried as a plain
+aggregate: a probe's next request (same connection, else the client's next) changes when a row of
+its (server, client) lands between them (a capture read late, a connection renamed into the client
+by a session's opener), and the view position `_i` the rules key probes by moves with every row
+placed before it; probe-storm's densest `storm_window_s` and its answer runs extend only while new
+probes come after the last; rollout-split's windows are fixed by time, but its evidence is the first
+answers by file:line, which a new file can precede; stale-era's era change, decided by any client's
+probe, makes requests read long before into evidence. Each would need its result carried per
+(server, client) with those conditions checked on the new rows, and a recomputation when they fail,
+each proven against `analyze` round by round as the identities are: not done.
 A round does skip what watch does not show: the client table, and temporary files for the request
 view (the rows are in memory already). Analyzing only the touched servers (above) takes the
 untouched ones' history out of a round, which the synthetic load hardly shows: each of its megabytes
