@@ -111,7 +111,9 @@ probes come after the last; rollout-split's windows are fixed by time, but its e
 answers by file:line, which a new file can precede; stale-era's era change, decided by any client's
 probe, makes requests read long before into evidence. Each would need its result carried per
 (server, client) with those conditions checked on the new rows, and a recomputation when they fail,
-each proven against `analyze` round by round as the identities are: not done.
+each proven against `analyze` round by round as the identities are: not done. Their bound: computed
+for the 23 probes of a new megabyte alone, `probe_rows` and probe-storm take 9.5 and 5.9 ms at 100 MB
+(16.3 and 10.0 for all 2,161 probes; 6.4 and 4.3 at 10 MB), as they still pass over the request view.
 A round does skip what watch does not show: the client table, and temporary files for the request
 view (the rows are in memory already). Analyzing only the touched servers (above) takes the
 untouched ones' history out of a round, which the synthetic load hardly shows: each of its megabytes
