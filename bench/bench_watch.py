@@ -10,6 +10,10 @@ seconds (`time.process_time`, every thread of the process) of those polls over t
 appended is the figure; the ratio of the large backlog's to the small one's says whether the cost
 follows the new bytes (1×) or the directory (10×).
 
+The same with the two backlogs' rounds taking turns in one process (`alternated`): a megabyte appended
+to each growing file and both polled, round after round, so that the load of a shared machine, which
+moves from minute to minute, weighs on both alike; with each backlog's cheapest round beside the sum.
+
 Latency: a real `erascope watch --interval 0.5` process on the large backlog; a corpus capture of a
 rollout split (`captures/corpus/rollout-split-http`) is written into the directory in one write, and
 the time until watch prints its `rollout-split` finding is measured (`--interval` included).
@@ -92,6 +96,52 @@ def cpu_per_new_mb(backlog_mb: int, new_mb: int) -> dict[str, Any]:
     }
 
 
+def alternated(small_mb: int, large_mb: int, new_mb: int) -> dict[str, Any]:
+    """`cpu_per_new_mb` for both backlogs in one process, their rounds taking turns: a `Watcher` reads
+    each backlog, then each megabyte is appended to both growing files and the two are polled one
+    after the other, so that the load of a shared machine weighs on both backlogs alike (run one
+    after the other, the two figures are minutes apart). Per backlog: the CPU of its rounds per new
+    MB, and its cheapest round's (the load inflates it least)."""
+    from analyzer.watch import Watcher
+
+    bulk = max(_captures(_generated(max(new_mb * 2, 8), 2)), key=lambda p: p.stat().st_size).read_bytes()
+    with tempfile.TemporaryDirectory(prefix="erascope-watch-bench-") as tmp:
+        watchers: dict[int, tuple[Any, Path]] = {}
+        for size in (small_mb, large_mb):
+            live = Path(tmp) / str(size)
+            shutil.copytree(_generated(size, 1), live, ignore=shutil.ignore_patterns("manifest.json"))
+            watcher = Watcher([str(live)])
+            while True:
+                before = watcher.bytes_read
+                watcher.poll()
+                if watcher.bytes_read == before:
+                    break
+            watchers[size] = watcher, live
+        cpu = dict.fromkeys(watchers, 0.0)
+        least = dict.fromkeys(watchers, float("inf"))
+        read_before = {size: w.bytes_read for size, (w, _) in watchers.items()}
+        for n in range(new_mb):
+            for size, (watcher, live) in watchers.items():
+                with open(live / "growing.000.jsonl", "ab") as f:
+                    f.write(bulk[n * MB : (n + 1) * MB])
+                before, started = watcher.bytes_read, time.process_time()
+                watcher.poll()
+                spent = time.process_time() - started
+                cpu[size] += spent
+                if watcher.bytes_read > before:
+                    least[size] = min(least[size], spent / ((watcher.bytes_read - before) / MB))
+        new = {size: (w.bytes_read - read_before[size]) / MB for size, (w, _) in watchers.items()}
+    per_mb = {size: cpu[size] / max(new[size], 1e-9) for size in watchers}
+    return {
+        "backlog_mb": [small_mb, large_mb],
+        "new_mb": round(new[large_mb], 2),
+        "cpu_s_per_new_mb": [round(per_mb[small_mb], 3), round(per_mb[large_mb], 3)],
+        "least_round_cpu_s_per_new_mb": [round(least[small_mb], 3), round(least[large_mb], 3)],
+        "ratio": round(per_mb[large_mb] / max(per_mb[small_mb], 1e-9), 2),
+        "least_round_ratio": round(least[large_mb] / max(least[small_mb], 1e-9), 2),
+    }
+
+
 def _cpu_ticks(pid: int) -> int:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # utime + stime
@@ -141,11 +191,13 @@ def latency(backlog_mb: int) -> dict[str, Any]:
 def run(quick: bool = False) -> dict[str, Any]:
     small, large, new = (5, 25, 3) if quick else (10, 100, 5)
     cpu = [cpu_per_new_mb(small, new), cpu_per_new_mb(large, new)]
+    turns = alternated(small, large, new)
     lat = latency(large)
     ratio = cpu[1]["cpu_s_per_new_mb"] / max(cpu[0]["cpu_s_per_new_mb"], 1e-9)
     return {
         "cpu": cpu,
         "cpu_ratio_large_vs_small": round(ratio, 2),
+        "alternated": turns,
         "latency": lat,
         "load_average": os.getloadavg(),
         "targets": {
@@ -164,6 +216,14 @@ def describe(result: dict[str, Any]) -> list[str]:
             f" slowest round {c['round_wall_s_max']} s; backlog read in {c['catch_up_cpu_s']} CPU s)"
         )
     lines.append(f"  CPU per new MB, large backlog vs small: {result['cpu_ratio_large_vs_small']}x")
+    turns = result["alternated"]
+    small, large = turns["backlog_mb"]
+    lines.append(
+        f"  the two backlogs' rounds taking turns: {turns['cpu_s_per_new_mb'][0]} ({small} MB) and"
+        f" {turns['cpu_s_per_new_mb'][1]} ({large} MB) CPU s per new MB, {turns['ratio']}x; cheapest round"
+        f" {turns['least_round_cpu_s_per_new_mb'][0]} and {turns['least_round_cpu_s_per_new_mb'][1]},"
+        f" {turns['least_round_ratio']}x"
+    )
     lat = result["latency"]
     lines.append(f"  write to event (backlog {lat['backlog_mb']} MB, --interval 0.5): {lat['write_to_event_s']} s")
     lines.append("  load average: " + " ".join(f"{x:.1f}" for x in result["load_average"]))
