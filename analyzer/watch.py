@@ -93,9 +93,11 @@ pipeline by about 47 ms (least CPU of 8 at load 5: 90 → 137 ms; on a quieter m
 (`bench_watch_stages`) the verdicts, probe and initialize classification and the client identities
 +3 to +9 ms each. What the watcher does itself is flat: reading, pairing the pieces (`combine`), and
 merging a growing part's pieces (13–25 ms once every `MERGE_PIECES` rounds, for a part of 4 or of 40
-MB). End to end (`bench_watch`, six runs at load 7–10) 1.08–1.48x. Each growing step is a pass over
-every request of the touched servers, or a row per probe of the whole history: a probe's next
-request, its cost and its answer runs are computed for every probe in every round.
+MB). End to end (`bench_watch`, six runs at load 7–10) 1.08–1.48x; with the two backlogs' rounds
+taking turns in one process, the cheapest round 1.24–1.44x in seven runs (0.05 CPU s per MB more).
+Each growing step is a pass over every request of the touched servers, or a row per probe of the
+whole history: a probe's next request, its cost and its answer runs are computed for every probe in
+every round.
 Carrying the probe and initialize outcomes per connection was measured and not done: classifying
 only the new megabyte's connections (95 of 8,078 message rows) costs 7.2 + 6.6 ms against 14.0 + 10.1
 ms for the 100 MB history (10 MB: 12.4 + 10.0), and picking those rows 1.7 ms more before the merge
