@@ -85,7 +85,7 @@ be carried is each step's result (counts, first evidence, open windows), not its
 sorted by numpy's `lexsort` instead (`RuleContext.lexsort_view`): a round's pipeline at 100 MB 26-32 ms
 cheaper, its growth from 10 MB about 80 ms instead of 95-100.
 
-Measured again (bench/README.md, 2026-12-02 11:45–12:40 UTC; `bench_watch_steps` counts the rows a
+Measured again (bench/README.md, 2026-12-02 11:45–12:20 UTC; `bench_watch_steps` counts the rows a
 round reads): from the 10 MB to the 100 MB backlog a round's rows grow 8 to 9 times (request view
 5,453 → 47,159 rows, probes 325 → 2,161, connections 317 → 2,063, message rows 1,116 → 8,078) and its
 pipeline by about 47 ms (least CPU of 8 at load 5: 90 → 137 ms; on a quieter moment 166 → 171 ms):
