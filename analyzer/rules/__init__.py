@@ -6,7 +6,10 @@ report contract), one severity, a docstring with fixed sections, and thresholds 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
+
+import polars as pl
 
 from analyzer.findings import Finding
 from analyzer.rules.base import Rule
@@ -78,8 +81,11 @@ def run_rules(
         if unknown:
             raise ErascopeError(f"unknown rule id(s): {', '.join(unknown)}")
     ctx = RuleContext.from_analysis(analysis, opts)
-    findings: list[Finding] = []
-    for rule_id, rule in REGISTRY.items():
-        if only is None or rule_id in only:
-            findings.extend(rule.run(ctx))
+    rules = [rule for rule_id, rule in REGISTRY.items() if only is None or rule_id in only]
+    _ = ctx.upstream_failures  # read by a rule and by `blame_upstream`: built once, before they run
+    # Rules only read the context, and polars runs their queries without the GIL: as many at a time
+    # as polars has threads keep the cores busy (a rule's queries are mostly too small to use them
+    # all). Their findings are taken in registry order, as one after the other gives them.
+    with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
+        findings = [finding for found in pool.map(lambda rule: rule.run(ctx), rules) for finding in found]
     return sort_findings(blame_upstream(findings, ctx))
