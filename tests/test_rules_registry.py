@@ -10,11 +10,13 @@ import pytest
 
 from addon.errors import ErascopeError
 from analyzer.findings import Finding, Severity
-from analyzer.rules import REGISTRY, RuleOptions, run_rules, sort_findings
+from analyzer.pipeline import analyze
+from analyzer.rules import REGISTRY, RuleContext, RuleOptions, run_rules, sort_findings
 from analyzer.rules.base import SECTIONS
 from analyzer.rules.docs import rules_markdown, sync_readme
 from analyzer.rules.options import option_docs
 from analyzer.rules.scenario import Scenario
+from analyzer.rules.upstream import blame_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_IDS = {
@@ -150,3 +152,14 @@ def test_bad_option_values_are_clear_errors(values: dict[str, object], message: 
 def test_option_values_of_the_right_type_are_kept() -> None:
     opts = RuleOptions.from_mapping({"storm_min_probes": 3, "split_window_s": 30, "timeout_min_wait_s": 0})
     assert (opts.storm_min_probes, opts.split_window_s, opts.timeout_min_wait_s) == (3, 30, 0)
+
+
+def test_rules_run_together_find_what_they_find_one_after_the_other() -> None:
+    """`run_rules` runs several rules at a time: its findings are those of each rule run in turn, in
+    registry order, then sorted and blamed as always (ties in the sort keep that order)."""
+    analysis = analyze([ROOT / "captures"])
+    ctx = RuleContext.from_analysis(analysis, RuleOptions())
+    one_by_one = [finding for rule in REGISTRY.values() for finding in rule.run(ctx)]
+    assert len({f.rule for f in one_by_one}) > 3, "the corpus has findings of several rules"
+    assert run_rules(analysis) == sort_findings(blame_upstream(one_by_one, ctx))
+    analysis.close()
