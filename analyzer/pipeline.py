@@ -230,13 +230,13 @@ def analyze_facts(
     # Two stages at a time from here on: each is a chain of polars queries, mostly too small to keep
     # more than one core busy, and polars runs them without the GIL. Each pair below reads the same
     # frames and neither needs the other's result, so the analysis is the one they give in turn.
-    with ThreadPoolExecutor(max_workers=1) as beside:
+    with ThreadPoolExecutor(max_workers=2) as pool:
         # the connections' client identities (`RuleContext.conn_clients`), read from the same frames
-        # the context reads them from, beside the probes' and initializes' outcomes
-        identified = beside.submit(identities or connection_identities, messages.lazy(), traffic, traffic.requests)
-        probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
-        inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
-        conn_clients = identified.result()
+        # the context reads them from, beside the probes' and initializes' outcomes (the longest first)
+        identified = pool.submit(identities or connection_identities, messages.lazy(), traffic, traffic.requests)
+        probed = pool.submit(classify_probes, messages, opts.probe_timeout, traffic.requests)
+        initialized = pool.submit(classify_inits, messages, opts.probe_timeout, traffic.requests)
+        conn_clients, probes, inits = identified.result(), probed.result(), initialized.result()
     analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=[], traffic=traffic)
     # one context for the verdicts, the rules and the client table: its derived frames (the
     # connections' client identities first) are computed once
