@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from analyzer.identity import connection_identities
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
 from analyzer.memory import release_freed
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
-from analyzer.rules import RuleContext, RuleOptions, run_rules
+from analyzer.rules import RuleContext, RuleOptions, run_rules, stages_together
 from analyzer.selection import Selection
 from analyzer.spill import Spill
 
@@ -227,12 +228,10 @@ def analyze_facts(
     facts.clear()
     del facts, loaded
     release_freed()
-    # Two stages at a time from here on: each is a chain of polars queries, mostly too small to keep
-    # more than one core busy, and polars runs them without the GIL. Each pair below reads the same
-    # frames and neither needs the other's result, so the analysis is the one they give in turn.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    together = stages_together(traffic.requests)
+    with ThreadPoolExecutor(max_workers=2 if together else 1) as pool:
         # the connections' client identities (`RuleContext.conn_clients`), read from the same frames
-        # the context reads them from, beside the probes' and initializes' outcomes (the longest first)
+        # the context reads them from, beside the probes' and initializes' outcomes
         identified = pool.submit(identities or connection_identities, messages.lazy(), traffic, traffic.requests)
         probed = pool.submit(classify_probes, messages, opts.probe_timeout, traffic.requests)
         initialized = pool.submit(classify_inits, messages, opts.probe_timeout, traffic.requests)
@@ -245,25 +244,30 @@ def analyze_facts(
         context.identities = identities
     context.lexsort_view = lexsort_view
     context.conn_clients = conn_clients  # the cached property's value, computed above
-    with ThreadPoolExecutor(max_workers=1) as beside:
-        # The verdicts read the connections and servers of `traffic`, never the rows condensing moved
-        # out: given a copy without them, they do not keep those rows from going in `release_moved`.
-        facts_only = replace(traffic, requests=None, answers=Traffic().answers)
-        del traffic
-        analysis.traffic = None
-        # the context's answers and the verdicts beside its request view and probe rows, which
-        # `release_moved` then finds built
-        answered = beside.submit(getattr, context, "responses")
-        verdicts = beside.submit(
-            server_verdicts, messages, probes, inits, opts.inconsistency_window, facts_only, identities=conn_clients
-        )
-        _ = context.requests, context.probe_rows
-        answered.result()
-        # The rows condensing moved out are read only by the context's first frames: held only through
-        # the context, each goes as soon as it is read. After this, the spilled files read are the
-        # request view's.
+    # The verdicts read the connections and servers of `traffic`, never the rows condensing moved
+    # out: given a copy without them, they do not keep those rows from going in `release_moved`.
+    facts_only = replace(traffic, requests=None, answers=Traffic().answers)
+    verdicts = partial(
+        server_verdicts, messages, probes, inits, opts.inconsistency_window, facts_only, identities=conn_clients
+    )
+    # The rows condensing moved out are read only by the context's first frames: held only through
+    # the context, each goes as soon as it is read. After this, the spilled files read are the
+    # request view's.
+    del traffic
+    analysis.traffic = None
+    if together:
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            # the context's answers, then the verdicts, beside its request view and probe rows, which
+            # `release_moved` then finds built
+            answered = beside.submit(getattr, context, "responses")
+            decided = beside.submit(verdicts)
+            _ = context.requests, context.probe_rows
+            answered.result()
+            analysis.traffic = context.release_moved()
+            analysis.servers = decided.result()
+    else:
+        analysis.servers = verdicts()
         analysis.traffic = context.release_moved()
-        analysis.servers = verdicts.result()
     analysis.findings = run_rules(analysis, opts.rule_options)
     if clients:
         analysis.clients = client_table(analysis)
