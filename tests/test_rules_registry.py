@@ -6,12 +6,13 @@ import dataclasses
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from addon.errors import ErascopeError
 from analyzer.findings import Finding, Severity
 from analyzer.pipeline import analyze
-from analyzer.rules import REGISTRY, RuleContext, RuleOptions, run_rules, sort_findings
+from analyzer.rules import REGISTRY, RuleContext, RuleOptions, run_rules, sort_findings, stages_together
 from analyzer.rules.base import SECTIONS
 from analyzer.rules.docs import rules_markdown, sync_readme
 from analyzer.rules.options import option_docs
@@ -163,3 +164,12 @@ def test_rules_run_together_find_what_they_find_one_after_the_other() -> None:
     assert len({f.rule for f in one_by_one}) > 3, "the corpus has findings of several rules"
     assert run_rules(analysis) == sort_findings(blame_upstream(one_by_one, ctx))
     analysis.close()
+
+
+def test_stages_side_by_side_only_over_rows_in_memory() -> None:
+    """Rows read from the analysis' temporary files (a LazyFrame: every JSONL analysis) are read a stage
+    at a time, so two stages' reads never add up in the peak heap; rows in memory go side by side."""
+    rows = pl.DataFrame({"seq": [1, 2]})
+    assert stages_together(rows) is (pl.thread_pool_size() > 1)
+    assert not stages_together(rows.lazy())
+    assert not stages_together(None)
