@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,11 @@ from analyzer.clients import client_table
 from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
+from analyzer.identity import connection_identities
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
 from analyzer.memory import release_freed
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
-from analyzer.rules import RuleContext, RuleOptions, run_rules
+from analyzer.rules import RuleContext, RuleOptions, run_rules, stages_together
 from analyzer.selection import Selection
 from analyzer.spill import Spill
 
@@ -225,8 +228,14 @@ def analyze_facts(
     facts.clear()
     del facts, loaded
     release_freed()
-    probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
-    inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
+    together = stages_together(traffic.requests)
+    with ThreadPoolExecutor(max_workers=2 if together else 1) as pool:
+        # the connections' client identities (`RuleContext.conn_clients`), read from the same frames
+        # the context reads them from, beside the probes' and initializes' outcomes
+        identified = pool.submit(identities or connection_identities, messages.lazy(), traffic, traffic.requests)
+        probed = pool.submit(classify_probes, messages, opts.probe_timeout, traffic.requests)
+        initialized = pool.submit(classify_inits, messages, opts.probe_timeout, traffic.requests)
+        conn_clients, probes, inits = identified.result(), probed.result(), initialized.result()
     analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=[], traffic=traffic)
     # one context for the verdicts, the rules and the client table: its derived frames (the
     # connections' client identities first) are computed once
@@ -234,15 +243,31 @@ def analyze_facts(
     if identities is not None:
         context.identities = identities
     context.lexsort_view = lexsort_view
-    analysis.servers = server_verdicts(
-        messages, probes, inits, opts.inconsistency_window, traffic, identities=context.conn_clients
+    context.conn_clients = conn_clients  # the cached property's value, computed above
+    # The verdicts read the connections and servers of `traffic`, never the rows condensing moved
+    # out: given a copy without them, they do not keep those rows from going in `release_moved`.
+    facts_only = replace(traffic, requests=None, answers=Traffic().answers)
+    verdicts = partial(
+        server_verdicts, messages, probes, inits, opts.inconsistency_window, facts_only, identities=conn_clients
     )
     # The rows condensing moved out are read only by the context's first frames: held only through
     # the context, each goes as soon as it is read. After this, the spilled files read are the
     # request view's.
     del traffic
     analysis.traffic = None
-    analysis.traffic = context.release_moved()
+    if together:
+        with ThreadPoolExecutor(max_workers=1) as beside:
+            # the context's answers, then the verdicts, beside its request view and probe rows, which
+            # `release_moved` then finds built
+            answered = beside.submit(getattr, context, "responses")
+            decided = beside.submit(verdicts)
+            _ = context.requests, context.probe_rows
+            answered.result()
+            analysis.traffic = context.release_moved()
+            analysis.servers = decided.result()
+    else:
+        analysis.servers = verdicts()
+        analysis.traffic = context.release_moved()
     analysis.findings = run_rules(analysis, opts.rule_options)
     if clients:
         analysis.clients = client_table(analysis)

@@ -6,15 +6,18 @@ import dataclasses
 import re
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from addon.errors import ErascopeError
 from analyzer.findings import Finding, Severity
-from analyzer.rules import REGISTRY, RuleOptions, run_rules, sort_findings
+from analyzer.pipeline import analyze
+from analyzer.rules import REGISTRY, RuleContext, RuleOptions, run_rules, sort_findings, stages_together
 from analyzer.rules.base import SECTIONS
 from analyzer.rules.docs import rules_markdown, sync_readme
 from analyzer.rules.options import option_docs
 from analyzer.rules.scenario import Scenario
+from analyzer.rules.upstream import blame_upstream
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACT_IDS = {
@@ -150,3 +153,23 @@ def test_bad_option_values_are_clear_errors(values: dict[str, object], message: 
 def test_option_values_of_the_right_type_are_kept() -> None:
     opts = RuleOptions.from_mapping({"storm_min_probes": 3, "split_window_s": 30, "timeout_min_wait_s": 0})
     assert (opts.storm_min_probes, opts.split_window_s, opts.timeout_min_wait_s) == (3, 30, 0)
+
+
+def test_rules_run_together_find_what_they_find_one_after_the_other() -> None:
+    """`run_rules` runs several rules at a time: its findings are those of each rule run in turn, in
+    registry order, then sorted and blamed as always (ties in the sort keep that order)."""
+    analysis = analyze([ROOT / "captures"])
+    ctx = RuleContext.from_analysis(analysis, RuleOptions())
+    one_by_one = [finding for rule in REGISTRY.values() for finding in rule.run(ctx)]
+    assert len({f.rule for f in one_by_one}) > 3, "the corpus has findings of several rules"
+    assert run_rules(analysis) == sort_findings(blame_upstream(one_by_one, ctx))
+    analysis.close()
+
+
+def test_stages_side_by_side_only_over_rows_in_memory() -> None:
+    """Rows read from the analysis' temporary files (a LazyFrame: every JSONL analysis) are read a stage
+    at a time, so two stages' reads never add up in the peak heap; rows in memory go side by side."""
+    rows = pl.DataFrame({"seq": [1, 2]})
+    assert stages_together(rows) is (pl.thread_pool_size() > 1)
+    assert not stages_together(rows.lazy())
+    assert not stages_together(None)

@@ -6,8 +6,12 @@ report contract), one severity, a docstring with fixed sections, and thresholds 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
+import polars as pl
+
+from analyzer.condense import Rows
 from analyzer.findings import Finding
 from analyzer.rules.base import Rule
 from analyzer.rules.context import RuleContext
@@ -19,7 +23,7 @@ from analyzer.rules.storms import probe_storm, probe_timeout
 from analyzer.rules.timeline import rollout_split, stale_era
 from analyzer.rules.upstream import blame_upstream, upstream_unreachable
 
-__all__ = ["REGISTRY", "Rule", "RuleContext", "RuleOptions", "run_rules", "sort_findings"]
+__all__ = ["REGISTRY", "Rule", "RuleContext", "RuleOptions", "run_rules", "sort_findings", "stages_together"]
 
 REGISTRY: Final[dict[str, Rule]] = {
     r.id: r
@@ -59,6 +63,19 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     )
 
 
+def stages_together(rows: Rows | None) -> bool:
+    """Whether the analysis runs its stages after reading two at a time: when polars has more than
+    one thread and `rows` (the moved requests, or the rules' request view) are held in memory.
+
+    Each stage is a chain of polars queries, mostly too small to keep more than one core busy, and
+    polars runs them without the GIL: two stages that read the same frames and not each other's
+    results take less time side by side (an archive of 1 GiB of captures: 0.75 s → 0.6 s in process).
+    Rows read from the analysis' temporary files (`analyzer.spill`: every JSONL analysis, big
+    archives) are read a stage at a time, as before: side by side, two stages' reads add up (2 GiB
+    of JSONL: peak heap 284 → 304 MB)."""
+    return isinstance(rows, pl.DataFrame) and pl.thread_pool_size() > 1
+
+
 def run_rules(
     analysis: Any,
     options: RuleOptions | dict[str, Any] | None = None,
@@ -78,8 +95,11 @@ def run_rules(
         if unknown:
             raise ErascopeError(f"unknown rule id(s): {', '.join(unknown)}")
     ctx = RuleContext.from_analysis(analysis, opts)
-    findings: list[Finding] = []
-    for rule_id, rule in REGISTRY.items():
-        if only is None or rule_id in only:
-            findings.extend(rule.run(ctx))
+    rules = [rule for rule_id, rule in REGISTRY.items() if only is None or rule_id in only]
+    _ = ctx.upstream_failures  # read by a rule and by `blame_upstream`: built once, before they run
+    # Rules only read the context, and polars runs their queries without the GIL: two at a time keep
+    # both cores busy where one rule's queries mostly do not (`stages_together`). Their findings are
+    # taken in registry order, as one after the other gives them.
+    with ThreadPoolExecutor(max_workers=2 if stages_together(ctx.requests) else 1) as pool:
+        findings = [finding for found in pool.map(lambda rule: rule.run(ctx), rules) for finding in found]
     return sort_findings(blame_upstream(findings, ctx))

@@ -312,9 +312,15 @@ class RuleContext:
             .join(probe_at.select(pl.col("_i") + 1), on="_i", how="semi")
             .select(pl.col("_i") - 1, _after_server="server", _after_client="client", _after_conn="conn", _ac="_i")
         )
-        with_after = probe_at.join(after, on="_i", how="left").with_columns(
-            _on_conn=((pl.col("_after_server") == pl.col("server")) & (pl.col("_after_conn") == pl.col("conn")))
-            .fill_null(False)
+        # a row per probe, read twice below: collected once, not once per query that reads it
+        with_after = (
+            probe_at.join(after, on="_i", how="left")
+            .with_columns(
+                _on_conn=((pl.col("_after_server") == pl.col("server")) & (pl.col("_after_conn") == pl.col("conn")))
+                .fill_null(False)
+            )
+            .collect()
+            .lazy()
         )
         # Most often that request is on the probe's connection. Only for the other probes is the next
         # request on their connection looked up further on, among the requests of those connections
