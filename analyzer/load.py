@@ -36,6 +36,10 @@ Polars memory-maps a file it scans whole, and the streaming engine buffers large
 one 256 MiB capture read as a single streaming scan, condensed batch by batch, took 316 MB of heap
 (plus 317 MB of mapped file) against 198 MB in pieces, in the same time (2.6 s both); over the
 1 GB bench set it was no faster either, so pieces are the only path.
+Pieces are read by the streaming engine although the in-memory one costs a fifth less CPU per
+piece: it reads a piece on one core, so with two files read at a time an analysis of 1 GB took 6 %
+longer in wall time, and reading more files at a time to fill the cores cost the heap the pieces
+save (bench/README.md, 2026-12-02 11:50).
 Per file only the record counts (summed), the condensed messages rows and the bad lines are kept.
 
 Polars' NDJSON reader fails on the first syntax error even with `ignore_errors=True`, skips blank
