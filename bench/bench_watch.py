@@ -18,8 +18,8 @@ Latency: a real `erascope watch --interval 0.5` process on the large backlog; a 
 rollout split (`captures/corpus/rollout-split-http`) is written into the directory in one write, and
 the time until watch prints its `rollout-split` finding is measured (`--interval` included).
 
-Targets: CPU per new MB at the large backlog within 2× of the small one's, and flat (within 1.15×, noise)
-as issue 21 asks; latency under 5 s.
+Targets: CPU per new MB at the large backlog within 2× of the small one's, and flat (within 1.15×, noise,
+in the separate runs and in the alternated ones) as issue 21 asks; latency under 5 s.
 """
 
 from __future__ import annotations
@@ -202,7 +202,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         "load_average": os.getloadavg(),
         "targets": {
             "cpu follows new bytes (ratio <= 2)": ratio <= 2,
-            "cpu flat (ratio <= 1.15)": ratio <= 1.15,
+            # one pair of runs moves by a third with the load; the alternated rounds are the steadier
+            # reading, so flat means both within the noise bound
+            "cpu flat (both ratios <= 1.15)": max(ratio, turns["ratio"]) <= 1.15,
             "latency < 5 s": lat["write_to_event_s"] < 5,
         },
     }
