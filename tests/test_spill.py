@@ -223,7 +223,9 @@ def test_sigterm_removes_the_temporary_directory(tmp_path: Path, clean_env: dict
 
     from bench.generate import generate_spawns
 
-    generate_spawns(tmp_path / "caps", 3000, calls=1)  # many seconds of reading: the signal lands inside it
+    # 10,000 spawn captures: 1.5 s of analysis on a fast machine, 1.25 s of it after the temporary
+    # directory appears (3,000 were read whole within the half second this test used to wait)
+    generate_spawns(tmp_path / "caps", 10_000, calls=1)
     temp = tmp_path / "temp"
     temp.mkdir()
     proc = subprocess.Popen(
@@ -235,8 +237,9 @@ def test_sigterm_removes_the_temporary_directory(tmp_path: Path, clean_env: dict
     deadline = time.monotonic() + 60
     while not any(temp.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
+    # stopped as soon as its temporary directory exists, which is before the reading: no fixed wait
+    # that a faster machine could outrun
     assert proc.poll() is None, "the analysis ended before it could be stopped: give it more input"
-    time.sleep(0.5)  # well inside the reading of the captures
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, stderr
