@@ -176,7 +176,7 @@ from analyzer.load import (
     part_identity,
     read_header,
 )
-from analyzer.pipeline import AnalyzeOptions, analyze_facts
+from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
@@ -458,19 +458,23 @@ class Watcher:
         self.analyzed = set()
         if not any(f.messages.height for f in facts):
             return []
-        opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
         try:
-            # the rows stay in memory (they are the watcher's already): no temporary files to write
-            # and scan again each round; and no client table, which watch does not show
-            analysis = analyze_facts(
-                facts, self.paths, opts, None, clients=False, identities=self._identities, lexsort_view=True
-            )
+            analysis = self.analyze_round(facts)
         except ErascopeError:
             return []  # headers alone so far: no traffic to analyze
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
         self._results.update(self.analyzed, analysis.servers, analysis.findings)
         undecided = self._undecided(analysis.probes, analysis.inits, now)
         return self._new_events(analysis.findings, analysis.servers, touched, undecided)
+
+    def analyze_round(self, facts: list[FileFacts]) -> Analysis:
+        """The pipeline `analyze` runs, on a round's rows (`facts`), as every round runs it."""
+        opts = AnalyzeOptions(probe_timeout=self.probe_timeout, rule_options=self.rule_options, jobs=1)
+        # the rows stay in memory (they are the watcher's already): no temporary files to write and
+        # scan again each round; and no client table, which watch does not show
+        return analyze_facts(
+            facts, self.paths, opts, None, clients=False, identities=self._identities, lexsort_view=True
+        )
 
     def results(self) -> tuple[list[ServerVerdict], list[Finding]]:
         """Every server's verdict and findings so far: what `analyze` gives on the lines read (each

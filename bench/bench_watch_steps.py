@@ -51,20 +51,15 @@ def _round_facts(watcher: Any) -> list[Any]:
 
 
 def _analysis(watcher: Any, keep_moved: bool) -> Any:
-    from analyzer.pipeline import AnalyzeOptions, analyze_facts
-
-    opts = AnalyzeOptions(probe_timeout=watcher.probe_timeout, rule_options=watcher.rule_options, jobs=1)
     facts = _round_facts(watcher)
-    # as the watcher runs it (`Watcher.poll`)
-    kwargs = {"clients": False, "identities": watcher._identities, "lexsort_view": True}
     if not keep_moved:
-        return analyze_facts(facts, watcher.paths, opts, None, **kwargs)
+        return watcher.analyze_round(facts)
     from analyzer.rules.context import RuleContext
 
     release = RuleContext.release_moved
     RuleContext.release_moved = _keep_moved  # type: ignore[method-assign]
     try:
-        return analyze_facts(facts, watcher.paths, opts, None, **kwargs)
+        return watcher.analyze_round(facts)
     finally:
         RuleContext.release_moved = release  # type: ignore[method-assign]
 
