@@ -1267,7 +1267,8 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
     Each file gets its own counts and bad lines, judged as reading it alone judges them; the rows
     (paired and condensed: every file is a capture of its own, keyed apart) and `Traffic` of the
     batch go with its first file, the others share empty ones. A batch that needs the robust id
-    reading is read again file by file, so each file reads its ids as it does alone.
+    reading is read again file by file, from the bytes read already, so each file reads its ids as
+    it does alone.
     """
     read = [item for item in items if item.facts.was_read]
     if not read:
@@ -1275,15 +1276,19 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
     batch = _Batch(file="", members=[item.facts for item in read])
     texts: list[bytes] = []
     ends: list[tuple[int, bool]] = []  # per member: line count, last line complete
-    line = 1
+    spans: dict[int, tuple[int, int]] = {}  # per member: where its bytes are in the text
+    line, offset = 1, 0
     for item in read:
         complete = item.data.endswith(b"\n")
         count = item.data.count(b"\n") + (0 if complete else 1)
         batch.starts.append(line)
         ends.append((count, complete))
+        spans[id(item)] = (offset, offset + len(item.data))
         texts.append(item.data if complete else item.data + b"\n")
         line += count
+        offset += len(texts[-1])
     text = b"".join(texts)
+    del texts
     for item in read:
         item.data = b""  # the text holds them now
     needed, part = _read_piece(batch, text, 1, line - 1, False, options)
@@ -1293,8 +1298,12 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
             if not item.facts.was_read:
                 alone.append(item.facts)
                 continue
+            # from the bytes fetched already (plain text: opening them reads nothing), so a file at
+            # a URL is not fetched again
+            start, end = spans[id(item)]
+            opened = Opened(item.facts.file, _HEADER_LIMIT, text[start:end])
             try:
-                alone.append(extract_file(item.facts.file, options, defer=False, spill=spill))
+                alone.append(extract_file(item.facts.file, options, defer=False, spill=spill, opened=opened))
             except InputError as exc:
                 alone.append(replace(item.facts, error=str(exc)))
             alone[-1].identity = item.facts.identity

@@ -561,6 +561,29 @@ def test_analyze_fetches_each_capture_at_a_url_once(
     assert there.stdout.replace(f"{url}/".encode(), f"{local}/".encode()) == here
 
 
+def test_a_batch_read_again_file_by_file_is_not_fetched_again(s3_env: dict[str, str], tmp_path: Path) -> None:
+    # small captures are fetched once and read as one batch; an id that is an object makes the batch
+    # read again file by file (the robust id reading), which fetched every one of them a second time
+    from tests.test_load import HEADER, frame, write_lines
+
+    local = tmp_path / "small"
+    local.mkdir()
+    header = orjson.dumps(HEADER).decode()
+    ping = frame(1, '{"jsonrpc":"2.0","id":1.0,"method":"ping"}')
+    object_id = frame(2, '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}')
+    write_lines(local / "20261201T000000.000000Z_a_1_aaaaaa.000.jsonl", [header, ping])
+    write_lines(local / "20261201T000001.000000Z_b_2_bbbbbb.000.jsonl", [header, ping, object_id])
+    url = f"s3://{BUCKET}/batch-read-again/small"
+    upload(s3_env, local, url)
+    REQUESTS.seen.clear()
+    there = erascope(s3_env, "analyze", url, "-f", "json")
+    assert there.returncode == 0, there.stderr.decode()
+    gets = object_requests(url, ("GET",))
+    assert {p.name: gets[f"GET {quote(p.name)}"] for p in local.iterdir()} == {p.name: 1 for p in local.iterdir()}
+    here = erascope(s3_env, "analyze", local, "-f", "json").stdout
+    assert there.stdout.replace(f"{url}/".encode(), f"{local}/".encode()) == here
+
+
 def test_an_archive_given_to_compact_is_refused_alike_local_or_at_a_url(
     archive: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
 ) -> None:
