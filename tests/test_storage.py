@@ -547,18 +547,23 @@ def test_analyze_fetches_each_capture_at_a_url_once(
     (bulk,) = big.glob("*.jsonl")
     assert BUFFER_BYTES < bulk.stat().st_size < 8 << 20
     shutil.copy(bulk, local / bulk.name)
-    url = f"s3://{BUCKET}/fetched-by-analyze/captures"
+    # a file larger than the reader's buffer: its first buffer (holding the header), then the rest
+    expected = {p.name: 1 + (p.stat().st_size > BUFFER_BYTES) for p in local.iterdir()}
+    assert any(p.suffix == ".zst" for p in local.iterdir())
+    assert _gets_of_analyze(s3_env, local, f"s3://{BUCKET}/fetched-by-analyze/captures") == expected
+
+
+def _gets_of_analyze(s3_env: dict[str, str], local: Path, url: str) -> dict[str, int]:
+    """`local` uploaded to `url` and analyzed there: the GETs each file took. The report must be the
+    one of `local` analyzed where it is."""
     upload(s3_env, local, url)
     REQUESTS.seen.clear()
     there = erascope(s3_env, "analyze", url, "-f", "json")
     assert there.returncode == 0, there.stderr.decode()
     gets = object_requests(url, ("GET",))
-    # a file larger than the reader's buffer: its first buffer (holding the header), then the rest
-    expected = {p.name: 1 + (p.stat().st_size > BUFFER_BYTES) for p in local.iterdir()}
-    assert any(p.suffix == ".zst" for p in local.iterdir())
-    assert {p.name: gets[f"GET {quote(p.name)}"] for p in local.iterdir()} == expected
     here = erascope(s3_env, "analyze", local, "-f", "json").stdout
     assert there.stdout.replace(f"{url}/".encode(), f"{local}/".encode()) == here
+    return {p.name: gets[f"GET {quote(p.name)}"] for p in local.iterdir()}
 
 
 def test_a_batch_read_again_file_by_file_is_not_fetched_again(s3_env: dict[str, str], tmp_path: Path) -> None:
@@ -573,15 +578,8 @@ def test_a_batch_read_again_file_by_file_is_not_fetched_again(s3_env: dict[str, 
     object_id = frame(2, '{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}')
     write_lines(local / "20261201T000000.000000Z_a_1_aaaaaa.000.jsonl", [header, ping])
     write_lines(local / "20261201T000001.000000Z_b_2_bbbbbb.000.jsonl", [header, ping, object_id])
-    url = f"s3://{BUCKET}/batch-read-again/small"
-    upload(s3_env, local, url)
-    REQUESTS.seen.clear()
-    there = erascope(s3_env, "analyze", url, "-f", "json")
-    assert there.returncode == 0, there.stderr.decode()
-    gets = object_requests(url, ("GET",))
-    assert {p.name: gets[f"GET {quote(p.name)}"] for p in local.iterdir()} == {p.name: 1 for p in local.iterdir()}
-    here = erascope(s3_env, "analyze", local, "-f", "json").stdout
-    assert there.stdout.replace(f"{url}/".encode(), f"{local}/".encode()) == here
+    gets = _gets_of_analyze(s3_env, local, f"s3://{BUCKET}/batch-read-again/small")
+    assert gets == {p.name: 1 for p in local.iterdir()}
 
 
 def test_an_archive_given_to_compact_is_refused_alike_local_or_at_a_url(
