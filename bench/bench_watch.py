@@ -59,23 +59,45 @@ def _captures(d: Path) -> list[Path]:
     return sorted(d.rglob("*.jsonl"))
 
 
-def cpu_per_new_mb(backlog_mb: int, new_mb: int) -> dict[str, Any]:
+def appended_bulk(size_mb: int) -> bytes:
+    """The bulk file of a seed-2 generation of `size_mb`: other connections of the same server keys,
+    what the benchmarks append to a watched directory, a megabyte at a time."""
+    return max(_captures(_generated(size_mb, 2)), key=lambda p: p.stat().st_size).read_bytes()
+
+
+def copied_watcher(backlog: Path, tmp: str) -> tuple[Any, Path]:
+    """A `Watcher` of a copy of `backlog` under `tmp`, nothing read yet, and that copy (where to append)."""
     from analyzer.watch import Watcher
 
-    backlog = _generated(backlog_mb, 1)
-    bulk = max(_captures(_generated(max(new_mb * 2, 8), 2)), key=lambda p: p.stat().st_size).read_bytes()
+    live = Path(tmp) / "live"
+    shutil.copytree(backlog, live, ignore=shutil.ignore_patterns("manifest.json"))
+    return Watcher([str(live)]), live
+
+
+def catch_up(watcher: Any) -> None:
+    """Poll `watcher` until a round reads nothing new (for 600 s at the most)."""
+    wall = time.perf_counter()
+    while time.perf_counter() - wall < 600:
+        before = watcher.bytes_read
+        watcher.poll()
+        if watcher.bytes_read == before:
+            return
+
+
+def watcher_at_end(backlog: Path, tmp: str) -> tuple[Any, Path]:
+    """A `Watcher` that has read a copy of `backlog` to its end, and that copy (where to append)."""
+    watcher, live = copied_watcher(backlog, tmp)
+    catch_up(watcher)
+    return watcher, live
+
+
+def cpu_per_new_mb(backlog_mb: int, new_mb: int) -> dict[str, Any]:
+    bulk = appended_bulk(max(new_mb * 2, 8))
     with tempfile.TemporaryDirectory(prefix="erascope-watch-bench-") as tmp:
-        live = Path(tmp) / "live"
-        shutil.copytree(backlog, live, ignore=shutil.ignore_patterns("manifest.json"))
-        watcher = Watcher([str(live)])
+        watcher, live = copied_watcher(_generated(backlog_mb, 1), tmp)
         started = time.process_time()
-        wall = time.perf_counter()
-        while time.perf_counter() - wall < 600:
-            before = watcher.bytes_read
-            watcher.poll()
-            if watcher.bytes_read == before:
-                break
-        catch_up = time.process_time() - started
+        catch_up(watcher)
+        caught_up_cpu = time.process_time() - started
         growing = live / "growing.000.jsonl"
         cpu, rounds, read_before = 0.0, [], watcher.bytes_read
         for n in range(new_mb):
@@ -89,7 +111,7 @@ def cpu_per_new_mb(backlog_mb: int, new_mb: int) -> dict[str, Any]:
         new_bytes = watcher.bytes_read - read_before
     return {
         "backlog_mb": backlog_mb,
-        "catch_up_cpu_s": round(catch_up, 2),
+        "catch_up_cpu_s": round(caught_up_cpu, 2),
         "new_mb": round(new_bytes / MB, 2),
         "cpu_s_per_new_mb": round(cpu / max(new_bytes / MB, 1e-9), 3),
         "round_wall_s_max": round(max(rounds), 3),
@@ -102,21 +124,9 @@ def alternated(small_mb: int, large_mb: int, new_mb: int) -> dict[str, Any]:
     after the other, so that the load of a shared machine weighs on both backlogs alike (run one
     after the other, the two figures are minutes apart). Per backlog: the CPU of its rounds per new
     MB, and its cheapest round's (the load inflates it least)."""
-    from analyzer.watch import Watcher
-
-    bulk = max(_captures(_generated(max(new_mb * 2, 8), 2)), key=lambda p: p.stat().st_size).read_bytes()
+    bulk = appended_bulk(max(new_mb * 2, 8))
     with tempfile.TemporaryDirectory(prefix="erascope-watch-bench-") as tmp:
-        watchers: dict[int, tuple[Any, Path]] = {}
-        for size in (small_mb, large_mb):
-            live = Path(tmp) / str(size)
-            shutil.copytree(_generated(size, 1), live, ignore=shutil.ignore_patterns("manifest.json"))
-            watcher = Watcher([str(live)])
-            while True:
-                before = watcher.bytes_read
-                watcher.poll()
-                if watcher.bytes_read == before:
-                    break
-            watchers[size] = watcher, live
+        watchers = {size: watcher_at_end(_generated(size, 1), f"{tmp}/{size}") for size in (small_mb, large_mb)}
         cpu = dict.fromkeys(watchers, 0.0)
         least = dict.fromkeys(watchers, float("inf"))
         read_before = {size: w.bytes_read for size, (w, _) in watchers.items()}

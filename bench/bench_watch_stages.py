@@ -20,16 +20,14 @@ moves single stages by more than the difference between two runs, not between tw
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from bench._standalone import module_main
-from bench.bench_watch import MB, _captures, _generated
+from bench.bench_watch import MB, _generated, appended_bulk, watcher_at_end
 
 ROUNDS = 4
 
@@ -95,23 +93,9 @@ def _paired(stages: _Stages, carried: Callable[..., Any]) -> Callable[..., Any]:
     return both
 
 
-def watcher_at_end(backlog: Path, tmp: str) -> tuple[Any, Path]:
-    """A `Watcher` that has read a copy of `backlog` to its end, and that copy (where to append)."""
-    from analyzer.watch import Watcher
-
-    live = Path(tmp) / "live"
-    shutil.copytree(backlog, live, ignore=shutil.ignore_patterns("manifest.json"))
-    watcher = Watcher([str(live)])
-    while True:
-        before = watcher.bytes_read
-        watcher.poll()
-        if watcher.bytes_read == before:
-            return watcher, live
-
-
 def per_stage(backlog_mb: int, stages: _Stages) -> dict[str, float]:
     backlog = _generated(backlog_mb, 1)
-    bulk = max(_captures(_generated(10, 2)), key=lambda p: p.stat().st_size).read_bytes()
+    bulk = appended_bulk(10)
     stages.cpu.clear()
     with tempfile.TemporaryDirectory(prefix="erascope-watch-bench-") as tmp:
         watcher, live = watcher_at_end(backlog, tmp)

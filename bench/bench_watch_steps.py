@@ -29,15 +29,15 @@ from dataclasses import replace
 from typing import Any
 
 from bench._standalone import module_main
-from bench.bench_watch import MB, _captures, _generated
-from bench.bench_watch_stages import growth_lines, watcher_at_end
+from bench.bench_watch import MB, _generated, appended_bulk, watcher_at_end
+from bench.bench_watch_stages import growth_lines
 
 REPEATS = 8
 
 
 def _watcher_after_one_mb(backlog_mb: int, tmp: str) -> Any:
     watcher, live = watcher_at_end(_generated(backlog_mb, 1), tmp)
-    bulk = max(_captures(_generated(10, 2)), key=lambda p: p.stat().st_size).read_bytes()
+    bulk = appended_bulk(10)
     with open(live / "growing.000.jsonl", "ab") as f:
         f.write(bulk[:MB])
     watcher.poll()
