@@ -25,6 +25,7 @@ The identity's text (the `client` column everywhere in the analysis) joins the p
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from typing import Final
 
 import polars as pl
@@ -72,14 +73,20 @@ _NAMED_COLUMNS: Final = ("client_name", "client_version", "user_agent", "client_
 """The columns an identity is made of (the session's owner aside)."""
 
 
-def _named_rows(messages: pl.DataFrame | pl.LazyFrame, moved: Rows | None, keys: list[str]) -> pl.DataFrame:
-    """The rows of `messages` and `moved` that name any part of an identity on a connection: `keys`
-    and `_NAMED_COLUMNS`, in the messages frame's dtypes, and `_o`, each row's place in (ts, seq)
-    order (stable: rows of one instant keep the order of their frames).
+NAMED_BATCH_ROWS: Final = 1 << 17
+"""The rows that name identity parts are ranked and reduced this many at a time (`_earliest_parts`)
+when the moved requests are on disk: every request of the modern era names its client, so at 4 GB
+of captures they are millions, and holding them all at once made the identities the analysis' peak
+heap (441 MB; 203 MB in batches of this size, and 305 MB in batches four times bigger)."""
 
-    The rows stay where they are: sorting them all would hold every column twice (+90 MB at 2 GB of
-    captures, the analysis' peak), ranking them holds two integers a row.
-    """
+
+def _named_batches(
+    messages: pl.DataFrame | pl.LazyFrame, moved: Rows | None, keys: list[str], rows: int
+) -> tuple[Iterator[pl.DataFrame], bool]:
+    """The rows of `messages`, then of `moved`, that name any part of an identity on a connection:
+    `keys`, `ts`, `seq` and `_NAMED_COLUMNS`, in the messages frame's dtypes, in their frames' order;
+    and whether they come as one frame. They come in batches of at most `rows` when `moved` is on
+    disk and the frames hold more than `rows` rows together."""
     sources = with_moved(messages, moved)
     base = sources[0].collect_schema()
     columns = [*keys, "ts", "seq", *_NAMED_COLUMNS]
@@ -94,17 +101,98 @@ def _named_rows(messages: pl.DataFrame | pl.LazyFrame, moved: Rows | None, keys:
                 else pl.lit(None, dtypes[c]).alias(c)
                 for c in columns
             ).filter(pl.col("conn").is_not_null() & pl.any_horizontal(pl.col(c).is_not_null() for c in _NAMED_COLUMNS))
-        )
-    rows = pl.concat(frames, how="vertical").collect()
+        )  # fmt: skip
+    # Rows held in memory already are taken at once (their named rows, a few columns of them, cost
+    # less than batching them: archives). Moved requests on disk (`analyzer.spill`: big inputs) are
+    # counted before the filter, which their files' metadata tells.
+    if not isinstance(moved, pl.LazyFrame) or sum(src.select(pl.len()).collect().item() for src in sources) <= rows:
+        return iter([pl.concat(frames, how="vertical").collect()]), True
+    return (batch for frame in frames for batch in frame.collect_batches(chunk_size=rows)), False
+
+
+def _ranked(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with `_o`, each row's place in (ts, seq) order, ties in the rows' own order.
+
+    The rows stay where they are: sorting them all would hold every column twice (+90 MB at 2 GB of
+    captures), ranking them holds two integers a row.
+    """
     order = rows.select(pl.arg_sort_by("ts", "seq", nulls_last=True, maintain_order=True)).to_series()
-    # the inverse of the sorting permutation: each row's place
-    return rows.select(*keys, *_NAMED_COLUMNS, _o=order.arg_sort())
+    return rows.with_columns(_o=order.arg_sort())  # the inverse of the sorting permutation
 
 
-def _earliest(column: str, where: pl.Expr | None = None) -> pl.Expr:
-    """In a group of `_named_rows`, the value of `column` on the earliest row (`_o`) where it is set
-    and `where` holds; null when there is none."""
-    kept = pl.col(column).is_not_null() if where is None else where
+_PART_SOURCES: Final = (
+    ("name", "client_name"),
+    ("version", "client_version"),
+    ("user_agent", "user_agent"),
+    ("address", "client_addr"),
+    ("host_process", "host_process"),
+)
+"""Each identity part and the column it is read from."""
+
+
+def _part_where(part: str) -> pl.Expr | None:
+    """Which rows may give `part`: for the name and version only those that carry clientInfo (loading
+    falls back to the User-Agent in `client_name`; only a differing name is clientInfo); for the
+    others any row where it is set."""
+    if part in ("name", "version"):
+        return pl.col("client_name").is_not_null() & (
+            pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent"))
+        )
+    return None
+
+
+def _earliest_parts(batches: Iterable[pl.DataFrame], keys: list[str], single: bool) -> pl.DataFrame:
+    """Per connection (`keys`) of the named rows `batches` (`_named_batches`), each part of `PARTS`:
+    its value on the earliest row (in (ts, seq) order, ties in the rows' order) that may give it;
+    null when none does. `single`: `batches` is one frame.
+
+    A batch at a time, so that the rows are never all held: each batch gives, per connection and
+    part, its earliest candidate and that row's (ts, seq); the earliest of those, ties to the earlier
+    batch, is the earliest of all, since the batches come in the rows' order.
+    """
+    partial = []
+    for batch in batches:
+        rows = _ranked(batch)
+        # One group-by for every part, on one integer per connection when the keys are categoricals
+        # (grouping by the two columns encodes every row's pair first).
+        if all(rows.schema[k] == pl.Categorical() for k in keys):
+            by: list[pl.Expr] = [_conn_code()]
+            carried = [pl.col(k).first() for k in keys]
+        else:
+            by, carried = [pl.col(k) for k in keys], []
+        found = []
+        for part, column in _PART_SOURCES:
+            where = _part_where(part)
+            found.append(_earliest(column, where).alias(part))
+            if not single:  # what the batches' candidates are compared by
+                found += [
+                    _earliest("ts", where, column).alias(f"_ts_{part}"),
+                    _earliest("seq", where, column).alias(f"_seq_{part}"),
+                    (pl.col(column).is_not_null() if where is None else where).any().alias(f"_has_{part}"),
+                ]
+        partial.append(rows.lazy().group_by(by).agg(*carried, *found).drop("_key", strict=False).collect())
+    if not partial:
+        return pl.DataFrame(schema={**{k: pl.String() for k in keys}, **{part: pl.String() for part in PARTS}})
+    if single:
+        return partial[0].select(*keys, *PARTS)
+    candidates = pl.concat(partial, how="vertical")
+    merged = candidates.select(keys).unique(maintain_order=True)
+    for part in PARTS:
+        # a stable sort: candidates of one instant stay in their batches' order
+        earliest = (
+            candidates.filter(pl.col(f"_has_{part}"))
+            .sort(f"_ts_{part}", f"_seq_{part}", nulls_last=True, maintain_order=True)
+            .group_by(keys, maintain_order=True)
+            .agg(pl.col(part).first())
+        )
+        merged = merged.join(earliest, on=keys, how="left", nulls_equal=True, maintain_order="left")
+    return merged
+
+
+def _earliest(column: str, where: pl.Expr | None = None, set_in: str | None = None) -> pl.Expr:
+    """In a group of ranked rows (`_ranked`), the value of `column` on the earliest row (`_o`) where
+    `set_in` (default: `column`) is set and `where` holds; null when there is none."""
+    kept = pl.col(set_in or column).is_not_null() if where is None else where
     return pl.col(column).filter(kept).get(pl.col("_o").filter(kept).arg_min())
 
 
@@ -122,32 +210,12 @@ def connection_identities(messages: pl.DataFrame | pl.LazyFrame, traffic: Traffi
     (`Traffic.requests`, which the caller may have released from `traffic` already).
     """
     keys = ["server", "conn"]
-    rows = _named_rows(messages, moved, keys)
-    # loading falls back to the User-Agent in client_name; only a differing name is clientInfo
-    is_info = pl.col("client_name").is_not_null() & (
-        pl.col("user_agent").is_null() | (pl.col("client_name") != pl.col("user_agent"))
-    )
-    # One group-by for every part, on one integer per connection when the keys are categoricals
-    # (grouping by the two columns encodes every row's pair first).
-    if all(rows.schema[k] == pl.Categorical() for k in keys):
-        by: list[pl.Expr] = [_conn_code()]
-        carried = [pl.col(k).first() for k in keys]
-    else:
-        by, carried = [pl.col(k) for k in keys], []
+    batches, single = _named_batches(messages, moved, keys, NAMED_BATCH_ROWS)
     parts = (
-        rows.lazy()
-        .group_by(by)
-        .agg(
-            *carried,
-            _earliest("client_name", is_info).alias("name"),
-            _earliest("client_version", is_info).alias("version"),
-            _earliest("user_agent"),
-            _earliest("client_addr").cast(pl.String()).alias("address"),
-            _earliest("host_process"),
-        )
-        .select(*keys, *PARTS)
+        _earliest_parts(batches, keys, single)
+        .lazy()
         .pipe(as_strings)
-        .with_columns(pl.col("address").str.replace(_HOST_PORT, "${1}"))
+        .with_columns(pl.col("address").cast(pl.String()).str.replace(_HOST_PORT, "${1}"))
     )
     own = (
         traffic.conns.lazy()
