@@ -454,13 +454,21 @@ def _plan(
     ptext = pl.col("_ptext")
     rtext = pl.col("_rtext")
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
-    htext = pl.col("_htext")
 
-    def header(name: str) -> pl.Expr:
-        return _header(htext, name, as_json=as_json)
+    def header(name: str, text: str = "_htext") -> pl.Expr:
+        return _header(pl.col(text), name, as_json=as_json)
 
-    ua = pl.when(rtype == fmt.HTTP_REQUEST).then(header("user-agent"))
-    node_header = pl.coalesce(header("x-served-by"), header("via"), header("server"))
+    # A request's headers and a response's apart: each header is looked for only where it is read
+    # (a regex over every row's headers costs a fifth more on an HTTP piece)
+    steps.append(
+        {
+            "_req_h": pl.when(rtype == fmt.HTTP_REQUEST).then(pl.col("_htext")),
+            "_resp_h": pl.when(rtype == fmt.HTTP_RESPONSE).then(pl.col("_htext")),
+        }
+    )
+    steps.append({"_ua": header("user-agent", "_req_h")})
+    ua = pl.col("_ua")
+    node_header = pl.coalesce(*(header(name, "_resp_h") for name in ("x-served-by", "via", "server")))
     columns: dict[str, pl.Expr | None] = dict(
         file=None,
         line=pl.col("line").cast(pl.UInt32),
@@ -491,8 +499,8 @@ def _plan(
         error_requested=_path(data, "$.requested"),
         init_version=pl.coalesce(_path(ptext, "$.protocolVersion"), _path(rtext, "$.protocolVersion")),
         ttl_ms=_path(rtext, "$.ttlMs").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
-        header_version=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-protocol-version")),
-        header_method=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-method")),
+        header_version=header("mcp-protocol-version", "_req_h"),
+        header_method=header("mcp-method", "_req_h"),
         # Streamable HTTP names the session in a header; the HTTP+SSE transport in the POST URL's
         # query, which its GET stream announces in the `endpoint` event
         session_id=pl.when(is_http)
