@@ -35,6 +35,12 @@ MESSAGE_RECORD_TYPES: Final = (
     fmt.HTTP_ERROR,
 )
 """Record types that become message rows (headers, stderr and capture-error are only counted)."""
+HTTP_RECORD_TYPES: Final = (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT, fmt.SSE_END, fmt.HTTP_ERROR)
+"""The message record types of the HTTP transports: a reading with `http=False` is right only on
+records without them (see `messages_from_records`)."""
+HTTP_READS: Final = "_http_reads"
+"""The column a reading with `http=False` adds: the fields only the HTTP expressions read whose
+type the NDJSON reader checks, read so that both readings refuse the same lines (dropped by the caller)."""
 
 META_PV: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
@@ -234,6 +240,7 @@ def messages_from_records(
     flow_ids: bool = False,
     extra: dict[str, pl.Expr] | None = None,
     batches: bool = False,
+    http: bool = True,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -258,16 +265,24 @@ def messages_from_records(
     `batches=True` splits JSON-RPC batches into a row per member (`MEMBER_SLOTS`; `extra` can then
     read `_batch` and `_member`); without it a batch stays one (invalid) row. Splitting costs a pass
     over every row, so the loader asks for it only for records that hold a batch (`is_batch`).
+
+    `http=False` leaves out the expressions only HTTP and SSE records need (headers, session, user
+    agent, URL, the HTTP branches of kind, event, direction and error message; 8 % of a stdio
+    piece's instructions): on records of every other type its rows are the same, on records of
+    `HTTP_RECORD_TYPES` wrong, so the caller checks the types it read and reads again with
+    `http=True` when any is there (`analyzer.load`). It adds the column `HTTP_READS`.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
-    steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids)
+    steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http)
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
     lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
     for step in steps:
         lf = lf.with_columns(**step)
     literal = pl.Categorical() if categorical else pl.String()
     given = {"file": file, "transport": transport, "capture": capture}
-    exprs = {name: expr if expr is not None else _label(given[name]).cast(literal) for name, expr in columns.items()}
+    exprs = {
+        name: expr if expr is not None else _label(given[name]).cast(literal) for name, expr in columns.items()
+    }
     return lf.select(**exprs, **(extra or {}))
 
 
@@ -277,12 +292,14 @@ def _label(value: str | pl.Expr | None) -> pl.Expr:
 
 @functools.cache
 def _plan(
-    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool
+    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True
 ) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
     """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
     of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
 
-    `file`, `transport` and `capture` are literals of each call: None here.
+    `file`, `transport` and `capture` are literals of each call: None here. With `http=False` the
+    HTTP and SSE expressions are left out: an HTTP-only column is a typed null, and `HTTP_READS`
+    reads the record fields of other types than `String` that only the left-out expressions read.
     """
     raw = pl.col("raw")
     rtype = pl.col("type")
@@ -418,6 +435,16 @@ def _plan(
         .when(rtype == fmt.FRAME)
         .then(pl.col("dir"))
     )
+    if not http:  # the same values on records of the other types
+        kind = (
+            pl.when(rtype == fmt.LIFECYCLE)
+            .then(pl.lit("lifecycle"))
+            .when(pl.col("_is_json"))
+            .then(json_kind)
+            .otherwise(pl.lit("invalid"))
+        )
+        event = pl.when(rtype == fmt.LIFECYCLE).then(pl.col("event"))
+        direction = pl.when(rtype == fmt.FRAME).then(pl.col("dir"))
     steps.append({"_id_text": id_text})
     steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code})
     # Deeper paths, each only on the rows that can carry it.
@@ -445,9 +472,6 @@ def _plan(
             "_emsg": _path(pl.col("_error"), "$.message"),
             "_ptext": _path(pl.when(is_init_req).then(raw), "$.params"),
             "_rtext": _path(pl.when(maybe_versions).then(raw), "$.result"),
-            "_htext": pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(
-                pl.col("headers") if as_json else _headers_text(pl.col("headers"))
-            ),
         }
     )
     data = pl.col("_data")
@@ -458,15 +482,18 @@ def _plan(
     def header(name: str, text: str = "_htext") -> pl.Expr:
         return _header(pl.col(text), name, as_json=as_json)
 
-    # A request's headers and a response's apart: each header is looked for only where it is read
-    # (a regex over every row's headers costs a fifth more on an HTTP piece)
-    steps.append(
-        {
-            "_req_h": pl.when(rtype == fmt.HTTP_REQUEST).then(pl.col("_htext")),
-            "_resp_h": pl.when(rtype == fmt.HTTP_RESPONSE).then(pl.col("_htext")),
-        }
-    )
-    steps.append({"_ua": header("user-agent", "_req_h")})
+    if http:
+        headers = pl.col("headers") if as_json else _headers_text(pl.col("headers"))
+        steps.append({"_htext": pl.when(is_http).then(headers)})
+        # A request's headers and a response's apart: each header is looked for only where it is
+        # read (a regex over every row's headers costs a fifth more on an HTTP piece)
+        steps.append(
+            {
+                "_req_h": pl.when(rtype == fmt.HTTP_REQUEST).then(pl.col("_htext")),
+                "_resp_h": pl.when(rtype == fmt.HTTP_RESPONSE).then(pl.col("_htext")),
+            }
+        )
+        steps.append({"_ua": header("user-agent", "_req_h")})
     ua = pl.col("_ua")
     node_header = pl.coalesce(*(header(name, "_resp_h") for name in ("x-served-by", "via", "server")))
     columns: dict[str, pl.Expr | None] = dict(
@@ -531,12 +558,36 @@ def _plan(
         capture=None,
         req_seq=pl.lit(None, pl.Int64),
     )
+    if not http:  # the same values on records of the other types
+        nothing = pl.lit(None, pl.String)
+        columns.update(
+            error_message=pl.when(is_err & pl.col("_is_json")).then(pl.col("_emsg")),
+            header_version=nothing,
+            header_method=nothing,
+            session_id=nothing,
+            node_hint=pl.coalesce(_path(rtext, f"$._meta['{META_SERVER}'].name"), _path(rtext, "$.serverInfo.name")),
+            client_name=pl.coalesce(pl.when(is_req).then(pl.col("_meta_client")), _path(ptext, "$.clientInfo.name")),
+            user_agent=nothing,
+            client_addr=nothing,
+        )
     # each column in its final dtype: a cast of the whole frame would resolve the plan's schema again
     dtypes = {**MESSAGES_SCHEMA, **({name: pl.Categorical() for name in CATEGORICAL_COLUMNS} if categorical else {})}
     if categorical and not flow_ids:
         columns["flow"], dtypes["flow"] = flow_key(pl.col("flow")), FLOW_KEY_DTYPE
     typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
+    if not http:
+        # The reader checks a field's type only when the query reads it (and any value fits a
+        # String): the fields of other types only the left-out expressions read are read here.
+        full = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True)
+        unread = _fields(*full) - _fields(tuple(steps), typed)
+        typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))
     return tuple(steps), typed
+
+
+def _fields(steps: tuple[dict[str, pl.Expr], ...], columns: dict[str, pl.Expr | None]) -> set[str]:
+    """The record fields a plan reads."""
+    exprs = [e for step in steps for e in step.values()] + [e for e in columns.values() if e is not None]
+    return {name for expr in exprs for name in expr.meta.root_names()} & set(RECORD_SCHEMA)
 
 
 @functools.cache
@@ -550,11 +601,8 @@ def read_fields() -> frozenset[str]:
     names: set[str] = set()
     for robust in (False, True):
         for as_json in (False, True):
-            steps, columns = _plan(robust=robust, as_json=as_json, categorical=True, flow_ids=False)
-            exprs = [e for step in steps for e in step.values()] + [e for e in columns.values() if e is not None]
-            for expr in exprs:
-                names.update(expr.meta.root_names())
-    return frozenset(names & set(RECORD_SCHEMA))
+            names |= _fields(*_plan(robust=robust, as_json=as_json, categorical=True, flow_ids=False))
+    return frozenset(names)
 
 
 CATEGORICAL_COLUMNS: Final = (
