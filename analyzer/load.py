@@ -70,7 +70,10 @@ file is read again from its start with it (rare: an id that is an object). A bad
 file (not empty) is torn, every other bad line malformed.
 
 Each reading is one streaming query per piece that yields both the record counts and the messages
-rows (`raw` is never kept).
+rows (`raw` is never kept). A piece of a stdio capture is read without the expressions only HTTP
+and SSE records need (`analyzer.messages.messages_from_records` with `http=False`: 8 % fewer
+instructions per piece); when its record counts show an HTTP or SSE record, whatever the file's
+header says, it is read again with them, so its rows are those of the whole plan.
 """
 
 from __future__ import annotations
@@ -112,6 +115,8 @@ from analyzer.facts import (
 )
 from analyzer.messages import (
     HEADERS_AS_TEXT,
+    HTTP_READS,
+    HTTP_RECORD_TYPES,
     MESSAGE_RECORD_TYPES,
     is_batch,
     messages_from_records,
@@ -482,7 +487,12 @@ def _suspects(lines: pl.DataFrame, options: LoadOptions | None) -> dict[int, str
 
 
 def _read(
-    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool, batches: bool = False
+    facts: FileFacts,
+    records: pl.LazyFrame,
+    options: LoadOptions | None,
+    robust: bool,
+    batches: bool = False,
+    http: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
 
@@ -492,6 +502,9 @@ def _read(
 
     A JSON-RPC batch is a row per member (`analyzer.messages.MEMBER_SLOTS`): a piece that holds
     one is read again with `batches` (the rare case pays for splitting, not every piece).
+
+    `http=False` reads with the plan that leaves out the HTTP and SSE expressions (see
+    `messages_from_records`); records of those types read that way are read again with `http=True`.
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
@@ -526,6 +539,7 @@ def _read(
             flow_ids=options is not None and options.keep_raw,  # archives keep the ids
             extra=extra,
             batches=batches,
+            http=http,
         )
         try:
             df = rows.collect(engine="streaming")
@@ -538,7 +552,7 @@ def _read(
                 return None
             df = df.drop("_bad_headers")
         if not batches and df.get_column("_batch").any():
-            return _read(facts, plain, options, attempt, batches=True)
+            return _read(facts, plain, options, attempt, batches=True, http=http)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
         # records are counted once, not once per batch member
         record = pl.col("_member") == 0 if batches else pl.lit(True)
@@ -550,6 +564,9 @@ def _read(
             undecodable_line=pl.col("line").filter(undecodable).min(),
         )
         counts = counts.rename({"_type": "type"})
+        types = counts.get_column("type")
+        if not http and (types.is_in(HTTP_RECORD_TYPES).any() or types.null_count()):
+            return _read(facts, plain, options, robust, batches)  # rows of those types need the whole plan
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
@@ -558,15 +575,16 @@ def _read(
             msgs = spread_batch_answers(msgs).drop("_member")
         if options is not None and options.selection is not None and not options.selection.everything:
             msgs = msgs.filter(options.selection.expr())  # after counting: the accounting is the whole file's
-        return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1]), attempt
+        unread = () if http else (HTTP_READS,)
+        return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1], *unread), attempt
     raise AssertionError("unreachable")
 
 
 def _read_lists(
-    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool
+    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool, http: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """`_read` of records whose `headers` are lists (never None then)."""
-    read = _read(facts, records, options, robust)
+    read = _read(facts, records, options, robust, http=http)
     assert read is not None
     return read
 
@@ -580,14 +598,22 @@ class _Piece:
     """Set on the last piece of a chunk once it is condensed (see `_read_pieces`)."""
 
 
+def _http_plan(facts: FileFacts) -> bool:
+    """Whether a file's pieces are read with the HTTP expressions (`_read`'s `http`): all but those
+    of a stdio capture. Its header only makes the plan without them likely right; each piece's own
+    record types decide (a piece holding HTTP or SSE records is read again with them)."""
+    return isinstance(facts, _Batch) or facts.transport != fmt.STDIO
+
+
 def _read_piece(
     facts: FileFacts, piece: bytes, first_line: int, lines: int, robust: bool, options: LoadOptions | None
 ) -> tuple[bool, _Piece]:
     """Read one piece (`lines` lines); returns it and whether it needed the robust id reading."""
+    http = _http_plan(facts)
     try:
-        read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust)
+        read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust, http=http)
         if read is None:  # headers the text cannot carry exactly: read them as lists
-            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust)
+            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http)
         counts, msgs, used = read
         # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
         # without `type` reads as nulls: both send the piece to the line path.

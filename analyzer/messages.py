@@ -35,6 +35,12 @@ MESSAGE_RECORD_TYPES: Final = (
     fmt.HTTP_ERROR,
 )
 """Record types that become message rows (headers, stderr and capture-error are only counted)."""
+HTTP_RECORD_TYPES: Final = (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT, fmt.SSE_END, fmt.HTTP_ERROR)
+"""The message record types of the HTTP transports: a reading with `http=False` is right only on
+records without them (see `messages_from_records`)."""
+HTTP_READS: Final = "_http_reads"
+"""The column a reading with `http=False` adds: the fields only the HTTP expressions read whose
+type the NDJSON reader checks, read so that both readings refuse the same lines (dropped by the caller)."""
 
 META_PV: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
@@ -234,6 +240,7 @@ def messages_from_records(
     flow_ids: bool = False,
     extra: dict[str, pl.Expr] | None = None,
     batches: bool = False,
+    http: bool = True,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -258,9 +265,15 @@ def messages_from_records(
     `batches=True` splits JSON-RPC batches into a row per member (`MEMBER_SLOTS`; `extra` can then
     read `_batch` and `_member`); without it a batch stays one (invalid) row. Splitting costs a pass
     over every row, so the loader asks for it only for records that hold a batch (`is_batch`).
+
+    `http=False` leaves out the expressions only HTTP and SSE records need (headers, session, user
+    agent, URL, the HTTP branches of kind, event, direction and error message; 8 % of a stdio
+    piece's instructions): on records of every other type its rows are the same, on records of
+    `HTTP_RECORD_TYPES` wrong, so the caller checks the types it read and reads again with
+    `http=True` when any is there (`analyzer.load`). It adds the column `HTTP_READS`.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
-    steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids)
+    steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http)
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
     lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
     for step in steps:
@@ -279,12 +292,14 @@ def _label(value: str | pl.Expr | None) -> pl.Expr:
 
 @functools.cache
 def _plan(
-    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool
+    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True
 ) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
     """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
     of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
 
-    `file`, `transport` and `capture` are literals of each call: None here.
+    `file`, `transport` and `capture` are literals of each call: None here. With `http=False` the
+    HTTP and SSE expressions are left out: an HTTP-only column is a typed null, and `HTTP_READS`
+    reads the record fields of other types than `String` that only the left-out expressions read.
     """
     raw = pl.col("raw")
     rtype = pl.col("type")
@@ -312,32 +327,51 @@ def _plan(
     # The error object, only where one can be: a payload without a method that mentions it.
     error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json"))
     steps.append({"_error": _path(error_text, "$.error")})
-    steps.append({"_code": _path(pl.col("_error"), "$.code")})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`), so the payload's text decides only
     # when it holds the id one way alone; when it holds both `"id":"1"` and `"id":1`, the payload
-    # is parsed (`_top_level_id_is_string`: rare rows, never the common path).
-    maybe_quoted = pl.when(pl.col("_id").str.contains(_NUMBER) & raw.str.contains(r'"id"\s*:\s*"')).then(raw)
+    # is parsed (`_top_level_id_is_string`: rare rows, never the common path). The searches and
+    # their patterns are built from inputs masked to those rows (null elsewhere): built on every
+    # row, they cost more than a tenth of a stdio piece's extraction.
+    number = pl.col("_id").str.contains(_NUMBER)
+    steps.append(
+        {
+            "_code": _path(pl.col("_error"), "$.code"),
+            "_num": number,
+            "_maybe": number & raw.str.contains(r'"id"\s*:\s*"'),
+        }
+    )
+    maybe = pl.col("_maybe")
+    maybe_quoted = pl.when(maybe).then(raw)
+    maybe_id = pl.when(maybe).then(pl.col("_id"))
 
     def holds(*forms: tuple[str, str]) -> pl.Expr:
         found = [
-            maybe_quoted.str.contains(pl.lit(before) + pl.col("_id") + pl.lit(after), literal=True)
+            maybe_quoted.str.contains(pl.lit(before) + maybe_id + pl.lit(after), literal=True)
             for before, after in forms
         ]
         return pl.any_horizontal(found).fill_null(False)
 
-    quoted = holds(('"id":"', '"'), ('"id": "', '"'))
-    unquoted = holds(('"id":', ","), ('"id":', "}"), ('"id": ', ","), ('"id": ', "}"))
-    exact = pl.when(quoted & unquoted).then(maybe_quoted).map_elements(_top_level_id_is_string, pl.Boolean())
-    id_quoted = pl.when(quoted & unquoted).then(exact.fill_null(False)).otherwise(quoted)
+    steps.append(
+        {
+            "_quoted": holds(('"id":"', '"'), ('"id": "', '"')),
+            "_unquoted": holds(('"id":', ","), ('"id":', "}"), ('"id": ', ","), ('"id": ', "}")),
+        }
+    )
+    quoted, unquoted = pl.col("_quoted"), pl.col("_unquoted")
+    both = quoted & unquoted
+    exact = pl.when(both).then(raw).map_elements(_top_level_id_is_string, pl.Boolean())
+    id_quoted = pl.when(both).then(exact.fill_null(False)).otherwise(quoted)
+    as_number = pl.col("_num") & ~id_quoted
+    as_string = pl.when(~as_number).then(pl.col("_id"))
     id_text = (
         pl.when(pl.col("_id").is_null())
         .then(None)
-        .when(pl.col("_id").str.contains(_NUMBER) & ~id_quoted)
+        .when(as_number)
         .then(pl.col("_id"))
         .otherwise(
             pl.lit('"')
-            + pl.col("_id").str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
+            + as_string.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
             + pl.lit('"')
         )
     )
@@ -401,6 +435,16 @@ def _plan(
         .when(rtype == fmt.FRAME)
         .then(pl.col("dir"))
     )
+    if not http:  # the same values on records of the other types
+        kind = (
+            pl.when(rtype == fmt.LIFECYCLE)
+            .then(pl.lit("lifecycle"))
+            .when(pl.col("_is_json"))
+            .then(json_kind)
+            .otherwise(pl.lit("invalid"))
+        )
+        event = pl.when(rtype == fmt.LIFECYCLE).then(pl.col("event"))
+        direction = pl.when(rtype == fmt.FRAME).then(pl.col("dir"))
     steps.append({"_id_text": id_text})
     steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code})
     # Deeper paths, each only on the rows that can carry it.
@@ -428,22 +472,30 @@ def _plan(
             "_emsg": _path(pl.col("_error"), "$.message"),
             "_ptext": _path(pl.when(is_init_req).then(raw), "$.params"),
             "_rtext": _path(pl.when(maybe_versions).then(raw), "$.result"),
-            "_htext": pl.when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))).then(
-                pl.col("headers") if as_json else _headers_text(pl.col("headers"))
-            ),
         }
     )
     data = pl.col("_data")
     ptext = pl.col("_ptext")
     rtext = pl.col("_rtext")
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
-    htext = pl.col("_htext")
 
-    def header(name: str) -> pl.Expr:
-        return _header(htext, name, as_json=as_json)
+    def header(name: str, text: str = "_htext") -> pl.Expr:
+        return _header(pl.col(text), name, as_json=as_json)
 
-    ua = pl.when(rtype == fmt.HTTP_REQUEST).then(header("user-agent"))
-    node_header = pl.coalesce(header("x-served-by"), header("via"), header("server"))
+    if http:
+        headers = pl.col("headers") if as_json else _headers_text(pl.col("headers"))
+        steps.append({"_htext": pl.when(is_http).then(headers)})
+        # A request's headers and a response's apart: each header is looked for only where it is
+        # read (a regex over every row's headers costs a fifth more on an HTTP piece)
+        steps.append(
+            {
+                "_req_h": pl.when(rtype == fmt.HTTP_REQUEST).then(pl.col("_htext")),
+                "_resp_h": pl.when(rtype == fmt.HTTP_RESPONSE).then(pl.col("_htext")),
+            }
+        )
+        steps.append({"_ua": header("user-agent", "_req_h")})
+    ua = pl.col("_ua")
+    node_header = pl.coalesce(*(header(name, "_resp_h") for name in ("x-served-by", "via", "server")))
     columns: dict[str, pl.Expr | None] = dict(
         file=None,
         line=pl.col("line").cast(pl.UInt32),
@@ -474,8 +526,8 @@ def _plan(
         error_requested=_path(data, "$.requested"),
         init_version=pl.coalesce(_path(ptext, "$.protocolVersion"), _path(rtext, "$.protocolVersion")),
         ttl_ms=_path(rtext, "$.ttlMs").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
-        header_version=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-protocol-version")),
-        header_method=pl.when(rtype == fmt.HTTP_REQUEST).then(header("mcp-method")),
+        header_version=header("mcp-protocol-version", "_req_h"),
+        header_method=header("mcp-method", "_req_h"),
         # Streamable HTTP names the session in a header; the HTTP+SSE transport in the POST URL's
         # query, which its GET stream announces in the `endpoint` event
         session_id=pl.when(is_http)
@@ -506,12 +558,36 @@ def _plan(
         capture=None,
         req_seq=pl.lit(None, pl.Int64),
     )
+    if not http:  # the same values on records of the other types
+        nothing = pl.lit(None, pl.String)
+        columns.update(
+            error_message=pl.when(is_err & pl.col("_is_json")).then(pl.col("_emsg")),
+            header_version=nothing,
+            header_method=nothing,
+            session_id=nothing,
+            node_hint=pl.coalesce(_path(rtext, f"$._meta['{META_SERVER}'].name"), _path(rtext, "$.serverInfo.name")),
+            client_name=pl.coalesce(pl.when(is_req).then(pl.col("_meta_client")), _path(ptext, "$.clientInfo.name")),
+            user_agent=nothing,
+            client_addr=nothing,
+        )
     # each column in its final dtype: a cast of the whole frame would resolve the plan's schema again
     dtypes = {**MESSAGES_SCHEMA, **({name: pl.Categorical() for name in CATEGORICAL_COLUMNS} if categorical else {})}
     if categorical and not flow_ids:
         columns["flow"], dtypes["flow"] = flow_key(pl.col("flow")), FLOW_KEY_DTYPE
     typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
+    if not http:
+        # The reader checks a field's type only when the query reads it (and any value fits a
+        # String): the fields of other types only the left-out expressions read are read here.
+        full = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True)
+        unread = _fields(*full) - _fields(tuple(steps), typed)
+        typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))
     return tuple(steps), typed
+
+
+def _fields(steps: tuple[dict[str, pl.Expr], ...], columns: dict[str, pl.Expr | None]) -> set[str]:
+    """The record fields a plan reads."""
+    exprs = [e for step in steps for e in step.values()] + [e for e in columns.values() if e is not None]
+    return {name for expr in exprs for name in expr.meta.root_names()} & set(RECORD_SCHEMA)
 
 
 @functools.cache
@@ -525,11 +601,8 @@ def read_fields() -> frozenset[str]:
     names: set[str] = set()
     for robust in (False, True):
         for as_json in (False, True):
-            steps, columns = _plan(robust=robust, as_json=as_json, categorical=True, flow_ids=False)
-            exprs = [e for step in steps for e in step.values()] + [e for e in columns.values() if e is not None]
-            for expr in exprs:
-                names.update(expr.meta.root_names())
-    return frozenset(names & set(RECORD_SCHEMA))
+            names |= _fields(*_plan(robust=robust, as_json=as_json, categorical=True, flow_ids=False))
+    return frozenset(names)
 
 
 CATEGORICAL_COLUMNS: Final = (

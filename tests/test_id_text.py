@@ -1,0 +1,152 @@
+"""The id text of a payload, on adversarial payloads: both JSON forms of one value, ids nested in
+params or results, spacing around the colon, escapes, floats and integers beyond 64 bits.
+
+`messages_from_records` reads ids without parsing most payloads (see its module docstring); these
+tests hold its result, row by row, to a plain model of that rule (`_model`), on the fast and the
+robust reading, so that no cheaper way of computing it may change an id.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from addon import format as fmt
+from analyzer.messages import messages_from_records
+from analyzer.schema import RECORD_SCHEMA
+
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _top_level_is_string(raw: str) -> bool:
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("id"), str)
+
+
+def _model(raw: str, decoded: str | None) -> str | None:
+    """The id text by the documented rule, from the id as the reading decoded it (`decoded`): a
+    number-looking id is a string only when the payload quotes it (`"id":"1"` or `"id": "1"`) and
+    does not hold it bare, or holds both and its own top-level id is a string."""
+    if decoded is None:
+        return None
+    if _NUMBER.fullmatch(decoded) is None:
+        return _quote(decoded)
+    quoted = any(f in raw for f in (f'"id":"{decoded}"', f'"id": "{decoded}"'))
+    bare = any(f"{before}{decoded}{after}" in raw for before in ('"id":', '"id": ') for after in (",", "}"))
+    if quoted and bare:
+        quoted = _top_level_is_string(raw)
+    return decoded if not quoted else _quote(decoded)
+
+
+def _frames(payloads: list[str]) -> pl.LazyFrame:
+    rows = [
+        {"type": fmt.FRAME, "seq": n, "ts": 1.0, "conn": "c1", "dir": fmt.C2S if n % 2 else fmt.S2C, "raw": raw}
+        for n, raw in enumerate(payloads)
+    ]
+    records = pl.DataFrame(rows, schema={name: RECORD_SCHEMA[name] for name in rows[0]})
+    missing = {name: pl.lit(None, dtype) for name, dtype in RECORD_SCHEMA.items() if name not in records.columns}
+    return records.lazy().with_columns(**missing).with_row_index("line", offset=1).select("line", *RECORD_SCHEMA)
+
+
+def _ids(payloads: list[str], *, robust: bool) -> tuple[list[str | None], list[str | None]]:
+    """The `id` column of the payloads' rows, and the ids the same reading decodes before typing them."""
+    records = _frames(payloads)
+    rows = messages_from_records(records, file="f", capture="c", transport="stdio", robust=robust).collect()
+    payload = pl.when(pl.col("raw").str.contains(r"^\s*\{")).then(pl.col("raw"))
+    if robust:
+        decoded = payload.str.json_path_match("$.id")
+    else:
+        decoded = payload.str.json_decode(pl.Struct({"id": pl.String()})).struct.field("id")
+    return rows.get_column("id").to_list(), records.select(decoded).collect().to_series().to_list()
+
+
+ADVERSARIAL = [
+    '{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+    '{"jsonrpc":"2.0","id":"1","method":"tools/list"}',
+    '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+    '{"jsonrpc": "2.0", "id": "1", "method": "tools/list"}',
+    '{"id" : "1", "method": "a"}',
+    '{"id":"\\u0031","method":"a"}',
+    '{"id":1,"method":"a","params":{"ref":{"id":"1"}}}',
+    '{"id":"1","method":"a","params":{"ref":{"id":1}}}',
+    '{"method":"a","params":{"ref":{"id":"7"}},"id":7}',
+    '{"method":"a","params":{"ref":{"id":7}},"id":"7"}',
+    '{"id":"7","result":{"items":[{"id":"7"},{"id":7}]}}',
+    '{"id":7,"result":{"items":[{"id":"7"},{"id":7}]}}',
+    '{"id":1.0,"result":{}}',
+    '{"id":"1.0","result":{}}',
+    '{"id":1e3,"result":{}}',
+    '{"id":"1e3","result":{}}',
+    '{"id":-12,"result":{}}',
+    '{"id":"-12","result":{"id":-12}}',
+    '{"id":123456789012345678901234567890,"result":{}}',
+    '{"id":"123456789012345678901234567890","result":{"id":123456789012345678901234567890}}',
+    '{"id":"a\\"b","method":"x"}',
+    '{"id":"a\\\\b","method":"x"}',
+    '{"id":"","method":"x"}',
+    '{"id":" 1","method":"x"}',
+    '{"id":null,"method":"notifications/x"}',
+    '{"id":true,"result":{}}',
+    '{"id":"x","result":{"id":"1"}}',
+    '{"result":{"id":"1"}}',
+    '  {"id":"1","method":"a"}',
+    '{"id":"1","id":1,"method":"dup"}',
+    '{"id":1,"id":"1","method":"dup"}',
+    "[1, 2]",
+    "not json",
+]
+
+
+@pytest.mark.parametrize("robust", [False, True])
+def test_ids_of_every_shape_follow_the_rule(robust: bool) -> None:
+    ids, decoded = _ids(ADVERSARIAL, robust=robust)
+    assert ids == [
+        _model(raw, d) if raw.lstrip().startswith("{") else None for raw, d in zip(ADVERSARIAL, decoded, strict=True)
+    ]
+
+
+def test_the_rule_keeps_the_json_type() -> None:
+    ids, _ = _ids(ADVERSARIAL[:4] + ADVERSARIAL[6:10], robust=False)
+    assert ids == ["1", '"1"', "1", '"1"', "1", '"1"', "7", '"7"']
+
+
+_number_text = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.sampled_from(["0", "1", "1.0", "1e3", "-0", "2.5E-3"]),
+)
+_id_value = st.one_of(
+    _number_text,  # bare
+    st.one_of(_number_text, st.just("007")).map(lambda t: f'"{t}"'),  # quoted
+    st.text(alphabet='1"\\ a', max_size=4).map(lambda t: orjson.dumps(t).decode()),
+)
+_colon = st.sampled_from([":", ": ", " : "])
+
+
+@st.composite
+def _payload(draw: st.DrawFn) -> str:
+    own = f'"id"{draw(_colon)}{draw(_id_value)}'
+    nested = [f'{{"id"{draw(_colon)}{draw(_id_value)}}}' for _ in range(draw(st.integers(0, 2)))]
+    body = f'"params":{{"refs":[{",".join(nested)}]}}'
+    method = '"method":"m"' if draw(st.booleans()) else '"result":{}'
+    members = [own, method, body]
+    order = draw(st.permutations(members))
+    return "{" + ",".join(order) + "}"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_payload(), min_size=1, max_size=12))
+def test_ids_of_random_payloads_follow_the_rule(payloads: list[str]) -> None:
+    ids, decoded = _ids(payloads, robust=False)
+    assert ids == [_model(raw, d) for raw, d in zip(payloads, decoded, strict=True)]
