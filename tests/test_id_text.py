@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from addon import format as fmt
-from analyzer.messages import messages_from_records
+from analyzer.messages import _top_level_id_is_string, messages_from_records
 from analyzer.schema import RECORD_SCHEMA
 
 _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
@@ -25,14 +25,6 @@ _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
 
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _top_level_is_string(raw: str) -> bool:
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return False
-    return isinstance(obj, dict) and isinstance(obj.get("id"), str)
 
 
 def _model(raw: str, decoded: str | None) -> str | None:
@@ -46,7 +38,7 @@ def _model(raw: str, decoded: str | None) -> str | None:
     quoted = any(f in raw for f in (f'"id":"{decoded}"', f'"id": "{decoded}"'))
     bare = any(f"{before}{decoded}{after}" in raw for before in ('"id":', '"id": ') for after in (",", "}"))
     if quoted and bare:
-        quoted = _top_level_is_string(raw)
+        quoted = _top_level_id_is_string(raw)
     return decoded if not quoted else _quote(decoded)
 
 
