@@ -160,6 +160,24 @@ def test_analyze_spills_and_its_files_go_with_the_analysis(tmp_path: Path, monke
     assert list(temp.iterdir()) == []
 
 
+def test_answers_go_to_disk_with_the_moved_requests_and_the_findings_stay_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rules' answers (`RuleContext.responses`, a row per answered request) are written to the
+    spill when the moved requests are on disk (big inputs), so they are not held for the rest of the
+    analysis; the rules read them back and find the same."""
+    in_memory = analyze([CORPUS], AnalyzeOptions(spill_dir=str(tmp_path)))
+    assert isinstance(in_memory.rule_context.responses, pl.DataFrame)  # the corpus is small: nothing moved to disk
+    _spill_every_frame(monkeypatch)
+    on_disk = analyze([CORPUS], AnalyzeOptions(spill_dir=str(tmp_path)))
+    answers = on_disk.rule_context.responses
+    assert isinstance(answers, pl.LazyFrame)
+    assert _sorted(answers.collect()).equals(_sorted(in_memory.rule_context.responses))
+    assert on_disk.findings == in_memory.findings
+    assert [f.details for f in on_disk.findings] == [f.details for f in in_memory.findings]
+    assert any(f.rule in ("stale-era", "rollout-split") for f in on_disk.findings)  # the rules that read them
+
+
 def test_the_cli_takes_a_temp_dir_and_refuses_a_missing_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 

@@ -411,13 +411,17 @@ class RuleContext:
         )
 
     @cached_property
-    def responses(self) -> pl.DataFrame:
+    def responses(self) -> Rows:
         """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts.
 
         The first answer of each request: the kept answer rows and the answers condensing dropped
         (`Traffic.answers`: results to enveloped requests), in the order they were seen (`seq`).
         A row per answered request: `resp_kind` and `resp_peer` are categoricals, like the request view.
+        When the moved requests are on disk (big inputs), so is this frame, written to the `spill`
+        (56 MB of heap for the rest of an analysis of 4 GB of captures otherwise); readers call
+        `.lazy()` on it either way.
         """
+        on_disk = self.spill is not None and isinstance(self.traffic.requests, pl.LazyFrame)
         kept = self.messages.filter(
             (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
         ).select(
@@ -454,7 +458,11 @@ class RuleContext:
             answers = answers.sort("_answer_seq", maintain_order=True).unique(
                 subset=["capture", "seq"], keep="first", maintain_order=True
             )
-        return answers.drop("_answer_seq")
+        answers = answers.drop("_answer_seq")
+        if on_disk and answers.height:
+            assert self.spill is not None
+            return self.spill.put(answers)
+        return answers
 
 
 def _buckets(rows: pl.LazyFrame) -> list[pl.Expr]:
