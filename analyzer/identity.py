@@ -120,13 +120,7 @@ def _ranked(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(_o=order.arg_sort())  # the inverse of the sorting permutation
 
 
-_PART_SOURCES: Final = (
-    ("name", "client_name"),
-    ("version", "client_version"),
-    ("user_agent", "user_agent"),
-    ("address", "client_addr"),
-    ("host_process", "host_process"),
-)
+_PART_SOURCES: Final = tuple(zip(PARTS, _NAMED_COLUMNS, strict=True))
 """Each identity part and the column it is read from."""
 
 
