@@ -421,7 +421,7 @@ class RuleContext:
         (56 MB of heap for the rest of an analysis of 4 GB of captures otherwise); readers call
         `.lazy()` on it either way.
         """
-        on_disk = self.spill is not None and isinstance(self.traffic.requests, pl.LazyFrame)
+        spill = self.spill if isinstance(self.traffic.requests, pl.LazyFrame) else None
         kept = self.messages.filter(
             (pl.col("dir") == "s2c") & pl.col("kind").is_in(["response", "error"]) & pl.col("req_seq").is_not_null()
         ).select(
@@ -459,10 +459,7 @@ class RuleContext:
                 subset=["capture", "seq"], keep="first", maintain_order=True
             )
         answers = answers.drop("_answer_seq")
-        if on_disk and answers.height:
-            assert self.spill is not None
-            return self.spill.put(answers)
-        return answers
+        return spill.put(answers) if spill is not None and answers.height else answers
 
 
 def _buckets(rows: pl.LazyFrame) -> list[pl.Expr]:
