@@ -194,11 +194,16 @@ def _task_cpu_ns(pid: int) -> int:
     return total
 
 
+def _message(size: int) -> bytes:
+    """A JSON-RPC answer of `size` bytes with its newline: one line of the tee measures."""
+    return b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * max(0, size - 37) + b'"}\n'
+
+
 def _tee_cpu(proc: subprocess.Popen[bytes], messages: int, size: int) -> tuple[float, float]:
     """(CPU µs of the tee process per message, median round trip µs) for `messages` lines of `size`
     bytes sent one at a time through `proc` and echoed back. Start-up is left out (a warm-up, then the
     tee's own threads' CPU time from `/proc`); the echo server is a process apart, not counted."""
-    line = b'{"jsonrpc":"2.0","id":1,"result":"' + b"x" * max(0, size - 37) + b'"}\n'
+    line = _message(size)
     assert proc.stdin is not None and proc.stdout is not None
     fd_in, fd_out = proc.stdin.fileno(), proc.stdout.fileno()
     samples: list[float] = []
@@ -254,7 +259,7 @@ def _seal_cpu(size: int, algorithm: str, messages: int) -> float:
     from addon import chain
 
     chainer = chain.Chainer(KEY if algorithm in chain.KEYED else None, algorithm)
-    raw = '{"jsonrpc":"2.0","id":1,"result":"' + "x" * max(0, size - 37) + '"}'
+    raw = _message(size)[:-1].decode()
     lines = [
         orjson.dumps(
             {"type": "frame", "conn": "c", "raw": raw, "len": len(raw), "nl": True, "dir": d,
