@@ -63,3 +63,21 @@ def test_retry_loop_threshold_is_an_option() -> None:
         c.probe(i * 0.1, "unsupported-version", id=str(i), version=MODERN, versions=[MODERN])
     assert [f.rule for f in run_rules(s.analysis(), only=["retry-loop"])] == ["retry-loop"]
     assert run_rules(s.analysis(), {"max_retries": 2}, only=["retry-loop"]) == []
+
+
+def test_retry_loop_evidence_is_the_first_of_the_longest_loops() -> None:
+    # Many loops of the same length: the evidence must not depend on the order polars groups them in.
+    s = Scenario()
+    c = s.conn("liar", "c1")
+    firsts = []
+    for n in range(40):
+        t = n * 10.0
+        lines = [
+            c.probe(t + i * 0.1, "unsupported-version", id=f"{n}-{i}", version=MODERN, versions=[MODERN])
+            for i in range(4)
+        ]
+        firsts.append(lines[0])
+        c.call(t + 1.0, id=f"{n}-call", modern=True)
+    [f] = run_rules(s.analysis(), only=["retry-loop"])
+    assert f.details["loops"] == 40
+    assert f.evidence[0] == Evidence("c1.jsonl", firsts[0], "probe")

@@ -142,11 +142,13 @@ def retry_loop(ctx: RuleContext) -> pl.DataFrame:
             .any()
             .alias("refused_listed_as_supported"),
             _retry_evidence().alias("evidence"),
+            pl.col("_i").min().alias("_first"),
         )
         .filter(pl.col("retries") > opts.max_retries)
     )
     return (
-        runs.sort("retries", descending=True)
+        # the longest loop's evidence, the first of the longest: groups come in no set order
+        runs.sort("retries", "_first", descending=[True, False])
         .group_by(_KEYS, maintain_order=True)
         .agg(
             pl.col("retries").first(),
