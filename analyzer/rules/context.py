@@ -20,7 +20,7 @@ from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import FLOW_KEY_DTYPE, as_strings
 from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
-from analyzer.rules.frames import as_lazy, pair_key
+from analyzer.rules.frames import as_lazy, pair_key, picked
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 from analyzer.spill import Spill
@@ -267,8 +267,12 @@ class RuleContext:
         # matched in the request rows' own dtypes: only the few wanted rows become strings
         native = every.collect_schema()["capture"]
         wanted = keys.lazy().select(pl.col("capture").cast(pl.String).cast(native), "seq").unique()
+        # A semi join over every request holds them all (120 MB at 4 GB of captures); their `seq`
+        # alone picks a few more rows than wanted, by a filter applied while they are read.
+        seqs = keys.get_column("seq").unique().implode()
+        nearly = picked(every.select("capture", "seq", *_DETAIL_COLUMNS), pl.col("seq").is_in(seqs))
         return (
-            every.select("capture", "seq", *_DETAIL_COLUMNS)
+            nearly.lazy()
             .join(wanted, on=["capture", "seq"], how="semi")
             .with_columns(
                 pl.col(pl.Categorical).exclude("capture").cast(pl.String),
@@ -305,11 +309,14 @@ class RuleContext:
         # request on the probe's connection is the next position with the same (server, conn) —
         # a connection belongs to one client, so it lies inside the client's stretch of positions;
         # the client's next request is the next position, when it is still the same client.
-        probe_at = reqs.lazy().filter(pl.col("is_probe")).select("_i", "server", "conn", "client")
-        # the request right after each probe, picked by position (a semi join keyed on the probes)
+        # Every request is read by filters alone (`picked`), never by a join: over a view on disk a
+        # join holds the whole view in memory.
+        probe_view = picked(reqs.lazy(), pl.col("is_probe"))
+        probe_at = probe_view.lazy().select("_i", "server", "conn", "client")
+        # the request right after each probe, picked by position
         after = (
-            reqs.lazy()
-            .join(probe_at.select(pl.col("_i") + 1), on="_i", how="semi")
+            picked(reqs.lazy(), pl.col("_i").is_in((probe_view.get_column("_i") + 1).implode()))
+            .lazy()
             .select(pl.col("_i") - 1, _after_server="server", _after_client="client", _after_conn="conn", _ac="_i")
         )
         # a row per probe, read twice below: collected once, not once per query that reads it
@@ -331,9 +338,9 @@ class RuleContext:
         )
         # picked by a filter, which keeps the view's order (the as-of join's right side needs it)
         wanted = elsewhere.get_column("_key").unique().implode()
-        candidates = reqs.lazy().select(pair_key("server", "conn"), _sc="_i").filter(pl.col("_key").is_in(wanted))
+        candidates = picked(reqs.lazy().select(pair_key("server", "conn"), _sc="_i"), pl.col("_key").is_in(wanted))
         further = elsewhere.lazy().join_asof(
-            candidates,
+            candidates.lazy(),
             left_on="_i",
             right_on="_sc",
             by="_key",
@@ -355,8 +362,7 @@ class RuleContext:
         # capture directory sends a probe, and 100,000 probes' paths as text cost more than the
         # frame they make. Joins keep the view's order (`_i`), so the result needs no sort.
         rows = (
-            reqs.lazy()
-            .filter(pl.col("is_probe"))
+            probe_view.lazy()
             .join(
                 probes.with_columns(pl.col("file").cast(pl.Categorical())),
                 on=["file", "line"],
@@ -366,7 +372,7 @@ class RuleContext:
             .join(nexts, on="_i", how="left", maintain_order="left")
             .collect()
         )
-        next_rows = reqs.lazy().join(rows.lazy().select(pl.col("_next").alias("_i")), on="_i", how="semi").collect()
+        next_rows = picked(reqs.lazy(), pl.col("_i").is_in(rows.get_column("_next").implode()))
         # one look-up over every request for both the probes and the requests after them
         details = self._request_details(pl.concat([r.select("capture", "seq") for r in (rows, next_rows)])).collect()
         inits = self.inits.select(

@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe
-from analyzer.rules.frames import evidence, pair_key
+from analyzer.rules.frames import evidence, pair_key, picked
 
 _KEYS = ["server", "client"]
 
@@ -39,7 +39,7 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
     # picked by a filter, which keeps that order (a join need not).
     def candidates(first: str, second: str) -> pl.DataFrame:
         wanted = probes.select(pair_key(first, second)).get_column("_key").unique().implode()
-        return real.select(pair_key(first, second), real_ts="ts").filter(pl.col("_key").is_in(wanted)).collect()
+        return picked(real.select(pair_key(first, second), real_ts="ts"), pl.col("_key").is_in(wanted))
 
     def look_up(left: pl.DataFrame, first: str, second: str, **tolerance: float) -> pl.DataFrame:
         return (

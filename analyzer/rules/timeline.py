@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext, era_of_probe, request_style
-from analyzer.rules.frames import evidence, run_ids
+from analyzer.rules.frames import evidence, matching, picked, run_ids
 
 _KEYS = ["server", "client"]
 _LEGACY_REFUSALS = (-32000, -32600)
@@ -39,9 +39,12 @@ def _runs_of(flagged: pl.LazyFrame, reason: str, note: str, min_len: int) -> pl.
     )
 
 
-def _legacy_refusals(ctx: RuleContext) -> pl.LazyFrame:
+def _legacy_refusals(ctx: RuleContext) -> pl.DataFrame:
     """The requests (`capture`, `seq`) a server refused the legacy way, outside a session."""
-    return ctx.responses.lazy().filter(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS)).select("capture", "seq")
+    return picked(
+        ctx.responses.lazy().select("capture", "seq", "resp_error_code"),
+        pl.col("resp_error_code").is_in(_LEGACY_REFUSALS),
+    ).select("capture", "seq")
 
 
 def _era_changes(ctx: RuleContext) -> pl.DataFrame:
@@ -77,12 +80,17 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
     # keyed like the request view (categoricals): the few changes and probes are converted
     changes = _era_changes(ctx).with_columns(pl.col("server", "changer").cast(pl.Categorical())).sort("change_ts")
     # only the requests to servers whose era changed can act in an old one
-    reqs = ctx.requests.lazy().join(changes.lazy().select("server").unique(), on="server", how="semi")
+    reqs = ctx.requests.lazy().filter(pl.col("server").is_in(changes.get_column("server").unique().implode()))
+    firsts = reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")).collect(engine="streaming")
     acting = (
         # only the columns used below: `requests` is wide and every copy of it counts
-        reqs.filter(pl.col("is_real") | pl.col("is_init"))
-        .select(*_KEYS, "ts", "file", "line", request_style().cast(pl.Categorical()).alias("style"))
-        .join(reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")), on=_KEYS)
+        picked(
+            reqs.select(*_KEYS, "ts", "file", "line", "is_real", "is_init", request_style().alias("style")),
+            pl.col("is_real") | pl.col("is_init"),
+        )
+        .lazy()
+        .select(*_KEYS, "ts", "file", "line", pl.col("style").cast(pl.Categorical()))
+        .join(firsts.lazy(), on=_KEYS)
         .sort("ts")
         .collect()
     )
@@ -180,7 +188,7 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         .select(*_KEYS, "ts", "file", "line", "is_real", "capture", "seq")
         .with_row_index("_pos")
         .filter(pl.col("is_real"))
-        .join(_legacy_refusals(ctx), on=["capture", "seq"], how="semi")
+        .join(_legacy_refusals(ctx).lazy(), on=["capture", "seq"], how="semi")
         .sort("_pos")
     )
     refused_modern = _runs_of(
@@ -251,14 +259,17 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     # legacy way somewhere, in a probe answer or a sessionless refusal (few rows either way).
     answered_legacy = pl.concat(
         [
-            probe_answers.lazy().filter(pl.col("era") == "legacy").select("server"),
-            modern_requests.join(_legacy_refusals(ctx), on=["capture", "seq"], how="semi").select("server"),
+            probe_answers.filter(pl.col("era") == "legacy").select("server"),
+            matching(modern_requests.select("server", "capture", "seq"), _legacy_refusals(ctx)).select("server"),
         ]
     ).unique()
+    legacy = picked(
+        modern_requests.select("server", "file", "peer", "capture", "seq"),
+        pl.col("server").is_in(answered_legacy.get_column("server").implode()),
+    )
     request_answers = (
-        modern_requests.join(answered_legacy, on="server", how="semi")
-        .select("server", "file", "peer", "capture", "seq")
-        .join(ctx.responses.lazy(), on=["capture", "seq"])
+        matching(ctx.responses.lazy(), legacy, how="inner")
+        .lazy()
         .select(
             "server",
             pl.col("resp_ts").alias("ts"),
