@@ -290,3 +290,36 @@ def test_a_small_view_of_requests_in_memory_stays_in_memory(
             assert isinstance(view, pl.DataFrame) and list(spill.path.iterdir()) == []
         else:
             assert isinstance(view, pl.LazyFrame) and list(spill.path.iterdir())
+
+
+def test_probe_costs_looked_up_a_group_of_keys_at_a_time_are_those_looked_up_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """probe-storm's look-ups over a request view on disk go a group of keys at a time
+    (`frames.key_buckets`), each group's rows read alone; every probe still gets the cost it gets
+    when all rows are looked in at once, those without a real request after them included."""
+    from analyzer.load import find_inputs
+    from analyzer.rules import RuleContext, RuleOptions, frames
+    from analyzer.rules import context as context_module
+    from analyzer.rules.storms import probe_costs
+
+    analysis = _analysis_of(find_inputs([str(CORPUS)]))
+    at_once = probe_costs(RuleContext.from_analysis(analysis, RuleOptions()))
+    groups: list[int] = []
+    original = frames.key_buckets
+
+    def counted(*args: object, **kwargs: object) -> list[pl.Series]:
+        found = original(*args, **kwargs)  # type: ignore[arg-type]
+        groups.append(len(found))
+        return found
+
+    monkeypatch.setattr(frames, "LOOKUP_BUCKET_ROWS", 3)
+    monkeypatch.setattr(context_module, "VIEW_MEMORY_ROWS", 0)
+    monkeypatch.setattr("analyzer.rules.storms.key_buckets", counted)
+    with Spill(tmp_path) as spill:
+        ctx = RuleContext.from_analysis(analysis, RuleOptions(), spill)
+        assert isinstance(ctx.requests, pl.LazyFrame)
+        grouped = probe_costs(ctx)
+    assert groups and min(groups) > 3  # both look-ups went in groups
+    assert at_once.height > 50 and at_once.get_column("cost_s").null_count() not in (0, at_once.height)
+    assert grouped.sort("file", "line").equals(at_once.sort("file", "line"))

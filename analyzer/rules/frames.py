@@ -154,3 +154,37 @@ def matching(rows: pl.LazyFrame, keys: pl.DataFrame, how: Literal["semi", "inner
     # `keys` in `near`'s dtypes: a categorical `capture` matches the same text either way
     keys = keys.with_columns(pl.col("capture").cast(pl.String).cast(near.schema["capture"]))
     return near.join(keys, on=["capture", "seq"], how=how, maintain_order="left")
+
+
+LOOKUP_BUCKET_ROWS: Final = 1 << 19
+"""`key_buckets` groups keys of about this many rows (8 MB of a key and a time each)."""
+
+
+def key_buckets(rows: pl.LazyFrame, wanted: pl.Series, *, on_disk: bool) -> list[pl.Series]:
+    """The values of `wanted` (of `rows`' `_key` column) in groups that each pick at most about
+    `LOOKUP_BUCKET_ROWS` of `rows` (a key with more rows alone); one group unless `rows` are read
+    from disk (`on_disk`).
+
+    A look-up over the rows of many keys (an as-of join over every real request) holds all the rows
+    it looks in. Over rows on disk it is made a group of keys at a time, each group's rows `picked`:
+    one more read of the rows per group, and only one group's rows in memory."""
+    wanted = wanted.unique().sort()
+    if not on_disk or wanted.is_empty():
+        return [wanted]
+    counts = (
+        rows.filter(pl.col("_key").is_in(wanted.implode()))
+        .group_by("_key")
+        .agg(pl.len())
+        .sort("_key")
+        .collect(engine="streaming")
+    )
+    # keys without a row need no rows looked in, but their rows on the other side need a group
+    groups: list[list[int]] = [wanted.filter(~wanted.is_in(counts.get_column("_key").implode())).to_list()]
+    total = 0
+    for key, n in counts.iter_rows():
+        if groups[-1] and total + n > LOOKUP_BUCKET_ROWS:
+            groups.append([])
+            total = 0
+        groups[-1].append(key)
+        total += n
+    return [pl.Series("_key", group, dtype=wanted.dtype) for group in groups if group]

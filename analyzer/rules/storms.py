@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe
-from analyzer.rules.frames import evidence, pair_key, picked
+from analyzer.rules.frames import evidence, key_buckets, pair_key, picked
 
 _KEYS = ["server", "client"]
 
@@ -36,16 +36,16 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
     # Only the requests of probed connections and probing clients can answer the look-ups below.
     # The view is in time order within each (server, client), hence within each connection too:
     # what an as-of join needs inside each `by` group, so these rows are not sorted again. They are
-    # picked by a filter, which keeps that order (a join need not).
-    def candidates(first: str, second: str) -> pl.DataFrame:
-        wanted = probes.select(pair_key(first, second)).get_column("_key").unique().implode()
-        return picked(real.select(pair_key(first, second), real_ts="ts"), pl.col("_key").is_in(wanted))
+    # picked by a filter, which keeps that order (a join need not), a group of keys at a time.
+    on_disk = isinstance(ctx.requests, pl.LazyFrame)
 
     def look_up(left: pl.DataFrame, first: str, second: str, **tolerance: float) -> pl.DataFrame:
-        return (
-            left.with_columns(pair_key(first, second))
-            .join_asof(
-                candidates(first, second),
+        left = left.with_columns(pair_key(first, second))
+        rows = real.select(pair_key(first, second), real_ts="ts")
+        parts = [
+            # a filter keeps the probes in time order, as the as-of join needs its left side
+            left.filter(pl.col("_key").is_in(keys.implode())).join_asof(
+                picked(rows, pl.col("_key").is_in(keys.implode())),
                 left_on="ts",
                 right_on="real_ts",
                 by="_key",
@@ -53,8 +53,9 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
                 check_sortedness=False,
                 **tolerance,
             )
-            .drop("_key")
-        )
+            for keys in key_buckets(rows, left.get_column("_key"), on_disk=on_disk)
+        ]
+        return pl.concat(parts).drop("_key").sort("ts", maintain_order=True)
 
     same_conn = look_up(probes, "server", "conn").rename({"real_ts": "conn_real_ts"})
     return (
