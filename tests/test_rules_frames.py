@@ -85,3 +85,28 @@ def test_probe_rows_in_view_order_with_their_own_details() -> None:
     # the next request is the call one second after the probe, on its own connection
     assert (rows["next_ts"] - rows["ts"]).to_list() == pytest.approx([1.0] * 3000)
     assert rows["next_same_conn"].all()
+
+
+def test_matching_is_the_join_it_replaces_for_any_capture_and_seq() -> None:
+    """`matching` picks rows by one integer made of capture and seq's low 32 bits: rows that share
+    it with a key without being one (seq 2³² apart, another capture) must not come through."""
+    from analyzer.rules.frames import matching
+
+    seqs = [1, 2, 3, (1 << 32) + 1, -1, (1 << 32) - 1, None]
+    rows = pl.DataFrame(
+        {
+            "capture": [c for c in ("a", "b") for _ in seqs],
+            "seq": seqs * 2,
+            "v": list(range(2 * len(seqs))),
+        },
+        schema_overrides={"capture": pl.Categorical()},
+    )
+    keys = pl.DataFrame(
+        {"capture": ["a", "a", "b", "b", "c"], "seq": [1, -1, (1 << 32) - 1, None, 1], "k": [1, 2, 3, 4, 5]}
+    )
+    for how in ("semi", "inner"):
+        categorical = keys.with_columns(pl.col("capture").cast(pl.Categorical()))
+        expected = rows.join(categorical, on=["capture", "seq"], how=how)
+        got = matching(rows.lazy(), keys, how=how)
+        assert got.equals(expected.sort("v")), how
+        assert got.get_column("v").to_list() == [0, 4, 12]

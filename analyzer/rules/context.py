@@ -20,7 +20,7 @@ from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import FLOW_KEY_DTYPE, as_strings
 from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
-from analyzer.rules.frames import as_lazy, pair_key, picked
+from analyzer.rules.frames import as_lazy, matching, pair_key, picked
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 from analyzer.spill import Spill
@@ -264,16 +264,10 @@ class RuleContext:
         """The wide request columns (`_DETAIL_COLUMNS`) of the requests at `keys` (`capture`, `seq`),
         as text; `capture` stays categorical, as the request view's (the probes' rows join on it)."""
         every = self._moved_requests()
-        # matched in the request rows' own dtypes: only the few wanted rows become strings
-        native = every.collect_schema()["capture"]
-        wanted = keys.lazy().select(pl.col("capture").cast(pl.String).cast(native), "seq").unique()
-        # A semi join over every request holds them all (120 MB at 4 GB of captures); their `seq`
-        # alone picks a few more rows than wanted, by a filter applied while they are read.
-        seqs = keys.get_column("seq").unique().implode()
-        nearly = picked(every.select("capture", "seq", *_DETAIL_COLUMNS), pl.col("seq").is_in(seqs))
+        # matched in the request rows' own dtypes (`matching`): only the few wanted rows become strings
         return (
-            nearly.lazy()
-            .join(wanted, on=["capture", "seq"], how="semi")
+            matching(every.select("capture", "seq", *_DETAIL_COLUMNS), keys.select("capture", "seq").unique())
+            .lazy()
             .with_columns(
                 pl.col(pl.Categorical).exclude("capture").cast(pl.String),
                 pl.col("capture").cast(pl.Categorical()),

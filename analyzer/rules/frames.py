@@ -147,10 +147,11 @@ def matching(rows: pl.LazyFrame, keys: pl.DataFrame, how: Literal["semi", "inner
     """The rows of `rows` whose (`capture`, `seq`) is among `keys`' (`how="semi"`), or those joined
     with `keys`' other columns (`how="inner"`), in `rows`' order.
 
-    For a few keys against every request or answer: `rows` are first `picked` by `seq` alone, a filter
-    applied while they are read that keeps a few more than wanted, and the exact match is made among
-    those. A join straight on `rows` would hold all of them in memory, even for no key at all."""
-    near = picked(rows, pl.col("seq").is_in(keys.get_column("seq").unique().implode()))
+    For a few keys against every request or answer: `rows` are first `picked` by a hash of both
+    (`_near_key`), a filter applied while they are read that may keep a few more than wanted, and
+    the exact match is made among those. A join straight on `rows` would hold all of them in memory,
+    even for no key at all; `seq` alone picks far more than wanted (every capture numbers its own)."""
+    near = picked(rows, _near_key().is_in(keys.select(_near_key()).to_series().unique().implode()))
     # `keys` in `near`'s dtypes: a categorical `capture` matches the same text either way
     keys = keys.with_columns(pl.col("capture").cast(pl.String).cast(near.schema["capture"]))
     return near.join(keys, on=["capture", "seq"], how=how, maintain_order="left")
@@ -188,3 +189,10 @@ def key_buckets(rows: pl.LazyFrame, wanted: pl.Series, *, on_disk: bool) -> list
         groups[-1].append(key)
         total += n
     return [pl.Series("_key", group, dtype=wanted.dtype) for group in groups if group]
+
+
+def _near_key() -> pl.Expr:
+    # equal for equal (capture, seq): a hash of the capture's category code (process-wide) and of
+    # `seq`; the rare other rows that share it are dropped by the exact match after
+    code = pl.col("capture").cast(pl.Categorical()).to_physical().cast(pl.UInt32())
+    return pl.struct(code, pl.col("seq").cast(pl.Int64())).hash()
