@@ -155,3 +155,50 @@ def test_stale_era_runs_are_per_client_and_broken_by_an_answered_request() -> No
     assert f.client == "B"
     assert f.details["requests"] == 2
     assert "now answers as legacy" in f.message
+
+
+def test_rollout_split_evidence_is_the_first_answers_in_file_line_order_however_the_files_were_first_seen() -> None:
+    """rollout-split turns only the answers it shows into text (`_first_evidence`): they must be
+    those a text sort of every answer gives, whatever order the file names' categories were made
+    in, with several notes on one line, missing files and lines, and the count of all."""
+    import random
+
+    import polars as pl
+
+    from analyzer.rules.frames import evidence
+    from analyzer.rules.timeline import _first_evidence
+
+    rng = random.Random(7)
+    cat = pl.Categorical()
+    # categories made in an order unlike the names' text order
+    files = [f"cap-{rng.randrange(10**6):06d}.jsonl" for _ in range(12)] + [None]
+    for draw in range(20):
+        n = rng.randrange(1, 400)
+        inside = pl.DataFrame(
+            {
+                "server": [rng.choice(["s1", "s2", "s3"]) for _ in range(n)],
+                "axis": [rng.choice(["era", "initialize"]) for _ in range(n)],
+                "file": [rng.choice(files) for _ in range(n)],
+                "line": [rng.choice([None, *range(1, 30)]) for _ in range(n)],
+                "era": [rng.choice(["modern", "legacy"]) for _ in range(n)],
+                "peer": [rng.choice(["10.0.0.1:80", "10.0.0.2:80", "(no peer address)"]) for _ in range(n)],
+            },
+            schema_overrides={c: cat for c in ("server", "axis", "file", "era", "peer")},
+        )
+        shown = rng.choice([1, 3, 10])
+        expected = (
+            inside.select(
+                "server",
+                "axis",
+                pl.col("file").cast(pl.String),
+                pl.col("line").cast(pl.UInt32),
+                pl.format("{} via {}", "era", "peer").alias("note"),
+            )
+            .unique()
+            .sort("file", "line", "note")
+            .group_by("server", "axis", maintain_order=True)
+            .agg(pl.len().alias("evidence_total"), evidence(note=pl.col("note")).head(shown).alias("evidence"))
+        )
+        got = _first_evidence(inside, shown)
+        key = ["server", "axis"]
+        assert got.sort(key).equals(expected.sort(key)), draw

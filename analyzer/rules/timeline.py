@@ -210,6 +210,45 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
     )
 
 
+def _first_evidence(inside: pl.DataFrame, shown: int) -> pl.DataFrame:
+    """Per (server, axis): how many distinct answers (file, line, era via peer) lie inside the split
+    (`evidence_total`), and the first `shown` of them in file:line order, as `emit` sorts them.
+
+    Every answer inside the split is evidence, and there can be hundreds of thousands: only the rows
+    shown become text. They are found in the categoricals' order of file names (few distinct ones,
+    put in text order once) and lines; a note is a function of era and peer, so both count alike."""
+    distinct = inside.select(
+        "server", "axis", "file", pl.col("line").cast(pl.UInt32), "era", "peer"
+    ).unique()
+    files = distinct.select(pl.col("file").unique().drop_nulls())
+    order = files.with_columns(_rank=pl.col("file").cast(pl.String).rank("ordinal").cast(pl.UInt32))
+    ranked = distinct.join(order, on="file", how="left")
+    # the first `shown` (file, line) of each group: its rows, whatever their notes, are all it shows
+    firsts = (
+        ranked.select("server", "axis", "_rank", "line")
+        .unique()
+        .sort("_rank", "line")
+        .group_by("server", "axis", maintain_order=True)
+        .head(shown)
+    )
+    totals = distinct.group_by("server", "axis").agg(pl.len().alias("evidence_total"))
+    return (
+        ranked.join(firsts, on=["server", "axis", "_rank", "line"], how="semi", nulls_equal=True)
+        .select(
+            "server",
+            "axis",
+            pl.col("file").cast(pl.String),
+            "line",
+            pl.format("{} via {}", "era", "peer").alias("note"),
+        )
+        .sort("file", "line", "note")
+        .group_by("server", "axis", maintain_order=True)
+        .agg(evidence(note=pl.col("note")).head(shown).alias("evidence"))
+        .join(totals, on=["server", "axis"])
+        .select("server", "axis", "evidence_total", "evidence")
+    )
+
+
 def _split_message(d: dict[str, Any]) -> str:
     peers = "; ".join(f"{p['peer']} → {p['era']} ×{p['count']}" for p in d["peers"])
     return (
@@ -346,25 +385,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .group_by("server", "axis")
         .agg(pl.struct("peer", "era", "count").alias("peers"))
     )
-    # Every answer inside the split is evidence, and there can be hundreds of thousands: each group
-    # keeps only the entries the finding shows (the first `max_evidence` in file:line order, as
-    # `emit` sorts them) and the count of all of them.
-    ev = (
-        inside.select(
-            "server",
-            "axis",
-            pl.col("file").cast(pl.String),
-            pl.col("line").cast(pl.UInt32),
-            pl.format("{} via {}", "era", "peer").alias("note"),
-        )
-        .unique()
-        .sort("file", "line", "note")
-        .group_by("server", "axis", maintain_order=True)
-        .agg(
-            pl.len().alias("evidence_total"),
-            evidence(note=pl.col("note")).head(opts.max_evidence).alias("evidence"),
-        )
-    )
+    ev = _first_evidence(inside, opts.max_evidence)
     fmt = "%Y-%m-%dT%H:%M:%S%.3fZ"
     return (
         spans.join(peers, on=["server", "axis"])
