@@ -323,3 +323,38 @@ def test_probe_costs_looked_up_a_group_of_keys_at_a_time_are_those_looked_up_at_
     assert groups and min(groups) > 3  # both look-ups went in groups
     assert at_once.height > 50 and at_once.get_column("cost_s").null_count() not in (0, at_once.height)
     assert grouped.sort("file", "line").equals(at_once.sort("file", "line"))
+
+
+def test_view_buckets_cut_a_busy_pair_by_time_and_keep_every_row_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A spilled request view is built a bucket at a time (`context._buckets`): one (server, client)
+    pair with more rows than a bucket is cut by time. Every row lands in one bucket, whatever its
+    time (ties at a cut, null, NaN, a missing server), no bucket is much over the size, and the
+    buckets sorted one by one, in turn, are the view's order."""
+    import random
+
+    from analyzer.rules import context as context_module
+
+    monkeypatch.setattr(context_module, "VIEW_BUCKET_ROWS", 50)
+    rng = random.Random(3)
+    n = 2000
+    times = [rng.choice([None, *[float("nan")] * 8, 5.0, *(float(t) for t in range(40))]) for _ in range(n)]
+    rows = pl.DataFrame(
+        {
+            "server": [rng.choices(["busy", "s2", "s3", None], weights=[80, 10, 9, 1])[0] for _ in range(n)],
+            "client": [rng.choices(["c1", "c2", "c3"], weights=[90, 5, 5])[0] for _ in range(n)],
+            "ts": times,
+            "seq": list(range(n)),
+        },
+        schema_overrides={"server": pl.Categorical(), "client": pl.Categorical()},
+    ).with_row_index("row")
+    buckets = context_module._buckets(rows.lazy())
+    parts = [rows.filter(bucket) for bucket in buckets]
+    assert len(parts) > 20
+    assert sorted(r for part in parts for r in part.get_column("row").to_list()) == list(range(n))
+    # a bucket grows past the size only by the rows of one time (or of none) of one pair
+    untimed = pl.col("ts").fill_nan(None)
+    ties = rows.group_by("server", "client", untimed).len().get_column("len").max()
+    assert isinstance(ties, int) and max(part.height for part in parts) <= 50 + ties < n // 4
+    whole = rows.get_column("row").gather(context_module._view_order(rows)).to_list()
+    in_turn = [r for part in parts for r in part.get_column("row").gather(context_module._view_order(part)).to_list()]
+    assert in_turn == whole

@@ -8,6 +8,7 @@ connection).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -231,9 +232,9 @@ class RuleContext:
             # sorting positions, then gathering each column once, copies rows once
             order = _view_order(unsorted, self.lexsort_view)
             return unsorted.select(pl.col(columns).gather(order)).with_row_index("_i")
-        # The buckets come in the order of their servers' codes, the first part of the view's order
-        # (`_view_order`), and each is sorted on its own: together, the view's order. Each is read
-        # anew from the (spilled) requests, and written a slice of rows at a time.
+        # The buckets come in the view's order (`_buckets`: their (server, client) codes, then time),
+        # and each is sorted on its own: together, the view's order. Each is read anew from the
+        # (spilled) requests, and written a slice of rows at a time.
         parts = []
         offset = 0
         for bucket in _buckets(every):
@@ -463,29 +464,65 @@ class RuleContext:
 
 
 def _buckets(rows: pl.LazyFrame) -> list[pl.Expr]:
-    """Filters that cut `rows` into buckets of servers with consecutive categorical codes (a null
-    server last) of at most `VIEW_BUCKET_ROWS` rows each, or one server's rows when they are more.
-
-    By server, not by (server, client): a filter on a column as read is applied while reading,
-    one on the client (looked up per connection) only after every row was read.
+    """Filters that cut `rows` (the view's rows, `client` looked up) into buckets of about
+    `VIEW_BUCKET_ROWS` rows or fewer that follow each other in the view's order (`_view_order`):
+    runs of whole (server, client) pairs in the order of their codes (a missing server last), and a
+    pair with more rows than that cut by time into stretches of about that many (`_stretches`).
+    Rows of one pair and time are never apart, so each bucket sorted on its own is its part of the
+    view. Bounded by rows, not by servers: one busy client of one server is most of some inputs.
     """
-    code = pl.col("server").to_physical()
-    counts = rows.group_by(code).agg(pl.len()).sort("server", nulls_last=True).collect(engine="streaming")
-    groups: list[list[int | None]] = []
+    key = pair_key("server", "client")
+    counts = rows.group_by(key).agg(pl.len()).sort("_key", nulls_last=True).collect(engine="streaming")
+    buckets: list[pl.Expr] = []
+    run: list[int | None] = []
     total = 0
-    for server, n in counts.iter_rows():
-        if not groups or total + n > VIEW_BUCKET_ROWS:
-            groups.append([])
-            total = 0
-        groups[-1].append(server)
-        total += n
-    buckets = []
-    for group in groups:
-        present = [server for server in group if server is not None]
-        # the codes are sorted and distinct: no other server's lies between a bucket's first and last
-        inside = code.is_between(present[0], present[-1]) if present else pl.lit(False)
-        buckets.append(inside | code.is_null() if None in group else inside)
+    for pair, n in counts.iter_rows():
+        if run and total + n > VIEW_BUCKET_ROWS:
+            buckets.append(_pairs(key, run))
+            run, total = [], 0
+        if n > VIEW_BUCKET_ROWS:
+            buckets.extend(_stretches(rows, key, pair))
+        else:
+            run.append(pair)
+            total += n
+    if run:
+        buckets.append(_pairs(key, run))
     return buckets
+
+
+def _same_pair(key: pl.Expr, pair: int | None) -> pl.Expr:
+    return key.is_null() if pair is None else key == pair
+
+
+def _pairs(key: pl.Expr, run: list[int | None]) -> pl.Expr:
+    """The rows of the pairs in `run` (keys sorted and distinct, a missing one last): no other pair's
+    key lies between the first and the last."""
+    present = [pair for pair in run if pair is not None]
+    inside = key.is_between(present[0], present[-1]) if present else pl.lit(False)
+    return inside | key.is_null() if None in run else inside
+
+
+def _stretches(rows: pl.LazyFrame, key: pl.Expr, pair: int | None) -> list[pl.Expr]:
+    """Filters that cut one pair's rows at every `VIEW_BUCKET_ROWS`-th of its times, in time order.
+
+    A time equal to a cut goes after it. Rows without a time (null, NaN) sort last in the view and
+    go to the last stretch: each row is in exactly one stretch, whatever its `ts`."""
+    ts = pl.col("ts")
+    times = (
+        rows.filter(_same_pair(key, pair))
+        .select(ts.drop_nulls().drop_nans().sort())
+        .collect(engine="streaming")
+        .to_series()
+    )
+    cuts = times.gather_every(VIEW_BUCKET_ROWS, offset=VIEW_BUCKET_ROWS).unique(maintain_order=True).to_list()
+    same = _same_pair(key, pair)
+    if not cuts:
+        return [same]
+    before = [ts < cut for cut in cuts]
+    stretches = [same & before[0]]
+    stretches += [same & ~below & above for below, above in itertools.pairwise(before)]
+    stretches.append(same & (~before[-1]).fill_null(True))
+    return stretches
 
 
 def _view_order(unsorted: pl.DataFrame, lexsort: bool = False) -> pl.Series:
