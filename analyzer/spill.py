@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -50,12 +51,20 @@ class Spill:
         Raises `ErascopeError` when the file cannot be written (a full disk, say): an analysis that
         cannot keep its rows stops with a message, it never goes on without them.
         """
+        # uncompressed: the rules read these files several times, and each read then skips decompressing
+        return self._write(lambda target: frame.write_ipc(target, compression="uncompressed"))
+
+    def sink(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        """Stream `frame` to a new file as it is computed (never held whole) and return a lazy scan of
+        it; raises `ErascopeError` as `put` does."""
+        return self._write(lambda target: frame.sink_ipc(target, compression="uncompressed"))
+
+    def _write(self, write: Callable[[Path], object]) -> pl.LazyFrame:
         with self._lock:
             self._count += 1
             target = self.path / f"{self._count:06d}.arrow"
         try:
-            # uncompressed: the rules read these files several times, and each read then skips decompressing
-            frame.write_ipc(target, compression="uncompressed")
+            write(target)
         except OSError as exc:
             raise ErascopeError(
                 f"cannot write temporary file {target}: {exc.strerror or exc}"

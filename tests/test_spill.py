@@ -47,12 +47,14 @@ def test_put_gives_back_the_same_rows_and_close_removes_them(tmp_path: Path) -> 
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_write_that_fails_is_a_clear_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_write_that_fails_is_a_clear_error(tmp_path: Path, streamed: bool) -> None:
     # a real "no space left on device": the next file the spill writes is /dev/full
+    rows = pl.DataFrame({"a": list(range(10_000))})
     with Spill(tmp_path) as spill:
         os.symlink("/dev/full", spill.path / "000001.arrow")
         with pytest.raises(ErascopeError, match=r"cannot write temporary file .*000001\.arrow.*TMPDIR"):
-            spill.put(pl.DataFrame({"a": list(range(10_000))}))
+            spill.sink(rows.lazy()) if streamed else spill.put(rows)
 
 
 def test_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
@@ -328,26 +330,41 @@ def test_probe_costs_looked_up_a_group_of_keys_at_a_time_are_those_looked_up_at_
 def test_view_buckets_cut_a_busy_pair_by_time_and_keep_every_row_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A spilled request view is built a bucket at a time (`context._buckets`): one (server, client)
     pair with more rows than a bucket is cut by time. Every row lands in one bucket, whatever its
-    time (ties at a cut, null, NaN, a missing server), no bucket is much over the size, and the
-    buckets sorted one by one, in turn, are the view's order."""
+    time (ties at a cut, null, NaN), server (missing) or connection (missing, or of no known client),
+    no bucket is much over the size, and the buckets sorted one by one, in turn, are the view's order."""
     import random
 
+    from analyzer.identity import UNKNOWN_CLIENT
     from analyzer.rules import context as context_module
+    from analyzer.rules.frames import pair_key
 
     monkeypatch.setattr(context_module, "VIEW_BUCKET_ROWS", 50)
     rng = random.Random(3)
     n = 2000
-    times = [rng.choice([None, *[float("nan")] * 8, 5.0, *(float(t) for t in range(40))]) for _ in range(n)]
+    cat = pl.Categorical()
+    conns = [f"k{i}" for i in range(30)]
+    # a connection belongs to one client; some have none known, some rows no connection at all
+    named = {c: rng.choices(["c1", "c2", "c3"], weights=[90, 5, 5])[0] for c in conns[:25]}
     rows = pl.DataFrame(
         {
             "server": [rng.choices(["busy", "s2", "s3", None], weights=[80, 10, 9, 1])[0] for _ in range(n)],
-            "client": [rng.choices(["c1", "c2", "c3"], weights=[90, 5, 5])[0] for _ in range(n)],
-            "ts": times,
+            "conn": [rng.choice([*conns, None]) for _ in range(n)],
+            "ts": [rng.choice([None, *[float("nan")] * 8, 5.0, *(float(t) for t in range(40))]) for _ in range(n)],
             "seq": list(range(n)),
         },
-        schema_overrides={"server": pl.Categorical(), "client": pl.Categorical()},
+        schema_overrides={"server": cat, "conn": cat},
     ).with_row_index("row")
-    buckets = context_module._buckets(rows.lazy())
+    known = rows.select("server", "conn").unique().drop_nulls().filter(pl.col("conn").is_in(list(named)))
+    clients = known.select(
+        pair_key("server", "conn"), client=pl.col("conn").cast(pl.String).replace_strict(named).cast(cat)
+    )
+    rows = rows.with_columns(
+        pair_key("server", "conn")
+        .replace_strict(clients["_key"], clients["client"], default=None, return_dtype=cat)
+        .fill_null(pl.lit(UNKNOWN_CLIENT).cast(cat))
+        .alias("client")
+    )
+    buckets = context_module._buckets(rows.lazy(), clients)
     parts = [rows.filter(bucket) for bucket in buckets]
     assert len(parts) > 20
     assert sorted(r for part in parts for r in part.get_column("row").to_list()) == list(range(n))

@@ -237,7 +237,7 @@ class RuleContext:
         # (spilled) requests, and written a slice of rows at a time.
         parts = []
         offset = 0
-        for bucket in _buckets(every):
+        for bucket in _buckets(every, clients):
             unsorted = every.filter(bucket).collect(engine="streaming").rechunk()
             order = _view_order(unsorted)
             for start in range(0, order.len(), VIEW_SLICE_ROWS):
@@ -448,74 +448,98 @@ class RuleContext:
         frames = [kept]
         if has_rows(self.traffic.answers):
             frames.append(dropped)
-        answers = (
-            pl.concat(frames, how="vertical")
-            .with_columns(pl.col("capture").cast(pl.Categorical()))  # joined with `requests` on it
-            .collect()
+        every = pl.concat(frames, how="vertical").with_columns(
+            pl.col("capture").cast(pl.Categorical())  # joined with `requests` on it
         )
+        # Big inputs: streamed to disk as they are read (held whole, they and their copies were
+        # +155 MB at 4 GB of captures), and checked there.
+        answers: Rows = spill.sink(every) if spill is not None else every.collect()
         # A request answered twice is rare: only when one is, the answers are put in the order they
         # were seen to keep each request's first (a sort and a de-duplication copy every row).
         if _answered_twice(answers):
-            answers = answers.sort("_answer_seq", maintain_order=True).unique(
-                subset=["capture", "seq"], keep="first", maintain_order=True
+            first = (
+                answers.lazy()
+                .collect()
+                .sort("_answer_seq", maintain_order=True)
+                .unique(subset=["capture", "seq"], keep="first", maintain_order=True)
             )
-        answers = answers.drop("_answer_seq")
-        return spill.put(answers) if spill is not None and answers.height else answers
+            answers = spill.put(first) if spill is not None else first
+        return answers.drop("_answer_seq")
 
 
-def _buckets(rows: pl.LazyFrame) -> list[pl.Expr]:
-    """Filters that cut `rows` (the view's rows, `client` looked up) into buckets of about
-    `VIEW_BUCKET_ROWS` rows or fewer that follow each other in the view's order (`_view_order`):
-    runs of whole (server, client) pairs in the order of their codes (a missing server last), and a
-    pair with more rows than that cut by time into stretches of about that many (`_stretches`).
-    Rows of one pair and time are never apart, so each bucket sorted on its own is its part of the
-    view. Bounded by rows, not by servers: one busy client of one server is most of some inputs.
+def _buckets(rows: pl.LazyFrame, clients: pl.DataFrame) -> list[pl.Expr]:
+    """Filters that cut `rows` (the view's rows) into buckets of about `VIEW_BUCKET_ROWS` rows or
+    fewer that follow each other in the view's order (`_view_order`): runs of whole (server, client)
+    pairs in the order of their codes (a missing server last), and a pair with more rows than that
+    cut by time into stretches of about that many (`_stretches`). Rows of one pair and time are never
+    apart, so each bucket sorted on its own is its part of the view. Bounded by rows, not by
+    servers: one busy client of one server is most of some inputs.
+
+    A pair's rows are named by their connections (`clients`: `_key` of (server, conn), `client`):
+    a filter on columns as read is applied while reading, one on the looked-up client only after
+    every row was read.
     """
-    key = pair_key("server", "client")
-    counts = rows.group_by(key).agg(pl.len()).sort("_key", nulls_last=True).collect(engine="streaming")
+    server, conn = pl.col("server").to_physical(), pl.col("conn").to_physical()
+    per_conn = rows.group_by(_s=server, _c=conn).agg(pl.len()).collect(engine="streaming")
+    unknown = pl.Series([UNKNOWN_CLIENT], dtype=pl.Categorical()).to_physical().item()
+    named = clients.select(
+        _s=(pl.col("_key") // (1 << 32)).cast(per_conn.schema["_s"]),
+        _c=(pl.col("_key") % (1 << 32)).cast(per_conn.schema["_c"]),
+        _client=pl.col("client").to_physical(),
+    )
+    pairs = (
+        per_conn.join(named, on=["_s", "_c"], how="left", nulls_equal=False)
+        .with_columns(
+            _pair=pl.col("_s").cast(pl.UInt64()) * (1 << 32) + pl.col("_client").fill_null(unknown).cast(pl.UInt64())
+        )
+        .group_by("_pair")
+        .agg(pl.col("len").sum(), pl.col("_s"), pl.col("_c"))
+        .sort("_pair", nulls_last=True)
+    )
     buckets: list[pl.Expr] = []
-    run: list[int | None] = []
+    run: list[tuple[list[int | None], list[int | None]]] = []
     total = 0
-    for pair, n in counts.iter_rows():
+    for _pair, n, servers, conns in pairs.iter_rows():
         if run and total + n > VIEW_BUCKET_ROWS:
-            buckets.append(_pairs(key, run))
+            buckets.append(_connections(run))
             run, total = [], 0
         if n > VIEW_BUCKET_ROWS:
-            buckets.extend(_stretches(rows, key, pair))
+            buckets.extend(_stretches(rows, _connections([(servers, conns)])))
         else:
-            run.append(pair)
+            run.append((servers, conns))
             total += n
     if run:
-        buckets.append(_pairs(key, run))
+        buckets.append(_connections(run))
     return buckets
 
 
-def _same_pair(key: pl.Expr, pair: int | None) -> pl.Expr:
-    return key.is_null() if pair is None else key == pair
+def _connections(run: list[tuple[list[int | None], list[int | None]]]) -> pl.Expr:
+    """The rows of the connections in `run` (lists of server and conn codes, pair by pair)."""
+    server, conn = pl.col("server").to_physical(), pl.col("conn").to_physical()
+    codes = [(s, c) for servers, conns in run for s, c in zip(servers, conns, strict=True)]
+    both = [s * (1 << 32) + c for s, c in codes if s is not None and c is not None]
+    no_conn = sorted({s for s, c in codes if s is not None and c is None})
+    keep = pair_key("server", "conn").is_in(pl.Series(both, dtype=pl.UInt64()).implode())
+    if no_conn:
+        keep = keep | (conn.is_null() & server.is_in(pl.Series(no_conn, dtype=pl.UInt32()).implode()))
+    if any(s is None for s, _ in codes):
+        keep = keep | server.is_null()
+    return keep.fill_null(False)
 
 
-def _pairs(key: pl.Expr, run: list[int | None]) -> pl.Expr:
-    """The rows of the pairs in `run` (keys sorted and distinct, a missing one last): no other pair's
-    key lies between the first and the last."""
-    present = [pair for pair in run if pair is not None]
-    inside = key.is_between(present[0], present[-1]) if present else pl.lit(False)
-    return inside | key.is_null() if None in run else inside
-
-
-def _stretches(rows: pl.LazyFrame, key: pl.Expr, pair: int | None) -> list[pl.Expr]:
-    """Filters that cut one pair's rows at every `VIEW_BUCKET_ROWS`-th of its times, in time order.
+def _stretches(rows: pl.LazyFrame, same: pl.Expr) -> list[pl.Expr]:
+    """Filters that cut one pair's rows (`same`) at every `VIEW_BUCKET_ROWS`-th of their times, in order.
 
     A time equal to a cut goes after it. Rows without a time (null, NaN) sort last in the view and
     go to the last stretch: each row is in exactly one stretch, whatever its `ts`."""
     ts = pl.col("ts")
     times = (
-        rows.filter(_same_pair(key, pair))
+        rows.filter(same)
         .select(ts.drop_nulls().drop_nans().sort())
         .collect(engine="streaming")
         .to_series()
     )
     cuts = times.gather_every(VIEW_BUCKET_ROWS, offset=VIEW_BUCKET_ROWS).unique(maintain_order=True).to_list()
-    same = _same_pair(key, pair)
     if not cuts:
         return [same]
     before = [ts < cut for cut in cuts]
@@ -568,30 +592,36 @@ def _lexsorted(keys: pl.DataFrame) -> pl.Series:
     return pl.Series("_key", order, dtype=pl.get_index_type())
 
 
-def _answered_twice(answers: pl.DataFrame) -> bool:
+def _answered_twice(answers: Rows) -> bool:
     """Whether two rows of `answers` share (capture, seq), checked on one integer per row: the capture's
     categorical code (plus one, so a missing capture is a value of its own) above the seq's bits.
+    Rows on disk are read as a stream, two columns at a time.
 
     A struct of both columns is encoded row by row first: +149 MB for 613 k answers (the 2 GB
     analysis' peak) and five times the time. Seqs leave room for batch members
     (`analyzer.messages.MEMBER_SLOTS`, 20 bits), so 1 GB of captures has seqs of 39 bits; when they
     do not fit beside the code, their dense ranks do (distinct seqs keep distinct ranks).
     """
-    seq = answers.get_column("seq")
-    if seq.is_empty():
-        return False
+    keys = answers.lazy().select("capture", "seq")
     code = pl.col("capture").cast(pl.Categorical()).to_physical().cast(pl.UInt64()) + 1
-    top = answers.select(code.max()).item() or 0
-    lo, hi = seq.min(), seq.max()
-    fits = isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and seq.null_count() == 0
+    seq = pl.col("seq")
+    n, lo, hi, nulls, top = (
+        keys.select(pl.len(), seq.min(), seq.max().alias("hi"), seq.null_count().alias("nulls"), code.max())
+        .collect(engine="streaming")
+        .row(0)
+    )
+    if not n:
+        return False
+    top = top or 0
+    fits = isinstance(lo, int) and isinstance(hi, int) and lo >= 0 and nulls == 0
     if not (fits and hi.bit_length() + top.bit_length() <= 64):
         # ranks start at 1: a missing seq is 0, one value of its own, as a struct's null field is
-        answers = answers.select("capture", pl.col("seq").rank("dense").fill_null(0))
-        hi = answers.get_column("seq").max()
+        keys = keys.collect(engine="streaming").select("capture", seq.rank("dense").fill_null(0)).lazy()
+        hi = keys.select(seq.max()).collect().item()
     assert isinstance(hi, int)
-    key = code.fill_null(0) * pl.lit(1 << hi.bit_length(), pl.UInt64()) + pl.col("seq").cast(pl.UInt64())
+    key = code.fill_null(0) * pl.lit(1 << hi.bit_length(), pl.UInt64()) + seq.cast(pl.UInt64())
     # counting distinct keys builds one hash table; `is_duplicated` builds it and marks every row
-    return answers.select(key.n_unique()).item() < answers.height
+    return keys.select(key.n_unique()).collect(engine="streaming").item() < n
 
 
 def era_of_probe() -> pl.Expr:
