@@ -54,8 +54,8 @@ _VIEW_CATEGORICALS: Final = ("transport", "conn", "method", "meta_version", "ses
 VIEW_SLICE_ROWS: Final = 1 << 17
 """A spilled request view is written this many rows at a time (about 8 MB)."""
 VIEW_BUCKET_ROWS: Final = 1 << 18
-"""A spilled request view is built from buckets of servers of about this many requests (16 MB of
-view rows): one bucket is in memory at a time, each read once more."""
+"""A spilled request view is built from buckets of about this many requests (16 MB of view rows):
+one bucket is in memory at a time, each read once more (`_buckets`)."""
 VIEW_MEMORY_ROWS: Final = 1 << 20
 """A request view of up to this many rows (about 64 MB) is built and kept in memory when the requests
 it is built from are (`RuleContext._view_in_memory`): writing it to the spill and reading it back
@@ -200,7 +200,7 @@ class RuleContext:
         what the client sent next are in `probe_rows` (the few probes), so this frame, which has a
         row per request of the input, stays narrow. `_i` is the row's position in this order.
 
-        With a `spill`, the frame is built a bucket of servers at a time, written there and read back
+        With a `spill`, the frame is built a bucket of rows at a time (`_buckets`), written there and read back
         lazily: only one bucket of requests is ever in memory, and each rule reads only the columns
         and rows it needs. Readers call `.lazy()` on it either way.
         """
