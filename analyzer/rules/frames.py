@@ -163,14 +163,14 @@ LOOKUP_BUCKET_ROWS: Final = 1 << 19
 
 
 def key_buckets(rows: pl.LazyFrame, wanted: pl.Series, *, on_disk: bool) -> list[pl.Series]:
-    """The values of `wanted` (of `rows`' `_key` column) in groups that each pick at most about
-    `LOOKUP_BUCKET_ROWS` of `rows` (a key with more rows alone); one group unless `rows` are read
-    from disk (`on_disk`).
+    """The values of `wanted` (of `rows`' `_key` column; nulls left out) in groups that each pick at
+    most about `LOOKUP_BUCKET_ROWS` of `rows` (a key with more rows alone); one group unless `rows`
+    are read from disk (`on_disk`).
 
     A look-up over the rows of many keys (an as-of join over every real request) holds all the rows
     it looks in. Over rows on disk it is made a group of keys at a time, each group's rows `picked`:
     one more read of the rows per group, and only one group's rows in memory."""
-    wanted = wanted.unique().sort()
+    wanted = wanted.drop_nulls().unique().sort()
     if not on_disk or wanted.is_empty():
         return [wanted]
     counts = (

@@ -55,7 +55,9 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
             )
             for keys in key_buckets(rows, left.get_column("_key"), on_disk=on_disk)
         ]
-        return pl.concat(parts).drop("_key").sort("ts", maintain_order=True)
+        # a probe without a key (no server key) has no request to look in
+        unkeyed = left.filter(pl.col("_key").is_null()).with_columns(real_ts=pl.lit(None, pl.Float64()))
+        return pl.concat([*parts, unkeyed]).drop("_key").sort("ts", maintain_order=True)
 
     same_conn = look_up(probes, "server", "conn").rename({"real_ts": "conn_real_ts"})
     return (
