@@ -21,7 +21,7 @@ from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import FLOW_KEY_DTYPE, as_strings
 from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
-from analyzer.rules.frames import as_lazy, matching, pair_key, picked
+from analyzer.rules.frames import as_lazy, grouped, matching, pair_key, picked
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 from analyzer.spill import Spill
@@ -479,51 +479,42 @@ def _buckets(rows: pl.LazyFrame, clients: pl.DataFrame) -> list[pl.Expr]:
     a filter on columns as read is applied while reading, one on the looked-up client only after
     every row was read.
     """
-    server, conn = pl.col("server").to_physical(), pl.col("conn").to_physical()
-    per_conn = rows.group_by(_s=server, _c=conn).agg(pl.len()).collect(engine="streaming")
+    key = pair_key("server", "conn")
+    # `_s` names the rows of a server without a connection, whose `_key` is null
+    per_conn = rows.group_by(key, _s=pl.col("server").to_physical()).agg(pl.len()).collect(engine="streaming")
     unknown = pl.Series([UNKNOWN_CLIENT], dtype=pl.Categorical()).to_physical().item()
-    named = clients.select(
-        _s=(pl.col("_key") // (1 << 32)).cast(per_conn.schema["_s"]),
-        _c=(pl.col("_key") % (1 << 32)).cast(per_conn.schema["_c"]),
-        _client=pl.col("client").to_physical(),
-    )
     pairs = (
-        per_conn.join(named, on=["_s", "_c"], how="left", nulls_equal=False)
+        per_conn.join(clients, on="_key", how="left")
         .with_columns(
-            _pair=pl.col("_s").cast(pl.UInt64()) * (1 << 32) + pl.col("_client").fill_null(unknown).cast(pl.UInt64())
+            _pair=pl.col("_s").cast(pl.UInt64()) * (1 << 32)
+            + pl.col("client").to_physical().fill_null(unknown).cast(pl.UInt64())
         )
         .group_by("_pair")
-        .agg(pl.col("len").sum(), pl.col("_s"), pl.col("_c"))
+        .agg(pl.col("len").sum(), pl.col("_key"), pl.col("_s"))
         .sort("_pair", nulls_last=True)
     )
     buckets: list[pl.Expr] = []
-    run: list[tuple[list[int | None], list[int | None]]] = []
-    total = 0
-    for _pair, n, servers, conns in pairs.iter_rows():
-        if run and total + n > VIEW_BUCKET_ROWS:
-            buckets.append(_connections(run))
-            run, total = [], 0
-        if n > VIEW_BUCKET_ROWS:
-            buckets.extend(_stretches(rows, _connections([(servers, conns)])))
+    runs = grouped(((connections, n) for _, n, *connections in pairs.iter_rows()), VIEW_BUCKET_ROWS)
+    for run, total in runs:
+        if total > VIEW_BUCKET_ROWS:  # one pair alone, cut by time
+            buckets.extend(_stretches(rows, _connections(run)))
         else:
-            run.append((servers, conns))
-            total += n
-    if run:
-        buckets.append(_connections(run))
+            buckets.append(_connections(run))
     return buckets
 
 
-def _connections(run: list[tuple[list[int | None], list[int | None]]]) -> pl.Expr:
-    """The rows of the connections in `run` (lists of server and conn codes, pair by pair)."""
-    server, conn = pl.col("server").to_physical(), pl.col("conn").to_physical()
-    codes = [(s, c) for servers, conns in run for s, c in zip(servers, conns, strict=True)]
-    both = [s * (1 << 32) + c for s, c in codes if s is not None and c is not None]
-    no_conn = sorted({s for s, c in codes if s is not None and c is None})
+def _connections(run: list[list[list[int | None]]]) -> pl.Expr:
+    """The rows of the connections in `run`: per pair, its connections' `_key`s (of server and conn)
+    and their server codes."""
+    both = [key for keys, _ in run for key in keys if key is not None]
+    codes = [(key, server) for keys, servers in run for key, server in zip(keys, servers, strict=True)]
+    no_conn = sorted({server for key, server in codes if key is None and server is not None})
     keep = pair_key("server", "conn").is_in(pl.Series(both, dtype=pl.UInt64()).implode())
     if no_conn:
-        keep = keep | (conn.is_null() & server.is_in(pl.Series(no_conn, dtype=pl.UInt32()).implode()))
-    if any(s is None for s, _ in codes):
-        keep = keep | server.is_null()
+        server = pl.col("server").to_physical()
+        keep = keep | (pl.col("conn").is_null() & server.is_in(pl.Series(no_conn, dtype=pl.UInt32()).implode()))
+    if any(server is None for _, server in codes):
+        keep = keep | pl.col("server").is_null()
     return keep.fill_null(False)
 
 

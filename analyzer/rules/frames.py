@@ -158,6 +158,20 @@ def matching(rows: pl.LazyFrame, keys: pl.DataFrame, how: Literal["semi", "inner
     return near.join(keys, on=["capture", "seq"], how=how, maintain_order="left")
 
 
+def grouped[T](counts: Iterable[tuple[T, int]], limit: int) -> list[tuple[list[T], int]]:
+    """`counts`' items, in their order, in runs whose counts add up to at most `limit` (an item over
+    it alone), each with its total."""
+    groups: list[tuple[list[T], int]] = []
+    for item, n in counts:
+        if groups and groups[-1][1] + n <= limit:
+            items, total = groups[-1]
+            items.append(item)
+            groups[-1] = (items, total + n)
+        else:
+            groups.append(([item], n))
+    return groups
+
+
 LOOKUP_BUCKET_ROWS: Final = 1 << 19
 """`key_buckets` groups keys of about this many rows (8 MB of a key and a time each)."""
 
@@ -180,15 +194,9 @@ def key_buckets(rows: pl.LazyFrame, wanted: pl.Series, *, on_disk: bool) -> list
         .sort("_key")
         .collect(engine="streaming")
     )
+    groups = [keys for keys, _ in grouped(counts.iter_rows(), LOOKUP_BUCKET_ROWS)] or [[]]
     # keys without a row need no rows looked in, but their rows on the other side need a group
-    groups: list[list[int]] = [wanted.filter(~wanted.is_in(counts.get_column("_key").implode())).to_list()]
-    total = 0
-    for key, n in counts.iter_rows():
-        if groups[-1] and total + n > LOOKUP_BUCKET_ROWS:
-            groups.append([])
-            total = 0
-        groups[-1].append(key)
-        total += n
+    groups[0] = wanted.filter(~wanted.is_in(counts.get_column("_key").implode())).to_list() + groups[0]
     return [pl.Series("_key", group, dtype=wanted.dtype) for group in groups if group]
 
 
