@@ -80,7 +80,7 @@ class FileFacts:
     """Why the file was skipped (not an erascope capture, not a regular file); None when it was read."""
     error: str | None = None
     """Why the file could not be read (an input error: unreadable, vanished); None when it was read."""
-    identity: tuple[str, ...] = ()
+    identity: tuple[bytes, ...] = ()
     """What names the capture part whatever the file is called (`_identity`): the same part read twice
     is read once (`extract_files`)."""
     duplicate_of: str | None = None
@@ -88,7 +88,8 @@ class FileFacts:
     records: int = 0
     """Well-formed records read (header included; a hash chain's `part-end` records not)."""
     counts: dict[str, int] = field(default_factory=dict)
-    """Well-formed records per record type."""
+    """Well-formed records per record type. Not changed once the file is read: files with the same
+    counts share one dict (`analyzer.load.extract_files`)."""
     malformed: list[BadLine] = field(default_factory=list)
     torn: BadLine | None = None
     lost: int = 0

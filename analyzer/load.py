@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import bisect
 import glob
+import hashlib
 import io
 import os
 import re
@@ -275,6 +276,14 @@ def _first_line(path: str) -> bytes:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+_TRANSPORTS: Final = {fmt.STDIO: fmt.STDIO, fmt.HTTP: fmt.HTTP}
+
+
+def _transport(value: object) -> str | None:
+    """A header's `transport`, the known ones as one shared string (a file each held its own)."""
+    return _TRANSPORTS.get(value, value) if isinstance(value, str) else None
+
+
 def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     try:
         header = orjson.loads(first)
@@ -315,7 +324,7 @@ def _not_a_capture(path: str, first: bytes) -> str:
     return f"{why}; {_READS}"
 
 
-def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
+def _identity(path: str, header: dict[str, Any]) -> tuple[bytes, ...]:
     """What names a capture part whatever its file is called or wherever it was copied.
 
     The recorder's header names a unique run (start time to the microsecond, host, recorder pid,
@@ -323,17 +332,22 @@ def _identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
     plus random hex, and is what an archive entry still knows of its source. Headers written by
     hand (without those fields) identify nothing: such files are only ever told apart by path.
     """
-    keys: list[str] = []
+    keys: list[bytes] = []
     run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
     if run[0] is not None and run[2] is not None:
-        keys.append("run:" + orjson.dumps(run).decode())
+        keys.append(_key(b"run:" + orjson.dumps(run)))
     name = strip_compression(os.path.basename(path))  # a part and its logrotated copy are the same part
     if _RECORDER_NAME.match(name):
-        keys.append("name:" + name)
+        keys.append(_key(b"name:" + name.encode("utf-8", "surrogateescape")))
     return tuple(keys)
 
 
-def part_identity(path: str, header: dict[str, Any]) -> tuple[str, ...]:
+def _key(text: bytes) -> bytes:
+    # a digest, not the text: 100,000 small captures hold two keys each until they are combined
+    return hashlib.blake2b(text, digest_size=16).digest()
+
+
+def part_identity(path: str, header: dict[str, Any]) -> tuple[bytes, ...]:
     """What names a capture part whatever its file is called (its header's run and part, its
     recorder file name without `.gz`/`.zst`); empty for headers written by hand (see `_identity`)."""
     return _identity(path, header)
@@ -836,7 +850,7 @@ def extract_file(
             return facts
         facts.identity = _identity(path, header)
         transport = header.get("transport")
-        facts.transport = transport if isinstance(transport, str) else None
+        facts.transport = _transport(transport)
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
@@ -893,7 +907,7 @@ def extract_lines(
     """
     facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header))
     transport = header.get("transport")
-    facts.transport = transport if isinstance(transport, str) else None
+    facts.transport = _transport(transport)
     _, part = _read_piece(facts, data, first_line, data.count(b"\n"), False, options)
     facts.malformed = sorted(part.bad)
     _finish_chunk([part])
@@ -1033,11 +1047,13 @@ def extract_files(
     workers = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
     facts: list[FileFacts] = []
     unfinished, pending_rows = 0, 0
-    first_of: dict[str, str] = {}  # identity key -> the file read for it
+    first_of: dict[bytes, str] = {}  # identity key -> the file read for it
+    counts_seen: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
     done = 0
 
     def add(result: FileFacts) -> None:
         nonlocal unfinished, pending_rows, done
+        result.counts = _shared_counts(result.counts, counts_seen)
         facts.append(result)
         if result.pending:
             pending_rows += result.messages.height
@@ -1094,6 +1110,24 @@ def extract_files(
     return facts
 
 
+_SHARED_COUNTS: Final = 4096
+"""How many distinct `FileFacts.counts` `extract_files` keeps to share."""
+
+
+def _shared_counts(counts: dict[str, int], seen: dict[tuple[tuple[str, int], ...], dict[str, int]]) -> dict[str, int]:
+    """`counts`, or an equal dict seen before. Spawn captures have few distinct record counts (the
+    generated 100,000 have three), and a dict each was about 20 MB held until the files are
+    combined. Counts are never changed once a file is read, so files can share them."""
+    key = tuple(counts.items())
+    shared = seen.get(key)
+    if shared is not None:
+        return shared
+    if len(seen) >= _SHARED_COUNTS:
+        seen.clear()
+    seen[key] = counts
+    return counts
+
+
 @dataclass
 class _Entries:
     """Consecutive entries of an archive (`analyzer.archive`): read together, in windows of rows."""
@@ -1121,7 +1155,7 @@ class _Small:
 
 
 def _units(
-    paths: list[str], batched: bool, first_of: dict[str, str]
+    paths: list[str], batched: bool, first_of: dict[bytes, str]
 ) -> Iterator[str | _Opened | list[_Small] | _Entries | FileFacts]:
     """The work of `extract_files`, in input order: a path to read alone, a batch of small files,
     archive entries to read together, or the facts of a file left out as a duplicate.
@@ -1184,7 +1218,7 @@ def _units(
 
 
 def _unless_duplicate(
-    path: str, capture: str, first_of: dict[str, str], data: bytes | None = None
+    path: str, capture: str, first_of: dict[bytes, str], data: bytes | None = None
 ) -> str | _Opened | FileFacts:
     """The file opened for its header and then read from there (`_Opened`), or when its header names
     a part read already, its facts saying so (not read again); `path` when it is to be read alone
@@ -1256,7 +1290,7 @@ def _read_small(path: str, capture: str) -> _Small:
         facts.skipped = _not_a_capture(path, first)
         return _Small(facts)
     transport = header.get("transport")
-    facts.transport = transport if isinstance(transport, str) else None
+    facts.transport = _transport(transport)
     facts.identity = _identity(path, header)
     return _Small(facts, data)
 
@@ -1364,7 +1398,7 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
     return [item.facts for item in items]
 
 
-def _drop_if_duplicate(facts: FileFacts, first_of: dict[str, str]) -> None:
+def _drop_if_duplicate(facts: FileFacts, first_of: dict[bytes, str]) -> None:
     """Leave out a file that repeats a capture part read already (same `FileFacts.identity`): a
     directory given twice, a copy, an archive and its JSONL. The first in input order is read."""
     for key in facts.identity:

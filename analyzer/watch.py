@@ -266,7 +266,7 @@ class _Part:
     """One capture part, wherever its bytes are now (the plain file, then maybe its compressed copy)."""
 
     path: str
-    identity: tuple[str, ...]
+    identity: tuple[bytes, ...]
     header: dict[str, Any]
     offset: int = 0
     """Bytes of the (decompressed) stream read: always the end of a complete line."""
@@ -301,7 +301,7 @@ class Watcher:
         self.probe_timeout = probe_timeout
         self.rule_options = dict(rule_options or {})
         self.clock = clock
-        self._parts: dict[tuple[str, ...], _Part] = {}
+        self._parts: dict[bytes, _Part] = {}
         self._by_path: dict[str, _Part] = {}
         self._reported: set[tuple[Any, ...]] = set()
         self._evidence: dict[tuple[Any, ...], tuple[tuple[str, int], ...]] = {}
@@ -346,7 +346,7 @@ class Watcher:
             return None
         if header is None:
             return None  # empty so far, or not a capture: looked at again next round
-        identity = part_identity(path, header) or ("path:" + path,)
+        identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
         if known is not None:
             if os.path.exists(known.path) and known.path != path:

@@ -96,3 +96,36 @@ def test_files_larger_than_a_piece_are_finished_alone(inputs: list[str], monkeyp
     assert not any(f.pending for f in facts)
     small = [p for p in inputs if Path(p).stat().st_size <= 512]
     assert small and all(extract_file(p, defer=True).pending for p in small)
+
+
+def test_many_small_captures_share_what_they_have_in_common(
+    inputs: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """100,000 spawn captures keep a `FileFacts` each until they are combined: what files have in
+    common (equal record counts, the transport) is one object for all, and a part's identity keys
+    are fixed-size digests, whatever the length of the path and header they come from. Sharing
+    changes nothing a file says: its counts are those it has alone, even when the counts kept for
+    sharing are few, and a copy of a part is still found to repeat it."""
+    alone = {f.file: f for f in _alone(inputs)}
+    for kept in (2, load._SHARED_COUNTS):
+        monkeypatch.setattr(load, "_SHARED_COUNTS", kept)
+        facts = extract_files(inputs, jobs=2)
+        assert all(f.counts == alone[f.file].counts for f in facts)
+        by_counts: dict[tuple[tuple[str, int], ...], set[int]] = {}
+        for f in facts:
+            by_counts.setdefault(tuple(f.counts.items()), set()).add(id(f.counts))
+        repeated = [ids for key, ids in by_counts.items() if sum(tuple(f.counts.items()) == key for f in facts) > 1]
+        assert repeated
+        if kept > len(by_counts):
+            assert all(len(ids) == 1 for ids in repeated)
+    stdio = [f for f in facts if f.transport == "stdio"]
+    assert len(stdio) > 20 and len({id(f.transport) for f in stdio}) == 1
+    keys = [k for f in facts for k in f.identity]
+    assert len(keys) >= len(inputs) and all(isinstance(k, bytes) and len(k) == 16 for k in keys)
+    assert len(set(keys)) == len(keys)
+    # a copy of a spawn capture, under the recorder's own name, is the same part: read once
+    spawn = next(p for p in inputs if "/gen/" in p and Path(p).stat().st_size < 4096)
+    copy = tmp_path / Path(spawn).name
+    copy.write_bytes(Path(spawn).read_bytes())
+    again = extract_files([spawn, str(copy)], jobs=1)
+    assert again[0].duplicate_of is None and again[1].duplicate_of == spawn
