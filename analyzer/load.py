@@ -279,8 +279,9 @@ def _first_line(path: str) -> bytes:
 _TRANSPORTS: Final = {fmt.STDIO: fmt.STDIO, fmt.HTTP: fmt.HTTP}
 
 
-def _transport(value: object) -> str | None:
+def _transport(header: dict[str, Any]) -> str | None:
     """A header's `transport`, the known ones as one shared string (a file each held its own)."""
+    value = header.get("transport")
     return _TRANSPORTS.get(value, value) if isinstance(value, str) else None
 
 
@@ -849,8 +850,7 @@ def extract_file(
             facts.skipped = _not_a_capture(path, first)
             return facts
         facts.identity = _identity(path, header)
-        transport = header.get("transport")
-        facts.transport = _transport(transport)
+        facts.transport = _transport(header)
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
@@ -906,8 +906,7 @@ def extract_lines(
     consecutive pieces go to `combine` together, which pairs them again as it pairs rotated parts.
     """
     facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header))
-    transport = header.get("transport")
-    facts.transport = _transport(transport)
+    facts.transport = _transport(header)
     _, part = _read_piece(facts, data, first_line, data.count(b"\n"), False, options)
     facts.malformed = sorted(part.bad)
     _finish_chunk([part])
@@ -1289,8 +1288,7 @@ def _read_small(path: str, capture: str) -> _Small:
             return _Small(facts, alone=True)  # read alone, which notes why it cannot be
         facts.skipped = _not_a_capture(path, first)
         return _Small(facts)
-    transport = header.get("transport")
-    facts.transport = _transport(transport)
+    facts.transport = _transport(header)
     facts.identity = _identity(path, header)
     return _Small(facts, data)
 

@@ -44,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import orjson
 
@@ -289,7 +290,8 @@ def _flow_lines() -> list[bytes]:
     from addon.http_recorder import HttpRecorder
     from bench.bench_addon import drive_hooks, tool_call_flows
 
-    with tempfile.TemporaryDirectory() as out:
+    # as the hooks measure runs the recorder, and only while it runs here
+    with tempfile.TemporaryDirectory() as out, mock.patch.dict(os.environ, {"ERASCOPE_REDACT_KEY": "bench"}):
         addon = HttpRecorder()
         with taddons.context(addon) as tctx:
             tctx.configure(addon, erascope_dir=out)
@@ -320,7 +322,6 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
     variants = [Variant(baseline, ROOT if baseline_tree is None else baseline_tree.resolve())]
     variants += [Variant(name, ROOT, ALGORITHMS[chain_alg]) for name in ("chain", "keyed")]
     hooks = _hooks_script()
-    os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")  # as the hooks measure runs the recorder
     flow_lines = _flow_lines()
     tmp = Path(tempfile.mkdtemp(prefix="erascope-bench-chain-"))
     samples: dict[str, list[float]] = {}
@@ -483,10 +484,11 @@ def describe(r: dict[str, Any]) -> list[str]:
             f" ({r[f'{key}_ratio_keyed']}x [{r[f'{key}_ratio_keyed_best']}x])"
         )
     for key, size, _ in SEAL_MEASURES:
-        unit, rest = ("HTTP flow", "hooks") if not size else (f"{'1 MB' if size > 250 else '250 B'} message", "tee")
+        noun, rest = ("flow", "hooks") if not size else ("message", "tee")
+        unit = "HTTP flow" if not size else f"{'1 MB' if size > 250 else '250 B'} message"
         rows.append(
             f"  sealing alone (in this process), CPU per {unit}:"
-            f" {r[f'seal_{key}']} µs, {r[f'seal_{key}_share']:.1%} of {base}'s whole {unit.split()[-1]}"
+            f" {r[f'seal_{key}']} µs, {r[f'seal_{key}_share']:.1%} of {base}'s whole {noun}"
             f" (the chain's least cost; the rest of the {rest}: {r[f'{key}_chain'] - r[f'seal_{key}']:.2f} µs"
             f" = {(r[f'{key}_chain'] - r[f'seal_{key}']) / r[f'{key}_{base}']:.3f}x {base})"
         )
