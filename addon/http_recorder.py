@@ -139,9 +139,22 @@ def _address(addr: Any) -> str | None:
     return human.format_address(addr) if addr else None
 
 
+def header(headers: http.Headers, name: bytes) -> str | None:
+    """`headers.get(name)` (`name` in lower case): the values folded with ", ", or None.
+
+    mitmproxy's `get` goes through three generic mapping layers and lower-cases each field's name in
+    a method call: about 1 µs a lookup, paid three times per flow on the proxy's loop.
+    """
+    values = [v for k, v in headers.fields if k.lower() == name]
+    if not values:
+        return None
+    return ", ".join(v.decode("utf-8", "surrogateescape") for v in values)
+
+
 def is_event_stream(response: http.Response) -> bool:
     """Whether a response is a server-sent event stream (by its content type)."""
-    return response.headers.get("content-type", "").split(";", 1)[0].strip().lower() == SSE_CONTENT_TYPE
+    content_type = header(response.headers, b"content-type") or ""
+    return content_type.split(";", 1)[0].strip().lower() == SSE_CONTENT_TYPE
 
 
 def server_key(flow: http.HTTPFlow) -> str:
@@ -167,7 +180,7 @@ def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[st
     if raw is None:  # streamed or not yet received
         return {}
     out: dict[str, Any] = {}
-    encoding = msg.headers.get("content-encoding")
+    encoding = header(msg.headers, b"content-encoding")
     if encoding is None and len(raw) <= max_body:
         data = raw  # the common case: no decoding, nothing to bound
     else:

@@ -20,7 +20,7 @@ from mitmproxy.flow import Error
 from mitmproxy.test import taddons, tflow, tutils
 
 from addon import format as fmt
-from addon.http_recorder import HttpRecorder, classify_error, server_key
+from addon.http_recorder import HttpRecorder, classify_error, header, server_key
 from addon.redact import Redactor
 
 PROBE = b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{}}}'
@@ -478,3 +478,20 @@ def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_pa
     (ev,) = [r for r in traffic(read(tmp_path)) if r["type"] == fmt.SSE_EVENT]
     if bodies == "full":
         assert ev["raw"] == "/messages/?session_id=" + Redactor(b"unit-key").hash("sid-secret")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        (),
+        ((b"Content-Encoding", b"gzip"),),
+        ((b"content-type", b"text/event-stream; charset=utf-8"), (b"CONTENT-TYPE", b"x")),  # folded like mitmproxy
+        ((b"content-encoding", b"gz\xffip"), (b"host", b"a")),  # not UTF-8: surrogate-escaped like mitmproxy
+        ((b"content-encodings", b"br"), (b"x-content-encoding", b"br")),  # near misses
+        ((b"Content-Encoding", b""),),
+    ],
+)
+@pytest.mark.parametrize("name", [b"content-encoding", b"content-type"])
+def test_header_lookup_is_mitmproxys_get(fields: tuple[tuple[bytes, bytes], ...], name: bytes) -> None:
+    headers = http.Headers(fields)
+    assert header(headers, name) == headers.get(name.decode())
