@@ -175,8 +175,9 @@ async def _first_event_ms(port: int) -> float:
     return elapsed
 
 
-def tool_call_flows(n: int) -> list[Any]:
-    """`n` mitmproxy test flows, each one `tools/call` POST and its JSON answer."""
+def tool_call_flows(n: int, answer: int = 0) -> list[Any]:
+    """`n` mitmproxy test flows, each one `tools/call` POST and its JSON answer, whose text result is
+    `answer` bytes long (0: the one character `3`)."""
     from mitmproxy import http
     from mitmproxy.test import tflow, tutils
 
@@ -186,7 +187,9 @@ def tool_call_flows(n: int) -> list[Any]:
          (b"mcp-method", b"tools/call"), (b"mcp-name", b"add"), (b"content-length", str(len(BODY)).encode())]
     )  # fmt: skip
     resp_headers = http.Headers([(b"content-type", b"application/json"), (b"server", b"bench")])
-    result = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"3"}],"resultType":"complete"}}'
+    text = b"x" * answer if answer else b"3"
+    result = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"%b"}],"resultType":"complete"}}'
+    result %= text
     flows = []
     for _ in range(n):
         f = tflow.tflow(req=tutils.treq(method=b"POST", path=b"/mcp", host="127.0.0.1", port=8000,

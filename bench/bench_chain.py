@@ -25,8 +25,9 @@ Counts do not move with the machine's load, so they settle a 5 % question that C
 machine cannot; they do not see what the kernel does (pipe copies, page faults), which is most of a
 1 MB message's cost, so they are read beside the CPU times, not instead of them.
 
-Target: each recorder's cost with the chain within 5 % of the baseline's (HTTP hooks per flow, tee
-per 250 B message and per 1 MB message, and the tee's round trip for both). The writer's own CPU per
+Target: each recorder's cost with the chain within 5 % of the baseline's (HTTP hooks per flow, with a
+one-character answer and with an 8 kB one, tee per 250 B message and per 1 MB message, and the tee's
+round trip for both). The writer's own CPU per
 record is reported for scale: it runs on the writer thread, off the relay path.
 """
 
@@ -135,7 +136,7 @@ from mitmproxy.test import taddons
 from addon.http_recorder import HttpRecorder
 BODY = {bench_addon.BODY!r}
 {helpers}
-out, flows = Path(sys.argv[2]), int(sys.argv[3])
+out, flows, answer = Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 os.environ.setdefault("ERASCOPE_REDACT_KEY", "bench")
 options = {{"erascope_dir": str(out)}}
 if VARIANT == "keyed":
@@ -144,8 +145,8 @@ if VARIANT == "keyed":
 addon = HttpRecorder()
 with taddons.context(addon) as tctx:
     tctx.configure(addon, **options)
-    drive_hooks(addon, tool_call_flows(50))  # warm-up: the writer's part, first-call costs
-    batch = tool_call_flows(flows)
+    drive_hooks(addon, tool_call_flows(50, answer))  # warm-up: the writer's part, first-call costs
+    batch = tool_call_flows(flows, answer)
     t0 = time.process_time_ns()
     drive_hooks(addon, batch)
     elapsed = time.process_time_ns() - t0
@@ -154,7 +155,7 @@ print(elapsed / flows / 1000)
 """
     )
     """CPU µs per flow (the hooks and the writer's thread) of the HTTP recorder for one JSON request and
-    response, driven as `bench_addon` drives them (argv: variant, out, flows)."""
+    response, driven as `bench_addon` drives them (argv: variant, out, flows, the answer's text size)."""
 
 
 class Variant:
@@ -239,6 +240,7 @@ def _tee_cpu(proc: subprocess.Popen[bytes], messages: int, size: int) -> tuple[f
 
 MEASURES = (
     ("HTTP recorder hooks, CPU per flow", "hook"),
+    ("HTTP recorder hooks, CPU per flow with an 8 kB answer", "hook_8k"),
     ("stdio tee, CPU per 250 B message", "tee"),
     ("stdio tee, CPU per 1 MB message", "tee_mb"),
     ("stdio tee, wall-clock round trip of a 250 B message", "rt"),
@@ -247,9 +249,11 @@ MEASURES = (
     ("writer, CPU per 4 kB record", "writer_4096"),
     ("writer, CPU per 64 kB record", "writer_65536"),
 )
-TARGETS = ("hook", "tee", "tee_mb", "rt", "rt_mb")
+TARGETS = ("hook", "hook_8k", "tee", "tee_mb", "rt", "rt_mb")
+ANSWERS = {"hook": 0, "hook_8k": 8 << 10}
+"""The hooks measures: the size of each one's answer text (`bench_addon.tool_call_flows`)."""
 """What the 5 % target applies to (the writer alone is for scale)."""
-SEAL_MEASURES = (("hook", 0, 2_000), ("tee", 250, 2_000), ("tee_mb", 1 << 20, 20))
+SEAL_MEASURES = (("hook", 0, 2_000), ("hook_8k", 0, 2_000), ("tee", 250, 2_000), ("tee_mb", 1 << 20, 20))
 """(measure, tee message size or 0 for an HTTP flow, units per timing) of `_seal_cpu`."""
 
 
@@ -281,9 +285,9 @@ def _message_lines(size: int) -> list[bytes]:
     ]  # fmt: skip
 
 
-def _flow_lines() -> list[bytes]:
-    """The records one flow of the hooks measure becomes (its `http.request` and `http.response`),
-    as this tree's HTTP recorder writes them, without their seal."""
+def _flow_lines(answer: int) -> list[bytes]:
+    """The records one flow of a hooks measure becomes (its `http.request` and `http.response`), its
+    answer's text `answer` bytes long, as this tree's HTTP recorder writes them, without their seal."""
     from mitmproxy.test import taddons
 
     from addon import chain
@@ -295,7 +299,7 @@ def _flow_lines() -> list[bytes]:
         addon = HttpRecorder()
         with taddons.context(addon) as tctx:
             tctx.configure(addon, erascope_dir=out)
-            drive_hooks(addon, tool_call_flows(1))
+            drive_hooks(addon, tool_call_flows(1, answer))
             addon.done()
         written = [line for p in Path(out).rglob("*.jsonl") for line in p.read_bytes().splitlines(keepends=True)]
     lines = []
@@ -322,7 +326,7 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
     variants = [Variant(baseline, ROOT if baseline_tree is None else baseline_tree.resolve())]
     variants += [Variant(name, ROOT, ALGORITHMS[chain_alg]) for name in ("chain", "keyed")]
     hooks = _hooks_script()
-    flow_lines = _flow_lines()
+    flow_lines = {key: _flow_lines(answer) for key, answer in ANSWERS.items()}
     tmp = Path(tempfile.mkdtemp(prefix="erascope-bench-chain-"))
     samples: dict[str, list[float]] = {}
 
@@ -337,7 +341,8 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
                 out.mkdir(exist_ok=True)
                 for size in sizes:
                     add(f"writer_{size}_{v.name}", v.output(WRITER, str(out), str(size), str(records // (size // 250))))
-                add(f"hook_{v.name}", v.output(hooks, str(out), str(flows)))
+                for key, answer in ANSWERS.items():
+                    add(f"{key}_{v.name}", v.output(hooks, str(out), str(flows), str(answer)))
                 cpu, rt = _tee_cpu(v.spawn(TEE, str(out), "--", *echo), messages, 250)
                 add(f"tee_{v.name}", cpu)
                 add(f"rt_{v.name}", rt)
@@ -347,7 +352,7 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
                 for p in out.glob("*.jsonl"):
                     p.unlink()
             for key, size, count in SEAL_MEASURES:
-                lines = _message_lines(size) if size else flow_lines
+                lines = _message_lines(size) if size else flow_lines[key]
                 add(f"seal_{key}", _seal_cpu(lines, ALGORITHMS[chain_alg][0], count // (3 if quick else 1)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -434,7 +439,7 @@ def run_instructions(baseline_tree: Path | None = None, chain_alg: str = "blake3
                 for n in (fewer, more):
                     log = tmp / f"{key}-{v.name}-{n}.log"
                     if key == "hook":
-                        v.output(hooks, str(out), str(n), prefix=_cachegrind(log))
+                        v.output(hooks, str(out), str(n), "0", prefix=_cachegrind(log))
                     else:
                         proc = v.spawn(TEE, str(out), "--", *echo, prefix=_cachegrind(log))
                         _tee_cpu(proc, n, 250 if key == "tee" else 1 << 20)
@@ -485,7 +490,10 @@ def describe(r: dict[str, Any]) -> list[str]:
         )
     for key, size, _ in SEAL_MEASURES:
         noun, rest = ("flow", "hooks") if not size else ("message", "tee")
-        unit = "HTTP flow" if not size else f"{'1 MB' if size > 250 else '250 B'} message"
+        if size:
+            unit = f"{'1 MB' if size > 250 else '250 B'} message"
+        else:
+            unit = "HTTP flow with an 8 kB answer" if ANSWERS[key] else "HTTP flow"
         rows.append(
             f"  sealing alone (in this process), CPU per {unit}:"
             f" {r[f'seal_{key}']} µs, {r[f'seal_{key}_share']:.1%} of {base}'s whole {noun}"
