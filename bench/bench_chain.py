@@ -27,8 +27,8 @@ machine cannot; they do not see what the kernel does (pipe copies, page faults),
 
 Target: each recorder's cost with the chain within 5 % of the baseline's (HTTP hooks per flow, with a
 one-character answer and with an 8 kB one, tee per 250 B message and per 1 MB message, and the tee's
-round trip for both). The writer's own CPU per
-record is reported for scale: it runs on the writer thread, off the relay path.
+round trip for both). The writer's own CPU per record is reported for scale: it runs on the writer
+thread, off the relay path.
 """
 
 from __future__ import annotations
@@ -250,9 +250,9 @@ MEASURES = (
     ("writer, CPU per 64 kB record", "writer_65536"),
 )
 TARGETS = ("hook", "hook_8k", "tee", "tee_mb", "rt", "rt_mb")
+"""What the 5 % target applies to (the writer alone is for scale)."""
 ANSWERS = {"hook": 0, "hook_8k": 8 << 10}
 """The hooks measures: the size of each one's answer text (`bench_addon.tool_call_flows`)."""
-"""What the 5 % target applies to (the writer alone is for scale)."""
 SEAL_MEASURES = (("hook", 0, 2_000), ("hook_8k", 0, 2_000), ("tee", 250, 2_000), ("tee_mb", 1 << 20, 20))
 """(measure, tee message size or 0 for an HTTP flow, units per timing) of `_seal_cpu`."""
 
