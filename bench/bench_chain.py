@@ -253,8 +253,13 @@ TARGETS = ("hook", "hook_8k", "tee", "tee_mb", "rt", "rt_mb")
 """What the 5 % target applies to (the writer alone is for scale)."""
 ANSWERS = {"hook": 0, "hook_8k": 8 << 10}
 """The hooks measures: the size of each one's answer text (`bench_addon.tool_call_flows`)."""
-SEAL_MEASURES = (("hook", 0, 2_000), ("hook_8k", 0, 2_000), ("tee", 250, 2_000), ("tee_mb", 1 << 20, 20))
-"""(measure, tee message size or 0 for an HTTP flow, units per timing) of `_seal_cpu`."""
+SEAL_MEASURES = (
+    ("hook", "HTTP flow", 0, 2_000),
+    ("hook_8k", "HTTP flow with an 8 kB answer", 0, 2_000),
+    ("tee", "250 B message", 250, 2_000),
+    ("tee_mb", "1 MB message", 1 << 20, 20),
+)
+"""(measure, its unit, tee message size or 0 for an HTTP flow, units per timing) of `_seal_cpu`."""
 
 
 def _seal_cpu(lines: list[bytes], algorithm: str, units: int) -> float:
@@ -351,7 +356,7 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
                 add(f"rt_mb_{v.name}", rt)
                 for p in out.glob("*.jsonl"):
                     p.unlink()
-            for key, size, count in SEAL_MEASURES:
+            for key, _, size, count in SEAL_MEASURES:
                 lines = _message_lines(size) if size else flow_lines[key]
                 add(f"seal_{key}", _seal_cpu(lines, ALGORITHMS[chain_alg][0], count // (3 if quick else 1)))
     finally:
@@ -375,7 +380,7 @@ def run(quick: bool = False, baseline_tree: Path | None = None, chain_alg: str =
             result[f"{what}_ratio_{variant}_best"] = round(
                 result[f"{what}_{variant}_best"] / result[f"{what}_{baseline}_best"], 3
             )
-    for key, _, _ in SEAL_MEASURES:
+    for key, _, _, _ in SEAL_MEASURES:
         # the share of the baseline's message (flow) that sealing alone adds: at or above 5 %, no
         # recorder that chains every record can be within 5 % of the baseline unless the rest of it
         # got cheaper
@@ -488,12 +493,8 @@ def describe(r: dict[str, Any]) -> list[str]:
             f" ({r[f'{key}_ratio_chain']}x [{r[f'{key}_ratio_chain_best']}x]), keyed {r[f'{key}_keyed']} µs"
             f" ({r[f'{key}_ratio_keyed']}x [{r[f'{key}_ratio_keyed_best']}x])"
         )
-    for key, size, _ in SEAL_MEASURES:
-        noun, rest = ("flow", "hooks") if not size else ("message", "tee")
-        if size:
-            unit = f"{'1 MB' if size > 250 else '250 B'} message"
-        else:
-            unit = "HTTP flow with an 8 kB answer" if ANSWERS[key] else "HTTP flow"
+    for key, unit, size, _ in SEAL_MEASURES:
+        noun, rest = ("message", "tee") if size else ("flow", "hooks")
         rows.append(
             f"  sealing alone (in this process), CPU per {unit}:"
             f" {r[f'seal_{key}']} µs, {r[f'seal_{key}_share']:.1%} of {base}'s whole {noun}"
