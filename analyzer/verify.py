@@ -454,7 +454,13 @@ def _check_link(before: FileResult, after: FileResult) -> None:
 
 
 def _on_disk(beside: str, name: str) -> bool:
-    """A part named by a link exists next to the file naming it (plain or compressed), though not given."""
+    """A part named by a link exists next to the file naming it (plain or compressed), though not given.
+
+    The recorder links parts by file name; a link that is not a plain name (a path, `..`, a NUL)
+    came from an edit and names no part, so nothing outside the capture's folder is looked at.
+    """
+    if "\x00" in name or name in ("", ".", "..") or os.path.basename(name) != name or "\\" in name:
+        return False
     folder = os.path.dirname(beside)
     return any(_exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
 

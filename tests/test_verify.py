@@ -367,6 +367,35 @@ def test_first_parts_removed_as_retention_does_are_a_note(rotated_dir: Path, key
     assert len(result.notes) == 1 and "parts before part 2 are absent" in result.notes[0]
 
 
+@pytest.mark.parametrize("link", ["cap\x00.000.jsonl", "../outside/cap.000.jsonl", "/dev/null", ".."])
+def test_a_header_link_is_a_name_beside_the_part_never_a_path(stdio_dir: Path, tmp_path: Path, link: str) -> None:
+    """A part's `previous` link comes from the capture: a NUL in it crashed verify, and a path made
+    it look at files outside the capture's folder (and call a part that is not there "not given")."""
+    outside = tmp_path / "outside" / "cap.000.jsonl"
+    outside.parent.mkdir()
+    outside.write_text("{}\n")
+    (path,) = copy_of(stdio_dir, tmp_path / "caps")
+    text = lines(path)
+    header = orjson.loads(text[0])
+    header.update(previous=link, part=1)
+    put(path, [orjson.dumps(header, option=orjson.OPT_APPEND_NEWLINE), *text[1:]])
+    result = verify([tmp_path / "caps"])
+    assert kinds(result) == [(path.name, "changed", 1)]
+    assert len(result.notes) == 1 and "parts before part 1 are absent" in result.notes[0]
+
+
+def test_a_part_end_link_with_a_nul_is_a_missing_part(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[0])
+    end = orjson.loads(text[-1])
+    end[fmt.F_NEXT] = "next\x00part.001.jsonl"
+    put(parts[0], [*text[:-1], orjson.dumps(end, option=orjson.OPT_APPEND_NEWLINE)])
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert (parts[0].name, "part-missing", len(text)) in kinds(result)
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    assert proc.returncode == 1 and "the next part next\\x00part.001.jsonl is missing" in proc.stdout
+
+
 def test_cut_end_of_a_rotated_part_breaks_the_link(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     text = lines(parts[1])
