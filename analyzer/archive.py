@@ -28,13 +28,14 @@ the parts are read. `compact` writes them again whenever they are stale.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import orjson
 import polars as pl
@@ -68,6 +69,32 @@ _NO_LINE: Final = 1 << 32
 """Past every line number (`line` is a UInt32)."""
 NULL_SERVER: Final = "__null__"
 """The partition directory of rows without a server key."""
+_LONGEST_KEY: Final = 200
+"""Bytes of a percent-encoded server key kept whole in its partition's name (a directory's name may
+have at most 255)."""
+_DIGESTED: Final = "@"
+"""Joins a cut key and its digest in a partition's name: percent-encoding writes every `@` of a key
+as `%40`, so no whole key's name holds one."""
+
+
+def server_partition(server: str | None) -> str:
+    """The `server=` partition's name of `server`'s rows: the key percent-encoded (hive style,
+    lossless), or, when that is too long for a directory's name, its first 150 bytes and a digest of
+    the whole key (`server_of_partition` cannot tell the key from that name)."""
+    if not server:
+        return f"server={NULL_SERVER}"
+    name = quote(server, safe="")
+    if len(name) > _LONGEST_KEY:
+        cut = name[:150]
+        cut = cut[: cut.rindex("%")] if "%" in cut[-2:] else cut  # never inside a %XX
+        name = f"{cut}{_DIGESTED}{hashlib.sha256(server.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
+    return f"server={name}"
+
+
+def server_of_partition(name: str) -> str | None:
+    """The server key a `server=` partition's value (after `=`) names: `NULL_SERVER` for rows
+    without one, None when the name cannot tell it (a cut key and its digest: read the files)."""
+    return None if _DIGESTED in name else unquote(name)
 CONDENSED_DIR: Final = "_condensed"
 """Per input file, its rows paired and condensed (see the module docstring)."""
 _IN_MEMORY: Final = as_categoricals(pl.LazyFrame(schema=MESSAGES_SCHEMA)).collect_schema()
@@ -204,7 +231,7 @@ def _partition_of(part: str) -> tuple[str | None, str | None]:
     """(day, server) of a part's path; None for what it does not name (an unknown layout keeps the part)."""
     names = dict(d.split("=", 1) for d in Path(part).parts[:-1] if "=" in d)
     day, server = names.get("day"), names.get("server")
-    return day, (None if server is None else unquote(server))
+    return day, (None if server is None else server_of_partition(server))
 
 
 # --- reading -------------------------------------------------------------------------------------

@@ -35,13 +35,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import unquote
 
 import orjson
 import polars as pl
 
 from addon.errors import ErascopeError
-from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive
+from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
 from analyzer.compact import CompactResult, Named, compact, compact_file, source_fingerprint
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
@@ -224,17 +223,24 @@ def archive_servers(archive: Path | str) -> dict[str | None, int]:
     told from the `day=…/server=…` partition directories alone (local, or at a URL)."""
     sizes: Counter[str | None] = Counter()
     if isinstance(archive, str) and is_url(archive):
-        parts = [(p.rsplit("/", 2)[1], size) for p, size in part_sizes(archive).items()]
+        parts = [(p, p.rsplit("/", 2)[1], size) for p, size in part_sizes(archive).items()]
     else:
         parts = [
-            (server_dir.name, p.stat().st_size)
+            (str(p), server_dir.name, p.stat().st_size)
             for server_dir in Path(archive).glob("day=*/server=*")
             for p in server_dir.iterdir()
             if p.is_file()
         ]
-    for directory, size in parts:
+    for path, directory, size in parts:
         name = directory.split("=", 1)[1]
-        sizes[None if name == NULL_SERVER else unquote(name)] += size
+        key = None if name == NULL_SERVER else server_of_partition(name)
+        if key is not None or name == NULL_SERVER:
+            sizes[key] += size
+            continue
+        # a key too long for its partition's name: the part's rows hold it (one key, as compact writes)
+        keys = pl.scan_parquet(path, glob=False, hive_partitioning=False).select("server").unique().collect()
+        for key in keys.get_column("server"):
+            sizes[key] += size // keys.height
     return dict(sizes)
 
 

@@ -67,7 +67,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import quote
 
 import orjson
 import polars as pl
@@ -80,7 +79,6 @@ from analyzer.archive import (
     ARCHIVE_SCHEMA,
     CONDENSED_DIR,
     CONDENSED_SCHEMAS,
-    NULL_SERVER,
     PARQUET_SUFFIX,
     SOURCES_DIR,
     EntryPath,
@@ -92,6 +90,7 @@ from analyzer.archive import (
     is_source_entry,
     kept_parts,
     read_entry,
+    server_partition,
     source_entries,
 )
 from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
@@ -129,7 +128,7 @@ class CompactResult:
 
 # --- writing -------------------------------------------------------------------------------------
 def _partition_dir(day: str, server: str | None) -> str:
-    return f"day={day}/server={quote(server, safe='') if server else NULL_SERVER}"
+    return f"day={day}/{server_partition(server)}"
 
 
 def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from analyzer import archive as archive_reader
 from analyzer.cli import app
+from analyzer.cluster import archive_servers
 from analyzer.compact import ARCHIVE_SCHEMA, SOURCES_DIR, compact, extract_archived, source_entries
 from analyzer.load import LoadOptions, extract_file
 from analyzer.messages import MEMBER_SLOTS
@@ -151,6 +152,28 @@ def test_partition_layout(caps: Path, tmp_path: Path) -> None:
     entries = source_entries(archive)
     assert len(entries) == len(result.written)
     assert all(Path(e).parent.name == SOURCES_DIR for e in entries)
+
+
+def test_a_server_key_too_long_for_a_directory_name(tmp_path: Path) -> None:
+    """Server keys come from the captures: one whose partition name is longer than a file name may be
+    (255 bytes; a percent-encoded non-ASCII character takes 6) crashed compact. Its partition is named
+    by a prefix and a digest; the report and a `--server` selection read it as before."""
+    source = next((CORPUS / "auto-legacy-stdio").glob("*.jsonl"))
+    key = "ü" * 100 + "/mcp"
+    records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    (caps / source.name).write_bytes(b"".join(orjson.dumps({**r, "server": key}) + b"\n" for r in records))
+    archive = tmp_path / "archive"
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0, result.output
+    parts = list(archive.glob("day=*/server=*/*.parquet"))
+    assert parts and all(len(p.parent.name.encode()) <= 255 for p in parts)
+    assert _report(str(archive)) == _report(str(caps))
+    selected = _report(str(archive), "--server", key)
+    assert selected == _report(str(caps), "--server", key)
+    assert [s["server"] for s in orjson.loads(selected)["servers"]] == [key]
+    assert list(archive_servers(archive)) == [key]  # how a cluster run shards the archive
 
 
 def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path) -> None:
