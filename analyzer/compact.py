@@ -127,6 +127,22 @@ class CompactResult:
 
 
 # --- writing -------------------------------------------------------------------------------------
+_LONGEST_NAME: Final = 120
+"""Bytes of an input's file name its archive files' names keep whole: they add up to about 110
+bytes to it (a digest, a suffix, a temporary file's), and a file name may have at most 255."""
+
+
+def archive_name(path: str) -> str:
+    """What an input's archive files (parts, condensed frames, entry) are named after: its file name
+    in text polars can write, or, when that is too long to add to, the name's first 80 bytes and a
+    digest of all of it."""
+    name = display_name(Path(path).name)
+    encoded = name.encode()
+    if len(encoded) <= _LONGEST_NAME:
+        return name
+    return f"{encoded[:80].decode(errors='ignore')}@{hashlib.sha256(encoded).hexdigest()[:32]}"
+
+
 def _partition_dir(day: str, server: str | None) -> str:
     return f"day={day}/{server_partition(server)}"
 
@@ -310,7 +326,7 @@ def compact_file(
     if isinstance(out, str) and is_url(out):
         return _compact_to_url(path, out, old, temp_dir)
     out = Path(out)
-    name = display_name(Path(path).name)  # archive files are named in text polars can write
+    name = archive_name(path)
     if old is None:
         entry_path = out / SOURCES_DIR / f"{name}.json"
         old = _named(read_entry(entry_path)) if entry_path.is_file() else {}
@@ -362,7 +378,7 @@ def _compact_to_url(
     that is not there, a new file's run cut short leaves objects no entry names, and a file
     converted again never replaces an object of its old entry with other bytes (`_write_new`), so a
     run cut short before the new entry leaves the old one naming exactly what it was written with."""
-    name = display_name(Path(path).name)
+    name = archive_name(path)
     entry_url = join(out, SOURCES_DIR, f"{name}.json")
     if old is None:
         old = _named(read_entry(entry_url)) if storage.is_file(entry_url) else {}
@@ -428,7 +444,7 @@ def _unchanged(
     not change since. At a URL, `entry` is its entry read already (at `entry_path`) and `listing`
     the archive's objects (`_archived_at_url`)."""
     if entry is None:
-        local = Path(out) / SOURCES_DIR / f"{display_name(Path(path).name)}.json"
+        local = Path(out) / SOURCES_DIR / f"{archive_name(path)}.json"
         if not local.is_file():
             return False
         entry, entry_path = read_entry(local), str(local)
@@ -447,7 +463,7 @@ def _archived_at_url(inputs: list[str], out: str, force: bool) -> tuple[set[str]
     and the entries are read together (a request each, concurrently) here, and only here: not an
     input at a time, nor again by the conversion."""
     listing = storage.files_under(out) if storage.is_dir(out) else set()
-    entries = {p: join(out, SOURCES_DIR, f"{display_name(Path(p).name)}.json") for p in inputs}
+    entries = {p: join(out, SOURCES_DIR, f"{archive_name(p)}.json") for p in inputs}
     contents = storage.read_many(sorted(u for u in entries.values() if u in listing))
     unchanged: set[str] = set()
     old: dict[str, Named] = {}

@@ -176,6 +176,25 @@ def test_a_server_key_too_long_for_a_directory_name(tmp_path: Path) -> None:
     assert list(archive_servers(archive)) == [key]  # how a cluster run shards the archive
 
 
+def test_an_input_name_too_long_to_name_its_archive_files(tmp_path: Path) -> None:
+    """An archive file's name adds up to about 110 bytes to its input's (a digest, a suffix, a
+    temporary name's): an input named with 246 bytes crashed compact. Its files are named by a cut
+    of the name and a digest; the report, and a second run finding it unchanged, are as for others."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    shutil.copyfile(next((CORPUS / "auto-legacy-stdio").glob("*.jsonl")), caps / ("é" * 118 + ".000.jsonl"))
+    # the same first bytes: its own archive files
+    shutil.copyfile(next((CORPUS / "probe-storm-stdio").glob("*.jsonl")), caps / ("é" * 118 + "x.000.jsonl"))
+    archive = tmp_path / "archive"
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0, result.output
+    assert all(len(p.name.encode()) <= 255 for p in archive.rglob("*"))
+    assert len(source_entries(archive)) == 2
+    assert _report(str(archive)) == _report(str(caps))
+    again = compact([str(caps)], archive, jobs=1)
+    assert sorted(again.unchanged) == sorted(str(p) for p in caps.iterdir()) and not again.written
+
+
 def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
