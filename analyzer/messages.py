@@ -224,6 +224,9 @@ _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON paylo
 )
 
 
+_TIMES: Final = (-62_135_596_800.0, 253_402_300_800.0)
+"""The `ts` a message row keeps: from year 1 to year 9999, the dates reports can write. Any other
+(a capture's field is any number) is null, like a missing one."""
 _SESSION_QUERY: Final = r"[?&]session_id=([^&#\s]+)"
 """The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`)."""
 
@@ -504,7 +507,7 @@ def _plan(
         conn=pl.col("conn"),
         flow=pl.col("flow"),
         seq=pl.col("seq") * MEMBER_SLOTS + pl.col("_member"),
-        ts=pl.col("ts"),
+        ts=pl.when(pl.col("ts").is_between(*_TIMES, closed="left")).then(pl.col("ts")),
         record_type=rtype,
         dir=pl.col("_dir"),
         kind=k,

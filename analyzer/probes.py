@@ -226,15 +226,19 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     )
     del keys
     deadline = pl.col("ts") + timeout
-    answered = pl.col("a_line").is_not_null() & (pl.col("a_ts") <= deadline)
+
+    def in_time(ts: str) -> pl.Expr:  # a record without a time (`ts` missing) cannot be late
+        return (pl.col(ts) <= deadline).fill_null(True)
+
+    answered = pl.col("a_line").is_not_null() & in_time("a_ts")
     died = (
         pl.col("d_seq").is_not_null()
-        & (pl.col("d_ts") <= deadline)
+        & in_time("d_ts")
         & (pl.col("e_seq").is_null() | (pl.col("e_seq") > pl.col("d_seq")))
     )
     garbage = (
         pl.col("g_seq").is_not_null()
-        & (pl.col("g_ts") <= deadline)
+        & in_time("g_ts")
         & (pl.col("d_seq").is_null() | (pl.col("g_seq") < pl.col("d_seq")))
     )
     return reqs.with_columns(

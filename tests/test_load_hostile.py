@@ -270,3 +270,48 @@ def test_an_archive_and_the_jsonl_it_came_from_are_read_once(tmp_path: Path) -> 
     assert a.probes.height == 1
     assert len(a.inputs.files) == 1 and len(a.inputs.duplicates) == 1
     assert str(path) in (a.inputs.files[0], a.inputs.duplicates[0][0])
+
+
+# --- fields every record should have, missing or out of range ------------------------------------
+CORPUS = Path(__file__).resolve().parent.parent / "captures" / "corpus"
+MISSING = object()
+
+
+@pytest.mark.parametrize("scenario", ["auth-gate-http", "probe-storm-stdio", "rollout-split-http"])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("ts", MISSING), ("ts", 1e300), ("ts", -1e300), ("server", MISSING), ("conn", MISSING), ("seq", MISSING),
+     ("dir", MISSING)],
+    ids=["no-ts", "ts-1e300", "ts-minus-1e300", "no-server", "no-conn", "no-seq", "no-dir"],
+)
+@pytest.mark.parametrize("every", [1, 2])
+def test_records_without_a_field_every_record_has_are_analyzed(
+    tmp_path: Path, scenario: str, field: str, value: object, every: int
+) -> None:
+    """The format gives every record a `ts`, `server` and `seq` (and messages a `conn` and `dir`);
+    a capture without them (edited, or written by another tool) crashed the analysis: records
+    without a `ts` a rule's time windows, without a `server` the client look-up of the requests, and
+    a `ts` past any date the windows and the reports' times."""
+    source = sorted((CORPUS / scenario).glob("*.jsonl"))[0]
+    records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+    for n, record in enumerate(records[1:]):
+        if n % every == 0:
+            if value is MISSING:
+                record.pop(field, None)
+            else:
+                record[field] = value
+    (tmp_path / "caps").mkdir()
+    (tmp_path / "caps" / source.name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    for fmt in ("json", "text", "markdown", "html"):
+        out = tmp_path / f"report.{fmt}"
+        result = CliRunner().invoke(app, ["analyze", str(tmp_path / "caps"), "-f", fmt, "-q", "-o", str(out)])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (fmt, result.exception)
+        assert result.exit_code in (0, 1), result.output
+    report = orjson.loads((tmp_path / "report.json").read_bytes())
+    assert report["inputs"]["records"] == len(records)
+    if field == "ts" and every == 1:  # answers without a time cannot be late: outcomes as with times
+        untouched = orjson.loads(
+            CliRunner().invoke(app, ["analyze", str(source), "-f", "json", "-q"]).stdout
+        )
+        for outcomes in ("probe_outcomes", "init_outcomes"):
+            assert report["totals"][outcomes] == untouched["totals"][outcomes]

@@ -207,6 +207,8 @@ class RuleContext:
         rows = self._moved_requests().select(*_VIEW_COLUMNS)
         cat = pl.Categorical()
         clients = self.conn_clients.select(pair_key("server", "conn", cast=cat), pl.col("client").cast(cat))
+        # a record without a server or conn has no key: no client to look up (and keys must be unique)
+        clients = clients.filter(pl.col("_key").is_not_null())
         every = (
             # A row per request: every repetitive column is categorical (4 bytes a row instead of 16
             # and more), `server` and `client` too; rules turn them into strings on their small

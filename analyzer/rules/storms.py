@@ -67,13 +67,18 @@ def probe_costs(ctx: RuleContext) -> pl.DataFrame:
     )
 
 
+def _n(value: float | None) -> str:
+    """A number of a message; `?` when the captures cannot tell it (probes whose records carry no time)."""
+    return "?" if value is None else f"{value:g}"
+
+
 def _storm_message(d: dict[str, Any]) -> str:
     ratio = d["probes_per_request"]
     per_req = "no real request at all" if ratio is None else f"{ratio:g} probes per real request"
     text = (
-        f"{d['probes']} probes in {d['span_s']:g} s ({d['rate_per_min']:g}/min, up to {d['max_in_window']} "
+        f"{d['probes']} probes in {_n(d['span_s'])} s ({_n(d['rate_per_min'])}/min, up to {_n(d['max_in_window'])} "
         f"within {d['window_s']:g} s) over {d['connections']} connections; {per_req}; "
-        f"{d['answer_runs']} distinct answer run(s); probing cost {d['cost_s_total']:g} s before real requests"
+        f"{d['answer_runs']} distinct answer run(s); probing cost {_n(d['cost_s_total'])} s before real requests"
     )
     if d["ttl_zero"]:
         text += "; the server's DiscoverResult says ttlMs: 0, which tells clients to re-probe every time"
@@ -116,6 +121,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
     costs = probe_costs(ctx)
     windows = (
         probes.select(*_KEYS, _dt().alias("dt"))
+        .drop_nulls("dt")  # a probe without a time is in no window (it still counts per request)
         .sort("dt")
         .rolling(index_column="dt", period=f"{int(opts.storm_window_s * 1_000_000)}us", group_by=_KEYS)
         .agg(pl.len().alias("in_window"))
@@ -155,8 +161,11 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
             .then(pl.col("probes") / pl.col("real_requests"))
             .otherwise(None)
             .alias("probes_per_request"),
-            # a floor of one second keeps a burst from reading as an absurd rate
-            (pl.col("probes") * 60 / pl.max_horizontal(pl.col("span_s"), pl.lit(1.0))).alias("rate_per_min"),
+            # a floor of one second keeps a burst from reading as an absurd rate; no rate without a
+            # span (probes whose records carry no time)
+            pl.when(pl.col("span_s").is_not_null())
+            .then(pl.col("probes") * 60 / pl.max_horizontal(pl.col("span_s"), pl.lit(1.0)))
+            .alias("rate_per_min"),
             pl.lit(opts.storm_window_s).alias("window_s"),
         )
     )
@@ -183,8 +192,8 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
 
 def _timeout_message(d: dict[str, Any]) -> str:
     return (
-        f"{d['probes']} probe(s) got no answer; they cost {d['cost_s_total']:g} s in total "
-        f"(longest {d['cost_s_max']:g} s) before the client moved on"
+        f"{d['probes']} probe(s) got no answer; they cost {_n(d['cost_s_total'])} s in total "
+        f"(longest {_n(d['cost_s_max'])} s) before the client moved on"
     )
 
 

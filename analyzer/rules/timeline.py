@@ -344,7 +344,8 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     )
     answers = (
         pl.concat([probe_answers, request_answers, init_answers], how="vertical_relaxed")
-        .filter(pl.col("era").is_not_null())
+        # an answer without a time (its record carried none) is in no window
+        .filter(pl.col("era").is_not_null() & pl.col("ts").is_not_null())
         .with_columns(
             pl.coalesce("peer", pl.lit("(no peer address)").cast(cat)),
             pl.from_epoch((pl.col("ts") * 1_000_000).cast(pl.Int64()), time_unit="us").alias("dt"),
