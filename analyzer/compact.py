@@ -418,8 +418,9 @@ def _write_condensed(
     written: dict[str, list[Any]] = {}
     for kind, frame in frames.items():
         schema = CONDENSED_SCHEMAS[kind]
-        held = pl.DataFrame(schema=schema) if frame is None else frame.lazy().collect()
-        held = held.select(list(schema))
+        held = None if frame is None else frame.lazy().collect().select(list(schema))
+        if held is None or held.is_empty():  # a file without messages holds them in other dtypes
+            held = pl.DataFrame(schema=schema)
         if kind in _AGGREGATES:  # groups and sets gathered in no set order: the same input writes the same bytes
             keys = _AGGREGATES[kind]
             held = held.sort(pl.col(keys).cast(pl.String), nulls_last=True)

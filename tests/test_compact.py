@@ -195,6 +195,21 @@ def test_an_input_name_too_long_to_name_its_archive_files(tmp_path: Path) -> Non
     assert sorted(again.unchanged) == sorted(str(p) for p in caps.iterdir()) and not again.written
 
 
+def test_a_capture_without_messages_beside_others(tmp_path: Path) -> None:
+    """A capture of a header alone (a recorder stopped at once), or whose every other line is
+    malformed, has no messages: its condensed frames were written with other dtypes than a file with
+    messages gets, and analyze refused the whole archive as damaged."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    source = next((CORPUS / "auto-legacy-stdio").glob("*.jsonl"))
+    shutil.copyfile(source, caps / source.name)
+    empty = next((CORPUS / "auto-modern-stdio").glob("*.jsonl"))
+    (caps / empty.name).write_bytes(empty.read_bytes().splitlines(keepends=True)[0] + b'{"type": "frame", "ts": []}\n')
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    assert _report(str(archive)) == _report(str(caps))
+
+
 def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
