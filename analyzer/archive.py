@@ -148,10 +148,16 @@ class EntryPath(str):
     reading the entry again (`read_entry`), which at a URL is a request per entry."""
 
     content: bytes | None
+    source: str | None
+    """The input file the entry archives, as the archive's reports name it."""
+    identity: tuple[bytes, ...]
+    """What names the archived capture part (`entry_identity`), for telling copies apart before reading."""
 
-    def __new__(cls, path: str, content: bytes) -> EntryPath:
+    def __new__(cls, path: str, content: bytes, entry: dict[str, Any] | None = None) -> EntryPath:
         self = super().__new__(cls, path)
         self.content = content
+        self.source = entry.get("file") if entry is not None and isinstance(entry.get("file"), str) else None
+        self.identity = entry_identity(entry) if entry is not None else ()
         return self
 
     def take(self) -> bytes | None:
@@ -181,9 +187,22 @@ def source_entries(archive: Path | str) -> list[str]:
         content = contents[p]
         if isinstance(content, OSError):
             raise ErascopeError(f"{p}: not a readable archive entry ({content})")
-        entries.append((EntryPath(p, content), _parsed(p, content)["file"]))
+        entry = _parsed(p, content)
+        entries.append((EntryPath(p, content, entry), entry["file"]))
     # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
     return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
+
+
+def entry_identity(entry: dict[str, Any]) -> tuple[bytes, ...]:
+    """The identity keys of the capture part an entry archives (`analyzer.load`'s, as hex); empty for
+    an entry from an erascope that did not write them, or one that does not hold them well formed."""
+    keys = entry.get("identity") if isinstance(entry, dict) else None
+    if not isinstance(keys, list):
+        return ()
+    try:
+        return tuple(bytes.fromhex(k) for k in keys if isinstance(k, str) and len(k) == 32)
+    except ValueError:
+        return ()
 
 
 def read_entry(path: Path | str) -> dict[str, Any]:
@@ -301,6 +320,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
             lost=entry["lost"],
             unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
+            identity=entry_identity(entry),
         )
         names = list(entry["parts"])
         if not everything:

@@ -9,7 +9,8 @@ payload `raw`, written as Parquet partitioned by UTC day and server:
     DIR/_condensed/<capture file name>.<frame>.parquet   its rows paired and condensed (see below)
 
 The `_sources` entry holds what the report needs besides the rows (records per type, malformed and
-torn lines, lost records, why a file was skipped), so `erascope analyze DIR` gives the same report
+torn lines, lost records, why a file was skipped, the capture part's identity, by which a copy is
+read once: `analyzer.load._identity`), so `erascope analyze DIR` gives the same report
 as `erascope analyze` on the JSONL files (evidence keeps pointing at the original file:line). It is
 written last, after the Parquet parts, so an interrupted run leaves no half-registered file.
 
@@ -357,6 +358,8 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
         "torn": [facts.torn.line, facts.torn.reason] if facts.torn else None,
         "lost": facts.lost,
         "unit": facts.unit,
+        # what names the capture part whatever its file is called: a copy is read once (`analyzer.load`)
+        "identity": [key.hex() for key in facts.identity],
         "source": fingerprint,
         "columns": list(ARCHIVE_SCHEMA),
         "seq_slots": MEMBER_SLOTS,

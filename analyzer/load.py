@@ -98,7 +98,7 @@ import polars as pl
 from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer import storage
-from analyzer.archive import is_archive, is_source_entry, read_entries, source_entries
+from analyzer.archive import EntryPath, is_archive, is_source_entry, read_entries, source_entries
 from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
 from analyzer.facts import (
     CHUNK_ROWS,
@@ -1008,7 +1008,8 @@ def _read_archived(entries: list[str], options: LoadOptions | None, spill: Spill
     """Archived input files (their `_sources` entries), read together by `analyzer.archive`."""
     read = read_entries(entries, options.selection if options is not None else None, spill)
     for facts in read:
-        facts.identity = _identity(facts.file, {})  # its source's name: the same capture as JSONL
+        # as its JSONL was identified; an entry written before entries held that, by its source's name
+        facts.identity = facts.identity or _identity(facts.file, {})
     return read
 
 
@@ -1223,7 +1224,12 @@ def _unless_duplicate(
     a part read already, its facts saying so (not read again); `path` when it is to be read alone
     for what it is (not a capture, not readable). `data`: its bytes, fetched already."""
     if is_source_entry(path):  # `<capture file name>.json`: the name its capture was recorded under
-        facts = FileFacts(file=path, capture=capture, identity=_identity(path.removesuffix(".json"), {}))
+        # Known by what its entry holds (read when the archive was listed): the source it archives
+        # (reports name an archived file by its source) and the identity it had; else by its name.
+        source, identity = (path.source, path.identity) if isinstance(path, EntryPath) else (None, ())
+        facts = FileFacts(
+            file=source or path, capture=capture, identity=identity or _identity(path.removesuffix(".json"), {})
+        )
         _drop_if_duplicate(facts, first_of)
         return facts if facts.duplicate_of is not None else path
     if data is None and _not_regular_quietly(path):
