@@ -75,26 +75,6 @@ have at most 255)."""
 _DIGESTED: Final = "@"
 """Joins a cut key and its digest in a partition's name: percent-encoding writes every `@` of a key
 as `%40`, so no whole key's name holds one."""
-
-
-def server_partition(server: str | None) -> str:
-    """The `server=` partition's name of `server`'s rows: the key percent-encoded (hive style,
-    lossless), or, when that is too long for a directory's name, its first 150 bytes and a digest of
-    the whole key (`server_of_partition` cannot tell the key from that name)."""
-    if not server:
-        return f"server={NULL_SERVER}"
-    name = quote(server, safe="")
-    if len(name) > _LONGEST_KEY:
-        cut = name[:150]
-        cut = cut[: cut.rindex("%")] if "%" in cut[-2:] else cut  # never inside a %XX
-        name = f"{cut}{_DIGESTED}{hashlib.sha256(server.encode('utf-8', 'surrogatepass')).hexdigest()[:32]}"
-    return f"server={name}"
-
-
-def server_of_partition(name: str) -> str | None:
-    """The server key a `server=` partition's value (after `=`) names: `NULL_SERVER` for rows
-    without one, None when the name cannot tell it (a cut key and its digest: read the files)."""
-    return None if _DIGESTED in name else unquote(name)
 CONDENSED_DIR: Final = "_condensed"
 """Per input file, its rows paired and condensed (see the module docstring)."""
 _IN_MEMORY: Final = as_categoricals(pl.LazyFrame(schema=MESSAGES_SCHEMA)).collect_schema()
@@ -140,6 +120,26 @@ def is_source_entry(path: str | Path) -> bool:
     name = parts[-1]
     dot = name.rfind(".")
     return 0 < dot < len(name) - 1 and name[dot:] == ".json"  # `PurePath.suffix`
+
+
+def server_partition(server: str | None) -> str:
+    """The `server=` partition's name of `server`'s rows: the key percent-encoded (hive style,
+    lossless), or, when that is too long for a directory's name, its first 150 bytes and a digest of
+    the whole key (`server_of_partition` cannot tell the key from that name)."""
+    if not server:
+        return f"server={NULL_SERVER}"
+    name = quote(server, safe="")
+    if len(name) > _LONGEST_KEY:
+        cut = name[:150]
+        cut = cut[: cut.rindex("%")] if "%" in cut[-2:] else cut  # never inside a %XX
+        name = f"{cut}{_DIGESTED}{hashlib.sha256(server.encode()).hexdigest()[:32]}"
+    return f"server={name}"
+
+
+def server_of_partition(name: str) -> str | None:
+    """The server key a `server=` partition's value (after `=`) names: `NULL_SERVER` for rows
+    without one, None when the name cannot tell it (a cut key and its digest: read the files)."""
+    return None if _DIGESTED in name else unquote(name)
 
 
 class EntryPath(str):

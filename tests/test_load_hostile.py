@@ -272,7 +272,6 @@ def test_an_archive_and_the_jsonl_it_came_from_are_read_once(tmp_path: Path) -> 
     assert str(path) in (a.inputs.files[0], a.inputs.duplicates[0][0])
 
 
-
 def test_a_copy_under_another_name_is_read_once_from_an_archive_too(tmp_path: Path) -> None:
     """A copy of a capture under a name the recorder would not write is the same capture by its
     header: read once from the JSONL. An archive knew its inputs by their file names alone, so it
@@ -288,6 +287,7 @@ def test_a_copy_under_another_name_is_read_once_from_an_archive_too(tmp_path: Pa
     assert archived.inputs.duplicates == jsonl.inputs.duplicates != []
     both = analyze([str(tmp_path / "archive"), str(tmp_path / "caps")])  # the archive and its captures
     assert both.probes.height == 1 and len(both.inputs.duplicates) == 3  # the copy, and both JSONL files
+
 
 # --- fields every record should have, missing or out of range ------------------------------------
 CORPUS = Path(__file__).resolve().parent.parent / "captures" / "corpus"
