@@ -131,3 +131,98 @@ def test_no_mutated_capture_crashes_the_analyzer(
             )
             assert shown.exception is None or isinstance(shown.exception, SystemExit), (kind, fmt, shown.exception)
             assert shown.exit_code == result.exit_code, (kind, fmt, shown.output)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=mutations())
+def test_a_mutated_capture_reads_alike_from_its_archive(tmp_path_factory: pytest.TempPathFactory, case: Case) -> None:
+    """The archive is the other reader of the same captures: whatever a capture holds, `compact` and
+    `analyze ARCHIVE` give the report the JSONL gives (a capture left without messages once made the
+    archive unreadable)."""
+    folder = tmp_path_factory.mktemp("fuzz-archive")
+    (folder / "caps").mkdir()
+    (folder / "caps" / case.victim.name).write_bytes(case.data)
+    (folder / "caps" / UNTOUCHED.name).write_bytes(UNTOUCHED.read_bytes())
+    runner = CliRunner()
+    compacted = runner.invoke(app, ["compact", str(folder / "caps"), "--out", str(folder / "archive"), "-j", "1"])
+    assert compacted.exit_code == 0, (case.kind, compacted.output)
+    jsonl, archived = (
+        runner.invoke(app, ["analyze", str(folder / source), "-f", "json", "-q", "-j", "1"])
+        for source in ("caps", "archive")
+    )
+    assert archived.exception is None or isinstance(archived.exception, SystemExit), (case.kind, archived.exception)
+    assert (archived.exit_code, archived.stdout) == (jsonl.exit_code, jsonl.stdout), case.kind
+
+
+# --- the hash chain: verify ------------------------------------------------------------------------
+CHAIN_KEY = b"fuzzing-key-of-at-least-16-bytes"
+LINK_VALUES = st.sampled_from(["x\x00.001.jsonl", "../x.001.jsonl", "/etc/passwd", "..", ".", "a\\b", "\x1b[2J", 7])
+
+
+@pytest.fixture(scope="module")
+def chained(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, bytes]]:
+    """A keyed capture rotated into parts by the real writer: (file name, bytes) of each part."""
+    from addon.writer import CaptureWriter
+
+    out = tmp_path_factory.mktemp("chained")
+    writer = CaptureWriter(out, transport="stdio", server="srv", rotate_bytes=1500, chain_key=CHAIN_KEY)
+    for n in range(12):
+        raw = orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "x" * 40}}).decode()
+        frame = {"type": "frame", "conn": "c1", "dir": "c2s", "raw": raw, "len": len(raw), "nl": True}
+        writer.write({**frame, "ts": 1.8e9 + n})
+    writer.close()
+    parts = sorted(out.glob("*.jsonl"))
+    assert len(parts) >= 3
+    return [(p.name, p.read_bytes()) for p in parts]
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_no_edit_of_a_chained_capture_crashes_verify(
+    tmp_path_factory: pytest.TempPathFactory, chained: list[tuple[str, bytes]], data: st.DataObject
+) -> None:
+    """Everything in a capture is the editor's: links naming paths or holding a NUL (which once
+    crashed verify), chain fields of any type, lines removed, repeated or cut, parts deleted."""
+    from analyzer.verify import render_text, verify
+
+    parts = {name: content.split(b"\n") for name, content in chained}
+    for _ in range(data.draw(st.integers(1, 3))):
+        name = data.draw(st.sampled_from(sorted(parts)))
+        lines = parts[name]
+        n = data.draw(st.integers(0, len(lines) - 2))
+        edit = data.draw(st.sampled_from(["link", "link", "field", "delete", "repeat", "cut", "part"]))
+        if edit == "link":  # the header's `previous`, or the part-end's `next`
+            end = data.draw(st.booleans())
+            at = len(lines) - 2 if end else 0
+            lines[at] = _set_field(lines[at], 0, "next" if end else "previous", data.draw(LINK_VALUES))
+        elif edit == "field":
+            field_name = data.draw(st.sampled_from(["chain", "chain_alg", "chain_prev", "key_id", "previous", "next",
+                                                    "part", "seq", "type", "format", "reason"]))
+            lines[n] = _set_field(lines[n], 0, field_name, data.draw(st.one_of(ODD, LINK_VALUES)))
+        elif edit == "delete":
+            del lines[n]
+        elif edit == "repeat":
+            lines.insert(n, lines[data.draw(st.integers(0, len(lines) - 1))])
+        elif edit == "cut":
+            lines[n] = lines[n][: data.draw(st.integers(0, len(lines[n])))]
+        elif len(parts) > 1:
+            del parts[name]
+    folder = tmp_path_factory.mktemp("fuzz-verify")
+    for name, lines in parts.items():
+        (folder / name).write_bytes(b"\n".join(lines))
+    for key in (CHAIN_KEY, None):
+        result = verify([folder], key=key)
+        assert "\x1b" not in render_text(result)
+        orjson.dumps(result.as_dict())
