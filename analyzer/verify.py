@@ -398,9 +398,13 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
 def _check_links(result: Verification) -> None:
     """Check the rotation links between the parts given, and that every part a link names exists."""
     by_name: dict[str, FileResult] = {}
+    unchecked: set[str] = set()  # given, but not a chain this could check (its error is reported)
     for r in result.files:
+        name = strip_compression(os.path.basename(r.file))
         if r.error is None:
-            by_name.setdefault(strip_compression(os.path.basename(r.file)), r)
+            by_name.setdefault(name, r)
+        else:
+            unchecked.add(name)
     present: dict[str, set[int]] = {}
     for name, r in by_name.items():
         m = _PART_NAME.match(name)
@@ -412,6 +416,8 @@ def _check_links(result: Verification) -> None:
             before = by_name.get(r.previous)
             if before is not None:
                 _check_link(before, r)
+            elif r.previous in unchecked:
+                result.notes.append(f"{r.file}: the previous part {r.previous} could not be checked; link not checked")
             elif _on_disk(r.file, r.previous):
                 result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
             elif r.previous not in missing:

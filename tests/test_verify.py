@@ -396,6 +396,15 @@ def test_a_part_end_link_with_a_nul_is_a_missing_part(rotated_dir: Path, key_fil
     assert proc.returncode == 1 and "the next part next\\x00part.001.jsonl is missing" in proc.stdout
 
 
+def test_a_part_given_but_unreadable_is_not_called_not_given(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[1].write_bytes(b"garbage\n")
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.errors and result.files[1].error is not None
+    assert not any("was not given" in note for note in result.notes)
+    assert any(f"{parts[1].name} could not be checked" in note for note in result.notes)
+
+
 def test_cut_end_of_a_rotated_part_breaks_the_link(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     text = lines(parts[1])
