@@ -63,6 +63,17 @@ def _splice(data: bytes, at: int, text: bytes, line_no: int | None = None) -> by
     return data[:at] + text + data[at:]
 
 
+
+def fuzzed(examples: int) -> settings:
+    """Derandomized, with a bounded number of examples (CI runs the same cases every time)."""
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+
 @dataclass(frozen=True)
 class Case:
     """A mutated capture; its repr names the capture and the mutation, not the bytes."""
@@ -101,13 +112,7 @@ def mutations(draw: st.DrawFn) -> Case:
     return Case(victim, data, kind)
 
 
-@settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@fuzzed(60)
 @given(case=mutations())
 def test_no_mutated_capture_crashes_the_analyzer(
     tmp_path_factory: pytest.TempPathFactory, case: Case
@@ -133,13 +138,7 @@ def test_no_mutated_capture_crashes_the_analyzer(
             assert shown.exit_code == result.exit_code, (kind, fmt, shown.output)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@fuzzed(40)
 @given(case=mutations())
 def test_a_mutated_capture_reads_alike_from_its_archive(tmp_path_factory: pytest.TempPathFactory, case: Case) -> None:
     """The archive is the other reader of the same captures: whatever a capture holds, `compact` and
@@ -182,13 +181,7 @@ def chained(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, bytes]]
     return [(p.name, p.read_bytes()) for p in parts]
 
 
-@settings(
-    max_examples=80,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fuzzed(80)
 @given(data=st.data())
 def test_no_edit_of_a_chained_capture_crashes_verify(
     tmp_path_factory: pytest.TempPathFactory, chained: list[tuple[str, bytes]], data: st.DataObject
