@@ -30,7 +30,7 @@ import dataclasses
 import importlib.util
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +48,7 @@ from analyzer.findings import Finding
 from analyzer.pipeline import Analysis, AnalyzeOptions, Inputs, analyze
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.storage import is_url, part_sizes
+from analyzer.watch_shard import SessionLinks
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -244,16 +245,46 @@ def archive_servers(archive: Path | str) -> dict[str | None, int]:
     return dict(sizes)
 
 
-def shards_of(sizes: dict[str, int], count: int) -> list[tuple[str, ...]]:
+def linked_servers(archive: Path | str, keys: Collection[str]) -> SessionLinks:
+    """Which of `keys` share a session id in the archive's rows: they go to one shard (the HTTP+SSE
+    transport recorded without --server answers its `/messages/` POSTs on its `/sse` stream, two
+    keys; analyzer/CLUSTER.md). Reads two columns of the parts; only small frames come back."""
+    if isinstance(archive, str) and is_url(archive):
+        parts = sorted(part_sizes(archive))
+    else:
+        parts = sorted(str(p) for p in Path(archive).glob("day=*/server=*/*.parquet"))
+    links = SessionLinks()
+    if parts:
+        pairs = (
+            pl.scan_parquet(parts, glob=False, hive_partitioning=False)
+            .select("session_id", "server")
+            .drop_nulls()
+            .filter(pl.col("server").is_in(list(keys)))
+            .unique()
+            .collect()
+        )
+        links.add(pairs.iter_rows())
+    return links
+
+
+def shards_of(sizes: dict[str, int], count: int, links: SessionLinks | None = None) -> list[tuple[str, ...]]:
     """`count` shards (at most one per server) of about equal bytes: the largest servers first, each
-    onto the lightest shard so far. Deterministic; each shard's keys sorted."""
-    count = max(1, min(count, len(sizes)))
+    onto the lightest shard so far; keys `links` joins stay together. Deterministic; each shard's
+    keys sorted."""
+    units: dict[tuple[str, ...], int] = {}
+    done: set[str] = set()
+    for server in sorted(sizes):
+        if server not in done:
+            group = tuple(sorted(links.closure({server}) & sizes.keys())) if links is not None else (server,)
+            done.update(group)
+            units[group] = sum(sizes[k] for k in group)
+    count = max(1, min(count, len(units)))
     loads = [0] * count
     members: list[list[str]] = [[] for _ in range(count)]
-    for server, size in sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0])):
+    for group, size in sorted(units.items(), key=lambda kv: (-kv[1], kv[0])):
         lightest = min(range(count), key=lambda i: (loads[i], i))
         loads[lightest] += size
-        members[lightest].append(server)
+        members[lightest].extend(group)
     return [tuple(sorted(m)) for m in members if m]
 
 
@@ -337,7 +368,7 @@ def analyze_on_cluster(
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
     with connect(address) as client:
         count = shards or sum(client.nthreads().values()) or 1
-        plan = shards_of(keys, count) if keys else [tuple(options.servers or ())]
+        plan = shards_of(keys, count, linked_servers(archive, keys)) if keys else [tuple(options.servers or ())]
         token = _token()
         futures = client.map(
             _analyze_shard,

@@ -180,7 +180,7 @@ from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
 from analyzer.sources import CutStream, open_stream, strip_compression
-from analyzer.watch_shard import CarriedResults, ServerKey, only_servers, piece_servers
+from analyzer.watch_shard import CarriedResults, ServerKey, SessionLinks, only_servers, piece_servers, piece_sessions
 from analyzer.watch_state import CarriedIdentities, piece_connections
 
 MERGE_PIECES: Final = 8
@@ -319,6 +319,8 @@ class Watcher:
         """Files not read (an unknown format major, unreadable): noted once, not tried again."""
         self._identities = CarriedIdentities()
         """The connections' client identities, carried across rounds (`analyzer.watch_state`)."""
+        self._links = SessionLinks()
+        """Server keys sharing sessions (`analyzer.watch_shard`): a round analyzes them together."""
         self._results = CarriedResults()
         """Every server's verdict and findings as of the round that last analyzed it (`analyzer.watch_shard`)."""
         self.analyzed: set[ServerKey] = set()
@@ -420,6 +422,7 @@ class Watcher:
                 part.horizon = max(part.horizon, latest)
             connections = piece_connections(facts)
             self._identities.touch(connections)
+            self._links.add(piece_sessions(facts))
             part.pieces.append(facts)
             if len(part.pieces) > MERGE_PIECES:
                 part.pieces = [_merged(part.pieces)]
@@ -438,14 +441,15 @@ class Watcher:
 
     # --- analyzing -------------------------------------------------------------------------------
     def poll(self) -> list[WatchEvent]:
-        """One round: read what is new, analyze again the servers it touched (and those whose
-        undecided probes are due), return the events not reported before, in capture-time order."""
+        """One round: read what is new, analyze again the servers it touched (with those sharing a
+        session with them, and those whose undecided probes are due), return the events not reported
+        before, in capture-time order."""
         touched = self._read_round()
         now = self.clock()
         due = {s for s, at in self._wake.items() if at <= now}
         for s in due:
             del self._wake[s]
-        touched |= due
+        touched = self._links.closure(touched | due)
         if not touched:
             return []
         parts = sorted({id(p): p for p in self._parts.values() if p.servers & touched}.values(), key=lambda p: p.path)

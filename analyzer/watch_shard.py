@@ -14,6 +14,10 @@ load) than the selection (a filter over the rows of parts not wholly touched).
 
 Rows without a server key (`None`) go with every round that analyzes a part holding them: they
 match no key, so they are never carried (the cluster path, which cannot split them, refuses them).
+
+Server keys that share a session are analyzed together (`SessionLinks`): the HTTP+SSE transport
+answers a POST to one path on the stream of another, and without `--server` the recorder keys each
+path apart, so an answer pairs with its request only when both keys' rows are in the round.
 """
 
 from __future__ import annotations
@@ -38,6 +42,50 @@ def piece_servers(facts: FileFacts, connections: pl.DataFrame) -> set[ServerKey]
     its `analyzer.watch_state.piece_connections`."""
     keys = set(connections.get_column("server").unique().to_list())
     return keys | set(facts.traffic.servers.get_column("server").cast(pl.String).unique().to_list())
+
+
+class SessionLinks:
+    """Groups of server keys whose traffic shares a session id, carried across rounds: a round that
+    touches one key of a group analyzes the whole group (`closure`)."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+        """Each session id's first server key."""
+        self._parent: dict[str, str] = {}
+        """Union-find over the keys linked to another: a key's parent, a group's root its own."""
+
+    def add(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Note (session id, server key) pairs seen in lines read."""
+        for session, server in pairs:
+            first = self._first.setdefault(session, server)
+            if first != server:
+                a, b = self._root(first), self._root(server)
+                if a != b:
+                    low, high = sorted((a, b))
+                    self._parent[high] = low
+                    self._parent.setdefault(low, low)
+
+    def closure(self, servers: set[str]) -> set[str]:
+        """`servers` and every key linked to one of them."""
+        roots = {self._root(s) for s in servers if s in self._parent}
+        return servers | {s for s in self._parent if self._root(s) in roots} if roots else servers
+
+    def _root(self, key: str) -> str:
+        while (parent := self._parent.get(key, key)) != key:
+            key = parent
+        return key
+
+
+def piece_sessions(facts: FileFacts) -> list[tuple[str, str]]:
+    """The (session id, server key) pairs of a piece of lines: its kept rows, sessions and moved requests."""
+    t = facts.traffic
+    frames = [facts.messages.lazy(), t.sessions.lazy()]
+    if t.requests is not None and has_rows(t.requests):
+        frames.append(t.requests.lazy())
+    pairs = pl.concat(
+        [f.select(pl.col("session_id", "server").cast(pl.String)) for f in frames], how="vertical"
+    ).drop_nulls()
+    return list(pairs.unique().collect().iter_rows())
 
 
 def _kept(servers: Collection[str]) -> pl.Expr:

@@ -275,3 +275,27 @@ def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archi
     # refused before any scheduler is contacted (this address has none)
     with pytest.raises(ErascopeError, match="rows without a server key"):
         analyze_on_cluster(f"tcp://127.0.0.1:{_free_port()}", [archive], AnalyzeOptions())
+
+
+def test_server_keys_that_share_a_session_are_analyzed_in_one_shard(cluster: Cluster, tmp_path: Path) -> None:
+    """The HTTP+SSE transport recorded without --server: its POSTs (`/messages/`) and the stream that
+    answers them (`/sse`) are two server keys sharing a session (`tests.test_watch.default_keyed`).
+    In shards of their own, the initialize POSTed lost its answer (era `broken`, locally `legacy`)."""
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+    from analyzer.report import render_json
+    from tests.test_watch import default_keyed
+
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    source = next((ROOT / "captures" / "corpus" / "legacy-sse-http").glob("*.jsonl"))
+    default_keyed(source, caps / source.name)
+    other = next((ROOT / "captures" / "corpus" / "auto-modern-http").glob("*.jsonl"))
+    (caps / other.name).write_bytes(other.read_bytes())
+    archive = tmp_path / "archive"
+    erascope("compact", caps, "--out", archive)
+    assert _servers(archive) == 3
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    assert {s["era"] for s in orjson.loads(local)["servers"]} >= {"legacy"}
+    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=3)
+    assert render_json(merged).encode() == local

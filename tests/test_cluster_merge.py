@@ -54,3 +54,14 @@ def test_shards_are_balanced_by_bytes_and_cover_every_key_once() -> None:
     assert sorted(k for shard in plan for k in shard) == sorted(sizes)
     assert plan == [("a", "d", "e"), ("b", "c")]  # largest first, each onto the lightest shard: 111 and 110
     assert shards_of(sizes, 99) == [(k,) for k in ("a", "b", "c", "d", "e")]  # at most one shard per key
+
+
+def test_keys_that_share_a_session_go_to_one_shard() -> None:
+    from analyzer.cluster import shards_of
+    from analyzer.watch_shard import SessionLinks
+
+    links = SessionLinks()
+    links.add([("s1", "a"), ("s2", "c"), ("s1", "b"), ("s3", "x")])  # x is in no archive: ignored
+    plan = shards_of({"a": 10, "b": 1, "c": 5, "d": 7}, 4, links)
+    assert sorted(plan) == [("a", "b"), ("c",), ("d",)]
+    assert sorted(shards_of({"a": 10, "b": 1, "c": 5, "d": 7}, 4)) == [("a",), ("b",), ("c",), ("d",)]

@@ -497,3 +497,46 @@ def test_two_clients_findings_with_one_first_line_are_two_findings(tmp_path: Pat
     assert [(e.kind, e.client) for e in first] == [("finding", "one"), ("finding", "two")]
     assert [e.as_json()["client"] for e in first] == ["one", "two"]
     assert watcher._new_events(findings, [], {"s"}, set()) == []
+
+
+def default_keyed(source: Path, target: Path) -> None:
+    """`source` with every flow's records keyed as the HTTP recorder keys them without --server:
+    by origin + path of the flow's request."""
+    from urllib.parse import urlsplit
+
+    records = [json.loads(line) for line in source.read_bytes().splitlines()]
+    keys = {}
+    for r in records:
+        if r["type"] == "http.request":
+            url = urlsplit(r["url"])
+            keys[r["flow"]] = f"{url.scheme}://{url.netloc}{url.path}"
+    for r in records:
+        r["server"] = keys.get(r.get("flow"), r["server"])
+    target.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+
+
+def test_a_legacy_sse_server_under_its_default_keys(tmp_path: Path) -> None:
+    """Without --server, the POSTs of the HTTP+SSE transport (`/messages/`) and the stream that
+    answers them (`/sse`) are two server keys that share a session. A round analyzed only the keys
+    with new lines, so the initialize POSTed stayed unanswered (era `broken`) once its answer came
+    on the stream; analyze reads it as served (`legacy`)."""
+    source = next((CORPUS / "legacy-sse-http").glob("*.jsonl"))
+    keyed = tmp_path / "keyed" / source.name
+    keyed.parent.mkdir()
+    default_keyed(source, keyed)
+    live = tmp_path / "live"
+    live.mkdir()
+    clock = [2_000_000_000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    with open(live / source.name, "ab") as out:
+        for line in keyed.read_bytes().splitlines(keepends=True):
+            out.write(line)
+            out.flush()
+            clock[0] += 0.1
+            events += [e.as_json() for e in watcher.poll()]
+    clock[0] += 60
+    events += [e.as_json() for e in watcher.poll()]
+    report = analyzed(live)
+    assert len(report["servers"]) == 2
+    assert reported(events) == expected(report)
