@@ -219,21 +219,24 @@ def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: 
         analysis.close()
 
 
-def archive_servers(archive: Path | str) -> dict[str | None, int]:
-    """The archive's server keys (None: rows without one) with the bytes of their Parquet parts,
-    told from the `day=…/server=…` partition directories alone (local, or at a URL)."""
-    sizes: Counter[str | None] = Counter()
+def archive_parts(archive: Path | str) -> list[tuple[str, str, int]]:
+    """The archive's Parquet parts: (path, its `server=` partition's value, bytes), listed once (local,
+    or at a URL: one listing)."""
     if isinstance(archive, str) and is_url(archive):
-        parts = [(p, p.rsplit("/", 2)[1], size) for p, size in part_sizes(archive).items()]
-    else:
-        parts = [
-            (str(p), server_dir.name, p.stat().st_size)
-            for server_dir in Path(archive).glob("day=*/server=*")
-            for p in server_dir.iterdir()
-            if p.is_file()
-        ]
-    for path, directory, size in parts:
-        name = directory.split("=", 1)[1]
+        return [(p, p.rsplit("/", 2)[1].split("=", 1)[1], size) for p, size in part_sizes(archive).items()]
+    return [
+        (str(p), server_dir.name.split("=", 1)[1], p.stat().st_size)
+        for server_dir in Path(archive).glob("day=*/server=*")
+        for p in server_dir.iterdir()
+        if p.is_file()
+    ]
+
+
+def archive_servers(parts: list[tuple[str, str, int]]) -> dict[str | None, int]:
+    """The archive's server keys (None: rows without one) with the bytes of their Parquet parts
+    (`archive_parts`), told from the `server=` partition names."""
+    sizes: Counter[str | None] = Counter()
+    for path, name, size in parts:
         key = None if name == NULL_SERVER else server_of_partition(name)
         if key is not None or name == NULL_SERVER:
             sizes[key] += size
@@ -245,18 +248,15 @@ def archive_servers(archive: Path | str) -> dict[str | None, int]:
     return dict(sizes)
 
 
-def linked_servers(archive: Path | str, keys: Collection[str]) -> SessionLinks:
-    """Which of `keys` share a session id in the archive's rows: they go to one shard (the HTTP+SSE
-    transport recorded without --server answers its `/messages/` POSTs on its `/sse` stream, two
-    keys; analyzer/CLUSTER.md). Reads two columns of the parts; only small frames come back."""
-    if isinstance(archive, str) and is_url(archive):
-        parts = sorted(part_sizes(archive))
-    else:
-        parts = sorted(str(p) for p in Path(archive).glob("day=*/server=*/*.parquet"))
+def linked_servers(parts: list[tuple[str, str, int]], keys: Collection[str]) -> SessionLinks:
+    """Which of `keys` share a session id in the rows of `parts` (`archive_parts`): they go to one
+    shard (the HTTP+SSE transport recorded without --server answers its `/messages/` POSTs on its
+    `/sse` stream, two keys; analyzer/CLUSTER.md). Reads two columns of the parts; only small frames
+    come back."""
     links = SessionLinks()
     if parts:
         pairs = (
-            pl.scan_parquet(parts, glob=False, hive_partitioning=False)
+            pl.scan_parquet(sorted(p for p, _, _ in parts), glob=False, hive_partitioning=False)
             .select("session_id", "server")
             .drop_nulls()
             .filter(pl.col("server").is_in(list(keys)))
@@ -357,7 +357,8 @@ def analyze_on_cluster(
             " `erascope compact PATH... --out ARCHIVE --scheduler ADDRESS`, then analyze ARCHIVE"
         )
     archive = str(paths[0]) if is_url(str(paths[0])) else str(Path(paths[0]).absolute())
-    sizes = archive_servers(archive)
+    parts = archive_parts(archive)
+    sizes = archive_servers(parts)
     if None in sizes:
         # a shard names its servers, and no selection names "no server": such rows would be in no shard
         raise ErascopeError(
@@ -368,7 +369,7 @@ def analyze_on_cluster(
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
     with connect(address) as client:
         count = shards or sum(client.nthreads().values()) or 1
-        plan = shards_of(keys, count, linked_servers(archive, keys)) if keys else [tuple(options.servers or ())]
+        plan = shards_of(keys, count, linked_servers(parts, keys)) if keys else [tuple(options.servers or ())]
         token = _token()
         futures = client.map(
             _analyze_shard,
