@@ -680,9 +680,23 @@ def as_strings[F: (pl.DataFrame, pl.LazyFrame)](frame: F) -> F:
     return frame
 
 
+_FLOW: Final = ("_cap", "_flow", "_srv")
+"""A flow's key in pairing: its capture, flow and server key (see `pair_responses`)."""
+
+
 def _code(name: str) -> pl.Expr:
     """A join key from a column: a categorical's code (4 bytes, no string built), a string as it is."""
     return pl.col(name).to_physical()
+
+
+def server_code(dtype: pl.DataType) -> pl.Expr:
+    """The `server` column of a frame (`dtype`: its dtype) as a join key under which rows without
+    a key meet each other, as they meet no keyed row: they are one server's traffic, the server
+    without a key (joins match no null key). A categorical's code, else the text's 64-bit hash
+    (two keys of one input collide with a probability of about n²/2⁶⁵, as `flow_key`)."""
+    if dtype == pl.String():
+        return pl.col("server").hash()
+    return pl.col("server").to_physical().cast(pl.Int64()).fill_null(-1)
 
 
 def _pair_in_session(
@@ -699,7 +713,7 @@ def _pair_in_session(
     unmatched = sse.join(matched_sse.select("_row"), on="_row", how="anti")
     if unmatched.is_empty():
         return matched_sse.clear()
-    answers = unmatched.join(flow_session.select("_cap", "_flow", "_session"), on=["_cap", "_flow"]).sort("seq")
+    answers = unmatched.join(flow_session.select(*_FLOW, "_session"), on=_FLOW).sort("seq")
     session_req = (
         http_req.filter(pl.col("_session").is_not_null()).drop("_flow").with_columns(seq="_req_seq").sort("seq")
     )
@@ -717,12 +731,18 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     its flow with the same id. HTTP rows also get the status, peer and node hint of their flow's
     response.
 
-    Connections and flows are keyed by (capture, conn) and (capture, flow) as they are stored
-    (categorical codes in an analysis), so pairing builds no key strings.
+    Connections and flows are keyed by (capture, server, conn) and (capture, server, flow) as they
+    are stored (categorical codes in an analysis), so pairing builds no key strings. The recorders
+    write every record of a connection or flow under one server key; a record keyed apart (an
+    edited capture) is another server's and answers none of this one's requests, so that every
+    result stays a function of one key's traffic (`--server`, the cluster's shards and `watch`
+    select rows by key before pairing). Only answers paired through their session cross keys: the
+    HTTP+SSE transport answers a POST to one path on the stream of another.
     """
     if messages.is_empty():
         return messages
     df = messages.with_row_index("_row")
+    srv = server_code(messages.schema["server"])
     narrow = df.lazy().select(
         "_row",
         "id",
@@ -736,6 +756,7 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         _cap=_code("capture"),
         _conn=_code("conn"),
         _flow=_code("flow"),
+        _srv=srv,
         _session=_code("session_id"),
         _is_c2s=pl.col("dir") == fmt.C2S,
     )
@@ -748,6 +769,7 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         .select(
             "_cap",
             "_conn",
+            "_srv",
             _id=pl.col("id"),
             _answer_c2s=~pl.col("_is_c2s"),  # the answer travels the other way
             seq="seq",
@@ -760,16 +782,21 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     )
     stdio_ans = (
         answers.filter(pl.col("_flow").is_null() & pl.col("id").is_not_null())
-        .select("_row", "seq", "_cap", "_conn", _id=pl.col("id"), _answer_c2s=pl.col("_is_c2s"))
+        .select("_row", "seq", "_cap", "_conn", "_srv", _id=pl.col("id"), _answer_c2s=pl.col("_is_c2s"))
         .sort("seq")
     )
     matched_stdio = stdio_ans.join_asof(
-        stdio_req, on="seq", by=["_cap", "_conn", "_id", "_answer_c2s"], strategy="backward", check_sortedness=False
+        stdio_req,
+        on="seq",
+        by=["_cap", "_conn", "_srv", "_id", "_answer_c2s"],
+        strategy="backward",
+        check_sortedness=False,
     ).select("_row", "_method", "_req_line", "_req_ts", "_req_seq")
 
     http_req = requests.filter(pl.col("_flow").is_not_null()).select(
         "_cap",
         "_flow",
+        "_srv",
         "_session",
         _id=pl.col("id"),
         _method="method",
@@ -777,39 +804,35 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         _req_ts="ts",
         _req_seq="seq",
     )
-    by_flow = http_req.unique(["_cap", "_flow"], keep="first").drop("_id", "_session")
+    by_flow = http_req.unique(_FLOW, keep="first").drop("_id", "_session")
     http_answers = answers.filter(pl.col("_flow").is_not_null())
     http_resp = http_answers.filter(pl.col("record_type") == fmt.HTTP_RESPONSE).select(
-        "_row", "_cap", "_flow", _id=pl.col("id"), _m=pl.col("seq") % MEMBER_SLOTS
+        "_row", *_FLOW, _id=pl.col("id"), _m=pl.col("seq") % MEMBER_SLOTS
     )
     # A flow holds one request, or the members of one batch: an answer pairs with the member of its
     # id (a batch's answer array), else with the member of its own index (the copies of one answer
     # to the whole batch: `spread_batch_answers`), else with the flow's first request
     member_req = http_req.with_columns(_m=pl.col("_req_seq") % MEMBER_SLOTS).drop("_id", "_session")
     matched_resp_id = http_resp.drop("_m").join(
-        http_req.drop("_session").unique(["_cap", "_flow", "_id"], keep="first"), on=["_cap", "_flow", "_id"]
+        http_req.drop("_session").unique([*_FLOW, "_id"], keep="first"), on=[*_FLOW, "_id"]
     )
-    matched_resp_member = http_resp.drop("_id").join(
-        member_req.unique(["_cap", "_flow", "_m"], keep="first"), on=["_cap", "_flow", "_m"]
-    )
+    matched_resp_member = http_resp.drop("_id").join(member_req.unique([*_FLOW, "_m"], keep="first"), on=[*_FLOW, "_m"])
     matched_resp = pl.concat(
         [
-            matched_resp_id.drop("_cap", "_flow", "_id"),
-            matched_resp_member.drop("_cap", "_flow", "_m"),
-            http_resp.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow", "_id", "_m"),
+            matched_resp_id.drop(*_FLOW, "_id"),
+            matched_resp_member.drop(*_FLOW, "_m"),
+            http_resp.join(by_flow, on=_FLOW, how="inner").drop(*_FLOW, "_id", "_m"),
         ]
     )
-    sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select(
-        "_row", "seq", "_cap", "_flow", _id=pl.col("id")
+    sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select("_row", "seq", *_FLOW, _id=pl.col("id"))
+    matched_sse = sse.join(http_req.unique([*_FLOW, "_id"], keep="first"), on=[*_FLOW, "_id"], how="inner").drop(
+        "seq", *_FLOW, "_id", "_session"
     )
-    matched_sse = sse.join(
-        http_req.unique(["_cap", "_flow", "_id"], keep="first"), on=["_cap", "_flow", "_id"], how="inner"
-    ).drop("seq", "_cap", "_flow", "_id", "_session")
     # An SSE error without an id (`"id": null`, e.g. -32000 "Server not initialized") answers its flow's request.
     sse_null = http_answers.filter(
         (pl.col("record_type") == fmt.SSE_EVENT) & pl.col("id").is_null() & (pl.col("kind") == "error")
-    ).select("_row", "_cap", "_flow")
-    matched_sse_null = sse_null.join(by_flow, on=["_cap", "_flow"], how="inner").drop("_cap", "_flow")
+    ).select("_row", *_FLOW)
+    matched_sse_null = sse_null.join(by_flow, on=_FLOW, how="inner").drop(*_FLOW)
     # A flow's session, the first one named in it: the key for answers on another of the session's
     # flows, and carried on its events, so that pairing them again later (a chunk, a rotated part:
     # `analyzer.load.relink`) finds it without the row that named it. No events, nothing to carry.
@@ -818,8 +841,14 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         flow_session = (
             df.lazy()
             .filter(pl.col("flow").is_not_null() & pl.col("session_id").is_not_null())
-            .select(_cap=_code("capture"), _flow=_code("flow"), _session=_code("session_id"), _fsession="session_id")
-            .unique(["_cap", "_flow"], keep="first")
+            .select(
+                _cap=_code("capture"),
+                _flow=_code("flow"),
+                _srv=srv,
+                _session=_code("session_id"),
+                _fsession="session_id",
+            )
+            .unique(_FLOW, keep="first")
             .collect()
         )
     matched_session = None if flow_session is None else _pair_in_session(sse, matched_sse, http_req, flow_session)
@@ -834,11 +863,12 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         .select(
             _cap=_code("capture"),
             _flow=_code("flow"),
+            _srv=srv,
             _status="http_status",
             _peer="peer",
             _node="node_hint",
         )
-        .unique(["_cap", "_flow"], keep="first")
+        .unique(_FLOW, keep="first")
         .collect()
     )
 
@@ -846,13 +876,13 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     # columns are reused as they are instead of being copied by each join.
     changed = ["method", "http_status", "peer", "node_hint", "session_id", "record_type"]
     updates = (
-        df.select("_row", *changed, _cap=_code("capture"), _flow=_code("flow"))
+        df.select("_row", *changed, _cap=_code("capture"), _flow=_code("flow"), _srv=srv)
         .join(matched, on="_row", how="left", maintain_order="left")
-        .join(flow_info, on=["_cap", "_flow"], how="left", maintain_order="left")
+        .join(flow_info, on=_FLOW, how="left", maintain_order="left")
     )
     session_id = pl.col("session_id")
     if flow_session is not None:
-        updates = updates.join(flow_session.drop("_session"), on=["_cap", "_flow"], how="left", maintain_order="left")
+        updates = updates.join(flow_session.drop("_session"), on=_FLOW, how="left", maintain_order="left")
         events = pl.col("record_type") == fmt.SSE_EVENT
         session_id = pl.when(events).then(pl.coalesce("session_id", "_fsession")).otherwise(session_id)
     updates = updates.select(

@@ -27,6 +27,7 @@ from typing import Final
 import polars as pl
 
 from analyzer.condense import STDIO_DEATHS, Rows, with_moved
+from analyzer.messages import server_code
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
 DEFAULT_PROBE_TIMEOUT: Final = 10.0
@@ -72,16 +73,20 @@ _REQUEST_COLUMNS: Final = (
     "client_name",
 )
 """What the classification reads of a request row: nothing else of it is copied."""
-_EVENT_COLUMNS: Final = ("capture", "conn", "flow", "seq", "ts", "line")
+_EVENT_COLUMNS: Final = ("capture", "server", "conn", "flow", "seq", "ts", "line")
 """What `_first_after` reads of an event."""
-_NAME_COLUMNS: Final = ("capture", "conn", "flow", "seq", "client_name")
+_NAME_COLUMNS: Final = ("capture", "server", "conn", "flow", "seq", "client_name")
 """Columns read from the rows that name a client, to name the client of a connection or flow."""
-_KEY: Final = ("_k_cap", "_k_stdio", "_k_conn", "_k_conn_null", "_k_flow")
+_KEY: Final = ("_k_cap", "_k_srv", "_k_stdio", "_k_conn", "_k_conn_null", "_k_flow")
 """The columns of `_conn_key`."""
 
 
 def _conn_key(schema: pl.Schema | dict[str, pl.DataType]) -> dict[str, pl.Expr]:
     """Stdio requests live on a connection; HTTP requests on a flow: the key of either, as columns.
+
+    The server key is part of it: the recorders write a connection's or flow's records under one
+    key, and an event keyed apart (an edited capture) settles no probe of another key, so that a
+    probe's outcome is a function of its own server's traffic (`messages.pair_responses`).
 
     In the frame's own physical dtypes (a categorical's code, a flow's hash): 100,000 probe spawns
     built a string key per request and per event before. Never null (`join_asof` matches no null
@@ -96,6 +101,7 @@ def _conn_key(schema: pl.Schema | dict[str, pl.DataType]) -> dict[str, pl.Expr]:
     conn = pl.when(stdio).then(pl.col("conn"))
     return {
         "_k_cap": physical(pl.col("capture"), "capture"),
+        "_k_srv": server_code(schema["server"]),
         "_k_stdio": stdio,
         "_k_conn": physical(conn, "conn"),
         "_k_conn_null": conn.is_null(),
@@ -170,7 +176,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         named_rows.with_columns(pl.when(pl.col("flow").is_null()).then(pl.col("conn")).alias("conn"))
         # first in the order the rows were captured (one key lies within one capture)
         .sort("seq", maintain_order=True)
-        .group_by("capture", "flow", "conn", maintain_order=True)
+        .group_by("capture", "server", "flow", "conn", maintain_order=True)
         .agg(_conn_client=pl.col("client_name").first().cast(messages.schema["client_name"]))
         .select(**_conn_key(named_rows.collect_schema()), _conn_client="_conn_client")
     )

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Final
 
 import orjson
 import polars as pl
@@ -18,6 +20,7 @@ from addon.errors import ErascopeError
 from analyzer.cli import app
 from analyzer.load import LoadOptions, extract_file, extract_files, find_inputs
 from analyzer.pipeline import AnalyzeOptions, analyze
+from analyzer.report import render
 from tests.test_load import HEADER, frame, write_lines
 from tests.test_messages import Cap, discover_result, probe
 
@@ -297,8 +300,15 @@ MISSING = object()
 @pytest.mark.parametrize("scenario", ["auth-gate-http", "probe-storm-stdio", "rollout-split-http"])
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("ts", MISSING), ("ts", 1e300), ("ts", -1e300), ("server", MISSING), ("conn", MISSING), ("seq", MISSING),
-     ("dir", MISSING)],
+    [
+        ("ts", MISSING),
+        ("ts", 1e300),
+        ("ts", -1e300),
+        ("server", MISSING),
+        ("conn", MISSING),
+        ("seq", MISSING),
+        ("dir", MISSING),
+    ],
     ids=["no-ts", "ts-1e300", "ts-minus-1e300", "no-server", "no-conn", "no-seq", "no-dir"],
 )
 @pytest.mark.parametrize("every", [1, 2])
@@ -327,8 +337,68 @@ def test_records_without_a_field_every_record_has_are_analyzed(
     report = orjson.loads((tmp_path / "report.json").read_bytes())
     assert report["inputs"]["records"] == len(records)
     if field == "ts" and every == 1:  # answers without a time cannot be late: outcomes as with times
-        untouched = orjson.loads(
-            CliRunner().invoke(app, ["analyze", str(source), "-f", "json", "-q"]).stdout
-        )
+        untouched = orjson.loads(CliRunner().invoke(app, ["analyze", str(source), "-f", "json", "-q"]).stdout)
         for outcomes in ("probe_outcomes", "init_outcomes"):
             assert report["totals"][outcomes] == untouched["totals"][outcomes]
+
+
+# --- a record keyed apart from its connection or flow --------------------------------------------
+def rekeyed(scenario: str, folder: Path, pick: Callable[[dict[str, Any]], bool], key: str = "other") -> Path:
+    """The first capture of `scenario` in `folder`, with the records `pick` chooses under server key
+    `key` instead of their connection's or flow's (the recorders never write that; an edit can)."""
+    source = sorted((CORPUS / scenario).glob("*.jsonl"))[0]
+    records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+    for record in records[1:]:
+        if pick(record):
+            record["server"] = key
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / source.name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return folder / source.name
+
+
+def _first(test: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], bool]:
+    seen: list[bool] = []
+
+    def pick(record: dict[str, Any]) -> bool:
+        if not seen and test(record):
+            seen.append(True)
+            return True
+        return False
+
+    return pick
+
+
+REKEYED: Final = {
+    "stdio-probe-answer": ("probe-storm-stdio", lambda: _first(lambda r: r.get("dir") == "s2c")),
+    "stdio-garbage-after-probe": ("banner-then-crash-stdio", lambda: _first(lambda r: r.get("dir") == "s2c")),
+    "stdio-death-after-probe": (
+        "crash-on-start-stdio",
+        lambda: lambda r: r["type"] == "lifecycle" and r.get("event") in ("server-eof", "exit"),
+    ),
+    "http-response": ("legacy-client-modern-only-http", lambda: _first(lambda r: r["type"] == "http.response")),
+    "http-request": ("auto-modern-http", lambda: _first(lambda r: r["type"] == "http.request")),
+    "http-request-of-a-failed-flow": ("crash-on-start-http", lambda: _first(lambda r: r["type"] == "http.request")),
+}
+"""Edits that key one record of a connection or flow apart: case → (scenario, a new `pick`)."""
+
+
+def _of_server(report: dict[str, Any], key: str) -> tuple[Any, ...]:
+    return tuple([x for x in report[part] if x["server"] == key] for part in ("servers", "findings", "clients"))
+
+
+@pytest.mark.parametrize("case", sorted(REKEYED))
+def test_a_record_keyed_apart_from_its_connection_is_that_servers_alone(tmp_path: Path, case: str) -> None:
+    """Every verdict and finding is a function of one server key's traffic: `--server` and the
+    cluster's shards select by it, `watch` analyzes only the keys a round touched. A record keyed
+    apart from its connection or flow answered (or settled the probe of) the other key's request
+    when both were read, and not when that key was analyzed alone: `--server K` reported otherwise
+    for K than the whole analysis."""
+    scenario, pick = REKEYED[case]
+    rekeyed(scenario, tmp_path / "caps", pick())
+    whole = analyze([str(tmp_path / "caps")])
+    report = orjson.loads(render(whole, "json"))
+    keys = sorted(s["server"] for s in report["servers"])
+    assert "other" in keys and len(keys) == 2
+    for key in keys:
+        alone = analyze([str(tmp_path / "caps")], AnalyzeOptions(servers=(key,)))
+        assert _of_server(orjson.loads(render(alone, "json")), key) == _of_server(report, key), key

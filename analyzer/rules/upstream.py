@@ -35,9 +35,14 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
     ]
     by_flow = (
         ctx.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
-        .select("capture", "flow", req_line="line", method="method")
+        .select("capture", "server", "flow", req_line="line", method="method")
         .pipe(as_strings)
-        .join(fails.lazy().select("capture", "flow", "file", "line"), on=["capture", "flow"])
+        # the failed flow's requests under its own server key: an edited capture can key one apart
+        .join(
+            fails.lazy().select("capture", "server", "flow", "file", "line"),
+            on=["capture", "server", "flow"],
+            nulls_equal=True,
+        )
         .select("file", "line", "req_line", "method")
         .collect()
     )
