@@ -142,7 +142,8 @@ new traffic. Everything else a rule decides is decided by traffic that is presen
 an answer), so it is reported in the round that reads it. Each era change is reported once (by
 server, era and deciding line), each finding once (by rule, server, client and first evidence line); when
 more traffic adds evidence to a finding reported already (a storm or a split going on), it is
-reported again as `finding-update` with all its evidence so far, so the last report of each finding
+reported again as `finding-update` with all its evidence so far (naming the report it `replaces`
+when a line read later went ahead of its first one), so the last report of each finding
 has the evidence `analyze` gives it on the same files (its message, counts and spans, is as of that
 report: a count that grows without new evidence shown is not reported again).
 """
@@ -217,6 +218,9 @@ class WatchEvent:
     client: str | None = None
     """The client a finding is about (None for a server's finding, and for an era change): two
     clients' findings of one rule and server are two findings, even when their first evidence is one line."""
+    replaces: Evidence | None = None
+    """For a `finding-update` whose first evidence line moved (a line read later went ahead of the
+    others), the first evidence of the report it replaces; None otherwise."""
 
     def as_json(self) -> dict[str, Any]:
         """The JSON line `--format json` writes (documented in README.md)."""
@@ -231,9 +235,8 @@ class WatchEvent:
             "time": _iso(self.ts),
             "ts": self.ts,
             "message": self.message,
-            "evidence": [
-                {"file": e.file, "line": e.line, "at": f"{e.file}:{e.line}", "note": e.note} for e in self.evidence
-            ],
+            "evidence": [_evidence_json(e) for e in self.evidence],
+            "replaces": None if self.replaces is None else _evidence_json(self.replaces),
         }
 
     def as_text(self) -> str:
@@ -245,9 +248,14 @@ class WatchEvent:
             head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
             if self.client is not None:
                 head += f" client={self.client}"
-            return visible(f"{head}: {self.message} [{where}{more}]")
+            moved = "" if self.replaces is None else f" (first line was {self.replaces.file}:{self.replaces.line})"
+            return visible(f"{head}: {self.message} [{where}{more}]{moved}")
         was = f" (was {self.previous})" if self.previous else ""
         return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
+
+
+def _evidence_json(e: Evidence) -> dict[str, Any]:
+    return {"file": e.file, "line": e.line, "at": f"{e.file}:{e.line}", "note": e.note}
 
 
 def _iso(ts: float | None) -> str | None:
@@ -306,6 +314,8 @@ class Watcher:
         self._reported: set[tuple[Any, ...]] = set()
         self._evidence: dict[tuple[Any, ...], tuple[tuple[str, int], ...]] = {}
         """A reported finding's evidence (as `_same_data`): when it grows, the finding is reported again."""
+        self._first: dict[tuple[Any, ...], Evidence] = {}
+        """A reported finding's first evidence as printed: what an update that moves it names."""
         self._wake: dict[str, float] = {}
         """Server → when its undecided probes are decided (a round analyzes it then)."""
         self.bytes_read = 0
@@ -500,6 +510,20 @@ class Watcher:
                     self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
         return waiting
 
+    def _moved(
+        self, key: tuple[Any, ...], evidence: tuple[tuple[str, int], ...], current: set[tuple[Any, ...]]
+    ) -> Evidence | None:
+        """The first evidence printed for a finding reported before as `key` is now, when its first
+        line moved: a line read later joined it ahead of the others (an answer written before its
+        request). That report is of the same rule, server and client, the server's analysis of this
+        round no longer has it, and it shares evidence with `evidence`. Its entry goes."""
+        lines = set(evidence)
+        for old in list(self._evidence):
+            if old[:4] == key[:4] and old not in current and lines & set(self._evidence[old]):
+                del self._evidence[old]
+                return self._first.pop(old, None)
+        return None
+
     def _new_events(
         self, findings: list[Finding], servers: list[Any], touched: set[str], undecided: set[str]
     ) -> list[WatchEvent]:
@@ -514,15 +538,17 @@ class Watcher:
                     self._reported.add(key)
                     events.append(WatchEvent(ERA, v.server, t.ts, (t.evidence,), era=t.era, previous=previous))
                 previous = t.era
-        for f in findings:
-            if f.server not in touched or f.server in undecided:
-                continue
-            key = (FINDING, f.rule, f.server, f.client, _same_data(f.evidence[0]) if f.evidence else None)
+        shown = [f for f in findings if f.server in touched and f.server not in undecided]
+        keys = [(FINDING, f.rule, f.server, f.client, _same_data(f.evidence[0]) if f.evidence else None) for f in shown]
+        for f, key in zip(shown, keys, strict=True):
             evidence = tuple(_same_data(e) for e in f.evidence)
             if self._evidence.get(key) == evidence:
                 continue
-            kind = FINDING_UPDATE if key in self._evidence else FINDING
+            replaces = None if key in self._evidence else self._moved(key, evidence, set(keys))
+            kind = FINDING_UPDATE if key in self._evidence or replaces is not None else FINDING
             self._evidence[key] = evidence
+            if f.evidence:
+                self._first[key] = f.evidence[0]
             events.append(
                 WatchEvent(
                     kind,
@@ -533,6 +559,7 @@ class Watcher:
                     severity=f.severity.value,
                     message=f.message,
                     client=f.client,
+                    replaces=replaces,
                 )
             )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))

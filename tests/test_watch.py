@@ -26,6 +26,7 @@ from analyzer.pipeline import analyze
 from analyzer.report import render
 from analyzer.sources import strip_compression
 from analyzer.watch import Watcher
+from tests.test_load_hostile import REKEYED, rekeyed
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -132,6 +133,8 @@ def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
     last: dict[Any, Any] = {}
     for e in events:
         if e["event"] in ("finding", "finding-update"):
+            if e.get("replaces"):  # the finding's first line moved: the report it replaces goes
+                del last[(e["rule"], e["server"], e["client"], _loc(e["replaces"]))]
             last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))] = e
     findings = {(e["rule"], e["server"], tuple(_loc(x) for x in e["evidence"])) for e in last.values()}
     eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in events if e["event"] == "era"}
@@ -540,3 +543,52 @@ def test_a_legacy_sse_server_under_its_default_keys(tmp_path: Path) -> None:
     report = analyzed(live)
     assert len(report["servers"]) == 2
     assert reported(events) == expected(report)
+
+
+@pytest.mark.parametrize("case", sorted(REKEYED))
+def test_a_record_keyed_apart_from_its_connection(tmp_path: Path, case: str) -> None:
+    """A record keyed apart from its connection or flow (an edited capture): a round analyzed the
+    key with new lines alone, and analyze paired that record with the other key's request (a probe
+    `no-answer` in watch, answered in analyze). Both read it now as the other key's alone."""
+    scenario, pick = REKEYED[case]
+    source = rekeyed(scenario, tmp_path / "keyed", pick())
+    live = tmp_path / "live"
+    live.mkdir()
+    clock = [2_000_000_000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    with open(live / source.name, "ab") as out:
+        for line in source.read_bytes().splitlines(keepends=True):
+            out.write(line)
+            out.flush()
+            clock[0] += 0.1
+            events += [e.as_json() for e in watcher.poll()]
+    clock[0] += 3600
+    events += [e.as_json() for e in watcher.poll()]
+    assert reported(events) == expected(analyzed(live))
+
+
+def test_a_finding_whose_first_line_moves_earlier_is_one_finding(tmp_path: Path) -> None:
+    """An answer written before its request (an edited capture) joins a finding once its request is
+    read: the finding's first evidence line moves earlier. Watch reported it as a second finding
+    beside the first (analyze has one); it is the same finding's update, naming the report it replaces."""
+    source = next((CORPUS / "rollout-per-request-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live"
+    live.mkdir()
+    clock = [2_000_000_000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    with open(live / source.name, "ab") as out:
+        for line in [lines[0], lines[-1], *lines[1:-1]]:  # the last answer moved up, before its request
+            out.write(line)
+            out.flush()
+            clock[0] += 0.1
+            events += [e.as_json() for e in watcher.poll()]
+    clock[0] += 3600
+    events += [e.as_json() for e in watcher.poll()]
+    splits = [e for e in events if e["rule"] == "rollout-split"]
+    assert [e["event"] for e in splits].count("finding") == 1
+    moved = [e for e in splits if e["replaces"]]
+    assert moved and moved[0]["evidence"][0]["line"] == 2 and moved[0]["replaces"]["line"] > 2
+    assert reported(events) == expected(analyzed(live))
