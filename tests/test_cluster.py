@@ -299,3 +299,23 @@ def test_server_keys_that_share_a_session_are_analyzed_in_one_shard(cluster: Clu
     assert {s["era"] for s in orjson.loads(local)["servers"]} >= {"legacy"}
     merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=3)
     assert render_json(merged).encode() == local
+
+
+def test_a_record_keyed_apart_from_its_connection_is_sharded_with_its_key(cluster: Cluster, tmp_path: Path) -> None:
+    """Records an edit keyed apart from their connection or flow (`tests.test_load_hostile.REKEYED`):
+    compact paired them across keys, so a probe whose answer sat in another key's shard was
+    `no-answer` on the cluster (era `broken`) and answered locally (`modern`)."""
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+    from analyzer.report import render_json
+    from tests.test_load_hostile import REKEYED, rekeyed
+
+    caps = tmp_path / "caps"
+    for case, (scenario, pick) in sorted(REKEYED.items()):
+        rekeyed(scenario, caps, pick(), key=f"other-{case}")
+    archive = tmp_path / "archive"
+    erascope("compact", caps, "--out", archive)
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    assert len(orjson.loads(local)["servers"]) == 2 * len(REKEYED)
+    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=len(REKEYED))
+    assert render_json(merged).encode() == local
