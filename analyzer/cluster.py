@@ -238,10 +238,12 @@ def archive_servers(parts: list[tuple[str, str, int]]) -> dict[str | None, int]:
     sizes: Counter[str | None] = Counter()
     for path, name, size in parts:
         key = None if name == NULL_SERVER else server_of_partition(name)
-        if key is not None or name == NULL_SERVER:
+        if key is not None:
             sizes[key] += size
             continue
-        # a key too long for its partition's name: the part's rows hold it (one key, as compact writes)
+        # the part's rows hold the keys: one too long for its partition's name (one key, as compact
+        # writes), or `__null__`'s, rows without a key beside those with an empty one or the key
+        # `__null__` (a shard selects those two, no shard the rows without a key)
         keys = pl.scan_parquet(path, glob=False, hive_partitioning=False).select("server").unique().collect()
         for key in keys.get_column("server"):
             sizes[key] += size // keys.height
@@ -362,8 +364,8 @@ def analyze_on_cluster(
     if None in sizes:
         # a shard names its servers, and no selection names "no server": such rows would be in no shard
         raise ErascopeError(
-            f"{paths[0]} holds rows without a server key (partition server={NULL_SERVER}): they belong to no"
-            " server shard; analyze this archive without --scheduler"
+            f"{paths[0]} holds rows without a server key (in partition server={NULL_SERVER}): they belong to"
+            " no server shard; analyze this archive without --scheduler"
         )
     keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
     remote = dataclasses.replace(options, progress=None, spill_dir=None)

@@ -266,12 +266,15 @@ def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archi
     from addon.errors import ErascopeError
     from analyzer.cluster import analyze_on_cluster
     from analyzer.pipeline import AnalyzeOptions
+    from tests.test_load_hostile import rekeyed
 
+    caps = tmp_path / "caps"
+    shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps)
+    keyless = rekeyed("auto-modern-stdio", caps, lambda r: True)
+    records = [orjson.loads(line) for line in keyless.read_bytes().splitlines()]
+    keyless.write_bytes(b"".join(orjson.dumps({k: v for k, v in r.items() if k != "server"}) + b"\n" for r in records))
     archive = tmp_path / "archive"
-    shutil.copytree(archives["corpus"], archive)
-    null = archive / "day=2026-11-28" / "server=__null__"
-    null.mkdir(parents=True)
-    (null / "x.jsonl.parquet").write_bytes(b"")
+    erascope("compact", caps, "--out", archive)
     # refused before any scheduler is contacted (this address has none)
     with pytest.raises(ErascopeError, match="rows without a server key"):
         analyze_on_cluster(f"tcp://127.0.0.1:{_free_port()}", [archive], AnalyzeOptions())
@@ -318,4 +321,24 @@ def test_a_record_keyed_apart_from_its_connection_is_sharded_with_its_key(cluste
     local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
     assert len(orjson.loads(local)["servers"]) == 2 * len(REKEYED)
     merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=len(REKEYED))
+    assert render_json(merged).encode() == local
+
+
+def test_an_empty_server_key_and_the_key_null_are_sharded_like_any_other(cluster: Cluster, tmp_path: Path) -> None:
+    """Their rows share the partition of rows without a key (`server=__null__`); the cluster refused
+    every archive holding that partition, as if its rows had no key, though shards can select them."""
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+    from analyzer.report import render_json
+    from tests.test_load_hostile import rekeyed
+
+    caps = tmp_path / "caps"
+    rekeyed("auto-modern-stdio", caps, lambda r: True, key="")
+    rekeyed("probe-storm-http", caps, lambda r: True, key="__null__")
+    shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps, dirs_exist_ok=True)
+    archive = tmp_path / "archive"
+    erascope("compact", caps, "--out", archive)
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    assert {"", "__null__"} <= {s["server"] for s in orjson.loads(local)["servers"]}
+    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=3)
     assert render_json(merged).encode() == local
