@@ -323,6 +323,11 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             identity=entry_identity(entry),
         )
         names = list(entry["parts"])
+        if len(set(names)) != len(names):
+            raise ErascopeError(
+                f"{entry_path}: names a part twice (written by an erascope that could lose the rows of"
+                " server keys sharing a partition); run `erascope compact` on the captures again"
+            )
         if not everything:
             names = kept_parts(names, selection)  # type: ignore[arg-type]
         parts = [located(p) for p in names]

@@ -298,10 +298,18 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str, old: Named, digests:
         .dt.strftime("%Y-%m-%d")
         .fill_null("unknown")
     )
-    groups = frame.with_columns(_day=day).partition_by(["_day", "server"], as_dict=True, maintain_order=True)
+    groups = (
+        frame.with_columns(_day=day)
+        .with_row_index("_i")
+        .partition_by(["_day", "server"], as_dict=True, maintain_order=True)
+    )
+    by_part: dict[str, list[pl.DataFrame]] = {}
     for (day_value, server), chunk in groups.items():
-        rel = f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}"
-        rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
+        # rows without a key, with an empty one and with the key `__null__` share a partition: one part
+        by_part.setdefault(f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}", []).append(chunk)
+    for rel, chunks in by_part.items():
+        # the archive keeps plain strings, each part's rows in the file's order
+        rows = as_strings(pl.concat(chunks).sort("_i").select(list(ARCHIVE_SCHEMA)))
         # row groups of a fraction of the reader's window: a window over a range of a big file's
         # lines skips the others by their `line` statistics instead of decoding them
         rel = _write_new(

@@ -54,10 +54,11 @@ from analyzer.spill import Spill
 
 Rows = pl.DataFrame | pl.LazyFrame
 """Rows held in memory, or a lazy scan of rows written to disk (`spilled`)."""
-CONDENSE_VERSION: Final = 1
+CONDENSE_VERSION: Final = 2
 """What archives' condensed frames were condensed by (`analyzer.archive`): raise it with any change
 to pairing or condensing that changes the rows they keep or the `Traffic` they give, so that
-archives condensed before are read from their rows again (and `compact` refreshes them)."""
+archives condensed before are read from their rows again (and `compact` refreshes them).
+2: answers pair within their server key (`messages.pair_responses`)."""
 SPILL_MIN_ROWS: Final = 1_000
 """Smaller frames are not spilled: a file costs about 0.5 ms to write and more to scan whatever its
 size, which for the few rows of a spawn-per-call capture is more than holding them (under 100 kB)."""

@@ -176,6 +176,54 @@ def test_a_server_key_too_long_for_a_directory_name(tmp_path: Path) -> None:
     assert list(archive_servers(archive_parts(archive))) == [key]  # how a cluster run shards the archive
 
 
+@pytest.mark.parametrize("keys", [(None, ""), ("", "__null__"), (None, "__null__")], ids=str)
+def test_keys_that_share_the_partition_of_rows_without_a_key(tmp_path: Path, keys: tuple[str | None, str]) -> None:
+    """Rows without a server key, with an empty one and with the key `__null__` all go to
+    `server=__null__`. Written a part per key, the last of one day overwrote the others' part (their
+    records lost) and the entry named that part twice (its records read twice)."""
+    source = next((CORPUS / "probe-storm-stdio").glob("*.jsonl"))
+    records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+    for n, record in enumerate(records[1:]):
+        if n % 3 == 1:
+            record.pop("server") if keys[0] is None else record.update(server=keys[0])
+        elif n % 3 == 2:
+            record["server"] = keys[1]
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    (caps / source.name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
+    (entry,) = source_entries(archive)
+    parts = orjson.loads(Path(entry).read_bytes())["parts"]
+    assert len(parts) == len(set(parts))
+    archived = pl.scan_parquet(archive / "day=*" / "server=*" / "*.parquet", hive_partitioning=False)
+    assert archived.select(pl.len()).collect().item() == extract_file(str(caps / source.name)).messages.height
+    assert _report(str(archive)) == _report(str(caps))
+    for key in keys[1:]:
+        assert _report(str(archive), "--server", key) == _report(str(caps), "--server", key)
+
+
+def test_an_entry_naming_a_part_twice_is_refused_and_compact_writes_it_again(tmp_path: Path) -> None:
+    """An archive written before parts were shared by keys: its entry may name a part twice (rows
+    read twice, others lost). Reading it would double-count; it is refused, and compact converts
+    the capture again."""
+    source = next((CORPUS / "auto-modern-stdio").glob("*.jsonl"))
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    shutil.copy(source, caps)
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
+    (entry,) = source_entries(archive)
+    written = orjson.loads(Path(entry).read_bytes())
+    Path(entry).write_bytes(orjson.dumps({**written, "parts": written["parts"] * 2}))
+    refused = runner.invoke(app, ["analyze", str(archive), "--format", "json", "--quiet"])
+    assert refused.exit_code == 2 and "names a part twice" in refused.output
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0 and "1 file(s) compacted" in result.output
+    assert orjson.loads(Path(entry).read_bytes())["parts"] == written["parts"]
+    assert _report(str(archive)) == _report(str(caps))
+
+
 def test_an_input_name_too_long_to_name_its_archive_files(tmp_path: Path) -> None:
     """An archive file's name adds up to about 110 bytes to its input's (a digest, a suffix, a
     temporary name's): an input named with 246 bytes crashed compact. Its files are named by a cut
