@@ -316,6 +316,8 @@ class Watcher:
         """A reported finding's evidence (as `_same_data`): when it grows, the finding is reported again."""
         self._first: dict[tuple[Any, ...], Evidence] = {}
         """A reported finding's first evidence as printed: what an update that moves it names."""
+        self._keys_of: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
+        """The reported findings' keys by (rule, server, client): where `_moved` looks."""
         self._wake: dict[str, float] = {}
         """Server → when its undecided probes are decided (a round analyzes it then)."""
         self.bytes_read = 0
@@ -518,11 +520,14 @@ class Watcher:
         request). That report is of the same rule, server and client, the server's analysis of this
         round no longer has it, and it shares evidence with `evidence`. Its entry goes."""
         lines = set(evidence)
-        for old in list(self._evidence):
-            if old[:4] == key[:4] and old not in current and lines & set(self._evidence[old]):
-                del self._evidence[old]
-                return self._first.pop(old, None)
-        return None
+        shared = {old: len(lines & set(self._evidence[old])) for old in self._keys_of.get(key[:4], set()) - current}
+        # the report sharing the most lines (then the first by key: sets are not ordered)
+        old = min((old for old, n in shared.items() if n), key=lambda k: (-shared[k], str(k)), default=None)
+        if old is None:
+            return None
+        del self._evidence[old]
+        self._keys_of[key[:4]].discard(old)
+        return self._first.pop(old, None)
 
     def _new_events(
         self, findings: list[Finding], servers: list[Any], touched: set[str], undecided: set[str]
@@ -540,13 +545,15 @@ class Watcher:
                 previous = t.era
         shown = [f for f in findings if f.server in touched and f.server not in undecided]
         keys = [(FINDING, f.rule, f.server, f.client, _same_data(f.evidence[0]) if f.evidence else None) for f in shown]
+        current = set(keys)
         for f, key in zip(shown, keys, strict=True):
             evidence = tuple(_same_data(e) for e in f.evidence)
             if self._evidence.get(key) == evidence:
                 continue
-            replaces = None if key in self._evidence else self._moved(key, evidence, set(keys))
+            replaces = None if key in self._evidence else self._moved(key, evidence, current)
             kind = FINDING_UPDATE if key in self._evidence or replaces is not None else FINDING
             self._evidence[key] = evidence
+            self._keys_of.setdefault(key[:4], set()).add(key)
             if f.evidence:
                 self._first[key] = f.evidence[0]
             events.append(
