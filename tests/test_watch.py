@@ -502,6 +502,23 @@ def test_two_clients_findings_with_one_first_line_are_two_findings(tmp_path: Pat
     assert watcher._new_events(findings, [], {"s"}, set()) == []
 
 
+def watched_line_by_line(lines: list[bytes], live: Path, name: str, idle: float) -> list[dict[str, Any]]:
+    """The events of a watcher of `live` (a fake clock) while `lines` are appended to `live/name`
+    one at a time, a round each, then after `idle` seconds without new lines."""
+    live.mkdir()
+    clock = [2_000_000_000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    with open(live / name, "ab") as out:
+        for line in lines:
+            out.write(line)
+            out.flush()
+            clock[0] += 0.1
+            events += [e.as_json() for e in watcher.poll()]
+    clock[0] += idle
+    return events + [e.as_json() for e in watcher.poll()]
+
+
 def default_keyed(source: Path, target: Path) -> None:
     """`source` with every flow's records keyed as the HTTP recorder keys them without --server:
     by origin + path of the flow's request."""
@@ -528,18 +545,7 @@ def test_a_legacy_sse_server_under_its_default_keys(tmp_path: Path) -> None:
     keyed.parent.mkdir()
     default_keyed(source, keyed)
     live = tmp_path / "live"
-    live.mkdir()
-    clock = [2_000_000_000.0]
-    watcher = Watcher([str(live)], clock=lambda: clock[0])
-    events = []
-    with open(live / source.name, "ab") as out:
-        for line in keyed.read_bytes().splitlines(keepends=True):
-            out.write(line)
-            out.flush()
-            clock[0] += 0.1
-            events += [e.as_json() for e in watcher.poll()]
-    clock[0] += 60
-    events += [e.as_json() for e in watcher.poll()]
+    events = watched_line_by_line(keyed.read_bytes().splitlines(keepends=True), live, source.name, idle=60)
     report = analyzed(live)
     assert len(report["servers"]) == 2
     assert reported(events) == expected(report)
@@ -553,18 +559,7 @@ def test_a_record_keyed_apart_from_its_connection(tmp_path: Path, case: str) -> 
     scenario, pick = REKEYED[case]
     source = rekeyed(scenario, tmp_path / "keyed", pick())
     live = tmp_path / "live"
-    live.mkdir()
-    clock = [2_000_000_000.0]
-    watcher = Watcher([str(live)], clock=lambda: clock[0])
-    events = []
-    with open(live / source.name, "ab") as out:
-        for line in source.read_bytes().splitlines(keepends=True):
-            out.write(line)
-            out.flush()
-            clock[0] += 0.1
-            events += [e.as_json() for e in watcher.poll()]
-    clock[0] += 3600
-    events += [e.as_json() for e in watcher.poll()]
+    events = watched_line_by_line(source.read_bytes().splitlines(keepends=True), live, source.name, idle=3600)
     assert reported(events) == expected(analyzed(live))
 
 
@@ -574,19 +569,9 @@ def test_a_finding_whose_first_line_moves_earlier_is_one_finding(tmp_path: Path)
     beside the first (analyze has one); it is the same finding's update, naming the report it replaces."""
     source = next((CORPUS / "rollout-per-request-http").glob("*.jsonl"))
     lines = source.read_bytes().splitlines(keepends=True)
+    moved_up = [lines[0], lines[-1], *lines[1:-1]]  # the last answer before its request
     live = tmp_path / "live"
-    live.mkdir()
-    clock = [2_000_000_000.0]
-    watcher = Watcher([str(live)], clock=lambda: clock[0])
-    events = []
-    with open(live / source.name, "ab") as out:
-        for line in [lines[0], lines[-1], *lines[1:-1]]:  # the last answer moved up, before its request
-            out.write(line)
-            out.flush()
-            clock[0] += 0.1
-            events += [e.as_json() for e in watcher.poll()]
-    clock[0] += 3600
-    events += [e.as_json() for e in watcher.poll()]
+    events = watched_line_by_line(moved_up, live, source.name, idle=3600)
     splits = [e for e in events if e["rule"] == "rollout-split"]
     assert [e["event"] for e in splits].count("finding") == 1
     moved = [e for e in splits if e["replaces"]]
