@@ -264,6 +264,37 @@ def _iso(ts: float | None) -> str | None:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+@dataclass(frozen=True)
+class _Reported:
+    """A finding as `watch` last reported it."""
+
+    evidence: tuple[tuple[str, int], ...]
+    """Its evidence (as `_same_data`): when it grows, the finding is reported again."""
+    first: Evidence | None
+    """Its first evidence as printed: what an update that moves it names."""
+
+
+def _first_line(f: Finding) -> tuple[str, int] | None:
+    """What `watch` knows a finding by, besides its rule, server and client."""
+    return _same_data(f.evidence[0]) if f.evidence else None
+
+
+def _moved(
+    gone: dict[tuple[str, int] | None, _Reported],
+    evidence: tuple[tuple[str, int], ...],
+    reported: dict[tuple[str, int] | None, _Reported],
+) -> Evidence | None:
+    """The first evidence printed for a finding of `evidence` when its first line moved: a line read
+    later joined it ahead of the others (an answer written before its request). That report is one
+    of its rule, server and client's `reported` that this round's analysis no longer has (`gone`),
+    and shares evidence with it; its entry goes."""
+    lines = set(evidence)
+    shared = {first: len(lines & set(r.evidence)) for first, r in gone.items()}
+    # the report sharing the most lines (then the first by line, for a fixed choice)
+    old = min((k for k, n in shared.items() if n), key=lambda k: (-shared[k], str(k)), default=None)
+    return None if old is None else reported.pop(old).first
+
+
 def _same_data(e: Evidence) -> tuple[str, int]:
     """Evidence as a key that a part and its compressed copy share."""
     return strip_compression(e.file), e.line
@@ -312,12 +343,8 @@ class Watcher:
         self._parts: dict[bytes, _Part] = {}
         self._by_path: dict[str, _Part] = {}
         self._reported: set[tuple[Any, ...]] = set()
-        self._evidence: dict[tuple[Any, ...], tuple[tuple[str, int], ...]] = {}
-        """A reported finding's evidence (as `_same_data`): when it grows, the finding is reported again."""
-        self._first: dict[tuple[Any, ...], Evidence] = {}
-        """A reported finding's first evidence as printed: what an update that moves it names."""
-        self._keys_of: dict[tuple[Any, ...], set[tuple[Any, ...]]] = {}
-        """The reported findings' keys by (rule, server, client): where `_moved` looks."""
+        self._findings: dict[tuple[Any, ...], dict[tuple[str, int] | None, _Reported]] = {}
+        """Reported findings by (rule, server, client), then by first evidence line (`_same_data`)."""
         self._wake: dict[str, float] = {}
         """Server → when its undecided probes are decided (a round analyzes it then)."""
         self.bytes_read = 0
@@ -512,23 +539,6 @@ class Watcher:
                     self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
         return waiting
 
-    def _moved(
-        self, key: tuple[Any, ...], evidence: tuple[tuple[str, int], ...], current: set[tuple[Any, ...]]
-    ) -> Evidence | None:
-        """The first evidence printed for a finding reported before as `key` is now, when its first
-        line moved: a line read later joined it ahead of the others (an answer written before its
-        request). That report is of the same rule, server and client, the server's analysis of this
-        round no longer has it, and it shares evidence with `evidence`. Its entry goes."""
-        lines = set(evidence)
-        shared = {old: len(lines & set(self._evidence[old])) for old in self._keys_of.get(key[:4], set()) - current}
-        # the report sharing the most lines (then the first by key: sets are not ordered)
-        old = min((old for old, n in shared.items() if n), key=lambda k: (-shared[k], str(k)), default=None)
-        if old is None:
-            return None
-        del self._evidence[old]
-        self._keys_of[key[:4]].discard(old)
-        return self._first.pop(old, None)
-
     def _new_events(
         self, findings: list[Finding], servers: list[Any], touched: set[str], undecided: set[str]
     ) -> list[WatchEvent]:
@@ -544,18 +554,19 @@ class Watcher:
                     events.append(WatchEvent(ERA, v.server, t.ts, (t.evidence,), era=t.era, previous=previous))
                 previous = t.era
         shown = [f for f in findings if f.server in touched and f.server not in undecided]
-        keys = [(FINDING, f.rule, f.server, f.client, _same_data(f.evidence[0]) if f.evidence else None) for f in shown]
-        current = set(keys)
-        for f, key in zip(shown, keys, strict=True):
-            evidence = tuple(_same_data(e) for e in f.evidence)
-            if self._evidence.get(key) == evidence:
+        current = {(f.rule, f.server, f.client, _first_line(f)) for f in shown}
+        for f in shown:
+            reported = self._findings.setdefault((f.rule, f.server, f.client), {})
+            first, evidence = _first_line(f), tuple(_same_data(e) for e in f.evidence)
+            before = reported.get(first)
+            if before is not None and before.evidence == evidence:
                 continue
-            replaces = None if key in self._evidence else self._moved(key, evidence, current)
-            kind = FINDING_UPDATE if key in self._evidence or replaces is not None else FINDING
-            self._evidence[key] = evidence
-            self._keys_of.setdefault(key[:4], set()).add(key)
-            if f.evidence:
-                self._first[key] = f.evidence[0]
+            replaces = None
+            if before is None:
+                gone = {k: r for k, r in reported.items() if (f.rule, f.server, f.client, k) not in current}
+                replaces = _moved(gone, evidence, reported)
+            kind = FINDING_UPDATE if before is not None or replaces is not None else FINDING
+            reported[first] = _Reported(evidence, f.evidence[0] if f.evidence else None)
             events.append(
                 WatchEvent(
                     kind,
