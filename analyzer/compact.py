@@ -144,10 +144,6 @@ def archive_name(path: str) -> str:
     return f"{encoded[:80].decode(errors='ignore')}@{hashlib.sha256(encoded).hexdigest()[:32]}"
 
 
-def _partition_dir(day: str, server: str | None) -> str:
-    return f"day={day}/{server_partition(server)}"
-
-
 def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
     """Refuse layouts where writing the archive could touch, or mix with, its input (inputs at URLs
     cannot: the archive is local)."""
@@ -298,18 +294,16 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str, old: Named, digests:
         .dt.strftime("%Y-%m-%d")
         .fill_null("unknown")
     )
-    groups = (
-        frame.with_columns(_day=day)
-        .with_row_index("_i")
-        .partition_by(["_day", "server"], as_dict=True, maintain_order=True)
+    # grouped by the partition a key's rows go to, not by the key: rows without a key, with an empty
+    # one and with the key `__null__` share a partition, hence one part
+    names = {key: server_partition(key) for key in frame.get_column("server").unique().to_list()}
+    partition = pl.col("server").replace_strict(names, return_dtype=pl.String())
+    groups = frame.with_columns(_day=day, _partition=partition).partition_by(
+        ["_day", "_partition"], as_dict=True, maintain_order=True
     )
-    by_part: dict[str, list[pl.DataFrame]] = {}
-    for (day_value, server), chunk in groups.items():
-        # rows without a key, with an empty one and with the key `__null__` share a partition: one part
-        by_part.setdefault(f"{_partition_dir(str(day_value), server)}/{name}{PARQUET_SUFFIX}", []).append(chunk)
-    for rel, chunks in by_part.items():
-        # the archive keeps plain strings, each part's rows in the file's order
-        rows = as_strings(pl.concat(chunks).sort("_i").select(list(ARCHIVE_SCHEMA)))
+    for (day_value, partition_name), chunk in groups.items():
+        rel = f"day={day_value}/{partition_name}/{name}{PARQUET_SUFFIX}"
+        rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
         # row groups of a fraction of the reader's window: a window over a range of a big file's
         # lines skips the others by their `line` statistics instead of decoding them
         rel = _write_new(
