@@ -139,6 +139,20 @@ def _servers(archive: Path) -> int:
     return len({p.name for p in archive.glob("day=*/server=*")})
 
 
+def _compacted_and_sharded(cluster: Cluster, caps: Path, archive: Path, shards: int) -> dict[str, Any]:
+    """`caps` compacted into `archive`, analyzed locally and in `shards` on the cluster: the local
+    report, once the cluster's is shown to be the same bytes."""
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+    from analyzer.report import render_json
+
+    erascope("compact", caps, "--out", archive)
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=shards)
+    assert render_json(merged).encode() == local
+    return orjson.loads(local)
+
+
 @pytest.mark.parametrize("source", ["corpus", "generated"])
 def test_analyze_on_the_cluster_gives_the_local_report(
     cluster: Cluster, archives: dict[str, Path], source: str
@@ -266,13 +280,12 @@ def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archi
     from addon.errors import ErascopeError
     from analyzer.cluster import analyze_on_cluster
     from analyzer.pipeline import AnalyzeOptions
-    from tests.test_load_hostile import rekeyed
-
     caps = tmp_path / "caps"
     shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps)
-    keyless = rekeyed("auto-modern-stdio", caps, lambda r: True)
-    records = [orjson.loads(line) for line in keyless.read_bytes().splitlines()]
-    keyless.write_bytes(b"".join(orjson.dumps({k: v for k, v in r.items() if k != "server"}) + b"\n" for r in records))
+    source = sorted((ROOT / "captures" / "corpus" / "auto-modern-stdio").glob("*.jsonl"))[0]
+    records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+    keyless = b"".join(orjson.dumps({k: v for k, v in r.items() if k != "server"}) + b"\n" for r in records)
+    (caps / source.name).write_bytes(keyless)
     archive = tmp_path / "archive"
     erascope("compact", caps, "--out", archive)
     # refused before any scheduler is contacted (this address has none)
@@ -284,9 +297,6 @@ def test_server_keys_that_share_a_session_are_analyzed_in_one_shard(cluster: Clu
     """The HTTP+SSE transport recorded without --server: its POSTs (`/messages/`) and the stream that
     answers them (`/sse`) are two server keys sharing a session (`tests.test_watch.default_keyed`).
     In shards of their own, the initialize POSTed lost its answer (era `broken`, locally `legacy`)."""
-    from analyzer.cluster import analyze_on_cluster
-    from analyzer.pipeline import AnalyzeOptions
-    from analyzer.report import render_json
     from tests.test_watch import default_keyed
 
     caps = tmp_path / "caps"
@@ -295,50 +305,32 @@ def test_server_keys_that_share_a_session_are_analyzed_in_one_shard(cluster: Clu
     default_keyed(source, caps / source.name)
     other = next((ROOT / "captures" / "corpus" / "auto-modern-http").glob("*.jsonl"))
     (caps / other.name).write_bytes(other.read_bytes())
-    archive = tmp_path / "archive"
-    erascope("compact", caps, "--out", archive)
-    assert _servers(archive) == 3
-    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
-    assert {s["era"] for s in orjson.loads(local)["servers"]} >= {"legacy"}
-    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=3)
-    assert render_json(merged).encode() == local
+    local = _compacted_and_sharded(cluster, caps, tmp_path / "archive", shards=3)
+    assert _servers(tmp_path / "archive") == 3
+    assert {s["era"] for s in local["servers"]} >= {"legacy"}
 
 
 def test_a_record_keyed_apart_from_its_connection_is_sharded_with_its_key(cluster: Cluster, tmp_path: Path) -> None:
     """Records an edit keyed apart from their connection or flow (`tests.test_load_hostile.REKEYED`):
     compact paired them across keys, so a probe whose answer sat in another key's shard was
     `no-answer` on the cluster (era `broken`) and answered locally (`modern`)."""
-    from analyzer.cluster import analyze_on_cluster
-    from analyzer.pipeline import AnalyzeOptions
-    from analyzer.report import render_json
     from tests.test_load_hostile import REKEYED, rekeyed
 
     caps = tmp_path / "caps"
     for case, (scenario, pick) in sorted(REKEYED.items()):
         rekeyed(scenario, caps, pick(), key=f"other-{case}")
-    archive = tmp_path / "archive"
-    erascope("compact", caps, "--out", archive)
-    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
-    assert len(orjson.loads(local)["servers"]) == 2 * len(REKEYED)
-    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=len(REKEYED))
-    assert render_json(merged).encode() == local
+    local = _compacted_and_sharded(cluster, caps, tmp_path / "archive", shards=len(REKEYED))
+    assert len(local["servers"]) == 2 * len(REKEYED)
 
 
 def test_an_empty_server_key_and_the_key_null_are_sharded_like_any_other(cluster: Cluster, tmp_path: Path) -> None:
     """Their rows share the partition of rows without a key (`server=__null__`); the cluster refused
     every archive holding that partition, as if its rows had no key, though shards can select them."""
-    from analyzer.cluster import analyze_on_cluster
-    from analyzer.pipeline import AnalyzeOptions
-    from analyzer.report import render_json
     from tests.test_load_hostile import rekeyed
 
     caps = tmp_path / "caps"
     rekeyed("auto-modern-stdio", caps, lambda r: True, key="")
     rekeyed("probe-storm-http", caps, lambda r: True, key="__null__")
     shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps, dirs_exist_ok=True)
-    archive = tmp_path / "archive"
-    erascope("compact", caps, "--out", archive)
-    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
-    assert {"", "__null__"} <= {s["server"] for s in orjson.loads(local)["servers"]}
-    merged = analyze_on_cluster(cluster.address, [archive], AnalyzeOptions(), shards=3)
-    assert render_json(merged).encode() == local
+    local = _compacted_and_sharded(cluster, caps, tmp_path / "archive", shards=3)
+    assert {"", "__null__"} <= {s["server"] for s in local["servers"]}
