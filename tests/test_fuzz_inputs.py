@@ -239,16 +239,11 @@ def rekeyings(draw: st.DrawFn) -> list[tuple[Path, bytes]]:
 def _linked(report: dict[str, Any], analysis: Any) -> list[tuple[str, ...]]:
     """The report's server keys, in groups of keys that share a session (answers paired through
     their session cross keys by design: the HTTP+SSE transport)."""
-    groups = {s["server"]: {s["server"]} for s in report["servers"]}
-    by_session: dict[str, set[str]] = {}
-    for key, session in analysis.traffic.sessions.select(pl.col("server", "session_id").cast(pl.String)).iter_rows():
-        if key is not None and session is not None:
-            by_session.setdefault(session, set()).add(key)
-    for keys in by_session.values():
-        merged = set().union(*(groups.get(k, {k}) for k in keys))
-        for k in merged:
-            groups[k] = merged
-    return sorted({tuple(sorted(g)) for g in groups.values()})
+    from analyzer.watch_shard import SessionLinks
+
+    links = SessionLinks()
+    links.add(analysis.traffic.sessions.select(pl.col("session_id", "server").cast(pl.String)).drop_nulls().iter_rows())
+    return sorted({tuple(sorted(links.closure({s["server"]}))) for s in report["servers"]})
 
 
 @fuzzed(25)
