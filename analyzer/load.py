@@ -125,7 +125,7 @@ from analyzer.messages import (
     read_fields,
     spread_batch_answers,
 )
-from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
+from analyzer.schema import RECORD_SCHEMA
 from analyzer.sources import (
     COMPRESSED_SUFFIXES,
     PLAIN,
@@ -1431,7 +1431,7 @@ def combine(facts: list[FileFacts]) -> Loaded:
         if len(parts) > 1:
             _relink_parts(parts)
     frames = [f.messages for f in read]
-    messages = pl.concat(frames, how="vertical", rechunk=False) if frames else pl.DataFrame(schema=MESSAGES_SCHEMA)
+    messages = pl.concat(frames, how="vertical", rechunk=False) if frames else no_messages()
     return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.was_read]))
 
 

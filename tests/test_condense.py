@@ -10,6 +10,7 @@ import pytest
 
 from addon.writer import CaptureWriter
 from analyzer import load
+from analyzer.compact import compact
 from analyzer.condense import condense, traffic_of
 from analyzer.load import LoadOptions, extract_file, find_inputs
 from analyzer.messages import MEMBER_SLOTS, as_strings, pair_responses
@@ -266,3 +267,40 @@ def test_a_death_a_request_can_read_is_kept(tmp_path: Path, chunks: str) -> None
     for name in ("probes", "inits"):
         assert getattr(condensed, name).equals(getattr(full, name)), name
     assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
+
+
+def _after_the_probe(folder: Path, kind: str) -> Path:
+    """A capture whose every request condensing moves: modern requests answered, no probe or
+    `initialize` (the recorder started after the client's probe)."""
+    if kind == "corpus":  # a real SDK session through the proxy, its probe exchange (lines 2-3) cut
+        src = next((CORPUS / "auto-modern-http").glob("*.jsonl"))
+        lines = src.read_bytes().split(b"\n")
+        assert orjson.loads(lines[1])["raw"].find('"server/discover"') > 0
+        folder.mkdir()
+        out = folder / src.name
+        out.write_bytes(b"\n".join([lines[0], *lines[3:]]))
+        return out
+    cap = Cap(folder, transport=kind)
+    request = {**probe(5), "method": "tools/list"}
+    answer = {"jsonrpc": "2.0", "id": 5, "result": {"tools": []}}
+    if kind == "http":
+        cap.http_request("f1", request, headers=modern_headers("tools/list"))
+        cap.http_response("f1", 200, answer, headers=[["content-type", "application/json"]])
+    else:
+        cap.c2s(request)
+        cap.s2c(answer)
+    return cap.close()
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http", "corpus"])
+def test_a_capture_condensed_to_no_rows_reports_as_uncondensed(tmp_path: Path, kind: str) -> None:
+    path = _after_the_probe(tmp_path / "caps", kind)
+    full, condensed = _both(path)
+    assert condensed.messages.height == 0 < full.messages.height  # type: ignore[attr-defined]
+    report = render_json(condensed)  # type: ignore[arg-type]
+    assert report == render_json(full)  # type: ignore[arg-type]
+    assert [s["server"] for s in orjson.loads(report)["servers"]] == [
+        "auto-modern-http-server" if kind == "corpus" else "srv"
+    ]
+    compact([str(path.parent)], tmp_path / "archive")
+    assert render_json(analyze([str(tmp_path / "archive")])) == report
