@@ -135,6 +135,19 @@ def test_only_selected_traffic_is_analyzed(caps: Path) -> None:
         analysis.close()
 
 
+def test_a_window_that_starts_after_the_probe(tmp_path: Path) -> None:
+    # "the last hour" of a modern server's traffic: every request in it is one condensing moves
+    # out of the rows, so none is left (a polars schema error, exit 1, before)
+    src = next((Path(__file__).resolve().parent.parent / "captures" / "corpus" / "auto-modern-http").glob("*.jsonl"))
+    probe_answered = orjson.loads(src.read_bytes().split(b"\n")[2])["ts"]
+    since = datetime.fromtimestamp(probe_answered + 1e-3, UTC).isoformat()
+    result = runner.invoke(app, ["analyze", str(src), "--since", since, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    report = orjson.loads(result.stdout)
+    assert [s["server"] for s in report["servers"]] == ["auto-modern-http-server"]
+    assert report["servers"][0]["probes"] == 0
+
+
 def test_partitions_outside_the_selection_are_never_opened(
     archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
