@@ -394,6 +394,7 @@ def _plan(
         .otherwise(pl.lit("invalid"))
     )
     empty_body = raw.is_null() | (raw.str.strip_chars() == "")
+    http_refusal = (rtype == fmt.HTTP_RESPONSE) & ((status >= 400) | status.is_between(300, 399))
     # The HTTP+SSE transport's first event on its GET stream names the URL to POST to (and in it
     # the session): transport bookkeeping, not a message
     is_endpoint = (rtype == fmt.SSE_EVENT) & (pl.col("sse_event") == "endpoint")
@@ -407,8 +408,10 @@ def _plan(
         .when((rtype == fmt.HTTP_RESPONSE) & (status == 202))
         .then(pl.lit("lifecycle"))
         .when(pl.col("_is_json"))
-        .then(json_kind)
-        .when((rtype == fmt.HTTP_RESPONSE) & ((status >= 400) | status.is_between(300, 399)))
+        # JSON that is no JSON-RPC message on a 3xx/4xx/5xx (a framework's `{"detail": "Not Found"}`,
+        # a `--bodies metadata` marker standing for a plain-text body) is an HTTP error like plain text
+        .then(pl.when(http_refusal & (json_kind == "invalid")).then(pl.lit("error")).otherwise(json_kind))
+        .when(http_refusal)
         .then(pl.lit("error"))  # an empty or plain-text 3xx/4xx/5xx: an error without a JSON-RPC code
         .when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)) & empty_body)
         .then(pl.lit("lifecycle"))  # GET/DELETE, 202 Accepted: HTTP-level events, not messages
@@ -514,7 +517,7 @@ def _plan(
         id=pl.col("_id_text"),
         method=pl.col("_method"),
         error_code=pl.col("_error_code"),
-        error_message=pl.when(is_err & pl.col("_is_json"))
+        error_message=pl.when(is_err & pl.col("_error").is_not_null())
         .then(pl.col("_emsg"))
         .when(rtype == fmt.HTTP_ERROR)
         .then(pl.col("error"))

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from analyzer.messages import as_strings
 from analyzer.schema import INIT_OUTCOMES, INITS_SCHEMA, PROBE_OUTCOMES, PROBES_SCHEMA
 from tests.test_messages import (
     MODERN,
@@ -196,6 +197,25 @@ def test_http_non_json_200_is_garbage(tmp_path: Path) -> None:
     cap.http_request("f1", probe(1), headers=modern_headers())
     cap.http_response("f1", 200, "<html>hello</html>")
     assert outcomes(cap.close()) == ["garbage"]
+
+
+def test_http_json_that_is_no_jsonrpc_message_reads_as_plain_text(tmp_path: Path) -> None:
+    # on an error status, an HTTP error like plain text: a framework's 405, a `--bodies metadata`
+    # marker standing for a plain-text body (both were `garbage`: a broken server); on a 200, garbage
+    cap = Cap(tmp_path, transport="http")
+    answers = [
+        (405, {"detail": "Method Not Allowed"}),
+        (405, {"$redacted": {"len": 18, "hash": "hmac:0123456789ab"}}),
+        (200, {"detail": "ok"}),
+    ]
+    for n, (status, body) in enumerate(answers, start=1):
+        cap.http_request(f"f{n}", probe(n), headers=modern_headers())
+        cap.http_response(f"f{n}", status, body)
+    a = run(cap.close())
+    assert a.probes.get_column("outcome").to_list() == ["legacy-answer", "legacy-answer", "garbage"]
+    refusals = as_strings(a.messages).filter((pl.col("dir") == "s2c") & (pl.col("http_status") == 405))
+    assert refusals.get_column("kind").to_list() == ["error", "error"]
+    assert refusals.get_column("error_message").to_list()[0] == '{"detail":"Method Not Allowed"}'
 
 
 def test_initialize_outcomes(tmp_path: Path) -> None:
