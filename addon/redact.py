@@ -198,6 +198,8 @@ SECRET_QUERY_PARAMS: Final = frozenset(
 
 _QUERY_SECRET_SUFFIXES: Final = ("_token", "-token", "_key", "-key", "_secret", "-secret")
 _AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*) +(\S.*)$")
+_URI_REFERENCE = re.compile(rb"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]{1,2048}")
+"""What an `endpoint` event's data is kept as in `metadata` mode: a URI (RFC 3986's characters)."""
 
 BODIES_FULL: Final = "full"
 """Bodies recorded exactly (the default)."""
@@ -392,10 +394,18 @@ class HttpRedaction:
         return f"{head}?{_redact_query(self.redactor, query)}{hash_sep}{fragment}"
 
     def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
-        """An SSE event's data under the policy: a legacy `endpoint` event's URL gets its secret query
-        values (the `session_id`) hashed first, in both body modes."""
-        if self.enabled and event == "endpoint" and b"?" in data:
-            data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        """An SSE event's data under the policy, and the policy applied.
+
+        A legacy `endpoint` event's URL gets its secret query values (the `session_id`) hashed, and is
+        then kept in both body modes: it is the transport's bookkeeping (where the client POSTs), not
+        content, and the analyzer reads it to join the stream's answers to their session (reduced to
+        a marker, a legacy server recorded with `metadata` read as broken). Data that is not a URI
+        of at most 2,048 bytes there is a body like any other.
+        """
+        if event == "endpoint" and _URI_REFERENCE.fullmatch(data):
+            if self.enabled and b"?" in data:
+                data = self.url(data.decode("ascii")).encode("ascii")
+            return data, BODIES_FULL
         return self.body(data)
 
     def body(self, data: bytes) -> tuple[bytes, str]:

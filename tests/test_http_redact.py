@@ -153,14 +153,20 @@ def test_legacy_session_id_and_jwt_query_values_are_hashed(red: HttpRedaction) -
 
 
 @pytest.mark.parametrize("bodies", ["full", "metadata"])
-def test_legacy_endpoint_event_session_id_is_hashed(bodies: str) -> None:
+def test_legacy_endpoint_event_session_id_is_hashed_and_the_url_kept(bodies: str) -> None:
+    # kept in metadata mode too: the analyzer joins the stream's answers to their session by it
     red = HttpRedaction(Redactor(KEY), bodies=bodies)
-    data, _ = red.sse_data("endpoint", b"/messages/?session_id=9f1c2b")
-    assert b"9f1c2b" not in data
-    if bodies == "full":
-        assert data == f"/messages/?session_id={Redactor(KEY).hash('9f1c2b')}".encode()
-    off = HttpRedaction(Redactor(KEY), enabled=False)
+    data, policy = red.sse_data("endpoint", b"/messages/?session_id=9f1c2b")
+    assert data == f"/messages/?session_id={Redactor(KEY).hash('9f1c2b')}".encode() and policy == "full"
+    off = HttpRedaction(Redactor(KEY), enabled=False, bodies=bodies)
     assert off.sse_data("endpoint", b"/messages/?session_id=9f1c2b") == (b"/messages/?session_id=9f1c2b", "full")
+
+
+@pytest.mark.parametrize("data", [b"/messages/ s3cret", b'{"token":"s3cret"}', b"/m?" + b"x" * 2048, b"\xff"])
+def test_endpoint_event_data_that_is_no_uri_is_a_body(data: bytes) -> None:
+    red = HttpRedaction(Redactor(KEY), bodies=BODIES_METADATA)
+    assert red.sse_data("endpoint", data) == red.body(data)
+    assert b"s3cret" not in red.sse_data("endpoint", data)[0]
 
 
 def _meta_body(doc: object) -> bytes:
