@@ -39,10 +39,12 @@ def _sse_server(procs: list[Proc], env: dict[str, str], legacy_py: Path) -> int:
     server = Proc([str(legacy_py), str(PEERS / "legacy_server.py"), "--transport", "sse", "--port", str(port)], env)
     procs.append(server)
     deadline = time.monotonic() + 60
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:  # it logs nothing when it is ready
+    while True:  # it logs nothing when it is ready
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return port
         assert server.popen.poll() is None and time.monotonic() < deadline, "the SSE server did not start"
         time.sleep(0.1)
-    return port
 
 
 def _recorded(procs: list[Proc], env: dict[str, str], port: int, out: Path, bodies: str, legacy_py: Path) -> Path:
