@@ -53,7 +53,7 @@ from analyzer.condense import (
     spilled,
 )
 from analyzer.facts import CHUNK_ROWS, BadLine, FileFacts, set_relinked
-from analyzer.messages import MEMBER_SLOTS, as_categoricals, pair_responses
+from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_categoricals, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
 from analyzer.spill import Spill
@@ -255,9 +255,14 @@ def _partition_of(part: str) -> tuple[str | None, str | None]:
 
 # --- reading -------------------------------------------------------------------------------------
 def same_extraction(entry: dict[str, Any]) -> bool:
-    """Whether an entry's rows are what this erascope extracts: its columns, and `seq` numbered with
-    room for batch members (`analyzer.messages.MEMBER_SLOTS`; archives from before have record seqs)."""
-    return entry.get("columns") == list(ARCHIVE_SCHEMA) and entry.get("seq_slots") == MEMBER_SLOTS
+    """Whether an entry's rows are what this erascope extracts: its columns, `seq` numbered with
+    room for batch members (`analyzer.messages.MEMBER_SLOTS`; archives from before have record seqs),
+    and the values derived as this erascope derives them (`EXTRACTION_VERSION`; 1 before it was written)."""
+    return (
+        entry.get("columns") == list(ARCHIVE_SCHEMA)
+        and entry.get("seq_slots") == MEMBER_SLOTS
+        and entry.get("extraction", 1) == EXTRACTION_VERSION
+    )
 
 
 @dataclass
@@ -301,7 +306,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
     everything = selection is None or selection.everything
     if not same_extraction(entry):
         raise ErascopeError(
-            f"{entry_path}: archived with other columns than this erascope extracts;"
+            f"{entry_path}: archived with other columns or values than this erascope extracts;"
             " run `erascope compact` on the captures again to refresh the archive"
         )
 

@@ -95,7 +95,7 @@ from analyzer.archive import (
     source_entries,
 )
 from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
-from analyzer.messages import MEMBER_SLOTS, as_strings
+from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_strings
 from analyzer.storage import is_url, join, redact
 
 __all__ = [  # the archive's reading side lives in `analyzer.archive`; these names stay importable here
@@ -365,6 +365,7 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
         "source": fingerprint,
         "columns": list(ARCHIVE_SCHEMA),
         "seq_slots": MEMBER_SLOTS,
+        "extraction": EXTRACTION_VERSION,
         "parts": sorted(parts),
     }
     del facts  # its rows and payloads are written: they go before the parts are read back

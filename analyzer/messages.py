@@ -52,6 +52,11 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
+EXTRACTION_VERSION: Final = 2
+"""What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
+that gives a record other values in the messages rows, so that archives written before are refused
+until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
+3xx/4xx/5xx is `kind` error (was invalid)."""
 _PAYLOAD_TYPES: Final = (fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT)
 _TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
 _JSON_SPACE: Final = " \t\r\n"

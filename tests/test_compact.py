@@ -345,7 +345,7 @@ def test_readme_documents_compact() -> None:
     assert "## Scale and archives" in readme and "erascope compact" in readme
 
 
-@pytest.mark.parametrize("older", ["columns", "record seqs"])
+@pytest.mark.parametrize("older", ["columns", "record seqs", "extraction"])
 def test_an_archive_from_an_erascope_with_other_columns_is_refreshed(caps: Path, tmp_path: Path, older: str) -> None:
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
@@ -353,8 +353,10 @@ def test_an_archive_from_an_erascope_with_other_columns_is_refreshed(caps: Path,
     entry = orjson.loads(entry_path.read_bytes())
     if older == "columns":
         entry["columns"] = entry["columns"][:-2]  # as if written before two columns were added
-    else:
+    elif older == "record seqs":
         del entry["seq_slots"]  # as if written before batch members were numbered within a record's seq
+    else:  # as if written before JSON that is no JSON-RPC message on an HTTP error status read as an error
+        entry.pop("extraction", None)
     entry_path.write_bytes(orjson.dumps(entry))
     result = runner.invoke(app, ["analyze", str(archive), "--quiet"])
     assert result.exit_code == 2
