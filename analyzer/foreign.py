@@ -188,12 +188,15 @@ def read_har(stream: BinaryIO) -> Converted:
 
 
 def _har_gap(entry: Any) -> str | None:
-    """Why an entry cannot be read faithfully (it is not an entry, its response body was dropped)."""
+    """Why an entry cannot be read faithfully (it is not an entry, a body was dropped)."""
     if not isinstance(entry, dict):
         return "not a HAR entry (not an object)"
     response = entry.get("response")
     if not isinstance(response, dict):
         return "not a HAR entry (no response object)"
+    post = entry.get("request", {}).get("postData") if isinstance(entry.get("request"), dict) else None
+    if isinstance(post, dict) and post.get("text") is None:  # what mitmproxy exports of a streamed body
+        return "the request body is not in the HAR (the exporter left it out): not read, never guessed"
     if not response.get("status"):
         return None  # a failed request: read as an error
     content = response.get("content")

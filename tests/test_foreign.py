@@ -103,6 +103,19 @@ def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(t
     assert "[1]#entry=1: the response body is not in the HAR" in render_text(analyze([str(path)]), width=200)
 
 
+def test_a_har_without_the_request_body_notes_it(tmp_path: Path) -> None:
+    # mitmproxy streaming bodies (`stream_large_bodies`) exports `postData.text: null`
+    doc = _har(_flows())
+    doc["log"]["entries"][0]["request"]["postData"]["text"] = None
+    path = tmp_path / "streamed.har"
+    path.write_bytes(orjson.dumps(doc))
+    report = report_dict(analyze([str(path)]))
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+    (note,) = report["inputs"]["malformed"]
+    assert note["line"] == 1
+    assert note["reason"] == "the request body is not in the HAR (the exporter left it out): not read, never guessed"
+
+
 def test_a_failed_har_entry_is_an_error_not_an_answer(tmp_path: Path) -> None:
     f = _flows()[0]
     f.response = None
