@@ -141,6 +141,9 @@ def read_flows(stream: BinaryIO) -> Converted:
         if flow.websocket is not None:
             out.unread.append((n, "a websocket flow: erascope reads HTTP flows"))
             continue
+        if flow.request.raw_content is None:
+            out.unread.append((n, "the request body was not kept (streamed by mitmproxy): not read"))
+            continue
         if flow.response is not None and flow.response.raw_content is None:
             out.unread.append((n, "the response body was not kept (streamed by mitmproxy): not read"))
             continue

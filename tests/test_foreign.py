@@ -140,6 +140,20 @@ def test_other_flows_are_noted_and_the_http_ones_read(tmp_path: Path) -> None:
     assert facts.counts["http.request"] == 1
 
 
+def test_flows_whose_bodies_mitmproxy_streamed_are_noted(tmp_path: Path) -> None:
+    # `stream_large_bodies`: mitmproxy keeps no body it streamed, the request's or the response's
+    request_gone, response_gone = _flows()
+    request_gone.request.raw_content = None
+    response_gone.response.raw_content = None  # type: ignore[union-attr]
+    path = _dump(tmp_path / "streamed.flows", [request_gone, response_gone, _flows()[1]])
+    facts = extract_file(str(path))
+    assert [(b.line, b.reason) for b in facts.malformed] == [
+        (1, "the request body was not kept (streamed by mitmproxy): not read"),
+        (2, "the response body was not kept (streamed by mitmproxy): not read"),
+    ]
+    assert _outcomes([path]) == ({}, {"served": 1})
+
+
 def test_a_dump_in_mitmproxy_10s_flow_format_is_read(tmp_path: Path) -> None:
     """Flow format 19 (mitmproxy 10): connections carried a `state`, QUIC was spelled `QUIC`;
     mitmproxy's FlowReader migrates it, as it does every older dump."""
