@@ -402,11 +402,11 @@ class HttpRedaction:
         a marker, a legacy server recorded with `metadata` read as broken). Data that is not a URI
         of at most 2,048 bytes there is a body like any other.
         """
-        if event == "endpoint" and _URI_REFERENCE.fullmatch(data):
-            if self.enabled and b"?" in data:
-                data = self.url(data.decode("ascii")).encode("ascii")
-            return data, BODIES_FULL
-        return self.body(data)
+        if event != "endpoint":
+            return self.body(data)
+        if self.enabled and b"?" in data:
+            data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
+        return (data, BODIES_FULL) if _URI_REFERENCE.fullmatch(data) else self.body(data)
 
     def body(self, data: bytes) -> tuple[bytes, str]:
         """A JSON-RPC body (one message or a batch) under the body policy, and the policy applied.

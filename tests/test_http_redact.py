@@ -169,6 +169,13 @@ def test_endpoint_event_data_that_is_no_uri_is_a_body(data: bytes) -> None:
     assert b"s3cret" not in red.sse_data("endpoint", data)[0]
 
 
+@pytest.mark.parametrize("bodies", ["full", "metadata"])
+def test_an_endpoint_url_that_is_no_plain_uri_still_gets_its_session_id_hashed(bodies: str) -> None:
+    red = HttpRedaction(Redactor(KEY), bodies=bodies)
+    for data in ("/méssages/?session_id=9f1c2b".encode(), b"/messages/?session_id=9f1c2b&x=a b"):
+        assert b"9f1c2b" not in red.sse_data("endpoint", data)[0]
+
+
 def _meta_body(doc: object) -> bytes:
     return HttpRedaction(Redactor(KEY), bodies=BODIES_METADATA).body(orjson.dumps(doc))[0]
 
