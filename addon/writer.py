@@ -13,8 +13,11 @@ recorder being killed. `fsync` happens when a part is rotated out and on `close(
 Failure policy: when a write fails (disk full, file unwritable, directory gone) every record it
 carried is counted as lost, `on_error` is called once with a clear message, and the writer keeps
 trying with each new record. A short write keeps the lines it wrote whole and counts the others as
-lost; at most its last line is torn. When a write succeeds again, a `capture-error` record with the
-count lost so far is written first, so the gap is visible inside the capture too. `close()` reports
+lost; at most its last line is torn, and the rest of that line is what the part gets first once a
+write succeeds again (the line is then whole, and no longer lost: a torn half never glues onto the
+next line). A line short only of its newline reads whole and counts as written. When a write
+succeeds again, a `capture-error` record with the count lost so far is written first, so the gap is
+visible inside the capture too. `close()` reports
 the final count.
 
 Rotation and retention: a part is rotated out when the next record would take it past
@@ -159,6 +162,12 @@ class CaptureWriter:
         self._part = -1
         self._part_bytes = 0
         self._part_records = 0
+        self._torn = b""
+        """What a short write left unwritten of the open part's last line: written before anything else."""
+        self._torn_digest = b""
+        """That line's digest: where the chain stands once it is whole."""
+        self._torn_lost = 0
+        """1 when that line counts in `lost` until it is completed (a traffic record), else 0."""
         self._last_fsync = time.monotonic()
         self._part_opened = 0.0
         self._closed_bytes = 0
@@ -375,7 +384,7 @@ class CaptureWriter:
         try:
             if self._fd is None or (
                 self._part_records > 1
-                and self._part_bytes + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
+                and self._part_bytes + len(self._torn) + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
             ):
                 self._open_next_part()
             return True
@@ -396,12 +405,13 @@ class CaptureWriter:
             for _ in range(len(lines) - done):
                 self._fail(error)
 
-    def _emit(self, line: bytes) -> bool:
-        """Write one encoded line, opening or rotating the part first. False (and counted) on failure."""
+    def _emit(self, line: bytes, counted: bool = True) -> bool:
+        """Write one encoded line, opening or rotating the part first. False (and counted) on failure.
+        `counted`: the line is traffic (torn by a short write, it counts in `lost` until completed)."""
         if not self._ready_for(line):
             return False
         try:
-            self._write_sealed(line)
+            self._write_sealed(line, counted)
             return True
         except OSError as exc:
             self._write_failed(exc)
@@ -421,6 +431,11 @@ class CaptureWriter:
             )
 
     def _try_write_error_record(self) -> bool:
+        if self._torn:
+            error = self._complete_torn()
+            if error is not None:  # the part still ends inside a line: nothing may follow it yet
+                self.last_error = error
+                return False
         record = {
             fmt.F_TYPE: fmt.CAPTURE_ERROR,
             fmt.F_SEQ: 0,  # out-of-band, like headers: it describes a gap, it is not traffic
@@ -430,7 +445,7 @@ class CaptureWriter:
             "error": self.last_error,
             "lost": self.lost,
         }
-        if self._emit(orjson.dumps(record, option=_ENCODE_OPTS)):
+        if self._emit(orjson.dumps(record, option=_ENCODE_OPTS), counted=False):
             self._pending_error = False
             self.written += 1
             return True
@@ -461,21 +476,26 @@ class CaptureWriter:
         with contextlib.suppress(ValueError):
             self.paths[self.paths.index(old)] = new
 
-    def _write_sealed(self, line: bytes) -> None:
+    def _write_sealed(self, line: bytes, counted: bool = False) -> None:
         """Seal `line` and write it with one system call; the chain advances only when the whole line
         was written. Raises `OSError`."""
-        _, error = self._write_lines([line])
+        _, error = self._write_lines([line], counted)
         if error is not None:
             raise OSError(error)
 
-    def _write_lines(self, lines: list[bytes]) -> tuple[int, str | None]:
+    def _write_lines(self, lines: list[bytes], counted: bool = True) -> tuple[int, str | None]:
         """Seal `lines` with the chain and write them with one system call (into the open part).
 
         Returns how many lines were written whole, and what went wrong when not all were. The chain
-        advances to the last whole line: after a short write, at most that write's last line is torn
-        (the reader tolerates a torn line), and what follows chains from the last whole line.
+        advances to the last whole line: after a short write, at most that write's last line is torn,
+        its rest kept to be written first by the next write (`_complete_torn`). `counted`: the lines
+        are traffic, which the caller counts in `lost` when not written.
         """
         assert self._fd is not None
+        if self._torn:
+            error = self._complete_torn()
+            if error is not None:
+                return 0, error
         pieces, size, digest = chain.seal_lines(self._chainer, self.digest, lines, self._part_records)
         try:
             n = os.write(self._fd, pieces[0]) if len(pieces) == 1 else os.writev(self._fd, pieces)
@@ -486,25 +506,63 @@ class CaptureWriter:
             self.digest = digest
         else:
             done = self._whole_lines(pieces, n)
+            self._torn_lost = int(counted)
+            if self._torn == b"\n":  # whole but for its newline: a reader reads it, so it is written
+                done += 1
+                self.digest = self._torn_digest
+                self._torn_lost = -1  # completing it adds nothing
         self._part_bytes += n
         self._part_records += done
-        if n != size:
+        if n != size and done < len(lines):
             return done, f"short write ({n} of {size} bytes)"
         return done, None
 
+    def _complete_torn(self) -> str | None:
+        """Write the rest of the line a short write tore (`_torn`); what went wrong when not all of it.
+
+        Once whole, the line is as if written in one go: counted written (and no longer lost), the
+        chain at its digest.
+        """
+        assert self._fd is not None
+        size = len(self._torn)
+        try:
+            n = os.write(self._fd, self._torn)
+        except OSError as exc:
+            return str(exc)
+        self._part_bytes += n
+        self._torn = self._torn[n:]
+        if len(self._torn) <= 1 and self._torn_lost >= 0:  # whole for a reader, at most its newline to come
+            self.written += 1
+            self.lost -= self._torn_lost
+            self._part_records += 1
+            self.digest = self._torn_digest
+            self._torn_lost = -1
+        return f"short write ({n} of {size} bytes)" if self._torn else None
+
     def _whole_lines(self, pieces: list[bytes | memoryview], written: int) -> int:
-        """After a short write of `pieces`: how many lines it wrote whole; the chain goes back to the last.
+        """After a short write of `pieces`: how many lines it wrote whole; the chain goes back to the last,
+        and the rest of a line it tore is kept (`_torn`).
 
         A sealed line carries its own digest, so the last whole one says where the chain stands.
         """
         done = 0
         line = b""
         offset = 0
-        for piece in pieces:
+        for k, piece in enumerate(pieces):
             offset += len(piece)
-            if offset > written:
-                break
             line += piece
+            if offset > written:
+                cut = len(line) - (offset - written)  # of this line, written
+                if cut > 0:  # a line torn: it is whole with the pieces up to its newline
+                    whole = bytes(line)
+                    for later in pieces[k + 1 :]:
+                        if whole.endswith(b"\n"):
+                            break
+                        whole += bytes(later)
+                    sealed = chain.split(whole)
+                    assert sealed is not None
+                    self._torn, self._torn_digest = whole[cut:], sealed[1]
+                break
             if line.endswith(b"\n"):
                 done += 1
                 sealed = chain.split(line)
@@ -571,6 +629,7 @@ class CaptureWriter:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+            self._torn = b""  # the part is gone, and any line it tore with it
             with contextlib.suppress(OSError):
                 path.unlink()
             self.paths.pop()
@@ -584,6 +643,7 @@ class CaptureWriter:
                 os.fsync(self._fd)
 
     def _close_part(self) -> None:
+        self._torn = b""  # a line still torn stays torn: the reader knows a torn last line
         if self._fd is None:
             return
         self._fsync()
