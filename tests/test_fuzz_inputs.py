@@ -9,6 +9,7 @@ Derandomized with a bounded number of examples, so CI runs the same cases every 
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,78 @@ def test_every_server_key_analyzed_alone_reads_as_in_the_whole(
         for part in ("servers", "findings", "clients"):
             got = [x for x in alone[part] if x["server"] in group]
             assert got == [x for x in report[part] if x["server"] in group], (group, part)
+
+
+# --- foreign files: HAR and mitmproxy dumps --------------------------------------------------------
+DUMP = ROOT / "tests" / "data" / "mitmproxy-10.4.2.flows"
+HAR_ODD = st.one_of(ODD, st.sampled_from(["2026-13-45T99:99:99Z", "base64", "text/event-stream", "\x00", 1e308,
+                                           10**30, [{"name": 1, "value": None}], {"text": None}]))
+
+
+def _paths(doc: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every place in a JSON document (keys and list positions), the document itself excluded."""
+    inner = doc.items() if isinstance(doc, dict) else enumerate(doc) if isinstance(doc, list) else ()
+    return [p for k, v in inner for p in [(*at, k), *_paths(v, (*at, k))]]
+
+
+@st.composite
+def foreign_files(draw: st.DrawFn) -> tuple[str, bytes, str]:
+    """(file name, bytes, mutation): a HAR of MCP flows with values replaced or removed, or a dump
+    (mitmproxy's FlowWriter, or a real mitmproxy 10.4.2 file) with bytes flipped, cut or re-sized."""
+    from mitmproxy.io import FlowWriter
+
+    from tests.test_foreign import _flows, _har
+
+    if draw(st.booleans()):
+        doc = _har(_flows())
+        for _ in range(draw(st.integers(1, 4))):
+            places = _paths(doc)
+            if not places:
+                break
+            *parent_at, last = draw(st.sampled_from(places))
+            parent = doc
+            for k in parent_at:
+                parent = parent[k]
+            if draw(st.booleans()) and isinstance(parent, dict):
+                del parent[last]
+            else:
+                parent[last] = draw(HAR_ODD)
+        return "mutated.har", orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS), "har"
+    if draw(st.booleans()):
+        data = DUMP.read_bytes()
+    else:
+        out = io.BytesIO()
+        writer = FlowWriter(out)
+        for flow in _flows():
+            writer.add(flow)
+        data = out.getvalue()
+    kind = draw(st.sampled_from(["flip", "truncate", "digit"]))
+    if kind == "flip":
+        for pos in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=6)):
+            data = data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1 :]
+    elif kind == "truncate":
+        data = data[: draw(st.integers(0, len(data)))]
+    else:  # a tnetstring's length prefix changed
+        digits = [i for i, b in enumerate(data) if 48 <= b <= 57]
+        pos = draw(st.sampled_from(digits))
+        data = data[:pos] + draw(st.sampled_from([b"0", b"1", b"9"])) + data[pos + 1 :]
+    return "mutated.flows", data, kind
+
+
+@fuzzed(40)
+@given(case=foreign_files())
+def test_no_mutated_foreign_file_crashes_the_analyzer(
+    tmp_path_factory: pytest.TempPathFactory, case: tuple[str, bytes, str]
+) -> None:
+    """HAR files and dumps are someone else's exports, as attacker-controlled as a capture: whatever
+    they hold, the file is read, refused with a reason or skipped, and the capture beside it is read."""
+    name, data, kind = case
+    folder = tmp_path_factory.mktemp("fuzz-foreign")
+    (folder / name).write_bytes(data)
+    result = CliRunner().invoke(app, ["analyze", str(folder / name), str(UNTOUCHED), "-f", "json", "-q", "-j", "1"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), (kind, result.exception)
+    assert result.exit_code in (0, 1), (kind, result.output)
+    inputs = orjson.loads(result.stdout)["inputs"]
+    assert str(UNTOUCHED) in inputs["files"], kind
+    accounted = [*inputs["files"], *(e["file"] for e in [*inputs.get("errors", []), *inputs["skipped"]])]
+    assert str(folder / name) in accounted, kind  # read, refused with a reason, or skipped as no dump
