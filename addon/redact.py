@@ -386,12 +386,24 @@ class HttpRedaction:
         return [[name, self.header_value(name, value)] for name, value in fields]
 
     def url(self, url: str) -> str:
-        """The URL with the values of secret-named query parameters hashed (fragment untouched)."""
-        if not self.enabled or "?" not in url:
+        """The URL with the values of secret-named query parameters hashed, in its query and in its
+        fragment: OAuth's implicit grant hands the token over there (`#access_token=…`), hash routing
+        puts a query in it (`#/callback?code=…`), and a request target should hold no `#` at all.
+        A fragment without `name=value` pairs is left as it is."""
+        if not self.enabled or ("?" not in url and "#" not in url):
             return url
-        head, _, rest = url.partition("?")
-        query, hash_sep, fragment = rest.partition("#")
-        return f"{head}?{_redact_query(self.redactor, query)}{hash_sep}{fragment}"
+        before, hash_sep, fragment = url.partition("#")
+        head, query_sep, query = before.partition("?")
+        if query_sep:
+            head = f"{head}?{_redact_query(self.redactor, query)}"
+        if hash_sep:
+            route, route_sep, route_query = fragment.partition("?")
+            fragment = (
+                f"{route}?{_redact_query(self.redactor, route_query)}"
+                if route_sep
+                else _redact_query(self.redactor, fragment)
+            )
+        return f"{head}{hash_sep}{fragment}"
 
     def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
         """An SSE event's data under the policy, and the policy applied.
@@ -404,7 +416,7 @@ class HttpRedaction:
         """
         if event != "endpoint":
             return self.body(data)
-        if self.enabled and b"?" in data:
+        if self.enabled and (b"?" in data or b"#" in data):
             data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         return (data, BODIES_FULL) if _URI_REFERENCE.fullmatch(data) else self.body(data)
 

@@ -146,6 +146,30 @@ def test_referer_and_location_queries_are_redacted(red: HttpRedaction) -> None:
     assert red.header_value("Referer", "https://app/page") == "https://app/page"
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        # OAuth's implicit grant hands the token to the client in the redirect's fragment
+        ("https://app/cb#access_token=s3cret&token_type=Bearer", "https://app/cb#access_token={h}&token_type=Bearer"),
+        ("https://app/cb?state=x#access_token=s3cret", "https://app/cb?state=x#access_token={h}"),
+        ("https://app/#/callback?code=s3cret&state=x", "https://app/#/callback?code={h}&state=x"),  # hash routing
+        # a request target with a "#" (no client should send one): what follows is the server's too
+        ("http://h/mcp?x=1#f&token=s3cret", "http://h/mcp?x=1#f&token={h}"),
+        ("https://app/a#b?token=s3cret", "https://app/a#b?token={h}"),  # the "?" is the fragment's
+        ("https://app/page#section-2", "https://app/page#section-2"),
+        ("https://app/page#state=x", "https://app/page#state=x"),
+    ],
+)
+def test_secret_values_in_a_fragment_are_hashed_like_the_query(red: HttpRedaction, url: str, expected: str) -> None:
+    assert red.url(url) == expected.format(h=Redactor(KEY).hash("s3cret"))
+    assert red.header_value("Location", url) == expected.format(h=Redactor(KEY).hash("s3cret"))
+
+
+def test_an_endpoint_url_with_a_fragment_gets_its_secrets_hashed(red: HttpRedaction) -> None:
+    data, _ = red.sse_data("endpoint", b"/messages/#session_id=9f1c2b")
+    assert data == f"/messages/#session_id={Redactor(KEY).hash('9f1c2b')}".encode()
+
+
 def test_legacy_session_id_and_jwt_query_values_are_hashed(red: HttpRedaction) -> None:
     h = Redactor(KEY).hash
     url = "http://h/messages/?session_id=9f1c&jwt=a.b.c&page=1"
