@@ -54,11 +54,12 @@ from analyzer.spill import Spill
 
 Rows = pl.DataFrame | pl.LazyFrame
 """Rows held in memory, or a lazy scan of rows written to disk (`spilled`)."""
-CONDENSE_VERSION: Final = 2
+CONDENSE_VERSION: Final = 3
 """What archives' condensed frames were condensed by (`analyzer.archive`): raise it with any change
 to pairing or condensing that changes the rows they keep or the `Traffic` they give, so that
 archives condensed before are read from their rows again (and `compact` refreshes them).
-2: answers pair within their server key (`messages.pair_responses`)."""
+2: answers pair within their server key (`messages.pair_responses`).
+3: dropped answers keep their `file` (a rotated capture's answer can be in the part after its request's)."""
 SPILL_MIN_ROWS: Final = 1_000
 """Smaller frames are not spilled: a file costs about 0.5 ms to write and more to scan whatever its
 size, which for the few rows of a spawn-per-call capture is more than holding them (under 100 kB)."""
@@ -139,6 +140,7 @@ REQUEST_COLUMNS: Final = (
 """The columns of a request row that anything reads once its exchange is condensed."""
 ANSWERS_SCHEMA: Final = {
     "capture": _CAT,
+    "file": _CAT,
     "req_seq": pl.Int64(),
     "seq": pl.Int64(),
     "line": pl.UInt32(),

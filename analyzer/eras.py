@@ -118,7 +118,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.coalesce("answer_ts", "ts"),
-        file="file",
+        file=pl.coalesce("answer_file", "file"),
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("probe ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died", "garbage")))
@@ -144,7 +144,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.col("ts"),
-        file="file",
+        file=pl.coalesce("answer_file", "file"),
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("initialize ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died")))
@@ -160,7 +160,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.col("ts"),
-        file="file",
+        file=pl.coalesce("answer_file", "file"),
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("initialize refused naming a modern version"),
         dim=pl.lit("modern"),

@@ -73,7 +73,7 @@ _REQUEST_COLUMNS: Final = (
     "client_name",
 )
 """What the classification reads of a request row: nothing else of it is copied."""
-_EVENT_COLUMNS: Final = ("capture", "server", "conn", "flow", "seq", "ts", "line")
+_EVENT_COLUMNS: Final = ("capture", "server", "conn", "flow", "seq", "ts", "file", "line")
 """What `_first_after` reads of an event."""
 _NAME_COLUMNS: Final = ("capture", "server", "conn", "flow", "seq", "client_name")
 """Columns read from the rows that name a client, to name the client of a connection or flow."""
@@ -135,14 +135,20 @@ def non_era_outcome(status: pl.Expr, code: pl.Expr) -> pl.Expr:
 
 def _first_after(requests: pl.DataFrame, events: pl.DataFrame, prefix: str) -> pl.DataFrame:
     """For each request (`_KEY`, `seq`, sorted on `seq`), the first event on its connection/flow
-    after it: `{prefix}seq`, `{prefix}ts`, `{prefix}line`, one row per request in the same order."""
+    after it: `{prefix}seq`, `{prefix}ts`, `{prefix}file`, `{prefix}line`, one row per request in the
+    same order."""
     ev = events.select(
         *_KEY,
         seq=pl.col("seq"),
-        **{f"{prefix}seq": pl.col("seq"), f"{prefix}ts": pl.col("ts"), f"{prefix}line": pl.col("line")},
+        **{
+            f"{prefix}seq": pl.col("seq"),
+            f"{prefix}ts": pl.col("ts"),
+            f"{prefix}file": pl.col("file").cast(pl.String),
+            f"{prefix}line": pl.col("line"),
+        },
     ).sort("seq")
     found = requests.join_asof(ev, on="seq", by=list(_KEY), strategy="forward", check_sortedness=False)
-    return found.select(f"{prefix}seq", f"{prefix}ts", f"{prefix}line")
+    return found.select(f"{prefix}seq", f"{prefix}ts", f"{prefix}file", f"{prefix}line")
 
 
 def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | None) -> pl.DataFrame:
@@ -195,6 +201,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         .select(
             "capture",
             seq="req_seq",
+            a_file=pl.col("file").cast(pl.String),
             a_line="line",
             a_ts="ts",
             a_kind="kind",
@@ -302,6 +309,13 @@ def classify_probes(
         requested_version=pl.coalesce("meta_version", "header_version"),
         well_formed="_well_formed",
         outcome="_outcome",
+        # A rotated capture can cut an exchange: the answer is then on a line of the next part.
+        answer_file=pl.when(answered)
+        .then(pl.col("a_file"))
+        .when(pl.col("_garbage"))
+        .then(pl.col("g_file"))
+        .when(pl.col("_died"))
+        .then(pl.col("d_file")),
         answer_line=pl.when(answered)
         .then(pl.col("a_line"))
         .when(pl.col("_garbage"))
@@ -363,6 +377,7 @@ def classify_inits(
         *_REQUEST_KEYS,
         requested_version=pl.coalesce("init_version", "header_version"),
         outcome=outcome,
+        answer_file=pl.when(answered).then(pl.col("a_file")).when(pl.col("_died")).then(pl.col("d_file")),
         answer_line=pl.when(answered).then(pl.col("a_line")).when(pl.col("_died")).then(pl.col("d_line")),
         error_code=pl.when(answered).then(pl.col("a_code")),
         versions=pl.when(answered).then(

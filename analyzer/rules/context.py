@@ -298,6 +298,7 @@ class RuleContext:
             "ttl_ms",
             pl.col("error_code").alias("probe_error_code"),
             pl.col("http_status").alias("probe_http_status"),
+            "answer_file",
             "answer_line",
             "answer_ts",
             pl.col("peer").alias("probe_peer"),
@@ -415,7 +416,8 @@ class RuleContext:
 
     @cached_property
     def responses(self) -> Rows:
-        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts.
+        """Server answers to requests, keyed by the request's (capture, seq): unique across rotated parts
+        (`resp_file` is the answer's part, which can follow its request's).
 
         The first answer of each request: the kept answer rows and the answers condensing dropped
         (`Traffic.answers`: results to enveloped requests), in the order they were seen (`seq`).
@@ -430,6 +432,7 @@ class RuleContext:
         ).select(
             "capture",
             pl.col("req_seq").alias("seq"),
+            pl.col("file").cast(pl.Categorical()).alias("resp_file"),
             pl.col("line").alias("resp_line"),
             pl.col("ts").alias("resp_ts"),
             pl.col("kind").cast(pl.Categorical()).alias("resp_kind"),
@@ -440,6 +443,7 @@ class RuleContext:
         dropped = self.traffic.answers.lazy().select(
             "capture",  # categorical, like the messages frame's in an analysis
             pl.col("req_seq").alias("seq"),
+            pl.col("file").cast(pl.Categorical()).alias("resp_file"),
             pl.col("line").alias("resp_line"),
             pl.col("ts").alias("resp_ts"),
             pl.lit("response").cast(pl.Categorical()).alias("resp_kind"),

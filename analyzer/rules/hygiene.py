@@ -51,7 +51,7 @@ def unnamed_versions(ctx: RuleContext) -> pl.DataFrame:
         & (pl.col("error_supported").list.len().fill_null(0) == 0)
     ).select("server", "file", "line", "ts").pipe(as_strings)
     inits = ctx.inits.filter(pl.col("outcome") == "refused-unnamed").select(
-        "server", "file", pl.coalesce("answer_line", "line").alias("line"), "ts"
+        "server", file=pl.coalesce("answer_file", "file"), line=pl.coalesce("answer_line", "line"), ts="ts"
     )
     rows = pl.concat([errors, inits], how="vertical_relaxed").unique(["file", "line"])
     return _per_server(rows, "refusal without supported versions")

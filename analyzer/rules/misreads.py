@@ -23,11 +23,11 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
     left out: the server never saw it, so what the client concluded says nothing about either.
     """
     modern_servers = ctx.probe_rows.filter(era_of_probe() == "modern").select("server").unique()
-    proxy_failed = ctx.upstream_failures.select("file", answer_line="line")
+    proxy_failed = ctx.upstream_failures.select(answer_file="file", answer_line="line")
     rows = (
         ctx.probe_rows.filter(pl.col("outcome").is_in(_CRASH) & pl.col("next_is_init"))
-        .with_columns(pl.col("file").cast(pl.String))
-        .join(proxy_failed, on=["file", "answer_line"], how="anti")
+        .with_columns(pl.col("answer_file").cast(pl.String))
+        .join(proxy_failed, on=["answer_file", "answer_line"], how="anti")
         .join(modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left")
     )
     recovery = (
@@ -55,7 +55,7 @@ def _group(rows: pl.DataFrame) -> pl.DataFrame:
             pl.col("reason").unique().sort().alias("reasons"),
             pl.concat_list(
                 evidence(note=pl.format("probe ({})", pl.col("outcome"))),
-                evidence("file", "answer_line", pl.format("{}", pl.col("outcome"))),
+                evidence("answer_file", "answer_line", pl.format("{}", pl.col("outcome"))),
                 evidence("next_file", "next_line", "initialize"),
             )
             .list.explode(keep_nulls=False, empty_as_null=False)
@@ -167,7 +167,7 @@ def misread_modern(ctx: RuleContext) -> pl.DataFrame:
             pl.col("answer").unique().sort().alias("answers"),
             pl.concat_list(
                 evidence(note="probe"),
-                evidence("file", "answer_line", pl.format("modern answer: {}", pl.col("answer"))),
+                evidence("answer_file", "answer_line", pl.format("modern answer: {}", pl.col("answer"))),
                 evidence("next_file", "next_line", "initialize after it"),
             )
             .list.explode(keep_nulls=False, empty_as_null=False)

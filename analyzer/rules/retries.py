@@ -21,7 +21,7 @@ def _refused() -> pl.Expr:
 def _retry_evidence() -> pl.Expr:
     return pl.concat_list(
         evidence(note="probe"),
-        evidence("file", "answer_line", "unsupported-version"),
+        evidence("answer_file", "answer_line", "unsupported-version"),
         evidence("next_file", "next_line", "retry"),
     ).list.explode(keep_nulls=False, empty_as_null=False)
 

@@ -110,7 +110,10 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
     """
     opts = ctx.options
     # only the columns read here are sorted: every spawn of a capture directory sends a probe
-    read = ("server", "client", "ts", "outcome", "modern_versions", "file", "line", "answer_line", "ttl_ms", "conn")
+    read = (
+        "server", "client", "ts", "outcome", "modern_versions", "file", "line", "answer_file", "answer_line",
+        "ttl_ms", "conn",
+    )  # fmt: skip
     probes = (
         ctx.probe_rows.select(read)
         .sort("server", "client", "ts")
@@ -149,7 +152,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
             (pl.col("ttl_ms") == 0).any().alias("ttl_zero"),
             pl.col("conn").n_unique().alias("probed_connections"),
             evidence(note=pl.format("probe ({})", pl.col("outcome"))).alias("evidence"),
-            evidence("file", "answer_line", "DiscoverResult with ttlMs: 0")
+            evidence("answer_file", "answer_line", "DiscoverResult with ttlMs: 0")
             .filter(pl.col("ttl_ms") == 0)
             .head(1)
             .alias("_ttl_ev"),

@@ -284,7 +284,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     probe_answers = ctx.probe_rows.select(
         pl.col("server").cast(cat),
         "ts",
-        "file",
+        pl.col("answer_file").alias("file"),
         pl.col("answer_line").alias("line"),
         pl.coalesce("probe_peer", "peer").cast(cat).alias("peer"),
         era_of_probe().cast(cat).alias("era"),
@@ -312,7 +312,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .select(
             "server",
             pl.col("resp_ts").alias("ts"),
-            "file",
+            pl.col("resp_file").alias("file"),
             pl.col("resp_line").alias("line"),
             pl.coalesce("resp_peer", "peer").alias("peer"),
             pl.when(pl.col("resp_kind") == "response")
@@ -330,7 +330,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .select(
             pl.col("server").cast(cat),
             "ts",
-            pl.col("file").cast(cat),
+            pl.coalesce("answer_file", "file").cast(cat).alias("file"),
             pl.coalesce("answer_line", "line").alias("line"),
             pl.col("peer").cast(cat),
             pl.when(pl.col("outcome") == "served")

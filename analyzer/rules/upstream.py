@@ -18,16 +18,24 @@ _MAX_ERROR = 160
 
 
 def cut_requests(ctx: RuleContext) -> pl.DataFrame:
-    """The client requests an upstream failure answered: `file`, `line` (the failure), `req_line`,
-    `method`. A probe or `initialize` whose outcome line is the failure, and any request of the
-    failed HTTP flow."""
+    """The client requests an upstream failure answered: `file`, `line` (the failure), `req_file`,
+    `req_line` (the request: a rotated capture can hold the two in different parts), `method`. A probe
+    or `initialize` whose outcome line is the failure, and any request of the failed HTTP flow."""
     fails = ctx.upstream_failures
-    schema = {"file": pl.String(), "line": pl.UInt32(), "req_line": pl.UInt32(), "method": pl.String()}
+    schema = {
+        "file": pl.String(), "line": pl.UInt32(), "req_file": pl.String(), "req_line": pl.UInt32(),
+        "method": pl.String(),
+    }  # fmt: skip
     if fails.is_empty():  # the common case: no request scan
         return pl.DataFrame(schema=schema)
     keys = fails.select("file", "line")
     classified = [
-        frame.select(pl.col("file").cast(pl.String), pl.col("answer_line").alias("line"), req_line="line")
+        frame.select(
+            pl.col("answer_file").cast(pl.String).alias("file"),
+            pl.col("answer_line").alias("line"),
+            req_file=pl.col("file").cast(pl.String),
+            req_line="line",
+        )
         .join(keys.lazy(), on=["file", "line"], how="semi")
         .with_columns(method=pl.lit(method))
         .collect()
@@ -35,7 +43,7 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
     ]
     by_flow = (
         ctx.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
-        .select("capture", "server", "flow", req_line="line", method="method")
+        .select("capture", "server", "flow", req_file="file", req_line="line", method="method")
         .pipe(as_strings)
         # the failed flow's requests under its own server key: an edited capture can key one apart
         .join(
@@ -43,12 +51,14 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
             on=["capture", "server", "flow"],
             nulls_equal=True,
         )
-        .select("file", "line", "req_line", "method")
+        .select("file", "line", "req_file", "req_line", "method")
         .collect()
     )
     parts = [p.select(pl.col(name).cast(dtype) for name, dtype in schema.items()) for p in (*classified, by_flow)]
     # rechunked: see `RuleContext.upstream_failures` (polars 2.1 and `pl.format` on filtered strings)
-    return pl.concat(parts, how="vertical").unique(["file", "req_line"], keep="first", maintain_order=True).rechunk()
+    return (
+        pl.concat(parts, how="vertical").unique(["req_file", "req_line"], keep="first", maintain_order=True).rechunk()
+    )
 
 
 def _counts(rows: pl.DataFrame, col: str, name: str) -> pl.DataFrame:
@@ -104,7 +114,7 @@ def upstream_unreachable(ctx: RuleContext) -> pl.DataFrame:
     cut = cut_requests(ctx).join(fails.select("file", "line", "server"), on=["file", "line"])
     requests = (
         cut.group_by("server")
-        .agg(evidence("file", "req_line", pl.format("request {} (answered by the proxy)", "method")).alias("_cut"))
+        .agg(evidence("req_file", "req_line", pl.format("request {} (answered by the proxy)", "method")).alias("_cut"))
         .join(_counts(cut, "method", "requests"), on="server")
     )
     no_evidence = pl.lit([], pl.List(EVIDENCE_DTYPE))
@@ -141,7 +151,7 @@ def blame_upstream(findings: list[Finding], ctx: RuleContext) -> list[Finding]:
     if ctx.upstream_failures.is_empty():
         return findings
     lines = ctx.upstream_failure_lines()
-    cut = cut_requests(ctx).join(lines, on=["file", "line"]).select("file", pl.col("req_line").alias("line"), "failure")
+    cut = cut_requests(ctx).join(lines, on=["file", "line"]).select(file="req_file", line="req_line", failure="failure")
     failed = {(f, ln): why for f, ln, why in pl.concat([lines, cut], how="vertical").iter_rows()}
     out = []
     for finding in findings:
