@@ -40,7 +40,7 @@ from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
 from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
-from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
+from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, answer_location
 from analyzer.schema import MODERN_VERSIONS
 
 DEFAULT_WINDOW: Final = 300.0
@@ -118,7 +118,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.coalesce("answer_ts", "ts"),
-        file=pl.coalesce("answer_file", "file"),
+        file=answer_location(probes),
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("probe ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died", "garbage")))
@@ -144,7 +144,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.col("ts"),
-        file=pl.coalesce("answer_file", "file"),
+        file=answer_location(inits),
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("initialize ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died")))
@@ -160,7 +160,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.col("ts"),
-        file=pl.coalesce("answer_file", "file"),
+        file=answer_location(inits),
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("initialize refused naming a modern version"),
         dim=pl.lit("modern"),

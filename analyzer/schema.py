@@ -155,7 +155,7 @@ PROBES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "requested_version": pl.String(),  # meta_version (or header) the probe named
     "well_formed": pl.Boolean(),  # envelope + required keys (+ http headers)
     "outcome": pl.String(),  # one of PROBE_OUTCOMES
-    "answer_file": pl.String(),  # file of the deciding answer/event (a rotated capture's next part, maybe)
+    "answer_file": pl.String(),  # file of the deciding answer/event when not `file` (a rotated capture's next part)
     "answer_line": pl.UInt32(),  # line of the deciding answer/event; null for no-answer
     "answer_ts": pl.Float64(),
     "error_code": pl.Int64(),
@@ -192,7 +192,7 @@ INITS_SCHEMA: Final[dict[str, pl.DataType]] = {
     "id": pl.String(),
     "requested_version": pl.String(),
     "outcome": pl.String(),  # one of INIT_OUTCOMES
-    "answer_file": pl.String(),
+    "answer_file": pl.String(),  # as in PROBES_SCHEMA
     "answer_line": pl.UInt32(),
     "error_code": pl.Int64(),
     "versions": pl.List(pl.String()),  # result protocolVersion as [v], or data.supported

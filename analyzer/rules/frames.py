@@ -48,6 +48,12 @@ def evidence(file: str | pl.Expr = "file", line: str | pl.Expr = "line", note: s
     )
 
 
+def answer_evidence(note: str | pl.Expr = "") -> pl.Expr:
+    """Evidence of a probe's or `initialize`'s deciding answer: its `answer_line`, in `answer_file` when a
+    rotated capture put it in the part after the request's, else in the request's `file`."""
+    return evidence(pl.coalesce("answer_file", "file"), "answer_line", note)
+
+
 def run_ids(position: str, keys: list[str]) -> pl.Expr:
     """An id per run of rows at consecutive `position`s within each `keys` group.
 

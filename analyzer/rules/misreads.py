@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe, modern_list
-from analyzer.rules.frames import evidence
+from analyzer.rules.frames import answer_evidence, evidence
 
 _KEYS = ["server", "client"]
 _CRASH = ("connection-died", "garbage")
@@ -26,7 +26,7 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
     proxy_failed = ctx.upstream_failures.select(answer_file="file", answer_line="line")
     rows = (
         ctx.probe_rows.filter(pl.col("outcome").is_in(_CRASH) & pl.col("next_is_init"))
-        .with_columns(pl.col("answer_file").cast(pl.String))
+        .with_columns(pl.coalesce("answer_file", "file").cast(pl.String).alias("answer_file"))
         .join(proxy_failed, on=["answer_file", "answer_line"], how="anti")
         .join(modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left")
     )
@@ -55,7 +55,7 @@ def _group(rows: pl.DataFrame) -> pl.DataFrame:
             pl.col("reason").unique().sort().alias("reasons"),
             pl.concat_list(
                 evidence(note=pl.format("probe ({})", pl.col("outcome"))),
-                evidence("answer_file", "answer_line", pl.format("{}", pl.col("outcome"))),
+                answer_evidence(pl.format("{}", pl.col("outcome"))),
                 evidence("next_file", "next_line", "initialize"),
             )
             .list.explode(keep_nulls=False, empty_as_null=False)
@@ -167,7 +167,7 @@ def misread_modern(ctx: RuleContext) -> pl.DataFrame:
             pl.col("answer").unique().sort().alias("answers"),
             pl.concat_list(
                 evidence(note="probe"),
-                evidence("answer_file", "answer_line", pl.format("modern answer: {}", pl.col("answer"))),
+                answer_evidence(pl.format("modern answer: {}", pl.col("answer"))),
                 evidence("next_file", "next_line", "initialize after it"),
             )
             .list.explode(keep_nulls=False, empty_as_null=False)

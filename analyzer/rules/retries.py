@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext
-from analyzer.rules.frames import evidence, run_ids
+from analyzer.rules.frames import answer_evidence, evidence, run_ids
 
 _KEYS = ["server", "client"]
 
@@ -21,7 +21,7 @@ def _refused() -> pl.Expr:
 def _retry_evidence() -> pl.Expr:
     return pl.concat_list(
         evidence(note="probe"),
-        evidence("answer_file", "answer_line", "unsupported-version"),
+        answer_evidence("unsupported-version"),
         evidence("next_file", "next_line", "retry"),
     ).list.explode(keep_nulls=False, empty_as_null=False)
 

@@ -208,7 +208,7 @@ class Conn:
                 **self._classified(line, t, id, version),
                 "well_formed": well_formed,
                 "outcome": outcome,
-                "answer_file": None if answer_line is None else self.file,
+                "answer_file": None,  # one file: the answer is in the request's
                 "answer_line": answer_line,
                 "answer_ts": answer_ts,
                 "error_code": error_code if outcome not in ("discover-result", "no-answer") else None,
@@ -255,7 +255,7 @@ class Conn:
             {
                 **self._classified(line, t, id, version),
                 "outcome": outcome,
-                "answer_file": None if answer_line is None else self.file,
+                "answer_file": None,
                 "answer_line": answer_line,
                 "error_code": error_code if outcome != "served" else None,
                 "versions": versions,

@@ -9,7 +9,7 @@ import polars as pl
 from analyzer.findings import Severity
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe
-from analyzer.rules.frames import evidence, key_buckets, pair_key, picked
+from analyzer.rules.frames import answer_evidence, evidence, key_buckets, pair_key, picked
 
 _KEYS = ["server", "client"]
 
@@ -152,7 +152,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
             (pl.col("ttl_ms") == 0).any().alias("ttl_zero"),
             pl.col("conn").n_unique().alias("probed_connections"),
             evidence(note=pl.format("probe ({})", pl.col("outcome"))).alias("evidence"),
-            evidence("answer_file", "answer_line", "DiscoverResult with ttlMs: 0")
+            answer_evidence("DiscoverResult with ttlMs: 0")
             .filter(pl.col("ttl_ms") == 0)
             .head(1)
             .alias("_ttl_ev"),

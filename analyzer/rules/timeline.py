@@ -7,6 +7,7 @@ from typing import Any
 import polars as pl
 
 from analyzer.findings import Severity
+from analyzer.probes import answer_location
 from analyzer.rules.base import rule
 from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext, era_of_probe, request_style
 from analyzer.rules.frames import evidence, matching, picked, run_ids
@@ -284,7 +285,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     probe_answers = ctx.probe_rows.select(
         pl.col("server").cast(cat),
         "ts",
-        pl.col("answer_file").alias("file"),
+        answer_location(ctx.probes).alias("file"),
         pl.col("answer_line").alias("line"),
         pl.coalesce("probe_peer", "peer").cast(cat).alias("peer"),
         era_of_probe().cast(cat).alias("era"),
@@ -330,7 +331,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         .select(
             pl.col("server").cast(cat),
             "ts",
-            pl.coalesce("answer_file", "file").cast(cat).alias("file"),
+            answer_location(ctx.inits).cast(cat).alias("file"),
             pl.coalesce("answer_line", "line").alias("line"),
             pl.col("peer").cast(cat),
             pl.when(pl.col("outcome") == "served")

@@ -31,7 +31,7 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
     keys = fails.select("file", "line")
     classified = [
         frame.select(
-            pl.col("answer_file").cast(pl.String).alias("file"),
+            pl.coalesce("answer_file", "file").cast(pl.String).alias("file"),
             pl.col("answer_line").alias("line"),
             req_file=pl.col("file").cast(pl.String),
             req_line="line",
