@@ -262,7 +262,8 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
 def _other_file(answer_file: pl.Expr) -> pl.Expr:
     """The answer's file where it is not the request's, else null. A rotated capture can cut an
     exchange, its answer on a line of the next part; null is the common case, and costs nothing
-    beside the request's own `file` in the probe rows every rule reads (`pl.coalesce` joins them)."""
+    beside the request's own `file` in the probe rows every rule reads (`answer_location` and
+    `rules.frames.answer_evidence` read the two together)."""
     return pl.when(answer_file != pl.col("file")).then(answer_file)
 
 
