@@ -114,6 +114,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
     """One row per piece of evidence: server, ts, file, line, dim (modern/legacy/broken), value, note."""
     code = pl.col("error_code")
     outcome = pl.col("outcome")
+    init_file = answer_location(inits)
     p = probes.select(
         "server",
         "peer",
@@ -144,7 +145,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.col("ts"),
-        file=answer_location(inits),
+        file=init_file,
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("initialize ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died")))
@@ -160,7 +161,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         "server",
         "peer",
         ts=pl.col("ts"),
-        file=answer_location(inits),
+        file=init_file,
         line=pl.coalesce("answer_line", "line"),
         note=pl.lit("initialize refused naming a modern version"),
         dim=pl.lit("modern"),

@@ -262,19 +262,25 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
 def _other_file(answer_file: pl.Expr) -> pl.Expr:
     """The answer's file where it is not the request's, else null. A rotated capture can cut an
     exchange, its answer on a line of the next part; null is the common case, and costs nothing
-    beside the request's own `file` in the probe rows every rule reads (`answer_location` and
-    `rules.frames.answer_evidence` read the two together)."""
+    beside the request's own `file` in the probe rows every rule reads (`file_of_answer` reads the
+    two together)."""
     return pl.when(answer_file != pl.col("file")).then(answer_file)
 
 
+def file_of_answer() -> pl.Expr:
+    """The file of a probe's or `initialize`'s deciding answer, on rows of `PROBES_SCHEMA` or
+    `INITS_SCHEMA`: `answer_file` where a rotated capture put the answer in the part after the
+    request's, else the request's `file`."""
+    return pl.coalesce("answer_file", "file")
+
+
 def answer_location(rows: pl.DataFrame | pl.LazyFrame) -> pl.Expr:
-    """`file` of each probe's or `initialize`'s deciding answer, for rows of `PROBES_SCHEMA` or
-    `INITS_SCHEMA`: the request's `file`, or `answer_file` where a rotated capture put the answer in
-    the next part. Coalesced only when some row needs it: the request's column is then read as it is,
-    while a coalesced copy of every row's file name raised the peak heap at 4 GB by 40 MB."""
+    """`file_of_answer()` for every row of `rows`, read as the request's `file` itself when no answer
+    of `rows` is in another part: a coalesced copy of every row's file name raised the peak heap at
+    4 GB by 40 MB, and the common case needs none."""
     if not rows.lazy().select(pl.col("answer_file").is_not_null().any()).collect().item():
         return pl.col("file")
-    return pl.coalesce("answer_file", "file")
+    return file_of_answer()
 
 
 def classify_probes(

@@ -8,6 +8,7 @@ from typing import Any, Final, Literal
 import polars as pl
 
 from analyzer.findings import Evidence, Finding, Severity
+from analyzer.probes import file_of_answer
 
 EVIDENCE_DTYPE: Final = pl.Struct({"file": pl.String(), "line": pl.UInt32(), "note": pl.String()})
 """One evidence line inside a frame: the capture file, 1-based line, and what that line shows."""
@@ -51,7 +52,7 @@ def evidence(file: str | pl.Expr = "file", line: str | pl.Expr = "line", note: s
 def answer_evidence(note: str | pl.Expr = "") -> pl.Expr:
     """Evidence of a probe's or `initialize`'s deciding answer: its `answer_line`, in `answer_file` when a
     rotated capture put it in the part after the request's, else in the request's `file`."""
-    return evidence(pl.coalesce("answer_file", "file"), "answer_line", note)
+    return evidence(file_of_answer(), "answer_line", note)
 
 
 def run_ids(position: str, keys: list[str]) -> pl.Expr:

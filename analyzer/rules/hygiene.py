@@ -9,6 +9,7 @@ import polars as pl
 
 from analyzer.findings import Severity
 from analyzer.messages import as_strings
+from analyzer.probes import file_of_answer
 from analyzer.rules.base import rule
 from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext
 from analyzer.rules.frames import evidence
@@ -51,7 +52,7 @@ def unnamed_versions(ctx: RuleContext) -> pl.DataFrame:
         & (pl.col("error_supported").list.len().fill_null(0) == 0)
     ).select("server", "file", "line", "ts").pipe(as_strings)
     inits = ctx.inits.filter(pl.col("outcome") == "refused-unnamed").select(
-        "server", file=pl.coalesce("answer_file", "file"), line=pl.coalesce("answer_line", "line"), ts="ts"
+        "server", file=file_of_answer(), line=pl.coalesce("answer_line", "line"), ts="ts"
     )
     rows = pl.concat([errors, inits], how="vertical_relaxed").unique(["file", "line"])
     return _per_server(rows, "refusal without supported versions")

@@ -7,6 +7,7 @@ from typing import Any
 import polars as pl
 
 from analyzer.findings import Severity
+from analyzer.probes import file_of_answer
 from analyzer.rules.base import rule
 from analyzer.rules.context import RuleContext, era_of_probe, modern_list
 from analyzer.rules.frames import answer_evidence, evidence
@@ -26,7 +27,7 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
     proxy_failed = ctx.upstream_failures.select(answer_file="file", answer_line="line")
     rows = (
         ctx.probe_rows.filter(pl.col("outcome").is_in(_CRASH) & pl.col("next_is_init"))
-        .with_columns(pl.coalesce("answer_file", "file").cast(pl.String).alias("answer_file"))
+        .with_columns(file_of_answer().cast(pl.String).alias("answer_file"))
         .join(proxy_failed, on=["answer_file", "answer_line"], how="anti")
         .join(modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left")
     )

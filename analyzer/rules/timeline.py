@@ -285,7 +285,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     probe_answers = ctx.probe_rows.select(
         pl.col("server").cast(cat),
         "ts",
-        answer_location(ctx.probes).alias("file"),
+        answer_location(ctx.probe_rows).alias("file"),
         pl.col("answer_line").alias("line"),
         pl.coalesce("probe_peer", "peer").cast(cat).alias("peer"),
         era_of_probe().cast(cat).alias("era"),

@@ -9,6 +9,7 @@ import polars as pl
 
 from analyzer.findings import Finding, Severity
 from analyzer.messages import as_strings
+from analyzer.probes import file_of_answer
 from analyzer.rules.base import rule
 from analyzer.rules.context import INIT_METHOD, PROBE_METHOD, RuleContext
 from analyzer.rules.frames import EVIDENCE_DTYPE, evidence
@@ -31,7 +32,7 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
     keys = fails.select("file", "line")
     classified = [
         frame.select(
-            pl.coalesce("answer_file", "file").cast(pl.String).alias("file"),
+            file_of_answer().cast(pl.String).alias("file"),
             pl.col("answer_line").alias("line"),
             req_file=pl.col("file").cast(pl.String),
             req_line="line",
