@@ -197,7 +197,8 @@ def _har_gap(entry: Any) -> str | None:
     response = entry.get("response")
     if not isinstance(response, dict):
         return "not a HAR entry (no response object)"
-    post = entry.get("request", {}).get("postData") if isinstance(entry.get("request"), dict) else None
+    request = entry.get("request")
+    post = request.get("postData") if isinstance(request, dict) else None
     if isinstance(post, dict) and post.get("text") is None:  # what mitmproxy exports of a streamed body
         return "the request body is not in the HAR (the exporter left it out): not read, never guessed"
     if not response.get("status"):
