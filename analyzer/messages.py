@@ -177,7 +177,7 @@ def _string_list(json_array_text: pl.Expr) -> pl.Expr:
 
 
 def _headers_text(headers: pl.Expr) -> pl.Expr:
-    """All headers of a record as one `name\x00value` line each, names lowercased.
+    r"""All headers of a record as one `name\x00value` line each, names lowercased.
 
     One `list.eval` per record; each wanted header is then a cheap regex on this short text
     (seven `list.eval` lookups cost about a third of a file's whole extraction).

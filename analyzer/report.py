@@ -1,4 +1,4 @@
-"""Reports of an `Analysis`: `text` (tables laid out to the width without folding a token), `json`
+r"""Reports of an `Analysis`: `text` (tables laid out to the width without folding a token), `json`
 (`erascope-report/2`, see REPORT.md) and `markdown` (for postmortems). Every renderer returns a
 string; the CLI decides where it goes.
 

@@ -22,6 +22,6 @@ def _escape(m: re.Match[str]) -> str:
 
 
 def visible(text: str) -> str:
-    """`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
+    r"""`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
     `\u202e`, `\udcff`. Everything else (other scripts, emoji) is kept as it is."""
     return _INVISIBLE.sub(_escape, text)
