@@ -256,8 +256,10 @@ def messages_from_records(
     (`_FIELDS`: one parse instead of six). It raises on an id or method that is an object or array
     and on an envelope of another shape (`params` an array, `_meta` or `clientCapabilities` not an
     object, a version or client name that is an object); the caller then collects again with
-    `robust=True`, which reads each with `json_path_match` (never raises). Both give the same values
-    except for numbers where strings belong: `1.0` reads as `1` the fast way, as `1.0` the robust way.
+    `robust=True`, which reads each with `json_path_match` (never raises). Both give the same values,
+    numbers where strings belong too (an id `1.0` reads as `1`, `1e2` as `100`), except the id `-0`
+    (`-0` the robust way, `0` the fast way) and integers beyond 64 bits, which the robust way reads
+    through a float.
 
     `records` may hold `headers` as lists (`RECORD_SCHEMA`) or as the text the NDJSON reader makes
     of them for a `String` dtype (see `HEADERS_AS_TEXT`).
@@ -318,6 +320,12 @@ def _plan(
     steps: list[dict[str, pl.Expr]] = [{"_json": pl.when(is_json).then(raw), "_is_json": is_json.fill_null(False)}]
     if robust:
         steps.append({"_id": _path(pl.col("_json"), "$.id"), "_method": _path(pl.col("_json"), "$.method")})
+        # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`), the fast
+        # reading as its value (`1`, `100`): read again the fast way, a number id's text does not
+        # depend on whether another line of the piece made it be read robustly
+        number_id = pl.when(pl.col("_id").str.contains(_NUMBER)).then(pl.col("_id"))
+        exact = (pl.lit("[") + number_id + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
+        steps.append({"_id": pl.coalesce(exact, pl.col("_id"))})
     else:
         fields = pl.col("_fields")
         meta = fields.struct.field("params").struct.field("_meta")

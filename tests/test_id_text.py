@@ -9,6 +9,7 @@ robust reading, so that no cheaper way of computing it may change an id.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import orjson
 import polars as pl
@@ -58,7 +59,10 @@ def _ids(payloads: list[str], *, robust: bool) -> tuple[list[str | None], list[s
     rows = messages_from_records(records, file="f", capture="c", transport="stdio", robust=robust).collect()
     payload = pl.when(pl.col("raw").str.contains(r"^\s*\{")).then(pl.col("raw"))
     if robust:
-        decoded = payload.str.json_path_match("$.id")
+        # a number the way the fast reading writes it (`1.0` as `1`)
+        path = payload.str.json_path_match("$.id")
+        number = pl.when(path.str.contains(_NUMBER.pattern.join("^$"))).then(path)
+        decoded = pl.coalesce(("[" + number + "]").str.json_decode(pl.List(pl.String())).list.first(), path)
     else:
         decoded = payload.str.json_decode(pl.Struct({"id": pl.String()})).struct.field("id")
     return rows.get_column("id").to_list(), records.select(decoded).collect().to_series().to_list()
@@ -142,3 +146,41 @@ def _payload(draw: st.DrawFn) -> str:
 def test_ids_of_random_payloads_follow_the_rule(payloads: list[str]) -> None:
     ids, decoded = _ids(payloads, robust=False)
     assert ids == [_model(raw, d) for raw, d in zip(payloads, decoded, strict=True)]
+
+
+_NUMBER_FORMS = ["1", "1.0", "1e2", "1E+2", "-12", "-12.50", "2.5E-3", "0.1", "1e-400", "7.000", "12345678901234567890"]
+
+
+def test_both_readings_give_a_number_id_one_text() -> None:
+    """A file is read the robust way when any of its lines needs it (an object id, say): a number id
+    must read the same either way, or an unrelated line decides whether `1.0` answers `1`."""
+    payloads = [f'{{"jsonrpc":"2.0","id":{n},"result":{{}}}}' for n in _NUMBER_FORMS]
+    fast, _ = _ids(payloads, robust=False)
+    robust, _ = _ids(payloads, robust=True)
+    assert robust == fast
+    assert fast[:4] == ["1", "1", "100", "100"]
+
+
+def test_a_probe_answered_with_id_1_0_reads_alike_beside_an_object_id(tmp_path: Path) -> None:
+    """The answer `"id":1.0` to the probe `"id":1` settles it, whether or not another server's line in
+    the same file holds an object id (which makes the file be read the robust way)."""
+    from analyzer.pipeline import AnalyzeOptions, analyze
+
+    def frame(raw: str, direction: str, seq: int, conn: str, server: str = "s") -> dict[str, object]:
+        return {"type": fmt.FRAME, "conn": conn, "raw": raw, "dir": direction, "ts": 1796002275.0 + seq,
+                "server": server, "seq": seq}  # fmt: skip
+
+    base = [
+        {"type": fmt.HEADER, "format": "erascope/1", "transport": "stdio", "seq": 0},
+        frame('{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}', fmt.C2S, 1, "c1"),
+        frame('{"jsonrpc":"2.0","id":1.0,"result":{"supportedVersions":["2026-07-28"]}}', fmt.S2C, 2, "c1"),
+    ]
+    other = frame('{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list"}', fmt.C2S, 3, "c9", "other")
+    outcomes = {}
+    for name, records in (("alone", base), ("beside", [*base, other])):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "cap.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+        result = analyze([str(tmp_path / name)], AnalyzeOptions())
+        outcomes[name] = result.probes.filter(pl.col("server") == "s").get_column("outcome").cast(pl.String).to_list()
+    assert outcomes["alone"] == ["discover-result"]
+    assert outcomes["beside"] == outcomes["alone"]
