@@ -9,7 +9,8 @@ and each line's index must be the next one. Where it is not, the index tells wha
 - an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
   up later in the file: then those lines were **reordered** (moved after their successors);
 - an index already seen, or a line without a digest in a chained file, was **inserted**;
-- lines after the part's `part-end` record were **appended** after it was closed.
+- lines after the part's `part-end` record (whole, short of their newline, or torn) were **appended**
+  after it was closed.
 
 Across the parts of one capture, each header's `chain_prev` must be the previous part's final digest,
 and a part named by a `previous` or `next` link must exist. What is not tampering is said as such:
@@ -304,13 +305,24 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
     seen_max = 0
     gaps: list[_Gap] = []
     for number, line in lines:
-        if not line.endswith(b"\n"):
-            result.torn = number  # only the last line can lack its newline
-            break
+        if not line.endswith(b"\n"):  # only the last line can lack its newline
+            if not _whole(line):
+                result.torn = number
+                if result.closed_at is not None:
+                    findings.append(_appended(path, number, result.closed_at, "an incomplete line"))
+                break
+            # readers take a line short only of its newline as written (FORMAT.md), so it is checked as one:
+            # a record added after `part-end` must not pass as a torn tail
+            line += b"\n"
         result.lines = number
         sealed = chain.split(line)
         if sealed is None:
-            findings.append(Finding(Kind.INSERTED, path, number, "a line without a chain digest (inserted or damaged)"))
+            if result.closed_at is not None:
+                findings.append(_appended(path, number, result.closed_at, "a line without a chain digest"))
+            else:
+                findings.append(
+                    Finding(Kind.INSERTED, path, number, "a line without a chain digest (inserted or damaged)")
+                )
             broken = True
             continue
         index, written, covered = sealed
@@ -341,9 +353,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             )
             broken = True
         if result.closed_at is not None:
-            findings.append(
-                Finding(Kind.APPENDED, path, number, f"a line after the part's closing record, line {result.closed_at}")
-            )
+            findings.append(_appended(path, number, result.closed_at, "a line"))
             broken = True
         previous = written
         expected = index + 1
@@ -361,6 +371,22 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         result.status = Status.TAMPERED
     else:
         result.status = Status.VERIFIED if result.closed_at is not None else Status.UNCLOSED
+
+
+def _whole(line: bytes) -> bool:
+    """A line lacking its newline is whole when it is sealed or otherwise complete JSON; a line the
+    recorder tore is neither (it lacks at least the record's closing `}`)."""
+    if chain.split(line + b"\n") is not None:
+        return True
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _appended(path: str, number: int, closed_at: int, what: str) -> Finding:
+    return Finding(Kind.APPENDED, path, number, f"{what} after the part's closing record, line {closed_at}")
 
 
 def _read_part_end(result: FileResult, line: bytes) -> None:

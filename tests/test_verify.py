@@ -486,3 +486,59 @@ def frame_line_or_none(all_lines: list[bytes]) -> int | None:
             return frame_line(all_lines, fmt.C2S)
         except AssertionError:
             return None
+
+
+# --- a last line short of its newline -------------------------------------------------------------
+def forged_frame(seq: int) -> bytes:
+    """A record as a forger without the key writes it: no seal, and (here) no newline."""
+    return orjson.dumps(
+        {fmt.F_TYPE: fmt.FRAME, fmt.F_SEQ: seq, fmt.F_DIR: fmt.C2S, **fmt.payload_fields(b'{"jsonrpc":"2.0","id":9}')}
+    )
+
+
+@pytest.mark.parametrize("which", ["middle", "last"])
+def test_a_record_appended_without_newline_after_part_end_is_appended(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, which: str
+) -> None:
+    """The analyzer reads a line short only of its newline as a record: verify cannot call it torn."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    target = parts[1] if which == "middle" else parts[-1]
+    n = len(lines(target))
+    target.write_bytes(target.read_bytes() + forged_frame(999))
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(target.name, "appended", n + 1)]
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{target}:{n + 1}: appended: " in proc.stdout
+
+
+def test_a_gzip_member_appended_after_part_end_is_appended(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    n = len(lines(parts[-1]))
+    gz = parts[-1].with_name(parts[-1].name + ".gz")
+    gz.write_bytes(gzip.compress(parts[-1].read_bytes()) + gzip.compress(forged_frame(999)))
+    parts[-1].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(gz.name, "appended", n + 1)]
+
+
+def test_a_torn_line_after_part_end_is_appended_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    n = len(lines(path))
+    path.write_bytes(path.read_bytes() + forged_frame(999)[:40])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "appended", n + 1)]
+    assert result.files[0].status is Status.TAMPERED and result.files[0].torn == n + 1
+
+
+def test_a_closed_part_short_only_of_its_final_newline_still_verifies(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """FORMAT.md: a line short only of its newline reads whole and counts as written."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    for target in (parts[1], parts[-1]):
+        target.write_bytes(target.read_bytes()[:-1])
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.notes == []
+    assert [f.status for f in result.files] == [Status.VERIFIED] * len(parts)
+    assert [f.closed_at for f in result.files] == [len(lines(p)) for p in parts]
+    assert all(f.torn is None for f in result.files)
