@@ -399,7 +399,14 @@ def _read_part_end(result: FileResult, line: bytes) -> None:
 
 
 def _report_gap(result: FileResult, gap: _Gap) -> None:
-    missing = [i for i in range(gap.start, gap.end) if i not in gap.moved]
+    # the gap's size comes from an index written in the file: only the moved indices are counted one by one
+    missing = gap.end - gap.start - len(gap.moved)
+    first = gap.start
+    while first in gap.moved:
+        first += 1
+    last = gap.end - 1
+    while last in gap.moved:
+        last -= 1
     for index, line in sorted(gap.moved.items()):
         result.findings.append(
             Finding(
@@ -415,8 +422,8 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
                 Kind.REMOVED,
                 result.file,
                 gap.line,
-                f"{len(missing)} line(s) removed before this line (line index {missing[0]}"
-                + (f" to {missing[-1]})" if len(missing) > 1 else ")"),
+                f"{missing} line(s) removed before this line (line index {first}"
+                + (f" to {last})" if missing > 1 else ")"),
             )
         )
 

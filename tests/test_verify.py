@@ -542,3 +542,25 @@ def test_a_closed_part_short_only_of_its_final_newline_still_verifies(
     assert [f.status for f in result.files] == [Status.VERIFIED] * len(parts)
     assert [f.closed_at for f in result.files] == [len(lines(p)) for p in parts]
     assert all(f.torn is None for f in result.files)
+
+
+# --- crafted files: verify's cost follows the file's size, not the numbers in it ---------------------
+def test_a_huge_line_index_costs_no_memory(stdio_dir: Path, tmp_path: Path) -> None:
+    """A gap's missing indices were listed one by one: an index of 100000000 took gigabytes."""
+    import tracemalloc
+
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    text[4] = text[4].replace(b'"chain":"5:', b'"chain":"3000000:', 1)
+    put(path, text)
+    tracemalloc.start()
+    try:
+        result = verify([path])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20, f"{peak} bytes"
+    moved = len(text) - 5  # the lines after it keep their indices, 6 on: they read as moved after it
+    assert kinds(result) == [(path.name, "removed", 5)] + [(path.name, "reordered", n) for n in range(6, len(text) + 1)]
+    removed = 3000000 - 5 - moved
+    assert f"{removed} line(s) removed before this line (line index 5 to 2999999)" in result.findings[0].message
