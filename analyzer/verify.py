@@ -493,7 +493,7 @@ def _check_link(before: FileResult, after: FileResult) -> None:
 
 
 def _on_disk(beside: str, name: str) -> bool:
-    """A part named by a link exists next to the file naming it (plain or compressed), though not given.
+    """A part named by a link is a file next to the file naming it (plain or compressed), though not given.
 
     The recorder links parts by file name; a link that is not a plain name (a path, `..`, a NUL)
     came from an edit and names no part, so nothing outside the capture's folder is looked at.
@@ -501,16 +501,16 @@ def _on_disk(beside: str, name: str) -> bool:
     if "\x00" in name or name in ("", ".", "..") or os.path.basename(name) != name or "\\" in name:
         return False
     folder = os.path.dirname(beside)
-    return any(_exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+    return any(_is_file(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
 
 
-def _exists(path: str) -> bool:
-    """`os.path.exists`, of an object at a URL too."""
+def _is_file(path: str) -> bool:
+    """A regular file (an object at a URL too) is there: a directory or a FIFO named like a deleted
+    part must not hide its removal."""
     try:
-        mode_size(path)
+        return stat.S_ISREG(mode_size(path)[0])
     except OSError:
         return False
-    return True
 
 
 def render_text(result: Verification) -> str:

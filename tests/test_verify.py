@@ -358,6 +358,19 @@ def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_pat
     assert [k for _, k, _ in kinds(verify([tmp_path / "c"], key=chain.load_key(key_file)))] == ["part-missing"]
 
 
+@pytest.mark.parametrize("suffix", ["", ".zst"])
+def test_a_directory_named_like_a_deleted_part_does_not_stand_in_for_it(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, suffix: str
+) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    for part in parts[-3:]:
+        part.unlink()
+    (parts[-3].parent / (parts[-3].name + suffix)).mkdir()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[-4].name, "part-missing", len(lines(parts[-4])))]
+    assert f"the next part {parts[-3].name} is missing" in result.findings[0].message
+
+
 def test_first_parts_removed_as_retention_does_are_a_note(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     parts[0].unlink()
