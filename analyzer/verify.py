@@ -15,8 +15,8 @@ and each line's index must be the next one. Where it is not, the index tells wha
 Across the parts of one capture, each header's `chain_prev` must be the previous part's final digest,
 and a part named by a `previous` or `next` link must exist. What is not tampering is said as such:
 a file without a `part-end` whose chain holds up to its last complete line was never closed (the
-recorder crashed or is still writing), a file without a chain predates chains, and parts missing
-before the first one present may have been removed by retention.
+recorder crashed or is still writing), a file without a chain (and without sealed lines) predates
+chains, and parts missing before the first one present may have been removed by retention.
 
 Library code: returns a `Verification`, never prints; the CLI formats it.
 """
@@ -241,7 +241,25 @@ def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> Non
     path = result.file
     if algorithm is None:
         result.status = Status.NO_CHAIN
-        result.lines = 1 + sum(1 for line in lines if line.endswith(b"\n"))
+        result.lines = 1
+        sealed_at: int | None = 1 if chain.split(first) is not None else None
+        for number, line in enumerate(lines, 2):
+            if line.endswith(b"\n"):
+                result.lines = number
+                if sealed_at is None and chain.split(line) is not None:
+                    sealed_at = number
+        if sealed_at is not None:
+            # a capture made before chains has no sealed line: stripping the header's chain fields is
+            # how a forger would make a chained capture go unchecked
+            result.findings.append(
+                Finding(
+                    Kind.CHANGED,
+                    path,
+                    1,
+                    f"the header names no chain, but line {sealed_at} is sealed:"
+                    " the header's chain fields were removed",
+                )
+            )
         if key is not None:
             result.findings.append(
                 Finding(Kind.UNKEYED, path, 1, "no chain, although --key was given: anyone could have written it")
@@ -531,7 +549,7 @@ def render_text(result: Verification) -> str:
 
 
 def _describe(r: FileResult) -> str:
-    keyed = f"{r.algorithm}, key id {r.key_id}" if r.key_id else f"{r.algorithm}"
+    keyed = f"{r.algorithm}, key id {r.key_id}" if r.key_id else f"{r.algorithm or 'no chain named'}"
     final = chain.encode(r.final).decode() if r.final is not None else ""
     torn = f"; line {r.torn} is torn (incomplete)" if r.torn else ""
     cut = f"; {r.cut}" if r.cut else ""

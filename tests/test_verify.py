@@ -340,6 +340,27 @@ def test_capture_without_a_chain_is_reported_not_failed(tmp_path: Path, key_file
     assert proc.returncode == 1 and f"{CORPUS_FILE}:1: unkeyed: no chain" in proc.stdout
 
 
+@pytest.mark.parametrize("keep_header_seal", [True, False])
+def test_chain_fields_stripped_from_a_header_are_tampering_not_a_pre_chain_capture(
+    rotated_dir: Path, tmp_path: Path, keep_header_seal: bool
+) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[0])
+    header = orjson.loads(text[0])
+    del header[fmt.F_CHAIN_ALG], header[fmt.F_CHAIN_KEY_ID]
+    seal = header.pop(fmt.F_CHAIN)
+    text[0] = orjson.dumps(header, option=orjson.OPT_APPEND_NEWLINE)
+    if keep_header_seal:
+        text[0] = text[0][:-2] + b',"chain":"' + seal.encode() + b'"}\n'
+    put(parts[0], text)
+    result = verify([parts[0]])
+    assert kinds(result) == [(parts[0].name, "changed", 1)]
+    assert result.files[0].status is Status.TAMPERED
+    assert "names no chain" in result.findings[0].message
+    proc = cli(str(parts[0]))
+    assert proc.returncode == 1 and "made before captures carried one" not in proc.stdout
+
+
 # --- whole parts ----------------------------------------------------------------------------------
 def test_deleted_middle_part_is_missing_from_the_rotation(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
