@@ -23,6 +23,7 @@ Library code: returns a `Verification`, never prints; the CLI formats it.
 
 from __future__ import annotations
 
+import bisect
 import io
 import os
 import re
@@ -346,7 +347,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         index, written, covered = sealed
         linked = chainer.digest(previous, covered) == written
         if index < expected:
-            gap = next((g for g in gaps if g.start <= index < g.end and index not in g.moved), None)
+            gap = _gap_of(gaps, index)
             if gap is not None:
                 gap.moved[index] = number
                 if index == gap.start and chainer.digest(gap.before, covered) != written:
@@ -389,6 +390,19 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         result.status = Status.TAMPERED
     else:
         result.status = Status.VERIFIED if result.closed_at is not None else Status.UNCLOSED
+
+
+def _gap_of(gaps: list[_Gap], index: int) -> _Gap | None:
+    """The gap a line moved back belongs to, unless its index is already found there.
+
+    Gaps open at the expected index, which only grows, so `gaps` is sorted and disjoint: a search,
+    not a scan, or a file of many gaps costs quadratic time.
+    """
+    at = bisect.bisect_right(gaps, index, key=lambda g: g.start) - 1
+    if at < 0:
+        return None
+    gap = gaps[at]
+    return gap if index < gap.end and index not in gap.moved else None
 
 
 def _whole(line: bytes) -> bool:
