@@ -5,7 +5,8 @@ digest must be the digest of the previous accepted line's digest and this line's
 and each line's index must be the next one. Where it is not, the index tells what happened:
 
 - a line whose digest does not match at the expected index was **changed** (its bytes, or the digest
-  of the line before it);
+  of the line before it), and so was a JSON object whose `chain` field no longer ends its line (a
+  CRLF, keys reordered): the chain goes on from that seal;
 - an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
   up later in the file: then those lines were **reordered** (moved after their successors);
 - an index already seen, or a line without a digest in a chained file, was **inserted**;
@@ -48,6 +49,8 @@ VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
+_SEAL: Final = re.compile(r"(?P<index>[0-9]{1,20}):(?P<digest>[A-Za-z0-9+/]{43})")
+"""A `chain` field's value, `<n>:<D>`, as `chain.split` takes it from the end of a line."""
 _HEADER_LIMIT: Final = 1 << 20
 
 
@@ -335,7 +338,24 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             line += b"\n"
         result.lines = number
         sealed = chain.split(line)
-        if sealed is None:
+        covered: memoryview | None = None
+        if sealed is not None:
+            index, written, covered = sealed
+            closing = line.startswith(_PART_END_PREFIX)
+        elif (claimed := _claimed_seal(line)) is not None:
+            # the seal is there but no longer ends the line (a CRLF, a space, keys reordered): the bytes
+            # changed, and the chain goes on from the seal, so one edited line is one finding, not a cascade
+            index, written, closing = claimed
+            findings.append(
+                Finding(
+                    Kind.CHANGED,
+                    path,
+                    number,
+                    "the line's bytes are not as sealed (reformatted or edited): its chain field no longer ends it",
+                )
+            )
+            broken = True
+        else:
             if result.closed_at is not None:
                 findings.append(_appended(path, number, result.closed_at, "a line without a chain digest"))
             else:
@@ -344,13 +364,12 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
                 )
             broken = True
             continue
-        index, written, covered = sealed
-        linked = chainer.digest(previous, covered) == written
+        linked = covered is not None and chainer.digest(previous, covered) == written
         if index < expected:
             gap = _gap_of(gaps, index)
             if gap is not None:
                 gap.moved[index] = number
-                if index == gap.start and chainer.digest(gap.before, covered) != written:
+                if covered is not None and index == gap.start and chainer.digest(gap.before, covered) != written:
                     findings.append(Finding(Kind.CHANGED, path, number, "the moved line does not match its digest"))
             else:
                 findings.append(
@@ -361,7 +380,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         if index > expected:
             gaps.append(_Gap(expected, index, number, previous))
             broken = True
-        elif not linked:
+        elif not linked and covered is not None:
             findings.append(
                 Finding(
                     Kind.CHANGED,
@@ -379,7 +398,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         seen_max = max(seen_max, index)
         if not broken:
             result.intact_to = number
-        if line.startswith(_PART_END_PREFIX) and result.closed_at is None:
+        if closing and result.closed_at is None:
             result.closed_at = number
             _read_part_end(result, line)
     result.final = previous
@@ -403,6 +422,21 @@ def _gap_of(gaps: list[_Gap], index: int) -> _Gap | None:
         return None
     gap = gaps[at]
     return gap if index < gap.end and index not in gap.moved else None
+
+
+def _claimed_seal(line: bytes) -> tuple[int, bytes, bool] | None:
+    """The (index, digest, is a `part-end`) a line's `chain` field claims when the line is a JSON object
+    whose seal `chain.split` cannot take from its end, or None when it carries no seal."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    seal = record.get(fmt.F_CHAIN) if isinstance(record, dict) else None
+    parts = _SEAL.fullmatch(seal) if isinstance(seal, str) else None
+    written = chain.decode(parts["digest"]) if parts is not None else None
+    if parts is None or written is None:
+        return None
+    return int(parts["index"]), written, record.get(fmt.F_TYPE) == fmt.PART_END
 
 
 def _whole(line: bytes) -> bool:

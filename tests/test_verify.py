@@ -256,6 +256,37 @@ def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> N
     assert "without a chain digest" in result.findings[1].message
 
 
+def reordered_keys(line: bytes) -> bytes:
+    return orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+@pytest.mark.parametrize(
+    "reformat",
+    [lambda line: line[:-1] + b"\r\n", lambda line: line[:-1] + b" \n", reordered_keys],
+    ids=["crlf", "trailing-space", "keys-reordered"],
+)
+def test_a_reformatted_line_is_one_changed_line(stdio_dir: Path, tmp_path: Path, reformat: Any) -> None:
+    """A line whose seal no longer ends it was called inserted, and the line index it took removed."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    text[k - 1] = reformat(text[k - 1])
+    assert chain.split(text[k - 1]) is None
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", k)]
+    assert "not as sealed" in result.findings[0].message
+    assert result.files[0].closed_at == len(text)
+
+
+def test_a_capture_converted_to_crlf_is_changed_on_every_line(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    put(path, [line[:-1] + b"\r\n" for line in text])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", n) for n in range(1, len(text) + 1)]
+
+
 def test_truncated_last_line_is_a_crash_not_tampering(stdio_dir: Path, tmp_path: Path) -> None:
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)
