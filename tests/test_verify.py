@@ -361,6 +361,32 @@ def test_keyed_capture_without_or_with_another_key_cannot_be_checked(rotated_dir
     assert proc.returncode == 2 and "use at least 16 random bytes" in proc.stderr
 
 
+def test_an_edited_key_id_under_the_right_key_is_a_changed_header(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """The chain links under --key, so the header's key id lies: tampering, not "another key"."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[1])
+    header = orjson.loads(text[0])
+    text[0] = text[0].replace(header[fmt.F_CHAIN_KEY_ID].encode(), b"0000000000000000", 1)
+    put(parts[1], text)
+    result = verify(parts, key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[1].name, "changed", 1)]
+    assert "chain_key_id 0000000000000000" in result.findings[0].message
+    proc = cli(*map(str, parts), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{parts[1]}:1: changed: the header's chain_key_id" in proc.stdout
+
+
+def test_another_key_names_the_file_once(rotated_dir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.key"
+    other.write_bytes(b"another key of enough length")
+    part = capture_files(rotated_dir)[0]
+    proc = cli(str(part), "--key", str(other))
+    assert proc.returncode == 2
+    assert f"{part}: error: the chain was made with another key (key id " in proc.stdout
+    assert proc.stdout.count(str(part)) == 1
+
+
 def test_capture_without_a_chain_is_reported_not_failed(tmp_path: Path, key_file: Path) -> None:
     result = verify([CORPUS_FILE])
     assert result.files[0].status is Status.NO_CHAIN and result.findings == []
