@@ -142,6 +142,7 @@ class FileResult:
             "closed_at": self.closed_at,
             "intact_to": self.intact_to,
             "torn_line": self.torn,
+            "cut": self.cut,
             "final_digest": chain.encode(self.final).decode() if self.final is not None else None,
             "error": self.error,
             "findings": [f.as_dict() for f in self.findings],
@@ -208,15 +209,18 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
             raise _Unverifiable("not a regular file")
         with open_stream(path) as raw:
             stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
-            _check(result, iter(stream), key)
-            if isinstance(raw, CutStream) and raw.cut is not None:
-                result.cut = raw.cut
+            try:
+                _check(result, iter(stream), key)
+            finally:
+                # also when the file cannot be checked: a cut stream is often why its header is not whole
+                if isinstance(raw, CutStream):
+                    result.cut = raw.cut
     except OSError as exc:
         result.status = Status.ERROR
         result.error = f"cannot read: {exc.strerror or exc}"
     except _Unverifiable as exc:
         result.status = Status.ERROR
-        result.error = str(exc)
+        result.error = f"{exc}; {result.cut}" if result.cut else str(exc)
     return result
 
 
@@ -630,7 +634,14 @@ def _describe(r: FileResult) -> str:
                 f" its last line's digest{torn}{cut}"
             )
         case Status.VERIFIED:
-            return f"verified ({r.lines} lines, closed, {keyed}, final digest {final})"
+            return f"verified ({r.lines} lines, closed, {keyed}, final digest {final}){cut}"
+        case Status.UNCLOSED if r.cut:
+            # the recorder writes a compressed part whole (renamed into place): a cut came after it
+            return (
+                f"cut: {r.cut}; the chain holds up to line {r.intact_to}, its last complete line{torn}"
+                f" ({keyed}). A compressed part is written whole, so this one was cut after it was written:"
+                " its lines after that point are lost"
+            )
         case Status.UNCLOSED:
             return (
                 f"never closed: the chain holds up to line {r.intact_to}, its last complete line{torn}{cut}"

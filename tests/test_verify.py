@@ -523,6 +523,40 @@ def test_compressed_parts_are_verified(rotated_dir: Path, key_file: Path, tmp_pa
     assert result.files[0].status is Status.VERIFIED and result.files[0].file.endswith(".jsonl.gz")
 
 
+def test_a_compressed_part_with_bytes_after_its_closing_record_says_it_is_cut(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    gz = parts[-1].with_name(parts[-1].name + ".gz")
+    gz.write_bytes(gzip.compress(parts[-1].read_bytes()) + b"JUNKJUNK")
+    parts[-1].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.files[-1].status is Status.VERIFIED
+    assert result.files[-1].cut is not None and "corrupt" in result.files[-1].cut
+    assert result.as_dict()["files"][-1]["cut"] == result.files[-1].cut
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    line = next(t for t in proc.stdout.splitlines() if t.startswith(f"{gz}: "))
+    assert proc.returncode == 0 and "verified" in line and "gzip stream is corrupt" in line
+
+
+def test_a_compressed_part_cut_short_is_cut_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
+    """The recorder writes a compressed part whole (renamed into place): cut short, it was cut after."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    data = path.read_bytes()
+    gz = path.with_name(path.name + ".gz")
+    packed = gzip.compress(data, mtime=0)
+    gz.write_bytes(packed[: len(packed) * 2 // 3])
+    path.unlink()
+    (file,) = verify([gz]).files
+    assert file.status is Status.UNCLOSED and file.cut is not None and "ends early" in file.cut
+    proc = cli(str(gz))
+    assert "the gzip stream ends early" in proc.stdout and "crashed" not in proc.stdout
+    # cut inside its header: the error says why the first line is not whole
+    gz.write_bytes(packed[:30])
+    (file,) = verify([gz]).files
+    assert file.status is Status.ERROR and file.error is not None and "ends early" in file.error
+
+
 # --- HTTP ------------------------------------------------------------------------------------------
 def test_http_capture_edits_are_located(http_dir: Path, key_file: Path, tmp_path: Path) -> None:
     (path,) = copy_of(http_dir, tmp_path / "c")
