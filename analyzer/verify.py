@@ -53,6 +53,7 @@ _PART_END_PREFIX: Final = b'{"type":"part-end"'
 _SEAL: Final = re.compile(r"(?P<index>[0-9]{1,20}):(?P<digest>[A-Za-z0-9+/]{43})")
 """A `chain` field's value, `<n>:<D>`, as `chain.split` takes it from the end of a line."""
 _HEADER_LIMIT: Final = 1 << 20
+"""The longest first line read as a header."""
 
 
 class Kind(StrEnum):
@@ -210,7 +211,13 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
         with open_stream(path) as raw:
             stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
             try:
-                _check(result, iter(stream), key)
+                first = stream.readline(_HEADER_LIMIT)
+                if len(first) == _HEADER_LIMIT and not first.endswith(b"\n"):
+                    # a header is small: a file that is one huge line is refused before it is read whole
+                    raise _Unverifiable(
+                        f"not an erascope capture (its first line is longer than {_HEADER_LIMIT} bytes)"
+                    )
+                _check(result, first, iter(stream), key)
             finally:
                 # also when the file cannot be checked: a cut stream is often why its header is not whole
                 if isinstance(raw, CutStream):
@@ -241,8 +248,7 @@ class _Gap:
     """index -> the line it was found on, further down."""
 
 
-def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> None:
-    first = next(lines, b"")
+def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
     header = _parse_header(first)
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None

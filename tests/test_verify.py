@@ -557,6 +557,21 @@ def test_a_compressed_part_cut_short_is_cut_not_a_crash(stdio_dir: Path, tmp_pat
     assert file.status is Status.ERROR and file.error is not None and "ends early" in file.error
 
 
+def test_a_huge_first_line_is_refused_without_being_read_whole(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"x" * (8 << 20))
+    tracemalloc.start()
+    try:
+        (file,) = verify([path]).files
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert file.status is Status.ERROR and file.error is not None and "first line" in file.error
+    assert peak < 4 << 20, f"{peak} bytes"
+
+
 # --- HTTP ------------------------------------------------------------------------------------------
 def test_http_capture_edits_are_located(http_dir: Path, key_file: Path, tmp_path: Path) -> None:
     (path,) = copy_of(http_dir, tmp_path / "c")
