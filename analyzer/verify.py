@@ -369,6 +369,9 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             # a record added after `part-end` must not pass as a torn tail
             line += b"\n"
         result.lines = number
+        if result.closed_at is not None:  # whatever else is wrong with the line
+            findings.append(_appended(path, number, result.closed_at, "a line"))
+            broken = True
         sealed = chain.split(line)
         covered: memoryview | None = None
         if sealed is not None:
@@ -388,9 +391,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             )
             broken = True
         else:
-            if result.closed_at is not None:
-                findings.append(_appended(path, number, result.closed_at, "a line without a chain digest"))
-            else:
+            if result.closed_at is None:  # after the closing record, appended says it
                 findings.append(
                     Finding(Kind.INSERTED, path, number, "a line without a chain digest (inserted or damaged)")
                 )
@@ -421,9 +422,6 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
                     "the line does not match its digest (the line was changed, or the digest of the line before it)",
                 )
             )
-            broken = True
-        if result.closed_at is not None:
-            findings.append(_appended(path, number, result.closed_at, "a line"))
             broken = True
         previous = written
         expected = index + 1

@@ -661,6 +661,17 @@ def test_a_gzip_member_appended_after_part_end_is_appended(rotated_dir: Path, ke
     assert kinds(result) == [(gz.name, "appended", n + 1)]
 
 
+def test_a_sealed_line_copied_after_part_end_is_appended_too(stdio_dir: Path, tmp_path: Path) -> None:
+    """A line after `part-end` is appended whatever else is wrong with it (here: its index is taken)."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    put(path, [*text, text[k - 1].rstrip(b"\n")])
+    result = verify([path])
+    n = len(text) + 1
+    assert kinds(result) == [(path.name, "appended", n), (path.name, "inserted", n)]
+
+
 def test_a_torn_line_after_part_end_is_appended_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     n = len(lines(path))
