@@ -5,24 +5,28 @@ digest must be the digest of the previous accepted line's digest and this line's
 and each line's index must be the next one. Where it is not, the index tells what happened:
 
 - a line whose digest does not match at the expected index was **changed** (its bytes, or the digest
-  of the line before it);
+  of the line before it), and so was a JSON object whose `chain` field no longer ends its line (a
+  CRLF, keys reordered): the chain goes on from that seal;
 - an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
   up later in the file: then those lines were **reordered** (moved after their successors);
 - an index already seen, or a line without a digest in a chained file, was **inserted**;
-- lines after the part's `part-end` record were **appended** after it was closed.
+- lines after the part's `part-end` record (whole, short of their newline, or torn) were **appended**
+  after it was closed.
 
 Across the parts of one capture, each header's `chain_prev` must be the previous part's final digest,
 and a part named by a `previous` or `next` link must exist. What is not tampering is said as such:
 a file without a `part-end` whose chain holds up to its last complete line was never closed (the
-recorder crashed or is still writing), a file without a chain predates chains, and parts missing
-before the first one present may have been removed by retention.
+recorder crashed or is still writing), a file without a chain (and without sealed lines) predates
+chains, and parts missing before the first one present may have been removed by retention.
 
 Library code: returns a `Verification`, never prints; the CLI formats it.
 """
 
 from __future__ import annotations
 
+import bisect
 import io
+import itertools
 import os
 import re
 import stat
@@ -46,7 +50,10 @@ VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
+_SEAL: Final = re.compile(r"(?P<index>[0-9]{1,20}):(?P<digest>[A-Za-z0-9+/]{43})")
+"""A `chain` field's value, `<n>:<D>`, as `chain.split` takes it from the end of a line."""
 _HEADER_LIMIT: Final = 1 << 20
+"""The longest first line read as a header."""
 
 
 class Kind(StrEnum):
@@ -136,6 +143,7 @@ class FileResult:
             "closed_at": self.closed_at,
             "intact_to": self.intact_to,
             "torn_line": self.torn,
+            "cut": self.cut,
             "final_digest": chain.encode(self.final).decode() if self.final is not None else None,
             "error": self.error,
             "findings": [f.as_dict() for f in self.findings],
@@ -202,15 +210,24 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
             raise _Unverifiable("not a regular file")
         with open_stream(path) as raw:
             stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
-            _check(result, iter(stream), key)
-            if isinstance(raw, CutStream) and raw.cut is not None:
-                result.cut = raw.cut
+            try:
+                first = stream.readline(_HEADER_LIMIT)
+                if len(first) == _HEADER_LIMIT and not first.endswith(b"\n"):
+                    # a header is small: a file that is one huge line is refused before it is read whole
+                    raise _Unverifiable(
+                        f"not an erascope capture (its first line is longer than {_HEADER_LIMIT} bytes)"
+                    )
+                _check(result, first, iter(stream), key)
+            finally:
+                # also when the file cannot be checked: a cut stream is often why its header is not whole
+                if isinstance(raw, CutStream):
+                    result.cut = raw.cut
     except OSError as exc:
         result.status = Status.ERROR
         result.error = f"cannot read: {exc.strerror or exc}"
     except _Unverifiable as exc:
         result.status = Status.ERROR
-        result.error = str(exc)
+        result.error = f"{exc}; {result.cut}" if result.cut else str(exc)
     return result
 
 
@@ -231,8 +248,7 @@ class _Gap:
     """index -> the line it was found on, further down."""
 
 
-def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> None:
-    first = next(lines, b"")
+def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
     header = _parse_header(first)
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
@@ -240,7 +256,25 @@ def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> Non
     path = result.file
     if algorithm is None:
         result.status = Status.NO_CHAIN
-        result.lines = 1 + sum(1 for line in lines if line.endswith(b"\n"))
+        result.lines = 1
+        sealed_at: int | None = 1 if chain.split(first) is not None else None
+        for number, line in enumerate(lines, 2):
+            if line.endswith(b"\n"):
+                result.lines = number
+                if sealed_at is None and chain.split(line) is not None:
+                    sealed_at = number
+        if sealed_at is not None:
+            # a capture made before chains has no sealed line: stripping the header's chain fields is
+            # how a forger would make a chained capture go unchecked
+            result.findings.append(
+                Finding(
+                    Kind.CHANGED,
+                    path,
+                    1,
+                    f"the header names no chain, but line {sealed_at} is sealed:"
+                    " the header's chain fields were removed",
+                )
+            )
         if key is not None:
             result.findings.append(
                 Finding(Kind.UNKEYED, path, 1, "no chain, although --key was given: anyone could have written it")
@@ -253,11 +287,24 @@ def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> Non
     if algorithm in chain.KEYED:
         if key is None:
             raise _Unverifiable(f"the chain is keyed (key id {result.key_id}); pass its key with --key FILE")
-        if chain.key_id(key) != result.key_id:
-            raise _Unverifiable(
-                f"{path}: the chain was made with another key (key id {result.key_id}; --key has {chain.key_id(key)})"
-            )
         chainer = chain.Chainer(key, algorithm)
+        if chain.key_id(key) != result.key_id:
+            # a key id is only a name: when the chain links under --key, it is the header that lies
+            second = next(lines, None)
+            if second is None or not _links(chainer, first, second):
+                raise _Unverifiable(
+                    f"the chain was made with another key (key id {result.key_id}; --key has {chain.key_id(key)})"
+                )
+            lines = itertools.chain([second], lines)
+            result.findings.append(
+                Finding(
+                    Kind.CHANGED,
+                    path,
+                    1,
+                    f"the header's {fmt.F_CHAIN_KEY_ID} {result.key_id} is not --key's ({chain.key_id(key)}),"
+                    " yet the chain links under --key: the header was changed",
+                )
+            )
     else:
         if key is not None:
             result.findings.append(
@@ -273,6 +320,12 @@ def _check(result: FileResult, lines: Iterator[bytes], key: bytes | None) -> Non
             start = linked
             result.chain_prev = linked
     _walk(result, chainer, start, _numbered(first, lines))
+
+
+def _links(chainer: chain.Chainer, first: bytes, second: bytes) -> bool:
+    """The second line's seal follows the first's under `chainer`."""
+    head, tail = chain.split(first), chain.split(second)
+    return head is not None and tail is not None and chainer.digest(head[1], tail[2]) == tail[1]
 
 
 def _numbered(first: bytes, lines: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
@@ -303,23 +356,53 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
     broken = False
     seen_max = 0
     gaps: list[_Gap] = []
+    # what is wrong with the header is said already; its digest not matching adds nothing
+    header_changed = any(f.line == 1 and f.kind is Kind.CHANGED for f in findings)
     for number, line in lines:
-        if not line.endswith(b"\n"):
-            result.torn = number  # only the last line can lack its newline
-            break
+        if not line.endswith(b"\n"):  # only the last line can lack its newline
+            if not _whole(line):
+                result.torn = number
+                if result.closed_at is not None:
+                    findings.append(_appended(path, number, result.closed_at, "an incomplete line"))
+                break
+            # readers take a line short only of its newline as written (FORMAT.md), so it is checked as one:
+            # a record added after `part-end` must not pass as a torn tail
+            line += b"\n"
         result.lines = number
+        if result.closed_at is not None:  # whatever else is wrong with the line
+            findings.append(_appended(path, number, result.closed_at, "a line"))
+            broken = True
         sealed = chain.split(line)
-        if sealed is None:
-            findings.append(Finding(Kind.INSERTED, path, number, "a line without a chain digest (inserted or damaged)"))
+        covered: memoryview | None = None
+        if sealed is not None:
+            index, written, covered = sealed
+            closing = line.startswith(_PART_END_PREFIX)
+        elif (claimed := _claimed_seal(line)) is not None:
+            # the seal is there but no longer ends the line (a CRLF, a space, keys reordered): the bytes
+            # changed, and the chain goes on from the seal, so one edited line is one finding, not a cascade
+            index, written, closing = claimed
+            findings.append(
+                Finding(
+                    Kind.CHANGED,
+                    path,
+                    number,
+                    "the line's bytes are not as sealed (reformatted or edited): its chain field no longer ends it",
+                )
+            )
+            broken = True
+        else:
+            if result.closed_at is None:  # after the closing record, appended says it
+                findings.append(
+                    Finding(Kind.INSERTED, path, number, "a line without a chain digest (inserted or damaged)")
+                )
             broken = True
             continue
-        index, written, covered = sealed
-        linked = chainer.digest(previous, covered) == written
+        linked = covered is not None and chainer.digest(previous, covered) == written
         if index < expected:
-            gap = next((g for g in gaps if g.start <= index < g.end and index not in g.moved), None)
+            gap = _gap_of(gaps, index)
             if gap is not None:
                 gap.moved[index] = number
-                if index == gap.start and chainer.digest(gap.before, covered) != written:
+                if covered is not None and index == gap.start and chainer.digest(gap.before, covered) != written:
                     findings.append(Finding(Kind.CHANGED, path, number, "the moved line does not match its digest"))
             else:
                 findings.append(
@@ -330,7 +413,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         if index > expected:
             gaps.append(_Gap(expected, index, number, previous))
             broken = True
-        elif not linked:
+        elif not linked and covered is not None and not (number == 1 and header_changed):
             findings.append(
                 Finding(
                     Kind.CHANGED,
@@ -340,17 +423,12 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
                 )
             )
             broken = True
-        if result.closed_at is not None:
-            findings.append(
-                Finding(Kind.APPENDED, path, number, f"a line after the part's closing record, line {result.closed_at}")
-            )
-            broken = True
         previous = written
         expected = index + 1
         seen_max = max(seen_max, index)
         if not broken:
             result.intact_to = number
-        if line.startswith(_PART_END_PREFIX) and result.closed_at is None:
+        if closing and result.closed_at is None:
             result.closed_at = number
             _read_part_end(result, line)
     result.final = previous
@@ -363,6 +441,50 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         result.status = Status.VERIFIED if result.closed_at is not None else Status.UNCLOSED
 
 
+def _gap_of(gaps: list[_Gap], index: int) -> _Gap | None:
+    """The gap a line moved back belongs to, unless its index is already found there.
+
+    Gaps open at the expected index, which only grows, so `gaps` is sorted and disjoint: a search,
+    not a scan, or a file of many gaps costs quadratic time.
+    """
+    at = bisect.bisect_right(gaps, index, key=lambda g: g.start) - 1
+    if at < 0:
+        return None
+    gap = gaps[at]
+    return gap if index < gap.end and index not in gap.moved else None
+
+
+def _claimed_seal(line: bytes) -> tuple[int, bytes, bool] | None:
+    """The (index, digest, is a `part-end`) a line's `chain` field claims when the line is a JSON object
+    whose seal `chain.split` cannot take from its end, or None when it carries no seal."""
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    seal = record.get(fmt.F_CHAIN) if isinstance(record, dict) else None
+    parts = _SEAL.fullmatch(seal) if isinstance(seal, str) else None
+    written = chain.decode(parts["digest"]) if parts is not None else None
+    if parts is None or written is None:
+        return None
+    return int(parts["index"]), written, record.get(fmt.F_TYPE) == fmt.PART_END
+
+
+def _whole(line: bytes) -> bool:
+    """A line lacking its newline is whole when it is sealed or otherwise complete JSON; a line the
+    recorder tore is neither (it lacks at least the record's closing `}`)."""
+    if chain.split(line + b"\n") is not None:
+        return True
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
+def _appended(path: str, number: int, closed_at: int, what: str) -> Finding:
+    return Finding(Kind.APPENDED, path, number, f"{what} after the part's closing record, line {closed_at}")
+
+
 def _read_part_end(result: FileResult, line: bytes) -> None:
     try:
         record = orjson.loads(line)
@@ -373,7 +495,14 @@ def _read_part_end(result: FileResult, line: bytes) -> None:
 
 
 def _report_gap(result: FileResult, gap: _Gap) -> None:
-    missing = [i for i in range(gap.start, gap.end) if i not in gap.moved]
+    # the gap's size comes from an index written in the file: only the moved indices are counted one by one
+    missing = gap.end - gap.start - len(gap.moved)
+    first = gap.start
+    while first in gap.moved:
+        first += 1
+    last = gap.end - 1
+    while last in gap.moved:
+        last -= 1
     for index, line in sorted(gap.moved.items()):
         result.findings.append(
             Finding(
@@ -389,8 +518,8 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
                 Kind.REMOVED,
                 result.file,
                 gap.line,
-                f"{len(missing)} line(s) removed before this line (line index {missing[0]}"
-                + (f" to {missing[-1]})" if len(missing) > 1 else ")"),
+                f"{missing} line(s) removed before this line (line index {first}"
+                + (f" to {last})" if missing > 1 else ")"),
             )
         )
 
@@ -460,7 +589,7 @@ def _check_link(before: FileResult, after: FileResult) -> None:
 
 
 def _on_disk(beside: str, name: str) -> bool:
-    """A part named by a link exists next to the file naming it (plain or compressed), though not given.
+    """A part named by a link is a file next to the file naming it (plain or compressed), though not given.
 
     The recorder links parts by file name; a link that is not a plain name (a path, `..`, a NUL)
     came from an edit and names no part, so nothing outside the capture's folder is looked at.
@@ -468,16 +597,16 @@ def _on_disk(beside: str, name: str) -> bool:
     if "\x00" in name or name in ("", ".", "..") or os.path.basename(name) != name or "\\" in name:
         return False
     folder = os.path.dirname(beside)
-    return any(_exists(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
+    return any(_is_file(os.path.join(folder, name + suffix)) for suffix in ("", *COMPRESSED_SUFFIXES))
 
 
-def _exists(path: str) -> bool:
-    """`os.path.exists`, of an object at a URL too."""
+def _is_file(path: str) -> bool:
+    """A regular file (an object at a URL too) is there: a directory or a FIFO named like a deleted
+    part must not hide its removal."""
     try:
-        mode_size(path)
+        return stat.S_ISREG(mode_size(path)[0])
     except OSError:
         return False
-    return True
 
 
 def render_text(result: Verification) -> str:
@@ -498,7 +627,7 @@ def render_text(result: Verification) -> str:
 
 
 def _describe(r: FileResult) -> str:
-    keyed = f"{r.algorithm}, key id {r.key_id}" if r.key_id else f"{r.algorithm}"
+    keyed = f"{r.algorithm}, key id {r.key_id}" if r.key_id else f"{r.algorithm or 'no chain named'}"
     final = chain.encode(r.final).decode() if r.final is not None else ""
     torn = f"; line {r.torn} is torn (incomplete)" if r.torn else ""
     cut = f"; {r.cut}" if r.cut else ""
@@ -509,7 +638,14 @@ def _describe(r: FileResult) -> str:
                 f" its last line's digest{torn}{cut}"
             )
         case Status.VERIFIED:
-            return f"verified ({r.lines} lines, closed, {keyed}, final digest {final})"
+            return f"verified ({r.lines} lines, closed, {keyed}, final digest {final}){cut}"
+        case Status.UNCLOSED if r.cut:
+            # the recorder writes a compressed part whole (renamed into place): a cut came after it
+            return (
+                f"cut: {r.cut}; the chain holds up to line {r.intact_to}, its last complete line{torn}"
+                f" ({keyed}). A compressed part is written whole, so this one was cut after it was written:"
+                " its lines after that point are lost"
+            )
         case Status.UNCLOSED:
             return (
                 f"never closed: the chain holds up to line {r.intact_to}, its last complete line{torn}{cut}"

@@ -256,6 +256,37 @@ def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> N
     assert "without a chain digest" in result.findings[1].message
 
 
+def reordered_keys(line: bytes) -> bytes:
+    return orjson.dumps(orjson.loads(line), option=orjson.OPT_SORT_KEYS | orjson.OPT_APPEND_NEWLINE)
+
+
+@pytest.mark.parametrize(
+    "reformat",
+    [lambda line: line[:-1] + b"\r\n", lambda line: line[:-1] + b" \n", reordered_keys],
+    ids=["crlf", "trailing-space", "keys-reordered"],
+)
+def test_a_reformatted_line_is_one_changed_line(stdio_dir: Path, tmp_path: Path, reformat: Any) -> None:
+    """A line whose seal no longer ends it was called inserted, and the line index it took removed."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    text[k - 1] = reformat(text[k - 1])
+    assert chain.split(text[k - 1]) is None
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", k)]
+    assert "not as sealed" in result.findings[0].message
+    assert result.files[0].closed_at == len(text)
+
+
+def test_a_capture_converted_to_crlf_is_changed_on_every_line(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    put(path, [line[:-1] + b"\r\n" for line in text])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", n) for n in range(1, len(text) + 1)]
+
+
 def test_truncated_last_line_is_a_crash_not_tampering(stdio_dir: Path, tmp_path: Path) -> None:
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)
@@ -330,6 +361,32 @@ def test_keyed_capture_without_or_with_another_key_cannot_be_checked(rotated_dir
     assert proc.returncode == 2 and "use at least 16 random bytes" in proc.stderr
 
 
+def test_an_edited_key_id_under_the_right_key_is_a_changed_header(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """The chain links under --key, so the header's key id lies: tampering, not "another key"."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[1])
+    header = orjson.loads(text[0])
+    text[0] = text[0].replace(header[fmt.F_CHAIN_KEY_ID].encode(), b"0000000000000000", 1)
+    put(parts[1], text)
+    result = verify(parts, key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[1].name, "changed", 1)]
+    assert "chain_key_id 0000000000000000" in result.findings[0].message
+    proc = cli(*map(str, parts), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{parts[1]}:1: changed: the header's chain_key_id" in proc.stdout
+
+
+def test_another_key_names_the_file_once(rotated_dir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other.key"
+    other.write_bytes(b"another key of enough length")
+    part = capture_files(rotated_dir)[0]
+    proc = cli(str(part), "--key", str(other))
+    assert proc.returncode == 2
+    assert f"{part}: error: the chain was made with another key (key id " in proc.stdout
+    assert proc.stdout.count(str(part)) == 1
+
+
 def test_capture_without_a_chain_is_reported_not_failed(tmp_path: Path, key_file: Path) -> None:
     result = verify([CORPUS_FILE])
     assert result.files[0].status is Status.NO_CHAIN and result.findings == []
@@ -338,6 +395,27 @@ def test_capture_without_a_chain_is_reported_not_failed(tmp_path: Path, key_file
     # with --key, a file without a chain is what a forger who stripped it would hand over
     proc = cli(str(CORPUS_FILE), "--key", str(key_file))
     assert proc.returncode == 1 and f"{CORPUS_FILE}:1: unkeyed: no chain" in proc.stdout
+
+
+@pytest.mark.parametrize("keep_header_seal", [True, False])
+def test_chain_fields_stripped_from_a_header_are_tampering_not_a_pre_chain_capture(
+    rotated_dir: Path, tmp_path: Path, keep_header_seal: bool
+) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[0])
+    header = orjson.loads(text[0])
+    del header[fmt.F_CHAIN_ALG], header[fmt.F_CHAIN_KEY_ID]
+    seal = header.pop(fmt.F_CHAIN)
+    text[0] = orjson.dumps(header, option=orjson.OPT_APPEND_NEWLINE)
+    if keep_header_seal:
+        text[0] = text[0][:-2] + b',"chain":"' + seal.encode() + b'"}\n'
+    put(parts[0], text)
+    result = verify([parts[0]])
+    assert kinds(result) == [(parts[0].name, "changed", 1)]
+    assert result.files[0].status is Status.TAMPERED
+    assert "names no chain" in result.findings[0].message
+    proc = cli(str(parts[0]))
+    assert proc.returncode == 1 and "made before captures carried one" not in proc.stdout
 
 
 # --- whole parts ----------------------------------------------------------------------------------
@@ -356,6 +434,19 @@ def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_pat
     parts = copy_of(rotated_dir, tmp_path / "c")
     parts[-1].unlink()
     assert [k for _, k, _ in kinds(verify([tmp_path / "c"], key=chain.load_key(key_file)))] == ["part-missing"]
+
+
+@pytest.mark.parametrize("suffix", ["", ".zst"])
+def test_a_directory_named_like_a_deleted_part_does_not_stand_in_for_it(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, suffix: str
+) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    for part in parts[-3:]:
+        part.unlink()
+    (parts[-3].parent / (parts[-3].name + suffix)).mkdir()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[-4].name, "part-missing", len(lines(parts[-4])))]
+    assert f"the next part {parts[-3].name} is missing" in result.findings[0].message
 
 
 def test_first_parts_removed_as_retention_does_are_a_note(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
@@ -432,6 +523,55 @@ def test_compressed_parts_are_verified(rotated_dir: Path, key_file: Path, tmp_pa
     assert result.files[0].status is Status.VERIFIED and result.files[0].file.endswith(".jsonl.gz")
 
 
+def test_a_compressed_part_with_bytes_after_its_closing_record_says_it_is_cut(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    gz = parts[-1].with_name(parts[-1].name + ".gz")
+    gz.write_bytes(gzip.compress(parts[-1].read_bytes()) + b"JUNKJUNK")
+    parts[-1].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.files[-1].status is Status.VERIFIED
+    assert result.files[-1].cut is not None and "corrupt" in result.files[-1].cut
+    assert result.as_dict()["files"][-1]["cut"] == result.files[-1].cut
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    line = next(t for t in proc.stdout.splitlines() if t.startswith(f"{gz}: "))
+    assert proc.returncode == 0 and "verified" in line and "gzip stream is corrupt" in line
+
+
+def test_a_compressed_part_cut_short_is_cut_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
+    """The recorder writes a compressed part whole (renamed into place): cut short, it was cut after."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    data = path.read_bytes()
+    gz = path.with_name(path.name + ".gz")
+    packed = gzip.compress(data, mtime=0)
+    gz.write_bytes(packed[: len(packed) * 2 // 3])
+    path.unlink()
+    (file,) = verify([gz]).files
+    assert file.status is Status.UNCLOSED and file.cut is not None and "ends early" in file.cut
+    proc = cli(str(gz))
+    assert "the gzip stream ends early" in proc.stdout and "crashed" not in proc.stdout
+    # cut inside its header: the error says why the first line is not whole
+    gz.write_bytes(packed[:30])
+    (file,) = verify([gz]).files
+    assert file.status is Status.ERROR and file.error is not None and "ends early" in file.error
+
+
+def test_a_huge_first_line_is_refused_without_being_read_whole(tmp_path: Path) -> None:
+    import tracemalloc
+
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"x" * (8 << 20))
+    tracemalloc.start()
+    try:
+        (file,) = verify([path]).files
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert file.status is Status.ERROR and file.error is not None and "first line" in file.error
+    assert peak < 4 << 20, f"{peak} bytes"
+
+
 # --- HTTP ------------------------------------------------------------------------------------------
 def test_http_capture_edits_are_located(http_dir: Path, key_file: Path, tmp_path: Path) -> None:
     (path,) = copy_of(http_dir, tmp_path / "c")
@@ -486,3 +626,116 @@ def frame_line_or_none(all_lines: list[bytes]) -> int | None:
             return frame_line(all_lines, fmt.C2S)
         except AssertionError:
             return None
+
+
+# --- a last line short of its newline -------------------------------------------------------------
+def forged_frame(seq: int) -> bytes:
+    """A record as a forger without the key writes it: no seal, and (here) no newline."""
+    return orjson.dumps(
+        {fmt.F_TYPE: fmt.FRAME, fmt.F_SEQ: seq, fmt.F_DIR: fmt.C2S, **fmt.payload_fields(b'{"jsonrpc":"2.0","id":9}')}
+    )
+
+
+@pytest.mark.parametrize("which", ["middle", "last"])
+def test_a_record_appended_without_newline_after_part_end_is_appended(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, which: str
+) -> None:
+    """The analyzer reads a line short only of its newline as a record: verify cannot call it torn."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    target = parts[1] if which == "middle" else parts[-1]
+    n = len(lines(target))
+    target.write_bytes(target.read_bytes() + forged_frame(999))
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(target.name, "appended", n + 1)]
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{target}:{n + 1}: appended: " in proc.stdout
+
+
+def test_a_gzip_member_appended_after_part_end_is_appended(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    n = len(lines(parts[-1]))
+    gz = parts[-1].with_name(parts[-1].name + ".gz")
+    gz.write_bytes(gzip.compress(parts[-1].read_bytes()) + gzip.compress(forged_frame(999)))
+    parts[-1].unlink()
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(gz.name, "appended", n + 1)]
+
+
+def test_a_sealed_line_copied_after_part_end_is_appended_too(stdio_dir: Path, tmp_path: Path) -> None:
+    """A line after `part-end` is appended whatever else is wrong with it (here: its index is taken)."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    put(path, [*text, text[k - 1].rstrip(b"\n")])
+    result = verify([path])
+    n = len(text) + 1
+    assert kinds(result) == [(path.name, "appended", n), (path.name, "inserted", n)]
+
+
+def test_a_torn_line_after_part_end_is_appended_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    n = len(lines(path))
+    path.write_bytes(path.read_bytes() + forged_frame(999)[:40])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "appended", n + 1)]
+    assert result.files[0].status is Status.TAMPERED and result.files[0].torn == n + 1
+
+
+def test_a_closed_part_short_only_of_its_final_newline_still_verifies(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """FORMAT.md: a line short only of its newline reads whole and counts as written."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    for target in (parts[1], parts[-1]):
+        target.write_bytes(target.read_bytes()[:-1])
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.notes == []
+    assert [f.status for f in result.files] == [Status.VERIFIED] * len(parts)
+    assert [f.closed_at for f in result.files] == [len(lines(p)) for p in parts]
+    assert all(f.torn is None for f in result.files)
+
+
+# --- crafted files: verify's cost follows the file's size, not the numbers in it ---------------------
+def test_a_huge_line_index_costs_no_memory(stdio_dir: Path, tmp_path: Path) -> None:
+    """A gap's missing indices were listed one by one: an index of 100000000 took gigabytes."""
+    import tracemalloc
+
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    text[4] = text[4].replace(b'"chain":"5:', b'"chain":"3000000:', 1)
+    put(path, text)
+    tracemalloc.start()
+    try:
+        result = verify([path])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 << 20, f"{peak} bytes"
+    moved = len(text) - 5  # the lines after it keep their indices, 6 on: they read as moved after it
+    assert kinds(result) == [(path.name, "removed", 5)] + [(path.name, "reordered", n) for n in range(6, len(text) + 1)]
+    removed = 3000000 - 5 - moved
+    assert f"{removed} line(s) removed before this line (line index 5 to 2999999)" in result.findings[0].message
+
+
+def test_lines_moved_back_past_many_gaps_cost_linear_time(tmp_path: Path) -> None:
+    """Each line moved back looked through every gap before it: a crafted 2.7 MB file took 9 s."""
+    import time
+
+    k = 20_000
+    digest = b"A" * chain.DIGEST_CHARS
+    header = b'{"type":"header","format":"erascope/1","chain_alg":"blake3","chain":"1:%b"}\n' % digest
+
+    def timed(indices: list[int], name: str) -> tuple[float, Verification]:
+        path = tmp_path / name
+        path.write_bytes(header + b"".join(b'{"x":0,"chain":"%d:%b"}\n' % (i, digest) for i in indices))
+        began = time.perf_counter()
+        result = verify([path])
+        return time.perf_counter() - began, result
+
+    # the same lines in order: as many lines and findings (each line changed), no gaps
+    linear, plain = timed(list(range(2, 2 * k + 2)), "plain.jsonl")
+    # odd indices first (each opens a gap), then the even ones (each moved back into its gap)
+    crafted, moved = timed([*range(3, 2 * k + 3, 2), *range(2, 2 * k + 2, 2)], "crafted.jsonl")
+    assert len(plain.findings) == 2 * k + 1  # the header too
+    assert [f.kind for f in moved.findings].count(Kind.REORDERED) == k
+    assert crafted < 5 * linear + 1, f"{crafted:.1f} s, against {linear:.1f} s in order"
