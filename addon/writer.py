@@ -146,6 +146,9 @@ class CaptureWriter:
             f"{started.strftime('%Y%m%dT%H%M%S.%fZ')}_{slug(server)}_{os.getpid()}_{secrets.token_hex(3)}"
         )
         self.paths: list[Path] = []
+        self._last_name: str | None = None
+        """The latest part's name as written (plain): what the next header's `previous` names, while
+        `paths` follows the keeper's renames."""
         self.written = 0
         """Records written successfully (headers and capture-error records included, `part-end` records not)."""
         self.lost = 0
@@ -594,6 +597,7 @@ class CaptureWriter:
         # The next part exists before the current one names it in its closing record, so a crash in
         # between never leaves a `next` that points nowhere.
         fd = open_locked(path)  # locked while open: retention never removes it
+        previous = self._last_name  # not `paths[-1]`: the keeper's thread renames it once compressed
         self._end_part(fmt.END_ROTATED, path.name)
         self._close_part()
         self._fd = fd
@@ -612,7 +616,7 @@ class CaptureWriter:
             "transport": self.transport,
             fmt.F_SERVER: self.server,
             "part": self._part,
-            "previous": self.paths[-2].name if len(self.paths) > 1 else None,
+            "previous": previous,
             "recorder_pid": os.getpid(),
             fmt.F_TS: time.time(),
             fmt.F_MONO: time.monotonic(),
@@ -635,6 +639,7 @@ class CaptureWriter:
             self.paths.pop()
             self._part -= 1
             raise
+        self._last_name = path.name
         self.written += 1
 
     def _fsync(self) -> None:
