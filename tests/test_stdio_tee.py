@@ -878,6 +878,23 @@ def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) 
     assert "EACCES" in lifecycle(only_capture(tmp_path / "b"), fmt.EV_SPAWN_FAILED)["error"]
 
 
+def test_relays_and_records_with_stderr_closed(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A host may start the server command with fd 2 closed (`2>&-`); `cat` runs fine so, and so must
+    the tee around it: the server's stderr and the tee's own messages go nowhere, the traffic is
+    relayed and recorded, and no capture part ever lands on fd 2."""
+    data = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n' * 3
+    server = ["sh", "-c", "cat; echo to-stderr >&2"]
+    proc = subprocess.run(
+        tee_cmd(tmp_path, *server), input=data, stdout=subprocess.PIPE, env=clean_env, timeout=120,
+        preexec_fn=lambda: os.close(2),
+    )  # fmt: skip
+    assert proc.returncode == 0
+    assert proc.stdout == data
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
+    assert rebuild(records, None, fmt.STDERR) == b"to-stderr\n"
+
+
 # --- capture write failures never break the relay --------------------------------------------------
 
 LOSS = re.compile(rb"capture incomplete: (\d+) record\(s\) lost")
