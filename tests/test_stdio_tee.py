@@ -16,10 +16,12 @@ import itertools
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -41,7 +43,7 @@ from addon.stdio_tee import (
     run_tee,
     server_key,
 )
-from tests.peers.capture_tools import events, lifecycle, only_capture, rebuild, traffic
+from tests.peers.capture_tools import capture_files, events, lifecycle, only_capture, read_records, rebuild, traffic
 
 ERASCOPE = Path(sys.executable).parent / "erascope"
 SCRIPTED = Path(__file__).parent / "peers" / "scripted_server.py"
@@ -942,6 +944,49 @@ def test_disk_full_while_recording(tmp_path: Path, clean_env: dict[str, str]) ->
     # client-eof, exit, server-eof and recorder-end.
     assert written + lost == 2 * 400 + 5
     assert written > 0 and lost > 0
+
+
+def _frames_in(path: Path) -> int:
+    whole = path.read_bytes().rpartition(b"\n")[0]  # a line being written is not read half
+    return sum(orjson.loads(line)[fmt.F_TYPE] == fmt.FRAME for line in whole.splitlines())
+
+
+def test_capture_directory_removed_while_recording(tmp_path: Path, client_factory) -> None:
+    """`rm -rf OUT` under a running tee: the open part's records went with it. That loss is reported
+    on stderr with its count, and recording goes on in a new part of a new directory, which starts
+    with a `capture-error` saying what was lost (not silently into the unlinked file until exit)."""
+    out = tmp_path / "captures"
+    c = client_factory(tee_cmd(out, "cat"))
+    first = [b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(50)]
+    for line in first:
+        c.send(line)
+        assert c.stdout.readline() == line
+    (part,) = capture_files(out)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _frames_in(part) < 2 * len(first):  # some records to lose
+        time.sleep(0.01)
+    removed = part.open("rb")  # what the tee writes into the part after its removal is read here
+    shutil.rmtree(out)
+    second = [b'{"jsonrpc":"2.0","id":%d,"method":"tools/list"}\n' % i for i in range(50, 80)]
+    for line in second:
+        c.send(line)
+        assert c.stdout.readline() == line
+    rc, err = c.finish()
+    with removed:
+        gone = [orjson.loads(line) for line in removed.read().splitlines()]
+    in_removed = len(gone) - 1  # all but its header
+    assert rc == 0
+    assert err.count(b"was removed while being written: %d record(s) in it lost" % in_removed) == 1
+    m = LOSS.search(err)
+    assert m and int(m.group(1)) == in_removed
+    (new_part,) = capture_files(out)
+    assert new_part.name.endswith(".001.jsonl")
+    records = read_records(new_part)
+    assert records[0]["previous"] == part.name
+    assert records[1][fmt.F_TYPE] == fmt.CAPTURE_ERROR and records[1]["lost"] == in_removed
+    # Recording went on: the frames missing from the removed part are in the new one.
+    for direction in (fmt.C2S, fmt.S2C):
+        assert rebuild(gone, direction) + rebuild(records, direction) == b"".join(first + second)
 
 
 def test_spawn_names_the_host_process_that_started_the_tee(tmp_path: Path, clean_env: dict[str, str]) -> None:
