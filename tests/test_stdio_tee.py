@@ -11,6 +11,7 @@ Which behaviour is tested where:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import itertools
 import os
@@ -18,8 +19,10 @@ import re
 import resource
 import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -895,6 +898,76 @@ def test_relays_and_records_with_stderr_closed(tmp_path: Path, clean_env: dict[s
     records = only_capture(tmp_path)
     assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
     assert rebuild(records, None, fmt.STDERR) == b"to-stderr\n"
+
+
+def _nonblocking(fd: int) -> None:
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+
+
+def test_nonblocking_stdout_and_a_slow_client_lose_nothing(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """The host may hand the tee a stdout whose file description is O_NONBLOCK (a Node host's pipes, say).
+    When the client reads slowly the pipe fills and a write fails with EAGAIN: the tee must wait for
+    room, not take the client for gone, stop relaying, and record bytes the client never got."""
+    r, w = os.pipe()
+    _nonblocking(w)
+    data = b"".join(b'{"id":%d,"x":"%s"}\n' % (i, b"b" * 1000) for i in range(6000))  # far beyond every buffer
+    feeder: list[subprocess.Popen[bytes]] = []
+    try:
+        proc = subprocess.Popen(tee_cmd(tmp_path, "cat"), stdin=subprocess.PIPE, stdout=w, env=clean_env)
+        feeder.append(proc)
+        os.close(w)
+        assert proc.stdin is not None
+        writer = threading.Thread(target=lambda: (proc.stdin.write(data), proc.stdin.close()), daemon=True)
+        writer.start()
+        deadline = time.monotonic() + 60
+        # The client reads nothing until the pipe is full, then a while more: the tee meets EAGAIN.
+        while time.monotonic() < deadline and _pipe_bytes(r) < fcntl.fcntl(r, fcntl.F_GETPIPE_SZ):
+            time.sleep(0.01)
+        time.sleep(0.3)
+        got = bytearray()
+        while chunk := os.read(r, 1 << 20):
+            got += chunk
+        assert proc.wait(60) == 0
+        writer.join(60)
+    finally:
+        os.close(r)
+        for p in feeder:
+            with contextlib.suppress(OSError):
+                p.kill()
+    assert bytes(got) == data
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == data and not any(
+        r.get(fmt.F_EVENT) == fmt.EV_STDIN_BROKEN for r in records
+    )
+
+
+def _pipe_bytes(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def test_nonblocking_stdin_is_read_when_the_client_writes(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A stdin whose file description is O_NONBLOCK and empty makes a read fail with EAGAIN: the tee
+    must wait for the client's bytes, not lose its client-to-server pump (and hang)."""
+    r, w = os.pipe()
+    _nonblocking(r)
+    line = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n'
+    proc = subprocess.Popen(tee_cmd(tmp_path, "cat"), stdin=r, stdout=subprocess.PIPE, env=clean_env)
+    os.close(r)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not capture_files(tmp_path):  # the tee is up, its pumps too
+            time.sleep(0.01)
+        time.sleep(0.3)  # the empty pipe is read (EAGAIN) before the client writes
+        os.write(w, line)
+        os.close(w)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out == line
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.C2S) == line and rebuild(records, fmt.S2C) == line
 
 
 # --- capture write failures never break the relay --------------------------------------------------
