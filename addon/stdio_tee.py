@@ -13,6 +13,9 @@ Why it looks the way it does:
 - Each chunk is forwarded before it is split into lines for the recorder, so the peer never waits
   for a line end, for the recorder, or for the disk. The capture writer encodes and writes on its
   own thread.
+- The host's descriptors may be non-blocking (O_NONBLOCK is shared with the host, so it is left as
+  it is): a read or write that would block waits in `poll` and is retried (`wait_ready`), so a slow
+  client is never taken for a gone one.
 - The pumps never parse JSON: a line is whatever lies between two `\\n` bytes (a `\\r` before the
   `\\n` stays in the payload). Invalid UTF-8 is recorded in base64, an unterminated tail at EOF
   with `nl: false`, so reconstruction is exact.
@@ -222,14 +225,27 @@ class LineSplitter:
         return rest
 
 
+def wait_ready(fd: int, events: int) -> None:
+    """Block until `fd` is ready for `events` (or hung up, or in error: the next call on it says which).
+
+    For descriptors the host made O_NONBLOCK: the flag belongs to a file description the tee shares
+    with the host (and whoever else inherited it), so the tee waits for a blocked descriptor here
+    instead of clearing the flag under them. Only the EAGAIN path comes here, never the usual one.
+    """
+    poller = select.poll()  # not select(): it cannot watch descriptors above 1023
+    poller.register(fd, events)
+    poller.poll()
+
+
 def write_all(fd: int, data: bytes | memoryview) -> None:
-    """Write every byte of `data` to `fd` (pipes may accept less than asked)."""
-    n = os.write(fd, data)
-    if n == len(data):
-        return
-    view = memoryview(data)[n:]
+    """Write every byte of `data` to `fd` (pipes may accept less than asked; a non-blocking one may
+    accept nothing for a while: then the write waits for room, like a blocking one)."""
+    view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            wait_ready(fd, select.POLLOUT)
 
 
 Forward = Callable[[memoryview], None]
@@ -242,7 +258,10 @@ def fd_forwarder(fd: int) -> Forward:
     write = os.write
 
     def forward(data: memoryview) -> None:
-        n = write(fd, data)
+        try:
+            n = write(fd, data)
+        except BlockingIOError:  # a non-blocking pipe with no room yet
+            n = 0
         if n != len(data):  # a pipe took less than asked
             write_all(fd, data[n:])
 
@@ -362,6 +381,9 @@ class Pump:
                 self.reading = True
                 try:
                     n = readv(src, bufs)
+                except BlockingIOError:  # a non-blocking source with nothing yet (see `wait_ready`)
+                    wait_ready(src, select.POLLIN)
+                    continue
                 except OSError as exc:
                     if exc.errno in (errno.EIO, errno.ECONNRESET):
                         n = 0  # a terminal or socket that went away: as good as EOF
@@ -379,6 +401,12 @@ class Pump:
                     try:
                         if (sent := write(forward_fd, view[:n])) != n:  # a pipe took less than asked
                             write_all(forward_fd, view[sent:n])
+                    except BlockingIOError:  # a non-blocking destination, full: nothing was written
+                        try:
+                            write_all(forward_fd, view[:n])
+                        except OSError as exc:
+                            forward_fd = None
+                            self._forward_failed(exc)
                     except OSError as exc:
                         forward_fd = None
                         self._forward_failed(exc)

@@ -17,7 +17,10 @@ lost; at most its last line is torn, and the rest of that line is what the part 
 write succeeds again (the line is then whole, and no longer lost: a torn half never glues onto the
 next line). A line short only of its newline reads whole and counts as written. When a write
 succeeds again, a `capture-error` record with the count lost so far is written first, so the gap is
-visible inside the capture too. `close()` reports
+visible inside the capture too. Writes into a part that was removed (its directory deleted) succeed
+and go nowhere: the writer looks at the open part's link count before a batch, at most every
+`_PART_CHECK_INTERVAL` seconds (an `fstat` costs about what a small batch's write does), and counts
+every record of a removed part as lost, reports it, and opens a new part. `close()` reports
 the final count.
 
 Rotation and retention: a part is rotated out when the next record would take it past
@@ -64,6 +67,9 @@ _BATCH_BYTES: Final = 4 << 20
 """Bytes of sealed lines written at most by one system call (but a single longer line)."""
 _BIG_LINE: Final = 64 << 10
 """A line this long ends its batch: it is written at once (see `_write_records`)."""
+_PART_CHECK_INTERVAL: Final = 0.1
+"""Seconds between checks that the open part still has a name (see `_check_part`): an `fstat` costs
+about as much as a small batch's write, so it is not made for every batch."""
 _BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
 """Pieces one `os.writev` may take (less one sealed line's worth)."""
 
@@ -146,6 +152,9 @@ class CaptureWriter:
             f"{started.strftime('%Y%m%dT%H%M%S.%fZ')}_{slug(server)}_{os.getpid()}_{secrets.token_hex(3)}"
         )
         self.paths: list[Path] = []
+        self._last_name: str | None = None
+        """The latest part's name as written (plain): what the next header's `previous` names, while
+        `paths` follows the keeper's renames."""
         self.written = 0
         """Records written successfully (headers and capture-error records included, `part-end` records not)."""
         self.lost = 0
@@ -162,6 +171,10 @@ class CaptureWriter:
         self._part = -1
         self._part_bytes = 0
         self._part_records = 0
+        self._part_oob = 0
+        self._next_check = 0.0
+        """When `_check_part` looks at the open part next (monotonic)."""
+        """Lines of the open part that are not traffic (its header, `capture-error` records)."""
         self._torn = b""
         """What a short write left unwritten of the open part's last line: written before anything else."""
         self._torn_digest = b""
@@ -275,6 +288,7 @@ class CaptureWriter:
             try:
                 item = get(True, None if self.rotate_age is None else self._age_left())  # positional: cheaper
             except queue.Empty:  # the open part came of age while no record arrived
+                self._check_part()
                 if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
                         self._open_next_part()
@@ -299,6 +313,7 @@ class CaptureWriter:
                     break
                 item = get_nowait()
             if batch:
+                self._check_part()
                 if self.rotate_age is not None and self._aged():
                     with contextlib.suppress(OSError):  # else the records' own write opens the part, or reports
                         self._open_next_part()
@@ -316,6 +331,7 @@ class CaptureWriter:
                 break
             if self.batch_interval > 0 and self._queue.empty():
                 time.sleep(self.batch_interval)
+        self._check_part(force=True)
         if self._pending_error:
             self._try_write_error_record()
         self._end_part(fmt.END_CLOSED, None)
@@ -378,6 +394,46 @@ class CaptureWriter:
             self._seq = seq
         if lines:
             self._flush_lines(lines)
+
+    def _check_part(self, force: bool = False) -> None:
+        """When the open part was removed (its directory deleted under the recorder), count its records
+        lost, report it, and let the next record open a new part, which starts with a `capture-error`.
+
+        Writes to an unlinked file succeed, so without this everything until the next rotation would
+        go nowhere unnoticed. Looked at before a batch is written, at most every `_PART_CHECK_INTERVAL`
+        (and at close): what went into the removed part meanwhile is counted with the rest of it.
+        """
+        if self._fd is None:
+            return
+        if not force:
+            now = time.monotonic()
+            if now < self._next_check:
+                return
+            self._next_check = now + _PART_CHECK_INTERVAL
+        try:
+            if os.fstat(self._fd).st_nlink > 0:
+                return
+        except OSError:
+            return  # the descriptor is fine as long as the writer holds it; the next write reports
+        records = self._part_records - self._part_oob
+        if records:  # a part that held only its header lost nothing: the next record opens another
+            message = f"part {self.paths[-1].name} was removed while being written"
+            self.lost += records
+            self.write_errors += 1
+            self.last_error = message
+            self._pending_error = True
+            if self._on_error is not None:
+                self._on_error(
+                    f"erascope: capture {message}: {records} record(s) in it lost."
+                    " Traffic is still relayed; recording goes on in a new part."
+                )
+        self._torn = b""  # the rest of a torn line belongs to the removed part
+        with contextlib.suppress(OSError):
+            os.close(self._fd)  # not handed to the keeper: there is nothing left to compress
+        self._fd = None
+        with self._bytes_lock:
+            self._closed_bytes += self._part_bytes
+            self._part_bytes = 0
 
     def _ready_for(self, line: bytes) -> bool:
         """Open or rotate the part so that `line` fits in it. False (and counted) on failure."""
@@ -447,6 +503,7 @@ class CaptureWriter:
         }
         if self._emit(orjson.dumps(record, option=_ENCODE_OPTS), counted=False):
             self._pending_error = False
+            self._part_oob += 1
             self.written += 1
             return True
         self.lost -= 1  # the error record itself is not traffic; do not count it as lost
@@ -594,6 +651,7 @@ class CaptureWriter:
         # The next part exists before the current one names it in its closing record, so a crash in
         # between never leaves a `next` that points nowhere.
         fd = open_locked(path)  # locked while open: retention never removes it
+        previous = self._last_name  # not `paths[-1]`: the keeper's thread renames it once compressed
         self._end_part(fmt.END_ROTATED, path.name)
         self._close_part()
         self._fd = fd
@@ -601,6 +659,7 @@ class CaptureWriter:
         self.paths.append(path)
         self._part_bytes = 0
         self._part_records = 0
+        self._part_oob = 1  # its header, once written
         self._part_opened = time.monotonic()
         header = {
             fmt.F_TYPE: fmt.HEADER,
@@ -612,7 +671,7 @@ class CaptureWriter:
             "transport": self.transport,
             fmt.F_SERVER: self.server,
             "part": self._part,
-            "previous": self.paths[-2].name if len(self.paths) > 1 else None,
+            "previous": previous,
             "recorder_pid": os.getpid(),
             fmt.F_TS: time.time(),
             fmt.F_MONO: time.monotonic(),
@@ -635,6 +694,7 @@ class CaptureWriter:
             self.paths.pop()
             self._part -= 1
             raise
+        self._last_name = path.name
         self.written += 1
 
     def _fsync(self) -> None:

@@ -8,6 +8,7 @@ terminal. Every command's help carries an example.
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -157,6 +158,23 @@ def _fail(exc: ErascopeError) -> typer.Exit:
     return typer.Exit(code=exc.exit_code)
 
 
+def _standard_fds_held() -> None:
+    """Put /dev/null on whichever of fds 0-2 the host left closed (`2>&-`).
+
+    A closed fd 2 is the lowest free number: the server's pipes or a capture part would be opened
+    on it, and anything meant for stderr would then go into them. Held by /dev/null, what is written
+    there goes nowhere, as it would for `cat` started so.
+    """
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)  # the lowest free number: `fd` itself
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+
+
 @record_app.command(
     "stdio",
     cls=_Command,
@@ -210,6 +228,9 @@ def record_stdio(
     from addon.retention import Retention, parse_duration, parse_size
     from addon.stdio_tee import run_tee
 
+    _standard_fds_held()
+    # Python leaves `sys.stderr` None when fd 2 was closed at its start; fd 2 is /dev/null by now.
+    stderr = sys.stderr.buffer if sys.stderr is not None else os.fdopen(2, "wb", buffering=0, closefd=False)
     try:
         retention = Retention(
             compress=compress,
@@ -224,7 +245,7 @@ def record_stdio(
             out_dir=out,
             linger=linger,
             grace=grace,
-            stderr=sys.stderr.buffer,
+            stderr=stderr,
             rotate_bytes=parse_size(rotate_size, "--rotate-size"),
             rotate_age=parse_duration(rotate_age, "--rotate-age") if rotate_age is not None else None,
             retention=retention,

@@ -238,6 +238,23 @@ def test_writer_compresses_closed_parts_and_counts(tmp_path: Path) -> None:
     assert messages == []
 
 
+def test_previous_names_the_plain_part_even_when_it_is_compressed_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FORMAT.md: a header's `previous` names the previous part as written (plain). The keeper's
+    thread may compress (and rename, in `w.paths`) a part the moment it is handed over; a keeper that
+    does so before `closed` even returns is that race at its worst, made deterministic."""
+    monkeypatch.setattr(PartKeeper, "closed", PartKeeper._compress)
+    compressing = Retention(compress=True)
+    w = CaptureWriter(tmp_path, transport=fmt.STDIO, server="srv", rotate_bytes=1500, retention=compressing)
+    for i in range(60):
+        w.write(frame(i))
+    w.close()
+    assert len(w.paths) > 2 and all(p.name.endswith(".jsonl.zst") for p in w.paths)
+    headers = [orjson.loads(zstd.decompress(p.read_bytes()).split(b"\n", 1)[0]) for p in w.paths]
+    assert [h["previous"] for h in headers] == [None] + [p.name.removesuffix(".zst") for p in w.paths[:-1]]
+
+
 def test_writer_sweeps_old_parts_and_reports_them(tmp_path: Path) -> None:
     stale = [old_part(tmp_path, n, 4000, age_days=5 - n) for n in range(3)]
     removals: list[str] = []

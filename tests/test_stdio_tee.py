@@ -11,15 +11,20 @@ Which behaviour is tested where:
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import itertools
 import os
 import re
 import resource
+import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
+import time
 from pathlib import Path
 
 import orjson
@@ -41,7 +46,7 @@ from addon.stdio_tee import (
     run_tee,
     server_key,
 )
-from tests.peers.capture_tools import events, lifecycle, only_capture, rebuild, traffic
+from tests.peers.capture_tools import capture_files, events, lifecycle, only_capture, read_records, rebuild, traffic
 
 ERASCOPE = Path(sys.executable).parent / "erascope"
 SCRIPTED = Path(__file__).parent / "peers" / "scripted_server.py"
@@ -878,6 +883,93 @@ def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) 
     assert "EACCES" in lifecycle(only_capture(tmp_path / "b"), fmt.EV_SPAWN_FAILED)["error"]
 
 
+def test_relays_and_records_with_stderr_closed(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A host may start the server command with fd 2 closed (`2>&-`); `cat` runs fine so, and so must
+    the tee around it: the server's stderr and the tee's own messages go nowhere, the traffic is
+    relayed and recorded, and no capture part ever lands on fd 2."""
+    data = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n' * 3
+    server = ["sh", "-c", "cat; echo to-stderr >&2"]
+    proc = subprocess.run(
+        tee_cmd(tmp_path, *server), input=data, stdout=subprocess.PIPE, env=clean_env, timeout=120,
+        preexec_fn=lambda: os.close(2),
+    )  # fmt: skip
+    assert proc.returncode == 0
+    assert proc.stdout == data
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
+    assert rebuild(records, None, fmt.STDERR) == b"to-stderr\n"
+
+
+def _nonblocking(fd: int) -> None:
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+
+
+def test_nonblocking_stdout_and_a_slow_client_lose_nothing(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """The host may hand the tee a stdout whose file description is O_NONBLOCK (a Node host's pipes, say).
+    When the client reads slowly the pipe fills and a write fails with EAGAIN: the tee must wait for
+    room, not take the client for gone, stop relaying, and record bytes the client never got."""
+    r, w = os.pipe()
+    _nonblocking(w)
+    data = b"".join(b'{"id":%d,"x":"%s"}\n' % (i, b"b" * 1000) for i in range(6000))  # far beyond every buffer
+    feeder: list[subprocess.Popen[bytes]] = []
+    try:
+        proc = subprocess.Popen(tee_cmd(tmp_path, "cat"), stdin=subprocess.PIPE, stdout=w, env=clean_env)
+        feeder.append(proc)
+        os.close(w)
+        assert proc.stdin is not None
+        writer = threading.Thread(target=lambda: (proc.stdin.write(data), proc.stdin.close()), daemon=True)
+        writer.start()
+        deadline = time.monotonic() + 60
+        # The client reads nothing until the pipe is full, then a while more: the tee meets EAGAIN.
+        while time.monotonic() < deadline and _pipe_bytes(r) < fcntl.fcntl(r, fcntl.F_GETPIPE_SZ):
+            time.sleep(0.01)
+        time.sleep(0.3)
+        got = bytearray()
+        while chunk := os.read(r, 1 << 20):
+            got += chunk
+        assert proc.wait(60) == 0
+        writer.join(60)
+    finally:
+        os.close(r)
+        for p in feeder:
+            with contextlib.suppress(OSError):
+                p.kill()
+    assert bytes(got) == data
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == data and not any(
+        r.get(fmt.F_EVENT) == fmt.EV_STDIN_BROKEN for r in records
+    )
+
+
+def _pipe_bytes(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+def test_nonblocking_stdin_is_read_when_the_client_writes(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A stdin whose file description is O_NONBLOCK and empty makes a read fail with EAGAIN: the tee
+    must wait for the client's bytes, not lose its client-to-server pump (and hang)."""
+    r, w = os.pipe()
+    _nonblocking(r)
+    line = b'{"jsonrpc":"2.0","id":1,"method":"initialize"}\n'
+    proc = subprocess.Popen(tee_cmd(tmp_path, "cat"), stdin=r, stdout=subprocess.PIPE, env=clean_env)
+    os.close(r)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not capture_files(tmp_path):  # the tee is up, its pumps too
+            time.sleep(0.01)
+        time.sleep(0.3)  # the empty pipe is read (EAGAIN) before the client writes
+        os.write(w, line)
+        os.close(w)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out == line
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.C2S) == line and rebuild(records, fmt.S2C) == line
+
+
 # --- capture write failures never break the relay --------------------------------------------------
 
 LOSS = re.compile(rb"capture incomplete: (\d+) record\(s\) lost")
@@ -925,6 +1017,49 @@ def test_disk_full_while_recording(tmp_path: Path, clean_env: dict[str, str]) ->
     # client-eof, exit, server-eof and recorder-end.
     assert written + lost == 2 * 400 + 5
     assert written > 0 and lost > 0
+
+
+def _frames_in(path: Path) -> int:
+    whole = path.read_bytes().rpartition(b"\n")[0]  # a line being written is not read half
+    return sum(orjson.loads(line)[fmt.F_TYPE] == fmt.FRAME for line in whole.splitlines())
+
+
+def test_capture_directory_removed_while_recording(tmp_path: Path, client_factory) -> None:
+    """`rm -rf OUT` under a running tee: the open part's records went with it. That loss is reported
+    on stderr with its count, and recording goes on in a new part of a new directory, which starts
+    with a `capture-error` saying what was lost (not silently into the unlinked file until exit)."""
+    out = tmp_path / "captures"
+    c = client_factory(tee_cmd(out, "cat"))
+    first = [b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % i for i in range(50)]
+    for line in first:
+        c.send(line)
+        assert c.stdout.readline() == line
+    (part,) = capture_files(out)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and _frames_in(part) < 2 * len(first):  # some records to lose
+        time.sleep(0.01)
+    removed = part.open("rb")  # what the tee writes into the part after its removal is read here
+    shutil.rmtree(out)
+    second = [b'{"jsonrpc":"2.0","id":%d,"method":"tools/list"}\n' % i for i in range(50, 80)]
+    for line in second:
+        c.send(line)
+        assert c.stdout.readline() == line
+    rc, err = c.finish()
+    with removed:
+        gone = [orjson.loads(line) for line in removed.read().splitlines()]
+    in_removed = len(gone) - 1  # all but its header
+    assert rc == 0
+    assert err.count(b"was removed while being written: %d record(s) in it lost" % in_removed) == 1
+    m = LOSS.search(err)
+    assert m and int(m.group(1)) == in_removed
+    (new_part,) = capture_files(out)
+    assert new_part.name.endswith(".001.jsonl")
+    records = read_records(new_part)
+    assert records[0]["previous"] == part.name
+    assert records[1][fmt.F_TYPE] == fmt.CAPTURE_ERROR and records[1]["lost"] == in_removed
+    # Recording went on: the frames missing from the removed part are in the new one.
+    for direction in (fmt.C2S, fmt.S2C):
+        assert rebuild(gone, direction) + rebuild(records, direction) == b"".join(first + second)
 
 
 def test_spawn_names_the_host_process_that_started_the_tee(tmp_path: Path, clean_env: dict[str, str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import shutil
 import stat
 import threading
 from pathlib import Path
@@ -173,6 +174,41 @@ def test_capture_error_record_after_recovery(tmp_path: Path) -> None:
     # Lost records leave a visible gap in seq.
     assert [r[fmt.F_SEQ] for r in records[2:4]] == [4, 5]
     assert len(messages) == 2 and "3 record(s) lost" in messages[1]
+
+
+def test_removed_directory_is_a_reported_loss_and_a_new_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes into a removed (unlinked) part succeed; the writer must notice that they go nowhere."""
+    monkeypatch.setattr(writer_mod, "_PART_CHECK_INTERVAL", 0.0)  # checked before every batch
+    out = tmp_path / "captures"
+    w, messages = make(out)
+    for i in range(4):
+        w.write(frame(i))
+    assert w.flush(10)
+    removed = w.paths[0]
+    shutil.rmtree(out)
+    w.write(frame(4))
+    assert w.flush(10)
+    assert w.lost == 4 and w.write_errors == 1
+    assert len(messages) == 1 and f"{removed.name} was removed" in messages[0] and "4 record(s)" in messages[0]
+    w.close()
+    (part,) = out.iterdir()
+    records = read_records(part)
+    assert [r[fmt.F_TYPE] for r in records] == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.PART_END]
+    assert records[0]["previous"] == removed.name and records[1]["lost"] == 4 and records[2][fmt.F_SEQ] == 5
+    assert "4 record(s) lost" in messages[-1]
+
+
+def test_directory_removed_while_idle_is_reported_at_close(tmp_path: Path) -> None:
+    out = tmp_path / "captures"
+    w, messages = make(out)
+    for i in range(3):
+        w.write(frame(i))
+    assert w.flush(10)
+    shutil.rmtree(out)
+    w.close()
+    assert w.lost == 3 and any("3 record(s) in it lost" in m for m in messages)
+    (part,) = out.iterdir()  # where the capture says what became of it
+    assert [r[fmt.F_TYPE] for r in read_records(part)] == [fmt.HEADER, fmt.CAPTURE_ERROR, fmt.PART_END]
 
 
 def test_failing_header_leaves_no_empty_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
