@@ -172,9 +172,9 @@ class CaptureWriter:
         self._part_bytes = 0
         self._part_records = 0
         self._part_oob = 0
+        """Lines of the open part that are not traffic (its header, `capture-error` records)."""
         self._next_check = 0.0
         """When `_check_part` looks at the open part next (monotonic)."""
-        """Lines of the open part that are not traffic (its header, `capture-error` records)."""
         self._torn = b""
         """What a short write left unwritten of the open part's last line: written before anything else."""
         self._torn_digest = b""
