@@ -16,6 +16,7 @@ recording never raises into the proxy: a failure is logged once at error level a
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -157,11 +158,17 @@ def is_event_stream(response: http.Response) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == SSE_CONTENT_TYPE
 
 
+_PATH_END: Final = re.compile(r"[?#]")
+"""Where the path of a request target ends: at its query, or at a fragment a client sent anyway."""
+
+
 def server_key(flow: http.HTTPFlow) -> str:
     """Origin + path of the server a flow talks to: in reverse mode the configured upstream's origin.
 
     Taken from the mode rather than the request so that a balancing addon rewriting host/port per
-    flow does not split one logical server into several keys.
+    flow does not split one logical server into several keys. The query and the fragment are left
+    out: they hold tokens (`#access_token=…`), and the key is written unredacted into every record
+    and into the metrics' labels.
     """
     req = flow.request
     mode = flow.client_conn.proxy_mode
@@ -172,7 +179,7 @@ def server_key(flow: http.HTTPFlow) -> str:
         host, port, scheme = req.host, req.port, req.scheme
     default = 443 if scheme == "https" else 80
     authority = (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
-    return f"{scheme}://{authority}{req.path.split('?', 1)[0]}"
+    return f"{scheme}://{authority}{_PATH_END.split(req.path, 1)[0]}"
 
 
 def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[str, Any]:

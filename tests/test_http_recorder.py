@@ -323,6 +323,12 @@ def test_server_key_default_is_origin_and_path() -> None:
     assert server_key(f) == "http://127.0.0.1:8000/a/mcp"
 
 
+@pytest.mark.parametrize("target", [b"/mcp#access_token=s3cret", b"/mcp#/cb?code=s3cret", b"/mcp?x=1#token=s3cret"])
+def test_server_key_leaves_out_the_fragment(target: bytes) -> None:
+    # a request target should hold no fragment, but a client can send one, with a token in it
+    assert server_key(post_flow(path=target)) == "http://127.0.0.1:8000/mcp"
+
+
 @pytest.mark.parametrize(
     ("option", "value", "match"),
     [

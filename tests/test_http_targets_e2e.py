@@ -1,0 +1,79 @@
+"""Request targets and methods no HTTP client library sends, but any client can: a fragment holding a
+token, bytes that are not UTF-8, control bytes. A real `mitmdump -s addon/http_recorder.py` (reverse
+mode, no `erascope_server`, so the server key comes from the request) and a real `erascope record
+http`, in front of the real `mcp` server, with `/metrics` scraped over HTTP. The requests are written
+on a raw socket, byte for byte.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import urllib.request
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.test_http_e2e import Proc, by_flow, read_capture, start_mitmdump, start_server
+from tests.test_metrics_e2e import Samples, settle
+
+pytestmark = pytest.mark.e2e
+
+PROBE = orjson.dumps(
+    {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+     "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}}}}
+)  # fmt: skip
+
+
+def send_raw(port: int, method: bytes, target: bytes, body: bytes = PROBE) -> bytes:
+    """One HTTP/1.1 request with exactly these method and target bytes; the status line of the answer."""
+    head = (
+        b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (method, target, len(body))
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(head + body)
+        answer = b""
+        while b"\r\n" not in answer and (chunk := s.recv(4096)):
+            answer += chunk
+    return answer.split(b"\r\n", 1)[0]
+
+
+def metrics_text(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        assert resp.status == 200
+        return resp.read().decode()
+
+
+def probes_counted(samples: Samples) -> float:
+    return sum(v for (name, _), v in samples.items() if name == "erascope_probe_outcomes_total")
+
+
+def addon_proxy(procs: list[Proc], env: dict[str, str], tmp_path: Path) -> tuple[int, Proc, str]:
+    """The real MCP server and mitmdump with the addon in front of it: the server's port, the proxy and
+    its metrics URL."""
+    port = start_server(procs, env)
+    proxy = start_mitmdump(procs, env, port, tmp_path / "caps", "--set", "erascope_metrics=127.0.0.1:0")
+    return port, proxy, proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+
+
+def test_a_token_in_the_fragment_reaches_neither_the_server_key_nor_a_metric_label(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    port, proxy, url = addon_proxy(procs, clean_env, tmp_path)
+    assert send_raw(proxy.port, b"POST", b"/mcp#access_token=FRAGSECRET").startswith(b"HTTP/1.1 ")  # type: ignore[attr-defined]
+    settle(url, lambda s: probes_counted(s) >= 1)
+    text = metrics_text(url)
+    assert f'server="http://127.0.0.1:{port}/mcp"' in text
+    assert "FRAGSECRET" not in text
+    assert proxy.stop(signal.SIGINT) == 0
+
+    capdir = tmp_path / "caps"
+    assert not [p for p in capdir.iterdir() if b"FRAGSECRET" in p.read_bytes()]
+    (flow,) = by_flow(read_capture(capdir)).values()
+    assert [r["type"] for r in flow] == ["http.request", "http.response"]
+    assert {r["server"] for r in flow} == {f"http://127.0.0.1:{port}/mcp"}
+    assert flow[0]["url"].startswith(f"http://127.0.0.1:{port}/mcp#access_token=hmac:")
