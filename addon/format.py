@@ -12,6 +12,7 @@ of a field bumps the major, and readers refuse majors they do not know.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Final
 
 FORMAT_NAME: Final = "erascope"
@@ -154,6 +155,32 @@ def payload_bytes(record: dict[str, object]) -> bytes:
     if isinstance(b64, str):
         return base64.b64decode(b64)
     return b""
+
+
+_UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters (C0, DEL, C1) and lone surrogates."""
+
+
+def printable_key(text: str) -> str:
+    r"""`text` as a key every reader can encode and show: each control character, and each lone
+    surrogate (a byte that was not UTF-8, as Python's `surrogateescape` decoding hands it over), is
+    written `%XX` per byte, as a URL writes such bytes (`/mcp\xff\x1b` → `/mcp%FF%1B`).
+
+    Server keys come from request targets and command lines, and go unescaped into every record (a
+    lone surrogate makes a record unencodable), into Prometheus labels (which must be UTF-8) and onto
+    terminals (where ESC sequences act). Not reversible (`%` stays `%`): a key names, it does not
+    reproduce; records that must keep the bytes carry them in base64.
+    """
+    if text.isprintable():  # the common case; False for every character the pattern matches
+        return text
+    return _UNPRINTABLE.sub(_percent, text)
+
+
+def _percent(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    data = bytes([code - 0xDC00]) if 0xDC80 <= code <= 0xDCFF else char.encode("utf-8", "surrogatepass")
+    return "".join(f"%{byte:02X}" for byte in data)
 
 
 def parse_format_id(value: object) -> int | None:

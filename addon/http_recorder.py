@@ -168,7 +168,8 @@ def server_key(flow: http.HTTPFlow) -> str:
     Taken from the mode rather than the request so that a balancing addon rewriting host/port per
     flow does not split one logical server into several keys. The query and the fragment are left
     out: they hold tokens (`#access_token=…`), and the key is written unredacted into every record
-    and into the metrics' labels.
+    and into the metrics' labels. Control bytes and bytes that are not UTF-8 are written `%XX`
+    (`fmt.printable_key`): a client chooses the path, and the key must stay text for every reader.
     """
     req = flow.request
     mode = flow.client_conn.proxy_mode
@@ -179,7 +180,7 @@ def server_key(flow: http.HTTPFlow) -> str:
         host, port, scheme = req.host, req.port, req.scheme
     default = 443 if scheme == "https" else 80
     authority = (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
-    return f"{scheme}://{authority}{_PATH_END.split(req.path, 1)[0]}"
+    return f"{scheme}://{authority}{fmt.printable_key(_PATH_END.split(req.path, 1)[0])}"
 
 
 def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[str, Any]:

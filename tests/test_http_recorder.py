@@ -330,6 +330,20 @@ def test_server_key_leaves_out_the_fragment(target: bytes) -> None:
 
 
 @pytest.mark.parametrize(
+    ("target", "key"),
+    [
+        (b"/mcp\xff", "/mcp%FF"),  # not UTF-8: mitmproxy hands it over as a lone surrogate
+        (b"/mcp\x1b[2J\x7f?q=\xff", "/mcp%1B[2J%7F"),  # control bytes would reach terminals and labels
+        (b"/caf\xc3\xa9/mcp", "/caf\u00e9/mcp"),  # UTF-8 stays as it is
+    ],
+)
+def test_server_key_is_printable_text(target: bytes, key: str) -> None:
+    got = server_key(post_flow(path=target))
+    assert got == "http://127.0.0.1:8000" + key
+    assert orjson.loads(orjson.dumps(got)) == got  # a capture line can hold it
+
+
+@pytest.mark.parametrize(
     ("option", "value", "match"),
     [
         ("erascope_filter", "~q ~~(", "erascope_filter"),

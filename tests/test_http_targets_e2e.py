@@ -77,3 +77,22 @@ def test_a_token_in_the_fragment_reaches_neither_the_server_key_nor_a_metric_lab
     assert [r["type"] for r in flow] == ["http.request", "http.response"]
     assert {r["server"] for r in flow} == {f"http://127.0.0.1:{port}/mcp"}
     assert flow[0]["url"].startswith(f"http://127.0.0.1:{port}/mcp#access_token=hmac:")
+
+
+def test_undecodable_and_control_bytes_in_the_path_keep_metrics_and_keys_printable(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    port, proxy, url = addon_proxy(procs, clean_env, tmp_path)
+    for target in (b"/mcp\xff", b"/mcp\x1b[2J"):
+        assert send_raw(proxy.port, b"POST", target).startswith(b"HTTP/1.1 ")  # type: ignore[attr-defined]
+    settle(url, lambda s: probes_counted(s) >= 2)
+    text = metrics_text(url)  # was HTTP 500 from the first such request on, for every scrape
+    origin = f"http://127.0.0.1:{port}"
+    assert f'server="{origin}/mcp%FF"' in text and f'server="{origin}/mcp%1B[2J"' in text
+    assert not any(c < " " and c != "\n" for c in text)
+    assert proxy.stop(signal.SIGINT) == 0
+
+    flows = by_flow(read_capture(tmp_path / "caps")).values()
+    responses = [r for flow in flows for r in flow if r["type"] == "http.response"]
+    assert sorted(r["server"] for r in responses) == [f"{origin}/mcp%1B[2J", f"{origin}/mcp%FF"]
+    assert all({r["server"] for r in flow} == {flow[0]["server"]} for flow in flows)
