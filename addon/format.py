@@ -157,6 +157,31 @@ def payload_bytes(record: dict[str, object]) -> bytes:
     return b""
 
 
+B64_SUFFIX: Final = "_b64"
+"""`<field>_b64`: the exact bytes of a text field that were not UTF-8 (`raw_b64`, `url_b64`, `method_b64`)."""
+_UNDECODED: Final = re.compile("[\udc80-\udcff]")
+"""A byte that was not UTF-8, as `surrogateescape` decoding hands it over."""
+
+
+def text_fields(field: str, text: str, wire: bytes | None = None) -> dict[str, str]:
+    """`field` with `text`, and `<field>_b64` with the exact bytes when some of them were not UTF-8.
+
+    mitmproxy decodes a request's method and target with `surrogateescape`: each byte that is not
+    UTF-8 becomes a lone surrogate, which no capture line can hold. `field` then writes each such
+    byte `%XX` (readable, and a URL stays a URL), and `<field>_b64` keeps the bytes (`wire`, else
+    `text` encoded back) in base64, as `raw_b64` keeps a payload's. Lossless: the text alone where
+    it is UTF-8, the base64 otherwise.
+    """
+    if text.isascii():  # the common case
+        return {field: text}
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        exact = wire if wire is not None else text.encode("utf-8", "surrogateescape")
+        return {field: _UNDECODED.sub(_percent, text), field + B64_SUFFIX: base64.b64encode(exact).decode("ascii")}
+    return {field: text}
+
+
 _UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 """Control characters (C0, DEL, C1) and lone surrogates."""
 

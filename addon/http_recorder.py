@@ -221,8 +221,9 @@ def request_record(
         fmt.F_CONN: flow.client_conn.id,
         F_FLOW: flow.id,
         fmt.F_DIR: fmt.C2S,
-        "method": req.method,
-        "url": redaction.url(req.url),
+        # the method and target are the client's bytes: any of them may be no UTF-8
+        **fmt.text_fields("method", req.method, req.data.method),
+        **fmt.text_fields("url", redaction.url(req.url)),
         "http_version": req.http_version,
         F_HEADERS: redaction.headers(_fields(req.headers)),
         "client": _address(flow.client_conn.peername),

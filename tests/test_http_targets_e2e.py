@@ -7,15 +7,17 @@ on a raw socket, byte for byte.
 
 from __future__ import annotations
 
+import base64
 import signal
 import socket
+import subprocess
 import urllib.request
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.test_http_e2e import Proc, by_flow, read_capture, start_mitmdump, start_server
+from tests.test_http_e2e import BIN, Proc, by_flow, read_capture, record_http, start_mitmdump, start_server
 from tests.test_metrics_e2e import Samples, settle
 
 pytestmark = pytest.mark.e2e
@@ -92,7 +94,42 @@ def test_undecodable_and_control_bytes_in_the_path_keep_metrics_and_keys_printab
     assert not any(c < " " and c != "\n" for c in text)
     assert proxy.stop(signal.SIGINT) == 0
 
-    flows = by_flow(read_capture(tmp_path / "caps")).values()
-    responses = [r for flow in flows for r in flow if r["type"] == "http.response"]
-    assert sorted(r["server"] for r in responses) == [f"{origin}/mcp%1B[2J", f"{origin}/mcp%FF"]
-    assert all({r["server"] for r in flow} == {flow[0]["server"]} for flow in flows)
+    flows = sorted(by_flow(read_capture(tmp_path / "caps")).values(), key=lambda f: f[0]["server"])
+    assert [[r["type"] for r in flow] for flow in flows] == [["http.request", "http.response"]] * 2
+    assert [{r["server"] for r in flow} for flow in flows] == [{f"{origin}/mcp%1B[2J"}, {f"{origin}/mcp%FF"}]
+    escaped, undecodable = (flow[0] for flow in flows)
+    assert escaped["url"] == f"{origin}/mcp\x1b[2J" and "url_b64" not in escaped  # UTF-8: kept as it came
+    assert undecodable["url"] == f"{origin}/mcp%FF"
+    assert base64.b64decode(undecodable["url_b64"]) == f"{origin}/mcp".encode() + b"\xff"
+
+
+def test_record_http_records_a_method_and_target_that_are_not_utf8(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    port = start_server(procs, clean_env)
+    capdir = tmp_path / "caps"
+    cli, listen = record_http(procs, f"http://127.0.0.1:{port}/mcp", capdir, clean_env)
+    listen_port = int(listen.rsplit(":", 1)[1].split("/")[0])
+    for method, target in ((b"POST", b"/mcp?x=\xff&token=s3cret\xfe"), (b"P\xffST", b"/mcp")):
+        assert send_raw(listen_port, method, target).startswith(b"HTTP/1.1 ")
+    assert cli.stop(signal.SIGINT) == 0
+    assert not [line for line in cli.lines if "not encodable" in line or "lost" in line]
+
+    records = read_capture(capdir)
+    assert not [r for r in records if r["type"] == "capture-error"]
+    flows = list(by_flow(records).values())
+    assert [[r["type"] for r in flow] for flow in flows] == [["http.request", "http.response"]] * 2
+    query, method = (flow[0] for flow in flows)
+    origin = f"http://127.0.0.1:{port}"
+    assert query["url"].startswith(f"{origin}/mcp?x=%FF&token=hmac:") and query["method"] == "POST"
+    exact = base64.b64decode(query["url_b64"])
+    assert exact.startswith(f"{origin}/mcp?x=".encode() + b"\xff&token=hmac:") and b"s3cret" not in exact
+    assert method["method"] == "P%FFST" and base64.b64decode(method["method_b64"]) == b"P\xffST"
+    assert method["url"] == f"{origin}/mcp" and "url_b64" not in method
+
+    # and the analyzer reads the capture: no line is malformed
+    done = subprocess.run(
+        [str(BIN / "erascope"), "analyze", "--format", "json", str(capdir)], env=clean_env, capture_output=True
+    )
+    assert done.returncode in (0, 1), done.stderr
+    assert orjson.loads(done.stdout)["inputs"].get("malformed") in (None, [], 0)
