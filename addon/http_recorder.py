@@ -202,7 +202,8 @@ def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[st
             out["wire_len"] = len(raw)
             out[F_DECODED_LEN] = bounded.decoded_len
         if bounded.undecodable:
-            out[F_UNDECODABLE] = encoding[:_MAX_ENCODING]
+            # the client's or server's bytes: no UTF-8 needed (a lone surrogate lost the whole record)
+            out[F_UNDECODABLE] = fmt.printable_key(encoding)[:_MAX_ENCODING]
     body, policy = redaction.body(data)
     out.update(fmt.payload_fields(body))
     if policy != BODIES_FULL:

@@ -350,6 +350,20 @@ def test_utf8_method_and_target_have_no_b64_twin(rec, tmp_path: Path) -> None:
     assert "url_b64" not in request and "method_b64" not in request
 
 
+def test_a_content_encoding_that_is_not_utf8_does_not_lose_the_request(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow(body=b"{}")
+    f.request.headers[b"content-encoding"] = b"gz\xff\x1bip"
+    addon.request(f)
+    f.response = json_response(b"{}")
+    addon.response(f)
+    addon.done()
+    assert addon.failures == 0
+    request, _ = traffic(read(tmp_path))
+    assert request["type"] == fmt.HTTP_REQUEST and request["raw"] == "{}"
+    assert request["undecodable"] == "gz%FF%1Bip"  # named, printable; the header itself is in `headers`
+
+
 def test_server_key_default_is_origin_and_path() -> None:
     f = post_flow(path=b"/a/mcp?x=1")
     assert server_key(f) == "http://127.0.0.1:8000/a/mcp"

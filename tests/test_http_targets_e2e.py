@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from addon import format as fmt
 from tests.test_http_e2e import BIN, Proc, by_flow, read_capture, record_http, start_mitmdump, start_server
 from tests.test_metrics_e2e import Samples, settle
 
@@ -29,12 +30,13 @@ PROBE = orjson.dumps(
 )  # fmt: skip
 
 
-def send_raw(port: int, method: bytes, target: bytes, body: bytes = PROBE) -> bytes:
-    """One HTTP/1.1 request with exactly these method and target bytes; the status line of the answer."""
+def send_raw(port: int, method: bytes, target: bytes, body: bytes = PROBE, extra: bytes = b"") -> bytes:
+    """One HTTP/1.1 request with exactly these method and target bytes (and `extra` header lines, each
+    ending in CRLF); the status line of the answer."""
     head = (
         b"%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        b"Accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n"
-        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (method, target, len(body))
+        b"Accept: application/json, text/event-stream\r\nmcp-protocol-version: 2026-07-28\r\n%s"
+        b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (method, target, extra, len(body))
     )
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(head + body)
@@ -112,14 +114,16 @@ def test_record_http_records_a_method_and_target_that_are_not_utf8(
     listen_port = int(listen.rsplit(":", 1)[1].split("/")[0])
     for method, target in ((b"POST", b"/mcp?x=\xff&token=s3cret\xfe"), (b"P\xffST", b"/mcp")):
         assert send_raw(listen_port, method, target).startswith(b"HTTP/1.1 ")
+    assert send_raw(listen_port, b"POST", b"/mcp", extra=b"Content-Encoding: \xff\r\n").startswith(b"HTTP/1.1 ")
     assert cli.stop(signal.SIGINT) == 0
     assert not [line for line in cli.lines if "not encodable" in line or "lost" in line]
 
     records = read_capture(capdir)
     assert not [r for r in records if r["type"] == "capture-error"]
     flows = list(by_flow(records).values())
-    assert [[r["type"] for r in flow] for flow in flows] == [["http.request", "http.response"]] * 2
-    query, method = (flow[0] for flow in flows)
+    assert [[r["type"] for r in flow] for flow in flows] == [["http.request", "http.response"]] * 3
+    query, method, encoding = (flow[0] for flow in flows)
+    assert encoding["undecodable"] == "%FF" and fmt.payload_bytes(encoding) == PROBE  # as it came
     origin = f"http://127.0.0.1:{port}"
     assert query["url"].startswith(f"{origin}/mcp?x=%FF&token=hmac:") and query["method"] == "POST"
     exact = base64.b64decode(query["url_b64"])
