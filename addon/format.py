@@ -12,6 +12,7 @@ of a field bumps the major, and readers refuse majors they do not know.
 from __future__ import annotations
 
 import base64
+import re
 from typing import Final
 
 FORMAT_NAME: Final = "erascope"
@@ -154,6 +155,57 @@ def payload_bytes(record: dict[str, object]) -> bytes:
     if isinstance(b64, str):
         return base64.b64decode(b64)
     return b""
+
+
+B64_SUFFIX: Final = "_b64"
+"""`<field>_b64`: the exact bytes of a text field that were not UTF-8 (`raw_b64`, `url_b64`, `method_b64`)."""
+_UNDECODED: Final = re.compile("[\udc80-\udcff]")
+"""A byte that was not UTF-8, as `surrogateescape` decoding hands it over."""
+
+
+def text_fields(field: str, text: str, wire: bytes | None = None) -> dict[str, str]:
+    """`field` with `text`, and `<field>_b64` with the exact bytes when some of them were not UTF-8.
+
+    mitmproxy decodes a request's method and target with `surrogateescape`: each byte that is not
+    UTF-8 becomes a lone surrogate, which no capture line can hold. `field` then writes each such
+    byte `%XX` (readable, and a URL stays a URL), and `<field>_b64` keeps the bytes (`wire`, else
+    `text` encoded back) in base64, as `raw_b64` keeps a payload's. Lossless: the text alone where
+    it is UTF-8, the base64 otherwise.
+    """
+    if text.isascii():  # the common case
+        return {field: text}
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        exact = wire if wire is not None else text.encode("utf-8", "surrogateescape")
+        return {field: _UNDECODED.sub(_percent, text), field + B64_SUFFIX: base64.b64encode(exact).decode("ascii")}
+    return {field: text}
+
+
+_UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+"""Control characters (C0, DEL, C1) and lone surrogates."""
+
+
+def printable_key(text: str) -> str:
+    r"""`text` as a key every reader can encode and show: each control character, and each lone
+    surrogate (a byte that was not UTF-8, as Python's `surrogateescape` decoding hands it over), is
+    written `%XX` per byte, as a URL writes such bytes (`/mcp\xff\x1b` → `/mcp%FF%1B`).
+
+    Server keys come from request targets and command lines, and go unescaped into every record (a
+    lone surrogate makes a record unencodable), into Prometheus labels (which must be UTF-8) and onto
+    terminals (where ESC sequences act). Not reversible (`%` stays `%`): a key names, it does not
+    reproduce; records that must keep the bytes carry them in base64.
+    """
+    if text.isprintable():  # the common case; False for every character the pattern matches
+        return text
+    return _UNPRINTABLE.sub(_percent, text)
+
+
+def _percent(match: re.Match[str]) -> str:
+    char = match.group()
+    code = ord(char)
+    data = bytes([code - 0xDC00]) if 0xDC80 <= code <= 0xDCFF else char.encode("utf-8", "surrogatepass")
+    return "".join(f"%{byte:02X}" for byte in data)
 
 
 def parse_format_id(value: object) -> int | None:

@@ -16,6 +16,7 @@ recording never raises into the proxy: a failure is logged once at error level a
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -157,11 +158,18 @@ def is_event_stream(response: http.Response) -> bool:
     return content_type.split(";", 1)[0].strip().lower() == SSE_CONTENT_TYPE
 
 
+_PATH_END: Final = re.compile(r"[?#]")
+"""Where the path of a request target ends: at its query, or at a fragment a client sent anyway."""
+
+
 def server_key(flow: http.HTTPFlow) -> str:
     """Origin + path of the server a flow talks to: in reverse mode the configured upstream's origin.
 
     Taken from the mode rather than the request so that a balancing addon rewriting host/port per
-    flow does not split one logical server into several keys.
+    flow does not split one logical server into several keys. The query and the fragment are left
+    out: they hold tokens (`#access_token=…`), and the key is written unredacted into every record
+    and into the metrics' labels. Control bytes and bytes that are not UTF-8 are written `%XX`
+    (`fmt.printable_key`): a client chooses the path, and the key must stay text for every reader.
     """
     req = flow.request
     mode = flow.client_conn.proxy_mode
@@ -172,7 +180,7 @@ def server_key(flow: http.HTTPFlow) -> str:
         host, port, scheme = req.host, req.port, req.scheme
     default = 443 if scheme == "https" else 80
     authority = (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
-    return f"{scheme}://{authority}{req.path.split('?', 1)[0]}"
+    return f"{scheme}://{authority}{fmt.printable_key(_PATH_END.split(req.path, 1)[0])}"
 
 
 def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[str, Any]:
@@ -194,7 +202,8 @@ def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[st
             out["wire_len"] = len(raw)
             out[F_DECODED_LEN] = bounded.decoded_len
         if bounded.undecodable:
-            out[F_UNDECODABLE] = encoding[:_MAX_ENCODING]
+            # the client's or server's bytes: no UTF-8 needed (a lone surrogate lost the whole record)
+            out[F_UNDECODABLE] = fmt.printable_key(encoding)[:_MAX_ENCODING]
     body, policy = redaction.body(data)
     out.update(fmt.payload_fields(body))
     if policy != BODIES_FULL:
@@ -213,8 +222,9 @@ def request_record(
         fmt.F_CONN: flow.client_conn.id,
         F_FLOW: flow.id,
         fmt.F_DIR: fmt.C2S,
-        "method": req.method,
-        "url": redaction.url(req.url),
+        # the method and target are the client's bytes: any of them may be no UTF-8
+        **fmt.text_fields("method", req.method, req.data.method),
+        **fmt.text_fields("url", redaction.url(req.url)),
         "http_version": req.http_version,
         F_HEADERS: redaction.headers(_fields(req.headers)),
         "client": _address(flow.client_conn.peername),

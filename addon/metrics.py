@@ -37,6 +37,7 @@ ids or paths. Server keys come from the traffic (in forward mode, from the reque
 so an attacker could invent any number of them: the first `max_servers` distinct keys (default 64)
 get a label of their own, longer keys are cut to 200 characters, and every later key is counted
 under the server label `other` (`erascope_server_labels_folded_total` counts those observations).
+Control characters and bytes that were not UTF-8 are written `%XX` in a label (`format.printable_key`).
 """
 
 from __future__ import annotations
@@ -216,7 +217,8 @@ class LiveStats:
 
     # --- labels ---------------------------------------------------------------------------------
     def _label(self, server: object) -> str:
-        key = server[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
+        # Prometheus labels must be UTF-8 (a lone surrogate failed every scrape) and are read on terminals
+        key = fmt.printable_key(server)[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
         if key in self._labels:
             return key
         if len(self._labels) < self.max_servers:

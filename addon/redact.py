@@ -32,7 +32,9 @@ SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
 _OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w-]*)=(.*)$", re.S)
 _NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
 _HEADER_SHAPED = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*)$", re.S)
-_URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s]*)@")
+_AUTHORITY_END = re.compile(r"[/?#\s]")
+"""Where a URL's authority (`userinfo@host:port`) ends."""
+_SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 
 
 def _key_path() -> Path:
@@ -119,7 +121,7 @@ def _redact_value(value: str, redactor: Redactor) -> str:
             return f"{name}={redactor.hash(val)}"
         return f"{name}={_redact_value(val, redactor)}" if "://" in val else value
     if "://" in value:
-        return _redact_url(value, redactor)
+        return HttpRedaction(redactor).url(value)
     if m := _HEADER_SHAPED.match(value):
         name, val = m.groups()
         redacted = HttpRedaction(redactor).header_value(name, val)
@@ -128,13 +130,44 @@ def _redact_value(value: str, redactor: Redactor) -> str:
     return value
 
 
-def _redact_url(url: str, redactor: Redactor) -> str:
-    def userinfo(m: re.Match[str]) -> str:
-        user, sep, password = m.group(2).partition(":")
-        hidden = f"{user}:{redactor.hash(unquote_plus(password))}" if sep else redactor.hash(unquote_plus(user))
-        return f"{m.group(1)}{hidden}@"
+def _redact_userinfo(text: str, redactor: Redactor) -> str:
+    """`text` with the password (or the lone user, often a token) of every URL's userinfo hashed.
 
-    return HttpRedaction(redactor).url(_URL_USERINFO.sub(userinfo, url))
+    The userinfo ends at the *last* `@` of the authority, as urllib's `rpartition("@")` and WHATWG
+    parsers read it: a password may hold an unencoded `@` (`postgresql://app:Tr0ub@dor&3@db/x`), and
+    cutting at the first `@` left its tail readable. Scanned by hand, each character about once: a
+    regular expression for this backtracks quadratically on header values an attacker writes.
+    """
+    out: list[str] = []
+    done = 0
+    sep = text.find("://")
+    while sep >= 0:
+        begin = sep + 3
+        end_match = _AUTHORITY_END.search(text, begin)
+        end = end_match.start() if end_match else len(text)
+        at = text.rfind("@", begin, end)
+        if at >= 0 and _follows_scheme(text, sep):
+            user, colon, password = text[begin:at].partition(":")
+            hidden = f"{user}:{redactor.hash(unquote_plus(password))}" if colon else redactor.hash(unquote_plus(user))
+            out.append(text[done:begin])
+            out.append(hidden)
+            done = at
+        # an authority holds no '/', so the next "://" starts at its end at the earliest
+        sep = text.find("://", max(begin, end - 1))
+    if not out:
+        return text
+    out.append(text[done:])
+    return "".join(out)
+
+
+def _follows_scheme(text: str, sep: int) -> bool:
+    """Whether `://` at `sep` follows a scheme: scheme characters, at least one a letter."""
+    i = sep
+    letter = False
+    while i > 0 and text[i - 1] in _SCHEME_CHARS:
+        i -= 1
+        letter = letter or text[i].isalpha()
+    return letter
 
 
 # --- HTTP ------------------------------------------------------------------------------------------
@@ -333,6 +366,7 @@ class HttpRedaction:
             "url_headers": list(URL_HEADERS) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
+            "userinfo": "password or lone user" if self.enabled else "off",
         }
 
     def header_value(self, name: str, value: str) -> str:
@@ -389,8 +423,14 @@ class HttpRedaction:
         """The URL with the values of secret-named query parameters hashed, in its query and in its
         fragment: OAuth's implicit grant hands the token over there (`#access_token=…`), hash routing
         puts a query in it (`#/callback?code=…`), and a request target should hold no `#` at all.
-        A fragment without `name=value` pairs is left as it is."""
-        if not self.enabled or ("?" not in url and "#" not in url):
+        A fragment without `name=value` pairs is left as it is. The password (or lone user) of a
+        userinfo is hashed too, in the URL and in URLs inside it (`?next=https://u:pw@h/`): a
+        `Location` or `Referer` can carry one."""
+        if not self.enabled:
+            return url
+        if "@" in url:
+            url = _redact_userinfo(url, self.redactor)
+        if "?" not in url and "#" not in url:
             return url
         before, hash_sep, fragment = url.partition("#")
         head, query_sep, query = before.partition("?")

@@ -74,9 +74,11 @@ RECORD_SCHEMA: Final[dict[str, pl.DataType]] = {
     "idle_s": pl.Float64(),  # http.error kind timeout: seconds the flow was idle before the proxy cut it
 }
 
-UNREAD_FIELDS: Final = frozenset({"chain"})
+UNREAD_FIELDS: Final = frozenset({"chain", "method_b64", "url_b64"})
 """Record fields the analyzer deliberately leaves out of `RECORD_SCHEMA`: the hash chain is checked by
-`erascope verify` (`analyzer.verify`), never by the analysis."""
+`erascope verify` (`analyzer.verify`), never by the analysis; `method_b64` / `url_b64` are the exact
+bytes of a method or target that was not UTF-8, which the analysis reads as `method` / `url` write
+them (`%XX`)."""
 
 KINDS: Final = ("request", "response", "error", "notification", "invalid", "lifecycle")
 

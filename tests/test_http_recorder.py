@@ -318,9 +318,75 @@ def test_server_option_names_every_record(tmp_path: Path) -> None:
     assert "weather" in records[0]["server"]
 
 
+def test_method_and_target_that_are_not_utf8_are_recorded_exactly(rec, tmp_path: Path) -> None:
+    # mitmproxy hands such bytes over as lone surrogates, which no capture line can hold
+    addon, _ = rec
+    f = post_flow(path=b"/mcp?token=s3\xffcret&x=\xff")
+    f.request.data.method = b"P\xffsT"
+    addon.request(f)
+    f.response = json_response(b"{}")
+    addon.response(f)
+    addon.done()
+    assert addon.failures == 0
+    request, response = traffic(read(tmp_path))
+    assert (request["type"], response["type"]) == (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)
+    hashed = Redactor().hash("s3\udcffcret")  # the value's bytes, as for any secret query value
+    assert request["url"] == f"http://127.0.0.1:8000/mcp?token={hashed}&x=%FF"
+    assert base64.b64decode(request["url_b64"]) == f"http://127.0.0.1:8000/mcp?token={hashed}&x=".encode() + b"\xff"
+    assert request["method"] == "P%FFST"  # upper-cased as mitmproxy reports every method
+    assert base64.b64decode(request["method_b64"]) == b"P\xffsT"  # the bytes as they came
+    assert {r["server"] for r in (request, response)} == {"http://127.0.0.1:8000/mcp"}
+
+
+def test_utf8_method_and_target_have_no_b64_twin(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow(path="/caf\u00e9/mcp?q=\u00fc".encode())
+    addon.request(f)
+    f.response = json_response(b"{}")
+    addon.response(f)
+    addon.done()
+    request, _ = traffic(read(tmp_path))
+    assert request["url"] == "http://127.0.0.1:8000/caf\u00e9/mcp?q=\u00fc" and request["method"] == "POST"
+    assert "url_b64" not in request and "method_b64" not in request
+
+
+def test_a_content_encoding_that_is_not_utf8_does_not_lose_the_request(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    f = post_flow(body=b"{}")
+    f.request.headers[b"content-encoding"] = b"gz\xff\x1bip"
+    addon.request(f)
+    f.response = json_response(b"{}")
+    addon.response(f)
+    addon.done()
+    assert addon.failures == 0
+    request, _ = traffic(read(tmp_path))
+    assert request["type"] == fmt.HTTP_REQUEST and request["raw"] == "{}"
+    assert request["undecodable"] == "gz%FF%1Bip"  # named, printable; the header itself is in `headers`
+
+
 def test_server_key_default_is_origin_and_path() -> None:
     f = post_flow(path=b"/a/mcp?x=1")
     assert server_key(f) == "http://127.0.0.1:8000/a/mcp"
+
+
+@pytest.mark.parametrize("target", [b"/mcp#access_token=s3cret", b"/mcp#/cb?code=s3cret", b"/mcp?x=1#token=s3cret"])
+def test_server_key_leaves_out_the_fragment(target: bytes) -> None:
+    # a request target should hold no fragment, but a client can send one, with a token in it
+    assert server_key(post_flow(path=target)) == "http://127.0.0.1:8000/mcp"
+
+
+@pytest.mark.parametrize(
+    ("target", "key"),
+    [
+        (b"/mcp\xff", "/mcp%FF"),  # not UTF-8: mitmproxy hands it over as a lone surrogate
+        (b"/mcp\x1b[2J\x7f?q=\xff", "/mcp%1B[2J%7F"),  # control bytes would reach terminals and labels
+        (b"/caf\xc3\xa9/mcp", "/caf\u00e9/mcp"),  # UTF-8 stays as it is
+    ],
+)
+def test_server_key_is_printable_text(target: bytes, key: str) -> None:
+    got = server_key(post_flow(path=target))
+    assert got == "http://127.0.0.1:8000" + key
+    assert orjson.loads(orjson.dumps(got)) == got  # a capture line can hold it
 
 
 @pytest.mark.parametrize(
@@ -420,7 +486,8 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
     f.response.stream(b"id: 1\nretry: 5\ndata: x\n\ndata: y")
     f.error = Error("Client disconnected.")
     addon.error(f)
-    g = post_flow()
+    g = post_flow(path=b"/mcp?\xff")
+    g.request.data.method = b"P\xffST"
     addon.request(g)
     g.response = json_response(b"{}")
     addon.response(g)
@@ -433,7 +500,8 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
                                             fmt.HTTP_ERROR}  # fmt: skip
     doc = (Path(__file__).resolve().parent.parent / "captures" / "FORMAT.md").read_text()
     fields = {k for r in records for k in r}
-    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete", "truncated", "decoded_len"} <= fields
+    assert {"sse_id", "sse_retry", "raw_b64", "wire_len", "phase", "incomplete", "truncated", "decoded_len",
+            "url_b64", "method_b64"} <= fields  # fmt: skip
     assert sorted(k for k in fields if f"`{k}`" not in doc) == []
     assert sorted(k for k in fields if k not in RECORD_SCHEMA and k not in UNREAD_FIELDS) == []
     header = read(tmp_path)[0]

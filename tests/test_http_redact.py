@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import time
+
 import orjson
 import pytest
 
-from addon.redact import BODIES_METADATA, REDACTED_KEY, HttpRedaction, Redactor
+from addon.redact import BODIES_METADATA, REDACTED_KEY, HttpRedaction, Redactor, redact_argv
 
 KEY = b"test-key"
 
@@ -232,3 +235,35 @@ def test_metadata_hashes_result_fields_it_does_not_document() -> None:
     got = orjson.loads(body)["error"]
     assert b"s3cret" not in body
     assert (got["code"], got["message"], got["data"]["supported"]) == (-32602, "Invalid params", ["a"])
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("Location", "https://u:s3cret@h/cb?x=1", "https://u:hmac:…@h/cb?x=1"),
+        ("Location", "https://u:Tr0ub@dor&3@h/cb", "https://u:hmac:…@h/cb"),  # userinfo ends at the last '@'
+        ("Referer", "https://tok-123@h/", "https://hmac:…@h/"),  # a lone user, often a token
+        ("Content-Location", "/p?next=https://u:s3cret@h/", "/p?next=https://u:hmac:…@h/"),  # inside the query
+    ],
+)
+def test_userinfo_in_url_headers_is_hashed(red: HttpRedaction, name: str, value: str, expected: str) -> None:
+    assert re.sub(r"hmac:[0-9a-f]{12}", "hmac:…", red.header_value(name, value)) == expected
+
+
+def test_userinfo_in_the_request_url_and_an_endpoint_event_is_hashed(red: HttpRedaction) -> None:
+    assert red.describe()["userinfo"] == "password or lone user"  # the capture header states it
+    h = Redactor(KEY).hash
+    assert red.url("http://h/mcp?next=https://u:p@ss@x/") == f"http://h/mcp?next=https://u:{h('p@ss')}@x/"
+    data, policy = red.sse_data("endpoint", b"/messages/?to=https://u:s3cret@x/&session_id=1")
+    assert b"s3cret" not in data and policy == "full"
+    assert red.url("http://h/a@b/mcp") == "http://h/a@b/mcp"  # an '@' in the path is no userinfo
+
+
+def test_userinfo_scan_is_linear_on_hostile_values(red: HttpRedaction) -> None:
+    # an '@' that no authority reaches after a long scheme and host: a regular expression for the
+    # userinfo backtracked over every start (about 15 s for this header on the proxy's event loop)
+    hostile = "@" + "a" * 16_000 + "://" + "x" * 16_000 + "/"
+    started = time.perf_counter()
+    assert red.header_value("Referer", hostile) == hostile
+    assert redact_argv(["srv", hostile], Redactor(KEY)) == ["srv", hostile]
+    assert time.perf_counter() - started < 1.0

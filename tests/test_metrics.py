@@ -229,6 +229,20 @@ def test_server_labels_are_capped() -> None:
     assert s["server_labels_folded"] == 7
 
 
+def test_server_labels_are_printable_text() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    stats = LiveStats()
+    odd = "http://s/mcp\udcff\x1b[2J\u0085"  # a byte that was not UTF-8, ESC and a C1 control
+    feed(stats, [req("f1", probe(), server=odd), resp("f1", 200, ok({"supportedVersions": [MODERN]}))])
+    (label,) = stats.snapshot()["servers"]
+    assert label == "http://s/mcp%FF%1B[2J%C2%85"
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RecorderCollector(stats.snapshot))  # type: ignore[arg-type]
+    text = generate_latest(registry).decode()  # raised UnicodeEncodeError: every scrape answered 500
+    assert f'server="{label}"' in text and "\x1b" not in text
+
+
 def test_pending_requests_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(m, "MAX_PENDING", 10)
     stats = LiveStats()

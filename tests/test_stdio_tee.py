@@ -467,13 +467,15 @@ def test_secret_arguments_are_redacted_and_env_never_recorded(tmp_path: Path, cl
     env = dict(clean_env, WEATHER_API_KEY="env-secret-value-123")
     script = "import sys; sys.stdout.write(sys.stdin.read())"
     server = (PY, "-c", script, "--header", "Authorization: Bearer bear-123", "postgresql://u:pg-pw@h/db",
-              "--api-key", "sk-live-abc", "--token=tok-xyz")  # fmt: skip
+              "postgresql://app:Tr0ub@dor&3@db.internal:5432/app", "--api-key", "sk-live-abc",
+              "--token=tok-xyz")  # fmt: skip
     proc = run(tee_cmd(tmp_path, *server), env, b"hi\n")
     assert proc.stdout == b"hi\n"
     text = only_capture(tmp_path)
     raw = b"".join(p.read_bytes() for p in tmp_path.glob("*.jsonl"))
     assert b"sk-live-abc" not in raw and b"tok-xyz" not in raw and b"env-secret-value-123" not in raw
     assert b"bear-123" not in raw and b"pg-pw" not in raw
+    assert b"dor&3" not in raw and b"Tr0ub" not in raw  # a password holding '@': userinfo ends at the last '@'
     spawn = lifecycle(text, fmt.EV_SPAWN)
     assert spawn["argv"][-3] == "--api-key"
     assert spawn["argv"][-2].startswith("hmac:") and spawn["argv"][-1].startswith("--token=hmac:")
@@ -487,6 +489,9 @@ ARGV_SECRETS = [
     (["npx", "mcp-remote", "-H", "X-API-Token: tok-BBB"], "tok-BBB", "X-API-Token: hmac:"),
     (["uvx", "mcp-server-postgres", "postgresql://user:pw-CCC@db:5432/app"], "pw-CCC", "postgresql://user:hmac:"),
     (["srv", "--db=postgres://u:pw-DDD@h/db"], "pw-DDD", "--db=postgres://u:hmac:"),
+    (["srv", "postgresql://app:Tr0ub@pw-LLL@db:5432/app"], "pw-LLL", "postgresql://app:hmac:"),  # '@' in it
+    (["srv", "DSN=mysql://u:a@b@pw-MMM@h/db?x=1"], "pw-MMM", "DSN=mysql://u:hmac:"),
+    (["srv", "https://tok@en-NNN@h/mcp"], "en-NNN", "https://hmac:"),  # a lone user, often a token
     (["srv", "https://h/mcp?token=tok-EEE&x=1"], "tok-EEE", "https://h/mcp?token=hmac:"),
     (["docker", "run", "-e", "GITHUB_TOKEN=tok-FFF", "ghcr.io/github/mcp"], "tok-FFF", "GITHUB_TOKEN=hmac:"),
     (["docker", "run", "--env=DB_PASSWORD=pw-GGG", "img"], "pw-GGG", "--env=DB_PASSWORD=hmac:"),
