@@ -178,8 +178,15 @@ def text_fields(field: str, text: str, wire: bytes | None = None) -> dict[str, s
         text.encode("utf-8")
     except UnicodeEncodeError:
         exact = wire if wire is not None else text.encode("utf-8", "surrogateescape")
-        return {field: _UNDECODED.sub(_percent, text), field + B64_SUFFIX: base64.b64encode(exact).decode("ascii")}
+        return {field: utf8_text(text), field + B64_SUFFIX: base64.b64encode(exact).decode("ascii")}
     return {field: text}
+
+
+def utf8_text(text: str) -> str:
+    """`text` with each byte that was not UTF-8 (a lone surrogate, from `surrogateescape` decoding)
+    written `%XX`, so that a record can hold it: for what the host hands over as text (a command
+    line, a working directory) and is recorded to be read, not replayed."""
+    return text if text.isascii() else _UNDECODED.sub(_percent, text)
 
 
 _UNPRINTABLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")

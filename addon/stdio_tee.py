@@ -612,10 +612,11 @@ class StdioTee:
         self._stderr = stderr
         self._stderr_lock = threading.Lock()
         self._redactor = redactor or Redactor()
-        self.argv = self._redactor.argv(self.cmd)
+        # the host's bytes, which need not be UTF-8: the command runs as given, its record reads so
+        self.argv = [fmt.utf8_text(arg) for arg in self._redactor.argv(self.cmd)]
         self.parent = parent_fields(self._redactor)
         """The host process that started the tee (recorded on `spawn`), read once at start."""
-        self.server = server or server_key(self.argv)
+        self.server = fmt.printable_key(server or server_key(self.argv))
         self.conn = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         extra = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
         self.stats = LiveStats()
@@ -842,7 +843,7 @@ class StdioTee:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; else plain pids
             self._pidfd = os.pidfd_open(proc.pid)
-        self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=os.getcwd(), **self.parent)
+        self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=fmt.utf8_text(os.getcwd()), **self.parent)
         for fd in (proc.stdin.fileno(), proc.stdout.fileno(), self.stdin_fd, self.stdout_fd):
             _grow_pipe(fd)
 

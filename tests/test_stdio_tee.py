@@ -1086,3 +1086,29 @@ def test_parent_command_line_is_redacted_like_the_servers(tmp_path: Path, clean_
     assert b"tok-host-123" not in raw
     spawn = lifecycle(only_capture(tmp_path), fmt.EV_SPAWN)
     assert spawn["parent_argv"][3].startswith("--token=hmac:")
+
+
+def test_a_command_line_and_a_directory_that_are_not_utf8_are_recorded(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """Arguments and the working directory are the host's bytes, which need not be UTF-8 (Python hands
+    them over with lone surrogates, which no capture line can hold): the tee started no server and
+    wrote no capture at all. They are recorded with those bytes written `%XX`, and the server key,
+    which names the capture file and labels metrics, is printable text."""
+    cwd = tmp_path / os.fsdecode(b"dir\xfe")
+    cwd.mkdir()
+    data = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    shell = os.fsdecode(b"s\xffh")
+    (cwd / shell).symlink_to(shutil.which("sh") or "/bin/sh")
+    proc = subprocess.run(
+        tee_cmd(tmp_path, "./" + shell, "-c", "cat", os.fsdecode(b"--name=\xff\x1b")), input=data,
+        capture_output=True, env=clean_env, timeout=120, cwd=cwd,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == data
+    records = only_capture(tmp_path)
+    header, spawn = records[0], next(r for r in records if r.get("event") == fmt.EV_SPAWN)
+    assert header["argv"] == spawn["argv"] == ["./s%FFh", "-c", "cat", "--name=%FF\x1b"]
+    assert spawn["cwd"].endswith("/dir%FE")
+    assert header[fmt.F_SERVER].isprintable() and "%FF" in header[fmt.F_SERVER]
+    assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
