@@ -591,8 +591,9 @@ class HttpRecorder:
                 extra_headers=list(opts.erascope_redact_headers),
             )
             self.out_dir = Path(opts.erascope_dir).expanduser() if opts.erascope_dir else default_capture_dir()
-            self.server_name = opts.erascope_server
-            self.capture_server = opts.erascope_server or _mode_server(opts.mode) or "http"
+            # an operator's command line need not be UTF-8, nor free of control bytes: a key is text
+            self.server_name = fmt.printable_key(opts.erascope_server)
+            self.capture_server = self.server_name or _mode_server(opts.mode) or "http"
 
     def _configure_retention(self, opts: Any) -> None:
         try:
@@ -822,7 +823,7 @@ def _mode_server(modes: Sequence[str]) -> str | None:
         return None
     if not isinstance(mode, ReverseMode):
         return None
-    return mode.data.rstrip("/")
+    return fmt.printable_key(mode.data.rstrip("/"))
 
 
 addons = [HttpRecorder()]

@@ -318,6 +318,23 @@ def test_server_option_names_every_record(tmp_path: Path) -> None:
     assert "weather" in records[0]["server"]
 
 
+def test_a_server_option_that_is_not_utf8_names_every_record_printably(tmp_path: Path) -> None:
+    # `--server` comes from the command line, which Python decodes with lone surrogates: the capture's
+    # header and every record carried it, none could be written
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_server="we\udcffather\x1b")
+        f = post_flow()
+        addon.request(f)
+        f.response = json_response(b"{}")
+        addon.response(f)
+        addon.done()
+    assert addon.failures == 0
+    records = read(tmp_path)
+    assert {r["server"] for r in records} == {"we%FFather%1B"}
+    assert [r["type"] for r in traffic(records)] == [fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE]
+
+
 def test_method_and_target_that_are_not_utf8_are_recorded_exactly(rec, tmp_path: Path) -> None:
     # mitmproxy hands such bytes over as lone surrogates, which no capture line can hold
     addon, _ = rec
