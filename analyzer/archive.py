@@ -326,6 +326,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             lost=entry["lost"],
             unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
             identity=entry_identity(entry),
+            archived=True,
         )
         names = list(entry["parts"])
         if len(set(names)) != len(names):

@@ -333,3 +333,26 @@ def test_payloads_are_read_from_compressed_captures_and_missing_files_are_said(t
     packed.unlink()  # gone after the analysis: the page says so instead of failing
     payloads = _json_block(render_html(analysis), "page-data")["payloads"]
     assert all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
+
+
+def test_a_capture_replaced_by_a_fifo_after_the_analysis_is_not_opened(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    caps = _many_probes(tmp_path / "caps", 2)
+    (capture,) = caps.glob("*.jsonl")
+    analysis = analyze([str(caps)])
+    capture.unlink()
+    os.mkfifo(capture)  # opening it for reading would wait for a writer forever
+    pages: list[str] = []
+    worker = threading.Thread(target=lambda: pages.append(render_html(analysis)), daemon=True)
+    worker.start()
+    worker.join(20)
+    blocked = worker.is_alive()
+    if blocked:  # let the blocked open go before failing
+        with open(capture, "wb"):
+            pass
+        worker.join(5)
+    assert not blocked, "rendering blocked on a FIFO"
+    payloads = _json_block(pages[0], "page-data")["payloads"]
+    assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
