@@ -95,3 +95,83 @@ def test_an_archive_naming_a_fifo_or_an_endless_device_renders(archive: Path, tm
     )
     assert done.returncode == 0, done.stderr
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+# --- a tampered archive is a clear error --------------------------------------------------------
+def _refused(result: Any, *names: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)  # an error said, no traceback
+    for name in names:
+        assert name in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda e: e.pop("file"),
+        lambda e: e.update(file=5),
+        lambda e: e.update(file=None),
+        lambda e: e.update(records="x"),
+        lambda e: e.update(records=-1),
+        lambda e: e.update(lost="x"),
+        lambda e: e.update(skipped=5),
+        lambda e: e.update(capture=["x"]),
+        lambda e: e.update(transport=7),
+        lambda e: e.update(counts={"frame": "x"}),
+        lambda e: e.update(malformed=[["x", 5]]),
+        lambda e: e.update(torn=[1, 2, 3]),
+        lambda e: e.update(unit=5),
+        lambda e: e.update(parts=[5]),
+    ],
+    ids=[
+        "no-file", "file-int", "file-null", "records-str", "records-negative", "lost-str", "skipped-int",
+        "capture-list", "transport-int", "counts-str", "malformed-types", "torn-three", "unit-int", "parts-int",
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("selected", [False, True], ids=["everything", "selection"])
+def test_a_malformed_entry_is_named(archive: Path, edit: Callable[[dict[str, Any]], Any], selected: bool) -> None:
+    (entry,) = (archive / "_sources").glob("*.json")
+    _edit_entry(entry, edit)
+    selection = ["--server", "busy"] if selected else []
+    _refused(runner.invoke(app, ["analyze", str(archive), "-q", *selection]), "malformed archive entry", entry.name)
+
+
+def test_a_part_with_repeated_rows_is_named(archive: Path) -> None:
+    part = next(archive.glob("day=*/server=*/*.parquet"))
+    rows = pl.read_parquet(part)
+    pl.concat([rows, rows]).write_parquet(part)
+    result = runner.invoke(app, ["analyze", str(archive), "-q", "--server", "busy"])
+    _refused(result, "malformed archive", part.name)
+
+
+def test_an_out_of_range_time_reads_as_in_the_capture(archive: Path, tmp_path: Path) -> None:
+    """A `ts` no report can write (1e300) is read as missing, in a capture and in its archive's parts alike."""
+    (capture,) = (tmp_path / "caps").glob("*.jsonl")
+    lines = capture.read_bytes().splitlines(keepends=True)
+    record = orjson.loads(lines[1])  # the first probe
+    lines[1] = orjson.dumps({**record, "ts": 1e300}) + b"\n"
+    capture.write_bytes(b"".join(lines))
+    for part in archive.glob("day=*/server=*/*.parquet"):
+        rows = pl.read_parquet(part)
+        rows.with_columns(ts=pl.when(pl.col("line") == 2).then(1e300).otherwise("ts")).write_parquet(part)
+    reports = []
+    for source in (capture.parent, archive):
+        result = runner.invoke(app, ["analyze", str(source), "-q", "-f", "json", "--server", "busy"])
+        assert result.exit_code == 0, result.output
+        reports.append(result.stdout)
+    assert reports[0] == reports[1]
+
+
+def test_a_condensed_frame_with_an_out_of_range_time_is_named(archive: Path) -> None:
+    (frame,) = archive.glob("_condensed/*.messages.parquet")
+    pl.read_parquet(frame).with_columns(ts=pl.lit(1e300)).write_parquet(frame)
+    _refused(runner.invoke(app, ["analyze", str(archive), "-q"]), frame.name)
+
+
+def test_a_condensed_frame_with_repeated_rows_is_named(archive: Path) -> None:
+    (frame,) = archive.glob("_condensed/*.messages.parquet")
+    rows = pl.read_parquet(frame)
+    pl.concat([rows, rows]).write_parquet(frame)
+    (entry,) = (archive / "_sources").glob("*.json")
+    _edit_entry(entry, lambda e: e["condensed"]["frames"]["messages"].__setitem__(1, 2 * rows.height))
+    _refused(runner.invoke(app, ["analyze", str(archive), "-q"]), frame.name)
