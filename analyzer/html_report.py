@@ -236,9 +236,14 @@ def _lane_labels(servers: Iterable[str]) -> dict[str, str]:
     labels: dict[str, str] = {}
     used: set[str] = set()
     for i, server in enumerate(servers):
-        label = _short(visible(server), _LANE_LABEL) or "(empty)"
-        if label in used:
-            label = f"{_short(label, _LANE_LABEL - 6)} #{i + 1}"
+        shown = visible(server) or "(empty)"
+        label = _short(shown, _LANE_LABEL)
+        n = i + 1
+        # a numbered label can be another key's label too (keys are anyone's text): until it is not
+        while label in used:
+            suffix = f" #{n}"
+            label = f"{_short(shown, _LANE_LABEL - len(suffix))}{suffix}"
+            n += 1
         used.add(label)
         labels[server] = label
     return labels
