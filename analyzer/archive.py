@@ -53,7 +53,7 @@ from analyzer.condense import (
     spilled,
 )
 from analyzer.facts import CHUNK_ROWS, BadLine, FileFacts, set_relinked
-from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_categoricals, pair_responses
+from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_categoricals, bounded_time, in_times, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
 from analyzer.spill import Spill
@@ -188,9 +188,44 @@ def source_entries(archive: Path | str) -> list[str]:
         if isinstance(content, OSError):
             raise ErascopeError(f"{p}: not a readable archive entry ({content})")
         entry = _parsed(p, content)
+        if (wrong := malformed_fields(entry)) is not None:  # its `file` orders the entries, first
+            raise ErascopeError(f"{p}: malformed archive entry ({wrong}); {_COMPACT_AGAIN}")
         entries.append((EntryPath(p, content, entry), entry["file"]))
     # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
     return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
+
+
+_UNITS: Final = ("line", "entry", "flow")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _bad_line(value: Any) -> bool:
+    return isinstance(value, list) and len(value) == 2 and _count(value[0]) and isinstance(value[1], str)
+
+
+def malformed_fields(entry: dict[str, Any]) -> str | None:
+    """Which accounting fields of an entry are not of the types `compact` writes (their names); None
+    when all are. An entry is any JSON: checked before any field is used."""
+    text = (str,)
+    ok = {
+        "file": isinstance(entry.get("file"), text),
+        "capture": isinstance(entry.get("capture"), text),
+        "transport": entry.get("transport") is None or isinstance(entry.get("transport"), text),
+        "skipped": entry.get("skipped") is None or isinstance(entry.get("skipped"), text),
+        "records": _count(entry.get("records")),
+        "lost": _count(entry.get("lost")),
+        "counts": isinstance(counts := entry.get("counts"), dict)
+        and all(isinstance(k, str) and _count(v) for k, v in counts.items()),
+        "malformed": isinstance(bad := entry.get("malformed"), list) and all(map(_bad_line, bad)),
+        "torn": not entry.get("torn") or _bad_line(entry.get("torn")),
+        "unit": entry.get("unit", "line") in _UNITS,
+        "parts": isinstance(parts := entry.get("parts"), list) and all(isinstance(p, str) for p in parts),
+    }
+    wrong = [name for name, good in ok.items() if not good]
+    return f"{', '.join(wrong)}: missing or not as `erascope compact` writes" if wrong else None
 
 
 def entry_identity(entry: dict[str, Any]) -> tuple[bytes, ...]:
@@ -313,6 +348,8 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
     def located(rel: str) -> str:
         return join(root, rel) if remote else str(Path(root) / rel)
 
+    if (wrong := malformed_fields(entry)) is not None:
+        raise ErascopeError(f"{entry_path}: malformed archive entry ({wrong}); {_COMPACT_AGAIN}")
     try:
         facts = FileFacts(
             file=entry["file"],
@@ -326,6 +363,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             lost=entry["lost"],
             unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
             identity=entry_identity(entry),
+            archived=True,
         )
         names = list(entry["parts"])
         if len(set(names)) != len(names):
@@ -344,9 +382,9 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             condensed_rows = int(entry["condensed"]["rows"])
             if condensed_rows < 0 or any(rows < 0 for _, rows in condensed.values()):
                 raise ValueError("a negative row count")
+        lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
-    lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     return _Archived(facts, root, parts, lines, condensed, condensed_rows)
 
 
@@ -427,7 +465,7 @@ def _scan(window: _Window, selection: Selection | None) -> pl.LazyFrame:
     # part names come from capture file names, which may hold `[`, `*` or `?`: no globbing
     rows = pl.scan_parquet(
         parts, schema=ARCHIVE_SCHEMA, hive_partitioning=False, glob=False, include_file_paths="_part"
-    ).select(*MESSAGES_SCHEMA, "_part")
+    ).select(*MESSAGES_SCHEMA, "_part").with_columns(bounded_time("ts"))
     if window.lines is not None:
         rows = rows.filter(pl.col("line").is_between(*window.lines, closed="left"))
     if selection is not None and not selection.everything:
@@ -498,6 +536,12 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
             ) from None
         if rows.is_empty():
             continue
+        if _repeated(rows):
+            # a row no capture gives: the rules join on these keys, taking them for unique
+            raise ErascopeError(
+                f"malformed archive {window.files[0].root}: {_names(window)} hold a row twice (file, line"
+                f" and seq repeated); {_COMPACT_AGAIN}"
+            )
         kept, traffic = condense(pair_responses(rows))
         frames.append(kept)
         traffics.append(spilled(traffic, spill) if spill is not None else traffic)
@@ -505,6 +549,31 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
     holder = next((f for f in facts if f.was_read), None)
     if holder is not None and traffics:
         set_relinked(holder, frames, traffics)
+
+
+def _names(window: _Window, limit: int = 3) -> str:
+    """The parts a window reads, named (the first few)."""
+    parts = [p for f in window.files for p in f.parts]
+    return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+def _repeated(rows: pl.DataFrame) -> bool:
+    """Whether message rows repeat a (file, line, seq): each record's rows (a batch's members, a HAR
+    entry's records) differ in `seq`, and a line is one record."""
+    return bool(rows.select(pl.struct("file", "line", "seq").is_duplicated().any()).item())
+
+
+_WALL_CLOCK: Final = ("ts", "start", "end", "first", "last")
+"""Condensed frames' columns that hold times read from `ts`: within `_TIMES` or null, as condensing wrote them."""
+
+
+def _as_written(kind: str, frame: pl.DataFrame) -> bool:
+    """Whether a condensed frame holds only what condensing writes: times a capture's row can hold
+    (`bounded_time`), and messages rows each once (`_repeated`)."""
+    times = [c for c in _WALL_CLOCK if c in frame.columns]
+    if times and not frame.select(pl.all_horizontal(in_times(c).all() for c in times)).item():
+        return False
+    return kind != "messages" or not _repeated(frame)
 
 
 def _read_condensed(files: list[_Archived]) -> None:
@@ -531,7 +600,7 @@ def _read_condensed(files: list[_Archived]) -> None:
     frames: dict[str, list[pl.DataFrame]] = {}
     for kind, frame in zip(kinds, collected, strict=True):
         rows = [(f.condensed or {})[kind][1] for f in files]
-        if dict(frame.schema) != CONDENSED_SCHEMAS[kind] or frame.height != sum(rows):
+        if dict(frame.schema) != CONDENSED_SCHEMAS[kind] or frame.height != sum(rows) or not _as_written(kind, frame):
             raise ErascopeError(_damaged(files))
         offsets = itertools.accumulate(rows, initial=0)
         frames[kind] = [frame.slice(offset, n) for offset, n in zip(offsets, rows, strict=False)]
@@ -557,7 +626,11 @@ def _damaged(files: list[_Archived]) -> str:
                 frame = pl.read_parquet(path, glob=False, hive_partitioning=False)
             except (pl.exceptions.PolarsError, OSError) as exc:
                 return f"{path}: a condensed frame that cannot be read ({exc}); {_COMPACT_AGAIN}"
-            if dict(frame.schema) != CONDENSED_SCHEMAS.get(kind) or frame.height != rows:
+            if (
+                dict(frame.schema) != CONDENSED_SCHEMAS.get(kind)
+                or frame.height != rows
+                or not _as_written(kind, frame)
+            ):
                 return f"{path}: not the condensed {kind} this erascope wrote for its entry; {_COMPACT_AGAIN}"
     return f"archive {files[0].root}: the condensed frames do not add up to their entries; {_COMPACT_AGAIN}"
 

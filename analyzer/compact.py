@@ -86,6 +86,7 @@ from analyzer.archive import (
     condensed_facts,
     condensed_stamp,
     current_whole,
+    entry_identity,
     extract_archived,
     is_archive,
     is_source_entry,
@@ -94,7 +95,7 @@ from analyzer.archive import (
     server_partition,
     source_entries,
 )
-from analyzer.load import LoadOptions, display_name, extract_file, find_inputs
+from analyzer.load import LoadOptions, display_name, extract_file, find_inputs, part_identity, read_header
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_strings
 from analyzer.storage import is_url, join, redact
 
@@ -464,6 +465,31 @@ def _unchanged(
     )
 
 
+def _same_capture(path: str, entry: dict[str, Any]) -> bool:
+    """Whether an archive's entry under `path`'s name archives the capture at `path`: it names the same
+    input, or the same capture part (`entry_identity`: a moved or copied capture). Another capture
+    that shares the file name is not: replacing it would lose its rows."""
+    if entry.get("file") == display_name(path):
+        return True
+    archived = set(entry_identity(entry))
+    if not archived:
+        return False
+    try:
+        header = read_header(path)
+    except ErascopeError:
+        return False
+    return header is not None and not archived.isdisjoint(part_identity(path, header))
+
+
+def _refuse_other_capture(path: str, entry: dict[str, Any], out: Path | str) -> None:
+    if not _same_capture(path, entry):
+        file = entry.get("file")
+        raise ErascopeError(
+            f"{path}: the archive {redact(str(out))} holds another capture under the name {archive_name(path)}"
+            f" (from {file if isinstance(file, str) else 'an unnamed file'}); compact it into a separate archive"
+        )
+
+
 def _archived_at_url(inputs: list[str], out: str, force: bool) -> tuple[set[str], dict[str, Named]]:
     """The inputs `_unchanged` in the archive at the URL `out` (none when `force`), and per input the
     files its entry there names ({} without one: `compact_file`'s `old`). The archive is listed once
@@ -482,6 +508,7 @@ def _archived_at_url(inputs: list[str], out: str, force: bool) -> tuple[set[str]
         if isinstance(content, OSError):
             raise ErascopeError(f"{redact(url)}: not a readable archive entry ({content})")
         entry = read_entry(EntryPath(url, content))
+        _refuse_other_capture(p, entry, out)
         old[p] = _named(entry)
         if not force and _unchanged(p, out, entry, url, listing):
             unchanged.add(p)
@@ -531,6 +558,9 @@ def compact(
         old: list[Named | None] = [entries[p] for p in todo]
     else:
         _check_layout(given, inputs, out)
+        for p in inputs:
+            if (entry_path := out / SOURCES_DIR / f"{archive_name(p)}.json").is_file():
+                _refuse_other_capture(p, read_entry(entry_path), out)
         _check_out_mode(out)
         _private_dir(out / SOURCES_DIR)
         for p in out.rglob("*"):  # what an older, looser erascope wrote, too

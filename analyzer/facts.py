@@ -109,6 +109,9 @@ class FileFacts:
     """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
     unit: str = "line"
     """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
+    archived: bool = False
+    """Read from a Parquet archive (`analyzer.archive`): `file` is what the archive says the capture
+    was, a file this analysis never opened (and that may not be a capture at all)."""
     placed: bool = False
     """Its reader decided already where the rows condensing moved out wait (written to the spill, or
     kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import io
+import stat
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -50,6 +51,7 @@ from analyzer.report import (
     visible,
 )
 from analyzer.sources import CutStream, location, open_stream
+from analyzer.storage import mode_size
 
 MAX_MARKS: Final = 5000
 """Probe and initialize marks drawn one by one; beyond this they are aggregated into buckets
@@ -114,6 +116,8 @@ class _Payloads:
     """The captured messages of cited evidence lines, each read once, with an id the page looks them up by."""
 
     units: dict[str, str]
+    lines_from: dict[str, str]
+    """File → the path to read its lines from (`Inputs.lines_from`): no other file is opened."""
     wanted: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     """(file, line) → payload id, in citation order."""
     dropped: int = 0
@@ -139,7 +143,8 @@ class _Payloads:
         truncated = 0
         for file, lines in by_file.items():
             unit = self.units.get(file, "line")
-            texts = _read_lines(file, set(lines)) if unit == "line" else {}
+            path = self.lines_from.get(file) if unit == "line" else None
+            texts = _read_lines(path, set(lines)) if path is not None else {}
             for line, pid in lines.items():
                 at = location(file, line, unit)
                 raw = texts.get(line)
@@ -147,6 +152,10 @@ class _Payloads:
                     why = (
                         f"the capture is a {'HAR file' if unit == 'entry' else 'mitmproxy dump'}: open it at {at}"
                         if unit != "line"
+                        # an archive's entry names its capture, but the file there is not what was
+                        # analysed, and may be anything: it is cited, never opened
+                        else f"read from an archive: open the original capture at {at}"
+                        if path is None
                         else f"the line could not be read again from {file} (moved, or not a plain capture)"
                     )
                     out[pid] = {"at": at, "text": "", "note": why}
@@ -160,10 +169,13 @@ class _Payloads:
 
 def _read_lines(file: str, lines: set[int]) -> dict[int, bytes]:
     """The given (1-based) lines of a capture, decompressed as the loader reads it, each at most
-    `_MAX_LINE` bytes; {} when the file cannot be read again."""
+    `_MAX_LINE` bytes; {} when the file cannot be read again or is no longer a regular file."""
     found: dict[int, bytes] = {}
     last = max(lines)
     try:
+        # replaced since it was read (a FIFO blocks, a device never ends): read again only as it was read
+        if not stat.S_ISREG(mode_size(file)[0]):
+            return found
         with open_stream(file) as raw:
             f = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
             for n in range(1, last + 1):
@@ -224,9 +236,14 @@ def _lane_labels(servers: Iterable[str]) -> dict[str, str]:
     labels: dict[str, str] = {}
     used: set[str] = set()
     for i, server in enumerate(servers):
-        label = _short(visible(server), _LANE_LABEL) or "(empty)"
-        if label in used:
-            label = f"{_short(label, _LANE_LABEL - 6)} #{i + 1}"
+        shown = visible(server) or "(empty)"
+        label = _short(shown, _LANE_LABEL)
+        n = i + 1
+        # a numbered label can be another key's label too (keys are anyone's text): until it is not
+        while label in used:
+            suffix = f" #{n}"
+            label = f"{_short(shown, _LANE_LABEL - len(suffix))}{suffix}"
+            n += 1
         used.add(label)
         labels[server] = label
     return labels
@@ -466,7 +483,8 @@ def render_html(analysis: Analysis) -> str:
     for f in doc["findings"]:  # a finding on a server with no verdict still gets a lane
         if f["server"] not in {s["server"] for s in doc["servers"]}:
             doc["servers"].append(_bare_server(f["server"], f["ts"]))
-    payloads = _Payloads(analysis.inputs.units)
+    # the doc's evidence names files as shown (`visible`): so are the keys they are looked up by
+    payloads = _Payloads(analysis.inputs.units, {visible(k): v for k, v in analysis.inputs.lines_from.items()})
     for f in doc["findings"]:
         for e in f["evidence"]:
             e["payload"] = payloads.cite(Evidence(e["file"], e["line"]))

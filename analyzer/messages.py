@@ -232,6 +232,19 @@ _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON paylo
 _TIMES: Final = (-62_135_596_800.0, 253_402_300_800.0)
 """The `ts` a message row keeps: from year 1 to year 9999, the dates reports can write. Any other
 (a capture's field is any number) is null, like a missing one."""
+
+
+def in_times(name: str) -> pl.Expr:
+    """True where column `name` is null or a time a message row keeps (`bounded_time`)."""
+    return pl.col(name).is_null() | pl.col(name).is_between(*_TIMES, closed="left")
+
+
+def bounded_time(name: str = "ts") -> pl.Expr:
+    """Column `name` where it lies in `_TIMES`, else null: a capture's `ts` as a message row keeps it
+    (the archive reader bounds its rows' the same way, so a part says no more than its capture)."""
+    return pl.when(pl.col(name).is_between(*_TIMES, closed="left")).then(pl.col(name)).alias(name)
+
+
 _SESSION_QUERY: Final = r"[?&]session_id=([^&#\s]+)"
 """The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`)."""
 
@@ -523,7 +536,7 @@ def _plan(
         conn=pl.col("conn"),
         flow=pl.col("flow"),
         seq=pl.col("seq") * MEMBER_SLOTS + pl.col("_member"),
-        ts=pl.when(pl.col("ts").is_between(*_TIMES, closed="left")).then(pl.col("ts")),
+        ts=bounded_time("ts"),
         record_type=rtype,
         dir=pl.col("_dir"),
         kind=k,

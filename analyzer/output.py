@@ -26,11 +26,12 @@ _HEADER_LIMIT: Final = 1 << 20
 
 
 def is_capture(path: Path) -> bool:
-    """True when the file's first line is an erascope header (any format version)."""
+    """True when the file's first line is an erascope header (any format version), decompressed as
+    the analyzer reads it: a capture logrotate compressed is a capture too."""
+    from analyzer.sources import first_line
+
     try:
-        with open(path, "rb") as f:
-            first = f.readline(_HEADER_LIMIT)
-        header = orjson.loads(first)
+        header = orjson.loads(first_line(str(path), _HEADER_LIMIT))
     except (OSError, orjson.JSONDecodeError):
         return False
     return (
@@ -48,16 +49,37 @@ def _same_file(a: Path, b: str | Path) -> bool:
         return False
 
 
+def _local(path: str) -> str | None:
+    """The local path an input names: itself, or a `file://` (any local filesystem's) URL's path;
+    None for an object elsewhere, which no local target can be."""
+    from analyzer.storage import filesystem, is_url
+
+    if not is_url(path):
+        return path
+    try:
+        from fsspec.implementations.local import LocalFileSystem
+
+        fs, local = filesystem(path)
+    except (ErascopeError, ImportError, ValueError):
+        return None
+    return local if isinstance(fs, LocalFileSystem) else None
+
+
 def check_targets(paths: Iterable[str], targets: Mapping[str, Path]) -> None:
     """Raise `ErascopeError` when writing any of `targets` (option name → path) could destroy a capture.
 
-    `paths` are the analysis inputs as given (files, directories, globs, archives).
+    `paths` are the analysis inputs as given (files, directories, globs, archives, URLs).
     """
+    from analyzer.archive import SOURCES_DIR
     from analyzer.load import find_inputs
 
     given = [str(p) for p in paths]
-    inputs = find_inputs(given)
-    archives = [Path(p).resolve() for p in given if Path(p).is_dir() and (Path(p) / "_sources").is_dir()]
+    inputs = [local for f in find_inputs(given) if (local := _local(f)) is not None]
+    archives = [
+        Path(local).resolve()
+        for p in given
+        if (local := _local(p)) is not None and Path(local).is_dir() and (Path(local) / SOURCES_DIR).is_dir()
+    ]
     for option, target in targets.items():
         if target.is_dir():
             raise ErascopeError(f"{option} {target} is a directory; name a file")

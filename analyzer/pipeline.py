@@ -97,6 +97,9 @@ class Inputs:
     units: dict[str, str] = field(default_factory=dict)
     """File → what its locations count, for files not located by line: `entry` (HAR), `flow` (mitmproxy
     dumps). Evidence and notes in them read `file#entry=N`, `file#flow=N` (`analyzer.sources.location`)."""
+    lines_from: dict[str, str] = field(default_factory=dict)
+    """File → the path its lines were read from, for the captures this analysis read line by line
+    itself: the only files a report may open again (an archive's entries name files it never read)."""
 
 
 @dataclass
@@ -150,6 +153,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
         units={name(f.file): f.unit for f in read if f.unit != "line"},
+        lines_from={name(f.file): f.file for f in read if f.unit == "line" and not f.archived},
         chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )
 

@@ -152,3 +152,51 @@ def test_a_write_failing_midway_leaves_the_old_file_whole(tmp_path: Path, monkey
         write_atomic(old, b"{}" * 100_000)
     assert old.read_text() == "the good report\n"
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"], "no temporary file is left"
+
+
+def _compressed(path: Path, kind: str) -> Path:
+    import gzip
+
+    from analyzer.sources import zstd
+
+    data = CAPTURE.read_bytes()
+    target = path.with_name(path.name + (".gz" if kind == "gzip" else ".zst"))
+    target.write_bytes(gzip.compress(data) if kind == "gzip" else zstd.compress(data))
+    return target
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_a_compressed_capture_is_never_overwritten(caps: Path, tmp_path: Path, kind: str) -> None:
+    other = _compressed(tmp_path / "other.jsonl", kind)
+    before = other.read_bytes()
+    res = erascope(tmp_path, "caps", "--output", other.name)
+    assert res.returncode == 2, res.stderr
+    assert f"refusing to write --output {other.name}: it is an erascope capture" in res.stderr
+    assert other.read_bytes() == before
+
+
+@pytest.mark.parametrize("kind", ["plain", "zstd"])
+def test_an_input_given_as_a_file_url_is_never_overwritten(caps: Path, tmp_path: Path, kind: str) -> None:
+    source = caps / "s.jsonl" if kind == "plain" else _compressed(caps / "s.jsonl", "zstd")
+    if kind != "plain":
+        (caps / "s.jsonl").unlink()
+    before = source.read_bytes()
+    target = str(source.relative_to(tmp_path))
+    res = erascope(tmp_path, source.as_uri(), "--output", target)
+    assert res.returncode == 2, res.stderr
+    assert f"refusing to write --output {target}: it is one of the inputs" in res.stderr
+    assert source.read_bytes() == before
+
+
+@pytest.mark.e2e
+def test_nothing_is_written_into_an_archive_given_as_a_file_url(caps: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "arch"
+    done = subprocess.run([str(BIN / "erascope"), "compact", str(caps), "--out", str(archive)], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    (entry,) = (archive / "_sources").glob("*.json")
+    before = entry.read_bytes()
+    target = str(entry.relative_to(tmp_path))
+    res = erascope(tmp_path, archive.as_uri(), "--output", target)
+    assert res.returncode == 2, res.stderr
+    assert f"refusing to write --output {target}: it is inside the input archive" in res.stderr
+    assert entry.read_bytes() == before

@@ -524,3 +524,41 @@ def test_condensed_frames_read_whole_stay_in_memory_within_the_budget(
             assert written
             assert isinstance(traffic.requests, pl.LazyFrame) and isinstance(traffic.answers, pl.LazyFrame)
     assert _report(str(archive)) == _report(str(caps))
+
+
+def _hand_written(path: Path, server: str) -> None:
+    """A capture with a header written by hand: nothing but its path tells it apart."""
+    records = [
+        {"type": "header", "format": "erascope/1", "transport": "stdio", "seq": 0},
+        {"type": "frame", "conn": "c", "dir": "c2s", "ts": 1796002275.0, "server": server, "seq": 1,
+         "raw": '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'},
+        {"type": "frame", "conn": "c", "dir": "s2c", "ts": 1796002275.5, "server": server, "seq": 2,
+         "raw": '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'},
+    ]  # fmt: skip
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
+def test_another_capture_under_an_archived_name_is_refused(tmp_path: Path) -> None:
+    _hand_written(tmp_path / "a" / "capture.jsonl", "alpha")
+    _hand_written(tmp_path / "b" / "capture.jsonl", "beta")
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(tmp_path / "a"), "--out", str(archive)]).exit_code == 0
+    before = _tree(archive)
+    for force in ([], ["--force"]):
+        result = runner.invoke(app, ["compact", str(tmp_path / "b"), "--out", str(archive), *force])
+        assert result.exit_code == 2, result.output
+        assert "capture.jsonl" in result.stderr and "another capture" in result.stderr
+        assert _tree(archive) == before
+    assert b"alpha" in _report(str(archive)) and b"beta" not in _report(str(archive))
+
+
+def test_a_moved_capture_replaces_its_own_entry(caps: Path, tmp_path: Path) -> None:
+    """The same capture part (its identity), found at another path, is the same input."""
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    moved = tmp_path / "moved"
+    shutil.copytree(caps, moved)
+    result = compact([str(moved)], archive, jobs=1)
+    assert sorted(result.written) == sorted(str(p) for p in moved.glob("*.jsonl"))
+    assert _report(str(archive)) == _report(str(moved))

@@ -333,3 +333,54 @@ def test_payloads_are_read_from_compressed_captures_and_missing_files_are_said(t
     packed.unlink()  # gone after the analysis: the page says so instead of failing
     payloads = _json_block(render_html(analysis), "page-data")["payloads"]
     assert all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
+
+
+def test_a_capture_replaced_by_a_fifo_after_the_analysis_is_not_opened(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    caps = _many_probes(tmp_path / "caps", 2)
+    (capture,) = caps.glob("*.jsonl")
+    analysis = analyze([str(caps)])
+    capture.unlink()
+    os.mkfifo(capture)  # opening it for reading would wait for a writer forever
+    pages: list[str] = []
+    worker = threading.Thread(target=lambda: pages.append(render_html(analysis)), daemon=True)
+    worker.start()
+    worker.join(20)
+    blocked = worker.is_alive()
+    if blocked:  # let the blocked open go before failing
+        with open(capture, "wb"):
+            pass
+        worker.join(5)
+    assert not blocked, "rendering blocked on a FIFO"
+    payloads = _json_block(pages[0], "page-data")["payloads"]
+    assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
+
+
+# server keys whose shortened labels collide with each other and with a numbered label
+_CLASHING_KEYS = ["p" * 41 + "\u2026 #3", "p" * 41 + "\u2192" * 20, "p" * 41 + "\u2192" * 21]
+
+
+def test_lane_labels_are_unique_however_keys_clash() -> None:
+    keys = [*_CLASHING_KEYS, "q" * 60, "q" * 61, "q" * 62, "", "(empty)"]
+    labels = html_report._lane_labels(keys)
+    assert len(set(labels.values())) == len(keys)
+    assert all(len(label) <= html_report._LANE_LABEL for label in labels.values())
+
+
+def test_a_page_with_clashing_lane_labels_renders(browser: Any, tmp_path: Path) -> None:
+    for n, server in enumerate(_CLASHING_KEYS):
+        cap = Cap(tmp_path / "caps", server=server, conn=f"c{n}")
+        cap.c2s(probe(1))
+        cap.s2c(err(1, -32601, "no such method"))
+        cap.close()
+    page = tmp_path / "report.html"
+    page.write_text(render_html(analyze([str(tmp_path / "caps")])), encoding="utf-8")
+    o = Opened(browser, page)  # waits for the timeline to be drawn
+    try:
+        assert o.errors == []
+        lanes = o.chart("chart.y_range.factors")
+        assert len(lanes) == len(set(lanes)) == 3
+    finally:
+        o.page.close()
