@@ -298,7 +298,7 @@ def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     major = fmt.parse_format_id(value)
     if major != fmt.FORMAT_MAJOR:
         raise InputError(
-            f"{path}: capture format {value!r} is not supported by this erascope"
+            f"{path}: capture format {fmt.shown_format(value)} is not supported by this erascope"
             f" (it reads {fmt.FORMAT_ID}); upgrade erascope to analyze it"
         )
     return header
