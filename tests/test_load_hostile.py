@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -23,6 +25,8 @@ from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.report import render
 from tests.test_load import HEADER, frame, write_lines
 from tests.test_messages import Cap, discover_result, probe
+
+ERASCOPE: Final = Path(sys.executable).parent / "erascope"
 
 
 def _capture(folder: Path, server: str = "srv", answered: bool = True) -> Path:
@@ -176,6 +180,31 @@ def test_nothing_readable_is_an_error(tmp_path: Path) -> None:
         analyze([str(bad)])
     result = CliRunner().invoke(app, ["analyze", str(bad), "-q"])
     assert result.exit_code == 2
+
+
+def _erascope(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ERASCOPE), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_when_every_line_is_malformed_the_error_says_where_and_why(tmp_path: Path) -> None:
+    nan = write_lines(tmp_path / "a.jsonl", [orjson.dumps(HEADER).decode(), '{"type":"frame","ts":NaN,"seq":1}'])
+    entry = {"startedDateTime": 5, "request": {"method": "POST", "url": "http://h/mcp"}, "response": {"status": 200}}
+    har = tmp_path / "c.har"
+    har.write_bytes(orjson.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    for path, where in ((nan, f"{nan}:2: not valid JSON"), (har, f"{har}#entry=1: ")):
+        proc = _erascope("analyze", str(path))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"no capture records found in {path} (1 malformed line(s), skipped: {where}" in proc.stderr
+    torn = write_lines(tmp_path / "t.jsonl", [orjson.dumps(HEADER).decode(), '{"type":"fr'], trailing_newline=False)
+    proc = _erascope("analyze", str(torn))
+    assert proc.returncode == 2 and f"(torn last line: {torn}:2: " in proc.stderr, proc.stderr
+
+
+def test_a_file_that_cannot_be_read_is_named_once_in_the_error(tmp_path: Path) -> None:
+    future = write_lines(tmp_path / "future.jsonl", [orjson.dumps({**HEADER, "format": "erascope/7"}).decode()])
+    proc = _erascope("analyze", str(future))
+    assert proc.returncode == 2, proc.stderr
+    assert f"(1 file(s) could not be read: {future}: capture format 'erascope/7'" in proc.stderr
 
 
 def test_a_fifo_given_as_path_is_refused_not_read(tmp_path: Path) -> None:
