@@ -255,6 +255,50 @@ def test_the_same_capture_given_twice_is_read_once(tmp_path: Path) -> None:
     assert a.inputs.duplicates == [(str(copy / path.name), str(path)), (str(renamed), str(path))]
 
 
+_PROBE_RAW: Final = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'
+_ANSWER_RAW: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+
+
+def _har(path: Path) -> Path:
+    entry = {
+        "startedDateTime": "2026-11-30T01:00:00.000Z", "time": 5,
+        "request": {"method": "POST", "url": "http://127.0.0.1:8000/mcp", "httpVersion": "HTTP/1.1",
+                    "headers": [{"name": "content-type", "value": "application/json"}], "queryString": [],
+                    "cookies": [], "headersSize": -1, "bodySize": len(_PROBE_RAW),
+                    "postData": {"mimeType": "application/json", "text": _PROBE_RAW}},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1",
+                     "headers": [{"name": "content-type", "value": "application/json"}], "cookies": [],
+                     "content": {"size": len(_ANSWER_RAW), "mimeType": "application/json", "text": _ANSWER_RAW},
+                     "redirectURL": "", "headersSize": -1, "bodySize": len(_ANSWER_RAW)},
+        "cache": {}, "timings": {"send": 1, "wait": 2, "receive": 1},
+    }  # fmt: skip
+    path.write_bytes(orjson.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    return path
+
+
+def test_one_file_named_several_ways_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HAR files, dumps and captures whose header names no recorder (no `started`, `recorder_pid`)
+    were told apart by the spelling of their path alone: read, and counted, once per spelling."""
+    _har(tmp_path / "x.har")
+    (tmp_path / "link.har").symlink_to("x.har")
+    (tmp_path / "d").mkdir()
+    write_lines(tmp_path / "d" / "idA.jsonl", [orjson.dumps(HEADER).decode(), frame(1, _PROBE_RAW)])
+    spellings = [
+        ["x.har", "./x.har"], ["x.har", str(tmp_path / "x.har")], ["x.har", "link.har"], ["x.har", "d/../x.har"],
+        ["d", "./d/idA.jsonl"], ["d/idA.jsonl", "./d", "d/"],
+    ]  # fmt: skip
+    for args in spellings:
+        proc = subprocess.run(
+            [str(ERASCOPE), "analyze", *args, "-q", "-f", "json"], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        inputs = orjson.loads(proc.stdout)["inputs"]
+        first = args[0] if args[0].endswith(".har") else "d/idA.jsonl"
+        assert (inputs["files"], inputs.get("duplicates")) == ([first], None), args
+    monkeypatch.chdir(tmp_path)  # find_inputs keeps the first spelling given, in sorted order
+    assert find_inputs(["./x.har", "x.har", "d", "./d/idA.jsonl"]) == ["./x.har", os.path.join("d", "idA.jsonl")]
+
+
 def test_files_are_reported_in_one_order_whatever_the_order_given(tmp_path: Path) -> None:
     paths = [str(_capture(tmp_path / d, server=d)) for d in ("b", "a", "c")]
     assert analyze(paths).inputs.files == sorted(paths)
