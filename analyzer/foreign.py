@@ -168,7 +168,8 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
 def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
     try:
-        doc = orjson.loads(stream.read())
+        # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
+        doc = orjson.loads(stream.read().removeprefix(b"\xef\xbb\xbf"))
         entries = doc["log"]["entries"]
         if not isinstance(entries, list):
             raise TypeError("log.entries is not a list")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from analyzer.report import render, render_text, report_dict
 from tests.test_messages import discover_result, init, init_result, probe
 
 URL = "http://127.0.0.1:8931/mcp"
+ERASCOPE = Path(sys.executable).parent / "erascope"
 
 
 def _flow(body: dict[str, Any], answer: dict[str, Any], *, sse: bool, start: float) -> http.HTTPFlow:
@@ -86,6 +89,20 @@ def test_a_har_reads_as_its_entries_and_gzip_too(tmp_path: Path) -> None:
     (server,) = report["servers"]
     assert server["peers"] and server["server"] == URL
     assert {e["at"] for e in server["evidence"]} == {f"{plain}#entry=1", f"{plain}#entry=2"}
+
+
+def test_a_har_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Windows tools save HAR files with a UTF-8 BOM; the kind was told past it, the reader refused it."""
+    har = b"\xef\xbb\xbf" + orjson.dumps(_har(_flows()))
+    plain, packed = tmp_path / "bom.har", tmp_path / "bom.har.gz"
+    plain.write_bytes(har)
+    packed.write_bytes(gzip.compress(har))
+    for path in (plain, packed):
+        proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        report = orjson.loads(proc.stdout)
+        assert report["inputs"]["files"] == [str(path)] and "errors" not in report["inputs"]
+        assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
 
 
 def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(tmp_path: Path) -> None:
