@@ -215,9 +215,20 @@ def _percent(match: re.Match[str]) -> str:
     return "".join(f"%{byte:02X}" for byte in data)
 
 
+_MAJOR: Final = re.compile(r"[0-9]{1,9}", re.ASCII)
+"""A major version: ASCII digits only (`str.isdigit` also takes `²`, which `int` refuses, and `١`,
+which it reads as 1), and few of them, so a header cannot make `int` refuse or work hard."""
+
+
 def parse_format_id(value: object) -> int | None:
-    """The major version named by a header's `format` field, or None when it is not erascope's."""
+    """The major version named by a header's `format` field, or None when it is not erascope's (or
+    names no major this module can read: not ASCII digits, or more than nine of them)."""
     if not isinstance(value, str) or not value.startswith(FORMAT_NAME + "/"):
         return None
     major = value.removeprefix(FORMAT_NAME + "/").split(".", 1)[0]
-    return int(major) if major.isdigit() else None
+    return int(major) if _MAJOR.fullmatch(major) else None
+
+
+def shown_format(value: str) -> str:
+    """A header's `format` for a message: quoted, and cut, since the value is the capture's to choose."""
+    return repr(value) if len(value) <= 40 else repr(value[:40]) + f"… ({len(value)} characters)"

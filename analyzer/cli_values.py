@@ -8,6 +8,8 @@ pydantic-free helpers (`coerce_cli_choice`, `coerce_cli_path`) do the checks tha
 them. A value this module does not take as plain (another type, a number written another way, a
 value out of range, a bad choice) goes to typer's own coercion, which then imports pydantic and
 gives typer's result or typer's error message: the fast path only ever returns what typer would.
+One departure, for both paths: a float that is not finite or beyond ±1e9 (`analyzer.numbers`) is
+refused with a `BadParameter`, where typer takes `nan`, `inf` and `1e300`.
 
 The coupling is to typer's parameter internals (`RuntimeParam`, `get_runtime_param`), pinned by
 the project's `typer>=0.29,<0.30`; `tests/test_cli_values.py` checks each kind against typer's own.
@@ -23,9 +25,12 @@ from pathlib import Path
 from typing import Any, Final, get_args, get_origin
 
 from typer._click import Context
+from typer._click.exceptions import BadParameter
 from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
 from typer._param_types import coerce_cli_choice, coerce_cli_path, routes_to_path
 from typer.core import TyperArgument, TyperOption
+
+from analyzer.numbers import IN_RANGE, in_range
 
 _INT: Final = re.compile(r"-?[0-9]+")
 """Integers written so that `int()` and pydantic read them alike (no sign `+`, `_`, blanks)."""
@@ -120,8 +125,18 @@ class _PlainParam(RuntimeParam):
     descriptor: TypeDescriptor
     leaf: Leaf
     many: bool
+    bounded: bool = False
+    """A float: typer's own also takes `nan`, `inf` and `1e300`, which no option of erascope can use."""
 
     def _coerce_value(self, value: Any, param: Any, ctx: Context) -> Any:
+        coerced = self._coerce(value, param, ctx)
+        if self.bounded:
+            for number in coerced if self.many else (coerced,):
+                if not in_range(number):
+                    raise BadParameter(f"{number!r} is not {IN_RANGE}.", ctx=ctx, param=param)
+        return coerced
+
+    def _coerce(self, value: Any, param: Any, ctx: Context) -> Any:
         try:
             if not self.many:
                 return self.leaf(value, param, ctx)
@@ -145,6 +160,7 @@ def runtime_param(descriptor: TypeDescriptor) -> RuntimeParam:
                 descriptor=descriptor,
                 leaf=leaf,
                 many=many,
+                bounded=annotation is float,
             )
     return build_runtime_param(descriptor)
 

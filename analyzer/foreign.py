@@ -2,9 +2,10 @@
 
 Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or compressed:
 
-- mitmproxy flow dumps (`mitmdump -w`, mitmproxy 10 to 12): read with mitmproxy's own `FlowReader`
-  (it upgrades older dumps to the running version's flows). Each HTTP flow is flow number N
-  (1-based, in file order); websocket, TCP, UDP and DNS flows are noted and not read.
+- mitmproxy flow dumps (`mitmdump -w`, mitmproxy 10 to 12): read one tnetstring at a time, each
+  made a flow as mitmproxy's own `FlowReader` makes it (`compat.migrate_flow` upgrades older dumps to
+  the running version's flows, `Flow.from_state`). Each flow is flow number N (1-based, in file
+  order); websocket, TCP, UDP and DNS flows, and flows mitmproxy cannot build, are noted and not read.
 - HAR 1.2 (`mitmdump --set hardump=FILE`, browsers, gateways): each entry (number N, 1-based) is
   turned into a mitmproxy flow by mitmproxy's own `mitmproxy.io.har.request_to_flow`, then its
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
@@ -32,9 +33,9 @@ from typing import Any, BinaryIO, Final
 from urllib.parse import urlsplit
 
 import orjson
-from mitmproxy import connection, exceptions, http
+from mitmproxy import connection, http
 from mitmproxy import flow as mflow
-from mitmproxy.io import FlowReader
+from mitmproxy.io import compat, tnetstring
 from mitmproxy.io.har import request_to_flow
 
 from addon import format as fmt
@@ -122,19 +123,34 @@ def read_flows(stream: BinaryIO) -> Converted:
     out = Converted()
     redaction = _redaction()
     n = 0
-    reader = FlowReader(stream)
-    flows = reader.stream()
+    # Not `FlowReader.stream()`: that generator ends at the first flow it cannot build, so one bad
+    # value in a well-framed flow lost every flow after it. Only broken framing ends the reading.
     while True:
         try:
-            flow = next(flows)
-        except StopIteration:
-            break
-        except (exceptions.FlowReadException, ValueError, KeyError, TypeError) as exc:
+            framed = _frame(stream)
+        except _BrokenFrame as exc:
             if n == 0:
                 raise ForeignError(f"not a mitmproxy flow dump mitmproxy can read ({exc})") from None
             out.unread.append((n + 1, f"the dump cannot be read from here on ({exc})"))
             break
+        if framed is None:
+            break
         n += 1
+        try:
+            state = tnetstring.parse(*framed)
+        except Exception as exc:  # attacker-controlled: any damage inside the frame
+            state = exc
+        if not isinstance(state, dict):
+            why = repr(state) if isinstance(state, Exception) else "a tnetstring that is no dictionary"
+            if n == 1:  # framed like a dump, but the first item is no flow: some other file
+                raise ForeignError(f"not a mitmproxy flow dump mitmproxy can read ({why})")
+            out.unread.append((n, f"not a flow mitmproxy can read ({why})"))
+            continue
+        try:
+            flow = mflow.Flow.from_state(compat.migrate_flow(state))
+        except Exception as exc:  # attacker-controlled: any value mitmproxy's flow classes refuse
+            out.unread.append((n, f"not a flow mitmproxy can read ({exc!r})"))
+            continue
         if not isinstance(flow, http.HTTPFlow):
             out.unread.append((n, f"a {flow.type} flow: erascope reads HTTP flows"))
             continue
@@ -149,6 +165,44 @@ def read_flows(stream: BinaryIO) -> Converted:
             continue
         _convert(out, n, flow, redaction)
     return out
+
+
+class _BrokenFrame(Exception):
+    """The dump's framing is broken here: where the next flow starts cannot be known."""
+
+
+_MAX_LENGTH_DIGITS: Final = 12
+"""What mitmproxy's `tnetstring.load` takes of a length prefix."""
+_READ_BLOCK: Final = 1 << 20
+
+
+def _frame(stream: BinaryIO) -> tuple[int, memoryview] | None:
+    """The next tnetstring's type byte and payload, not parsed (mitmproxy's `tnetstring.load` up to
+    its `parse`), so that a flow that does not parse still ends where its length says; None at the
+    end of the file. Raises `_BrokenFrame`."""
+    c = stream.read(1)
+    if not c:
+        return None
+    digits = b""
+    while c.isdigit():
+        digits += c
+        if len(digits) > _MAX_LENGTH_DIGITS:
+            raise _BrokenFrame("not a tnetstring: absurdly large length prefix")
+        c = stream.read(1)
+    if c != b":" or not digits:
+        raise _BrokenFrame("not a tnetstring: missing or invalid length prefix")
+    want = int(digits)
+    # a block at a time: `read(want)` allocates the length the file claims before reading any of it
+    blocks: list[bytes] = []
+    got = 0
+    while got < want and (block := stream.read(min(want - got, _READ_BLOCK))):
+        blocks.append(block)
+        got += len(block)
+    data = b"".join(blocks)
+    kind = stream.read(1)
+    if got < want or not kind:
+        raise _BrokenFrame("it ends inside a flow: the file was cut short")
+    return kind[0], memoryview(data)
 
 
 def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedaction) -> None:
@@ -168,7 +222,8 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
 def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
     try:
-        doc = orjson.loads(stream.read())
+        # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
+        doc = orjson.loads(stream.read().removeprefix(b"\xef\xbb\xbf"))
         entries = doc["log"]["entries"]
         if not isinstance(entries, list):
             raise TypeError("log.entries is not a list")

@@ -191,31 +191,43 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     """Input files named by `paths`: files (of any kind), directories (searched recursively for
     `*.jsonl`, `*.jsonl.gz` and `*.jsonl.zst`), globs, and archives, also at URLs (`analyzer.storage`).
 
-    Sorted, each path once, so the same inputs read in the same order however they were named.
-    Inside directories, FIFOs, sockets and dangling links named `*.jsonl` are listed too: reading
-    them gives a note instead of a hang or silence (`extract_file`). Raises `ErascopeError` for a path
-    that does not exist or a glob that matches nothing.
+    Sorted, each file once, so the same inputs read in the same order however they were named: a
+    local file named twice (`x.har ./x.har`, a directory and a file in it, a symbolic link to it) is
+    listed under the first name given. Inside directories, FIFOs, sockets and dangling links named
+    `*.jsonl` are listed too: reading them gives a note instead of a hang or silence
+    (`extract_file`). Raises `ErascopeError` for a path that does not exist or a glob that matches
+    nothing.
     """
-    found: set[str] = set()
+    found: dict[tuple[object, ...], str] = {}
+
+    def named(names: Iterable[str]) -> None:
+        # by their names: URLs and archive entries (the path of the capture an entry came from)
+        for name in names:
+            found.setdefault(("name", name), name)
+
+    def local(path: str) -> None:
+        found.setdefault(_same_file(path), path)
 
     def walk(directory: Path) -> None:
         # os.walk tells directories from the rest without a stat per file (100,000 spawn captures)
         for parent, _dirs, names in os.walk(directory):
-            found.update(os.path.join(parent, n) for n in names if n.endswith(_CAPTURE_SUFFIXES))
+            for n in names:
+                if n.endswith(_CAPTURE_SUFFIXES):
+                    local(os.path.join(parent, n))
 
     for item in paths:
         text = str(item)
         if is_url(text):
-            found.update(_found_at_url(text))
+            named(_found_at_url(text))
             continue
         path = Path(text)
         if path.is_dir() and (path / "_sources").is_dir():
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
-            found.update(source_entries(path))
+            named(source_entries(path))
         elif path.is_dir():
             walk(path)
         elif path.exists() or path.is_symlink():
-            found.add(text)
+            local(text)
         elif glob.has_magic(text):
             matches = sorted(glob.glob(text, recursive=True))
             if not matches:
@@ -224,10 +236,22 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
                 if Path(m).is_dir():
                     walk(Path(m))
                 else:
-                    found.add(m)
+                    local(m)
         else:
             raise ErascopeError(f"no such file or directory: {text}")
-    return sorted(found)
+    return sorted(found.values())
+
+
+def _same_file(path: str) -> tuple[object, ...]:
+    """What one local file is however it is named. Its header tells a capture's copies apart later
+    (`_identity`), but a HAR file, a dump or a capture whose header names no recorder has no more
+    than its name: `x.har` and `./x.har` were two inputs, read and counted twice."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("path", os.path.abspath(path))  # a dangling link, a file gone: its name alone
+    # some filesystems number no inodes (0): the name, made absolute, is all there is
+    return ("file", st.st_dev, st.st_ino) if st.st_ino else ("path", os.path.realpath(path))
 
 
 _CAPTURE_SUFFIXES: Final = tuple(fmt.CAPTURE_SUFFIX + s for s in ("", *COMPRESSED_SUFFIXES))
@@ -298,7 +322,7 @@ def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     major = fmt.parse_format_id(value)
     if major != fmt.FORMAT_MAJOR:
         raise InputError(
-            f"{path}: capture format {value!r} is not supported by this erascope"
+            f"{path}: capture format {fmt.shown_format(value)} is not supported by this erascope"
             f" (it reads {fmt.FORMAT_ID}); upgrade erascope to analyze it"
         )
     return header

@@ -32,6 +32,7 @@ from analyzer.memory import release_freed
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
 from analyzer.rules import RuleContext, RuleOptions, run_rules, stages_together
 from analyzer.selection import Selection
+from analyzer.sources import location
 from analyzer.spill import Spill
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -158,9 +159,14 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
     )
 
 
-def _listed(pairs: list[tuple[str, str]], limit: int = 3) -> str:
-    shown = "; ".join(f"{f}: {why}" for f, why in pairs[:limit])
-    return shown + (f"; and {len(pairs) - limit} more" if len(pairs) > limit else "")
+def _listed(notes: list[str], limit: int = 3) -> str:
+    shown = "; ".join(notes[:limit])
+    return shown + (f"; and {len(notes) - limit} more" if len(notes) > limit else "")
+
+
+def _not_read(inputs: Inputs) -> list[str]:
+    """The files not read, each with why: an error names its file already (`cannot read …`)."""
+    return [error for _, error in inputs.errors] + [f"{f}: {why}" for f, why in inputs.skipped]
 
 
 def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) -> Analysis:
@@ -215,15 +221,25 @@ def analyze_facts(
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
-        raise ErascopeError(f"input files not read (--strict): {_listed(inputs.errors + inputs.skipped)}")
+        raise ErascopeError(f"input files not read (--strict): {_listed(_not_read(inputs))}")
     headers = sum(f.counts.get("header", 0) for f in facts if f.was_read)
     if inputs.records - headers <= 0:  # headers alone hold no traffic
         where = ", ".join(path_list) if path_list else "(no paths)"
         notes = []
+        # what was wrong with the lines, else "no records" hides that each of them was refused
+        def at(b: BadLine) -> str:
+            return location(b.file, b.line, inputs.units.get(b.file, "line"))
+
+        if inputs.malformed:
+            bad = [f"{at(b)}: {b.reason}" for b in inputs.malformed]
+            notes.append(f"{len(bad)} malformed line(s), skipped: {_listed(bad)}")
+        notes.extend(f"torn last line: {at(b)}: {b.reason}" for b in inputs.torn)
         if inputs.errors:
-            notes.append(f"{len(inputs.errors)} file(s) could not be read: {_listed(inputs.errors)}")
+            errors = [error for _, error in inputs.errors]
+            notes.append(f"{len(errors)} file(s) could not be read: {_listed(errors)}")
         if inputs.skipped:
-            notes.append(f"{len(inputs.skipped)} file(s) skipped: {_listed(inputs.skipped)}")
+            skipped = [f"{f}: {why}" for f, why in inputs.skipped]
+            notes.append(f"{len(skipped)} file(s) skipped: {_listed(skipped)}")
         raise ErascopeError(f"no capture records found in {where}" + "".join(f" ({n})" for n in notes))
     loaded = combine(facts)
     messages, traffic = loaded.messages, loaded.traffic

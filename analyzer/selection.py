@@ -20,7 +20,7 @@ never opened. They only ever prune what cannot match; the rows read are then sel
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 
 import polars as pl
 
@@ -33,14 +33,19 @@ def utc(moment: datetime) -> datetime:
 def parse_time(text: str) -> datetime:
     """An ISO-8601 date or date and time (`2026-11-28`, `2026-11-28T09:30`, `…Z`, `…+02:00`) in UTC.
 
-    Raises `ValueError` with what was expected.
+    Raises `ValueError` with what was expected, also for a time that is valid where it was written
+    but not in UTC (`0001-01-01T00:00+01:00` is in year 0 there).
     """
     try:
-        return utc(datetime.fromisoformat(text.strip()))
+        moment = datetime.fromisoformat(text.strip())
     except ValueError:
         raise ValueError(
             f"{text!r} is not an ISO-8601 time (e.g. 2026-11-28, 2026-11-28T09:30:00Z, 2026-11-28T11:30+02:00)"
         ) from None
+    try:
+        return utc(moment)
+    except OverflowError:
+        raise ValueError(f"{text!r} lies outside years 1 to 9999 in UTC") from None
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,8 @@ class Selection:
             return False  # `unknown`: rows without a time, never inside a window
         if self.until is not None and start >= utc(self.until):
             return False
-        return self.since is None or start + timedelta(days=1) > utc(self.since)
+        # compared as dates: the end of 9999-12-31 is past what a datetime can hold
+        return self.since is None or start.date() >= utc(self.since).date()
 
     def keeps_server(self, server: str | None) -> bool:
         """Whether rows of this server key (None: rows without one) can be kept."""

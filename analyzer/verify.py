@@ -340,11 +340,11 @@ def _parse_header(first: bytes) -> dict[str, Any]:
         header = None
     if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
         raise _Unverifiable("not an erascope capture (its first line is not a header record)")
-    major = fmt.parse_format_id(header.get("format"))
-    if major is None:
+    value = header.get("format")
+    if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
         raise _Unverifiable("not an erascope capture (its header names no erascope format)")
-    if major != fmt.FORMAT_MAJOR:
-        raise _Unverifiable(f"capture format {header.get('format')!r} is not known to this erascope")
+    if fmt.parse_format_id(value) != fmt.FORMAT_MAJOR:
+        raise _Unverifiable(f"capture format {fmt.shown_format(value)} is not known to this erascope")
     return header
 
 

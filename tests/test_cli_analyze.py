@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,22 @@ def test_bad_options_exit_2(caps: Path, args: list[str], message: str) -> None:
     result = runner.invoke(app, ["analyze", str(caps), *args])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "--probe-timeout", "nan"], ["analyze", "--probe-timeout", "inf"],
+        ["analyze", "--probe-timeout", "1e300"], ["watch", "--interval", "1e300"], ["watch", "--probe-timeout", "nan"],
+    ],
+    ids=lambda args: " ".join(args),
+)  # fmt: skip
+def test_a_number_option_that_is_not_finite_or_too_large_is_a_usage_error(caps: Path, args: list[str]) -> None:
+    script = Path(sys.executable).parent / "erascope"
+    env = {**os.environ, "COLUMNS": "300"}  # typer's error box would wrap the message
+    proc = subprocess.run([str(script), *args, str(caps)], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"Invalid value for '{args[1]}'" in proc.stderr and "a finite number of at most 1e9" in proc.stderr
 
 
 def test_input_errors_exit_2(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The plain coercion of command-line values (analyzer/cli_values.py) gives what typer's own gives.
 
 Every parameter of every command, with values of the kinds users type, good and bad: the same
-value, or a `BadParameter` with the same message.
+value, or a `BadParameter` with the same message; a float typer takes that is not finite or beyond
+±1e9 is refused instead.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from typer._coercion import build_runtime_param
 
 from analyzer.cli import app
 from analyzer.cli_values import PlainArgument, PlainOption, runtime_param
+from analyzer.numbers import IN_RANGE, in_range
 
 _SAMPLES: dict[Any, tuple[Any, ...]] = {
     str: ("", "x", "captures/", "s3://bucket/a b", "ünï", 3),
     bool: (True, False, "yes", "0"),
     int: (0, 1, 7, "1", "8", "0", "-3", "007", "+3", "1_0", " 2 ", "x", "1.0", 2.5, "9" * 120),
-    float: (10.0, 3, "10", "0.5", "-1", "1e3", "inf", "nan", "abc", "", " 2 ", "1_0"),
+    float: (10.0, 3, "10", "0.5", "-1", "1e3", "1e9", "-1e9", "inf", "-inf", "nan", "1e10", "abc", "", " 2 ", "1_0"),
     Path: ("", "a", "a//b", "~/x", "/tmp", Path("p")),
 }
 
@@ -75,6 +77,9 @@ def test_plain_coercion_matches_typers(name: str, command: Any, param: Any) -> N
     for value in _samples(descriptor.annotation):
         got = _outcome(plain.coerce, value, param, ctx)
         want = _outcome(typers.coerce, value, param, ctx)
+        if want[0] == "value" and isinstance(want[1], float) and not in_range(want[1]):
+            # the one departure: typer takes these, erascope's options cannot use them
+            want = ("error", BadParameter(f"{want[1]!r} is not {IN_RANGE}.", ctx=ctx, param=param).format_message())
         assert repr(got) == repr(want), f"{name} {value!r}"  # repr: nan is nan, 1 is not 1.0
         assert type(got[1]) is type(want[1]), f"{name} {value!r}"
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gzip
 import io
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from mitmproxy.io import FlowWriter, tnetstring
 from mitmproxy.test import tflow
 from typer.testing import CliRunner
 
+from addon.errors import ErascopeError
 from analyzer.cli import app
 from analyzer.load import extract_file
 from analyzer.pipeline import analyze
@@ -27,6 +30,7 @@ from analyzer.report import render, render_text, report_dict
 from tests.test_messages import discover_result, init, init_result, probe
 
 URL = "http://127.0.0.1:8931/mcp"
+ERASCOPE = Path(sys.executable).parent / "erascope"
 
 
 def _flow(body: dict[str, Any], answer: dict[str, Any], *, sse: bool, start: float) -> http.HTTPFlow:
@@ -86,6 +90,20 @@ def test_a_har_reads_as_its_entries_and_gzip_too(tmp_path: Path) -> None:
     (server,) = report["servers"]
     assert server["peers"] and server["server"] == URL
     assert {e["at"] for e in server["evidence"]} == {f"{plain}#entry=1", f"{plain}#entry=2"}
+
+
+def test_a_har_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """Windows tools save HAR files with a UTF-8 BOM; the kind was told past it, the reader refused it."""
+    har = b"\xef\xbb\xbf" + orjson.dumps(_har(_flows()))
+    plain, packed = tmp_path / "bom.har", tmp_path / "bom.har.gz"
+    plain.write_bytes(har)
+    packed.write_bytes(gzip.compress(har))
+    for path in (plain, packed):
+        proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        report = orjson.loads(proc.stdout)
+        assert report["inputs"]["files"] == [str(path)] and "errors" not in report["inputs"]
+        assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
 
 
 def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(tmp_path: Path) -> None:
@@ -167,6 +185,60 @@ def test_a_dump_in_mitmproxy_10s_flow_format_is_read(tmp_path: Path) -> None:
     path = tmp_path / "old.mitm"
     path.write_bytes(out.getvalue())
     assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+@pytest.mark.parametrize("at", [1, 2])
+def test_a_well_framed_flow_mitmproxy_refuses_is_skipped_and_the_rest_read(tmp_path: Path, at: int) -> None:
+    """mitmproxy's `FlowReader.stream()` ends at the first flow it cannot build: as the first flow,
+    the whole dump was refused; later, every flow after it was lost."""
+    bad = _flows()[0].get_state()
+    bad["response"]["status_code"] = "abc"
+    flows = [tnetstring.dumps(f.get_state()) for f in _flows()]
+    path = tmp_path / "bad.flows"
+    path.write_bytes(b"".join([*flows[: at - 1], tnetstring.dumps(bad), *flows[at - 1 :]]))
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    (malformed,) = report["inputs"]["malformed"]
+    assert (malformed["line"], malformed["reason"].split(" (")[0]) == (at, "not a flow mitmproxy can read")
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+    assert f"[1]#flow={at}: not a flow mitmproxy can read" in render_text(analyze([str(path)]))
+
+
+def test_a_flow_damaged_inside_its_frame_is_skipped_and_the_rest_read(tmp_path: Path) -> None:
+    """A flow whose outer length holds but whose inside does not parse (a nested length changed)
+    still ends where its frame says: the flows after it are read."""
+    first, second = (tnetstring.dumps(f.get_state()) for f in _flows())
+    damaged = first.replace(b"4:POST,", b"9:POST,", 1)
+    assert len(damaged) == len(first) and damaged != first
+    path = tmp_path / "damaged.flows"
+    path.write_bytes(first + damaged + second)
+    facts = extract_file(str(path))
+    assert [(b.line, b.reason.split(" (")[0]) for b in facts.malformed] == [(2, "not a flow mitmproxy can read")]
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+def test_a_length_prefix_beyond_the_file_is_a_cut_not_an_allocation(tmp_path: Path) -> None:
+    """`read(999999999999)` allocated the length given before reading: a MemoryError traceback."""
+    whole = tnetstring.dumps(_flows()[0].get_state())
+    path = tmp_path / "huge.flows"
+    path.write_bytes(b"999999999999:abc")
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not a mitmproxy flow dump mitmproxy can read (it ends inside a flow: the file was cut short)" in proc.stderr
+    path.write_bytes(whole + b"999999999999:abc")
+    facts = extract_file(str(path))
+    assert [(b.line, b.reason) for b in facts.malformed] == [
+        (2, "the dump cannot be read from here on (it ends inside a flow: the file was cut short)")
+    ]
+
+
+def test_a_file_of_tnetstrings_that_are_no_flows_is_not_a_dump(tmp_path: Path) -> None:
+    path = tmp_path / "x.flows"
+    path.write_bytes(tnetstring.dumps(b"hello") + tnetstring.dumps([1, 2]))
+    with pytest.raises(ErascopeError, match="not a mitmproxy flow dump"):
+        analyze([str(path)])
 
 
 def test_a_dump_cut_short_keeps_the_flows_before_the_cut(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from addon import format as fmt
 from addon.errors import ErascopeError
 from addon.writer import CaptureWriter
 from analyzer.load import LoadOptions, combine, extract_file, find_inputs
@@ -19,6 +22,7 @@ from analyzer.pipeline import analyze
 from analyzer.schema import MESSAGES_SCHEMA
 from tests.test_messages import Cap, discover_result, probe
 
+ERASCOPE = Path(sys.executable).parent / "erascope"
 HEADER = {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "seq": 0, "part": 0}
 
 
@@ -88,6 +92,27 @@ def test_unknown_major_version_is_refused(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "future.jsonl", [orjson.dumps({**HEADER, "format": "erascope/2"}).decode()])
     with pytest.raises(ErascopeError, match=r"erascope/2.*not supported"):
         analyze([str(path)])
+
+
+# a major must be ASCII digits: `str.isdigit` also takes `²` (which `int` refuses) and `١` (which
+# `int` reads as 1), and `int` refuses more than 4300 digits
+ODD_MAJORS = ["erascope/\u00b2", "erascope/\u0661", "erascope/" + "9" * 5000, "erascope/+1", "erascope/ 1", "erascope/"]
+ODD_MAJOR_IDS = ["superscript", "arabic-indic", "5000-digits", "plus", "space", "empty"]
+
+
+@pytest.mark.parametrize("value", ODD_MAJORS, ids=ODD_MAJOR_IDS)
+def test_a_major_that_is_not_ascii_digits_names_no_version(value: str) -> None:
+    assert fmt.parse_format_id(value) is None
+    assert fmt.parse_format_id("erascope/1") == 1 and fmt.parse_format_id("erascope/12.3") == 12
+
+
+@pytest.mark.parametrize("value", ODD_MAJORS, ids=ODD_MAJOR_IDS)
+def test_a_header_with_an_odd_major_is_refused_by_the_cli(tmp_path: Path, value: str) -> None:
+    path = write_lines(tmp_path / "odd.jsonl", [orjson.dumps({**HEADER, "format": value}).decode(), frame(1, "{}")])
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr and "is not supported by this erascope" in proc.stderr
+    assert len(proc.stderr) < 600  # the 5000-digit value is not echoed whole
 
 
 def test_non_capture_files_are_skipped_and_noted(tmp_path: Path) -> None:

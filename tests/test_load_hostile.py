@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -23,6 +25,8 @@ from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.report import render
 from tests.test_load import HEADER, frame, write_lines
 from tests.test_messages import Cap, discover_result, probe
+
+ERASCOPE: Final = Path(sys.executable).parent / "erascope"
 
 
 def _capture(folder: Path, server: str = "srv", answered: bool = True) -> Path:
@@ -178,6 +182,31 @@ def test_nothing_readable_is_an_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
 
 
+def _erascope(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ERASCOPE), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_when_every_line_is_malformed_the_error_says_where_and_why(tmp_path: Path) -> None:
+    nan = write_lines(tmp_path / "a.jsonl", [orjson.dumps(HEADER).decode(), '{"type":"frame","ts":NaN,"seq":1}'])
+    entry = {"startedDateTime": 5, "request": {"method": "POST", "url": "http://h/mcp"}, "response": {"status": 200}}
+    har = tmp_path / "c.har"
+    har.write_bytes(orjson.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    for path, where in ((nan, f"{nan}:2: not valid JSON"), (har, f"{har}#entry=1: ")):
+        proc = _erascope("analyze", str(path))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert f"no capture records found in {path} (1 malformed line(s), skipped: {where}" in proc.stderr
+    torn = write_lines(tmp_path / "t.jsonl", [orjson.dumps(HEADER).decode(), '{"type":"fr'], trailing_newline=False)
+    proc = _erascope("analyze", str(torn))
+    assert proc.returncode == 2 and f"(torn last line: {torn}:2: " in proc.stderr, proc.stderr
+
+
+def test_a_file_that_cannot_be_read_is_named_once_in_the_error(tmp_path: Path) -> None:
+    future = write_lines(tmp_path / "future.jsonl", [orjson.dumps({**HEADER, "format": "erascope/7"}).decode()])
+    proc = _erascope("analyze", str(future))
+    assert proc.returncode == 2, proc.stderr
+    assert f"(1 file(s) could not be read: {future}: capture format 'erascope/7'" in proc.stderr
+
+
 def test_a_fifo_given_as_path_is_refused_not_read(tmp_path: Path) -> None:
     good = _capture(tmp_path / "caps")
     fifo = tmp_path / "pipe.jsonl"
@@ -224,6 +253,50 @@ def test_the_same_capture_given_twice_is_read_once(tmp_path: Path) -> None:
     assert a.probes.height == 1
     assert a.inputs.files == [str(path)]  # the first in sorted order: caps/ before copy/
     assert a.inputs.duplicates == [(str(copy / path.name), str(path)), (str(renamed), str(path))]
+
+
+_PROBE_RAW: Final = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'
+_ANSWER_RAW: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+
+
+def _har(path: Path) -> Path:
+    entry = {
+        "startedDateTime": "2026-11-30T01:00:00.000Z", "time": 5,
+        "request": {"method": "POST", "url": "http://127.0.0.1:8000/mcp", "httpVersion": "HTTP/1.1",
+                    "headers": [{"name": "content-type", "value": "application/json"}], "queryString": [],
+                    "cookies": [], "headersSize": -1, "bodySize": len(_PROBE_RAW),
+                    "postData": {"mimeType": "application/json", "text": _PROBE_RAW}},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1",
+                     "headers": [{"name": "content-type", "value": "application/json"}], "cookies": [],
+                     "content": {"size": len(_ANSWER_RAW), "mimeType": "application/json", "text": _ANSWER_RAW},
+                     "redirectURL": "", "headersSize": -1, "bodySize": len(_ANSWER_RAW)},
+        "cache": {}, "timings": {"send": 1, "wait": 2, "receive": 1},
+    }  # fmt: skip
+    path.write_bytes(orjson.dumps({"log": {"version": "1.2", "entries": [entry]}}))
+    return path
+
+
+def test_one_file_named_several_ways_is_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HAR files, dumps and captures whose header names no recorder (no `started`, `recorder_pid`)
+    were told apart by the spelling of their path alone: read, and counted, once per spelling."""
+    _har(tmp_path / "x.har")
+    (tmp_path / "link.har").symlink_to("x.har")
+    (tmp_path / "d").mkdir()
+    write_lines(tmp_path / "d" / "idA.jsonl", [orjson.dumps(HEADER).decode(), frame(1, _PROBE_RAW)])
+    spellings = [
+        ["x.har", "./x.har"], ["x.har", str(tmp_path / "x.har")], ["x.har", "link.har"], ["x.har", "d/../x.har"],
+        ["d", "./d/idA.jsonl"], ["d/idA.jsonl", "./d", "d/"],
+    ]  # fmt: skip
+    for args in spellings:
+        proc = subprocess.run(
+            [str(ERASCOPE), "analyze", *args, "-q", "-f", "json"], cwd=tmp_path, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stderr
+        inputs = orjson.loads(proc.stdout)["inputs"]
+        first = args[0] if args[0].endswith(".har") else "d/idA.jsonl"
+        assert (inputs["files"], inputs.get("duplicates")) == ([first], None), args
+    monkeypatch.chdir(tmp_path)  # find_inputs keeps the first spelling given, in sorted order
+    assert find_inputs(["./x.har", "x.har", "d", "./d/idA.jsonl"]) == ["./x.har", os.path.join("d", "idA.jsonl")]
 
 
 def test_files_are_reported_in_one_order_whatever_the_order_given(tmp_path: Path) -> None:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
 import pytest
 from typer.testing import CliRunner
 
+from addon.errors import ErascopeError
 from analyzer.baseline import BASELINE_FORMAT
 from analyzer.cli import app
 from analyzer.rules import REGISTRY
+from analyzer.rules.options import RuleOptions, option_docs, parse_assignments
 
 runner = CliRunner()
+ERASCOPE = Path(sys.executable).parent / "erascope"
 
 _PROBE = {
     "jsonrpc": "2.0",
@@ -130,6 +135,30 @@ def test_bad_rule_option_is_exit_2(polluted: Path, option: str) -> None:
     result = runner.invoke(app, ["analyze", str(polluted), "-q", "--rule-option", option])
     assert result.exit_code == 2
     assert "rule option" in result.output
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "storm_window_s=nan", "storm_window_s=inf", "split_window_s=1e300", "cost_horizon_s=-inf",
+        "storm_probes_per_request=nan", "timeout_min_wait_s=1e10", "max_evidence=99999999999999999999",
+    ],
+)  # fmt: skip
+def test_a_rule_option_out_of_range_is_a_usage_error(polluted: Path, option: str) -> None:
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(polluted), "-q", "--rule-option", option],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    name = option.split("=")[0]
+    assert f"erascope: error: rule option {name} must be a finite number" in proc.stderr
+    with pytest.raises(ErascopeError, match=f"rule option {name} must be"):
+        RuleOptions.from_mapping(parse_assignments([option]))
+
+
+def test_the_largest_rule_options_are_read(polluted: Path) -> None:
+    options = [f"--rule-option={name}=1000000000" for name, _default, _doc in option_docs()]
+    result = runner.invoke(app, ["analyze", str(polluted), "-q", "-f", "json", *options])
+    assert result.exit_code == 0, result.output
+    assert orjson.loads(result.stdout)["totals"]["probe_outcomes"] == {"discover-result": 1}
 
 
 def test_bad_baseline_fails_before_any_report(tmp_path: Path, polluted: Path) -> None:

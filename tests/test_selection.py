@@ -8,6 +8,8 @@ other days and servers are never opened (they are overwritten with garbage here:
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from urllib.parse import unquote
@@ -25,6 +27,7 @@ from analyzer.selection import Selection, parse_time
 from bench.generate import generate
 
 runner = CliRunner()
+ERASCOPE = Path(sys.executable).parent / "erascope"
 T0 = datetime(2026, 11, 29, 0, 30, tzinfo=UTC)
 
 
@@ -100,6 +103,14 @@ def test_days_are_pruned_only_when_they_cannot_hold_a_kept_row() -> None:
     assert kept_parts(parts, Selection(servers=("",))) == [parts[3]]
 
 
+def test_the_last_and_first_days_of_the_calendar_are_pruned_without_overflow() -> None:
+    last, first = "9999-12-31", "0001-01-01"
+    assert Selection(since=T0).keeps_day(last) and not Selection(since=T0).keeps_day(first)
+    assert Selection(until=T0).keeps_day(first) and not Selection(until=T0).keeps_day(last)
+    end = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    assert Selection(since=end).keeps_day(last) and not Selection(since=end).keeps_day("9999-12-30")
+
+
 # --- analyze -------------------------------------------------------------------------------------
 SELECTIONS = [
     ["--since", "2026-11-29T00:30:00Z", "--until", "2026-11-29T01:30"],
@@ -168,6 +179,34 @@ def test_partitions_outside_the_selection_are_never_opened(
     broken = runner.invoke(app, ["analyze", str(archive), "--format", "json", "--quiet"])
     assert broken.exit_code == 2, "the garbage parts are read when nothing is selected"
     assert "cannot be read" in broken.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--since", "0001-01-01T00:00+01:00"], ["--until", "9999-12-31T23:59-01:00"]],
+    ids=["before-year-1", "after-year-9999"],
+)
+def test_a_bound_outside_the_calendar_in_utc_is_a_usage_error(caps: Path, args: list[str]) -> None:
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(caps), "--quiet", *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{args[1]!r} lies outside years 1 to 9999 in UTC" in proc.stderr
+
+
+def test_a_record_on_the_last_day_of_the_calendar_is_selected_in_an_archive(tmp_path: Path) -> None:
+    ts = datetime(9999, 12, 31, 12, tzinfo=UTC).timestamp()
+    header = {"type": "header", "format": "erascope/1", "transport": "stdio", "seq": 0}
+    probe = {"type": "frame", "conn": "c", "dir": "c2s", "ts": ts, "server": "s", "seq": 1,
+             "raw": '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'}  # fmt: skip
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "c.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in (header, probe)))
+    assert runner.invoke(app, ["compact", str(tmp_path / "y"), "--out", str(tmp_path / "ya")]).exit_code == 0
+    reports = []
+    for source in ("y", "ya"):
+        cmd = [str(ERASCOPE), "analyze", str(tmp_path / source), "--since", "2026-01-01", "--format", "json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        reports.append(orjson.loads(proc.stdout)["totals"]["probe_outcomes"])
+    assert reports[0] == reports[1] == {"no-answer": 1}
 
 
 @pytest.mark.parametrize(

@@ -387,6 +387,16 @@ def test_another_key_names_the_file_once(rotated_dir: Path, tmp_path: Path) -> N
     assert proc.stdout.count(str(part)) == 1
 
 
+@pytest.mark.parametrize("major", ["\u00b2", "\u0661", "9" * 5000], ids=["superscript", "arabic-indic", "5000-digits"])
+def test_a_header_with_an_odd_major_is_an_error_not_a_crash(tmp_path: Path, major: str) -> None:
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(orjson.dumps({"type": "header", "format": f"erascope/{major}", "seq": 0}) + b"\n")
+    proc = cli(str(path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"{path}: error: capture format" in proc.stdout and "is not known to this erascope" in proc.stdout
+    assert len(proc.stdout) < 600
+
+
 def test_capture_without_a_chain_is_reported_not_failed(tmp_path: Path, key_file: Path) -> None:
     result = verify([CORPUS_FILE])
     assert result.files[0].status is Status.NO_CHAIN and result.findings == []

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from addon.errors import ErascopeError
+from analyzer.numbers import IN_RANGE, in_range
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class RuleOptions:
             if isinstance(value, bool) or not isinstance(value, int if wants_int else (int, float)):
                 kind = "an integer" if wants_int else "a number"
                 raise ErascopeError(f"rule option {f.name} must be {kind}, got {value!r}")
+            if not in_range(value):
+                raise ErascopeError(f"rule option {f.name} must be {IN_RANGE}, got {value!r}")
             if value < 0:
                 raise ErascopeError(f"rule option {f.name} must not be negative, got {value!r}")
             # windows and horizons of zero length would silently disable their rules
