@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from analyzer.findings import Evidence, Severity
 from analyzer.rules import run_rules
 from analyzer.rules.scenario import MODERN, Scenario
+from analyzer.rules.timeline import split_windows
 
 
 def test_stale_era_keeps_sending_refused_initialize() -> None:
@@ -202,3 +207,82 @@ def test_rollout_split_evidence_is_the_first_answers_in_file_line_order_however_
         got = _first_evidence(inside, shown)
         key = ["server", "axis"]
         assert got.sort(key).equals(expected.sort(key)), draw
+
+
+_PEERS_SPLIT = """
+from analyzer.rules import run_rules
+from analyzer.rules.scenario import Scenario
+s = Scenario()
+for i in range(4):
+    peer = "10.0.0.1:8000" if i % 2 == 0 else "10.0.0.2:8000"
+    outcome = "discover-result" if i % 2 == 0 else "legacy-answer"
+    s.conn("lb", f"c{i}", transport="http").probe(i * 5.0, outcome, peer=peer, http_status=200)
+far = float(__import__("sys").argv[1])
+if far:  # one answer centuries later (a clock gone wrong, a timestamp in milliseconds)
+    s.conn("lb", "late", transport="http").probe(far - s.start, "legacy-answer", peer="10.0.0.2:8000", http_status=200)
+[f] = run_rules(s.analysis(), only=["rollout-split"])
+print(f.details["peers"], f.ts)
+"""
+
+
+def test_an_answer_centuries_later_costs_no_walk_through_the_years_between() -> None:
+    """rollout-split's windows were laid by `group_by_dynamic`, which steps through every window from a
+    server's first answer to its last: one answer stamped in year 9000 (the capture's `ts` is any
+    number up to year 9999) made `analyze`, and every `watch` round, run for hours. The far answer is
+    in no split window, so the finding is the one without it."""
+    import subprocess
+    import sys
+
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _PEERS_SPLIT, far], capture_output=True, text=True, timeout=300, check=True
+        )
+        for far in ("0", "2.5e11")
+    ]
+    assert runs[0].stdout.startswith("[{'peer': '10.0.0.1:8000', 'era': 'modern', 'count': 2}")
+    assert runs[1].stdout == runs[0].stdout
+
+
+def _windows_by_walking(answers: pl.DataFrame, window_us: int) -> pl.DataFrame:
+    """The windows as `group_by_dynamic` lays them, walking from one to the next (what `split_windows`
+    replaced: the model its windows must equal)."""
+    return (
+        answers.group_by_dynamic(
+            "dt", every=f"{max(window_us // 2, 1)}us", period=f"{window_us}us", group_by=["server", "axis"]
+        )
+        .agg(
+            pl.col("era").n_unique().alias("eras"),
+            pl.col("peer").n_unique().alias("peers"),
+            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
+            pl.col("ts").min().alias("w_start"),
+            pl.col("ts").max().alias("w_end"),
+        )
+        .drop("dt")
+    )
+
+
+_answer = st.tuples(
+    st.sampled_from(["a", "b"]),
+    st.sampled_from(["era", "initialize"]),
+    st.sampled_from(["modern", "legacy"]),
+    st.sampled_from(["p1", "p2"]),
+    st.one_of(st.integers(-4_000_000, 4_000_000), st.integers(-(10**12), 10**12)),  # µs around 1970 and a day
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_answer, min_size=1, max_size=40), st.sampled_from([1, 2, 3, 999_999, 1_000_000, 60_000_000]))
+def test_split_windows_are_the_windows_group_by_dynamic_lays(
+    rows: list[tuple[str, str, str, str, int]], window_us: int
+) -> None:
+    answers = (
+        pl.DataFrame(rows, schema=["server", "axis", "era", "peer", "us"], orient="row")
+        .with_columns(pl.from_epoch("us", time_unit="us").alias("dt"), (pl.col("us") / 1e6).alias("ts"))
+        .sort("dt")
+        .with_columns(
+            _change=(pl.col("era") != pl.col("era").shift(1)).over("server", "axis").fill_null(False).cast(pl.UInt32)
+        )
+    )
+    key = ["server", "axis", "w_start", "w_end", "eras", "peers", "runs"]
+    got = split_windows(answers, window_us).select(key).sort(key)
+    assert got.equals(_windows_by_walking(answers, window_us).select(key).sort(key))

@@ -17,6 +17,40 @@ _LEGACY_REFUSALS = (-32000, -32600)
 """How legacy servers refuse a request outside a session: "Server not initialized", "Missing session ID"."""
 
 
+def split_windows(answers: pl.DataFrame, window_us: int) -> pl.DataFrame:
+    """Per (server, axis), every window of `window_us` starting each half window (`dt` in µs) that holds
+    answers: how many eras and peers answered in it, its runs of one era, its first and last `ts`.
+
+    The windows `group_by_dynamic(every=window_us // 2, period=window_us)` lays, without its walk from
+    window to window: it steps through every window between two answers, so one answer stamped
+    centuries later (a `ts` is any number up to year 9999) cost hours. Each answer is put in the
+    two or three windows that hold it instead (none starting before its group's first answer, as
+    there), found by division: linear in answers, whatever the times. `answers` is sorted by `dt`,
+    so each window's rows stay in time order (`runs` reads it).
+    """
+    every = max(window_us // 2, 1)
+    us = pl.col("dt").dt.epoch("us")
+    # as `group_by_dynamic` lays them: a group's first window starts at its first answer, floored
+    first = us.min().over("server", "axis").floordiv(every)
+    return (
+        answers.with_columns(
+            _w=pl.int_ranges(
+                pl.max_horizontal((us - window_us).floordiv(every) + 1, first), us.floordiv(every) + 1
+            )
+        )
+        .explode("_w")
+        .group_by("server", "axis", "_w", maintain_order=True)
+        .agg(
+            pl.col("era").n_unique().alias("eras"),
+            pl.col("peer").n_unique().alias("peers"),
+            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
+            pl.col("ts").min().alias("w_start"),
+            pl.col("ts").max().alias("w_end"),
+        )
+        .drop("_w")
+    )
+
+
 def _runs(seq: pl.LazyFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
     """Runs of at least `min_len` flagged rows in a row per (server, client).
 
@@ -361,19 +395,8 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     )
     if answers.is_empty():
         return pl.DataFrame(schema={"server": pl.String(), "ts": pl.Float64(), "evidence": pl.List(pl.Null())})
-    window_us = int(opts.split_window_s * 1_000_000)
-    windows = (
-        answers.group_by_dynamic(
-            "dt", every=f"{max(window_us // 2, 1)}us", period=f"{window_us}us", group_by=["server", "axis"]
-        )
-        .agg(
-            pl.col("era").n_unique().alias("eras"),
-            pl.col("peer").n_unique().alias("peers"),
-            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
-            pl.col("ts").min().alias("w_start"),
-            pl.col("ts").max().alias("w_end"),
-        )
-        .filter((pl.col("eras") > 1) & ((pl.col("peers") > 1) | (pl.col("runs") >= 3)))
+    windows = split_windows(answers, int(opts.split_window_s * 1_000_000)).filter(
+        (pl.col("eras") > 1) & ((pl.col("peers") > 1) | (pl.col("runs") >= 3))
     )
     spans = windows.group_by("server", "axis").agg(
         pl.col("w_start").min().alias("ts"), pl.col("w_end").max().alias("end_ts"), pl.len().alias("windows")
