@@ -174,6 +174,7 @@ from analyzer.load import (
     display_name,
     extract_lines,
     find_inputs,
+    not_regular,
     part_identity,
     read_header,
 )
@@ -379,6 +380,15 @@ class Watcher:
         part = self._by_path.get(path)
         if part is not None or path in self._refused:
             return part
+        try:
+            # a FIFO would block open() (and the signals that stop watch) until a writer comes
+            why = not_regular(path)
+        except InputError:
+            return None  # gone since it was listed: the next round sees
+        if why is not None:
+            self._refused.add(path)
+            self.notes.append(f"{display_name(path)}: {why}")
+            return None
         try:
             header = read_header(path)
         except (InputError, OSError) as exc:

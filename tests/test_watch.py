@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import random
 import signal
@@ -577,3 +578,22 @@ def test_a_finding_whose_first_line_moves_earlier_is_one_finding(tmp_path: Path)
     moved = [e for e in splits if e["replaces"]]
     assert moved and moved[0]["evidence"][0]["line"] == 2 and moved[0]["replaces"]["line"] > 2
     assert reported(events) == expected(analyzed(live))
+
+
+def test_a_fifo_in_the_directory_is_noted_not_opened(tmp_path: Path) -> None:
+    """A FIFO named like a capture would block watch in open() forever, deaf to SIGTERM, its findings
+    on disk never reported: it is noted, as `analyze` notes it, and the rest is read."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for source in (CORPUS / "rollout-split-http").glob("*.jsonl"):
+        (live / source.name).write_bytes(source.read_bytes())
+    os.mkfifo(live / "zz.jsonl")
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(live), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert res.returncode == 1  # the rollout-split on disk stopped the rollout
+    assert " rollout-split " in res.stdout
+    assert res.stderr == f"erascope: {live / 'zz.jsonl'}: not a regular file (a FIFO)\n"
