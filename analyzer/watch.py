@@ -8,6 +8,9 @@ How it stays proportional to the new bytes:
   the complete lines written since (`analyzer.load.extract_lines`); a last line without its newline is
   not complete yet and is read in a later round. A compressed copy of a part read already is the same
   data: only lines past those read are taken from it (a closed part is decompressed once for that).
+  A plain file is known by its inode too: one replaced, rewritten (truncated, its header changed) or
+  renamed to another listed name is read from its start as a new part, and the old part dropped
+  (`Watcher._follow`), as `analyze` afterwards reads the files as they are then.
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the traffic of the server
   keys the new lines touched (a row of theirs kept or condensed away): of a part holding other
@@ -152,6 +155,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import threading
 import time
 from collections import Counter
@@ -315,6 +319,10 @@ class _Part:
     compressed: bool = False
     seen_size: int = -1
     """The compressed file's size when last read (it is read again only when that changes)."""
+    inode: tuple[int, int] | None = None
+    """The plain file's (st_dev, st_ino): another file under its name is not this part."""
+    checked: tuple[int, int] = (-1, -1)
+    """The plain file's (size, mtime_ns) when its header was last found unchanged."""
     pieces: list[FileFacts] = field(default_factory=list)
     servers: set[str] = field(default_factory=set)
     horizon: float = float("-inf")
@@ -355,6 +363,8 @@ class Watcher:
         self.notes: list[str] = []
         """Input notes for the CLI to show (malformed lines as `file:line: why`, files refused), each
         once; the caller drains the list."""
+        self._dropped: set[str] = set()
+        """Servers of parts dropped since the last round (`_follow`): their results go with them."""
         self._refused: set[str] = set()
         """Files not read (an unknown format major, unreadable): noted once, not tried again."""
         self._identities = CarriedIdentities()
@@ -375,6 +385,58 @@ class Watcher:
             return [f for f in find_inputs(self.paths) if not f.endswith(".json")]
         except ErascopeError:
             return []  # a glob matching nothing yet, a directory gone for a moment: the next round sees
+
+    def _follow(self, files: list[str]) -> None:
+        """Drop every plain part whose file is no longer under its name: replaced (`mv new old`),
+        rewritten (truncated, or its header changed) or renamed (logrotate's rename before `create`)
+        is another file for `analyze`, or the same under another name, so it is read from its start as
+        a new part (what was read of the old one would be read from a stale offset, or named by a name
+        `analyze` does not give). A part whose file is only gone (rotated and compressed, removed) is
+        kept: its compressed copy goes on from the lines read."""
+        found: dict[str, os.stat_result] = {}
+        for path in files:
+            if not _is_compressed(path):
+                try:
+                    found[path] = os.stat(path)
+                except OSError:
+                    continue  # gone since it was listed: as if not listed
+        inodes = {(st.st_dev, st.st_ino) for st in found.values() if stat.S_ISREG(st.st_mode)}
+        for path, part in list(self._by_path.items()):
+            if part.compressed or part.path != path:
+                continue
+            st = found.get(path)
+            if st is None:
+                if part.inode not in inodes:
+                    continue  # only gone
+            elif (st.st_dev, st.st_ino) == part.inode and not self._rewritten(part, st):
+                continue
+            self._drop(part)
+
+    def _rewritten(self, part: _Part, st: os.stat_result) -> bool:
+        """The part's file (the same inode) was truncated or written over since it was read."""
+        if st.st_size < part.offset:
+            return True
+        if (st.st_size, st.st_mtime_ns) == part.checked:
+            return False
+        try:
+            # written over from its start (`cat new > file` between two rounds): its header changed
+            same = read_header(part.path) == part.header
+        except (InputError, OSError):
+            same = False
+        if same:
+            part.checked = (st.st_size, st.st_mtime_ns)
+        return not same
+
+    def _drop(self, part: _Part) -> None:
+        """Forget a part and what it contributed: its servers are analyzed again without it."""
+        for k in part.identity:
+            if self._parts.get(k) is part:
+                del self._parts[k]
+        for path in [p for p, known in self._by_path.items() if known is part]:
+            del self._by_path[path]
+        for piece in part.pieces:
+            self._identities.touch(piece_connections(piece))
+        self._dropped |= part.servers
 
     def _part_for(self, path: str) -> _Part | None:
         part = self._by_path.get(path)
@@ -397,15 +459,22 @@ class Watcher:
             return None
         if header is None:
             return None  # empty so far, or not a capture: looked at again next round
+        inode = None
+        if not _is_compressed(path):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None  # gone since it was listed: the next round sees
+            inode = (st.st_dev, st.st_ino)
         identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
         if known is not None:
             if os.path.exists(known.path) and known.path != path:
                 return None  # a copy of a part still being written (a compressor at work): the original is read
-            known.path, known.compressed, known.seen_size = path, _is_compressed(path), -1
+            known.path, known.compressed, known.seen_size, known.inode = path, _is_compressed(path), -1, inode
             self._by_path[path] = known
             return known
-        part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path))
+        part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path), inode=inode)
         for k in identity:
             self._parts[k] = part
         self._by_path[path] = part
@@ -449,8 +518,10 @@ class Watcher:
 
     def _read_round(self) -> set[str]:
         """Read every file's new complete lines; the server keys they touched."""
-        touched: set[str] = set()
-        for path in self._files():
+        files = self._files()
+        self._follow(files)
+        touched = set(self._dropped)
+        for path in files:
             part = self._part_for(path)
             if part is None or part.path != path:
                 continue
@@ -494,6 +565,9 @@ class Watcher:
         session with them, and those whose undecided probes are due), return the events not reported
         before, in capture-time order."""
         touched = self._read_round()
+        # the dropped parts' servers: their results as of this round's rows, none when it has none left
+        self._results.update(self._dropped, [], [])
+        self._dropped = set()
         now = self.clock()
         due = {s for s, at in self._wake.items() if at <= now}
         for s in due:

@@ -597,3 +597,53 @@ def test_a_fifo_in_the_directory_is_noted_not_opened(tmp_path: Path) -> None:
     assert res.returncode == 1  # the rollout-split on disk stopped the rollout
     assert " rollout-split " in res.stdout
     assert res.stderr == f"erascope: {live / 'zz.jsonl'}: not a regular file (a FIFO)\n"
+
+
+@pytest.mark.parametrize("how", ["rename", "rewrite"])
+def test_a_file_replaced_under_its_name_is_read_from_its_start(
+    tmp_path: Path, watches: list[Watch], how: str
+) -> None:
+    """A capture replaced by another under the same name (`mv new capture.jsonl`, or `cat new >
+    capture.jsonl`) is a new file: read from byte 0, not from the old file's offset (mid-line: a bogus
+    malformed line, a finding `analyze` does not give, the real one missed)."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    target.write_bytes(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    w = Watch(str(live), "--format", "json", "--interval", "0.2", "--fail-on", "warning")
+    watches.append(w)
+    w.events_until(lambda ev: any(e["event"] == "era" for e in ev))
+    new = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
+    if how == "rename":
+        (live / ".new").write_bytes(new)
+        os.replace(live / ".new", target)
+    else:
+        with open(target, "wb") as f:  # truncated, then written: the same inode
+            f.write(new)
+    w.events_until(lambda ev: False)  # until --fail-on ends it
+    assert w.stop() == 1
+    findings = [e for e in w.events() if e["event"] != "era"]
+    assert reported(findings)[0] == expected(analyze_json(live))[0]
+    assert [e["rule"] for e in findings] == ["rollout-split"]
+    assert w.errors == []
+
+
+def test_a_file_rewritten_shorter_is_read_again(tmp_path: Path) -> None:
+    """A file rewritten shorter than what was read of it is read from its start (not left unread
+    until it grows past the old offset), and the old content's findings are no longer its results."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    target.write_bytes(next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes())
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    assert any(e.rule == "rollout-split" for e in watcher.poll())
+    with open(target, "wb") as f:
+        f.write(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    report = analyzed(live)
+    assert reported(events) == expected(report)
+    verdicts, findings = watcher.results()
+    assert ([v.server for v in verdicts], findings) == (["auto-modern-stdio-server"], [])
+
