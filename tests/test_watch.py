@@ -647,3 +647,30 @@ def test_a_file_rewritten_shorter_is_read_again(tmp_path: Path) -> None:
     verdicts, findings = watcher.results()
     assert ([v.server for v in verdicts], findings) == (["auto-modern-stdio-server"], [])
 
+
+def test_logrotate_rename_and_create_is_followed(tmp_path: Path) -> None:
+    """logrotate's rename + `create`: the part is renamed to a name still listed (`extension .jsonl`,
+    `dateext`), an empty file is created under its old name, and the recorder's descriptor goes on
+    appending to the renamed file. Watch follows it there, and names its findings there as `analyze`
+    does afterwards."""
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    plain = live / source.name
+    plain.write_bytes(b"".join(lines[:2]))
+    events = watcher.poll()
+    rotated = live / "rotated-20261203.jsonl"
+    plain.rename(rotated)
+    plain.write_bytes(b"")
+    with open(rotated, "ab") as f:
+        f.write(b"".join(lines[2:]))
+    clock[0] += 30
+    events += watcher.poll()
+    clock[0] += 30
+    events += watcher.poll()
+    report = analyzed(live)
+    assert report["findings"]  # the split is there to be found
+    assert reported([e.as_json() for e in events]) == expected(report)
