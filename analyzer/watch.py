@@ -153,6 +153,7 @@ report: a count that grows without new evidence shown is not reported again).
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import stat
@@ -376,7 +377,8 @@ class Watcher:
         self.analyzed: set[ServerKey] = set()
         """The server keys the last round analyzed (the others' results were carried)."""
         for p in self.paths:
-            if not os.path.exists(p):
+            # a glob may match nothing yet: the recorders have not started (`_files` looks each round)
+            if not os.path.exists(p) and not glob.has_magic(p):
                 raise ErascopeError(f"no such file or directory: {p}")
 
     # --- reading ---------------------------------------------------------------------------------

@@ -674,3 +674,19 @@ def test_logrotate_rename_and_create_is_followed(tmp_path: Path) -> None:
     report = analyzed(live)
     assert report["findings"]  # the split is there to be found
     assert reported([e.as_json() for e in events]) == expected(report)
+
+
+def test_a_glob_is_watched(tmp_path: Path) -> None:
+    """`watch 'dir/*.jsonl'`, as `analyze` takes it (and as `--help` says): the files it matches are read."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for source in (CORPUS / "rollout-split-http").glob("*.jsonl"):
+        (live / source.name).write_bytes(source.read_bytes())
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(live / "*.jsonl"), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert (res.returncode, res.stderr) == (1, "")
+    assert " rollout-split " in res.stdout
