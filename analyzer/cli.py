@@ -755,6 +755,12 @@ def watch_cmd(
 
         erascope watch ~/.local/state/erascope/captures --fail-on warning --format json
     """
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        # before the imports below (a second of polars): Ctrl-C while they run stops watch as any
+        # other time, not with a traceback and exit 1, which --fail-on gives for a finding
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda _signum, _frame: stop.set())
     import orjson
 
     from analyzer.findings import Severity
@@ -763,10 +769,6 @@ def watch_cmd(
     if interval <= 0 or probe_timeout <= 0:
         raise _fail(ErascopeError("--interval and --probe-timeout must be positive numbers of seconds"))
     threshold = None if fail_on_choice.value == "never" else Severity(fail_on_choice.value)
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda _signum, _frame: stop.set())
     try:
         watcher = Watcher(paths, probe_timeout=probe_timeout)
         for events in watcher.run(interval, stop):

@@ -690,3 +690,35 @@ def test_a_glob_is_watched(tmp_path: Path) -> None:
     )
     assert (res.returncode, res.stderr) == (1, "")
     assert " rollout-split " in res.stdout
+
+
+SIGINT_ON_IMPORT = """
+import importlib.abc, os, signal, sys
+
+class _Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "analyzer.watch":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, _Interrupt())
+"""
+
+
+def test_sigint_while_starting_exits_0(tmp_path: Path) -> None:
+    """Ctrl-C while watch imports its analysis (a second or so): exit 0 as on any SIGINT, not 1 (the
+    status --fail-on gives for a finding) with a traceback. The signal comes when `analyzer.watch`
+    is imported (a `sitecustomize` on PYTHONPATH sends it), so no timing is involved."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SIGINT_ON_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(CORPUS / "rollout-split-http"), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+        env=env,
+    )
+    assert (res.returncode, res.stderr) == (0, "")
