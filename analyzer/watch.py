@@ -199,6 +199,7 @@ UNDECIDED_OUTCOME: Final = "no-answer"
 
 FINDING: Final = "finding"
 FINDING_UPDATE: Final = "finding-update"
+WITHDRAWN: Final = "withdrawn"
 ERA: Final = "era"
 
 
@@ -207,7 +208,8 @@ class WatchEvent:
     """One thing `watch` reports: a new finding, or a server's era changing."""
 
     kind: str
-    """`finding`, `finding-update` (a finding reported before, its evidence grown) or `era`."""
+    """`finding`, `finding-update` (a finding reported before, its evidence grown), `withdrawn` (a
+    finding reported before that the traffic read since no longer proves) or `era`."""
     server: str
     ts: float | None
     """When it happened in the capture (the finding's first evidence, the era change's deciding line)."""
@@ -255,7 +257,8 @@ class WatchEvent:
             if self.client is not None:
                 head += f" client={self.client}"
             moved = "" if self.replaces is None else f" (first line was {self.replaces.file}:{self.replaces.line})"
-            return visible(f"{head}: {self.message} [{where}{more}]{moved}")
+            why = " (no longer holds)" if self.kind == WITHDRAWN else ""
+            return visible(f"{head}: {self.message}{why} [{where}{more}]{moved}")
         was = f" (was {self.previous})" if self.previous else ""
         return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
 
@@ -278,6 +281,8 @@ class _Reported:
     """Its evidence (as `_same_data`): when it grows, the finding is reported again."""
     first: Evidence | None
     """Its first evidence as printed: what an update that moves it names."""
+    finding: Finding | None = None
+    """The finding as reported: what a `withdrawn` event names."""
 
 
 def _first_line(f: Finding) -> tuple[str, int] | None:
@@ -652,7 +657,7 @@ class Watcher:
                 gone = {k: r for k, r in reported.items() if (f.rule, f.server, f.client, k) not in current}
                 replaces = _moved(gone, evidence, reported)
             kind = FINDING_UPDATE if before is not None or replaces is not None else FINDING
-            reported[first] = _Reported(evidence, f.evidence[0] if f.evidence else None)
+            reported[first] = _Reported(evidence, f.evidence[0] if f.evidence else None, f)
             events.append(
                 WatchEvent(
                     kind,
@@ -666,6 +671,26 @@ class Watcher:
                     replaces=replaces,
                 )
             )
+        # a server analyzed whole this round without a finding reported before (not one whose first
+        # line moved, taken above): more traffic undid it (probe-storm's ratios fall as real requests come)
+        for (rule, server, client), reported in self._findings.items():
+            if server not in touched or server in undecided:
+                continue
+            for first in [k for k in reported if (rule, server, client, k) not in current]:
+                was = reported.pop(first).finding
+                if was is not None:
+                    events.append(
+                        WatchEvent(
+                            WITHDRAWN,
+                            server,
+                            was.ts,
+                            was.evidence,
+                            rule=rule,
+                            severity=was.severity.value,
+                            message=was.message,
+                            client=client,
+                        )
+                    )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
         return events
 
@@ -699,5 +724,10 @@ def _is_compressed(path: str) -> bool:
 
 
 def at_or_above(event: WatchEvent, threshold: Severity | None) -> bool:
-    """The event is a finding at or above `threshold` (never, without one)."""
-    return threshold is not None and event.severity is not None and Severity(event.severity).rank >= threshold.rank
+    """The event is a finding at or above `threshold` (never, without one; a withdrawn one is not)."""
+    return (
+        threshold is not None
+        and event.kind in (FINDING, FINDING_UPDATE)
+        and event.severity is not None
+        and Severity(event.severity).rank >= threshold.rank
+    )

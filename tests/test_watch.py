@@ -137,6 +137,8 @@ def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
             if e.get("replaces"):  # the finding's first line moved: the report it replaces goes
                 del last[(e["rule"], e["server"], e["client"], _loc(e["replaces"]))]
             last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))] = e
+        elif e["event"] == "withdrawn":  # the finding no longer holds: its reports go
+            del last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))]
     findings = {(e["rule"], e["server"], tuple(_loc(x) for x in e["evidence"])) for e in last.values()}
     eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in events if e["event"] == "era"}
     return findings, eras
@@ -722,3 +724,56 @@ def test_sigint_while_starting_exits_0(tmp_path: Path) -> None:
         env=env,
     )
     assert (res.returncode, res.stderr) == (0, "")
+
+
+def storm_then_work(source: Path) -> tuple[bytes, bytes]:
+    """A capture whose first lines are a probe-storm (5 probes against 10 real requests, 0.5 a request)
+    and whose whole is not (against 30, 0.17): the client goes on working on one more connection."""
+    lines = source.read_bytes().split(b"\n")[:-1]
+    head, body = lines[0], lines[1:31]  # the header, 5 connections of a probe, tools/call, tools/list
+    last = [json.loads(line) for line in lines[27:31]]  # connection 5's tools/call and tools/list, answered
+    seq = max(json.loads(line)["seq"] for line in body)
+    conn = "c0ffee00-0000-4000-8000-000000000001"
+    extra = []
+    for k in range(10):
+        for n, pair in enumerate((last[0:2], last[2:4])):
+            flow = f"f10f0000-0000-4000-8000-{k:06d}{n:06d}"
+            for o in pair:
+                seq += 1
+                o = {**o, "seq": seq, "flow": flow, "conn": conn}
+                for f in ("ts", "t_request", "t_headers", "t_end"):
+                    if isinstance(o.get(f), float):
+                        o[f] += 30 + 0.5 * (k + 1)
+                o.pop("chain", None)
+                raw = json.loads(o["raw"])
+                raw["id"] = 1000 + seq
+                o["raw"] = json.dumps(raw, separators=(",", ":"))
+                o["len"] = len(o["raw"].encode())
+                extra.append(json.dumps(o, separators=(",", ":")).encode())
+    return b"\n".join([head, *body]) + b"\n", b"\n".join(extra) + b"\n"
+
+
+def test_a_finding_that_no_longer_holds_is_withdrawn(tmp_path: Path) -> None:
+    """probe-storm's ratios are not monotone: a storm in the first lines is none once the client's
+    real work follows. Watch reported it (rightly, then); it says so when it no longer holds, so its
+    last word on each finding is what `analyze` gives on the final files."""
+    live = tmp_path / "live"
+    live.mkdir()
+    first, rest = storm_then_work(next((CORPUS / "probe-storm-http").glob("*.jsonl")))
+    target = live / "storm.jsonl"
+    target.write_bytes(first)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    assert [e["rule"] for e in events if e["event"] == "finding"] == ["probe-storm"]
+    with open(target, "ab") as f:
+        f.write(rest)
+    clock[0] += 30
+    later = [e.as_json() for e in watcher.poll()]
+    report = analyzed(live)
+    assert report["findings"] == []
+    assert [(e["event"], e["rule"]) for e in later] == [("withdrawn", "probe-storm")]
+    storm = next(e for e in events if e["rule"] == "probe-storm")
+    assert later[0]["evidence"][0] == storm["evidence"][0]
+    assert reported(events + later) == expected(report)
