@@ -755,18 +755,28 @@ def watch_cmd(
 
         erascope watch ~/.local/state/erascope/captures --fail-on warning --format json
     """
+    stop = threading.Event()
+
+    def stop_on_signals() -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, lambda _signum, _frame: stop.set())
+
+    # before the imports below (a second of polars): Ctrl-C while they run stops watch as any other
+    # time, not with a traceback and exit 1, which --fail-on gives for a finding
+    stop_on_signals()
     import orjson
 
     from analyzer.findings import Severity
     from analyzer.watch import Watcher, at_or_above
 
+    # and again after them: polars puts its own SIGINT handler in front when imported (a later
+    # Ctrl-C then came as a KeyboardInterrupt from inside a query, exit 130)
+    stop_on_signals()
+
     if interval <= 0 or probe_timeout <= 0:
         raise _fail(ErascopeError("--interval and --probe-timeout must be positive numbers of seconds"))
     threshold = None if fail_on_choice.value == "never" else Severity(fail_on_choice.value)
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda _signum, _frame: stop.set())
     try:
         watcher = Watcher(paths, probe_timeout=probe_timeout)
         for events in watcher.run(interval, stop):

@@ -378,6 +378,11 @@ def part_identity(path: str, header: dict[str, Any]) -> tuple[bytes, ...]:
     return _identity(path, header)
 
 
+def not_regular(path: str) -> str | None:
+    """Why `path` is not read as a file (`a FIFO`, ...), or None for a regular file: see `_not_regular`."""
+    return _not_regular(path)
+
+
 def _not_regular(path: str) -> str | None:
     """Why `path` is not read as a file (a FIFO would block forever), or None for a regular file.
 

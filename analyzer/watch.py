@@ -8,6 +8,9 @@ How it stays proportional to the new bytes:
   the complete lines written since (`analyzer.load.extract_lines`); a last line without its newline is
   not complete yet and is read in a later round. A compressed copy of a part read already is the same
   data: only lines past those read are taken from it (a closed part is decompressed once for that).
+  A plain file is known by its inode too: one replaced, rewritten (truncated, its header changed) or
+  renamed to another listed name is read from its start as a new part, and the old part dropped
+  (`Watcher._follow`), as `analyze` afterwards reads the files as they are then.
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the traffic of the server
   keys the new lines touched (a row of theirs kept or condensed away): of a part holding other
@@ -150,8 +153,10 @@ report: a count that grows without new evidence shown is not reported again).
 
 from __future__ import annotations
 
+import glob
 import io
 import os
+import stat
 import threading
 import time
 from collections import Counter
@@ -174,6 +179,7 @@ from analyzer.load import (
     display_name,
     extract_lines,
     find_inputs,
+    not_regular,
     part_identity,
     read_header,
 )
@@ -193,6 +199,7 @@ UNDECIDED_OUTCOME: Final = "no-answer"
 
 FINDING: Final = "finding"
 FINDING_UPDATE: Final = "finding-update"
+WITHDRAWN: Final = "withdrawn"
 ERA: Final = "era"
 
 
@@ -201,7 +208,8 @@ class WatchEvent:
     """One thing `watch` reports: a new finding, or a server's era changing."""
 
     kind: str
-    """`finding`, `finding-update` (a finding reported before, its evidence grown) or `era`."""
+    """`finding`, `finding-update` (a finding reported before, its evidence grown), `withdrawn` (a
+    finding reported before that the traffic read since no longer proves) or `era`."""
     server: str
     ts: float | None
     """When it happened in the capture (the finding's first evidence, the era change's deciding line)."""
@@ -249,7 +257,8 @@ class WatchEvent:
             if self.client is not None:
                 head += f" client={self.client}"
             moved = "" if self.replaces is None else f" (first line was {self.replaces.file}:{self.replaces.line})"
-            return visible(f"{head}: {self.message} [{where}{more}]{moved}")
+            why = " (no longer holds)" if self.kind == WITHDRAWN else ""
+            return visible(f"{head}: {self.message}{why} [{where}{more}]{moved}")
         was = f" (was {self.previous})" if self.previous else ""
         return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
 
@@ -272,6 +281,8 @@ class _Reported:
     """Its evidence (as `_same_data`): when it grows, the finding is reported again."""
     first: Evidence | None
     """Its first evidence as printed: what an update that moves it names."""
+    finding: Finding | None = None
+    """The finding as reported: what a `withdrawn` event names."""
 
 
 def _first_line(f: Finding) -> tuple[str, int] | None:
@@ -314,6 +325,10 @@ class _Part:
     compressed: bool = False
     seen_size: int = -1
     """The compressed file's size when last read (it is read again only when that changes)."""
+    inode: tuple[int, int] | None = None
+    """The plain file's (st_dev, st_ino): another file under its name is not this part."""
+    checked: tuple[int, int] = (-1, -1)
+    """The plain file's (size, mtime_ns) when its header was last found unchanged."""
     pieces: list[FileFacts] = field(default_factory=list)
     servers: set[str] = field(default_factory=set)
     horizon: float = float("-inf")
@@ -354,6 +369,8 @@ class Watcher:
         self.notes: list[str] = []
         """Input notes for the CLI to show (malformed lines as `file:line: why`, files refused), each
         once; the caller drains the list."""
+        self._dropped: set[str] = set()
+        """Servers of parts dropped since the last round (`_follow`): their results go with them."""
         self._refused: set[str] = set()
         """Files not read (an unknown format major, unreadable): noted once, not tried again."""
         self._identities = CarriedIdentities()
@@ -365,7 +382,8 @@ class Watcher:
         self.analyzed: set[ServerKey] = set()
         """The server keys the last round analyzed (the others' results were carried)."""
         for p in self.paths:
-            if not os.path.exists(p):
+            # a glob may match nothing yet: the recorders have not started (`_files` looks each round)
+            if not os.path.exists(p) and not glob.has_magic(p):
                 raise ErascopeError(f"no such file or directory: {p}")
 
     # --- reading ---------------------------------------------------------------------------------
@@ -375,10 +393,71 @@ class Watcher:
         except ErascopeError:
             return []  # a glob matching nothing yet, a directory gone for a moment: the next round sees
 
+    def _follow(self, files: list[str]) -> None:
+        """Drop every plain part whose file is no longer under its name: replaced (`mv new old`),
+        rewritten (truncated, or its header changed) or renamed (logrotate's rename before `create`)
+        is another file for `analyze`, or the same under another name, so it is read from its start as
+        a new part (what was read of the old one would be read from a stale offset, or named by a name
+        `analyze` does not give). A part whose file is only gone (rotated and compressed, removed) is
+        kept: its compressed copy goes on from the lines read."""
+        found: dict[str, os.stat_result] = {}
+        for path in files:
+            if not _is_compressed(path):
+                try:
+                    found[path] = os.stat(path)
+                except OSError:
+                    continue  # gone since it was listed: as if not listed
+        inodes = {(st.st_dev, st.st_ino) for st in found.values() if stat.S_ISREG(st.st_mode)}
+        for path, part in list(self._by_path.items()):
+            if part.compressed or part.path != path:
+                continue
+            st = found.get(path)
+            if st is None:
+                if part.inode not in inodes:
+                    continue  # only gone
+            elif (st.st_dev, st.st_ino) == part.inode and not self._rewritten(part, st):
+                continue
+            self._drop(part)
+
+    def _rewritten(self, part: _Part, st: os.stat_result) -> bool:
+        """The part's file (the same inode) was truncated or written over since it was read."""
+        if st.st_size < part.offset:
+            return True
+        if (st.st_size, st.st_mtime_ns) == part.checked:
+            return False
+        try:
+            # written over from its start (`cat new > file` between two rounds): its header changed
+            same = read_header(part.path) == part.header
+        except (InputError, OSError):
+            same = False
+        if same:
+            part.checked = (st.st_size, st.st_mtime_ns)
+        return not same
+
+    def _drop(self, part: _Part) -> None:
+        """Forget a part and what it contributed: its servers are analyzed again without it."""
+        for k in part.identity:
+            if self._parts.get(k) is part:
+                del self._parts[k]
+        for path in [p for p, known in self._by_path.items() if known is part]:
+            del self._by_path[path]
+        for piece in part.pieces:
+            self._identities.touch(piece_connections(piece))
+        self._dropped |= part.servers
+
     def _part_for(self, path: str) -> _Part | None:
         part = self._by_path.get(path)
         if part is not None or path in self._refused:
             return part
+        try:
+            # a FIFO would block open() (and the signals that stop watch) until a writer comes
+            why = not_regular(path)
+        except InputError:
+            return None  # gone since it was listed: the next round sees
+        if why is not None:
+            self._refused.add(path)
+            self.notes.append(f"{display_name(path)}: {why}")
+            return None
         try:
             header = read_header(path)
         except (InputError, OSError) as exc:
@@ -387,15 +466,22 @@ class Watcher:
             return None
         if header is None:
             return None  # empty so far, or not a capture: looked at again next round
+        inode = None
+        if not _is_compressed(path):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None  # gone since it was listed: the next round sees
+            inode = (st.st_dev, st.st_ino)
         identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
         if known is not None:
             if os.path.exists(known.path) and known.path != path:
                 return None  # a copy of a part still being written (a compressor at work): the original is read
-            known.path, known.compressed, known.seen_size = path, _is_compressed(path), -1
+            known.path, known.compressed, known.seen_size, known.inode = path, _is_compressed(path), -1, inode
             self._by_path[path] = known
             return known
-        part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path))
+        part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path), inode=inode)
         for k in identity:
             self._parts[k] = part
         self._by_path[path] = part
@@ -439,8 +525,10 @@ class Watcher:
 
     def _read_round(self) -> set[str]:
         """Read every file's new complete lines; the server keys they touched."""
-        touched: set[str] = set()
-        for path in self._files():
+        files = self._files()
+        self._follow(files)
+        touched = set(self._dropped)
+        for path in files:
             part = self._part_for(path)
             if part is None or part.path != path:
                 continue
@@ -484,6 +572,9 @@ class Watcher:
         session with them, and those whose undecided probes are due), return the events not reported
         before, in capture-time order."""
         touched = self._read_round()
+        # the dropped parts' servers: their results as of this round's rows, none when it has none left
+        self._results.update(self._dropped, [], [])
+        self._dropped = set()
         now = self.clock()
         due = {s for s, at in self._wake.items() if at <= now}
         for s in due:
@@ -566,7 +657,7 @@ class Watcher:
                 gone = {k: r for k, r in reported.items() if (f.rule, f.server, f.client, k) not in current}
                 replaces = _moved(gone, evidence, reported)
             kind = FINDING_UPDATE if before is not None or replaces is not None else FINDING
-            reported[first] = _Reported(evidence, f.evidence[0] if f.evidence else None)
+            reported[first] = _Reported(evidence, f.evidence[0] if f.evidence else None, f)
             events.append(
                 WatchEvent(
                     kind,
@@ -580,6 +671,26 @@ class Watcher:
                     replaces=replaces,
                 )
             )
+        # a server analyzed whole this round without a finding reported before (not one whose first
+        # line moved, taken above): more traffic undid it (probe-storm's ratios fall as real requests come)
+        for (rule, server, client), reported in self._findings.items():
+            if server not in touched or server in undecided:
+                continue
+            for first in [k for k in reported if (rule, server, client, k) not in current]:
+                was = reported.pop(first).finding
+                if was is not None:
+                    events.append(
+                        WatchEvent(
+                            WITHDRAWN,
+                            server,
+                            was.ts,
+                            was.evidence,
+                            rule=rule,
+                            severity=was.severity.value,
+                            message=was.message,
+                            client=client,
+                        )
+                    )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
         return events
 
@@ -613,5 +724,10 @@ def _is_compressed(path: str) -> bool:
 
 
 def at_or_above(event: WatchEvent, threshold: Severity | None) -> bool:
-    """The event is a finding at or above `threshold` (never, without one)."""
-    return threshold is not None and event.severity is not None and Severity(event.severity).rank >= threshold.rank
+    """The event is a finding at or above `threshold` (never, without one; a withdrawn one is not)."""
+    return (
+        threshold is not None
+        and event.kind in (FINDING, FINDING_UPDATE)
+        and event.severity is not None
+        and Severity(event.severity).rank >= threshold.rank
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import queue
 import random
 import signal
@@ -136,6 +137,8 @@ def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
             if e.get("replaces"):  # the finding's first line moved: the report it replaces goes
                 del last[(e["rule"], e["server"], e["client"], _loc(e["replaces"]))]
             last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))] = e
+        elif e["event"] == "withdrawn":  # the finding no longer holds: its reports go
+            del last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))]
     findings = {(e["rule"], e["server"], tuple(_loc(x) for x in e["evidence"])) for e in last.values()}
     eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in events if e["event"] == "era"}
     return findings, eras
@@ -577,3 +580,204 @@ def test_a_finding_whose_first_line_moves_earlier_is_one_finding(tmp_path: Path)
     moved = [e for e in splits if e["replaces"]]
     assert moved and moved[0]["evidence"][0]["line"] == 2 and moved[0]["replaces"]["line"] > 2
     assert reported(events) == expected(analyzed(live))
+
+
+def test_a_fifo_in_the_directory_is_noted_not_opened(tmp_path: Path) -> None:
+    """A FIFO named like a capture would block watch in open() forever, deaf to SIGTERM, its findings
+    on disk never reported: it is noted, as `analyze` notes it, and the rest is read."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for source in (CORPUS / "rollout-split-http").glob("*.jsonl"):
+        (live / source.name).write_bytes(source.read_bytes())
+    os.mkfifo(live / "zz.jsonl")
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(live), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert res.returncode == 1  # the rollout-split on disk stopped the rollout
+    assert " rollout-split " in res.stdout
+    assert res.stderr == f"erascope: {live / 'zz.jsonl'}: not a regular file (a FIFO)\n"
+
+
+@pytest.mark.parametrize("how", ["rename", "rewrite"])
+def test_a_file_replaced_under_its_name_is_read_from_its_start(
+    tmp_path: Path, watches: list[Watch], how: str
+) -> None:
+    """A capture replaced by another under the same name (`mv new capture.jsonl`, or `cat new >
+    capture.jsonl`) is a new file: read from byte 0, not from the old file's offset (mid-line: a bogus
+    malformed line, a finding `analyze` does not give, the real one missed)."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    target.write_bytes(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    w = Watch(str(live), "--format", "json", "--interval", "0.2", "--fail-on", "warning")
+    watches.append(w)
+    w.events_until(lambda ev: any(e["event"] == "era" for e in ev))
+    new = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
+    if how == "rename":
+        (live / ".new").write_bytes(new)
+        os.replace(live / ".new", target)
+    else:
+        with open(target, "wb") as f:  # truncated, then written: the same inode
+            f.write(new)
+    w.events_until(lambda ev: False)  # until --fail-on ends it
+    assert w.stop() == 1
+    findings = [e for e in w.events() if e["event"] != "era"]
+    assert reported(findings)[0] == expected(analyze_json(live))[0]
+    assert [e["rule"] for e in findings] == ["rollout-split"]
+    assert w.errors == []
+
+
+def test_a_file_rewritten_shorter_is_read_again(tmp_path: Path) -> None:
+    """A file rewritten shorter than what was read of it is read from its start (not left unread
+    until it grows past the old offset), and the old content's findings are no longer its results
+    (withdrawn, once that is said)."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    target.write_bytes(next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes())
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    assert any(e["rule"] == "rollout-split" for e in events)
+    with open(target, "wb") as f:
+        f.write(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    clock[0] += 30
+    later = [e.as_json() for e in watcher.poll()]
+    report = analyzed(live)
+    assert reported(events + later)[0] == expected(report)[0]  # era events printed stay printed
+    eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in later if e["event"] == "era"}
+    assert eras == expected(report)[1]
+    verdicts, findings = watcher.results()
+    assert ([v.server for v in verdicts], findings) == (["auto-modern-stdio-server"], [])
+
+
+def test_logrotate_rename_and_create_is_followed(tmp_path: Path) -> None:
+    """logrotate's rename + `create`: the part is renamed to a name still listed (`extension .jsonl`,
+    `dateext`), an empty file is created under its old name, and the recorder's descriptor goes on
+    appending to the renamed file. Watch follows it there, and names its findings there as `analyze`
+    does afterwards."""
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    plain = live / source.name
+    plain.write_bytes(b"".join(lines[:2]))
+    events = watcher.poll()
+    rotated = live / "rotated-20261203.jsonl"
+    plain.rename(rotated)
+    plain.write_bytes(b"")
+    with open(rotated, "ab") as f:
+        f.write(b"".join(lines[2:]))
+    clock[0] += 30
+    events += watcher.poll()
+    clock[0] += 30
+    events += watcher.poll()
+    report = analyzed(live)
+    assert report["findings"]  # the split is there to be found
+    assert reported([e.as_json() for e in events]) == expected(report)
+
+
+def test_a_glob_is_watched(tmp_path: Path) -> None:
+    """`watch 'dir/*.jsonl'`, as `analyze` takes it (and as `--help` says): the files it matches are read."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for source in (CORPUS / "rollout-split-http").glob("*.jsonl"):
+        (live / source.name).write_bytes(source.read_bytes())
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(live / "*.jsonl"), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert (res.returncode, res.stderr) == (1, "")
+    assert " rollout-split " in res.stdout
+
+
+SIGINT_ON_IMPORT = """
+import importlib.abc, os, signal, sys
+
+class _Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "analyzer.watch":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, _Interrupt())
+"""
+
+
+def test_sigint_while_starting_exits_0(tmp_path: Path) -> None:
+    """Ctrl-C while watch imports its analysis (a second or so): exit 0 as on any SIGINT, not 1 (the
+    status --fail-on gives for a finding) with a traceback. The signal comes when `analyzer.watch`
+    is imported (a `sitecustomize` on PYTHONPATH sends it), so no timing is involved."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SIGINT_ON_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(CORPUS / "rollout-split-http"), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+        env=env,
+    )
+    assert (res.returncode, res.stderr) == (0, "")
+
+
+def storm_then_work(source: Path) -> tuple[bytes, bytes]:
+    """A capture whose first lines are a probe-storm (5 probes against 10 real requests, 0.5 a request)
+    and whose whole is not (against 30, 0.17): the client goes on working on one more connection."""
+    lines = source.read_bytes().split(b"\n")[:-1]
+    head, body = lines[0], lines[1:31]  # the header, 5 connections of a probe, tools/call, tools/list
+    last = [json.loads(line) for line in lines[27:31]]  # connection 5's tools/call and tools/list, answered
+    seq = max(json.loads(line)["seq"] for line in body)
+    conn = "c0ffee00-0000-4000-8000-000000000001"
+    extra = []
+    for k in range(10):
+        for n, pair in enumerate((last[0:2], last[2:4])):
+            flow = f"f10f0000-0000-4000-8000-{k:06d}{n:06d}"
+            for o in pair:
+                seq += 1
+                o = {**o, "seq": seq, "flow": flow, "conn": conn}
+                for f in ("ts", "t_request", "t_headers", "t_end"):
+                    if isinstance(o.get(f), float):
+                        o[f] += 30 + 0.5 * (k + 1)
+                o.pop("chain", None)
+                raw = json.loads(o["raw"])
+                raw["id"] = 1000 + seq
+                o["raw"] = json.dumps(raw, separators=(",", ":"))
+                o["len"] = len(o["raw"].encode())
+                extra.append(json.dumps(o, separators=(",", ":")).encode())
+    return b"\n".join([head, *body]) + b"\n", b"\n".join(extra) + b"\n"
+
+
+def test_a_finding_that_no_longer_holds_is_withdrawn(tmp_path: Path) -> None:
+    """probe-storm's ratios are not monotone: a storm in the first lines is none once the client's
+    real work follows. Watch reported it (rightly, then); it says so when it no longer holds, so its
+    last word on each finding is what `analyze` gives on the final files."""
+    live = tmp_path / "live"
+    live.mkdir()
+    first, rest = storm_then_work(next((CORPUS / "probe-storm-http").glob("*.jsonl")))
+    target = live / "storm.jsonl"
+    target.write_bytes(first)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    assert [e["rule"] for e in events if e["event"] == "finding"] == ["probe-storm"]
+    with open(target, "ab") as f:
+        f.write(rest)
+    clock[0] += 30
+    later = [e.as_json() for e in watcher.poll()]
+    report = analyzed(live)
+    assert report["findings"] == []
+    assert [(e["event"], e["rule"]) for e in later] == [("withdrawn", "probe-storm")]
+    storm = next(e for e in events if e["rule"] == "probe-storm")
+    assert later[0]["evidence"][0] == storm["evidence"][0]
+    assert reported(events + later) == expected(report)
