@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from analyzer.findings import Evidence, Severity
 from analyzer.rules import run_rules
 from analyzer.rules.scenario import MODERN, Scenario
-from analyzer.rules.timeline import split_windows
+from analyzer.rules.timeline import split_windows, window_aggregates
 
 
 def test_stale_era_keeps_sending_refused_initialize() -> None:
@@ -250,13 +250,7 @@ def _windows_by_walking(answers: pl.DataFrame, window_us: int) -> pl.DataFrame:
         answers.group_by_dynamic(
             "dt", every=f"{max(window_us // 2, 1)}us", period=f"{window_us}us", group_by=["server", "axis"]
         )
-        .agg(
-            pl.col("era").n_unique().alias("eras"),
-            pl.col("peer").n_unique().alias("peers"),
-            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
-            pl.col("ts").min().alias("w_start"),
-            pl.col("ts").max().alias("w_end"),
-        )
+        .agg(*window_aggregates())
         .drop("dt")
     )
 

@@ -40,15 +40,20 @@ def split_windows(answers: pl.DataFrame, window_us: int) -> pl.DataFrame:
         )
         .explode("_w")
         .group_by("server", "axis", "_w", maintain_order=True)
-        .agg(
-            pl.col("era").n_unique().alias("eras"),
-            pl.col("peer").n_unique().alias("peers"),
-            (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
-            pl.col("ts").min().alias("w_start"),
-            pl.col("ts").max().alias("w_end"),
-        )
+        .agg(*window_aggregates())
         .drop("_w")
     )
+
+
+def window_aggregates() -> list[pl.Expr]:
+    """What `split_windows` says of each window, from its answers in time order."""
+    return [
+        pl.col("era").n_unique().alias("eras"),
+        pl.col("peer").n_unique().alias("peers"),
+        (pl.col("_change").sum() - pl.col("_change").first() + 1).alias("runs"),
+        pl.col("ts").min().alias("w_start"),
+        pl.col("ts").max().alias("w_end"),
+    ]
 
 
 def _runs(seq: pl.LazyFrame, flag: pl.Expr, reason: str, note: str, min_len: int) -> pl.DataFrame:
