@@ -371,6 +371,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
                 f"{entry_path}: names a part twice (written by an erascope that could lose the rows of"
                 " server keys sharing a partition); run `erascope compact` on the captures again"
             )
+        facts.parts = tuple(located(p) for p in names)
         if not everything:
             names = kept_parts(names, selection)  # type: ignore[arg-type]
         parts = [located(p) for p in names]

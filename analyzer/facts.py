@@ -112,6 +112,9 @@ class FileFacts:
     archived: bool = False
     """Read from a Parquet archive (`analyzer.archive`): `file` is what the archive says the capture
     was, a file this analysis never opened (and that may not be a capture at all)."""
+    parts: tuple[str, ...] = ()
+    """Archived: every Parquet part holding its rows, whatever a selection reads of them: where a
+    report reads its messages again (their `raw` column), instead of the file `file` names."""
     placed: bool = False
     """Its reader decided already where the rows condensing moved out wait (written to the spill, or
     kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""

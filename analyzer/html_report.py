@@ -118,6 +118,8 @@ class _Payloads:
     units: dict[str, str]
     lines_from: dict[str, str]
     """File → the path to read its lines from (`Inputs.lines_from`): no other file is opened."""
+    rows_from: dict[str, tuple[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
+    """Archived file → its rows' `file` and the parts holding them (`Inputs.rows_from`)."""
     wanted: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     """(file, line) → payload id, in citation order."""
     dropped: int = 0
@@ -144,7 +146,15 @@ class _Payloads:
         for file, lines in by_file.items():
             unit = self.units.get(file, "line")
             path = self.lines_from.get(file) if unit == "line" else None
-            texts = _read_lines(path, set(lines)) if path is not None else {}
+            # an archive's entry names its capture, but the file there is not what was analysed,
+            # and may be anything: it is never opened; the archive's own rows say what was captured
+            archived = self.rows_from.get(file) if unit == "line" else None
+            if path is not None:
+                texts = _read_lines(path, set(lines))
+            elif archived is not None:
+                texts = _archived_lines(*archived, set(lines))
+            else:
+                texts = {}
             for line, pid in lines.items():
                 at = location(file, line, unit)
                 raw = texts.get(line)
@@ -152,19 +162,45 @@ class _Payloads:
                     why = (
                         f"the capture is a {'HAR file' if unit == 'entry' else 'mitmproxy dump'}: open it at {at}"
                         if unit != "line"
-                        # an archive's entry names its capture, but the file there is not what was
-                        # analysed, and may be anything: it is cited, never opened
-                        else f"read from an archive: open the original capture at {at}"
-                        if path is None
+                        else f"the message could not be read back from the archive: open the original capture at {at}"
+                        if archived is not None
                         else f"the line could not be read again from {file} (moved, or not a plain capture)"
                     )
                     out[pid] = {"at": at, "text": "", "note": why}
                     continue
                 text, cut = _pretty(raw)
                 truncated += cut
-                note = f"truncated to {MAX_PAYLOAD_CHARS} characters" if cut else ""
-                out[pid] = {"at": at, "text": text, "note": note}
+                notes = ["read back from the archive: the message and the fields it keeps"] if archived else []
+                notes += [f"truncated to {MAX_PAYLOAD_CHARS} characters"] if cut else []
+                out[pid] = {"at": at, "text": text, "note": "; ".join(notes)}
         return out, truncated
+
+
+_ARCHIVED_FIELDS: Final = {"type": "record_type", "ts": "ts", "server": "server", "conn": "conn", "dir": "dir"}
+"""A capture record's fields an archive row keeps (record field → column), shown with its message."""
+
+
+def _archived_lines(file: str, parts: tuple[str, ...], lines: set[int]) -> dict[int, bytes]:
+    """The given lines of an archived capture as records rebuilt from the archive's rows (the message,
+    `raw`, and the fields `_ARCHIVED_FIELDS` keeps); {} when the parts cannot be read again."""
+    if not parts:
+        return {}
+    texts = [pl.col(c).cast(pl.String) for c in _ARCHIVED_FIELDS.values() if c != "ts"]
+    try:
+        rows = (
+            pl.scan_parquet(list(parts), hive_partitioning=False, glob=False)
+            .filter((pl.col("file").cast(pl.String) == file) & pl.col("line").is_in(sorted(lines)))
+            .select("line", "ts", *texts, "raw")
+            .unique("line", keep="first", maintain_order=True)
+            .collect()
+        )
+    except (pl.exceptions.PolarsError, OSError):
+        return {}
+    out = {}
+    for row in rows.iter_rows(named=True):
+        record = {field: row[column] for field, column in _ARCHIVED_FIELDS.items() if row[column] is not None}
+        out[row["line"]] = orjson.dumps({**record, "raw": row["raw"]})
+    return out
 
 
 def _read_lines(file: str, lines: set[int]) -> dict[int, bytes]:
@@ -484,7 +520,11 @@ def render_html(analysis: Analysis) -> str:
         if f["server"] not in {s["server"] for s in doc["servers"]}:
             doc["servers"].append(_bare_server(f["server"], f["ts"]))
     # the doc's evidence names files as shown (`visible`): so are the keys they are looked up by
-    payloads = _Payloads(analysis.inputs.units, {visible(k): v for k, v in analysis.inputs.lines_from.items()})
+    payloads = _Payloads(
+        analysis.inputs.units,
+        {visible(k): v for k, v in analysis.inputs.lines_from.items()},
+        {visible(k): v for k, v in analysis.inputs.rows_from.items()},
+    )
     for f in doc["findings"]:
         for e in f["evidence"]:
             e["payload"] = payloads.cite(Evidence(e["file"], e["line"]))

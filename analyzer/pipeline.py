@@ -101,6 +101,9 @@ class Inputs:
     lines_from: dict[str, str] = field(default_factory=dict)
     """File → the path its lines were read from, for the captures this analysis read line by line
     itself: the only files a report may open again (an archive's entries name files it never read)."""
+    rows_from: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    """File → (its rows' `file`, the archive parts holding them), for archived captures: a report
+    reads their messages back from the archive, the input this analysis read."""
 
 
 @dataclass
@@ -155,6 +158,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
         units={name(f.file): f.unit for f in read if f.unit != "line"},
         lines_from={name(f.file): f.file for f in read if f.unit == "line" and not f.archived},
+        rows_from={name(f.file): (f.file, f.parts) for f in read if f.unit == "line" and f.archived},
         chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )
 

@@ -77,7 +77,8 @@ def test_an_archive_naming_another_file_does_not_put_it_in_the_html_report(archi
     text = page.read_text(encoding="utf-8")
     assert "TOPSECRET" not in text and "hunter2" not in text
     payloads = _payloads(text)
-    assert payloads and all(p["text"] == "" and "archive" in p["note"] for p in payloads.values())
+    # the messages come from the archive's own rows, which say what the capture held
+    assert payloads and all("no such method" in p["text"] or "protocolVersion" in p["text"] for p in payloads.values())
 
 
 @pytest.mark.e2e
@@ -175,3 +176,25 @@ def test_a_condensed_frame_with_repeated_rows_is_named(archive: Path) -> None:
     (entry,) = (archive / "_sources").glob("*.json")
     _edit_entry(entry, lambda e: e["condensed"]["frames"]["messages"].__setitem__(1, 2 * rows.height))
     _refused(runner.invoke(app, ["analyze", str(archive), "-q"]), frame.name)
+
+
+def test_an_archive_report_shows_the_archived_messages(archive: Path, tmp_path: Path) -> None:
+    """The page's evidence shows each cited message read back from the archive's own rows (its `raw`
+    column), never from the file an entry names: the messages are the ones the capture's page shows,
+    and the archive is all that is read for them."""
+    (entry,) = (archive / "_sources").glob("*.json")
+    named = Path(orjson.loads(entry.read_bytes())["file"])
+    pages = {}
+    for name, source in (("jsonl", named.parent), ("archive", archive)):
+        if name == "archive":
+            named.unlink()  # what the entry names is gone: only the archive can say what was captured
+        page = tmp_path / f"{name}.html"
+        result = runner.invoke(app, ["analyze", str(source), "-q", "-f", "html", "-o", str(page)])
+        assert result.exit_code == 0, result.output
+        pages[name] = _payloads(page.read_text(encoding="utf-8"))
+    message = {
+        name: {p["at"]: p["text"].split("\n\n— record —")[0] for p in got.values()} for name, got in pages.items()
+    }
+    assert message["archive"] == message["jsonl"]
+    assert any("no such method" in text for text in message["archive"].values())
+    assert all("archive" in p["note"] for p in pages["archive"].values())
