@@ -152,9 +152,6 @@ class CaptureWriter:
             f"{started.strftime('%Y%m%dT%H%M%S.%fZ')}_{slug(server)}_{os.getpid()}_{secrets.token_hex(3)}"
         )
         self.paths: list[Path] = []
-        self._last_name: str | None = None
-        """The latest part's name as written (plain): what the next header's `previous` names, while
-        `paths` follows the keeper's renames."""
         self.written = 0
         """Records written successfully (headers and capture-error records included, `part-end` records not)."""
         self.lost = 0
@@ -645,13 +642,18 @@ class CaptureWriter:
         with contextlib.suppress(OSError):  # the part then reads as never closed; the next header still links
             self._write_sealed(orjson.dumps(record, option=_ENCODE_OPTS))
 
+    def _part_name(self, part: int) -> str:
+        """The file name part `part` is written under (plain: before any compression)."""
+        return f"{self._stem}.{part:03d}{fmt.CAPTURE_SUFFIX}"
+
     def _open_next_part(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = self.out_dir / f"{self._stem}.{self._part + 1:03d}{fmt.CAPTURE_SUFFIX}"
+        path = self.out_dir / self._part_name(self._part + 1)
         # The next part exists before the current one names it in its closing record, so a crash in
         # between never leaves a `next` that points nowhere.
         fd = open_locked(path)  # locked while open: retention never removes it
-        previous = self._last_name  # not `paths[-1]`: the keeper's thread renames it once compressed
+        # by its name as written, not `paths[-1]`: the keeper's thread renames that once compressed
+        previous = self._part_name(self._part) if self._part >= 0 else None
         self._end_part(fmt.END_ROTATED, path.name)
         self._close_part()
         self._fd = fd
@@ -694,7 +696,6 @@ class CaptureWriter:
             self.paths.pop()
             self._part -= 1
             raise
-        self._last_name = path.name
         self.written += 1
 
     def _fsync(self) -> None:
