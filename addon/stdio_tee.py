@@ -399,14 +399,12 @@ class Pump:
                 # Relayed here, not in a method: this runs once per read on the relay path.
                 if forward_fd is not None:
                     try:
-                        if (sent := write(forward_fd, view[:n])) != n:  # a pipe took less than asked
-                            write_all(forward_fd, view[sent:n])
-                    except BlockingIOError:  # a non-blocking destination, full: nothing was written
                         try:
-                            write_all(forward_fd, view[:n])
-                        except OSError as exc:
-                            forward_fd = None
-                            self._forward_failed(exc)
+                            sent = write(forward_fd, view[:n])
+                        except BlockingIOError:  # a non-blocking destination, full: nothing written yet
+                            sent = 0
+                        if sent != n:  # a pipe took less than asked
+                            write_all(forward_fd, view[sent:n])
                     except OSError as exc:
                         forward_fd = None
                         self._forward_failed(exc)
