@@ -239,9 +239,16 @@ def split(line: bytes) -> tuple[int, bytes, memoryview] | None:
     if start < 0:
         return None
     number = line[start + len(FIELD_OPEN) : cut]
-    if not number.endswith(b":") or not number[:-1].isdigit() or len(number) > 21:
+    seal = parse_seal(number[:-1], line[cut : cut + DIGEST_CHARS]) if number.endswith(b":") else None
+    if seal is None:
         return None
-    written = decode(line[cut : cut + DIGEST_CHARS])
-    if written is None:
+    return seal[0], seal[1], memoryview(line)[:cut]
+
+
+def parse_seal(number: bytes, digest: bytes) -> tuple[int, bytes] | None:
+    """A seal's (index, digest) from its written parts, `<n>` and `<D>` of `<n>:<D>`, or None when they
+    are not one (ASCII digits, at most 20 of them; a digest `decode` reads)."""
+    if not number.isdigit() or len(number) > 20:
         return None
-    return int(number[:-1]), written, memoryview(line)[:cut]
+    written = decode(digest)
+    return None if written is None else (int(number), written)

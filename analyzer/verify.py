@@ -50,8 +50,6 @@ VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
-_SEAL: Final = re.compile(r"(?P<index>[0-9]{1,20}):(?P<digest>[A-Za-z0-9+/]{43})")
-"""A `chain` field's value, `<n>:<D>`, as `chain.split` takes it from the end of a line."""
 _HEADER_LIMIT: Final = 1 << 20
 """The longest first line read as a header."""
 
@@ -462,11 +460,13 @@ def _claimed_seal(line: bytes) -> tuple[int, bytes, bool] | None:
     except orjson.JSONDecodeError:
         return None
     seal = record.get(fmt.F_CHAIN) if isinstance(record, dict) else None
-    parts = _SEAL.fullmatch(seal) if isinstance(seal, str) else None
-    written = chain.decode(parts["digest"]) if parts is not None else None
-    if parts is None or written is None:
+    if not isinstance(seal, str):
         return None
-    return int(parts["index"]), written, record.get(fmt.F_TYPE) == fmt.PART_END
+    number, colon, digest = seal.encode("ascii", "replace").partition(b":")
+    parsed = chain.parse_seal(number, digest) if colon else None
+    if parsed is None:
+        return None
+    return parsed[0], parsed[1], record.get(fmt.F_TYPE) == fmt.PART_END
 
 
 def _whole(line: bytes) -> bool:
