@@ -279,10 +279,13 @@ class _Reported:
 
     evidence: tuple[tuple[str, int], ...]
     """Its evidence (as `_same_data`): when it grows, the finding is reported again."""
-    first: Evidence | None
-    """Its first evidence as printed: what an update that moves it names."""
-    finding: Finding | None = None
+    finding: Finding
     """The finding as reported: what a `withdrawn` event names."""
+
+    @property
+    def first(self) -> Evidence | None:
+        """Its first evidence as printed: what an update that moves it names."""
+        return self.finding.evidence[0] if self.finding.evidence else None
 
 
 def _first_line(f: Finding) -> tuple[str, int] | None:
@@ -657,7 +660,7 @@ class Watcher:
                 gone = {k: r for k, r in reported.items() if (f.rule, f.server, f.client, k) not in current}
                 replaces = _moved(gone, evidence, reported)
             kind = FINDING_UPDATE if before is not None or replaces is not None else FINDING
-            reported[first] = _Reported(evidence, f.evidence[0] if f.evidence else None, f)
+            reported[first] = _Reported(evidence, f)
             events.append(
                 WatchEvent(
                     kind,
@@ -678,19 +681,18 @@ class Watcher:
                 continue
             for first in [k for k in reported if (rule, server, client, k) not in current]:
                 was = reported.pop(first).finding
-                if was is not None:
-                    events.append(
-                        WatchEvent(
-                            WITHDRAWN,
-                            server,
-                            was.ts,
-                            was.evidence,
-                            rule=rule,
-                            severity=was.severity.value,
-                            message=was.message,
-                            client=client,
-                        )
+                events.append(
+                    WatchEvent(
+                        WITHDRAWN,
+                        server,
+                        was.ts,
+                        was.evidence,
+                        rule=rule,
+                        severity=was.severity.value,
+                        message=was.message,
+                        client=client,
                     )
+                )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
         return events
 
