@@ -379,11 +379,6 @@ def part_identity(path: str, header: dict[str, Any]) -> tuple[bytes, ...]:
 
 
 def not_regular(path: str) -> str | None:
-    """Why `path` is not read as a file (`a FIFO`, ...), or None for a regular file: see `_not_regular`."""
-    return _not_regular(path)
-
-
-def _not_regular(path: str) -> str | None:
     """Why `path` is not read as a file (a FIFO would block forever), or None for a regular file.
 
     Raises `ErascopeError` for a path that cannot be looked at (gone since it was found, say).
@@ -857,7 +852,7 @@ def extract_file(
         return _read_archived([path], options, spill)[0]
     facts = FileFacts(file=path, capture=capture_id(path))
     if opened is None:
-        facts.skipped = _not_regular(path)
+        facts.skipped = not_regular(path)
         if facts.skipped is not None:
             return facts
         try:

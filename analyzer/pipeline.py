@@ -168,9 +168,14 @@ def _listed(notes: list[str], limit: int = 3) -> str:
     return shown + (f"; and {len(notes) - limit} more" if len(notes) > limit else "")
 
 
-def _not_read(inputs: Inputs) -> list[str]:
-    """The files not read, each with why: an error names its file already (`cannot read …`)."""
-    return [error for _, error in inputs.errors] + [f"{f}: {why}" for f, why in inputs.skipped]
+def _errors(inputs: Inputs) -> list[str]:
+    """The files that could not be read, each with why (an error names its file already)."""
+    return [error for _, error in inputs.errors]
+
+
+def _skipped(inputs: Inputs) -> list[str]:
+    """The files skipped, each with why."""
+    return [f"{f}: {why}" for f, why in inputs.skipped]
 
 
 def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) -> Analysis:
@@ -225,7 +230,7 @@ def analyze_facts(
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
-        raise ErascopeError(f"input files not read (--strict): {_listed(_not_read(inputs))}")
+        raise ErascopeError(f"input files not read (--strict): {_listed(_errors(inputs) + _skipped(inputs))}")
     headers = sum(f.counts.get("header", 0) for f in facts if f.was_read)
     if inputs.records - headers <= 0:  # headers alone hold no traffic
         where = ", ".join(path_list) if path_list else "(no paths)"
@@ -239,11 +244,9 @@ def analyze_facts(
             notes.append(f"{len(bad)} malformed line(s), skipped: {_listed(bad)}")
         notes.extend(f"torn last line: {at(b)}: {b.reason}" for b in inputs.torn)
         if inputs.errors:
-            errors = [error for _, error in inputs.errors]
-            notes.append(f"{len(errors)} file(s) could not be read: {_listed(errors)}")
+            notes.append(f"{len(inputs.errors)} file(s) could not be read: {_listed(_errors(inputs))}")
         if inputs.skipped:
-            skipped = [f"{f}: {why}" for f, why in inputs.skipped]
-            notes.append(f"{len(skipped)} file(s) skipped: {_listed(skipped)}")
+            notes.append(f"{len(inputs.skipped)} file(s) skipped: {_listed(_skipped(inputs))}")
         raise ErascopeError(f"no capture records found in {where}" + "".join(f" ({n})" for n in notes))
     loaded = combine(facts)
     messages, traffic = loaded.messages, loaded.traffic
