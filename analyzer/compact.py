@@ -442,20 +442,11 @@ def _write_condensed(
 
 
 def _unchanged(
-    path: str,
-    out: Path | str,
-    entry: dict[str, Any] | None = None,
-    entry_path: str | None = None,
-    listing: set[str] | None = None,
+    path: str, out: Path | str, entry: dict[str, Any], entry_path: str, listing: set[str] | None = None
 ) -> bool:
     """Whether the archive at `out` holds `path` as this erascope writes it, from an input that did
-    not change since. At a URL, `entry` is its entry read already (at `entry_path`) and `listing`
+    not change since: `entry` is its entry there, read already (at `entry_path`); at a URL, `listing`
     the archive's objects (`_archived_at_url`)."""
-    if entry is None:
-        local = Path(out) / SOURCES_DIR / f"{archive_name(path)}.json"
-        if not local.is_file():
-            return False
-        entry, entry_path = read_entry(local), str(local)
     return (
         entry.get("file") == display_name(path)
         and entry.get("source") == source_fingerprint(path)
@@ -558,15 +549,17 @@ def compact(
         old: list[Named | None] = [entries[p] for p in todo]
     else:
         _check_layout(given, inputs, out)
+        archived: dict[str, tuple[dict[str, Any], str]] = {}  # input -> its entry there, read once
         for p in inputs:
             if (entry_path := out / SOURCES_DIR / f"{archive_name(p)}.json").is_file():
-                _refuse_other_capture(p, read_entry(entry_path), out)
+                archived[p] = (read_entry(entry_path), str(entry_path))
+                _refuse_other_capture(p, archived[p][0], out)
         _check_out_mode(out)
         _private_dir(out / SOURCES_DIR)
         for p in out.rglob("*"):  # what an older, looser erascope wrote, too
             if not p.is_symlink():
                 os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
-        todo = [p for p in inputs if force or not _unchanged(p, out)]
+        todo = [p for p in inputs if force or p not in archived or not _unchanged(p, out, *archived[p])]
         old = [None] * len(todo)  # read by each conversion from the disk
     result = CompactResult(archive=out)
     result.unchanged = [p for p in inputs if p not in set(todo)]
