@@ -26,6 +26,7 @@ points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md).
 from __future__ import annotations
 
 import base64
+import codecs
 import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -223,7 +224,7 @@ def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
     try:
         # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
-        doc = orjson.loads(stream.read().removeprefix(b"\xef\xbb\xbf"))
+        doc = orjson.loads(stream.read().removeprefix(codecs.BOM_UTF8))
         entries = doc["log"]["entries"]
         if not isinstance(entries, list):
             raise TypeError("log.entries is not a list")

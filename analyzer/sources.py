@@ -15,6 +15,7 @@ or be corrupt part way. Everything before that point is read; the stream then en
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import re
@@ -220,7 +221,7 @@ def foreign_kind(path: str) -> str | None:
     reader's clear error rather than a silent skip. Raises `OSError`."""
     with open_stream(path) as f:
         head = _read_up_to(f, _HEAD) if isinstance(f, CutStream) else f.read(_HEAD)
-    text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    text = head.removeprefix(codecs.BOM_UTF8).lstrip()
     if (text.startswith(b"{") and b'"log"' in text) or strip_compression(path.lower()).endswith(".har"):
         return HAR
     if _TNETSTRING.match(head):
