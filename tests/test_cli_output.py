@@ -165,14 +165,19 @@ def _compressed(path: Path, kind: str) -> Path:
     return target
 
 
+def _refused_untouched(tmp_path: Path, given: str, file: Path, why: str) -> None:
+    """`analyze GIVEN --output FILE` (run in `tmp_path`) is refused for `why`, and FILE stays as it was."""
+    before = file.read_bytes()
+    target = str(file.relative_to(tmp_path))
+    res = erascope(tmp_path, given, "--output", target)
+    assert res.returncode == 2, res.stderr
+    assert f"refusing to write --output {target}: {why}" in res.stderr
+    assert file.read_bytes() == before
+
+
 @pytest.mark.parametrize("kind", ["gzip", "zstd"])
 def test_a_compressed_capture_is_never_overwritten(caps: Path, tmp_path: Path, kind: str) -> None:
-    other = _compressed(tmp_path / "other.jsonl", kind)
-    before = other.read_bytes()
-    res = erascope(tmp_path, "caps", "--output", other.name)
-    assert res.returncode == 2, res.stderr
-    assert f"refusing to write --output {other.name}: it is an erascope capture" in res.stderr
-    assert other.read_bytes() == before
+    _refused_untouched(tmp_path, "caps", _compressed(tmp_path / "other.jsonl", kind), "it is an erascope capture")
 
 
 @pytest.mark.parametrize("kind", ["plain", "zstd"])
@@ -180,12 +185,7 @@ def test_an_input_given_as_a_file_url_is_never_overwritten(caps: Path, tmp_path:
     source = caps / "s.jsonl" if kind == "plain" else _compressed(caps / "s.jsonl", "zstd")
     if kind != "plain":
         (caps / "s.jsonl").unlink()
-    before = source.read_bytes()
-    target = str(source.relative_to(tmp_path))
-    res = erascope(tmp_path, source.as_uri(), "--output", target)
-    assert res.returncode == 2, res.stderr
-    assert f"refusing to write --output {target}: it is one of the inputs" in res.stderr
-    assert source.read_bytes() == before
+    _refused_untouched(tmp_path, source.as_uri(), source, "it is one of the inputs")
 
 
 @pytest.mark.e2e
@@ -194,9 +194,4 @@ def test_nothing_is_written_into_an_archive_given_as_a_file_url(caps: Path, tmp_
     done = subprocess.run([str(BIN / "erascope"), "compact", str(caps), "--out", str(archive)], capture_output=True)
     assert done.returncode == 0, done.stderr
     (entry,) = (archive / "_sources").glob("*.json")
-    before = entry.read_bytes()
-    target = str(entry.relative_to(tmp_path))
-    res = erascope(tmp_path, archive.as_uri(), "--output", target)
-    assert res.returncode == 2, res.stderr
-    assert f"refusing to write --output {target}: it is inside the input archive" in res.stderr
-    assert entry.read_bytes() == before
+    _refused_untouched(tmp_path, archive.as_uri(), entry, "it is inside the input archive")

@@ -67,6 +67,14 @@ def json_response(body: bytes, status: int = 200, extra: tuple[tuple[bytes, byte
     return tutils.tresp(status_code=status, reason=b"OK", headers=headers, content=body)
 
 
+def exchange(addon: HttpRecorder, f: http.HTTPFlow) -> None:
+    """`f`'s request, an empty JSON answer, and the recorder's end: one whole exchange recorded."""
+    addon.request(f)
+    f.response = json_response(b"{}")
+    addon.response(f)
+    addon.done()
+
+
 def test_request_and_response_records(rec, tmp_path: Path) -> None:
     addon, _ = rec
     f = post_flow()
@@ -332,10 +340,7 @@ def test_method_and_target_that_are_not_utf8_are_recorded_exactly(rec, tmp_path:
     addon, _ = rec
     f = post_flow(path=b"/mcp?token=s3\xffcret&x=\xff")
     f.request.data.method = b"P\xffsT"
-    addon.request(f)
-    f.response = json_response(b"{}")
-    addon.response(f)
-    addon.done()
+    exchange(addon, f)
     assert addon.failures == 0
     request, response = traffic(read(tmp_path))
     assert (request["type"], response["type"]) == (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)
@@ -350,10 +355,7 @@ def test_method_and_target_that_are_not_utf8_are_recorded_exactly(rec, tmp_path:
 def test_utf8_method_and_target_have_no_b64_twin(rec, tmp_path: Path) -> None:
     addon, _ = rec
     f = post_flow(path="/caf\u00e9/mcp?q=\u00fc".encode())
-    addon.request(f)
-    f.response = json_response(b"{}")
-    addon.response(f)
-    addon.done()
+    exchange(addon, f)
     request, _ = traffic(read(tmp_path))
     assert request["url"] == "http://127.0.0.1:8000/caf\u00e9/mcp?q=\u00fc" and request["method"] == "POST"
     assert "url_b64" not in request and "method_b64" not in request
@@ -363,10 +365,7 @@ def test_a_content_encoding_that_is_not_utf8_does_not_lose_the_request(rec, tmp_
     addon, _ = rec
     f = post_flow(body=b"{}")
     f.request.headers[b"content-encoding"] = b"gz\xff\x1bip"
-    addon.request(f)
-    f.response = json_response(b"{}")
-    addon.response(f)
-    addon.done()
+    exchange(addon, f)
     assert addon.failures == 0
     request, _ = traffic(read(tmp_path))
     assert request["type"] == fmt.HTTP_REQUEST and request["raw"] == "{}"
