@@ -13,9 +13,9 @@ Why it looks the way it does:
 - Each chunk is forwarded before it is split into lines for the recorder, so the peer never waits
   for a line end, for the recorder, or for the disk. The capture writer encodes and writes on its
   own thread.
-- The host's descriptors may be non-blocking (O_NONBLOCK is shared with the host, so it is left as
-  it is): a read or write that would block waits in `poll` and is retried (`wait_ready`), so a slow
-  client is never taken for a gone one.
+- The host's descriptors, stderr too, may be non-blocking (O_NONBLOCK is shared with the host, so
+  it is left as it is): a read or write that would block waits in `poll` and is retried
+  (`wait_ready`), so a slow client is never taken for a gone one.
 - The pumps never parse JSON: a line is whatever lies between two `\\n` bytes (a `\\r` before the
   `\\n` stays in the payload). Invalid UTF-8 is recorded in base64, an unterminated tail at EOF
   with `nl: false`, so reconstruction is exact.
@@ -268,13 +268,42 @@ def fd_forwarder(fd: int) -> Forward:
     return forward
 
 
+def stream_write_all(stream: BinaryIO, data: bytes | memoryview) -> None:
+    """Write every byte of `data` to `stream` and flush it; on a non-blocking one, wait for room.
+
+    Over an O_NONBLOCK descriptor (the host's stderr may be one, like its stdout) a buffered stream
+    raises BlockingIOError where a blocking one would wait, having taken `characters_written` bytes,
+    and a raw one returns None or a short count. Taking either for a gone reader would stop the
+    pass-through for good at the first full pipe, so the rest is waited out in `poll` and retried.
+    """
+    view = memoryview(data)
+    while view:
+        try:
+            n = stream.write(view)
+        except BlockingIOError as exc:
+            n = exc.characters_written
+            view = view[n:]
+            if view:
+                wait_ready(stream.fileno(), select.POLLOUT)
+            continue
+        if n:
+            view = view[n:]
+        else:  # a raw stream that would block (None) took nothing
+            wait_ready(stream.fileno(), select.POLLOUT)
+    while True:
+        try:
+            stream.flush()
+            return
+        except BlockingIOError:  # the buffer keeps what the descriptor did not take yet
+            wait_ready(stream.fileno(), select.POLLOUT)
+
+
 def stream_forwarder(stream: BinaryIO, lock: threading.Lock) -> Forward:
     """A forward function for a binary stream shared with other writers (the tee's stderr)."""
 
     def forward(data: memoryview) -> None:
         with lock:
-            stream.write(data)
-            stream.flush()
+            stream_write_all(stream, data)
 
     return forward
 
@@ -656,8 +685,7 @@ class StdioTee:
     # --- recording ----------------------------------------------------------------------------
     def _report(self, message: str) -> None:
         with contextlib.suppress(OSError, ValueError), self._stderr_lock:
-            self._stderr.write(message.encode("utf-8", "replace") + b"\n")
-            self._stderr.flush()
+            stream_write_all(self._stderr, message.encode("utf-8", "replace") + b"\n")
 
     def _event(self, event: str, **fields: object) -> dict[str, Any]:
         return {

@@ -950,6 +950,56 @@ def _pipe_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
+_STDERR_HEAVY = (
+    "import sys\n"
+    "err = sys.stderr.buffer\n"
+    "for i in range(4000):\n"
+    "    err.write(b'log %d ' % i + b'e' * 1000 + b'\\n')\n"
+    "    err.flush()\n"
+    "sys.stdout.buffer.write(sys.stdin.buffer.read())\n"
+)
+
+
+def test_nonblocking_stderr_and_a_slow_reader_lose_nothing(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """The tee's fd 2, where the server's stderr passes through, may be O_NONBLOCK too (a pty or pipe
+    the host shares). When its reader is slow the pipe fills and a write fails with EAGAIN: the tee
+    must wait for room, not stop passing stderr through for good while the capture records on, and
+    the relayed stdin/stdout traffic goes on unharmed."""
+    r, w = os.pipe()
+    _nonblocking(w)
+    expected = b"".join(b"log %d " % i + b"e" * 1000 + b"\n" for i in range(4000))  # far beyond the pipe
+    data = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n' * 20
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", _STDERR_HEAVY), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=w,
+        env=clean_env,
+    )  # fmt: skip
+    os.close(w)
+    out: list[bytes] = []
+    relay = threading.Thread(target=lambda: out.append(proc.communicate(data, timeout=120)[0]), daemon=True)
+    try:
+        relay.start()
+        deadline = time.monotonic() + 60
+        # Nobody reads fd 2 until its pipe is (about) full, then a while more: the tee meets EAGAIN
+        # there. Not exactly full: a write cut short can leave a page of the pipe partly used.
+        while time.monotonic() < deadline and _pipe_bytes(r) < fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) // 2:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        passed = bytearray()
+        while chunk := os.read(r, 1 << 20):
+            passed += chunk
+        relay.join(120)
+    finally:
+        os.close(r)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out == [data]
+    assert bytes(passed) == expected
+    records = only_capture(tmp_path)
+    assert rebuild(records, None, fmt.STDERR) == expected
+    assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
+
+
 def test_nonblocking_stdin_is_read_when_the_client_writes(tmp_path: Path, clean_env: dict[str, str]) -> None:
     """A stdin whose file description is O_NONBLOCK and empty makes a read fail with EAGAIN: the tee
     must wait for the client's bytes, not lose its client-to-server pump (and hang)."""
