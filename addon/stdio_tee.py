@@ -672,6 +672,8 @@ class StdioTee:
         # the sequencer's lock: they only queue their record here, the main thread submits it.
         self._signals: collections.deque[dict[str, Any]] = collections.deque()
         self._cut_linger = False
+        self._held_signals: list[tuple[int, dict[str, Any]]] = []
+        """Signals that came while the server was being started, with their records: forwarded once it runs."""
         self.pumps: dict[str, Pump] = {}
         """The running pumps by stream (`c2s`, `s2c`, `stderr`), once the server is spawned."""
         self.proc: subprocess.Popen[bytes] | None = None
@@ -822,20 +824,41 @@ class StdioTee:
         # We are told to stop: whenever the server is (or becomes) gone, do not linger for the client.
         # Also when the kill reached a dead but unreaped server, which it cannot tell from a live one.
         self._cut_linger = True
-        self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded))
+        record = self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded)
+        self._signals.append(record)
+        if proc is None:  # the server is being started (or cannot be): `_forward_held_signals` sends it on
+            self._held_signals.append((signum, record))
         if forwarded:
             self._end_server_later(fmt.EV_SIGNAL)
+
+    def _forward_held_signals(self) -> None:
+        """Forward the signals that came while the server was being started, now that it runs.
+
+        Their records wait in `_signals` (only this thread submits them before the server is waited
+        for), so each can still say whether it was forwarded.
+        """
+        while self._held_signals:
+            signum, record = self._held_signals.pop(0)
+            if self._kill(signum):
+                record["forwarded"] = True
+                self._end_server_later(fmt.EV_SIGNAL)
 
     # --- running ------------------------------------------------------------------------------
     def run(self) -> int:
         """Spawn the server, relay and record until it ended and the linger window closed."""
+        # From before the server exists until the capture is closed: a SIGTERM that came while the
+        # server started killed the tee outright, leaving the server orphaned and the part unclosed.
+        previous = self._install_signal_handlers()
         try:
-            return self._run()
+            try:
+                return self._run()
+            finally:
+                self._submit_signals()
+                self._seq.drain()
+                self._write_counters()
+                self.writer.close()
         finally:
-            self._submit_signals()
-            self._seq.drain()
-            self._write_counters()
-            self.writer.close()
+            self._restore_signal_handlers(previous)
 
     def counters(self) -> dict[str, Any]:
         """The recorder's counters so far (those of `record http --metrics`, but `sse_open`)."""
@@ -870,6 +893,7 @@ class StdioTee:
         with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; else plain pids
             self._pidfd = os.pidfd_open(proc.pid)
         self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=fmt.utf8_text(os.getcwd()), **self.parent)
+        self._forward_held_signals()
         for fd in (proc.stdin.fileno(), proc.stdout.fileno(), self.stdin_fd, self.stdout_fd):
             _grow_pipe(fd)
 
@@ -901,7 +925,6 @@ class StdioTee:
             name=fmt.C2S,
         )
         self.pumps = {fmt.C2S: c2s, fmt.S2C: s2c, fmt.STDERR: err}
-        previous = self._install_signal_handlers()
         try:
             for pump in (s2c, err, c2s):
                 pump.start()
@@ -923,7 +946,6 @@ class StdioTee:
             seq.close(fmt.STDERR)
             self._linger(c2s)
         finally:
-            self._restore_signal_handlers(previous)
             with self._kill_lock:
                 self._exited.set()
                 if self._pidfd is not None:

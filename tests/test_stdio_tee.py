@@ -874,6 +874,70 @@ def test_signal_during_linger_ends_it(tmp_path: Path, client_factory) -> None:
     assert ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_LINGER_END)
 
 
+_SIGNALLED_WHILE_STARTING = """
+import os, signal, sys
+from pathlib import Path
+from addon.stdio_tee import StdioTee
+
+out, when, cmd = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+tee = StdioTee(cmd, out_dir=out, linger=0.3, grace=30, stderr=sys.stderr.buffer)
+spawn = tee._spawn
+
+def signalled_spawn():
+    # The host's SIGTERM, placed in the window the tee's command has for it to land in at random:
+    # just before the server starts, or just after (the server runs, the tee has not noted it yet).
+    if when == "before":
+        os.kill(os.getpid(), signal.SIGTERM)
+    proc = spawn()
+    if when == "after":
+        os.kill(os.getpid(), signal.SIGTERM)
+    return proc
+
+tee._spawn = signalled_spawn
+sys.exit(tee.run())
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_signal_while_the_server_starts_is_forwarded_and_the_capture_closed(
+    tmp_path: Path, clean_env: dict[str, str], when: str
+) -> None:
+    """A host may stop the tee as it starts (it is shutting down, or gave up on the server). A SIGTERM
+    that came before the tee's handlers were in place killed it outright: a capture part left empty or
+    never closed, no `signal` or `exit` record, and a server that ignores stdin EOF left running as an
+    orphan. It must be forwarded once the server runs, and the capture closed as for any signal."""
+    out = tmp_path / "captures"
+    server = scripted("answers-then-waits")  # ignores stdin EOF: only a signal ends it
+    proc = subprocess.Popen(
+        [PY, "-c", _SIGNALLED_WHILE_STARTING, str(out), when, *server],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    pid = None
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.read() == b""  # the client still holds stdin open: EOF comes from the server's end
+        rc = proc.wait(60)
+        records = read_records(capture_files(out))
+        spawn = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_SPAWN]
+        pid = spawn[0]["pid"] if spawn else None
+        assert rc == 128 + signal.SIGTERM
+        assert records[-1][fmt.F_TYPE] == fmt.PART_END
+        assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+        assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGTERM"
+        ev = events(records)
+        assert ev.index(fmt.EV_SPAWN) < ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT)
+        assert pid is not None and not _alive(pid)
+    finally:
+        for p in (proc.stdin, proc.stdout, proc.stderr):
+            if p is not None:
+                p.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pid is not None and _alive(pid):  # the orphan a tee killed too early left behind
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) -> None:
     missing = run(tee_cmd(tmp_path / "a", str(tmp_path / "no-such-server")), clean_env)
     assert missing.returncode == 127
