@@ -831,6 +831,27 @@ class StdioTee:
         if forwarded:
             self._end_server_later(fmt.EV_SIGNAL)
 
+    def _stalled_after_signal(self, pump: Pump) -> Callable[[], bool]:
+        """For `_await_drained` once the server is gone: True when the tee was told to stop (a signal)
+        and `pump` has not relayed a read for `grace` seconds since (its reader takes nothing).
+
+        Without it a host that stopped reading and sent SIGTERM had the tee wait for that reader
+        forever, deaf to more signals, its capture's last records held back until a SIGKILL lost
+        them, where the server alone would have died of the signal. What the pump holds then reaches
+        neither the reader nor the capture.
+        """
+        reads, since = pump.reads, time.monotonic()
+
+        def stalled() -> bool:
+            nonlocal reads, since
+            if not self._cut_linger:  # no signal yet: a slow reader is waited for, as it would be
+                since = time.monotonic()
+            elif pump.reads != reads:  # the reader takes the output, slowly
+                reads, since = pump.reads, time.monotonic()
+            return time.monotonic() - since >= self.grace
+
+        return stalled
+
     def _forward_held_signals(self) -> None:
         """Forward the signals that came while the server was being started, now that it runs.
 
@@ -938,11 +959,11 @@ class StdioTee:
                 self._lifecycle(fmt.EV_EXIT, code=returncode, status=status)
             # What the server wrote before dying is already in its pipes. Once a pump has relayed
             # that, the client gets EOF even if a grandchild still holds the write end open.
-            _await_drained(s2c)
-            if not s2c.done.is_set():  # a grandchild holds the pipe: end the client's stdout here
+            _await_drained(s2c, self._stalled_after_signal(s2c))
+            if not s2c.done.is_set():  # a grandchild holds the pipe, or the client no longer reads
                 self._on_server_end(seq.begin("main"))
                 seq.end("main")
-            _await_drained(err)
+            _await_drained(err, self._stalled_after_signal(err))
             seq.close(fmt.STDERR)
             self._linger(c2s)
         finally:
@@ -990,14 +1011,16 @@ class StdioTee:
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
-def _await_drained(pump: Pump) -> None:
-    """Wait until `pump` finished, or relayed everything and waits on an empty pipe.
+def _await_drained(pump: Pump, give_up: Callable[[], bool] | None = None) -> None:
+    """Wait until `pump` finished, or relayed everything and waits on an empty pipe, or `give_up()`.
 
     The second case is a dead server whose child inherited the pipe. "Empty" must hold across a short
     pause with no new read, so a read that just returned (flags not yet updated) is not mistaken for
     an idle pump.
     """
     while not pump.join(0.02):
+        if give_up is not None and give_up():
+            return
         if pump.drained():
             reads = pump.reads
             if pump.join(0.05):

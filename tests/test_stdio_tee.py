@@ -849,6 +849,42 @@ def test_signalled_tee_ends_a_server_that_ignores_the_signal(tmp_path: Path, cli
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
 
 
+def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A host that stops reading the server's output (its pipe still open) and then sends SIGTERM: the
+    server dies of the forwarded signal, as it would without the tee, but the tee waited forever to
+    relay output nobody reads, deaf to further signals, its capture never closed (the `exit` and
+    `signal` records held in memory until the host's SIGKILL). Told to stop, it waits `--grace` for
+    the client to take the rest, then ends the client's stdout and closes the capture."""
+    script = "import sys; sys.stdout.buffer.write(b'x' * 8_000_000 + b'\\n'); sys.stdout.flush(); sys.stdin.read()"
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", script, extra=("--grace", str(GRACE))),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        # The client reads nothing: the tee's stdout pipe fills and its relay blocks.
+        assert proc.stdout is not None
+        out = proc.stdout.fileno()
+        while time.monotonic() < deadline and _pipe_bytes(out) < fcntl.fcntl(out, fcntl.F_GETPIPE_SZ) // 2:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for p in (proc.stdin, proc.stdout, proc.stderr):
+            if p is not None:
+                p.close()
+    assert rc == 128 + signal.SIGTERM
+    records = only_capture(tmp_path)
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGTERM"
+    ev = events(records)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_SERVER_EOF)
+
+
 def test_server_exiting_within_the_grace_period_is_left_alone(tmp_path: Path, client_factory) -> None:
     c = client_factory(tee_cmd(tmp_path, *scripted("never-answers"), extra=("--grace", "30")))
     c.send(PROBE)
