@@ -15,7 +15,7 @@ import re
 import secrets
 from pathlib import Path
 from typing import Final
-from urllib.parse import unquote_plus
+from urllib.parse import unquote_plus, unquote_to_bytes
 
 import orjson
 
@@ -148,7 +148,7 @@ def _redact_userinfo(text: str, redactor: Redactor) -> str:
         at = text.rfind("@", begin, end)
         if at >= 0 and _follows_scheme(text, sep):
             user, colon, password = text[begin:at].partition(":")
-            hidden = f"{user}:{redactor.hash(unquote_plus(password))}" if colon else redactor.hash(unquote_plus(user))
+            hidden = f"{user}:{redactor.hash(_octets(password))}" if colon else redactor.hash(_octets(user))
             out.append(text[done:begin])
             out.append(hidden)
             done = at
@@ -274,12 +274,26 @@ def _redact_query(redactor: Redactor, query: str) -> str:
     for i, part in enumerate(parts):
         name, sep, value = part.partition("=")
         if sep and value and is_secret_query_param(_unquote(name)):
-            parts[i] = f"{name}={redactor.hash(_unquote(value))}"
+            parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
     return "&".join(parts)
 
 
 def _unquote(text: str) -> str:
     return unquote_plus(text)
+
+
+def _octets(text: str, *, form: bool = False) -> bytes:
+    """The bytes a server reads for a URL component: each `%XX` decoded to its octet, and each byte
+    that came raw (a lone surrogate where it was no UTF-8, as mitmproxy and `surrogateescape` hand it
+    over) as that byte. With `form` (a query, or `name=value` pairs in a fragment) a `+` is a space, as
+    servers parse a query; in a userinfo it is a plus, as clients read one for Basic credentials.
+
+    What secrets are hashed from: the same secret sent raw (`\\xff`) or encoded (`%FF`) then hashes
+    the same, and two that differ never do. Decoding to text instead (`unquote_plus`) turned every
+    octet that is no UTF-8 into U+FFFD, so `%FF` and `%FE` were one secret and `\\xff` another.
+    """
+    data = text.encode("utf-8", "surrogateescape")
+    return unquote_to_bytes(data.replace(b"+", b" ") if form else data)
 
 
 def _marker(redactor: Redactor, value: object) -> dict[str, object]:

@@ -13,9 +13,9 @@ Why it looks the way it does:
 - Each chunk is forwarded before it is split into lines for the recorder, so the peer never waits
   for a line end, for the recorder, or for the disk. The capture writer encodes and writes on its
   own thread.
-- The host's descriptors may be non-blocking (O_NONBLOCK is shared with the host, so it is left as
-  it is): a read or write that would block waits in `poll` and is retried (`wait_ready`), so a slow
-  client is never taken for a gone one.
+- The host's descriptors, stderr too, may be non-blocking (O_NONBLOCK is shared with the host, so
+  it is left as it is): a read or write that would block waits in `poll` and is retried
+  (`wait_ready`), so a slow client is never taken for a gone one.
 - The pumps never parse JSON: a line is whatever lies between two `\\n` bytes (a `\\r` before the
   `\\n` stays in the payload). Invalid UTF-8 is recorded in base64, an unterminated tail at EOF
   with `nl: false`, so reconstruction is exact.
@@ -268,13 +268,42 @@ def fd_forwarder(fd: int) -> Forward:
     return forward
 
 
+def stream_write_all(stream: BinaryIO, data: bytes | memoryview) -> None:
+    """Write every byte of `data` to `stream` and flush it; on a non-blocking one, wait for room.
+
+    Over an O_NONBLOCK descriptor (the host's stderr may be one, like its stdout) a buffered stream
+    raises BlockingIOError where a blocking one would wait, having taken `characters_written` bytes,
+    and a raw one returns None or a short count. Taking either for a gone reader would stop the
+    pass-through for good at the first full pipe, so the rest is waited out in `poll` and retried.
+    """
+    view = memoryview(data)
+    while view:
+        try:
+            n = stream.write(view)
+        except BlockingIOError as exc:
+            n = exc.characters_written
+            view = view[n:]
+            if view:
+                wait_ready(stream.fileno(), select.POLLOUT)
+            continue
+        if n:
+            view = view[n:]
+        else:  # a raw stream that would block (None) took nothing
+            wait_ready(stream.fileno(), select.POLLOUT)
+    while True:
+        try:
+            stream.flush()
+            return
+        except BlockingIOError:  # the buffer keeps what the descriptor did not take yet
+            wait_ready(stream.fileno(), select.POLLOUT)
+
+
 def stream_forwarder(stream: BinaryIO, lock: threading.Lock) -> Forward:
     """A forward function for a binary stream shared with other writers (the tee's stderr)."""
 
     def forward(data: memoryview) -> None:
         with lock:
-            stream.write(data)
-            stream.flush()
+            stream_write_all(stream, data)
 
     return forward
 
@@ -643,6 +672,8 @@ class StdioTee:
         # the sequencer's lock: they only queue their record here, the main thread submits it.
         self._signals: collections.deque[dict[str, Any]] = collections.deque()
         self._cut_linger = False
+        self._held_signals: list[tuple[int, dict[str, Any]]] = []
+        """Signals that came while the server was being started, with their records: forwarded once it runs."""
         self.pumps: dict[str, Pump] = {}
         """The running pumps by stream (`c2s`, `s2c`, `stderr`), once the server is spawned."""
         self.proc: subprocess.Popen[bytes] | None = None
@@ -656,8 +687,7 @@ class StdioTee:
     # --- recording ----------------------------------------------------------------------------
     def _report(self, message: str) -> None:
         with contextlib.suppress(OSError, ValueError), self._stderr_lock:
-            self._stderr.write(message.encode("utf-8", "replace") + b"\n")
-            self._stderr.flush()
+            stream_write_all(self._stderr, message.encode("utf-8", "replace") + b"\n")
 
     def _event(self, event: str, **fields: object) -> dict[str, Any]:
         return {
@@ -794,20 +824,62 @@ class StdioTee:
         # We are told to stop: whenever the server is (or becomes) gone, do not linger for the client.
         # Also when the kill reached a dead but unreaped server, which it cannot tell from a live one.
         self._cut_linger = True
-        self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded))
+        record = self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded)
+        self._signals.append(record)
+        if proc is None:  # the server is being started (or cannot be): `_forward_held_signals` sends it on
+            self._held_signals.append((signum, record))
         if forwarded:
             self._end_server_later(fmt.EV_SIGNAL)
+
+    def _stalled_after_signal(self, pump: Pump) -> Callable[[], bool]:
+        """For `_await_drained` once the server is gone: True when the tee was told to stop (a signal)
+        and `pump` has not relayed a read for `grace` seconds since (its reader takes nothing).
+
+        Without it a host that stopped reading and sent SIGTERM had the tee wait for that reader
+        forever, deaf to more signals, its capture's last records held back until a SIGKILL lost
+        them, where the server alone would have died of the signal. What the pump holds then reaches
+        neither the reader nor the capture.
+        """
+        reads, since = pump.reads, time.monotonic()
+
+        def stalled() -> bool:
+            nonlocal reads, since
+            if not self._cut_linger:  # no signal yet: a slow reader is waited for, as it would be
+                since = time.monotonic()
+            elif pump.reads != reads:  # the reader takes the output, slowly
+                reads, since = pump.reads, time.monotonic()
+            return time.monotonic() - since >= self.grace
+
+        return stalled
+
+    def _forward_held_signals(self) -> None:
+        """Forward the signals that came while the server was being started, now that it runs.
+
+        Their records wait in `_signals` (only this thread submits them before the server is waited
+        for), so each can still say whether it was forwarded.
+        """
+        while self._held_signals:
+            signum, record = self._held_signals.pop(0)
+            if self._kill(signum):
+                record["forwarded"] = True
+                self._end_server_later(fmt.EV_SIGNAL)
 
     # --- running ------------------------------------------------------------------------------
     def run(self) -> int:
         """Spawn the server, relay and record until it ended and the linger window closed."""
+        # From before the server exists until the capture is closed: a SIGTERM that came while the
+        # server started killed the tee outright, leaving the server orphaned and the part unclosed.
+        previous = self._install_signal_handlers()
         try:
-            return self._run()
+            try:
+                return self._run()
+            finally:
+                self._submit_signals()
+                self._seq.drain()
+                self._write_counters()
+                self.writer.close()
         finally:
-            self._submit_signals()
-            self._seq.drain()
-            self._write_counters()
-            self.writer.close()
+            self._restore_signal_handlers(previous)
 
     def counters(self) -> dict[str, Any]:
         """The recorder's counters so far (those of `record http --metrics`, but `sse_open`)."""
@@ -842,6 +914,7 @@ class StdioTee:
         with contextlib.suppress(AttributeError, OSError):  # Linux >= 5.3; else plain pids
             self._pidfd = os.pidfd_open(proc.pid)
         self._lifecycle(fmt.EV_SPAWN, argv=self.argv, pid=proc.pid, cwd=fmt.utf8_text(os.getcwd()), **self.parent)
+        self._forward_held_signals()
         for fd in (proc.stdin.fileno(), proc.stdout.fileno(), self.stdin_fd, self.stdout_fd):
             _grow_pipe(fd)
 
@@ -873,7 +946,6 @@ class StdioTee:
             name=fmt.C2S,
         )
         self.pumps = {fmt.C2S: c2s, fmt.S2C: s2c, fmt.STDERR: err}
-        previous = self._install_signal_handlers()
         try:
             for pump in (s2c, err, c2s):
                 pump.start()
@@ -887,15 +959,14 @@ class StdioTee:
                 self._lifecycle(fmt.EV_EXIT, code=returncode, status=status)
             # What the server wrote before dying is already in its pipes. Once a pump has relayed
             # that, the client gets EOF even if a grandchild still holds the write end open.
-            _await_drained(s2c)
-            if not s2c.done.is_set():  # a grandchild holds the pipe: end the client's stdout here
+            _await_drained(s2c, self._stalled_after_signal(s2c))
+            if not s2c.done.is_set():  # a grandchild holds the pipe, or the client no longer reads
                 self._on_server_end(seq.begin("main"))
                 seq.end("main")
-            _await_drained(err)
+            _await_drained(err, self._stalled_after_signal(err))
             seq.close(fmt.STDERR)
             self._linger(c2s)
         finally:
-            self._restore_signal_handlers(previous)
             with self._kill_lock:
                 self._exited.set()
                 if self._pidfd is not None:
@@ -940,14 +1011,16 @@ class StdioTee:
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
-def _await_drained(pump: Pump) -> None:
-    """Wait until `pump` finished, or relayed everything and waits on an empty pipe.
+def _await_drained(pump: Pump, give_up: Callable[[], bool] | None = None) -> None:
+    """Wait until `pump` finished, or relayed everything and waits on an empty pipe, or `give_up()`.
 
     The second case is a dead server whose child inherited the pipe. "Empty" must hold across a short
     pause with no new read, so a read that just returned (flags not yet updated) is not mistaken for
     an idle pump.
     """
     while not pump.join(0.02):
+        if give_up is not None and give_up():
+            return
         if pump.drained():
             reads = pump.reads
             if pump.join(0.05):

@@ -277,3 +277,52 @@ def test_userinfo_scan_is_linear_on_hostile_values() -> None:
     with minutes of margin either way (the scan takes milliseconds)."""
     run = subprocess.run([sys.executable, "-c", _HOSTILE_USERINFO, "100000"], capture_output=True, timeout=90)
     assert run.returncode == 0, run.stderr
+
+
+def _hash_of(redacted: str) -> str:
+    (found,) = re.findall(r"hmac:[0-9a-f]{12}", redacted)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("template", "raw", "encoded"),
+    [
+        ("http://h/mcp?token={}", "s3\udcffcret", "s3%FFcret"),  # a byte that is no UTF-8, sent raw or encoded
+        ("http://h/mcp?token={}", "s3\u00e9cret", "s3%C3%A9cret"),
+        ("http://h/mcp?token={}", "s3cret", "s3%63ret"),
+        ("http://h/cb#access_token={}", "s3\udcfe", "s3%FE"),
+        ("http://u:{}@h/mcp", "p\udcff", "p%FF"),
+        ("http://u:{}@h/mcp", "a+b", "a%2Bb"),  # '+' in a userinfo is a plus: only a query's means a space
+    ],
+)
+def test_the_same_secret_sent_raw_or_percent_encoded_hashes_the_same(
+    red: HttpRedaction, template: str, raw: str, encoded: str
+) -> None:
+    """A server reads a percent-encoded octet and the octet sent raw (a client can send any byte in a
+    request target; mitmproxy hands it over as a lone surrogate) as the same byte: the hashes must
+    correlate them, as the capture can no longer show the value."""
+    assert _hash_of(red.url(template.format(raw))) == _hash_of(red.url(template.format(encoded)))
+
+
+@pytest.mark.parametrize(
+    ("template", "one", "other"),
+    [
+        ("http://h/mcp?token={}", "%FF", "%FE"),  # two octets that are no UTF-8 were both U+FFFD
+        ("http://h/mcp?sig={}", "%8A%3B%C0", "%91%3B%C1"),  # a binary signature, percent-encoded
+        ("http://h/mcp?token={}", "\udcff", "\ufffd"),  # the octet FF, and the character U+FFFD
+        ("http://u:{}@h/mcp", "a+b", "a%20b"),  # a plus and a space
+        ("http://u:{}@h/mcp", "%FF", "%FE"),
+    ],
+)
+def test_different_secrets_never_hash_the_same(red: HttpRedaction, template: str, one: str, other: str) -> None:
+    """Distinct bytes on the wire are distinct secrets to the server: equal hashes would claim the
+    same credential was reused."""
+    assert _hash_of(red.url(template.format(one))) != _hash_of(red.url(template.format(other)))
+
+
+def test_query_values_keep_their_hash_where_they_are_utf8(red: HttpRedaction) -> None:
+    """Hashes of UTF-8 values stay as they were (captures made before still correlate with new ones),
+    and a query's '+' still means a space (form encoding, as servers parse a query)."""
+    h = Redactor(KEY).hash
+    assert red.url("http://h/mcp?token=a+b%20c%C3%A9") == f"http://h/mcp?token={h('a b c\u00e9')}"
+    assert red.url("http://u:p%40ss@h/") == f"http://u:{h('p@ss')}@h/"

@@ -849,6 +849,42 @@ def test_signalled_tee_ends_a_server_that_ignores_the_signal(tmp_path: Path, cli
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
 
 
+def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A host that stops reading the server's output (its pipe still open) and then sends SIGTERM: the
+    server dies of the forwarded signal, as it would without the tee, but the tee waited forever to
+    relay output nobody reads, deaf to further signals, its capture never closed (the `exit` and
+    `signal` records held in memory until the host's SIGKILL). Told to stop, it waits `--grace` for
+    the client to take the rest, then ends the client's stdout and closes the capture."""
+    script = "import sys; sys.stdout.buffer.write(b'x' * 8_000_000 + b'\\n'); sys.stdout.flush(); sys.stdin.read()"
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", script, extra=("--grace", str(GRACE))),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        # The client reads nothing: the tee's stdout pipe fills and its relay blocks.
+        assert proc.stdout is not None
+        out = proc.stdout.fileno()
+        while time.monotonic() < deadline and _pipe_bytes(out) < fcntl.fcntl(out, fcntl.F_GETPIPE_SZ) // 2:
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for p in (proc.stdin, proc.stdout, proc.stderr):
+            if p is not None:
+                p.close()
+    assert rc == 128 + signal.SIGTERM
+    records = only_capture(tmp_path)
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGTERM"
+    ev = events(records)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_SERVER_EOF)
+
+
 def test_server_exiting_within_the_grace_period_is_left_alone(tmp_path: Path, client_factory) -> None:
     c = client_factory(tee_cmd(tmp_path, *scripted("never-answers"), extra=("--grace", "30")))
     c.send(PROBE)
@@ -872,6 +908,70 @@ def test_signal_during_linger_ends_it(tmp_path: Path, client_factory) -> None:
     ev = events(records)
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_LINGER_END)
     assert ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_LINGER_END)
+
+
+_SIGNALLED_WHILE_STARTING = """
+import os, signal, sys
+from pathlib import Path
+from addon.stdio_tee import StdioTee
+
+out, when, cmd = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+tee = StdioTee(cmd, out_dir=out, linger=0.3, grace=30, stderr=sys.stderr.buffer)
+spawn = tee._spawn
+
+def signalled_spawn():
+    # The host's SIGTERM, placed in the window the tee's command has for it to land in at random:
+    # just before the server starts, or just after (the server runs, the tee has not noted it yet).
+    if when == "before":
+        os.kill(os.getpid(), signal.SIGTERM)
+    proc = spawn()
+    if when == "after":
+        os.kill(os.getpid(), signal.SIGTERM)
+    return proc
+
+tee._spawn = signalled_spawn
+sys.exit(tee.run())
+"""
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_signal_while_the_server_starts_is_forwarded_and_the_capture_closed(
+    tmp_path: Path, clean_env: dict[str, str], when: str
+) -> None:
+    """A host may stop the tee as it starts (it is shutting down, or gave up on the server). A SIGTERM
+    that came before the tee's handlers were in place killed it outright: a capture part left empty or
+    never closed, no `signal` or `exit` record, and a server that ignores stdin EOF left running as an
+    orphan. It must be forwarded once the server runs, and the capture closed as for any signal."""
+    out = tmp_path / "captures"
+    server = scripted("answers-then-waits")  # ignores stdin EOF: only a signal ends it
+    proc = subprocess.Popen(
+        [PY, "-c", _SIGNALLED_WHILE_STARTING, str(out), when, *server],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    pid = None
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.read() == b""  # the client still holds stdin open: EOF comes from the server's end
+        rc = proc.wait(60)
+        records = read_records(capture_files(out))
+        spawn = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_SPAWN]
+        pid = spawn[0]["pid"] if spawn else None
+        assert rc == 128 + signal.SIGTERM
+        assert records[-1][fmt.F_TYPE] == fmt.PART_END
+        assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+        assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGTERM"
+        ev = events(records)
+        assert ev.index(fmt.EV_SPAWN) < ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT)
+        assert pid is not None and not _alive(pid)
+    finally:
+        for p in (proc.stdin, proc.stdout, proc.stderr):
+            if p is not None:
+                p.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if pid is not None and _alive(pid):  # the orphan a tee killed too early left behind
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) -> None:
@@ -948,6 +1048,56 @@ def test_nonblocking_stdout_and_a_slow_client_lose_nothing(tmp_path: Path, clean
 
 def _pipe_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+
+
+_STDERR_HEAVY = (
+    "import sys\n"
+    "err = sys.stderr.buffer\n"
+    "for i in range(4000):\n"
+    "    err.write(b'log %d ' % i + b'e' * 1000 + b'\\n')\n"
+    "    err.flush()\n"
+    "sys.stdout.buffer.write(sys.stdin.buffer.read())\n"
+)
+
+
+def test_nonblocking_stderr_and_a_slow_reader_lose_nothing(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """The tee's fd 2, where the server's stderr passes through, may be O_NONBLOCK too (a pty or pipe
+    the host shares). When its reader is slow the pipe fills and a write fails with EAGAIN: the tee
+    must wait for room, not stop passing stderr through for good while the capture records on, and
+    the relayed stdin/stdout traffic goes on unharmed."""
+    r, w = os.pipe()
+    _nonblocking(w)
+    expected = b"".join(b"log %d " % i + b"e" * 1000 + b"\n" for i in range(4000))  # far beyond the pipe
+    data = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n' * 20
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", _STDERR_HEAVY), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=w,
+        env=clean_env,
+    )  # fmt: skip
+    os.close(w)
+    out: list[bytes] = []
+    relay = threading.Thread(target=lambda: out.append(proc.communicate(data, timeout=120)[0]), daemon=True)
+    try:
+        relay.start()
+        deadline = time.monotonic() + 60
+        # Nobody reads fd 2 until its pipe is (about) full, then a while more: the tee meets EAGAIN
+        # there. Not exactly full: a write cut short can leave a page of the pipe partly used.
+        while time.monotonic() < deadline and _pipe_bytes(r) < fcntl.fcntl(r, fcntl.F_GETPIPE_SZ) // 2:
+            time.sleep(0.01)
+        time.sleep(0.3)
+        passed = bytearray()
+        while chunk := os.read(r, 1 << 20):
+            passed += chunk
+        relay.join(120)
+    finally:
+        os.close(r)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out == [data]
+    assert bytes(passed) == expected
+    records = only_capture(tmp_path)
+    assert rebuild(records, None, fmt.STDERR) == expected
+    assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
 
 
 def test_nonblocking_stdin_is_read_when_the_client_writes(tmp_path: Path, clean_env: dict[str, str]) -> None:
