@@ -153,6 +153,7 @@ report: a count that grows without new evidence shown is not reported again).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import os
@@ -593,12 +594,15 @@ class Watcher:
             for piece in p.pieces
         ]
         self.analyzed = set()
-        if not any(f.messages.height for f in facts):
-            return []
-        try:
-            analysis = self.analyze_round(facts)
-        except ErascopeError:
-            return []  # headers alone so far: no traffic to analyze
+        analysis = None
+        if any(f.messages.height for f in facts):
+            with contextlib.suppress(ErascopeError):  # headers alone: no traffic to analyze
+                analysis = self.analyze_round(facts)
+        if analysis is None:
+            # no traffic (so far, or any more: a capture rewritten down to its header): nothing
+            # reported of the touched servers before holds now
+            self._results.update(touched, [], [])
+            return self._new_events([], [], touched, set())
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
         self._results.update(self.analyzed, analysis.servers, analysis.findings)
         undecided = self._undecided(analysis.probes, analysis.inits, now)

@@ -781,3 +781,27 @@ def test_a_finding_that_no_longer_holds_is_withdrawn(tmp_path: Path) -> None:
     storm = next(e for e in events if e["rule"] == "probe-storm")
     assert later[0]["evidence"][0] == storm["evidence"][0]
     assert reported(events + later) == expected(report)
+
+
+@pytest.mark.parametrize("left", ["header", "nothing"])
+def test_findings_of_a_capture_emptied_are_withdrawn(tmp_path: Path, left: str) -> None:
+    """A capture rewritten down to its header (or to nothing) leaves its server no traffic: the round
+    has nothing to analyze, yet the findings reported from the old content no longer hold there, as
+    `results()` already says; watch's last word on each of them must say so too."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
+    target.write_bytes(source)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    assert [e["rule"] for e in events if e["event"] == "finding"] == ["rollout-split"]
+    with open(target, "wb") as f:
+        f.write(source[: source.index(b"\n") + 1] if left == "header" else b"")
+    clock[0] += 30
+    later = [e.as_json() for e in watcher.poll()]
+    assert [(e["event"], e["rule"]) for e in later] == [("withdrawn", "rollout-split")]
+    assert reported(events + later)[0] == set()
+    assert watcher.results()[1] == []
+
