@@ -7,11 +7,13 @@ terminal. Every command's help carries an example.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
@@ -156,6 +158,22 @@ def _fail(exc: ErascopeError) -> typer.Exit:
     # errors quote file names and paths, which whoever writes into a capture directory chooses
     typer.echo(f"erascope: error: {visible(str(exc))}", err=True)
     return typer.Exit(code=exc.exit_code)
+
+
+@contextlib.contextmanager
+def _to_stdout() -> Iterator[None]:
+    """A command's output to standard output: a write that fails (a full disk behind `> report`) is an
+    error named as such, exit 2 as for `--output`. A reader gone (`| head`) stays click's: exit 1."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        # what is still buffered would fail again, with a traceback, in the interpreter's last flush
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), sys.stdout.fileno())
+        raise _fail(ErascopeError(f"cannot write to standard output: {exc.strerror or exc}")) from None
 
 
 def _standard_fds_held() -> None:
@@ -586,7 +604,8 @@ def analyze_cmd(
             raise _fail(exc) from None
         typer.echo(f"erascope: wrote the report to {output}", err=True)
     else:
-        typer.echo(text, nl=False)
+        with _to_stdout():
+            typer.echo(text, nl=False)
     inp = analysis.inputs
     notes = len(inp.malformed) + len(inp.torn) + len(inp.skipped) + len(inp.errors) + len(inp.duplicates)
     if notes and not quiet and fmt != "text":
@@ -713,8 +732,9 @@ def rules_cmd(
     except ErascopeError as exc:
         raise _fail(exc) from None
     console = Console()
-    for item in renderables:
-        console.print(item)
+    with _to_stdout():
+        for item in renderables:
+            console.print(item)
 
 
 class LinesFormat(StrEnum):
@@ -785,8 +805,8 @@ def watch_cmd(
             watcher.notes.clear()
             for event in events:
                 line = orjson.dumps(event.as_json()).decode() if watch_format == LinesFormat.JSON else event.as_text()
-                typer.echo(line)
-                sys.stdout.flush()
+                with _to_stdout():
+                    typer.echo(line)
                 if at_or_above(event, threshold):
                     raise typer.Exit(code=1)
     except ErascopeError as exc:
@@ -832,10 +852,11 @@ def verify_cmd(
         result = verify(paths, key=load_key(key) if key is not None else None)
     except ErascopeError as exc:
         raise _fail(exc) from None
-    if verify_format is LinesFormat.JSON:
-        typer.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
-    else:
-        typer.echo(render_text(result), nl=False)
+    with _to_stdout():
+        if verify_format is LinesFormat.JSON:
+            typer.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        else:
+            typer.echo(render_text(result), nl=False)
     if result.tampered:
         raise typer.Exit(code=1)
     if result.errors:

@@ -74,6 +74,17 @@ def _top_level_id_is_string(payload: str) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("id"), str)
 
 
+def _integer_id_text(payload: str) -> str | None:
+    """The payload's own `id` as the fast reading writes an integer (every digit, `-0` as `0`), or
+    None when it is not an integer (a float keeps the reading's text)."""
+    try:
+        obj = json.loads(payload)  # the standard library's: integers of any size
+    except (ValueError, RecursionError):
+        return None
+    value = obj.get("id") if isinstance(obj, dict) else None
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def batch_members(text: str) -> list[str] | None:
     """The members of a JSON-RPC batch, each exactly as its text stands in `text` (ids of any size
     and number forms survive), or None when `text` is not one: not a JSON array, empty (`[]` is an
@@ -270,9 +281,8 @@ def messages_from_records(
     and on an envelope of another shape (`params` an array, `_meta` or `clientCapabilities` not an
     object, a version or client name that is an object); the caller then collects again with
     `robust=True`, which reads each with `json_path_match` (never raises). Both give the same values,
-    numbers where strings belong too (an id `1.0` reads as `1`, `1e2` as `100`), except the id `-0`
-    (`-0` the robust way, `0` the fast way) and integers beyond 64 bits, which the robust way reads
-    through a float.
+    numbers where strings belong too (an id `1.0` reads as `1`, `1e2` as `100`, `-0` as `0`, an
+    integer beyond 64 bits with every digit).
 
     `records` may hold `headers` as lists (`RECORD_SCHEMA`) or as the text the NDJSON reader makes
     of them for a `String` dtype (see `HEADERS_AS_TEXT`).
@@ -338,7 +348,11 @@ def _plan(
         # depend on whether another line of the piece made it be read robustly
         number_id = pl.when(pl.col("_id").str.contains(_NUMBER)).then(pl.col("_id"))
         exact = (pl.lit("[") + number_id + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
-        steps.append({"_id": pl.coalesce(exact, pl.col("_id"))})
+        # and an integer beyond 64 bits as a float (`1.8446744073709552e+19`), `-0` as `-0.0`, where
+        # the fast reading keeps every digit (and reads `0`): those rare rows' ids come from their payload
+        inexact = pl.col("_id").str.contains(r"^-?\d(\.\d+)?e\+\d+$|^-0\.0$")
+        integer = pl.when(inexact).then(pl.col("_json")).map_elements(_integer_id_text, pl.String())
+        steps.append({"_id": pl.coalesce(integer, exact, pl.col("_id"))})
     else:
         fields = pl.col("_fields")
         meta = fields.struct.field("params").struct.field("_meta")

@@ -153,6 +153,7 @@ report: a count that grows without new evidence shown is not reported again).
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import os
@@ -374,8 +375,10 @@ class Watcher:
         once; the caller drains the list."""
         self._dropped: set[str] = set()
         """Servers of parts dropped since the last round (`_follow`): their results go with them."""
-        self._refused: set[str] = set()
-        """Files not read (an unknown format major, unreadable): noted once, not tried again."""
+        self._refused: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+        """Files not read (not regular, an unknown format major, unreadable): each path's file as it
+        was (device, inode, size, mtime) and why, noted once. Tried again once the path names another
+        file or the file changed (a FIFO replaced, a capture written over it)."""
         self._identities = CarriedIdentities()
         """The connections' client identities, carried across rounds (`analyzer.watch_state`)."""
         self._links = SessionLinks()
@@ -450,32 +453,36 @@ class Watcher:
 
     def _part_for(self, path: str) -> _Part | None:
         part = self._by_path.get(path)
-        if part is not None or path in self._refused:
+        if part is not None:
             return part
         try:
             # a FIFO would block open() (and the signals that stop watch) until a writer comes
             why = not_regular(path)
-        except InputError:
-            return None  # gone since it was listed: the next round sees
-        if why is not None:
-            self._refused.add(path)
-            self.notes.append(f"{display_name(path)}: {why}")
-            return None
-        try:
-            header = read_header(path)
-        except (InputError, OSError) as exc:
-            self._refused.add(path)
-            self.notes.append(f"{display_name(path)}: {exc}")
-            return None
-        if header is None:
-            return None  # empty so far, or not a capture: looked at again next round
-        inode = None
-        if not _is_compressed(path):
             try:
                 st = os.stat(path)
-            except OSError:
-                return None  # gone since it was listed: the next round sees
-            inode = (st.st_dev, st.st_ino)
+            except FileNotFoundError:
+                st = os.lstat(path)  # a dangling symbolic link: the link is what changes
+        except (InputError, OSError):
+            return None  # gone since it was listed: the next round sees
+        file = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        refused = self._refused.get(path)
+        if refused is not None and refused[0] == file:
+            return None
+        header = None
+        if why is None:
+            try:
+                header = read_header(path)
+            except (InputError, OSError) as exc:
+                why = str(exc)
+        if why is not None:
+            if refused is None or refused[1] != why:
+                self.notes.append(f"{display_name(path)}: {why}")
+            self._refused[path] = (file, why)
+            return None
+        self._refused.pop(path, None)
+        if header is None:
+            return None  # empty so far, or not a capture: looked at again next round
+        inode = None if _is_compressed(path) else (st.st_dev, st.st_ino)
         identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
         if known is not None:
@@ -593,12 +600,15 @@ class Watcher:
             for piece in p.pieces
         ]
         self.analyzed = set()
-        if not any(f.messages.height for f in facts):
-            return []
-        try:
-            analysis = self.analyze_round(facts)
-        except ErascopeError:
-            return []  # headers alone so far: no traffic to analyze
+        analysis = None
+        if any(f.messages.height for f in facts):
+            with contextlib.suppress(ErascopeError):  # headers alone: no traffic to analyze
+                analysis = self.analyze_round(facts)
+        if analysis is None:
+            # no traffic (so far, or any more: a capture rewritten down to its header): nothing
+            # reported of the touched servers before holds now
+            self._results.update(touched, [], [])
+            return self._new_events([], [], touched, set())
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
         self._results.update(self.analyzed, analysis.servers, analysis.findings)
         undecided = self._undecided(analysis.probes, analysis.inits, now)

@@ -195,3 +195,26 @@ def test_nothing_is_written_into_an_archive_given_as_a_file_url(caps: Path, tmp_
     assert done.returncode == 0, done.stderr
     (entry,) = (archive / "_sources").glob("*.json")
     _refused_untouched(tmp_path, archive.as_uri(), entry, "it is inside the input archive")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "caps"],
+        ["analyze", "caps", "-f", "json"],
+        ["verify", "caps"],
+        ["rules", "--brief"],
+        ["watch", "caps", "--fail-on", "info", "--interval", "0.2"],
+    ],
+)
+def test_standard_output_on_a_full_disk_is_a_clear_error(caps: Path, tmp_path: Path, args: list[str]) -> None:
+    """A report redirected to a file on a full disk (`> report.txt`) is an error the CLI names, exit
+    2 as for `--output` there, not a traceback and the status that means "findings"."""
+    with open("/dev/full", "w") as full:
+        res = subprocess.run(
+            [str(BIN / "erascope"), *args], cwd=tmp_path, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert (res.returncode, res.stderr) == (
+        2,
+        "erascope: error: cannot write to standard output: No space left on device\n",
+    )

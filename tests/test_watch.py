@@ -781,3 +781,59 @@ def test_a_finding_that_no_longer_holds_is_withdrawn(tmp_path: Path) -> None:
     storm = next(e for e in events if e["rule"] == "probe-storm")
     assert later[0]["evidence"][0] == storm["evidence"][0]
     assert reported(events + later) == expected(report)
+
+
+@pytest.mark.parametrize("left", ["header", "nothing"])
+def test_findings_of_a_capture_emptied_are_withdrawn(tmp_path: Path, left: str) -> None:
+    """A capture rewritten down to its header (or to nothing) leaves its server no traffic: the round
+    has nothing to analyze, yet the findings reported from the old content no longer hold there, as
+    `results()` already says; watch's last word on each of them must say so too."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
+    target.write_bytes(source)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    assert [e["rule"] for e in events if e["event"] == "finding"] == ["rollout-split"]
+    with open(target, "wb") as f:
+        f.write(source[: source.index(b"\n") + 1] if left == "header" else b"")
+    clock[0] += 30
+    later = [e.as_json() for e in watcher.poll()]
+    assert [(e["event"], e["rule"]) for e in later] == [("withdrawn", "rollout-split")]
+    assert reported(events + later)[0] == set()
+    assert watcher.results()[1] == []
+
+
+@pytest.mark.parametrize("first", ["fifo", "future-format"])
+def test_a_refused_file_replaced_by_a_capture_is_read(tmp_path: Path, first: str) -> None:
+    """A name refused once (a FIFO, a format this version cannot read) and then holding a capture
+    (the FIFO replaced, the file written over) is read: the refusal was of the file, not the name.
+    The refusal itself is noted once while the file stays what it was."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    if first == "fifo":
+        os.mkfifo(target)
+    else:
+        header = {"type": "header", "format": "erascope/9.0", "transport": "stdio", "server": "x"}
+        target.write_bytes(json.dumps(header).encode() + b"\n")
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    assert watcher.poll() == []
+    clock[0] += 30
+    assert watcher.poll() == []
+    assert len(watcher.notes) == 1
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
+    if first == "fifo":
+        (live / ".new").write_bytes(source)
+        os.replace(live / ".new", target)
+    else:
+        with open(target, "wb") as f:
+            f.write(source)
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    assert reported(events) == expected(analyzed(live))
+    assert [e["rule"] for e in events if e["event"] == "finding"] == ["rollout-split"]
+    assert len(watcher.notes) == 1
