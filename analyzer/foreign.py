@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import codecs
 import datetime as dt
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
@@ -224,7 +225,7 @@ def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
     try:
         # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
-        doc = orjson.loads(stream.read().removeprefix(codecs.BOM_UTF8))
+        doc = _json(stream.read().removeprefix(codecs.BOM_UTF8))
         entries = doc["log"]["entries"]
         if not isinstance(entries, list):
             raise TypeError("log.entries is not a list")
@@ -244,6 +245,24 @@ def read_har(stream: BinaryIO) -> Converted:
             continue
         _convert(out, n, flow, redaction)
     return out
+
+
+def _json(data: bytes) -> Any:
+    """The JSON document, also when a string in it escapes a lone surrogate (`"\\ud800"`): valid JSON
+    that JavaScript's `JSON.stringify` writes and orjson refuses whole. The standard library reads it,
+    and the one entry holding such a string is then noted as not read, not the file. Raises
+    `orjson.JSONDecodeError`."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        try:
+            return json.loads(data, parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # what orjson refused for its own reason (depth, NaN, syntax)
+            raise exc from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _har_gap(entry: Any) -> str | None:

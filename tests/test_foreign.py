@@ -326,3 +326,27 @@ def test_a_real_mitmproxy_10_dump_is_read() -> None:
     assert a.inputs.malformed == [] and a.findings == []
     doc = orjson.loads(render(a, "json"))
     assert all("#flow=" in e["at"] for s in doc["servers"] for e in s["evidence"])
+
+
+def test_a_lone_surrogate_escape_in_one_entry_loses_only_that_entry(tmp_path: Path) -> None:
+    """JSON allows `\\ud800` (JavaScript's JSON.stringify writes a lone surrogate so): orjson refused
+    the whole document for it, and every other entry was lost with it."""
+    doc = _har(_flows())
+    doc["log"]["entries"][0]["request"]["headers"].append({"name": "x-odd", "value": "SURROGATE"})
+    path = tmp_path / "surrogate.har"
+    path.write_bytes(orjson.dumps(doc).replace(b"SURROGATE", b"\\ud800"))
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    (note,) = report["inputs"]["malformed"]
+    assert note["line"] == 1 and note["reason"].startswith("not a HAR entry mitmproxy can read")
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+
+
+@pytest.mark.parametrize("text", [b'{"log": {"entries": ' + b"[" * 100_000, b'{"log": {"entries": [NaN]}}'])
+def test_json_orjson_refuses_stays_refused(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "odd.har"
+    path.write_bytes(text)
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not a HAR file" in proc.stderr
