@@ -521,7 +521,7 @@ def render_html(analysis: Analysis) -> str:
             doc["servers"].append(_bare_server(f["server"], f["ts"]))
     # the doc's evidence names files as shown (`visible`): so are the keys they are looked up by
     payloads = _Payloads(
-        analysis.inputs.units,
+        {visible(k): v for k, v in analysis.inputs.units.items()},
         {visible(k): v for k, v in analysis.inputs.lines_from.items()},
         {visible(k): v for k, v in analysis.inputs.rows_from.items()},
     )

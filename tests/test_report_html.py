@@ -384,3 +384,19 @@ def test_a_page_with_clashing_lane_labels_renders(browser: Any, tmp_path: Path) 
         assert len(lanes) == len(set(lanes)) == 3
     finally:
         o.page.close()
+
+
+def test_a_har_named_with_a_control_character_is_cited_by_entry(tmp_path: Path) -> None:
+    """The page's evidence names files as shown (`\\t` for a tab), but the kind of each file was
+    looked up by its real name: a HAR entry's message was cited as `file:1` and said to be a line
+    that could not be read again, instead of pointing into the HAR."""
+    from mitmproxy.addons.savehar import SaveHar
+
+    from tests.test_foreign import _flows
+
+    path = tmp_path / "in\tcident.har"
+    path.write_bytes(orjson.dumps(SaveHar().make_har(_flows())))
+    payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
+    shown = str(tmp_path / "in\\tcident.har")
+    assert payloads and all(p["at"].startswith(f"{shown}#entry=") for p in payloads.values())
+    assert all(p["note"] == f"the capture is a HAR file: open it at {p['at']}" for p in payloads.values())
