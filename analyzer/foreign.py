@@ -331,7 +331,12 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
         flow.response.timestamp_end = headers + t.get("receive", 0.0)
         status_text = response.get("statusText")
         if isinstance(status_text, str):
-            flow.response.reason = status_text
+            # mitmproxy's `reason` is the wire's bytes as Latin-1 (its own HAR export writes that); a
+            # browser writes the phrase decoded, and any character beyond Latin-1 refused the entry
+            try:
+                flow.response.data.reason = status_text.encode("latin-1")
+            except UnicodeEncodeError:
+                flow.response.data.reason = status_text.encode("utf-8", "surrogateescape")
     return flow
 
 

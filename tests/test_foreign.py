@@ -350,3 +350,15 @@ def test_json_orjson_refuses_stays_refused(tmp_path: Path, text: bytes) -> None:
     proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "not a HAR file" in proc.stderr
+
+
+def test_a_status_text_beyond_latin_1_does_not_lose_the_entry(tmp_path: Path) -> None:
+    """A reason phrase is whatever the server sent, and a browser writes it decoded: mitmproxy's
+    `reason` takes only Latin-1 text, so the probe and its answer were not read at all."""
+    doc = _har(_flows())
+    doc["log"]["entries"][0]["response"]["statusText"] = "OK ✓"
+    path = tmp_path / "reason.har"
+    path.write_bytes(orjson.dumps(doc))
+    facts = extract_file(str(path))
+    assert facts.malformed == []
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
