@@ -14,7 +14,9 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
 body is split into `sse.event` records by the recorder's SSE parser. A flow that failed gives its
-`http.error`.
+`http.error`. A stream kept whole says when it ended, not when each event passed: an event answering
+another flow's request (the HTTP+SSE transport's `GET /sse` stream) is placed just after that request
+(`_place_events`), the others keep the stream's end.
 
 An entry or flow whose response body was not kept (browsers drop event streams and large bodies;
 `mitmdump` with `stream_large_bodies`) is not guessed at: none of its records are read (its request
@@ -26,9 +28,12 @@ points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md).
 from __future__ import annotations
 
 import base64
+import bisect
 import codecs
 import datetime as dt
+import itertools
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
@@ -69,6 +74,20 @@ class Converted:
     unread: list[tuple[int, str]] = field(default_factory=list)
     """(location, why) of each entry or flow that gives no records."""
     server: str = "http"
+    streams: list[_Stream] = field(default_factory=list)
+    """The event streams among the records, kept whole: their events' times are placed by `lines`."""
+
+
+@dataclass
+class _Stream:
+    """An event stream a HAR entry or dump flow holds whole: when it began and ended, not when each
+    event passed. Its events are stamped at its end until `_place_events` places them."""
+
+    start: float
+    end: float
+    own: frozenset[bytes]
+    """The ids its own request sent (JSON text): an answer to one of them ends the stream."""
+    events: list[dict[str, Any]]
 
 
 class ForeignError(Exception):
@@ -218,6 +237,11 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
     if out.server == "http":
         out.server = records[0][fmt.F_SERVER]
     out.records.extend((n, rec) for rec in records)
+    events = [rec for rec in records if rec[fmt.F_TYPE] == fmt.SSE_EVENT]
+    if events:
+        start = next(rec[fmt.F_TS] for rec in records if rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE)
+        own = frozenset(_ids(records[0], answers=False))
+        out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events))
 
 
 # --- HAR ---------------------------------------------------------------------------------------------
@@ -356,7 +380,70 @@ def lines(converted: Converted) -> Iterator[tuple[int, bytes]]:
         fmt.F_SEQ: 0,
     }
     yield 0, orjson.dumps(header)
+    _place_events(converted)
     ordered = sorted(converted.records, key=lambda item: (item[1].get(fmt.F_TS) or 0.0))
     for seq, (n, rec) in enumerate(ordered, start=1):
         rec[fmt.F_SEQ] = seq
         yield n, orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _ids(record: dict[str, Any], *, answers: bool) -> list[bytes]:
+    """The ids (JSON text) of the requests a record's message sends, or of the answers it carries."""
+    raw = record.get(fmt.F_RAW)
+    if not isinstance(raw, str):
+        return []
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    out = []
+    for msg in doc if isinstance(doc, list) else [doc]:
+        if not isinstance(msg, dict) or msg.get("id") is None:
+            continue
+        if ("result" in msg or "error" in msg) if answers else "method" in msg:
+            out.append(orjson.dumps(msg["id"]))
+    return out
+
+
+def _place_events(converted: Converted) -> None:
+    """Each event of a stream kept whole at the earliest time it can have passed, where that is known.
+
+    The deprecated HTTP+SSE transport answers every POST on one `GET /sse` stream that lasts the
+    whole session: stamped at the stream's end, an answer sent at once read as minutes late (a probe
+    `no-answer`, its server `broken`). An event answering a request of another flow came after that
+    request, and after the events before it: it is placed just after the earliest such request not
+    answered yet, and the events before it just before it. Events answering the stream's own request
+    (a Streamable HTTP answer, which ends its stream) and events after the last one placed keep the
+    stream's end.
+    """
+    if not converted.streams:
+        return
+    sent: dict[bytes, list[float]] = {}
+    for _, rec in converted.records:
+        if rec[fmt.F_TYPE] == fmt.HTTP_REQUEST and rec.get(fmt.F_TS) is not None:
+            for key in _ids(rec, answers=False):
+                sent.setdefault(key, []).append(rec[fmt.F_TS])
+    for times in sent.values():
+        times.sort()
+    taken: set[tuple[bytes, float]] = set()
+    for stream in converted.streams:
+        at = stream.start
+        placed: list[float | None] = []
+        for event in stream.events:
+            when = None
+            for key in _ids(event, answers=True):
+                if key in stream.own:
+                    continue
+                times = sent.get(key, [])
+                after_at = itertools.islice(times, bisect.bisect_left(times, at), None)
+                before_end = itertools.takewhile(lambda t, end=stream.end: t <= end, after_at)
+                t = next((t for t in before_end if (key, t) not in taken), None)
+                if t is not None:
+                    taken.add((key, t))
+                    at = max(at, min(math.nextafter(t, math.inf), stream.end))
+                    when = at
+            placed.append(when)
+        after = stream.end
+        for event, when in zip(reversed(stream.events), reversed(placed), strict=True):
+            after = when if when is not None else after
+            event[fmt.F_TS] = after

@@ -27,7 +27,7 @@ from analyzer.cli import app
 from analyzer.load import extract_file
 from analyzer.pipeline import analyze
 from analyzer.report import render, render_text, report_dict
-from tests.test_messages import discover_result, init, init_result, probe
+from tests.test_messages import discover_result, err, init, init_result, probe
 
 URL = "http://127.0.0.1:8931/mcp"
 ERASCOPE = Path(sys.executable).parent / "erascope"
@@ -362,3 +362,47 @@ def test_a_status_text_beyond_latin_1_does_not_lose_the_entry(tmp_path: Path) ->
     facts = extract_file(str(path))
     assert facts.malformed == []
     assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+def _http_sse_session(minutes: float) -> list[http.HTTPFlow]:
+    """The deprecated HTTP+SSE transport as a proxy keeps it whole: a `GET /sse` stream open for
+    `minutes`, carrying the endpoint and every answer, and the client's POSTs answered 202."""
+    start = 1796000000.0
+    base = URL.removesuffix("/mcp")
+    stream = tflow.tflow(resp=True)
+    stream.request = http.Request.make("GET", f"{base}/sse", b"", {"accept": "text/event-stream"})
+    stream.request.timestamp_start, stream.request.timestamp_end = start, start + 0.001
+    events = b"event: endpoint\ndata: /messages/?session_id=abc\n\n"
+    events += b"event: message\ndata: " + orjson.dumps(err(1, -32601, "Method not found")) + b"\n\n"
+    events += b"event: message\ndata: " + orjson.dumps(init_result(2)) + b"\n\n"
+    stream.response = http.Response.make(200, events, {"content-type": "text/event-stream"})
+    stream.response.timestamp_start, stream.response.timestamp_end = start + 0.002, start + minutes * 60
+    flows = [stream]
+    for n, body in enumerate((probe(1), init(2)), start=1):
+        post = tflow.tflow(resp=True)
+        headers = {"content-type": "application/json"}
+        if body["method"] == "server/discover":
+            headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+        post.request = http.Request.make("POST", f"{base}/messages/?session_id=abc", orjson.dumps(body), headers)
+        post.request.timestamp_start, post.request.timestamp_end = start + n, start + n + 0.001
+        post.response = http.Response.make(202, b"Accepted", {"content-type": "text/plain"})
+        post.response.timestamp_start = post.response.timestamp_end = start + n + 0.002
+        flows.append(post)
+    return flows
+
+
+@pytest.mark.parametrize("kind", ["har", "flows"])
+def test_answers_on_a_long_http_sse_stream_are_not_taken_for_late(tmp_path: Path, kind: str) -> None:
+    """A stream kept whole says when it ended, not when each event passed: every answer was stamped
+    at the stream's end, so a session longer than the probe timeout read `no-answer` and its server
+    `broken`, where the capture of the same traffic reads a prompt legacy answer."""
+    for minutes in (0.05, 5):
+        path = tmp_path / f"{minutes}.{kind}"
+        if kind == "har":
+            path.write_bytes(orjson.dumps(_har(_http_sse_session(minutes))))
+        else:
+            _dump(path, _http_sse_session(minutes))
+        report = report_dict(analyze([str(path)]))
+        assert report["totals"]["probe_outcomes"] == {"legacy-answer": 1}, minutes
+        assert report["totals"]["init_outcomes"] == {"served": 1}, minutes
+        assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"], minutes
