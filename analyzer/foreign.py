@@ -323,6 +323,11 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
     if failed:  # request_to_flow needs a response; the failure is the flow's error instead
         entry = {**entry, "response": {"status": 502, "httpVersion": "", "headers": [], "content": {}}}
     request = entry["request"]
+    entry = {
+        **entry,
+        "request": {**request, "headers": _wire_headers(request.get("headers"))},
+        "response": {**entry["response"], "headers": _wire_headers(entry["response"].get("headers"))},
+    }
     text = (request.get("postData") or {}).get("text")
     if text is not None and not isinstance(text, str):
         raise TypeError("postData.text is not text")
@@ -362,6 +367,29 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
             except UnicodeEncodeError:
                 flow.response.data.reason = status_text.encode("utf-8", "surrogateescape")
     return flow
+
+
+class _WireText(str):
+    """A HAR string that stands for bytes: encoded with `surrogateescape`, so that a byte that is no
+    UTF-8, which mitmproxy's HAR export writes as a lone surrogate (`\\udce9`), is that byte again."""
+
+    __slots__ = ()
+
+    def encode(self, encoding: str = "utf-8", errors: str = "surrogateescape") -> bytes:
+        return str.encode(self, encoding, errors)
+
+
+def _wire_headers(headers: Any) -> Any:
+    """HAR headers whose names and values mitmproxy's `fix_headers` encodes back to the wire's bytes
+    (it encodes strictly: one such byte refused the entry); anything else as given, for it to refuse."""
+    if not isinstance(headers, list):
+        return headers
+    return [
+        {**h, "name": _WireText(h["name"]), "value": _WireText(h["value"])}
+        if isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("value"), str)
+        else h
+        for h in headers
+    ]
 
 
 def convert(kind: str, stream: BinaryIO) -> Converted:

@@ -406,3 +406,20 @@ def test_answers_on_a_long_http_sse_stream_are_not_taken_for_late(tmp_path: Path
         assert report["totals"]["probe_outcomes"] == {"legacy-answer": 1}, minutes
         assert report["totals"]["init_outcomes"] == {"served": 1}, minutes
         assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"], minutes
+
+
+def test_mitmproxys_har_export_of_bytes_that_are_no_utf_8_is_read_as_its_dump_is(tmp_path: Path) -> None:
+    """mitmproxy's HAR export (`save.har`, `hardump`) writes a header byte that is no UTF-8 as a lone
+    surrogate (`caf\\udce9`): the whole file was refused, then the entry, where the dump of the same
+    flows is read whole."""
+    flows = _flows()
+    flows[0].request.headers[b"user-agent"] = b"caf\xe9-client/1"
+    flows[1].response.headers[b"x-served-by"] = b"n\xf6de-2"  # type: ignore[union-attr]
+    har = tmp_path / "export.har"
+    SaveHar().export_har(flows, str(har))
+    assert b"\\udce9" in har.read_bytes()
+    dump = _dump(tmp_path / "same.flows", flows)
+    facts = extract_file(str(har))
+    assert facts.malformed == []
+    assert facts.counts == extract_file(str(dump)).counts
+    assert _outcomes([har]) == _outcomes([dump]) == ({"discover-result": 1}, {"served": 1})
