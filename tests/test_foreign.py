@@ -423,3 +423,22 @@ def test_mitmproxys_har_export_of_bytes_that_are_no_utf_8_is_read_as_its_dump_is
     assert facts.malformed == []
     assert facts.counts == extract_file(str(dump)).counts
     assert _outcomes([har]) == _outcomes([dump]) == ({"discover-result": 1}, {"served": 1})
+
+
+def test_mitmproxys_compressed_har_export_is_read(tmp_path: Path) -> None:
+    """`hardump=FILE.zhar` (and `save.har` to such a name) makes mitmproxy write the HAR zlib
+    compressed: it was skipped as not an erascope capture. Cut short, it is an input error."""
+    path = tmp_path / "export.zhar"
+    SaveHar().export_har(_flows(), str(path))
+    assert not path.read_bytes().startswith(b"{")
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    assert report["inputs"]["files"] == [str(path)]
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert {e["at"] for s in report["servers"] for e in s["evidence"]} == {f"{path}#entry=1", f"{path}#entry=2"}
+    cut = tmp_path / "cut.zhar"
+    cut.write_bytes(path.read_bytes()[:-20])
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(cut), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not a HAR file" in proc.stderr
