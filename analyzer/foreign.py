@@ -22,7 +22,8 @@ An entry or flow whose response body was not kept (browsers drop event streams a
 `mitmdump` with `stream_large_bodies`) is not guessed at: none of its records are read (its request
 would look unanswered, a false `no-answer`), and it is noted as a location that could not be used.
 Every record of entry or flow N carries N where a capture line carries its line number, so evidence
-points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md).
+points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md). A file has no header naming it:
+`Converted.digest` of its content does, so that the loader reads a copy of it once.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import base64
 import bisect
 import codecs
 import datetime as dt
+import hashlib
 import itertools
 import json
 import math
@@ -76,6 +78,8 @@ class Converted:
     server: str = "http"
     streams: list[_Stream] = field(default_factory=list)
     """The event streams among the records, kept whole: their events' times are placed by `lines`."""
+    digest: bytes = b""
+    """A digest of what was read (the decompressed file): a copy of the file has the same one."""
 
 
 @dataclass
@@ -143,6 +147,7 @@ def read_flows(stream: BinaryIO) -> Converted:
     """
     out = Converted()
     redaction = _redaction()
+    digest = hashlib.blake2b(digest_size=16)
     n = 0
     # Not `FlowReader.stream()`: that generator ends at the first flow it cannot build, so one bad
     # value in a well-framed flow lost every flow after it. Only broken framing ends the reading.
@@ -156,6 +161,9 @@ def read_flows(stream: BinaryIO) -> Converted:
             break
         if framed is None:
             break
+        digest.update(b"%d:%c" % (len(framed[1]), framed[0]))
+        digest.update(framed[1])
+        out.digest = digest.digest()
         n += 1
         try:
             state = tnetstring.parse(*framed)
@@ -247,15 +255,17 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
 # --- HAR ---------------------------------------------------------------------------------------------
 def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
+    data = stream.read()
     try:
         # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
-        doc = _json(stream.read().removeprefix(codecs.BOM_UTF8))
+        doc = _json(data.removeprefix(codecs.BOM_UTF8))
         entries = doc["log"]["entries"]
         if not isinstance(entries, list):
             raise TypeError("log.entries is not a list")
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise ForeignError(f"not a HAR file (a JSON document with log.entries): {exc}") from None
-    out = Converted()
+    out = Converted(digest=hashlib.blake2b(data, digest_size=16).digest())
+    del data
     redaction = _redaction()
     for n, entry in enumerate(entries, start=1):
         why = _har_gap(entry)

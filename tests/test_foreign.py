@@ -442,3 +442,33 @@ def test_mitmproxys_compressed_har_export_is_read(tmp_path: Path) -> None:
     proc = subprocess.run([str(ERASCOPE), "analyze", str(cut), "-q"], capture_output=True, text=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "not a HAR file" in proc.stderr
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_copy_of_a_har_or_dump_is_read_once(tmp_path: Path, jobs: int) -> None:
+    """A capture given twice is read once (its header names its run); a HAR file or a dump has no
+    header, so a copy of one (`export (1).har`, the `.gz` a ticket holds) was read again and every
+    probe, initialize and finding counted twice."""
+    har = orjson.dumps(_har(_flows()))
+    (tmp_path / "a.har").write_bytes(har)
+    (tmp_path / "export (1).har").write_bytes(har)
+    (tmp_path / "c.har.gz").write_bytes(gzip.compress(har))
+    dump = _dump(tmp_path / "d.flows", _flows()).read_bytes()
+    (tmp_path / "e.flows").write_bytes(dump)
+    other = tmp_path / "other.har"  # the same requests, another export: not a copy
+    other.write_bytes(orjson.dumps(_har(_flows()[:1])))
+    names = ["a.har", "c.har.gz", "d.flows", "e.flows", "export (1).har", "other.har"]
+    proc = subprocess.run(
+        [str(ERASCOPE), "analyze", "-q", "-f", "json", "--jobs", str(jobs), *(str(tmp_path / n) for n in names)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    assert report["inputs"]["files"] == [str(tmp_path / n) for n in ("a.har", "d.flows", "other.har")]
+    assert sorted((Path(d["file"]).name, Path(d["duplicate_of"]).name) for d in report["inputs"]["duplicates"]) == [
+        ("c.har.gz", "a.har"),
+        ("e.flows", "d.flows"),
+        ("export (1).har", "a.har"),
+    ]
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 3}
+    assert report["totals"]["init_outcomes"] == {"served": 2}
