@@ -9,7 +9,8 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
 - HAR 1.2 (`mitmdump --set hardump=FILE`, browsers, gateways): each entry (number N, 1-based) is
   turned into a mitmproxy flow by mitmproxy's own `mitmproxy.io.har.request_to_flow`, then its
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
-  `serverIPAddress`, the URL's port, `connection`), which that function leaves out.
+  `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
+  that function leaves out.
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
@@ -267,13 +268,16 @@ def read_har(stream: BinaryIO) -> Converted:
     out = Converted(digest=hashlib.blake2b(data, digest_size=16).digest())
     del data
     redaction = _redaction()
+    creator = doc["log"].get("creator")
+    # Firefox's `connection` is the server's port, not a connection: every request would share one
+    connections = not (isinstance(creator, dict) and creator.get("name") == "Firefox")
     for n, entry in enumerate(entries, start=1):
         why = _har_gap(entry)
         if why is not None:
             out.unread.append((n, why))
             continue
         try:
-            flow = _har_flow(entry)
+            flow = _har_flow(entry if connections else _without_connection(entry))
         except Exception as exc:  # attacker-controlled: any shape mitmproxy's reader refuses
             out.unread.append((n, f"not a HAR entry mitmproxy can read ({exc!r})"))
             continue
@@ -297,6 +301,10 @@ def _json(data: bytes) -> Any:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+def _without_connection(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "connection"}
 
 
 def _har_gap(entry: Any) -> str | None:

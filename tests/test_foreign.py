@@ -472,3 +472,17 @@ def test_a_copy_of_a_har_or_dump_is_read_once(tmp_path: Path, jobs: int) -> None
     ]
     assert report["totals"]["probe_outcomes"] == {"discover-result": 3}
     assert report["totals"]["init_outcomes"] == {"served": 2}
+
+
+def test_firefoxs_connection_field_is_a_port_not_a_connection(tmp_path: Path) -> None:
+    """Firefox writes the server's port in an entry's `connection` (`"443"`), where Chrome writes its
+    socket's id: every request of a Firefox HAR to one port read as one connection."""
+    flows = [_flow(probe(1), err(1, -32601, "nf"), sse=False, start=1796000000.0 + n) for n in range(3)]
+    doc = _har(flows)
+    doc["log"]["creator"] = {"name": "Firefox", "version": "140.0"}
+    for entry in doc["log"]["entries"]:
+        entry["connection"] = "8931"
+    path = tmp_path / "firefox.har"
+    path.write_bytes(orjson.dumps(doc))
+    (server,) = report_dict(analyze([str(path)]))["servers"]
+    assert server["connections"] == 3
