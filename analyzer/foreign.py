@@ -9,25 +9,34 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
 - HAR 1.2 (`mitmdump --set hardump=FILE`, browsers, gateways): each entry (number N, 1-based) is
   turned into a mitmproxy flow by mitmproxy's own `mitmproxy.io.har.request_to_flow`, then its
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
-  `serverIPAddress`, the URL's port, `connection`), which that function leaves out.
+  `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
+  that function leaves out.
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
 body is split into `sse.event` records by the recorder's SSE parser. A flow that failed gives its
-`http.error`.
+`http.error`. A stream kept whole says when it ended, not when each event passed: an event answering
+another flow's request (the HTTP+SSE transport's `GET /sse` stream) is placed just after that request
+(`_place_events`), the others keep the stream's end.
 
 An entry or flow whose response body was not kept (browsers drop event streams and large bodies;
 `mitmdump` with `stream_large_bodies`) is not guessed at: none of its records are read (its request
 would look unanswered, a false `no-answer`), and it is noted as a location that could not be used.
 Every record of entry or flow N carries N where a capture line carries its line number, so evidence
-points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md).
+points at `file#entry=N` or `file#flow=N` (see analyzer/REPORT.md). A file has no header naming it:
+`Converted.digest` of its content does, so that the loader reads a copy of it once.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import codecs
 import datetime as dt
+import hashlib
+import itertools
+import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
@@ -68,6 +77,22 @@ class Converted:
     unread: list[tuple[int, str]] = field(default_factory=list)
     """(location, why) of each entry or flow that gives no records."""
     server: str = "http"
+    streams: list[_Stream] = field(default_factory=list)
+    """The event streams among the records, kept whole: their events' times are placed by `lines`."""
+    digest: bytes = b""
+    """A digest of what was read (the decompressed file): a copy of the file has the same one."""
+
+
+@dataclass
+class _Stream:
+    """An event stream a HAR entry or dump flow holds whole: when it began and ended, not when each
+    event passed. Its events are stamped at its end until `_place_events` places them."""
+
+    start: float
+    end: float
+    own: frozenset[bytes]
+    """The ids its own request sent (JSON text): an answer to one of them ends the stream."""
+    events: list[dict[str, Any]]
 
 
 class ForeignError(Exception):
@@ -123,6 +148,7 @@ def read_flows(stream: BinaryIO) -> Converted:
     """
     out = Converted()
     redaction = _redaction()
+    digest = hashlib.blake2b(digest_size=16)
     n = 0
     # Not `FlowReader.stream()`: that generator ends at the first flow it cannot build, so one bad
     # value in a well-framed flow lost every flow after it. Only broken framing ends the reading.
@@ -136,6 +162,9 @@ def read_flows(stream: BinaryIO) -> Converted:
             break
         if framed is None:
             break
+        digest.update(b"%d:%c" % (len(framed[1]), framed[0]))
+        digest.update(framed[1])
+        out.digest = digest.digest()
         n += 1
         try:
             state = tnetstring.parse(*framed)
@@ -217,33 +246,65 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
     if out.server == "http":
         out.server = records[0][fmt.F_SERVER]
     out.records.extend((n, rec) for rec in records)
+    events = [rec for rec in records if rec[fmt.F_TYPE] == fmt.SSE_EVENT]
+    if events:
+        start = next(rec[fmt.F_TS] for rec in records if rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE)
+        own = frozenset(_ids(records[0], answers=False))
+        out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events))
 
 
 # --- HAR ---------------------------------------------------------------------------------------------
 def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
+    data = stream.read()
     try:
         # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
-        doc = orjson.loads(stream.read().removeprefix(codecs.BOM_UTF8))
+        doc = _json(data.removeprefix(codecs.BOM_UTF8))
         entries = doc["log"]["entries"]
         if not isinstance(entries, list):
             raise TypeError("log.entries is not a list")
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         raise ForeignError(f"not a HAR file (a JSON document with log.entries): {exc}") from None
-    out = Converted()
+    out = Converted(digest=hashlib.blake2b(data, digest_size=16).digest())
+    del data
     redaction = _redaction()
+    creator = doc["log"].get("creator")
+    # Firefox's `connection` is the server's port, not a connection: every request would share one
+    connections = not (isinstance(creator, dict) and creator.get("name") == "Firefox")
     for n, entry in enumerate(entries, start=1):
         why = _har_gap(entry)
         if why is not None:
             out.unread.append((n, why))
             continue
         try:
-            flow = _har_flow(entry)
+            flow = _har_flow(entry if connections else _without_connection(entry))
         except Exception as exc:  # attacker-controlled: any shape mitmproxy's reader refuses
             out.unread.append((n, f"not a HAR entry mitmproxy can read ({exc!r})"))
             continue
         _convert(out, n, flow, redaction)
     return out
+
+
+def _json(data: bytes) -> Any:
+    """The JSON document, also when a string in it escapes a lone surrogate (`"\\ud800"`): valid JSON
+    that JavaScript's `JSON.stringify` writes and orjson refuses whole. The standard library reads it,
+    and the one entry holding such a string is then noted as not read, not the file. Raises
+    `orjson.JSONDecodeError`."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        try:
+            return json.loads(data, parse_constant=_no_constant)
+        except (ValueError, RecursionError):  # what orjson refused for its own reason (depth, NaN, syntax)
+            raise exc from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _without_connection(entry: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k != "connection"}
 
 
 def _har_gap(entry: Any) -> str | None:
@@ -280,6 +341,11 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
     if failed:  # request_to_flow needs a response; the failure is the flow's error instead
         entry = {**entry, "response": {"status": 502, "httpVersion": "", "headers": [], "content": {}}}
     request = entry["request"]
+    entry = {
+        **entry,
+        "request": {**request, "headers": _wire_headers(request.get("headers"))},
+        "response": {**entry["response"], "headers": _wire_headers(entry["response"].get("headers"))},
+    }
     text = (request.get("postData") or {}).get("text")
     if text is not None and not isinstance(text, str):
         raise TypeError("postData.text is not text")
@@ -312,8 +378,36 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
         flow.response.timestamp_end = headers + t.get("receive", 0.0)
         status_text = response.get("statusText")
         if isinstance(status_text, str):
-            flow.response.reason = status_text
+            # mitmproxy's `reason` is the wire's bytes as Latin-1 (its own HAR export writes that); a
+            # browser writes the phrase decoded, and any character beyond Latin-1 refused the entry
+            try:
+                flow.response.data.reason = status_text.encode("latin-1")
+            except UnicodeEncodeError:
+                flow.response.data.reason = status_text.encode("utf-8", "surrogateescape")
     return flow
+
+
+class _WireText(str):
+    """A HAR string that stands for bytes: encoded with `surrogateescape`, so that a byte that is no
+    UTF-8, which mitmproxy's HAR export writes as a lone surrogate (`\\udce9`), is that byte again."""
+
+    __slots__ = ()
+
+    def encode(self, encoding: str = "utf-8", errors: str = "surrogateescape") -> bytes:
+        return str.encode(self, encoding, errors)
+
+
+def _wire_headers(headers: Any) -> Any:
+    """HAR headers whose names and values mitmproxy's `fix_headers` encodes back to the wire's bytes
+    (it encodes strictly: one such byte refused the entry); anything else as given, for it to refuse."""
+    if not isinstance(headers, list):
+        return headers
+    return [
+        {**h, "name": _WireText(h["name"]), "value": _WireText(h["value"])}
+        if isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("value"), str)
+        else h
+        for h in headers
+    ]
 
 
 def convert(kind: str, stream: BinaryIO) -> Converted:
@@ -332,7 +426,70 @@ def lines(converted: Converted) -> Iterator[tuple[int, bytes]]:
         fmt.F_SEQ: 0,
     }
     yield 0, orjson.dumps(header)
+    _place_events(converted)
     ordered = sorted(converted.records, key=lambda item: (item[1].get(fmt.F_TS) or 0.0))
     for seq, (n, rec) in enumerate(ordered, start=1):
         rec[fmt.F_SEQ] = seq
         yield n, orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS)
+
+
+def _ids(record: dict[str, Any], *, answers: bool) -> list[bytes]:
+    """The ids (JSON text) of the requests a record's message sends, or of the answers it carries."""
+    raw = record.get(fmt.F_RAW)
+    if not isinstance(raw, str):
+        return []
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return []
+    out = []
+    for msg in doc if isinstance(doc, list) else [doc]:
+        if not isinstance(msg, dict) or msg.get("id") is None:
+            continue
+        if ("result" in msg or "error" in msg) if answers else "method" in msg:
+            out.append(orjson.dumps(msg["id"]))
+    return out
+
+
+def _place_events(converted: Converted) -> None:
+    """Each event of a stream kept whole at the earliest time it can have passed, where that is known.
+
+    The deprecated HTTP+SSE transport answers every POST on one `GET /sse` stream that lasts the
+    whole session: stamped at the stream's end, an answer sent at once read as minutes late (a probe
+    `no-answer`, its server `broken`). An event answering a request of another flow came after that
+    request, and after the events before it: it is placed just after the earliest such request not
+    answered yet, and the events before it just before it. Events answering the stream's own request
+    (a Streamable HTTP answer, which ends its stream) and events after the last one placed keep the
+    stream's end.
+    """
+    if not converted.streams:
+        return
+    sent: dict[bytes, list[float]] = {}
+    for _, rec in converted.records:
+        if rec[fmt.F_TYPE] == fmt.HTTP_REQUEST and rec.get(fmt.F_TS) is not None:
+            for key in _ids(rec, answers=False):
+                sent.setdefault(key, []).append(rec[fmt.F_TS])
+    for times in sent.values():
+        times.sort()
+    taken: set[tuple[bytes, float]] = set()
+    for stream in converted.streams:
+        at = stream.start
+        placed: list[float | None] = []
+        for event in stream.events:
+            when = None
+            for key in _ids(event, answers=True):
+                if key in stream.own:
+                    continue
+                times = sent.get(key, [])
+                after_at = itertools.islice(times, bisect.bisect_left(times, at), None)
+                before_end = itertools.takewhile(lambda t, end=stream.end: t <= end, after_at)
+                t = next((t for t in before_end if (key, t) not in taken), None)
+                if t is not None:
+                    taken.add((key, t))
+                    at = max(at, min(math.nextafter(t, math.inf), stream.end))
+                    when = at
+            placed.append(when)
+        after = stream.end
+        for event, when in zip(reversed(stream.events), reversed(placed), strict=True):
+            after = when if when is not None else after
+            event[fmt.F_TS] = after

@@ -65,6 +65,11 @@ MAX_PAYLOADS: Final = 2000
 _MAX_LINE: Final = 4 << 20
 """Bytes of a capture line read for a payload (recorded bodies are bounded by `--max-body`)."""
 _MAX_TOOLTIP: Final = 300
+_LANE_PX: Final = 46
+MAX_CHART_PX: Final = 21000
+"""The timeline's height at most, in CSS pixels: Chromium draws no canvas side over 65,535 device
+pixels (a blank chart, no error), which is 21,845 CSS pixels at a device pixel ratio of 3. Past
+`MAX_CHART_PX // _LANE_PX` servers their lanes share this height."""
 _LANE_LABEL: Final = 48
 
 ERA_COLORS: Final = {
@@ -370,7 +375,7 @@ def _chart(doc: dict[str, Any], analysis: Analysis, lanes: dict[str, str]) -> tu
         x_axis_type="datetime",
         y_range=FactorRange(*factors, name="lanes"),
         x_range=Range1d((lo - pad) * 1000, (hi + pad) * 1000, name="time"),
-        height=max(220, 60 + 46 * len(factors)),
+        height=min(max(220, 60 + _LANE_PX * len(factors)), MAX_CHART_PX),
         sizing_mode="stretch_width",
         tools="xpan,xwheel_zoom,xbox_zoom,reset,save",
         active_scroll="xwheel_zoom",
@@ -521,7 +526,7 @@ def render_html(analysis: Analysis) -> str:
             doc["servers"].append(_bare_server(f["server"], f["ts"]))
     # the doc's evidence names files as shown (`visible`): so are the keys they are looked up by
     payloads = _Payloads(
-        analysis.inputs.units,
+        {visible(k): v for k, v in analysis.inputs.units.items()},
         {visible(k): v for k, v in analysis.inputs.lines_from.items()},
         {visible(k): v for k, v in analysis.inputs.rows_from.items()},
     )
@@ -537,6 +542,11 @@ def render_html(analysis: Analysis) -> str:
     caps = []
     if marks_note:
         caps.append(marks_note)
+    if 60 + _LANE_PX * len(lanes) > MAX_CHART_PX:
+        caps.append(
+            f"{len(lanes)} servers' lanes share the timeline's {MAX_CHART_PX} pixels (a taller chart is not drawn):"
+            " pick a server in the filter to see its lane alone."
+        )
     if truncated:
         caps.append(
             f"{truncated} captured message(s) are longer than {MAX_PAYLOAD_CHARS} characters and shown truncated"

@@ -958,6 +958,8 @@ def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -
     except OSError as exc:
         raise InputError(f"cannot read {facts.file}: {exc.strerror or exc}") from None
     facts.transport, facts.unit = fmt.HTTP, foreign.UNITS[kind]
+    # no header names it: what it holds does, so that a copy is read once (`extract_files`)
+    facts.identity = (_key(b"foreign:" + converted.digest),) if converted.digest else ()
     facts.malformed = [BadLine(facts.file, n, why) for n, why in converted.unread]
     if cut is not None:
         last = max((n for n, _ in converted.records), default=0)
@@ -1072,11 +1074,15 @@ def extract_files(
     facts: list[FileFacts] = []
     unfinished, pending_rows = 0, 0
     first_of: dict[bytes, str] = {}  # identity key -> the file read for it
+    # HAR files and dumps are known by their content only once read: told apart here, in input order
+    foreign_first: dict[bytes, str] = {}
     counts_seen: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
     done = 0
 
     def add(result: FileFacts) -> None:
         nonlocal unfinished, pending_rows, done
+        if result.unit != "line" and result.was_read:
+            _drop_if_duplicate(result, foreign_first)
         result.counts = _shared_counts(result.counts, counts_seen)
         facts.append(result)
         if result.pending:

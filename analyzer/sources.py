@@ -7,6 +7,8 @@ of the decompressed stream), malformed and torn lines are those of the plain fil
 
 The kind is told by the first bytes (gzip and zstd magic numbers), so a capture compressed under
 another name is still read, and a file named `.gz` that is not compressed is read as what it is.
+A zlib stream has no magic number worth the name, so only a file named `*.zhar` (mitmproxy's
+compressed HAR export) is read as one, when its first bytes are a zlib header.
 
 A compressed stream can end early (a copy cut short, a disk that filled while logrotate wrote it)
 or be corrupt part way. Everything before that point is read; the stream then ends, and
@@ -38,18 +40,24 @@ _TNETSTRING: Final = re.compile(rb"^\d{1,12}:")
 
 GZIP: Final = "gzip"
 ZSTD: Final = "zstd"
+ZLIB: Final = "zlib"
 PLAIN: Final = "plain"
+ZHAR: Final = ".zhar"
+"""mitmproxy's HAR export (`save.har`, `hardump`) compresses a file so named with zlib."""
 
 _MAGIC: Final = ((b"\x1f\x8b", GZIP), (b"\x28\xb5\x2f\xfd", ZSTD))
 COMPRESSED_SUFFIXES: Final = (".gz", ".zst")
 """Name endings of compressed captures: found in directories (`*.jsonl.gz`) and left out of capture ids."""
 
 
-def compression_of(head: bytes) -> str:
-    """`GZIP`, `ZSTD` or `PLAIN`, from the first bytes of a file (at least four)."""
+def compression_of(head: bytes, name: str = "") -> str:
+    """`GZIP`, `ZSTD` or `PLAIN`, from the first bytes of a file (at least four); `ZLIB` for a zlib
+    stream named `*.zhar` (its two header bytes are too common to be told by content alone)."""
     for magic, kind in _MAGIC:
         if head.startswith(magic):
             return kind
+    if name.lower().endswith(ZHAR) and len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return ZLIB
     return PLAIN
 
 
@@ -61,6 +69,38 @@ def strip_compression(name: str) -> str:
     return name
 
 
+class _Inflater(io.RawIOBase):
+    """A zlib stream decompressed as read, a bounded piece at a time (a small stream can inflate to
+    gigabytes). Raises `EOFError` where it ends early and `zlib.error` where it is corrupt."""
+
+    def __init__(self, raw: io.BufferedReader) -> None:
+        self._raw = raw
+        self._z = zlib.decompressobj()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        while not self._z.eof:
+            data = self._z.unconsumed_tail or self._raw.read(_READ)
+            if not data:
+                raise EOFError("the zlib stream ends early")
+            out = self._z.decompress(data, len(buffer))
+            if out:
+                buffer[: len(out)] = out
+                return len(out)
+        return 0
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+_READ: Final = 64 << 10
+
+
 class CutStream(io.RawIOBase):
     """A decompressing reader that ends where its stream stops making sense instead of raising.
 
@@ -68,7 +108,7 @@ class CutStream(io.RawIOBase):
     file itself (`OSError` other than the decompressors' own) still raise: those are input errors.
     """
 
-    def __init__(self, inner: io.BufferedIOBase | zstd.ZstdFile, kind: str) -> None:
+    def __init__(self, inner: io.BufferedIOBase | io.BufferedReader | zstd.ZstdFile, kind: str) -> None:
         self._inner = inner
         self.kind = kind
         self.cut: str | None = None
@@ -108,12 +148,14 @@ def open_stream(path: str, data: bytes | None = None) -> io.BufferedReader | Cut
     # handed over to the stream returned, which closes it
     raw = open_binary(path) if data is None else io.BufferedReader(io.BytesIO(data))
     try:
-        kind = compression_of(raw.peek(4)[:4])
+        kind = compression_of(raw.peek(4)[:4], path)
     except BaseException:
         raw.close()
         raise
     if kind == GZIP:
         return CutStream(gzip.GzipFile(fileobj=raw, mode="rb"), GZIP)
+    if kind == ZLIB:
+        return CutStream(io.BufferedReader(_Inflater(raw)), ZLIB)
     if kind == ZSTD:
         return CutStream(zstd.ZstdFile(raw, mode="rb"), ZSTD)
     return raw

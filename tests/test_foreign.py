@@ -27,7 +27,7 @@ from analyzer.cli import app
 from analyzer.load import extract_file
 from analyzer.pipeline import analyze
 from analyzer.report import render, render_text, report_dict
-from tests.test_messages import discover_result, init, init_result, probe
+from tests.test_messages import discover_result, err, init, init_result, probe
 
 URL = "http://127.0.0.1:8931/mcp"
 ERASCOPE = Path(sys.executable).parent / "erascope"
@@ -326,3 +326,163 @@ def test_a_real_mitmproxy_10_dump_is_read() -> None:
     assert a.inputs.malformed == [] and a.findings == []
     doc = orjson.loads(render(a, "json"))
     assert all("#flow=" in e["at"] for s in doc["servers"] for e in s["evidence"])
+
+
+def test_a_lone_surrogate_escape_in_one_entry_loses_only_that_entry(tmp_path: Path) -> None:
+    """JSON allows `\\ud800` (JavaScript's JSON.stringify writes a lone surrogate so): orjson refused
+    the whole document for it, and every other entry was lost with it."""
+    doc = _har(_flows())
+    doc["log"]["entries"][0]["request"]["headers"].append({"name": "x-odd", "value": "SURROGATE"})
+    path = tmp_path / "surrogate.har"
+    path.write_bytes(orjson.dumps(doc).replace(b"SURROGATE", b"\\ud800"))
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    (note,) = report["inputs"]["malformed"]
+    assert note["line"] == 1 and note["reason"].startswith("not a HAR entry mitmproxy can read")
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+
+
+@pytest.mark.parametrize("text", [b'{"log": {"entries": ' + b"[" * 100_000, b'{"log": {"entries": [NaN]}}'])
+def test_json_orjson_refuses_stays_refused(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "odd.har"
+    path.write_bytes(text)
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not a HAR file" in proc.stderr
+
+
+def test_a_status_text_beyond_latin_1_does_not_lose_the_entry(tmp_path: Path) -> None:
+    """A reason phrase is whatever the server sent, and a browser writes it decoded: mitmproxy's
+    `reason` takes only Latin-1 text, so the probe and its answer were not read at all."""
+    doc = _har(_flows())
+    doc["log"]["entries"][0]["response"]["statusText"] = "OK ✓"
+    path = tmp_path / "reason.har"
+    path.write_bytes(orjson.dumps(doc))
+    facts = extract_file(str(path))
+    assert facts.malformed == []
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+def _http_sse_session(minutes: float) -> list[http.HTTPFlow]:
+    """The deprecated HTTP+SSE transport as a proxy keeps it whole: a `GET /sse` stream open for
+    `minutes`, carrying the endpoint and every answer, and the client's POSTs answered 202."""
+    start = 1796000000.0
+    base = URL.removesuffix("/mcp")
+    stream = tflow.tflow(resp=True)
+    stream.request = http.Request.make("GET", f"{base}/sse", b"", {"accept": "text/event-stream"})
+    stream.request.timestamp_start, stream.request.timestamp_end = start, start + 0.001
+    events = b"event: endpoint\ndata: /messages/?session_id=abc\n\n"
+    events += b"event: message\ndata: " + orjson.dumps(err(1, -32601, "Method not found")) + b"\n\n"
+    events += b"event: message\ndata: " + orjson.dumps(init_result(2)) + b"\n\n"
+    stream.response = http.Response.make(200, events, {"content-type": "text/event-stream"})
+    stream.response.timestamp_start, stream.response.timestamp_end = start + 0.002, start + minutes * 60
+    flows = [stream]
+    for n, body in enumerate((probe(1), init(2)), start=1):
+        post = tflow.tflow(resp=True)
+        headers = {"content-type": "application/json"}
+        if body["method"] == "server/discover":
+            headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+        post.request = http.Request.make("POST", f"{base}/messages/?session_id=abc", orjson.dumps(body), headers)
+        post.request.timestamp_start, post.request.timestamp_end = start + n, start + n + 0.001
+        post.response = http.Response.make(202, b"Accepted", {"content-type": "text/plain"})
+        post.response.timestamp_start = post.response.timestamp_end = start + n + 0.002
+        flows.append(post)
+    return flows
+
+
+@pytest.mark.parametrize("kind", ["har", "flows"])
+def test_answers_on_a_long_http_sse_stream_are_not_taken_for_late(tmp_path: Path, kind: str) -> None:
+    """A stream kept whole says when it ended, not when each event passed: every answer was stamped
+    at the stream's end, so a session longer than the probe timeout read `no-answer` and its server
+    `broken`, where the capture of the same traffic reads a prompt legacy answer."""
+    for minutes in (0.05, 5):
+        path = tmp_path / f"{minutes}.{kind}"
+        if kind == "har":
+            path.write_bytes(orjson.dumps(_har(_http_sse_session(minutes))))
+        else:
+            _dump(path, _http_sse_session(minutes))
+        report = report_dict(analyze([str(path)]))
+        assert report["totals"]["probe_outcomes"] == {"legacy-answer": 1}, minutes
+        assert report["totals"]["init_outcomes"] == {"served": 1}, minutes
+        assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"], minutes
+
+
+def test_mitmproxys_har_export_of_bytes_that_are_no_utf_8_is_read_as_its_dump_is(tmp_path: Path) -> None:
+    """mitmproxy's HAR export (`save.har`, `hardump`) writes a header byte that is no UTF-8 as a lone
+    surrogate (`caf\\udce9`): the whole file was refused, then the entry, where the dump of the same
+    flows is read whole."""
+    flows = _flows()
+    flows[0].request.headers[b"user-agent"] = b"caf\xe9-client/1"
+    flows[1].response.headers[b"x-served-by"] = b"n\xf6de-2"  # type: ignore[union-attr]
+    har = tmp_path / "export.har"
+    SaveHar().export_har(flows, str(har))
+    assert b"\\udce9" in har.read_bytes()
+    dump = _dump(tmp_path / "same.flows", flows)
+    facts = extract_file(str(har))
+    assert facts.malformed == []
+    assert facts.counts == extract_file(str(dump)).counts
+    assert _outcomes([har]) == _outcomes([dump]) == ({"discover-result": 1}, {"served": 1})
+
+
+def test_mitmproxys_compressed_har_export_is_read(tmp_path: Path) -> None:
+    """`hardump=FILE.zhar` (and `save.har` to such a name) makes mitmproxy write the HAR zlib
+    compressed: it was skipped as not an erascope capture. Cut short, it is an input error."""
+    path = tmp_path / "export.zhar"
+    SaveHar().export_har(_flows(), str(path))
+    assert not path.read_bytes().startswith(b"{")
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q", "-f", "json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    assert report["inputs"]["files"] == [str(path)]
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert {e["at"] for s in report["servers"] for e in s["evidence"]} == {f"{path}#entry=1", f"{path}#entry=2"}
+    cut = tmp_path / "cut.zhar"
+    cut.write_bytes(path.read_bytes()[:-20])
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(cut), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "not a HAR file" in proc.stderr
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_copy_of_a_har_or_dump_is_read_once(tmp_path: Path, jobs: int) -> None:
+    """A capture given twice is read once (its header names its run); a HAR file or a dump has no
+    header, so a copy of one (`export (1).har`, the `.gz` a ticket holds) was read again and every
+    probe, initialize and finding counted twice."""
+    har = orjson.dumps(_har(_flows()))
+    (tmp_path / "a.har").write_bytes(har)
+    (tmp_path / "export (1).har").write_bytes(har)
+    (tmp_path / "c.har.gz").write_bytes(gzip.compress(har))
+    dump = _dump(tmp_path / "d.flows", _flows()).read_bytes()
+    (tmp_path / "e.flows").write_bytes(dump)
+    other = tmp_path / "other.har"  # the same requests, another export: not a copy
+    other.write_bytes(orjson.dumps(_har(_flows()[:1])))
+    names = ["a.har", "c.har.gz", "d.flows", "e.flows", "export (1).har", "other.har"]
+    proc = subprocess.run(
+        [str(ERASCOPE), "analyze", "-q", "-f", "json", "--jobs", str(jobs), *(str(tmp_path / n) for n in names)],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    report = orjson.loads(proc.stdout)
+    assert report["inputs"]["files"] == [str(tmp_path / n) for n in ("a.har", "d.flows", "other.har")]
+    assert sorted((Path(d["file"]).name, Path(d["duplicate_of"]).name) for d in report["inputs"]["duplicates"]) == [
+        ("c.har.gz", "a.har"),
+        ("e.flows", "d.flows"),
+        ("export (1).har", "a.har"),
+    ]
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 3}
+    assert report["totals"]["init_outcomes"] == {"served": 2}
+
+
+def test_firefoxs_connection_field_is_a_port_not_a_connection(tmp_path: Path) -> None:
+    """Firefox writes the server's port in an entry's `connection` (`"443"`), where Chrome writes its
+    socket's id: every request of a Firefox HAR to one port read as one connection."""
+    flows = [_flow(probe(1), err(1, -32601, "nf"), sse=False, start=1796000000.0 + n) for n in range(3)]
+    doc = _har(flows)
+    doc["log"]["creator"] = {"name": "Firefox", "version": "140.0"}
+    for entry in doc["log"]["entries"]:
+        entry["connection"] = "8931"
+    path = tmp_path / "firefox.har"
+    path.write_bytes(orjson.dumps(doc))
+    (server,) = report_dict(analyze([str(path)]))["servers"]
+    assert server["connections"] == 3

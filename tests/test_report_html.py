@@ -384,3 +384,51 @@ def test_a_page_with_clashing_lane_labels_renders(browser: Any, tmp_path: Path) 
         assert len(lanes) == len(set(lanes)) == 3
     finally:
         o.page.close()
+
+
+def test_a_har_named_with_a_control_character_is_cited_by_entry(tmp_path: Path) -> None:
+    """The page's evidence names files as shown (`\\t` for a tab), but the kind of each file was
+    looked up by its real name: a HAR entry's message was cited as `file:1` and said to be a line
+    that could not be read again, instead of pointing into the HAR."""
+    from mitmproxy.addons.savehar import SaveHar
+
+    from tests.test_foreign import _flows
+
+    path = tmp_path / "in\tcident.har"
+    path.write_bytes(orjson.dumps(SaveHar().make_har(_flows())))
+    payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
+    shown = str(tmp_path / "in\\tcident.har")
+    assert payloads and all(p["at"].startswith(f"{shown}#entry=") for p in payloads.values())
+    assert all(p["note"] == f"the capture is a HAR file: open it at {p['at']}" for p in payloads.values())
+
+
+def test_the_timeline_of_many_servers_is_still_drawn(browser: Any, tmp_path: Path) -> None:
+    """Each lane added 46 px to the chart: past 65,535 device pixels (about 1,400 servers on a plain
+    screen, 470 at a device pixel ratio of 3) Chromium gives the canvas no pixels and the timeline
+    was blank, without any error."""
+    from PIL import Image
+
+    for n in range(500):
+        cap = Cap(tmp_path / "caps", server=f"https://h{n}.example.com/mcp", conn=f"c{n}")
+        cap.c2s(probe(1))
+        cap.s2c(err(1, -32601, "no such method"))
+        cap.close()
+    page = tmp_path / "report.html"
+    page.write_text(render_html(analyze([str(tmp_path / "caps")])), encoding="utf-8")
+    assert "500 servers&#39; lanes share the timeline" in page.read_text(encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1300, "height": 900}, device_scale_factor=3)
+    try:
+        tab = context.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda e: errors.append(str(e)))
+        tab.goto(page.as_uri())
+        tab.wait_for_selector("#timeline[data-ready=true]", timeout=60_000)
+        box = tab.locator("#timeline").bounding_box()
+        assert box is not None
+        png = tab.screenshot(clip={"x": box["x"], "y": box["y"], "width": box["width"], "height": 800}, scale="css")
+        colours = Image.open(io.BytesIO(png)).convert("RGB").getcolors(maxcolors=1 << 20) or []
+        eras = {tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in html_report.ERA_COLORS.values()}
+        assert sum(n for n, rgb in colours if rgb in eras) > 100, "no lane is drawn"
+        assert errors == []
+    finally:
+        context.close()
