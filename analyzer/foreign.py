@@ -352,7 +352,10 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
     flow = request_to_flow({**entry, "time": entry.get("time") or 0})
     if (request.get("postData") or {}).get("encoding") == "base64" and text:
         flow.request.content = base64.b64decode(text)
-    start = dt.datetime.fromisoformat(str(entry["startedDateTime"]).replace("Z", "+00:00")).timestamp()
+    started = dt.datetime.fromisoformat(str(entry["startedDateTime"]).replace("Z", "+00:00"))
+    # HAR requires an offset; without one the writer named no zone, and the reading machine's own
+    # would make the report depend on where it runs: UTC, as the recorders write
+    start = (started if started.tzinfo is not None else started.replace(tzinfo=dt.UTC)).timestamp()
     t = {k: float(v) / 1000 for k, v in (entry.get("timings") or {}).items() if isinstance(v, int | float) and v > 0}
     before_send = sum(t.get(k, 0.0) for k in ("blocked", "dns", "connect"))  # ssl is inside connect
     sent = start + before_send + t.get("send", 0.0)

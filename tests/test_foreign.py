@@ -317,6 +317,31 @@ def test_har_times_and_peer_come_from_the_entry(tmp_path: Path) -> None:
     assert server["peers"] == ["10.0.0.7:8931"]
 
 
+@pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/Los_Angeles"])
+def test_a_start_time_without_an_offset_reads_the_same_on_every_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, zone: str
+) -> None:
+    """HAR 1.2 says `startedDateTime` carries an offset; a tool that leaves it out wrote no zone, and
+    the machine reading it must not choose one: a CI job's report would depend on where it runs."""
+    import time
+
+    from analyzer.load import LoadOptions
+
+    doc = _har(_flows()[:1])
+    doc["log"]["entries"][0]["startedDateTime"] = "2026-11-30T01:00:00.000"
+    path = tmp_path / "naive.har"
+    path.write_bytes(orjson.dumps(doc))
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        facts = extract_file(str(path), LoadOptions(condense=False))
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    times = {str(k): float(t) for k, t in facts.messages.select("kind", "ts").iter_rows()}
+    assert times["request"] == pytest.approx(1796000400.0)  # read as UTC
+
+
 def test_a_real_mitmproxy_10_dump_is_read() -> None:
     """A dump written by mitmproxy 10.4.2 itself (flow format 20; `tests/data/README.md` says how)."""
     path = Path(__file__).parent / "data" / "mitmproxy-10.4.2.flows"
