@@ -9,6 +9,7 @@ are torn, never a crash.
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analyzer import load
 from analyzer.load import extract_file, find_inputs
@@ -163,3 +166,36 @@ def test_directories_list_compressed_captures_and_a_copy_is_read_once(tmp_path: 
     assert report["inputs"]["files"] == [str(tmp_path / source.name)]  # the logrotated copies repeat the part
     assert [d["duplicate_of"] for d in report["inputs"].pop("duplicates")] == [str(tmp_path / source.name)] * 2
     assert report == _report([tmp_path / source.name])
+
+
+def _pieces_model(data: bytes, head: int, size: int) -> list[bytes]:
+    """Pieces as the reading defines them: cut after the last newline of what has been read, the
+    `head` bytes read ahead and then `size` bytes at a time; only the last piece may lack its newline."""
+    out: list[bytes] = []
+    pending = b""
+    blocks = [data[: head + size], *(data[at : at + size] for at in range(head + size, len(data), size))]
+    for block in blocks:
+        pending += block
+        cut = pending.rfind(b"\n") + 1
+        if cut:
+            out.append(pending[:cut])
+            pending = pending[cut:]
+    return [*out, pending] if pending else out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+    last=st.booleans(),
+    size=st.integers(1, 64),
+    head=st.integers(0, 8),
+)
+def test_pieces_of_a_stream_are_cut_after_newlines(lines: list[bytes], last: bool, size: int, head: int) -> None:
+    """Lines longer than a piece (joined once, at their newline), short ones, a last line without its
+    newline, bytes read ahead (`head`): the pieces are the model's, whatever the block size."""
+    from analyzer.sources import pieces
+
+    data = b"\n".join(lines) + (b"\n" if last and lines else b"")
+    head = min(head, len(data))
+    stream = io.BufferedReader(io.BytesIO(data[head:]))  # type: ignore[arg-type]
+    assert list(pieces(stream, size, data[:head])) == _pieces_model(data, head, size)
