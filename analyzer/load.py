@@ -413,11 +413,17 @@ def _pieces(f: BinaryIO, size: int) -> Iterator[bytes]:
     while piece := f.read(size):
         cut = piece.rfind(b"\n") + 1
         ended = len(piece) < size  # a buffered read gives less only at the end
-        while cut == 0 and (more := f.read(size)):
-            last = more.rfind(b"\n")
-            cut = 0 if last < 0 else len(piece) + last + 1
-            piece += more
-            ended = len(more) < size
+        if cut == 0:
+            # a line longer than a piece: its reads are joined once (joined at each read, a line of L
+            # bytes cost L²/size bytes copied)
+            parts, length = [piece], len(piece)
+            while cut == 0 and (more := f.read(size)):
+                last = more.rfind(b"\n")
+                cut = 0 if last < 0 else length + last + 1
+                parts.append(more)
+                length += len(more)
+                ended = len(more) < size
+            piece = b"".join(parts)
         if 0 < cut < len(piece) and ended:
             # the end's last line without its newline: what a read after the cut would give (an
             # object at a URL would be asked for it again)

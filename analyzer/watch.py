@@ -506,10 +506,12 @@ class Watcher:
             if size <= part.offset:
                 return b""
             f.seek(part.offset)
-            data = f.read(min(size - part.offset, READ_LIMIT))
-            # a line longer than one read: read on to its end (or to the end written so far)
-            while b"\n" not in data and (more := f.read(READ_LIMIT)):
-                data += more
+            reads = [f.read(min(size - part.offset, READ_LIMIT))]
+            # a line longer than one read: read on to its end (or to the end written so far), each
+            # read searched once and all joined once (a line of L bytes is not copied L/READ_LIMIT times)
+            while b"\n" not in reads[-1] and (more := f.read(READ_LIMIT)):
+                reads.append(more)
+        data = b"".join(reads)
         return data[: data.rfind(b"\n") + 1]
 
     def _read_compressed(self, part: _Part) -> bytes:
