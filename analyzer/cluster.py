@@ -10,8 +10,9 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
 - `analyze ARCHIVE` is a map over shards of server keys: each task runs the whole local pipeline
   (`analyzer.pipeline.analyze`) on the archive with `AnalyzeOptions.servers` set to its shard, so
   only that shard's `server=` partitions are opened, and sends back what the report shows of it
-  (`ShardResult`: verdicts, findings, client rows, totals). `merge` puts the shards together on
-  the client into the `Analysis` the local run gives, and the report is byte-identical.
+  (`ShardResult`: verdicts, findings, client rows, totals, a small row per probe and initialize).
+  `merge` puts the shards together on the client into the `Analysis` the local run gives, and the
+  report is byte-identical.
 
 Workers open the paths as the client names them: inputs and archive must be on a filesystem the
 client and every worker see under the same path (a shared mount), or at URLs every worker can read
@@ -177,8 +178,10 @@ class ShardResult:
     clients: pl.DataFrame | None
     messages: int
     """Message rows of the shard (condensed ones included), as `Analysis.message_count`."""
-    probe_outcomes: dict[str, int]
-    init_outcomes: dict[str, int]
+    probes: pl.DataFrame
+    """The shard's probes, the columns reports read of them (`MARK_COLUMNS`): a small row each."""
+    inits: pl.DataFrame
+    """The shard's initializes, as `probes`."""
     inputs_digest: str
     """The input accounting of the shard's run: every shard reads every archive entry, so all agree."""
     inputs: Inputs | None
@@ -191,8 +194,21 @@ def _digest(inputs: Inputs) -> str:
     return hashlib.sha256(orjson.dumps(dataclasses.asdict(inputs))).hexdigest()
 
 
-def _outcomes(frame: pl.DataFrame) -> dict[str, int]:
-    return {str(k): int(n) for k, n in frame.get_column("outcome").value_counts().iter_rows()}
+MARK_COLUMNS: Final = {
+    "server": pl.String(),
+    "ts": pl.Float64(),
+    "outcome": pl.String(),
+    "peer": pl.String(),
+    "client_name": pl.String(),
+    "file": pl.String(),
+    "line": pl.UInt32(),
+}
+"""What reports read of a probe or initialize: its outcome (counted), and the html page's mark of it."""
+
+
+def _marks(frame: pl.DataFrame) -> pl.DataFrame:
+    # plain strings: categoricals of two workers' processes need not concatenate
+    return frame.select(pl.col(c).cast(t) for c, t in MARK_COLUMNS.items())
 
 
 def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions) -> ShardResult:
@@ -210,8 +226,8 @@ def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: 
             findings=analysis.findings,
             clients=analysis.clients,
             messages=analysis.message_count,
-            probe_outcomes=_outcomes(analysis.probes),
-            init_outcomes=_outcomes(analysis.inits),
+            probes=_marks(analysis.probes),
+            inits=_marks(analysis.inits),
             inputs_digest=_digest(analysis.inputs),
             inputs=analysis.inputs if shard == 0 else None,
         )
@@ -317,31 +333,18 @@ def merge(results: Sequence[ShardResult], shards: Sequence[tuple[str, ...]]) -> 
     findings = sort_findings(findings)
     frames = [r.clients for r in ordered if r.clients is not None]
     clients = pl.concat(frames, how="vertical").sort("server", "client") if frames else None
-    probes, inits = Counter[str](), Counter[str]()
-    for r in ordered:
-        probes.update(r.probe_outcomes)
-        inits.update(r.init_outcomes)
-    # No rows come back: the report reads of them only counts, which add up (messages via
-    # `Traffic.rows`, probes and inits as their outcome column)
+    # No message rows come back: the report reads of them only their count, which adds up (via
+    # `Traffic.rows`); of probes and inits it reads the columns they came back with
     return Analysis(
         inputs=inputs,
         messages=pl.DataFrame(schema=MESSAGES_SCHEMA),
-        probes=_outcome_rows(probes),
-        inits=_outcome_rows(inits),
+        probes=pl.concat([r.probes for r in ordered], how="vertical"),
+        inits=pl.concat([r.inits for r in ordered], how="vertical"),
         servers=verdicts,
         findings=findings,
         clients=clients,
         traffic=Traffic(rows=sum(r.messages for r in ordered)),
     )
-
-
-def _outcome_rows(counts: Counter[str]) -> pl.DataFrame:
-    """A frame of one `outcome` row per probe (or initialize), from the outcome counts: what the
-    report reads of `Analysis.probes`/`inits` (their height and outcome counts). 4 bytes a probe."""
-    keys = sorted(counts)
-    return pl.DataFrame(
-        {"outcome": pl.Series(keys, dtype=pl.Categorical()), "n": [counts[k] for k in keys]}
-    ).select(pl.col("outcome").repeat_by("n").explode())
 
 
 def analyze_on_cluster(

@@ -166,6 +166,19 @@ def test_analyze_on_the_cluster_gives_the_local_report(
     assert remote == local
 
 
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_every_report_format_on_the_cluster_is_the_local_one(
+    cluster: Cluster, archives: dict[str, Path], fmt: str
+) -> None:
+    """The html page draws a mark per probe and initialize (server, time, outcome, peer, client,
+    file:line): the merged analysis had only their outcomes, and the page crashed on it."""
+    archive = archives["generated"]
+    local = erascope("analyze", archive, "--format", fmt, "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", fmt, "--quiet", "--scheduler", cluster.address)
+    assert b"Traceback" not in remote.stderr
+    assert remote.stdout == local
+
+
 @pytest.mark.parametrize("shards", [1, 3, 7])
 def test_report_does_not_depend_on_the_shards(cluster: Cluster, archives: dict[str, Path], shards: int) -> None:
     from analyzer.cluster import analyze_on_cluster
