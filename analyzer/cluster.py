@@ -41,7 +41,7 @@ import orjson
 import polars as pl
 
 from addon.errors import ErascopeError
-from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
+from analyzer.archive import COMPACT_AGAIN, NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
 from analyzer.compact import CompactResult, Named, compact, compact_file, source_fingerprint
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
@@ -240,10 +240,11 @@ def archive_parts(archive: Path | str) -> list[tuple[str, str, int]]:
     or at a URL: one listing)."""
     if isinstance(archive, str) and is_url(archive):
         return [(p, p.rsplit("/", 2)[1].split("=", 1)[1], size) for p, size in part_sizes(archive).items()]
+    # only what compact names a part, as at a URL: a compact killed mid-write leaves its temporary
+    # file (`.<part>.<pid>.<thread>.tmp`) beside them, which no entry names and no local run reads
     return [
-        (str(p), server_dir.name.split("=", 1)[1], p.stat().st_size)
-        for server_dir in Path(archive).glob("day=*/server=*")
-        for p in server_dir.iterdir()
+        (str(p), p.parent.name.split("=", 1)[1], p.stat().st_size)
+        for p in Path(archive).glob("day=*/server=*/*.parquet")
         if p.is_file()
     ]
 
@@ -363,7 +364,10 @@ def analyze_on_cluster(
         )
     archive = str(paths[0]) if is_url(str(paths[0])) else str(Path(paths[0]).absolute())
     parts = archive_parts(archive)
-    sizes = archive_servers(parts)
+    try:
+        sizes = archive_servers(parts)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _damaged(paths[0], exc) from None
     if None in sizes:
         # a shard names its servers, and no selection names "no server": such rows would be in no shard
         raise ErascopeError(
@@ -371,10 +375,14 @@ def analyze_on_cluster(
             " no server shard; analyze this archive without --scheduler"
         )
     keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
+    try:
+        links = linked_servers(parts, keys) if keys else None
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _damaged(paths[0], exc) from None
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
     with connect(address) as client:
         count = shards or sum(client.nthreads().values()) or 1
-        plan = shards_of(keys, count, linked_servers(parts, keys)) if keys else [tuple(options.servers or ())]
+        plan = shards_of(keys, count, links) if keys else [tuple(options.servers or ())]
         token = _token()
         futures = client.map(
             _analyze_shard,
@@ -387,6 +395,11 @@ def analyze_on_cluster(
         )
         results = _gather(client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)])
     return merge(results, plan)
+
+
+def _damaged(archive: str | Path, exc: Exception) -> ErascopeError:
+    """The error for a part the client cannot read while planning the shards, as a local run says it."""
+    return ErascopeError(f"archive {archive}: a part cannot be read ({exc}); {COMPACT_AGAIN}")
 
 
 def _token() -> str:

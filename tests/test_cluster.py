@@ -289,6 +289,39 @@ def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[
     assert remote == local
 
 
+def test_a_partial_file_a_killed_compact_left_is_ignored_as_locally(
+    cluster: Cluster, archives: dict[str, Path], tmp_path: Path
+) -> None:
+    """A compact killed while writing a part leaves its temporary file beside the parts
+    (`.<name>.<pid>.<thread>.tmp`, `compact._atomic_write`); no entry names it. The local run reads
+    only what the entries name; the cluster's planning read every file in the partitions and
+    crashed on it (a polars traceback)."""
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    part = sorted(archive.glob("day=*/server=*/*.parquet"))[0]
+    (part.parent / f".{part.name}.4242.139.tmp").write_bytes(part.read_bytes()[:100])
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address, check=False)
+    assert remote.returncode == 0, remote.stderr.decode()
+    assert remote.stdout == local
+
+
+def test_a_damaged_part_is_an_input_error_not_a_crash(
+    cluster: Cluster, archives: dict[str, Path], tmp_path: Path
+) -> None:
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    part = sorted(archive.glob("day=*/server=*/*.parquet"))[0]
+    part.write_bytes(b"not parquet")
+    key = unquote(part.parent.name.split("=", 1)[1])
+    local = erascope("analyze", archive, "--server", key, "--quiet", check=False)
+    remote = erascope("analyze", archive, "--quiet", "--scheduler", cluster.address, check=False)
+    assert local.returncode == 2, local.stderr.decode()  # the local run reading that part says so
+    assert remote.returncode == 2, remote.stderr.decode()
+    assert b"Traceback" not in remote.stderr
+    assert b"a part cannot be read" in remote.stderr
+
+
 def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archives: dict[str, Path]) -> None:
     from addon.errors import ErascopeError
     from analyzer.cluster import analyze_on_cluster
