@@ -27,6 +27,7 @@ module only by the `--scheduler` paths of the CLI.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.util
 import os
@@ -64,25 +65,68 @@ CONNECT_TIMEOUT_S: Final = 10.0
 def connect(address: str) -> Iterator[Client]:
     """A Dask client of the scheduler at `address` (`tcp://host:port`, or a scheduler file's path).
 
-    Raises `ErascopeError` when the engine is not installed or the scheduler does not answer.
+    Raises `ErascopeError` when the engine is not installed, or nothing at `address` answers as a
+    Dask scheduler within `CONNECT_TIMEOUT_S`.
     """
     if importlib.util.find_spec("distributed") is None:
         raise ErascopeError(f"--scheduler needs the Dask engine, which is not installed: {INSTALL_HINT}")
     from distributed import Client
 
-    kwargs: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_S, "set_as_default": False}
-    if Path(address).is_file():  # `dask scheduler --scheduler-file FILE` writes the address there
-        kwargs["scheduler_file"] = address
-    else:
-        kwargs["address"] = address
+    target = _scheduler_address(address)
     try:
-        client = Client(**kwargs)
-    except (OSError, TimeoutError, ValueError) as exc:
+        kind = asyncio.run(asyncio.wait_for(_identify(target), CONNECT_TIMEOUT_S))
+    except TimeoutError:
+        raise ErascopeError(
+            f"cannot reach the Dask scheduler at {address}: nothing answered as one within {CONNECT_TIMEOUT_S:g} s"
+        ) from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    if kind != "Scheduler":
+        raise ErascopeError(
+            f"cannot reach the Dask scheduler at {address}: what answers there is {kind or 'not Dask'}, not a"
+            " scheduler (give the address `dask scheduler` prints, or its --scheduler-file)"
+        )
+    try:
+        client = Client(address=target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError, ImportError) as exc:
         raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
         yield client
     finally:
         client.close()
+
+
+def _scheduler_address(address: str) -> str:
+    """The address `address` names: itself, or the one in the scheduler file at that path."""
+    if not Path(address).is_file():  # `dask scheduler --scheduler-file FILE` writes the address there
+        return address
+    try:
+        found = orjson.loads(Path(address).read_bytes()).get("address")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        found = None
+    if not isinstance(found, str):
+        raise ErascopeError(
+            f"--scheduler {address} is a file but no scheduler file (the JSON `dask scheduler --scheduler-file`"
+            " writes, naming the scheduler's address)"
+        )
+    return found
+
+
+async def _identify(address: str) -> str | None:
+    """What the Dask server at `address` says it is (`Scheduler`, `Worker`, …); None for a reply that
+    is no Dask identity. The caller bounds the time: the handshake after the TCP connect has no
+    timeout of its own, and a port that accepts but never speaks (not Dask) would hang the client."""
+    from distributed.comm import connect as open_comm
+    from distributed.security import Security
+
+    comm = await open_comm(address, timeout=CONNECT_TIMEOUT_S, **Security().get_connection_args("client"))
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        reply = await comm.read()
+    finally:
+        comm.abort()
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:

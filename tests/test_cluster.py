@@ -124,6 +124,34 @@ def test_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
     assert f"cannot reach the Dask scheduler at {address}" in result.stderr.decode()
 
 
+@pytest.mark.parametrize("case", ["silent listener", "worker", "not a scheduler file", "tls without certificates"])
+def test_an_address_that_is_no_scheduler_is_an_input_error(cluster: Cluster, tmp_path: Path, case: str) -> None:
+    """A port that accepts connections and never answers (a mistyped port, a service that waits for
+    its client to speak first) hung the run for good, past the connect timeout (the handshake after
+    the TCP connect has none); a worker's address, a file that is no scheduler file and a `tls://`
+    address without a TLS configuration crashed with a traceback."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        if case == "silent listener":
+            address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        elif case == "worker":
+            address = sorted(cluster.worker_pids())[0]
+        elif case == "not a scheduler file":
+            address = str(tmp_path / "scheduler.json")
+            Path(address).write_bytes(b'{"not": "an address"}')
+        else:
+            address = f"tls://127.0.0.1:{_free_port()}"
+        # a guard, far above the connect timeout: a run that hangs fails the test instead of stalling it
+        result = subprocess.run(
+            [str(ERASCOPE), "compact", "captures/corpus", "--out", str(tmp_path / "a"), "--scheduler", address],
+            cwd=ROOT, capture_output=True, timeout=180,
+        )
+    assert result.returncode == 2, result.stderr.decode()
+    assert b"Traceback" not in result.stderr
+    assert address.encode() in result.stderr
+
+
 # --- analyze -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory: pytest.TempPathFactory, generated: Path) -> dict[str, Path]:
