@@ -17,9 +17,10 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
 Workers open the paths as the client names them: inputs and archive must be on a filesystem the
 client and every worker see under the same path (a shared mount), or at URLs every worker can read
 (and, for `compact --out`, write) with the credentials in its own environment. Each task checks that, and fails
-with a clear error instead of reading another file. A task whose worker dies is run again by the
-scheduler elsewhere (up to its `allowed-failures`); a task that fails for good fails the whole run:
-the result accounts for every shard or there is no result.
+with a clear error instead of reading another file, and runs only on a worker with the client's
+erascope (`code_identity`): another one would analyze its shard its own way. A task whose worker
+dies is run again by the scheduler elsewhere (up to its `allowed-failures`); a task that fails for
+good fails the whole run: the result accounts for every shard or there is no result.
 
 `distributed` is an optional dependency (`erascope[dask]`): it is imported only here, and this
 module only by the `--scheduler` paths of the CLI.
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import importlib.util
 import os
 from collections import Counter
@@ -91,6 +93,7 @@ def connect(address: str) -> Iterator[Client]:
     except (OSError, TimeoutError, ValueError, TypeError, ImportError) as exc:
         raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
+        _check_workers(client)
         yield client
     finally:
         client.close()
@@ -129,6 +132,60 @@ async def _identify(address: str) -> str | None:
     return kind if isinstance(kind, str) else None
 
 
+_CODE_SUFFIXES: Final = (".py", ".j2")
+
+
+@functools.cache
+def code_identity() -> str:
+    """This erascope, as far as its results go: its version and a digest of its modules and report
+    templates (`addon`, `analyzer`), which tells apart two development trees of one version too."""
+    import hashlib
+
+    import addon
+    import analyzer
+    from addon.version import tool_version
+
+    digest = hashlib.sha256()
+    for package in (Path(addon.__file__).parent, Path(analyzer.__file__).parent):
+        for path in sorted(p for p in package.rglob("*") if p.suffix in _CODE_SUFFIXES and p.is_file()):
+            digest.update(f"{package.name}/{path.relative_to(package).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return f"{tool_version()} (code {digest.hexdigest()[:16]})"
+
+
+_SAME_ERASCOPE: Final = "install the client's erascope on every worker (and restart them); the run did not start"
+
+
+def _check_workers(client: Client) -> None:
+    """Refuse workers whose erascope is not the client's: they would analyze their shards, or write
+    their archive files, their own way, and the report would not be the local one."""
+    mine = code_identity()
+    # any exception: what a worker without this erascope, or with an older one, raises unpickling
+    # the check is anyone's guess
+    try:
+        theirs = client.run(code_identity)
+    except Exception as exc:
+        raise ErascopeError(
+            f"the workers cannot run this erascope ({type(exc).__name__}: {exc}), they run another erascope or"
+            f" none: {_SAME_ERASCOPE}"
+        ) from None
+    for worker, theirs_ in sorted(theirs.items()):
+        if theirs_ != mine:
+            raise ErascopeError(
+                f"worker {worker} runs another erascope ({theirs_}) than this client ({mine}): {_SAME_ERASCOPE}"
+            )
+
+
+def _same_erascope(expected: str) -> None:
+    """In a task: refuse to run on a worker that joined after `_check_workers` with another erascope."""
+    if (mine := code_identity()) != expected:
+        raise ErascopeError(
+            f"worker {os.uname().nodename} runs another erascope ({mine}) than the client ({expected}): install"
+            " the client's erascope on every worker (and restart them)"
+        )
+
+
 def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
     """Every task's result, in order, or an `ErascopeError` naming the first task that failed for good.
 
@@ -154,11 +211,18 @@ _SHARED: Final = "a filesystem the client and the workers share, under the same 
 
 
 def _compact_task(
-    path: str, out: str, fingerprint: dict[str, Any], old: Named | None = None, temp_dir: str | None = None
+    identity: str,
+    path: str,
+    out: str,
+    fingerprint: dict[str, Any],
+    old: Named | None = None,
+    temp_dir: str | None = None,
 ) -> tuple[int, int]:
     """Run on a worker: compact one input file (a path or a URL) into the shared archive `out` (a
     directory or a URL): the worker reads the input and writes the archive's objects itself. `old`
-    and `temp_dir` as for `compact_file` (the staging directory is the worker's)."""
+    and `temp_dir` as for `compact_file` (the staging directory is the worker's); `identity`: the
+    client's `code_identity`."""
+    _same_erascope(identity)
     try:
         seen = source_fingerprint(path)
     except OSError as exc:
@@ -197,6 +261,7 @@ def compact_on_cluster(
             token = _token()
             futures = client.map(
                 _compact_task,
+                [code_identity()] * len(todo),
                 todo,
                 [archive if isinstance(archive, str) else str(archive.absolute())] * len(todo),
                 prints,
@@ -255,8 +320,12 @@ def _marks(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select(pl.col(c).cast(t) for c, t in MARK_COLUMNS.items())
 
 
-def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions) -> ShardResult:
-    """Run on a worker: the local pipeline on the archive, these server keys only."""
+def _analyze_shard(
+    identity: str, shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions
+) -> ShardResult:
+    """Run on a worker: the local pipeline on the archive, these server keys only (`identity`: the
+    client's `code_identity`)."""
+    _same_erascope(identity)
     if not is_archive(archive):
         raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on a"
                             " filesystem the client and the workers share, under the same path, or at a URL they"
@@ -430,6 +499,7 @@ def analyze_on_cluster(
         token = _token()
         futures = client.map(
             _analyze_shard,
+            [code_identity()] * len(plan),
             range(len(plan)),
             [archive] * len(plan),
             plan,

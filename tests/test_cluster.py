@@ -302,6 +302,29 @@ def test_a_shard_that_cannot_be_run_fails_the_run_with_a_clear_error(
     assert "the workers running it died" in err.decode()
 
 
+def test_workers_running_another_erascope_are_refused(tmp_path: Path, archives: dict[str, Path]) -> None:
+    """Workers whose erascope differs from the client's (here one rule's default threshold) analyzed
+    their shards their own way: exit 0 and a report other than the local one; an older erascope's
+    shard results crashed the merge. Both steps are refused before any task runs."""
+    other = tmp_path / "other"
+    for package in ("addon", "analyzer"):
+        shutil.copytree(ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
+    options = other / "analyzer" / "rules" / "options.py"
+    options.write_text(options.read_text().replace("storm_min_probes: int = 5", "storm_min_probes: int = 500"))
+    archive = archives["corpus"]
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    assert "probe-storm" in {f["rule"] for f in orjson.loads(local)["findings"]}  # the other rule reports otherwise
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, env={"PYTHONPATH": str(other)}) as c:
+        analyzed = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", c.address, check=False)
+        compacted = erascope("compact", "captures/corpus", "--out", tmp_path / "a", "--scheduler", c.address,
+                             check=False)
+    for result in (analyzed, compacted):
+        assert result.returncode == 2, result.stderr.decode()
+        assert b"another erascope" in result.stderr
+    assert analyzed.stdout == b""
+    assert not list((tmp_path / "a").glob("day=*"))  # no worker wrote a part
+
+
 @pytest.mark.parametrize("window", [False, True])
 def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[str, Path], window: bool) -> None:
     archive = archives["generated"]
