@@ -207,6 +207,29 @@ def test_every_report_format_on_the_cluster_is_the_local_one(
     assert remote.stdout == local
 
 
+def test_the_html_page_does_not_depend_on_the_order_probes_come_back_in(cluster: Cluster, tmp_path: Path) -> None:
+    """Probes of one server at one time (a coarse clock, or times anyone can write into a capture):
+    the page sorted its marks by server and time only, so tied marks kept the order their rows came
+    in, which differs between the local run and the merge of the shards, and so did the page."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    scenarios = ["probe-storm-stdio", "probe-storm-http", "auto-modern-stdio", "auto-legacy-http",
+                 "rollout-split-http", "legacy-mode-dual-stdio"]
+    for i, scenario in enumerate(scenarios):
+        source = sorted((ROOT / "captures" / "corpus" / scenario).glob("*.jsonl"))[0]
+        records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+        for n, record in enumerate(records):
+            record["server"] = f"server-{i % 3}"
+            if n and "ts" in record:
+                record["ts"] = 1.796e9 + i % 2 / 2
+        (caps / f"{i}-{source.name}").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    archive = tmp_path / "archive"
+    erascope("compact", caps, "--out", archive)
+    local = erascope("analyze", archive, "--format", "html", "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", "html", "--quiet", "--scheduler", cluster.address).stdout
+    assert remote == local
+
+
 @pytest.mark.parametrize("shards", [1, 3, 7])
 def test_report_does_not_depend_on_the_shards(cluster: Cluster, archives: dict[str, Path], shards: int) -> None:
     from analyzer.cluster import analyze_on_cluster
