@@ -481,8 +481,9 @@ def analyze_on_cluster(
         sizes = archive_servers(parts)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise _damaged(paths[0], exc) from None
-    if None in sizes:
-        # a shard names its servers, and no selection names "no server": such rows would be in no shard
+    if None in sizes and options.servers is None:
+        # a shard names its servers, and no selection names "no server": such rows would be in no
+        # shard (a selection of servers, local or not, never keeps them)
         raise ErascopeError(
             f"{paths[0]} holds rows without a server key (in partition server={NULL_SERVER}): they belong to"
             " no server shard; analyze this archive without --scheduler"

@@ -396,10 +396,8 @@ def test_a_damaged_part_is_an_input_error_not_a_crash(
     assert b"a part cannot be read" in remote.stderr
 
 
-def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archives: dict[str, Path]) -> None:
-    from addon.errors import ErascopeError
-    from analyzer.cluster import analyze_on_cluster
-    from analyzer.pipeline import AnalyzeOptions
+def _keyless_archive(tmp_path: Path) -> Path:
+    """An archive of an HTTP capture and a stdio capture whose records lost their server key."""
     caps = tmp_path / "caps"
     shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps)
     source = sorted((ROOT / "captures" / "corpus" / "auto-modern-stdio").glob("*.jsonl"))[0]
@@ -408,9 +406,31 @@ def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archi
     (caps / source.name).write_bytes(keyless)
     archive = tmp_path / "archive"
     erascope("compact", caps, "--out", archive)
+    return archive
+
+
+def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path) -> None:
+    from addon.errors import ErascopeError
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+
+    archive = _keyless_archive(tmp_path)
     # refused before any scheduler is contacted (this address has none)
     with pytest.raises(ErascopeError, match="rows without a server key"):
         analyze_on_cluster(f"tcp://127.0.0.1:{_free_port()}", [archive], AnalyzeOptions())
+
+
+def test_rows_without_a_server_key_do_not_stop_a_selection_of_servers(cluster: Cluster, tmp_path: Path) -> None:
+    """`--server` never keeps rows without a key, locally either: the cluster refused such an
+    archive all the same, though every row the selection keeps has a key and a shard."""
+    archive = _keyless_archive(tmp_path)
+    picked = ["--server", "auto-modern-http-server"]
+    local = erascope("analyze", archive, "--format", "json", "--quiet", *picked).stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", cluster.address,
+                      check=False)
+    assert remote.returncode == 0, remote.stderr.decode()
+    assert [s["server"] for s in orjson.loads(local)["servers"]] == ["auto-modern-http-server"]
+    assert remote.stdout == local
 
 
 def test_server_keys_that_share_a_session_are_analyzed_in_one_shard(cluster: Cluster, tmp_path: Path) -> None:
