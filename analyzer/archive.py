@@ -92,7 +92,7 @@ MOVED_IN_MEMORY_BYTES: Final = 96 << 20
 up to this many bytes together (about 62 MB at 1 GB of captures) instead of writing them to the
 analysis' temporary files: once read they are in memory anyway, and the rules' first frames read
 them several times. More are spilled (`analyzer.spill`), so the heap stays bounded as input grows."""
-_COMPACT_AGAIN: Final = "run `erascope compact --force` on the captures to rewrite the archive"
+COMPACT_AGAIN: Final = "run `erascope compact --force` on the captures to rewrite the archive"
 """The fix for an archive file that cannot be read as its entry says."""
 
 
@@ -189,7 +189,7 @@ def source_entries(archive: Path | str) -> list[str]:
             raise ErascopeError(f"{p}: not a readable archive entry ({content})")
         entry = _parsed(p, content)
         if (wrong := malformed_fields(entry)) is not None:  # its `file` orders the entries, first
-            raise ErascopeError(f"{p}: malformed archive entry ({wrong}); {_COMPACT_AGAIN}")
+            raise ErascopeError(f"{p}: malformed archive entry ({wrong}); {COMPACT_AGAIN}")
         entries.append((EntryPath(p, content, entry), entry["file"]))
     # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
     return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
@@ -349,7 +349,7 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
         return join(root, rel) if remote else str(Path(root) / rel)
 
     if (wrong := malformed_fields(entry)) is not None:
-        raise ErascopeError(f"{entry_path}: malformed archive entry ({wrong}); {_COMPACT_AGAIN}")
+        raise ErascopeError(f"{entry_path}: malformed archive entry ({wrong}); {COMPACT_AGAIN}")
     try:
         facts = FileFacts(
             file=entry["file"],
@@ -533,7 +533,7 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
         except (pl.exceptions.PolarsError, OSError) as exc:
             # a damaged or replaced part: said, with the archive, instead of a traceback
             raise ErascopeError(
-                f"archive {window.files[0].root}: a part cannot be read ({exc}); {_COMPACT_AGAIN}"
+                f"archive {window.files[0].root}: a part cannot be read ({exc}); {COMPACT_AGAIN}"
             ) from None
         if rows.is_empty():
             continue
@@ -541,7 +541,7 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
             # a row no capture gives: the rules join on these keys, taking them for unique
             raise ErascopeError(
                 f"malformed archive {window.files[0].root}: {_names(window)} hold a row twice (file, line"
-                f" and seq repeated); {_COMPACT_AGAIN}"
+                f" and seq repeated); {COMPACT_AGAIN}"
             )
         kept, traffic = condense(pair_responses(rows))
         frames.append(kept)
@@ -626,14 +626,14 @@ def _damaged(files: list[_Archived]) -> str:
             try:
                 frame = pl.read_parquet(path, glob=False, hive_partitioning=False)
             except (pl.exceptions.PolarsError, OSError) as exc:
-                return f"{path}: a condensed frame that cannot be read ({exc}); {_COMPACT_AGAIN}"
+                return f"{path}: a condensed frame that cannot be read ({exc}); {COMPACT_AGAIN}"
             if (
                 dict(frame.schema) != CONDENSED_SCHEMAS.get(kind)
                 or frame.height != rows
                 or not _as_written(kind, frame)
             ):
-                return f"{path}: not the condensed {kind} this erascope wrote for its entry; {_COMPACT_AGAIN}"
-    return f"archive {files[0].root}: the condensed frames do not add up to their entries; {_COMPACT_AGAIN}"
+                return f"{path}: not the condensed {kind} this erascope wrote for its entry; {COMPACT_AGAIN}"
+    return f"archive {files[0].root}: the condensed frames do not add up to their entries; {COMPACT_AGAIN}"
 
 
 def _moved_bytes(files: list[_Archived]) -> int:

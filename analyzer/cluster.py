@@ -10,15 +10,17 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
 - `analyze ARCHIVE` is a map over shards of server keys: each task runs the whole local pipeline
   (`analyzer.pipeline.analyze`) on the archive with `AnalyzeOptions.servers` set to its shard, so
   only that shard's `server=` partitions are opened, and sends back what the report shows of it
-  (`ShardResult`: verdicts, findings, client rows, totals). `merge` puts the shards together on
-  the client into the `Analysis` the local run gives, and the report is byte-identical.
+  (`ShardResult`: verdicts, findings, client rows, totals, a small row per probe and initialize).
+  `merge` puts the shards together on the client into the `Analysis` the local run gives, and the
+  report is byte-identical.
 
 Workers open the paths as the client names them: inputs and archive must be on a filesystem the
 client and every worker see under the same path (a shared mount), or at URLs every worker can read
 (and, for `compact --out`, write) with the credentials in its own environment. Each task checks that, and fails
-with a clear error instead of reading another file. A task whose worker dies is run again by the
-scheduler elsewhere (up to its `allowed-failures`); a task that fails for good fails the whole run:
-the result accounts for every shard or there is no result.
+with a clear error instead of reading another file, and runs only on a worker with the client's
+erascope (`code_identity`): another one would analyze its shard its own way. A task whose worker
+dies is run again by the scheduler elsewhere (up to its `allowed-failures`); a task that fails for
+good fails the whole run: the result accounts for every shard or there is no result.
 
 `distributed` is an optional dependency (`erascope[dask]`): it is imported only here, and this
 module only by the `--scheduler` paths of the CLI.
@@ -26,7 +28,9 @@ module only by the `--scheduler` paths of the CLI.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import functools
 import importlib.util
 import os
 from collections import Counter
@@ -40,7 +44,7 @@ import orjson
 import polars as pl
 
 from addon.errors import ErascopeError
-from analyzer.archive import NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
+from analyzer.archive import COMPACT_AGAIN, NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
 from analyzer.compact import CompactResult, Named, compact, compact_file, source_fingerprint
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
@@ -63,25 +67,123 @@ CONNECT_TIMEOUT_S: Final = 10.0
 def connect(address: str) -> Iterator[Client]:
     """A Dask client of the scheduler at `address` (`tcp://host:port`, or a scheduler file's path).
 
-    Raises `ErascopeError` when the engine is not installed or the scheduler does not answer.
+    Raises `ErascopeError` when the engine is not installed, or nothing at `address` answers as a
+    Dask scheduler within `CONNECT_TIMEOUT_S`.
     """
     if importlib.util.find_spec("distributed") is None:
         raise ErascopeError(f"--scheduler needs the Dask engine, which is not installed: {INSTALL_HINT}")
     from distributed import Client
 
-    kwargs: dict[str, Any] = {"timeout": CONNECT_TIMEOUT_S, "set_as_default": False}
-    if Path(address).is_file():  # `dask scheduler --scheduler-file FILE` writes the address there
-        kwargs["scheduler_file"] = address
-    else:
-        kwargs["address"] = address
+    target = _scheduler_address(address)
     try:
-        client = Client(**kwargs)
-    except (OSError, TimeoutError, ValueError) as exc:
+        kind = asyncio.run(asyncio.wait_for(_identify(target), CONNECT_TIMEOUT_S))
+    except TimeoutError:
+        raise ErascopeError(
+            f"cannot reach the Dask scheduler at {address}: nothing answered as one within {CONNECT_TIMEOUT_S:g} s"
+        ) from None
+    except (OSError, ValueError, TypeError) as exc:
+        raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+    if kind != "Scheduler":
+        raise ErascopeError(
+            f"cannot reach the Dask scheduler at {address}: what answers there is {kind or 'not Dask'}, not a"
+            " scheduler (give the address `dask scheduler` prints, or its --scheduler-file)"
+        )
+    try:
+        client = Client(address=target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+    except (OSError, TimeoutError, ValueError, TypeError, ImportError) as exc:
         raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
+        _check_workers(client)
         yield client
     finally:
         client.close()
+
+
+def _scheduler_address(address: str) -> str:
+    """The address `address` names: itself, or the one in the scheduler file at that path."""
+    if not Path(address).is_file():  # `dask scheduler --scheduler-file FILE` writes the address there
+        return address
+    try:
+        found = orjson.loads(Path(address).read_bytes()).get("address")
+    except (OSError, orjson.JSONDecodeError, AttributeError):
+        found = None
+    if not isinstance(found, str):
+        raise ErascopeError(
+            f"--scheduler {address} is a file but no scheduler file (the JSON `dask scheduler --scheduler-file`"
+            " writes, naming the scheduler's address)"
+        )
+    return found
+
+
+async def _identify(address: str) -> str | None:
+    """What the Dask server at `address` says it is (`Scheduler`, `Worker`, …); None for a reply that
+    is no Dask identity. The caller bounds the time: the handshake after the TCP connect has no
+    timeout of its own, and a port that accepts but never speaks (not Dask) would hang the client."""
+    from distributed.comm import connect as open_comm
+    from distributed.security import Security
+
+    comm = await open_comm(address, timeout=CONNECT_TIMEOUT_S, **Security().get_connection_args("client"))
+    try:
+        await comm.write({"op": "identity", "reply": True})
+        reply = await comm.read()
+    finally:
+        comm.abort()
+    kind = reply.get("type") if isinstance(reply, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+_CODE_SUFFIXES: Final = (".py", ".j2")
+
+
+@functools.cache
+def code_identity() -> str:
+    """This erascope, as far as its results go: its version and a digest of its modules and report
+    templates (`addon`, `analyzer`), which tells apart two development trees of one version too."""
+    import hashlib
+
+    import addon
+    import analyzer
+    from addon.version import tool_version
+
+    digest = hashlib.sha256()
+    for package in (Path(addon.__file__).parent, Path(analyzer.__file__).parent):
+        for path in sorted(p for p in package.rglob("*") if p.suffix in _CODE_SUFFIXES and p.is_file()):
+            digest.update(f"{package.name}/{path.relative_to(package).as_posix()}\0".encode())
+            digest.update(path.read_bytes())
+            digest.update(b"\0")
+    return f"{tool_version()} (code {digest.hexdigest()[:16]})"
+
+
+_SAME_ERASCOPE: Final = "install the client's erascope on every worker (and restart them); the run did not start"
+
+
+def _check_workers(client: Client) -> None:
+    """Refuse workers whose erascope is not the client's: they would analyze their shards, or write
+    their archive files, their own way, and the report would not be the local one."""
+    mine = code_identity()
+    # any exception: what a worker without this erascope, or with an older one, raises unpickling
+    # the check is anyone's guess
+    try:
+        theirs = client.run(code_identity)
+    except Exception as exc:
+        raise ErascopeError(
+            f"the workers cannot run this erascope ({type(exc).__name__}: {exc}), they run another erascope or"
+            f" none: {_SAME_ERASCOPE}"
+        ) from None
+    for worker, theirs_ in sorted(theirs.items()):
+        if theirs_ != mine:
+            raise ErascopeError(
+                f"worker {worker} runs another erascope ({theirs_}) than this client ({mine}): {_SAME_ERASCOPE}"
+            )
+
+
+def _same_erascope(expected: str) -> None:
+    """In a task: refuse to run on a worker that joined after `_check_workers` with another erascope."""
+    if (mine := code_identity()) != expected:
+        raise ErascopeError(
+            f"worker {os.uname().nodename} runs another erascope ({mine}) than the client ({expected}): install"
+            " the client's erascope on every worker (and restart them)"
+        )
 
 
 def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
@@ -109,11 +211,18 @@ _SHARED: Final = "a filesystem the client and the workers share, under the same 
 
 
 def _compact_task(
-    path: str, out: str, fingerprint: dict[str, Any], old: Named | None = None, temp_dir: str | None = None
+    identity: str,
+    path: str,
+    out: str,
+    fingerprint: dict[str, Any],
+    old: Named | None = None,
+    temp_dir: str | None = None,
 ) -> tuple[int, int]:
     """Run on a worker: compact one input file (a path or a URL) into the shared archive `out` (a
     directory or a URL): the worker reads the input and writes the archive's objects itself. `old`
-    and `temp_dir` as for `compact_file` (the staging directory is the worker's)."""
+    and `temp_dir` as for `compact_file` (the staging directory is the worker's); `identity`: the
+    client's `code_identity`."""
+    _same_erascope(identity)
     try:
         seen = source_fingerprint(path)
     except OSError as exc:
@@ -152,6 +261,7 @@ def compact_on_cluster(
             token = _token()
             futures = client.map(
                 _compact_task,
+                [code_identity()] * len(todo),
                 todo,
                 [archive if isinstance(archive, str) else str(archive.absolute())] * len(todo),
                 prints,
@@ -177,8 +287,10 @@ class ShardResult:
     clients: pl.DataFrame | None
     messages: int
     """Message rows of the shard (condensed ones included), as `Analysis.message_count`."""
-    probe_outcomes: dict[str, int]
-    init_outcomes: dict[str, int]
+    probes: pl.DataFrame
+    """The shard's probes, the columns reports read of them (`MARK_COLUMNS`): a small row each."""
+    inits: pl.DataFrame
+    """The shard's initializes, as `probes`."""
     inputs_digest: str
     """The input accounting of the shard's run: every shard reads every archive entry, so all agree."""
     inputs: Inputs | None
@@ -191,12 +303,29 @@ def _digest(inputs: Inputs) -> str:
     return hashlib.sha256(orjson.dumps(dataclasses.asdict(inputs))).hexdigest()
 
 
-def _outcomes(frame: pl.DataFrame) -> dict[str, int]:
-    return {str(k): int(n) for k, n in frame.get_column("outcome").value_counts().iter_rows()}
+MARK_COLUMNS: Final = {
+    "server": pl.String(),
+    "ts": pl.Float64(),
+    "outcome": pl.String(),
+    "peer": pl.String(),
+    "client_name": pl.String(),
+    "file": pl.String(),
+    "line": pl.UInt32(),
+}
+"""What reports read of a probe or initialize: its outcome (counted), and the html page's mark of it."""
 
 
-def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions) -> ShardResult:
-    """Run on a worker: the local pipeline on the archive, these server keys only."""
+def _marks(frame: pl.DataFrame) -> pl.DataFrame:
+    # plain strings: categoricals of two workers' processes need not concatenate
+    return frame.select(pl.col(c).cast(t) for c, t in MARK_COLUMNS.items())
+
+
+def _analyze_shard(
+    identity: str, shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions
+) -> ShardResult:
+    """Run on a worker: the local pipeline on the archive, these server keys only (`identity`: the
+    client's `code_identity`)."""
+    _same_erascope(identity)
     if not is_archive(archive):
         raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on a"
                             " filesystem the client and the workers share, under the same path, or at a URL they"
@@ -210,8 +339,8 @@ def _analyze_shard(shard: int, archive: str, servers: tuple[str, ...], options: 
             findings=analysis.findings,
             clients=analysis.clients,
             messages=analysis.message_count,
-            probe_outcomes=_outcomes(analysis.probes),
-            init_outcomes=_outcomes(analysis.inits),
+            probes=_marks(analysis.probes),
+            inits=_marks(analysis.inits),
             inputs_digest=_digest(analysis.inputs),
             inputs=analysis.inputs if shard == 0 else None,
         )
@@ -224,10 +353,11 @@ def archive_parts(archive: Path | str) -> list[tuple[str, str, int]]:
     or at a URL: one listing)."""
     if isinstance(archive, str) and is_url(archive):
         return [(p, p.rsplit("/", 2)[1].split("=", 1)[1], size) for p, size in part_sizes(archive).items()]
+    # only what compact names a part, as at a URL: a compact killed mid-write leaves its temporary
+    # file (`.<part>.<pid>.<thread>.tmp`) beside them, which no entry names and no local run reads
     return [
-        (str(p), server_dir.name.split("=", 1)[1], p.stat().st_size)
-        for server_dir in Path(archive).glob("day=*/server=*")
-        for p in server_dir.iterdir()
+        (str(p), p.parent.name.split("=", 1)[1], p.stat().st_size)
+        for p in Path(archive).glob("day=*/server=*/*.parquet")
         if p.is_file()
     ]
 
@@ -317,31 +447,18 @@ def merge(results: Sequence[ShardResult], shards: Sequence[tuple[str, ...]]) -> 
     findings = sort_findings(findings)
     frames = [r.clients for r in ordered if r.clients is not None]
     clients = pl.concat(frames, how="vertical").sort("server", "client") if frames else None
-    probes, inits = Counter[str](), Counter[str]()
-    for r in ordered:
-        probes.update(r.probe_outcomes)
-        inits.update(r.init_outcomes)
-    # No rows come back: the report reads of them only counts, which add up (messages via
-    # `Traffic.rows`, probes and inits as their outcome column)
+    # No message rows come back: the report reads of them only their count, which adds up (via
+    # `Traffic.rows`); of probes and inits it reads the columns they came back with
     return Analysis(
         inputs=inputs,
         messages=pl.DataFrame(schema=MESSAGES_SCHEMA),
-        probes=_outcome_rows(probes),
-        inits=_outcome_rows(inits),
+        probes=pl.concat([r.probes for r in ordered], how="vertical"),
+        inits=pl.concat([r.inits for r in ordered], how="vertical"),
         servers=verdicts,
         findings=findings,
         clients=clients,
         traffic=Traffic(rows=sum(r.messages for r in ordered)),
     )
-
-
-def _outcome_rows(counts: Counter[str]) -> pl.DataFrame:
-    """A frame of one `outcome` row per probe (or initialize), from the outcome counts: what the
-    report reads of `Analysis.probes`/`inits` (their height and outcome counts). 4 bytes a probe."""
-    keys = sorted(counts)
-    return pl.DataFrame(
-        {"outcome": pl.Series(keys, dtype=pl.Categorical()), "n": [counts[k] for k in keys]}
-    ).select(pl.col("outcome").repeat_by("n").explode())
 
 
 def analyze_on_cluster(
@@ -360,21 +477,30 @@ def analyze_on_cluster(
         )
     archive = str(paths[0]) if is_url(str(paths[0])) else str(Path(paths[0]).absolute())
     parts = archive_parts(archive)
-    sizes = archive_servers(parts)
-    if None in sizes:
-        # a shard names its servers, and no selection names "no server": such rows would be in no shard
+    try:
+        sizes = archive_servers(parts)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _damaged(paths[0], exc) from None
+    if None in sizes and options.servers is None:
+        # a shard names its servers, and no selection names "no server": such rows would be in no
+        # shard (a selection of servers, local or not, never keeps them)
         raise ErascopeError(
             f"{paths[0]} holds rows without a server key (in partition server={NULL_SERVER}): they belong to"
             " no server shard; analyze this archive without --scheduler"
         )
     keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
+    try:
+        links = linked_servers(parts, keys) if keys else None
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise _damaged(paths[0], exc) from None
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
     with connect(address) as client:
         count = shards or sum(client.nthreads().values()) or 1
-        plan = shards_of(keys, count, linked_servers(parts, keys)) if keys else [tuple(options.servers or ())]
+        plan = shards_of(keys, count, links) if keys else [tuple(options.servers or ())]
         token = _token()
         futures = client.map(
             _analyze_shard,
+            [code_identity()] * len(plan),
             range(len(plan)),
             [archive] * len(plan),
             plan,
@@ -384,6 +510,11 @@ def analyze_on_cluster(
         )
         results = _gather(client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)])
     return merge(results, plan)
+
+
+def _damaged(archive: str | Path, exc: Exception) -> ErascopeError:
+    """The error for a part the client cannot read while planning the shards, as a local run says it."""
+    return ErascopeError(f"archive {archive}: a part cannot be read ({exc}); {COMPACT_AGAIN}")
 
 
 def _token() -> str:

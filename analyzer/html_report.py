@@ -290,6 +290,10 @@ def _lane_labels(servers: Iterable[str]) -> dict[str, str]:
     return labels
 
 
+_MARK_ORDER: Final = ["server", "ts", "kind", "file", "line", "outcome", "peer", "client_name"]
+"""The marks' order: by lane and time, then by everything a mark shows."""
+
+
 def _marks(analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, list[Any]], str]:
     """Probe and initialize outcome marks (one per exchange, or one per bucket); and the page's note."""
     columns = ["server", "ts", "outcome", "peer", "client_name", "file", "line"]
@@ -309,7 +313,14 @@ def _marks(analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, list[An
     }
     if not frames:
         return empty, ""
-    marks = pl.concat(frames).filter(pl.col("ts").is_not_null() & pl.col("server").is_not_null())
+    # a total order, not the rows' own: marks tied on server and time (a coarse clock, or times a
+    # capture made up) come in another order from a cluster's shards than from a local run, and a
+    # bucket's first mark names its file:line
+    marks = (
+        pl.concat(frames)
+        .filter(pl.col("ts").is_not_null() & pl.col("server").is_not_null())
+        .sort(_MARK_ORDER, nulls_last=True, maintain_order=True)
+    )
     note = ""
     if marks.height > MAX_MARKS:
         lo, hi = marks.get_column("ts").min(), marks.get_column("ts").max()
@@ -334,11 +345,11 @@ def _marks(analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, list[An
                 pl.col("line").first(),
             )
             .with_columns(((pl.col("first") + pl.col("last")) / 2).alias("ts"))
-            .sort("server", "ts")
+            .sort("server", "ts", "kind", "outcome", "bucket", nulls_last=True)
         )
         times = [f"{_iso(a)} … {_iso(b)}" for a, b in zip(marks["first"], marks["last"], strict=True)]
     else:
-        marks = marks.with_columns(pl.lit(1, dtype=pl.UInt32).alias("count")).sort("server", "ts")
+        marks = marks.with_columns(pl.lit(1, dtype=pl.UInt32).alias("count"))
         times = [_iso(t) for t in marks["ts"]]
     rows = marks.to_dicts()
     return {

@@ -76,6 +76,15 @@ def overhead(tmp: Path, address: str, name: str, source: Path, runs: int) -> dic
     }
 
 
+def _marks(servers: tuple[str, ...], outcome: str, each: int) -> pl.DataFrame:
+    """`each` probe (or initialize) rows with `outcome` per server, as a shard sends them back."""
+    from analyzer.cluster import MARK_COLUMNS
+
+    rows = [{"server": s, "ts": 1.0e9 + n, "outcome": outcome, "file": "caps/0.jsonl", "line": n}
+            for n, s in enumerate(servers) for _ in range(each)]
+    return pl.DataFrame(rows, schema=MARK_COLUMNS)
+
+
 def synthetic_shards(keys: int, shards: int = 16) -> tuple[list[Any], list[tuple[str, ...]]]:
     """Shard results as workers send them back, for `keys` server keys spread over `shards` shards."""
     from analyzer.cluster import ShardResult, shards_of
@@ -116,8 +125,8 @@ def synthetic_shards(keys: int, shards: int = 16) -> tuple[list[Any], list[tuple
         results.append(
             ShardResult(
                 shard=shard, servers_assigned=members, verdicts=verdicts, findings=findings, clients=clients,
-                messages=len(members) * 40, probe_outcomes={"discover-result": 2 * len(members)},
-                init_outcomes={"initialized": len(members)}, inputs_digest=digest,
+                messages=len(members) * 40, probes=_marks(members, "discover-result", 2),
+                inits=_marks(members, "initialized", 1), inputs_digest=digest,
                 inputs=inputs if shard == 0 else None,
             )
         )

@@ -124,6 +124,34 @@ def test_unreachable_scheduler_is_an_input_error(tmp_path: Path) -> None:
     assert f"cannot reach the Dask scheduler at {address}" in result.stderr.decode()
 
 
+@pytest.mark.parametrize("case", ["silent listener", "worker", "not a scheduler file", "tls without certificates"])
+def test_an_address_that_is_no_scheduler_is_an_input_error(cluster: Cluster, tmp_path: Path, case: str) -> None:
+    """A port that accepts connections and never answers (a mistyped port, a service that waits for
+    its client to speak first) hung the run for good, past the connect timeout (the handshake after
+    the TCP connect has none); a worker's address, a file that is no scheduler file and a `tls://`
+    address without a TLS configuration crashed with a traceback."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        if case == "silent listener":
+            address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        elif case == "worker":
+            address = sorted(cluster.worker_pids())[0]
+        elif case == "not a scheduler file":
+            address = str(tmp_path / "scheduler.json")
+            Path(address).write_bytes(b'{"not": "an address"}')
+        else:
+            address = f"tls://127.0.0.1:{_free_port()}"
+        # a guard, far above the connect timeout: a run that hangs fails the test instead of stalling it
+        result = subprocess.run(
+            [str(ERASCOPE), "compact", "captures/corpus", "--out", str(tmp_path / "a"), "--scheduler", address],
+            cwd=ROOT, capture_output=True, timeout=180,
+        )
+    assert result.returncode == 2, result.stderr.decode()
+    assert b"Traceback" not in result.stderr
+    assert address.encode() in result.stderr
+
+
 # --- analyze -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory: pytest.TempPathFactory, generated: Path) -> dict[str, Path]:
@@ -163,6 +191,42 @@ def test_analyze_on_the_cluster_gives_the_local_report(
     remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address).stdout
     assert orjson.loads(local)["servers"]  # a report with servers and findings, not an empty one
     assert orjson.loads(local)["findings"]
+    assert remote == local
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "html"])
+def test_every_report_format_on_the_cluster_is_the_local_one(
+    cluster: Cluster, archives: dict[str, Path], fmt: str
+) -> None:
+    """The html page draws a mark per probe and initialize (server, time, outcome, peer, client,
+    file:line): the merged analysis had only their outcomes, and the page crashed on it."""
+    archive = archives["generated"]
+    local = erascope("analyze", archive, "--format", fmt, "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", fmt, "--quiet", "--scheduler", cluster.address)
+    assert b"Traceback" not in remote.stderr
+    assert remote.stdout == local
+
+
+def test_the_html_page_does_not_depend_on_the_order_probes_come_back_in(cluster: Cluster, tmp_path: Path) -> None:
+    """Probes of one server at one time (a coarse clock, or times anyone can write into a capture):
+    the page sorted its marks by server and time only, so tied marks kept the order their rows came
+    in, which differs between the local run and the merge of the shards, and so did the page."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    scenarios = ["probe-storm-stdio", "probe-storm-http", "auto-modern-stdio", "auto-legacy-http",
+                 "rollout-split-http", "legacy-mode-dual-stdio"]
+    for i, scenario in enumerate(scenarios):
+        source = sorted((ROOT / "captures" / "corpus" / scenario).glob("*.jsonl"))[0]
+        records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+        for n, record in enumerate(records):
+            record["server"] = f"server-{i % 3}"
+            if n and "ts" in record:
+                record["ts"] = 1.796e9 + i % 2 / 2
+        (caps / f"{i}-{source.name}").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    archive = tmp_path / "archive"
+    erascope("compact", caps, "--out", archive)
+    local = erascope("analyze", archive, "--format", "html", "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", "html", "--quiet", "--scheduler", cluster.address).stdout
     assert remote == local
 
 
@@ -261,6 +325,29 @@ def test_a_shard_that_cannot_be_run_fails_the_run_with_a_clear_error(
     assert "the workers running it died" in err.decode()
 
 
+def test_workers_running_another_erascope_are_refused(tmp_path: Path, archives: dict[str, Path]) -> None:
+    """Workers whose erascope differs from the client's (here one rule's default threshold) analyzed
+    their shards their own way: exit 0 and a report other than the local one; an older erascope's
+    shard results crashed the merge. Both steps are refused before any task runs."""
+    other = tmp_path / "other"
+    for package in ("addon", "analyzer"):
+        shutil.copytree(ROOT / package, other / package, ignore=shutil.ignore_patterns("__pycache__"))
+    options = other / "analyzer" / "rules" / "options.py"
+    options.write_text(options.read_text().replace("storm_min_probes: int = 5", "storm_min_probes: int = 500"))
+    archive = archives["corpus"]
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    assert "probe-storm" in {f["rule"] for f in orjson.loads(local)["findings"]}  # the other rule reports otherwise
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, env={"PYTHONPATH": str(other)}) as c:
+        analyzed = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", c.address, check=False)
+        compacted = erascope("compact", "captures/corpus", "--out", tmp_path / "a", "--scheduler", c.address,
+                             check=False)
+    for result in (analyzed, compacted):
+        assert result.returncode == 2, result.stderr.decode()
+        assert b"another erascope" in result.stderr
+    assert analyzed.stdout == b""
+    assert not list((tmp_path / "a").glob("day=*"))  # no worker wrote a part
+
+
 @pytest.mark.parametrize("window", [False, True])
 def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[str, Path], window: bool) -> None:
     archive = archives["generated"]
@@ -276,10 +363,41 @@ def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[
     assert remote == local
 
 
-def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archives: dict[str, Path]) -> None:
-    from addon.errors import ErascopeError
-    from analyzer.cluster import analyze_on_cluster
-    from analyzer.pipeline import AnalyzeOptions
+def test_a_partial_file_a_killed_compact_left_is_ignored_as_locally(
+    cluster: Cluster, archives: dict[str, Path], tmp_path: Path
+) -> None:
+    """A compact killed while writing a part leaves its temporary file beside the parts
+    (`.<name>.<pid>.<thread>.tmp`, `compact._atomic_write`); no entry names it. The local run reads
+    only what the entries name; the cluster's planning read every file in the partitions and
+    crashed on it (a polars traceback)."""
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    part = sorted(archive.glob("day=*/server=*/*.parquet"))[0]
+    (part.parent / f".{part.name}.4242.139.tmp").write_bytes(part.read_bytes()[:100])
+    local = erascope("analyze", archive, "--format", "json", "--quiet").stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address, check=False)
+    assert remote.returncode == 0, remote.stderr.decode()
+    assert remote.stdout == local
+
+
+def test_a_damaged_part_is_an_input_error_not_a_crash(
+    cluster: Cluster, archives: dict[str, Path], tmp_path: Path
+) -> None:
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    part = sorted(archive.glob("day=*/server=*/*.parquet"))[0]
+    part.write_bytes(b"not parquet")
+    key = unquote(part.parent.name.split("=", 1)[1])
+    local = erascope("analyze", archive, "--server", key, "--quiet", check=False)
+    remote = erascope("analyze", archive, "--quiet", "--scheduler", cluster.address, check=False)
+    assert local.returncode == 2, local.stderr.decode()  # the local run reading that part says so
+    assert remote.returncode == 2, remote.stderr.decode()
+    assert b"Traceback" not in remote.stderr
+    assert b"a part cannot be read" in remote.stderr
+
+
+def _keyless_archive(tmp_path: Path) -> Path:
+    """An archive of an HTTP capture and a stdio capture whose records lost their server key."""
     caps = tmp_path / "caps"
     shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps)
     source = sorted((ROOT / "captures" / "corpus" / "auto-modern-stdio").glob("*.jsonl"))[0]
@@ -288,9 +406,31 @@ def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path, archi
     (caps / source.name).write_bytes(keyless)
     archive = tmp_path / "archive"
     erascope("compact", caps, "--out", archive)
+    return archive
+
+
+def test_rows_without_a_server_key_are_refused_not_dropped(tmp_path: Path) -> None:
+    from addon.errors import ErascopeError
+    from analyzer.cluster import analyze_on_cluster
+    from analyzer.pipeline import AnalyzeOptions
+
+    archive = _keyless_archive(tmp_path)
     # refused before any scheduler is contacted (this address has none)
     with pytest.raises(ErascopeError, match="rows without a server key"):
         analyze_on_cluster(f"tcp://127.0.0.1:{_free_port()}", [archive], AnalyzeOptions())
+
+
+def test_rows_without_a_server_key_do_not_stop_a_selection_of_servers(cluster: Cluster, tmp_path: Path) -> None:
+    """`--server` never keeps rows without a key, locally either: the cluster refused such an
+    archive all the same, though every row the selection keeps has a key and a shard."""
+    archive = _keyless_archive(tmp_path)
+    picked = ["--server", "auto-modern-http-server"]
+    local = erascope("analyze", archive, "--format", "json", "--quiet", *picked).stdout
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", cluster.address,
+                      check=False)
+    assert remote.returncode == 0, remote.stderr.decode()
+    assert [s["server"] for s in orjson.loads(local)["servers"]] == ["auto-modern-http-server"]
+    assert remote.stdout == local
 
 
 def test_server_keys_that_share_a_session_are_analyzed_in_one_shard(cluster: Cluster, tmp_path: Path) -> None:
