@@ -579,7 +579,7 @@ def analyze_cmd(
         if scheduler is not None:
             from analyzer.cluster import analyze_on_cluster
 
-            analysis = analyze_on_cluster(scheduler, paths, options)
+            analysis = analyze_on_cluster(scheduler, paths, options, marks=fmt == "html")
         else:
             analysis = analyze(paths, options)
     except ErascopeError as exc:

@@ -288,13 +288,16 @@ class ShardResult:
     messages: int
     """Message rows of the shard (condensed ones included), as `Analysis.message_count`."""
     probes: pl.DataFrame
-    """The shard's probes, the columns reports read of them (`MARK_COLUMNS`): a small row each."""
+    """The shard's probes: with `marks`, a small row each of the columns the html page reads of them
+    (`MARK_COLUMNS`); else what the other reports read, their outcome counts (`outcome`, `n`)."""
     inits: pl.DataFrame
     """The shard's initializes, as `probes`."""
     inputs_digest: str
     """The input accounting of the shard's run: every shard reads every archive entry, so all agree."""
     inputs: Inputs | None
     """The accounting itself, from shard 0 only (the others send the digest)."""
+    marks: bool = False
+    """`probes` and `inits` hold a row each (for the html page), not outcome counts."""
 
 
 def _digest(inputs: Inputs) -> str:
@@ -315,16 +318,40 @@ MARK_COLUMNS: Final = {
 """What reports read of a probe or initialize: its outcome (counted), and the html page's mark of it."""
 
 
-def _marks(frame: pl.DataFrame) -> pl.DataFrame:
-    # plain strings: categoricals of two workers' processes need not concatenate
-    return frame.select(pl.col(c).cast(t) for c, t in MARK_COLUMNS.items())
+def _sent(frame: pl.DataFrame, marks: bool) -> pl.DataFrame:
+    """What a shard sends back of its probes or initializes (`ShardResult.probes`): a row each only
+    for the html page; a probe storm of millions is otherwise a few rows of counts. Plain strings:
+    categoricals of two workers' processes need not concatenate."""
+    if marks:
+        return frame.select(pl.col(c).cast(t) for c, t in MARK_COLUMNS.items())
+    return frame.group_by(pl.col("outcome").cast(pl.String)).agg(n=pl.len()).sort("outcome")
+
+
+def _received(results: Sequence[ShardResult], frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    """The shards' probes or initializes (`frames`) as the merged `Analysis` holds them."""
+    if all(r.marks for r in results):
+        return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=MARK_COLUMNS)
+    counts = Counter[str]()
+    for frame in frames:
+        counts.update(dict(frame.select("outcome", "n").iter_rows()))
+    return _outcome_rows(counts)
+
+
+def _outcome_rows(counts: Counter[str]) -> pl.DataFrame:
+    """A frame of one `outcome` row per probe (or initialize), from the outcome counts: what the
+    text, JSON and markdown reports read of `Analysis.probes`/`inits` (their height and outcome
+    counts). 4 bytes a probe."""
+    keys = sorted(counts)
+    return pl.DataFrame(
+        {"outcome": pl.Series(keys, dtype=pl.Categorical()), "n": [counts[k] for k in keys]}
+    ).select(pl.col("outcome").repeat_by("n").explode())
 
 
 def _analyze_shard(
-    identity: str, shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions
+    identity: str, shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions, marks: bool = False
 ) -> ShardResult:
     """Run on a worker: the local pipeline on the archive, these server keys only (`identity`: the
-    client's `code_identity`)."""
+    client's `code_identity`; `marks`: a row per probe and initialize, for the html page)."""
     _same_erascope(identity)
     if not is_archive(archive):
         raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on a"
@@ -339,8 +366,9 @@ def _analyze_shard(
             findings=analysis.findings,
             clients=analysis.clients,
             messages=analysis.message_count,
-            probes=_marks(analysis.probes),
-            inits=_marks(analysis.inits),
+            probes=_sent(analysis.probes, marks),
+            inits=_sent(analysis.inits, marks),
+            marks=marks,
             inputs_digest=_digest(analysis.inputs),
             inputs=analysis.inputs if shard == 0 else None,
         )
@@ -452,8 +480,8 @@ def merge(results: Sequence[ShardResult], shards: Sequence[tuple[str, ...]]) -> 
     return Analysis(
         inputs=inputs,
         messages=pl.DataFrame(schema=MESSAGES_SCHEMA),
-        probes=pl.concat([r.probes for r in ordered], how="vertical"),
-        inits=pl.concat([r.inits for r in ordered], how="vertical"),
+        probes=_received(ordered, [r.probes for r in ordered]),
+        inits=_received(ordered, [r.inits for r in ordered]),
         servers=verdicts,
         findings=findings,
         clients=clients,
@@ -462,10 +490,16 @@ def merge(results: Sequence[ShardResult], shards: Sequence[tuple[str, ...]]) -> 
 
 
 def analyze_on_cluster(
-    address: str, paths: Sequence[str | Path], options: AnalyzeOptions, *, shards: int | None = None
+    address: str,
+    paths: Sequence[str | Path],
+    options: AnalyzeOptions,
+    *,
+    shards: int | None = None,
+    marks: bool = False,
 ) -> Analysis:
     """`analyzer.pipeline.analyze` of one archive, as a map over shards of its server keys on the
-    cluster and a merge on the client; the same `Analysis` as a local run, as far as reports read it.
+    cluster and a merge on the client; the same `Analysis` as a local run, as far as reports read it
+    (the html page too with `marks`: a row per probe and initialize travels back for it).
 
     `shards` defaults to the cluster's worker threads. `options.servers`, when given, narrows the
     keys analyzed; `since`/`until`/the rule options go to every shard as they are.
@@ -505,6 +539,7 @@ def analyze_on_cluster(
             [archive] * len(plan),
             plan,
             [remote] * len(plan),
+            [marks] * len(plan),
             pure=False,
             key=[f"erascope-shard-{token}-{i}" for i in range(len(plan))],
         )

@@ -85,9 +85,10 @@ def _marks(servers: tuple[str, ...], outcome: str, each: int) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=MARK_COLUMNS)
 
 
-def synthetic_shards(keys: int, shards: int = 16) -> tuple[list[Any], list[tuple[str, ...]]]:
-    """Shard results as workers send them back, for `keys` server keys spread over `shards` shards."""
-    from analyzer.cluster import ShardResult, shards_of
+def synthetic_shards(keys: int, shards: int = 16, marks: bool = False) -> tuple[list[Any], list[tuple[str, ...]]]:
+    """Shard results as workers send them back, for `keys` server keys spread over `shards` shards
+    (`marks`: a row per probe and initialize, as for the html page)."""
+    from analyzer.cluster import ShardResult, _sent, shards_of
     from analyzer.eras import ServerVerdict, TimelineEntry
     from analyzer.findings import Evidence, Finding, Severity
     from analyzer.pipeline import Inputs
@@ -125,9 +126,9 @@ def synthetic_shards(keys: int, shards: int = 16) -> tuple[list[Any], list[tuple
         results.append(
             ShardResult(
                 shard=shard, servers_assigned=members, verdicts=verdicts, findings=findings, clients=clients,
-                messages=len(members) * 40, probes=_marks(members, "discover-result", 2),
-                inits=_marks(members, "initialized", 1), inputs_digest=digest,
-                inputs=inputs if shard == 0 else None,
+                messages=len(members) * 40, probes=_sent(_marks(members, "discover-result", 2), marks),
+                inits=_sent(_marks(members, "initialized", 1), marks), inputs_digest=digest,
+                inputs=inputs if shard == 0 else None, marks=marks,
             )
         )
     return results, plan

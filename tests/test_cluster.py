@@ -207,6 +207,24 @@ def test_every_report_format_on_the_cluster_is_the_local_one(
     assert remote.stdout == local
 
 
+def test_a_shard_sends_back_a_row_per_probe_only_for_the_html_page(archives: dict[str, Path]) -> None:
+    """Only small results travel back: text, JSON and markdown read of probes and initializes their
+    outcome counts, so a shard sends those (a probe storm of millions is a few rows); the html page's
+    marks need a row each, sent only for it. Run in process: what a worker returns."""
+    from analyzer.cluster import _analyze_shard, code_identity
+    from analyzer.pipeline import AnalyzeOptions, analyze
+
+    archive = str(archives["generated"])
+    local = analyze([archive], AnalyzeOptions())
+    servers = tuple(sorted(v.server for v in local.servers))
+    counts = {k: n for k, n in local.probes.get_column("outcome").cast(pl.String).value_counts().iter_rows()}
+    assert local.probes.height > len(counts)  # more probes than outcomes: counts are the smaller
+    lean = _analyze_shard(code_identity(), 0, archive, servers, AnalyzeOptions())
+    full = _analyze_shard(code_identity(), 0, archive, servers, AnalyzeOptions(), marks=True)
+    assert lean.probes.height == len(counts) and full.probes.height == local.probes.height
+    assert lean.inits.height < full.inits.height == local.inits.height
+
+
 def test_the_html_page_does_not_depend_on_the_order_probes_come_back_in(cluster: Cluster, tmp_path: Path) -> None:
     """Probes of one server at one time (a coarse clock, or times anyone can write into a capture):
     the page sorted its marks by server and time only, so tied marks kept the order their rows came

@@ -20,6 +20,9 @@ def test_merge_of_whole_shards_has_every_server_once() -> None:
     assert merged.clients is not None and merged.clients.height == 100
     assert merged.message_count == 50 * 40
     assert merged.probes.height == 100 and merged.inits.height == 50
+    marked = merge(*synthetic_shards(50, shards=4, marks=True))
+    assert marked.probes.height == 100 and marked.inits.height == 50
+    assert marked.probes.get_column("server").n_unique() == 50
 
 
 def test_a_missing_shard_is_an_error() -> None:
