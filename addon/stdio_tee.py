@@ -57,6 +57,10 @@ from addon.writer import CaptureWriter, default_capture_dir
 CHUNK_SIZE: Final = 1 << 20
 """Bytes asked for per read. Large reads keep syscalls per megabyte low; a read returns what is there."""
 
+STDERR_PIECE: Final = 64 << 10
+"""A stderr line is recorded in pieces of at most this many bytes (`nl` false on all but its last): a
+progress bar redrawn with `\r` never ends its line, and would be held in memory, unrecorded, until it did."""
+
 PIPE_SIZE: Final = 1 << 20
 """Kernel buffer asked for on the pipes on both sides, when they are pipes (best effort; default 64 KiB)."""
 
@@ -338,6 +342,7 @@ class Pump:
         sequencer: Sequencer | None = None,
         chunk_size: int = CHUNK_SIZE,
         name: str = "pump",
+        max_carried: int | None = None,
     ) -> None:
         self.src = src
         self.name = name
@@ -347,6 +352,9 @@ class Pump:
         self._on_forward_error = on_forward_error
         self._on_end = on_end
         self._chunk_size = chunk_size
+        self._max_carried = max_carried
+        """Bytes of an unfinished line held at most: past them, what is held goes to `on_line` (`nl`
+        false) and the line goes on in the next call (stderr: a line that never ends)."""
         self._splitter = LineSplitter()
         self.reads = 0
         """Reads that returned so far (with data or EOF)."""
@@ -451,6 +459,10 @@ class Pump:
                 else:
                     for line in feed(buf, n, borrow=True):
                         on_line(line, True)
+                    if self._max_carried is not None and sum(map(len, carried)) > self._max_carried:
+                        held = b"".join(carried)
+                        carried.clear()  # in place: `carried` is the splitter's own list
+                        on_line(held, False)
                 if seq is not None:
                     seq.end(name)
             tail = self._splitter.tail()
@@ -736,7 +748,12 @@ class StdioTee:
         if direction is None:  # a stderr line: rare next to frames, so the plain record (a copy) does
 
             def on_stderr(payload: bytes | memoryview, nl: bool) -> None:
-                record(stream, slow(rtype, bytes(payload), nl, None))
+                data = bytes(payload)
+                # in pieces of at most STDERR_PIECE bytes, the line's end (`nl`) on the last only
+                pieces = [data[i : i + STDERR_PIECE] for i in range(0, len(data), STDERR_PIECE)] or [b""]
+                for piece in pieces[:-1]:
+                    record(stream, slow(rtype, piece, False, None))
+                record(stream, slow(rtype, pieces[-1], nl, None))
 
             return on_stderr
 
@@ -935,6 +952,7 @@ class StdioTee:
             on_forward_error=lambda exc: None,
             sequencer=seq,
             name=fmt.STDERR,
+            max_carried=STDERR_PIECE,
         )
         c2s = Pump(
             self.stdin_fd,

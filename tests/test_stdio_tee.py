@@ -1262,3 +1262,55 @@ def test_a_command_line_and_a_directory_that_are_not_utf8_are_recorded(
     assert spawn["cwd"].endswith("/dir%FE")
     assert header[fmt.F_SERVER].isprintable() and "%FF" in header[fmt.F_SERVER]
     assert rebuild(records, fmt.C2S) == data and rebuild(records, fmt.S2C) == data
+
+
+PROGRESS = """
+import sys
+for i in range(20000):
+    sys.stderr.buffer.write(b"\\rprogress %06d" % i)
+    sys.stderr.flush()
+sys.stdin.read()
+sys.stderr.buffer.write(b" done\\n")
+sys.stderr.flush()
+"""
+
+
+def test_stderr_without_newlines_is_recorded_while_the_server_runs(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A progress bar redrawn with `\\r` never ends a line: the tee held all of it in memory, unrecorded,
+    until the line ended (for days, in front of a long-running server). A stderr line is recorded in
+    pieces of at most `STDERR_PIECE` bytes, `nl` false on all but its last; the stream rebuilds exact."""
+    from addon.stdio_tee import STDERR_PIECE
+
+    expected = b"".join(b"\rprogress %06d" % i for i in range(20000)) + b" done\n"
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", PROGRESS), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    passed = bytearray()
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: passed.extend(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+    reader.start()  # the operator's side takes the pass-through as it comes
+    try:
+        seen: list[dict[str, object]] = []
+        deadline = time.monotonic() + 60  # a hang guard: the records come within the writer's flush
+        while time.monotonic() < deadline and sum(r[fmt.F_LEN] for r in seen) < len(expected) // 2:
+            time.sleep(0.1)
+            files = capture_files(tmp_path)
+            lines = files[0].read_bytes().splitlines() if files else []
+            seen = [r for r in map(orjson.loads, lines[1:]) if r[fmt.F_TYPE] == fmt.STDERR]
+        assert proc.poll() is None  # the server still runs: waiting on its stdin
+        assert sum(r[fmt.F_LEN] for r in seen) >= len(expected) // 2
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert bytes(passed) == expected  # passed through unchanged
+    records = only_capture(tmp_path)
+    assert rebuild(records, None, fmt.STDERR) == expected
+    pieces = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.STDERR]
+    assert all(r[fmt.F_LEN] <= STDERR_PIECE for r in pieces)
+    assert [r[fmt.F_NL] for r in pieces] == [False] * (len(pieces) - 1) + [True]
