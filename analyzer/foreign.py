@@ -164,7 +164,6 @@ def read_flows(stream: BinaryIO) -> Converted:
             break
         digest.update(b"%d:%c" % (len(framed[1]), framed[0]))
         digest.update(framed[1])
-        out.digest = digest.digest()
         n += 1
         try:
             state = tnetstring.parse(*framed)
@@ -194,6 +193,8 @@ def read_flows(stream: BinaryIO) -> Converted:
             out.unread.append((n, "the response body was not kept (streamed by mitmproxy): not read"))
             continue
         _convert(out, n, flow, redaction)
+    if n:  # of every frame read (a dump without any names nothing)
+        out.digest = digest.digest()
     return out
 
 
