@@ -456,12 +456,13 @@ class Watcher:
         if part is not None:
             return part
         try:
-            # a FIFO would block open() (and the signals that stop watch) until a writer comes
-            why = not_regular(path)
             try:
                 st = os.stat(path)
             except FileNotFoundError:
                 st = os.lstat(path)  # a dangling symbolic link: the link is what changes
+            # a FIFO would block open() (and the signals that stop watch) until a writer comes; only
+            # a file that is not regular needs `analyze`'s words for what it is
+            why = None if stat.S_ISREG(st.st_mode) else not_regular(path)
         except (InputError, OSError):
             return None  # gone since it was listed: the next round sees
         file = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
