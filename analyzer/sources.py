@@ -26,7 +26,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Final
 
-from analyzer.storage import open_binary
+from analyzer.storage import RawOver, open_binary
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -69,20 +69,17 @@ def strip_compression(name: str) -> str:
     return name
 
 
-class _Inflater(io.RawIOBase):
+class _Inflater(RawOver):
     """A zlib stream decompressed as read, a bounded piece at a time (a small stream can inflate to
     gigabytes). Raises `EOFError` where it ends early and `zlib.error` where it is corrupt."""
 
     def __init__(self, raw: io.BufferedReader) -> None:
-        self._raw = raw
+        super().__init__(raw)
         self._z = zlib.decompressobj()
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         while not self._z.eof:
-            data = self._z.unconsumed_tail or self._raw.read(_READ)
+            data = self._z.unconsumed_tail or self._inner.read(_READ)
             if not data:
                 raise EOFError("the zlib stream ends early")
             out = self._z.decompress(data, len(buffer))
@@ -91,17 +88,11 @@ class _Inflater(io.RawIOBase):
                 return len(out)
         return 0
 
-    def close(self) -> None:
-        try:
-            self._raw.close()
-        finally:
-            super().close()
-
 
 _READ: Final = 64 << 10
 
 
-class CutStream(io.RawIOBase):
+class CutStream(RawOver):
     """A decompressing reader that ends where its stream stops making sense instead of raising.
 
     `cut` is None while the stream is whole, otherwise why it ended early. Reading errors of the
@@ -109,12 +100,9 @@ class CutStream(io.RawIOBase):
     """
 
     def __init__(self, inner: io.BufferedIOBase | io.BufferedReader | zstd.ZstdFile, kind: str) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.kind = kind
         self.cut: str | None = None
-
-    def readable(self) -> bool:
-        return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
         if self.cut is not None:
@@ -130,12 +118,6 @@ class CutStream(io.RawIOBase):
         except (gzip.BadGzipFile, zlib.error, zstd.ZstdError) as exc:
             self.cut = f"the {self.kind} stream is corrupt from here on ({exc})"
         return 0
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            super().close()
 
 
 def open_stream(path: str, data: bytes | None = None) -> io.BufferedReader | CutStream:

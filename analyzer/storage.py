@@ -218,16 +218,29 @@ def fingerprint(url: str) -> dict[str, Any]:
     return {"size": int(info.get("size") or 0), "version": str(version)}
 
 
-class _Remote(io.RawIOBase):
-    """An object read as a raw file: each `readinto` is one ranged request of the store, and the
-    store's own errors are `OSError`s naming the URL (redacted), as a local file's would be."""
+class RawOver(io.RawIOBase):
+    """A raw reader over another stream (`_inner`), which it closes with itself."""
 
-    def __init__(self, url: str, inner: Any) -> None:
-        self._url = url
+    def __init__(self, inner: Any) -> None:
         self._inner = inner
 
     def readable(self) -> bool:
         return True
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
+
+
+class _Remote(RawOver):
+    """An object read as a raw file: each `readinto` is one ranged request of the store, and the
+    store's own errors are `OSError`s naming the URL (redacted), as a local file's would be."""
+
+    def __init__(self, url: str, inner: Any) -> None:
+        super().__init__(inner)
+        self._url = url
 
     def seekable(self) -> bool:
         return True
@@ -250,12 +263,6 @@ class _Remote(io.RawIOBase):
 
     def tell(self) -> int:
         return self._inner.tell()
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            super().close()
 
 
 def open_binary(path: str) -> io.BufferedReader:
