@@ -327,9 +327,9 @@ def _sent(frame: pl.DataFrame, marks: bool) -> pl.DataFrame:
     return frame.group_by(pl.col("outcome").cast(pl.String)).agg(n=pl.len()).sort("outcome")
 
 
-def _received(results: Sequence[ShardResult], frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """The shards' probes or initializes (`frames`) as the merged `Analysis` holds them."""
-    if all(r.marks for r in results):
+def _received(frames: Sequence[pl.DataFrame], marks: bool) -> pl.DataFrame:
+    """The shards' probes or initializes (`frames`, rows with `marks`) as the merged `Analysis` holds them."""
+    if marks:
         return pl.concat(frames, how="vertical") if frames else pl.DataFrame(schema=MARK_COLUMNS)
     counts = Counter[str]()
     for frame in frames:
@@ -477,11 +477,12 @@ def merge(results: Sequence[ShardResult], shards: Sequence[tuple[str, ...]]) -> 
     clients = pl.concat(frames, how="vertical").sort("server", "client") if frames else None
     # No message rows come back: the report reads of them only their count, which adds up (via
     # `Traffic.rows`); of probes and inits it reads the columns they came back with
+    marks = all(r.marks for r in ordered)
     return Analysis(
         inputs=inputs,
         messages=pl.DataFrame(schema=MESSAGES_SCHEMA),
-        probes=_received(ordered, [r.probes for r in ordered]),
-        inits=_received(ordered, [r.inits for r in ordered]),
+        probes=_received([r.probes for r in ordered], marks),
+        inits=_received([r.inits for r in ordered], marks),
         servers=verdicts,
         findings=findings,
         clients=clients,
@@ -511,22 +512,20 @@ def analyze_on_cluster(
         )
     archive = str(paths[0]) if is_url(str(paths[0])) else str(Path(paths[0]).absolute())
     parts = archive_parts(archive)
+    # the parts the plan reads: one the client cannot read is said as a local run says it
     try:
         sizes = archive_servers(parts)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise _damaged(paths[0], exc) from None
-    if None in sizes and options.servers is None:
-        # a shard names its servers, and no selection names "no server": such rows would be in no
-        # shard (a selection of servers, local or not, never keeps them)
-        raise ErascopeError(
-            f"{paths[0]} holds rows without a server key (in partition server={NULL_SERVER}): they belong to"
-            " no server shard; analyze this archive without --scheduler"
-        )
-    keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
-    try:
+        if None in sizes and options.servers is None:
+            # a shard names its servers, and no selection names "no server": such rows would be in no
+            # shard (a selection of servers, local or not, never keeps them)
+            raise ErascopeError(
+                f"{paths[0]} holds rows without a server key (in partition server={NULL_SERVER}): they belong"
+                " to no server shard; analyze this archive without --scheduler"
+            )
+        keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
         links = linked_servers(parts, keys) if keys else None
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise _damaged(paths[0], exc) from None
+        raise ErascopeError(f"archive {paths[0]}: a part cannot be read ({exc}); {COMPACT_AGAIN}") from None
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
     with connect(address) as client:
         count = shards or sum(client.nthreads().values()) or 1
@@ -545,11 +544,6 @@ def analyze_on_cluster(
         )
         results = _gather(client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)])
     return merge(results, plan)
-
-
-def _damaged(archive: str | Path, exc: Exception) -> ErascopeError:
-    """The error for a part the client cannot read while planning the shards, as a local run says it."""
-    return ErascopeError(f"archive {archive}: a part cannot be read ({exc}); {COMPACT_AGAIN}")
 
 
 def _token() -> str:
