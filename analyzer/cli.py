@@ -125,6 +125,16 @@ KeepDaysOption = Annotated[
     float | None,
     typer.Option("--keep-days", metavar="DAYS", help="Remove closed parts whose last record is older than DAYS."),
 ]
+WaitForWorkersOption = Annotated[
+    float,
+    typer.Option(
+        "--wait-for-workers",
+        metavar="SECONDS",
+        help="With --scheduler: how long to wait for the scheduler to have a worker, at the start and whenever"
+        " it has none left, before giving up with an error.",
+    ),
+]
+WAIT_FOR_WORKERS_S = 60.0  # analyzer.cluster.WAIT_FOR_WORKERS_S, not imported: it brings polars and Dask along
 ChainKeyOption = Annotated[
     Path | None,
     typer.Option(
@@ -521,6 +531,7 @@ def analyze_cmd(
             " (pip install 'erascope\\[dask]').",
         ),
     ] = None,
+    wait_for_workers: WaitForWorkersOption = WAIT_FOR_WORKERS_S,
 ) -> None:
     """Analyze captures: each server's era, probe outcomes and client mistakes.
 
@@ -579,7 +590,9 @@ def analyze_cmd(
         if scheduler is not None:
             from analyzer.cluster import analyze_on_cluster
 
-            analysis = analyze_on_cluster(scheduler, paths, options, marks=fmt == "html")
+            analysis = analyze_on_cluster(
+                scheduler, paths, options, marks=fmt == "html", wait_for_workers=_positive_wait(wait_for_workers)
+            )
         else:
             analysis = analyze(paths, options)
     except ErascopeError as exc:
@@ -677,6 +690,7 @@ def compact_cmd(
             " (pip install 'erascope\\[dask]').",
         ),
     ] = None,
+    wait_for_workers: WaitForWorkersOption = WAIT_FOR_WORKERS_S,
     temp_dir: Annotated[
         Path | None,
         typer.Option(
@@ -700,7 +714,9 @@ def compact_cmd(
         if scheduler is not None:
             from analyzer.cluster import compact_on_cluster
 
-            result = compact_on_cluster(scheduler, paths, out, force=force, temp_dir=temp_dir)
+            result = compact_on_cluster(
+                scheduler, paths, out, force=force, temp_dir=temp_dir, wait_for_workers=_positive_wait(wait_for_workers)
+            )
         else:
             result = compact(paths, out, jobs=jobs, force=force, temp_dir=temp_dir)
     except ErascopeError as exc:
@@ -875,6 +891,12 @@ def main() -> None:
         # and the exit status are as before. Only cyclic garbage left at exit goes uncollected, which
         # Python does not promise to finalize at exit anyway.
         gc.freeze()
+
+
+def _positive_wait(seconds: float) -> float:
+    if not seconds > 0:  # NaN too
+        raise ErascopeError("--wait-for-workers must be a positive number of seconds")
+    return seconds
 
 
 def _selection(

@@ -33,6 +33,8 @@ import dataclasses
 import functools
 import importlib.util
 import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -60,15 +62,19 @@ if TYPE_CHECKING:
 INSTALL_HINT: Final = "pip install 'erascope[dask]'"
 CONNECT_TIMEOUT_S: Final = 10.0
 """Seconds to wait for the scheduler to answer before giving up with an error."""
+WAIT_FOR_WORKERS_S: Final = 60.0
+"""Default seconds to wait for the scheduler to have a worker, at the start and whenever it has none
+left: tasks given to a scheduler without workers wait for one forever."""
 
 
 # --- the cluster ---------------------------------------------------------------------------------
 @contextmanager
-def connect(address: str) -> Iterator[Client]:
+def connect(address: str, wait_for_workers: float = WAIT_FOR_WORKERS_S) -> Iterator[Client]:
     """A Dask client of the scheduler at `address` (`tcp://host:port`, or a scheduler file's path).
 
-    Raises `ErascopeError` when the engine is not installed, or nothing at `address` answers as a
-    Dask scheduler within `CONNECT_TIMEOUT_S`.
+    Raises `ErascopeError` when the engine is not installed, nothing at `address` answers as a
+    Dask scheduler within `CONNECT_TIMEOUT_S`, or the scheduler has no worker within `wait_for_workers`
+    seconds.
     """
     if importlib.util.find_spec("distributed") is None:
         raise ErascopeError(f"--scheduler needs the Dask engine, which is not installed: {INSTALL_HINT}")
@@ -93,6 +99,13 @@ def connect(address: str) -> Iterator[Client]:
     except (OSError, TimeoutError, ValueError, TypeError, ImportError) as exc:
         raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     try:
+        try:
+            client.wait_for_workers(1, timeout=wait_for_workers)
+        except TimeoutError:
+            raise ErascopeError(
+                f"the Dask scheduler at {address} has no workers, and none joined within {wait_for_workers:g} s:"
+                f" start some (`dask worker {target}`), or wait longer with --wait-for-workers"
+            ) from None
         _check_workers(client)
         yield client
     finally:
@@ -186,14 +199,17 @@ def _same_erascope(expected: str) -> None:
         )
 
 
-def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
-    """Every task's result, in order, or an `ErascopeError` naming the first task that failed for good.
+def _gather(client: Client, futures: list[Any], what: list[str], wait_for_workers: float) -> list[Any]:
+    """Every task's result, in order, or an `ErascopeError` naming the first task that failed for good,
+    or saying that the scheduler had no worker for `wait_for_workers` seconds.
 
-    An `ErascopeError` raised inside a task (bad input, --strict) comes back as it is.
+    An `ErascopeError` raised inside a task (bad input, --strict) comes back as it is. On Ctrl-C
+    the tasks are given up like after any failure: the scheduler does not run what nobody waits for.
     """
     from distributed import KilledWorker
 
     try:
+        _wait_while_workers(client, futures, wait_for_workers)
         return client.gather(futures)
     except KilledWorker as exc:
         task = next((w for f, w in zip(futures, what, strict=True) if f.status == "error"), "a task")
@@ -202,8 +218,50 @@ def _gather(client: Client, futures: list[Any], what: list[str]) -> list[Any]:
             " result (running it again is safe). Check the workers' memory and logs"
         ) from None
     finally:
+        # released, a task nobody else holds is forgotten by the scheduler, run or not (Ctrl-C too)
         for f in futures:
             f.release()
+
+
+_WORKER_CHECK_S: Final = 1.0
+
+
+def _wait_while_workers(client: Client, futures: list[Any], wait_for_workers: float) -> None:
+    """Return once every future is done; `ErascopeError` when the scheduler has had no worker for
+    `wait_for_workers` seconds before that (its tasks would wait for one forever).
+
+    The wait is this thread's own (a callback per future sets an event) rather than the client's
+    blocking `gather`: a Ctrl-C there left the client's coroutines waiting, each printing a traceback
+    when the client closed.
+    """
+    left = len(futures)
+    lock = threading.Lock()
+    all_done = threading.Event()
+
+    def done(_future: Any) -> None:
+        nonlocal left
+        with lock:
+            left -= 1
+            if left == 0:
+                all_done.set()
+
+    if not futures:
+        return
+    for f in futures:
+        f.add_done_callback(done)
+    without_since: float | None = None
+    while not all_done.wait(_WORKER_CHECK_S):
+        if client.nthreads():
+            without_since = None
+            continue
+        now = time.monotonic()
+        without_since = now if without_since is None else without_since
+        if now - without_since >= wait_for_workers:
+            raise ErascopeError(
+                f"the Dask scheduler lost its last worker mid-run, and none joined within {wait_for_workers:g} s;"
+                " the run did not complete and gives no result (running it again is safe). Start workers, or"
+                " wait longer with --wait-for-workers"
+            )
 
 
 # --- compact -------------------------------------------------------------------------------------
@@ -248,13 +306,14 @@ def compact_on_cluster(
     *,
     force: bool = False,
     temp_dir: str | Path | None = None,
+    wait_for_workers: float = WAIT_FOR_WORKERS_S,
 ) -> CompactResult:
     """`analyzer.compact.compact`, with the per-file step run as one task per file on the cluster.
 
     The client checks the layout and prepares the archive exactly as a local run does; the workers
     read the inputs and write the parts and entries, so the archive holds the same files.
     """
-    with connect(address) as client:
+    with connect(address, wait_for_workers) as client:
 
         def run(todo: list[str], archive: Path | str, old: list[Named | None]) -> list[tuple[int, int]]:
             prints = [source_fingerprint(p) for p in todo]
@@ -270,7 +329,7 @@ def compact_on_cluster(
                 pure=False,
                 key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
             )
-            return _gather(client, futures, [f"compacting {p}" for p in todo])
+            return _gather(client, futures, [f"compacting {p}" for p in todo], wait_for_workers)
 
         return compact(paths, out, force=force, runner=run, temp_dir=temp_dir)
 
@@ -497,6 +556,7 @@ def analyze_on_cluster(
     *,
     shards: int | None = None,
     marks: bool = False,
+    wait_for_workers: float = WAIT_FOR_WORKERS_S,
 ) -> Analysis:
     """`analyzer.pipeline.analyze` of one archive, as a map over shards of its server keys on the
     cluster and a merge on the client; the same `Analysis` as a local run, as far as reports read it
@@ -527,7 +587,7 @@ def analyze_on_cluster(
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ErascopeError(f"archive {paths[0]}: a part cannot be read ({exc}); {COMPACT_AGAIN}") from None
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
-    with connect(address) as client:
+    with connect(address, wait_for_workers) as client:
         count = shards or sum(client.nthreads().values()) or 1
         plan = shards_of(keys, count, links) if keys else [tuple(options.servers or ())]
         token = _token()
@@ -542,7 +602,9 @@ def analyze_on_cluster(
             pure=False,
             key=[f"erascope-shard-{token}-{i}" for i in range(len(plan))],
         )
-        results = _gather(client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)])
+        results = _gather(
+            client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)], wait_for_workers
+        )
     return merge(results, plan)
 
 

@@ -492,3 +492,99 @@ def test_an_empty_server_key_and_the_key_null_are_sharded_like_any_other(cluster
     shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps, dirs_exist_ok=True)
     local = _compacted_and_sharded(cluster, caps, tmp_path / "archive", shards=3)
     assert {"", "__null__"} <= {s["server"] for s in local["servers"]}
+
+
+# --- a cluster without workers, and Ctrl-C -------------------------------------------------------
+def _block_the_workers(address: str, seconds: float) -> Any:
+    """A client holding a task that sleeps on every worker thread, so erascope's tasks wait in line."""
+    from distributed import Client
+
+    client = Client(address, timeout=10, set_as_default=False)
+    threads = sum(client.nthreads().values())
+    sleeps = client.map(time.sleep, [seconds] * threads, pure=False)
+    deadline = time.monotonic() + 30
+    while sum(len(v) for v in client.processing().values()) < threads and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return client, sleeps
+
+
+def _erascope_tasks(client: Any) -> list[str]:
+    return client.run_on_scheduler(
+        lambda dask_scheduler: [str(k) for k in dask_scheduler.tasks if str(k).startswith("erascope-")]
+    )
+
+
+def _wait_for_tasks(client: Any, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while not _erascope_tasks(client):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "erascope gave the scheduler no task"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("command", ["compact", "analyze"])
+def test_a_scheduler_without_workers_is_a_clear_error(
+    tmp_path: Path, archives: dict[str, Path], generated: Path, command: str
+) -> None:
+    args = (
+        ["compact", generated, "--out", tmp_path / "out"]
+        if command == "compact"
+        else ["analyze", archives["generated"], "--format", "json"]
+    )
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=0) as c:
+        started = time.monotonic()
+        result = erascope(*args, "--scheduler", c.address, "--wait-for-workers", "2", check=False)
+        waited = time.monotonic() - started
+    assert result.returncode == 2, result.stderr.decode()
+    assert result.stdout == b""
+    err = result.stderr.decode()
+    assert "has no workers" in err and "--wait-for-workers" in err, err
+    assert "Traceback" not in err
+    assert waited >= 2  # it waited for one to join first
+
+
+def test_a_run_whose_workers_all_die_fails_with_a_clear_error(tmp_path: Path, archives: dict[str, Path]) -> None:
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1, nanny=False) as c:
+        pid = next(iter(c.worker_pids().values()))
+        client, _sleeps = _block_the_workers(c.address, 600)
+        with client:
+            proc = subprocess.Popen(
+                [str(ERASCOPE), "analyze", str(archives["generated"]), "--format", "json", "--quiet",
+                 "--scheduler", c.address, "--wait-for-workers", "3"],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+            _wait_for_tasks(client, proc)
+            os.kill(pid, signal.SIGKILL)  # the only worker: its tasks wait for another that never comes
+            out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err.decode()
+    assert out == b""  # no report, rather than a partial one
+    assert "lost its last worker" in err.decode(), err.decode()
+    assert b"Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["compact", "analyze"])
+def test_ctrl_c_on_the_cluster_stops_quietly_and_takes_its_tasks_back(
+    tmp_path: Path, archives: dict[str, Path], generated: Path, command: str
+) -> None:
+    args = (
+        ["compact", str(generated), "--out", str(tmp_path / "out")]
+        if command == "compact"
+        else ["analyze", str(archives["generated"]), "--format", "json"]
+    )
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1) as c:
+        client, _sleeps = _block_the_workers(c.address, 600)
+        with client:
+            proc = subprocess.Popen(
+                [str(ERASCOPE), *args, "--scheduler", c.address], cwd=ROOT, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+            _wait_for_tasks(client, proc)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            deadline = time.monotonic() + 10
+            while (left := _erascope_tasks(client)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+    assert proc.returncode == 130, err.decode()
+    assert out == b""
+    assert b"Traceback" not in err and b"Task exception" not in err, err.decode()
+    assert left == []  # the scheduler does not run the tasks of a run nobody waits for
