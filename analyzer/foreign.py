@@ -65,6 +65,11 @@ from addon.redact import HttpRedaction, Redactor
 from addon.sse import SseParser
 from analyzer.sources import FLOWS, HAR
 
+MAX_WHOLE_BYTES: Final = 1 << 29
+"""The most a HAR document or a dump's flow may hold (decompressed): each is read and parsed whole
+(a 512 MiB document takes a few times that in memory), and a compressed file of a few megabytes can
+hold gigabytes. Beyond it a HAR file is refused and a flow noted as not read, before either is held."""
+
 UNITS: Final = {HAR: "entry", FLOWS: "flow"}
 """What a location in each kind counts: `file#entry=N`, `file#flow=N`."""
 
@@ -162,9 +167,14 @@ def read_flows(stream: BinaryIO) -> Converted:
             break
         if framed is None:
             break
+        n += 1
+        if isinstance(framed, int):
+            digest.update(b"%d:" % framed)  # a copy of the file still has the same digest
+            why = f"a flow larger than {MAX_WHOLE_BYTES} bytes: not read (erascope reads a flow whole)"
+            out.unread.append((n, why))
+            continue
         digest.update(b"%d:%c" % (len(framed[1]), framed[0]))
         digest.update(framed[1])
-        n += 1
         try:
             state = tnetstring.parse(*framed)
         except Exception as exc:  # attacker-controlled: any damage inside the frame
@@ -207,10 +217,11 @@ _MAX_LENGTH_DIGITS: Final = 12
 _READ_BLOCK: Final = 1 << 20
 
 
-def _frame(stream: BinaryIO) -> tuple[int, memoryview] | None:
+def _frame(stream: BinaryIO) -> tuple[int, memoryview] | int | None:
     """The next tnetstring's type byte and payload, not parsed (mitmproxy's `tnetstring.load` up to
-    its `parse`), so that a flow that does not parse still ends where its length says; None at the
-    end of the file. Raises `_BrokenFrame`."""
+    its `parse`), so that a flow that does not parse still ends where its length says; its length
+    alone, passed over, when that is beyond `MAX_WHOLE_BYTES`; None at the end of the file. Raises
+    `_BrokenFrame`."""
     c = stream.read(1)
     if not c:
         return None
@@ -223,17 +234,18 @@ def _frame(stream: BinaryIO) -> tuple[int, memoryview] | None:
     if c != b":" or not digits:
         raise _BrokenFrame("not a tnetstring: missing or invalid length prefix")
     want = int(digits)
+    keep = want <= MAX_WHOLE_BYTES
     # a block at a time: `read(want)` allocates the length the file claims before reading any of it
     blocks: list[bytes] = []
     got = 0
     while got < want and (block := stream.read(min(want - got, _READ_BLOCK))):
-        blocks.append(block)
+        if keep:
+            blocks.append(block)
         got += len(block)
-    data = b"".join(blocks)
     kind = stream.read(1)
     if got < want or not kind:
         raise _BrokenFrame("it ends inside a flow: the file was cut short")
-    return kind[0], memoryview(data)
+    return (kind[0], memoryview(b"".join(blocks))) if keep else want
 
 
 def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedaction) -> None:
@@ -257,7 +269,12 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
 # --- HAR ---------------------------------------------------------------------------------------------
 def read_har(stream: BinaryIO) -> Converted:
     """Every entry of a HAR 1.2 document as records (see the module docstring)."""
-    data = stream.read()
+    data = stream.read(MAX_WHOLE_BYTES + 1)
+    if len(data) > MAX_WHOLE_BYTES:
+        raise ForeignError(
+            f"a HAR document larger than {MAX_WHOLE_BYTES} bytes (decompressed), which erascope reads whole: not"
+            " read; split its entries into smaller HAR files"
+        )
     try:
         # Windows tools save HAR with a UTF-8 BOM (RFC 8259 lets a parser ignore one; orjson refuses it)
         doc = _json(data.removeprefix(codecs.BOM_UTF8))

@@ -511,3 +511,70 @@ def test_firefoxs_connection_field_is_a_port_not_a_connection(tmp_path: Path) ->
     path.write_bytes(orjson.dumps(doc))
     (server,) = report_dict(analyze([str(path)]))["servers"]
     assert server["connections"] == 3
+
+
+# --- what is read whole is bounded ---------------------------------------------------------------
+class _Counted(io.BytesIO):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.given = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        data = super().read(size)
+        self.given += len(data)
+        return data
+
+
+def test_a_har_beyond_the_bound_is_refused_before_it_is_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    from analyzer import foreign
+
+    har = orjson.dumps(_har(_flows()))
+    monkeypatch.setattr(foreign, "MAX_WHOLE_BYTES", len(har))
+    assert len(foreign.read_har(_Counted(har)).records) > 0  # at the bound: read
+    padded = _Counted(har + b" " * 100_000)
+    with pytest.raises(foreign.ForeignError, match=f"a HAR document larger than {len(har)} bytes"):
+        foreign.read_har(padded)
+    assert padded.given <= len(har) + 1
+
+
+def test_a_flow_beyond_the_bound_is_noted_and_the_others_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from analyzer import foreign
+
+    small = _flows()
+    big = _flow(probe(7), discover_result(7), sse=False, start=1796000000.5)
+    big.response.content = b" " * 200_000 + big.response.content  # type: ignore[union-attr]
+    path = _dump(tmp_path / "dump.flows", [small[0], big, small[1]])
+    monkeypatch.setattr(foreign, "MAX_WHOLE_BYTES", 100_000)
+    facts = extract_file(str(path))
+    assert [(b.line, b.reason) for b in facts.malformed] == [
+        (2, "a flow larger than 100000 bytes: not read (erascope reads a flow whole)")
+    ]
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+
+
+def test_a_compressed_har_bomb_is_a_clear_error_in_bounded_memory(tmp_path: Path) -> None:
+    """A few megabytes of gzip holding a HAR document of twice the bound in blanks: read whole (before
+    the bound), it took 2.2 GB of memory at 1 GiB."""
+    import os
+    import zlib
+
+    from analyzer.foreign import MAX_WHOLE_BYTES
+
+    packer = zlib.compressobj(1, zlib.DEFLATED, 31)  # wbits 31: the gzip format
+    path = tmp_path / "bomb.har.gz"
+    with open(path, "wb") as f:
+        f.write(packer.compress(b'{"log":{"entries":['))
+        blanks = b" " * (1 << 20)
+        for _ in range(2 * MAX_WHOLE_BYTES // len(blanks)):
+            f.write(packer.compress(blanks))
+        f.write(packer.compress(b"]}}") + packer.flush())
+    proc = subprocess.Popen([str(ERASCOPE), "analyze", str(path), "-q"], stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 2 and "Traceback" not in err, err
+    assert f"a HAR document larger than {MAX_WHOLE_BYTES} bytes" in err
+    assert usage.ru_maxrss < (MAX_WHOLE_BYTES + (256 << 20)) // 1024  # KiB: what the bound lets in, not the document
