@@ -870,6 +870,7 @@ def extract_file(
         first = opened.first
         header = _header_of(path, first)
         if header is None:
+            cut = opened.cut
             opened.close()
             try:
                 kind = foreign_kind(path)
@@ -877,6 +878,8 @@ def extract_file(
                 raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
             if kind is not None:
                 return _extract_foreign(facts, kind, options)
+            if cut is not None:  # not "not a capture": what it is cannot be told from so little
+                raise InputError(f"{path}: {cut} within its first line, which tells nothing of what it held")
             facts.skipped = _not_a_capture(path, first)
             return facts
         facts.identity = _identity(path, header)
@@ -957,10 +960,13 @@ def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -
 
     try:
         with open_stream(facts.file) as f:
-            converted = foreign.convert(kind, io.BufferedReader(f) if isinstance(f, CutStream) else f)
-            cut = f.cut if isinstance(f, CutStream) else None
+            try:
+                converted = foreign.convert(kind, io.BufferedReader(f) if isinstance(f, CutStream) else f)
+            finally:
+                cut = f.cut if isinstance(f, CutStream) else None
     except foreign.ForeignError as exc:
-        raise InputError(f"{facts.file}: {exc}") from None
+        # a HAR document cut short is no JSON document: the cut is the cause worth saying
+        raise InputError(f"{facts.file}: {exc}" + (f"; {cut}" if cut is not None else "")) from None
     except OSError as exc:
         raise InputError(f"cannot read {facts.file}: {exc.strerror or exc}") from None
     facts.transport, facts.unit = fmt.HTTP, foreign.UNITS[kind]

@@ -241,12 +241,13 @@ def _read_up_to(f: CutStream | io.BufferedReader, size: int) -> bytes:
 def foreign_kind(path: str) -> str | None:
     """`HAR` or `FLOWS` when the (decompressed) file looks like a HAR document or a mitmproxy dump,
     else None. Told by content: a JSON object with `"log"` near its start, a tnetstring (`123:`).
-    A file named `.har` is taken for HAR whatever it holds, so garbage under that name gets the HAR
-    reader's clear error rather than a silent skip. Raises `OSError`."""
+    A file named `.har` (or `.zhar`) is taken for HAR whatever it holds, so garbage under that name gets
+    the HAR reader's clear error rather than a silent skip. Raises `OSError`."""
     with open_stream(path) as f:
         head = _read_up_to(f, _HEAD) if isinstance(f, CutStream) else f.read(_HEAD)
     text = head.removeprefix(codecs.BOM_UTF8).lstrip()
-    if (text.startswith(b"{") and b'"log"' in text) or strip_compression(path.lower()).endswith(".har"):
+    name = strip_compression(path.lower())
+    if (text.startswith(b"{") and b'"log"' in text) or name.endswith(".har") or name.endswith(ZHAR):
         return HAR
     if _TNETSTRING.match(head):
         return FLOWS

@@ -578,3 +578,26 @@ def test_a_compressed_har_bomb_is_a_clear_error_in_bounded_memory(tmp_path: Path
     assert proc.returncode == 2 and "Traceback" not in err, err
     assert f"a HAR document larger than {MAX_WHOLE_BYTES} bytes" in err
     assert usage.ru_maxrss < (MAX_WHOLE_BYTES + (256 << 20)) // 1024  # KiB: what the bound lets in, not the document
+
+
+@pytest.mark.parametrize(
+    ("name", "keep"),
+    [("export.zhar", 6), ("export.zhar", -20), ("export.har.gz", 12), ("export.har.gz", -20), ("export.flows.gz", 12)],
+)
+def test_a_compressed_har_or_dump_cut_short_says_so(tmp_path: Path, name: str, keep: int) -> None:
+    """A compressed HAR file cut short was "not a HAR file (… unexpected end of data)", or, cut
+    within its first bytes, like a dump, "not an erascope capture": the cut went unsaid. (A dump
+    cut later keeps the flows before the cut, noted at the next: `test_a_dump_cut_short_…`.)"""
+    whole = tmp_path / f"whole-{name}"  # mitmproxy compresses what it names .zhar
+    if name.endswith(".zhar"):
+        SaveHar().export_har(_flows(), str(whole))
+    elif ".har" in name:
+        whole.write_bytes(gzip.compress(orjson.dumps(_har(_flows()))))
+    else:
+        whole.write_bytes(gzip.compress(_dump(tmp_path / "d.flows", _flows()).read_bytes()))
+    path = tmp_path / name
+    path.write_bytes(whole.read_bytes()[:keep])
+    proc = subprocess.run([str(ERASCOPE), "analyze", str(path), "-q"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "stream ends early (the file was cut short)" in proc.stderr, proc.stderr
+    assert "not an erascope capture" not in proc.stderr
