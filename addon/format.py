@@ -83,11 +83,14 @@ EV_TERMINATE: Final = "terminate"
 """The server outlived the grace period after `client-eof` or a `signal`: the tee sent it `signal`."""
 EV_RECORDER_END: Final = "recorder-end"
 """The tee closes the capture: the last lifecycle record, with the recorder's `counters`."""
+EV_RELAY_ABANDONED: Final = "relay-abandoned"
+"""Told to stop, the tee gave up relaying the server's `stream` to a client that took none of it
+for `grace` seconds; `held`: bytes it had read of it and could neither relay nor record."""
 
 LIFECYCLE_EVENTS: Final = frozenset(
     {
         EV_SPAWN, EV_SPAWN_FAILED, EV_CLIENT_EOF, EV_SERVER_EOF, EV_STDIN_BROKEN, EV_EXIT, EV_SIGNAL,
-        EV_LINGER_END, EV_TERMINATE, EV_RECORDER_END,
+        EV_LINGER_END, EV_TERMINATE, EV_RECORDER_END, EV_RELAY_ABANDONED,
     }
 )  # fmt: skip
 

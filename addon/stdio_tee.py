@@ -358,6 +358,8 @@ class Pump:
         self._splitter = LineSplitter()
         self.reads = 0
         """Reads that returned so far (with data or EOF)."""
+        self.last_read = 0
+        """Bytes the last read returned: while the pump is not `reading`, forwarded or not yet recorded."""
         self.reading = False
         """True while the pump waits in (or is about to enter) a read, i.e. it forwarded all it read."""
         self.eof = False
@@ -394,6 +396,17 @@ class Pump:
         except OSError:
             return True
 
+    def unrecorded(self) -> int:
+        """Bytes read and not recorded yet: an unfinished line, and the read being forwarded.
+
+        Exact only while the pump is stuck (forwarding to a reader that takes nothing), which is when
+        the tee asks, to say what it gives up.
+        """
+        if self.done.is_set():
+            return 0
+        held = sum(map(len, self._splitter.pending))
+        return held if self.reading else held + self.last_read
+
     def run(self) -> None:
         """The pump loop (call directly to run on the current thread)."""
         if threading.current_thread() is not threading.main_thread():
@@ -427,6 +440,7 @@ class Pump:
                     else:
                         raise
                 self.reads += 1
+                self.last_read = n
                 self.reading = False
                 if seq is not None:
                     seq.begin(name)
@@ -869,6 +883,11 @@ class StdioTee:
 
         return stalled
 
+    def _relay_abandoned(self, stream: str, pump: Pump) -> None:
+        """Say what the tee gives up of `stream` when its reader took nothing for `grace` seconds after
+        a signal: what `pump` read and holds is lost to the capture too, and must not be lost silently."""
+        self._lifecycle(fmt.EV_RELAY_ABANDONED, stream=stream, held=pump.unrecorded(), grace=self.grace)
+
     def _forward_held_signals(self) -> None:
         """Forward the signals that came while the server was being started, now that it runs.
 
@@ -977,11 +996,13 @@ class StdioTee:
                 self._lifecycle(fmt.EV_EXIT, code=returncode, status=status)
             # What the server wrote before dying is already in its pipes. Once a pump has relayed
             # that, the client gets EOF even if a grandchild still holds the write end open.
-            _await_drained(s2c, self._stalled_after_signal(s2c))
+            if _await_drained(s2c, self._stalled_after_signal(s2c)):
+                self._relay_abandoned("stdout", s2c)
             if not s2c.done.is_set():  # a grandchild holds the pipe, or the client no longer reads
                 self._on_server_end(seq.begin("main"))
                 seq.end("main")
-            _await_drained(err, self._stalled_after_signal(err))
+            if _await_drained(err, self._stalled_after_signal(err)):
+                self._relay_abandoned("stderr", err)
             seq.close(fmt.STDERR)
             self._linger(c2s)
         finally:
@@ -1029,8 +1050,9 @@ class StdioTee:
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
-def _await_drained(pump: Pump, give_up: Callable[[], bool] | None = None) -> None:
-    """Wait until `pump` finished, or relayed everything and waits on an empty pipe, or `give_up()`.
+def _await_drained(pump: Pump, give_up: Callable[[], bool] | None = None) -> bool:
+    """Wait until `pump` finished, or relayed everything and waits on an empty pipe, or `give_up()`;
+    True in that last case.
 
     The second case is a dead server whose child inherited the pipe. "Empty" must hold across a short
     pause with no new read, so a read that just returned (flags not yet updated) is not mistaken for
@@ -1038,13 +1060,14 @@ def _await_drained(pump: Pump, give_up: Callable[[], bool] | None = None) -> Non
     """
     while not pump.join(0.02):
         if give_up is not None and give_up():
-            return
+            return True
         if pump.drained():
             reads = pump.reads
             if pump.join(0.05):
-                return
+                return False
             if pump.drained() and pump.reads == reads:
-                return
+                return False
+    return False
 
 
 def _describe(exc: OSError) -> str:

@@ -865,7 +865,8 @@ def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, 
         # The client reads nothing: the tee's stdout pipe fills and its relay blocks.
         assert proc.stdout is not None
         out = proc.stdout.fileno()
-        while time.monotonic() < deadline and _pipe_bytes(out) < fcntl.fcntl(out, fcntl.F_GETPIPE_SZ) // 2:
+        pipe_size = fcntl.fcntl(out, fcntl.F_GETPIPE_SZ)
+        while time.monotonic() < deadline and _pipe_bytes(out) < pipe_size // 2:
             time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
@@ -882,7 +883,51 @@ def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, 
     assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
     assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGTERM"
     ev = events(records)
-    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_SERVER_EOF)
+    assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_RELAY_ABANDONED)
+    assert ev.index(fmt.EV_RELAY_ABANDONED) < ev.index(fmt.EV_SERVER_EOF)
+    # What the tee read of the server's output and could neither relay nor record is said, not
+    # silently gone: here the unfinished 8 MB line, of which the client's full pipe holds a part.
+    abandoned = lifecycle(records, fmt.EV_RELAY_ABANDONED)
+    assert abandoned["stream"] == "stdout"
+    assert pipe_size // 2 <= abandoned["held"] <= 8_000_001
+    assert not [r for r in records if r.get(fmt.F_TYPE) == fmt.FRAME and r.get(fmt.F_DIR) == fmt.S2C]
+
+
+def test_what_a_host_that_stopped_reading_stderr_was_not_given_is_said(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """The host reads the server's stdout but never its stderr (many hosts leave it to a pipe): after
+    SIGTERM the tee gives the stderr relay up after `--grace`, and says how much it held."""
+    script = "import sys; sys.stderr.buffer.write(b'e' * 8_000_000); sys.stderr.flush(); sys.stdin.read()"
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", script, extra=("--grace", str(GRACE))),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        err = proc.stderr.fileno()
+        pipe_size = fcntl.fcntl(err, fcntl.F_GETPIPE_SZ)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _pipe_bytes(err) < pipe_size // 2:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the relay fills the pipe and blocks
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 128 + signal.SIGTERM
+        relayed = _pipe_bytes(err)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for p in (proc.stdin, proc.stdout, proc.stderr):
+            if p is not None:
+                p.close()
+    records = only_capture(tmp_path)
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    abandoned = lifecycle(records, fmt.EV_RELAY_ABANDONED)
+    assert abandoned["stream"] == "stderr" and abandoned["held"] > 0
+    recorded = sum(r[fmt.F_LEN] for r in records if r.get(fmt.F_TYPE) == fmt.STDERR)
+    # whatever the host's pipe got was read by the tee: recorded, or said to be held
+    assert recorded + abandoned["held"] >= relayed > 0
 
 
 def test_server_exiting_within_the_grace_period_is_left_alone(tmp_path: Path, client_factory) -> None:
