@@ -37,6 +37,7 @@ import hashlib
 import itertools
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
@@ -349,7 +350,22 @@ def _har_gap(entry: Any) -> str | None:
     # those out); an empty text with no size is an empty body, as mitmproxy writes one.
     if (text is None and (sse or sized)) or (text == "" and sized):
         return "the response body is not in the HAR (the exporter left it out): not read, never guessed"
+    if content.get("encoding") == "base64" and isinstance(text, str) and not _is_base64(text):
+        return "the response body is not valid base64 (its encoding says it is): not read, never guessed"
     return None
+
+
+_WHITESPACE: Final = re.compile(r"\s+")
+
+
+def _is_base64(text: str) -> bool:
+    """Whether `text` is base64 but for whitespace (line wrapping), which mitmproxy's lenient decoding
+    skips like every other character outside the alphabet: those others would make another body."""
+    try:
+        base64.b64decode(_WHITESPACE.sub("", text), validate=True)
+    except ValueError:  # binascii.Error; a non-ASCII character too
+        return False
+    return True
 
 
 def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:

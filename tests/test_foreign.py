@@ -601,3 +601,29 @@ def test_a_compressed_har_or_dump_cut_short_says_so(tmp_path: Path, name: str, k
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert "stream ends early (the file was cut short)" in proc.stderr, proc.stderr
     assert "not an erascope capture" not in proc.stderr
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_base64_body_is_read_exactly_or_not_at_all(tmp_path: Path, wrapped: bool) -> None:
+    """mitmproxy's HAR reader decodes `encoding: base64` leniently: characters outside the alphabet
+    were dropped and the rest read as the body, a body the file does not hold. Whitespace (line
+    wrapping) is no such guess."""
+    import base64
+
+    doc = _har(_flows())
+    content = doc["log"]["entries"][1]["response"]["content"]
+    text = base64.b64encode(orjson.dumps(init_result(2))).decode()
+    if wrapped:
+        text = "\n".join(text[i : i + 16] for i in range(0, len(text), 16))
+    content.update(text=text, encoding="base64")
+    good = tmp_path / "good.har"
+    good.write_bytes(orjson.dumps(doc))
+    assert _outcomes([good]) == ({"discover-result": 1}, {"served": 1})
+    content["text"] = text[:8] + "*!" + text[8:]
+    bad = tmp_path / "bad.har"
+    bad.write_bytes(orjson.dumps(doc))
+    facts = extract_file(str(bad))
+    assert [(b.line, b.reason) for b in facts.malformed] == [
+        (2, "the response body is not valid base64 (its encoding says it is): not read, never guessed")
+    ]
+    assert _outcomes([bad]) == ({"discover-result": 1}, {})
