@@ -240,7 +240,7 @@ def _pretty(raw: bytes) -> tuple[str, int]:
     except orjson.JSONDecodeError:
         text = raw.decode("utf-8", "replace")
     else:
-        text = _pretty_record(record)
+        text = _pretty_record(record) or raw.decode("utf-8", "replace")
     lines = [visible(line) for line in text.split("\n")]  # bidi and control characters shown, not acted on
     text = "\n".join(lines)
     if len(text) > MAX_PAYLOAD_CHARS:
@@ -248,27 +248,34 @@ def _pretty(raw: bytes) -> tuple[str, int]:
     return text, 0
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: Any) -> str | None:
+    """`value` pretty-printed; None when it nests deeper than orjson writes (255 levels)."""
     try:
         return orjson.dumps(value, option=orjson.OPT_INDENT_2).decode()
-    except TypeError:
+    except TypeError:  # a lone surrogate in a string, or the nesting
+        pass
+    try:
         return orjson.dumps(_scrubbed(value, _valid_unicode), option=orjson.OPT_INDENT_2).decode()
+    except (TypeError, RecursionError):
+        return None
 
 
-def _pretty_record(record: Any) -> str:
+def _pretty_record(record: Any) -> str | None:
+    """The record's message pretty-printed, then its other fields; None when the fields cannot be
+    (the caller shows the record as captured). A message that cannot be is shown as captured."""
     if not isinstance(record, dict):
         return _dumps(record)
-    meta = {k: v for k, v in record.items() if k != "raw"}
+    meta = _dumps({k: v for k, v in record.items() if k != "raw"})
     raw = record.get("raw")
-    if not isinstance(raw, str):
+    if not isinstance(raw, str) or meta is None:
         return _dumps(record)
     try:
         message: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
         body = raw  # not JSON (stderr, garbage): as captured
     else:
-        body = _dumps(message)
-    return f"{body}\n\n— record —\n{_dumps(meta)}"
+        body = _dumps(message) or raw
+    return f"{body}\n\n— record —\n{meta}"
 
 
 # --- the timeline --------------------------------------------------------------------------------

@@ -432,3 +432,28 @@ def test_the_timeline_of_many_servers_is_still_drawn(browser: Any, tmp_path: Pat
         assert errors == []
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("where", ["message", "record"])
+def test_a_message_nested_too_deep_to_pretty_print_is_shown_as_captured(tmp_path: Path, where: str) -> None:
+    """A probe whose params (or a record field beside it) nest 1,000 levels: orjson writes 255, and the
+    fallback that fixes lone surrogates recursed past Python's limit, a RecursionError traceback."""
+    import json
+
+    deep = "[" * 1000 + "]" * 1000
+    raw = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":' + deep + "}}"
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+    base = {"type": "frame", "conn": "c1", "server": "deep", "nl": True}
+    records = [
+        {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "part": 0,
+         "server": "deep", "seq": 0, "ts": 1_800_000_000.0, "mono": 0.0},
+        {**base, "dir": "c2s", "raw": raw if where == "message" else raw.replace(deep, "1"), "len": len(raw),
+         "seq": 1, "ts": 1_800_000_000.1, "mono": 0.1, **({"extra": json.loads(deep)} if where == "record" else {})},
+        {**base, "dir": "s2c", "raw": answer, "len": len(answer), "seq": 2, "ts": 1_800_000_000.2, "mono": 0.2},
+    ]  # fmt: skip
+    path = tmp_path / "deep.jsonl"
+    # written by the standard library: orjson refuses to write what it nests that deep
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+    payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
+    texts = [p["text"] for p in payloads.values()]
+    assert any("[[[[" in t and "server/discover" in t for t in texts), texts
