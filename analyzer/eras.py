@@ -352,12 +352,24 @@ def server_verdicts(
         )
         .collect()
     )
+    # Every per-server fact is computed over whole frames, then looked up by key: filtering the frames
+    # once per server made the verdicts cost servers × rows (100,000 server keys: minutes).
+    probe_counts, probe_totals = _outcome_counts(probes)
+    init_counts, init_totals = _outcome_counts(inits)
+    ends = _as_text_keys(ev_all.filter(pl.col("_row") == pl.col("_row").max().over("server")))
+    last = {r["server"]: r for r in ends.iter_rows(named=True)}
+    timelines = _timelines(ev_all)
+    deciding = _deciding_rows(ev_all)
+    inconsistent = [k for k, r in last.items() if r["_era"] == "inconsistent"]
+    by_server = (
+        _as_text_keys(ev_all.filter(pl.col("server").cast(pl.String).is_in(inconsistent, nulls_equal=True)))
+        .partition_by("server", as_dict=True, maintain_order=True)
+        if inconsistent
+        else {}
+    )
     verdicts: list[ServerVerdict] = []
     for row in summary.sort("server").iter_rows(named=True):
-        server = row["server"]
-        ev = ev_all.filter(pl.col("server").eq_missing(server))  # None: the traffic without a server key
-        sp = probes.filter(pl.col("server").eq_missing(server))
-        si = inits.filter(pl.col("server").eq_missing(server))
+        server = row["server"]  # None: the traffic without a server key
         v = ServerVerdict(
             server=server,
             transport=row["transport"] or "",
@@ -368,31 +380,89 @@ def server_verdicts(
             first_seen=row["first_seen"],
             last_seen=row["last_seen"],
             connections=row["connections"],
-            probes=sp.height,
-            probe_outcomes=dict(sorted(sp.group_by("outcome").len().iter_rows())),
-            inits=si.height,
-            init_outcomes=dict(sorted(si.group_by("outcome").len().iter_rows())),
+            probes=probe_totals.get(server, 0),
+            probe_outcomes=probe_counts.get(server, {}),
+            inits=init_totals.get(server, 0),
+            init_outcomes=init_counts.get(server, {}),
             clients=row["clients"],
             peers=row["peers"],
         )
-        if ev.height:
-            last = ev.row(-1, named=True)
-            v.modern_support = last["_m"] or UNKNOWN
-            v.legacy_support = last["_l"] or UNKNOWN
-            v.era = last["_era"]
-            steps = ev.filter(pl.col("_last_at_ts"))
-            changes = steps.filter(pl.col("_era") != pl.col("_era").shift(1).fill_null(""))
-            v.timeline = [
-                TimelineEntry(r["ts"], r["_era"], Evidence(r["file"], int(r["line"]), r["note"]))
-                for r in changes.iter_rows(named=True)
-            ]
+        if (end := last.get(server)) is not None:
+            v.modern_support = end["_m"] or UNKNOWN
+            v.legacy_support = end["_l"] or UNKNOWN
+            v.era = end["_era"]
+            v.timeline = timelines.get(server, [])
             if v.era == "inconsistent":
+                ev = by_server[(server,)]
                 v.evidence = _contradiction(ev)
                 _mark_mixed(ev, v, window)
             else:
-                v.evidence = _deciding(ev, v)
+                v.evidence = _deciding(deciding.get(server, {}), v)
         verdicts.append(v)
     return verdicts
+
+
+def _as_text_keys(frame: pl.DataFrame) -> pl.DataFrame:
+    return frame.with_columns(pl.col("server").cast(pl.String))
+
+
+def _outcome_counts(frame: pl.DataFrame) -> tuple[dict[str | None, dict[str, int]], dict[str | None, int]]:
+    """Per server key: its rows by outcome (sorted by outcome), and its rows."""
+    counts: dict[str | None, dict[str, int]] = {}
+    totals: dict[str | None, int] = {}
+    rows = frame.lazy().group_by("server", "outcome").len().select(
+        pl.col("server").cast(pl.String), pl.col("outcome").cast(pl.String), "len"
+    )
+    for server, outcome, n in rows.collect().sort("server", "outcome").iter_rows():
+        counts.setdefault(server, {})[outcome] = n
+        totals[server] = totals.get(server, 0) + n
+    return counts, totals
+
+
+def _timelines(ev_all: pl.DataFrame) -> dict[str | None, list[TimelineEntry]]:
+    """Per server key, each change of era: the last evidence of an instant whose era differs from
+    the instant before it (several pieces of evidence at one instant make one step)."""
+    steps = ev_all.filter(pl.col("_last_at_ts"))
+    changes = _as_text_keys(steps.filter(pl.col("_era") != pl.col("_era").shift(1).over("server").fill_null("")))
+    out: dict[str | None, list[TimelineEntry]] = {}
+    for r in changes.select("server", "ts", "_era", "file", "line", "note").iter_rows():
+        out.setdefault(r[0], []).append(TimelineEntry(r[1], r[2], Evidence(r[3], int(r[4]), r[5])))
+    return out
+
+
+def _deciding_rows(ev_all: pl.DataFrame) -> dict[str | None, dict[str, list[Evidence]]]:
+    """Per server key, the candidates `_deciding` picks from: for `modern` and `legacy`, the first
+    evidence of the dimension's last run of one value, when that value is the final one; `broken`,
+    the first broken evidence."""
+    by = ("server", "dim")
+    # the server's final support, as the verdict takes it from its last evidence (`… or UNKNOWN`);
+    # before the filter, so that the last evidence is the server's, of any dimension
+    dims = ev_all.with_columns(
+        _final=pl.when(pl.col("dim") == "modern")
+        .then(pl.col("_m").last().over("server"))
+        .otherwise(pl.col("_l").last().over("server"))
+        .cast(pl.String),
+    ).filter(pl.col("dim").is_in(("modern", "legacy")))
+    dims = dims.with_columns(
+        _run=pl.col("value").rle_id().over(by),
+        _final=pl.when(pl.col("_final").is_null() | (pl.col("_final") == "")).then(pl.lit(UNKNOWN)).otherwise("_final")
+    )
+    runs = dims.filter(
+        pl.col("_run") == pl.col("_run").max().over(by), pl.col("value").cast(pl.String) == pl.col("_final")
+    )
+    first = pl.int_range(pl.len())
+    columns = ("server", "dim", "file", "line", "note")
+    picked = pl.concat(
+        [
+            runs.filter(first.over(by) < _MAX_EVIDENCE // 2).select(columns),
+            ev_all.filter(pl.col("dim") == "broken").filter(first.over("server") < _MAX_EVIDENCE).select(columns),
+        ],
+        how="vertical_relaxed",
+    )
+    out: dict[str | None, dict[str, list[Evidence]]] = {}
+    for server, dim, file, line, note in _as_text_keys(picked).iter_rows():
+        out.setdefault(server, {}).setdefault(dim, []).append(Evidence(file, int(line), note))
+    return out
 
 
 def _mark_mixed(ev: pl.DataFrame, v: ServerVerdict, window: float) -> None:
@@ -441,20 +511,12 @@ def _name_upstream_failures(ev: pl.DataFrame, messages: pl.DataFrame) -> pl.Data
     )
 
 
-def _deciding(ev: pl.DataFrame, v: ServerVerdict) -> list[Evidence]:
-    """The first evidence of each final dimension value since it last changed (plus broken evidence)."""
-    picks: list[Evidence] = []
-    for dim, final in (("modern", v.modern_support), ("legacy", v.legacy_support)):
-        d = ev.filter(pl.col("dim") == dim)
-        if d.is_empty():
-            continue
-        d = d.with_columns(run=pl.col("value").rle_id())
-        last_run = d.filter(pl.col("run") == pl.col("run").max(), pl.col("value") == final)
-        firsts = last_run.head(_MAX_EVIDENCE // 2)
-        picks.extend(Evidence(r["file"], int(r["line"]), r["note"]) for r in firsts.iter_rows(named=True))
+def _deciding(candidates: dict[str, list[Evidence]], v: ServerVerdict) -> list[Evidence]:
+    """The first evidence of each final dimension value since it last changed (plus broken evidence),
+    from the server's candidates (`_deciding_rows`)."""
+    picks = [*candidates.get("modern", ()), *candidates.get("legacy", ())]
     if v.era in ("broken", "unknown") or not picks:
-        b = ev.filter(pl.col("dim") == "broken").head(_MAX_EVIDENCE)
-        picks.extend(Evidence(r["file"], int(r["line"]), r["note"]) for r in b.iter_rows(named=True))
+        picks.extend(candidates.get("broken", ()))
     return list(dict.fromkeys(picks))[:_MAX_EVIDENCE]
 
 
