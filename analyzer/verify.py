@@ -43,7 +43,7 @@ from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.load import find_inputs
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
-from analyzer.storage import mode_size
+from analyzer.storage import is_url, mode_size
 from analyzer.terminal import visible
 
 VERIFY_FORMAT: Final = "erascope-verify/1"
@@ -526,34 +526,48 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
 
 def _check_links(result: Verification) -> None:
     """Check the rotation links between the parts given, and that every part a link names exists."""
-    by_name: dict[str, FileResult] = {}
-    unchecked: set[str] = set()  # given, but not a chain this could check (its error is reported)
+    # by folder, then name: two copies of a capture (a folder and its backup) are two sets of parts,
+    # and a part of one must not stand in for the other's deleted part
+    given: dict[str, dict[str, FileResult]] = {}
+    unchecked: set[tuple[str, str]] = set()  # given, but not a chain this could check (its error is reported)
     for r in result.files:
-        name = strip_compression(os.path.basename(r.file))
+        where = (_folder(r.file), strip_compression(os.path.basename(r.file)))
         if r.error is None:
-            by_name.setdefault(name, r)
+            given.setdefault(where[1], {}).setdefault(where[0], r)
         else:
-            unchecked.add(name)
-    present: dict[str, set[int]] = {}
-    for name, r in by_name.items():
+            unchecked.add(where)
+
+    def linked(r: FileResult, name: str) -> FileResult | None:
+        """The part given that `r`'s link to `name` names: beside `r`, or else in a folder that holds
+        no copy of `r` (the capture's older parts moved to another folder)."""
+        copies = given.get(name, {})
+        folder = _folder(r.file)
+        if folder in copies:
+            return copies[folder]
+        own = given.get(strip_compression(os.path.basename(r.file)), {})
+        return next((p for f, p in copies.items() if f not in own), None)
+
+    present: dict[tuple[str, str], set[int]] = {}
+    for name, copies in given.items():
         m = _PART_NAME.match(name)
-        if m and r.part is not None:
-            present.setdefault(m["capture"], set()).add(r.part)
-    missing: set[str] = set()
-    for name, r in sorted(by_name.items()):
+        for folder, r in copies.items():
+            if m and r.part is not None:
+                present.setdefault((folder, m["capture"]), set()).add(r.part)
+    missing: set[tuple[str, str]] = set()
+    for name, folder, r in sorted((n, f, r) for n, copies in given.items() for f, r in copies.items()):
         if r.previous is not None:
-            before = by_name.get(r.previous)
+            before = linked(r, r.previous)
             if before is not None:
                 _check_link(before, r)
-            elif r.previous in unchecked:
+            elif (folder, r.previous) in unchecked:
                 result.notes.append(f"{r.file}: the previous part {r.previous} could not be checked; link not checked")
             elif _on_disk(r.file, r.previous):
                 result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
-            elif r.previous not in missing:
+            elif (folder, r.previous) not in missing:
                 m = _PART_NAME.match(name)
-                earlier = present.get(m["capture"], set()) if m else set()
+                earlier = present.get((folder, m["capture"]), set()) if m else set()
                 if r.part is not None and any(p < r.part for p in earlier):
-                    missing.add(r.previous)
+                    missing.add((folder, r.previous))
                     r.findings.append(
                         Finding(Kind.PART_MISSING, r.file, 1, f"the previous part {r.previous} is missing")
                     )
@@ -562,11 +576,21 @@ def _check_links(result: Verification) -> None:
                         f"{r.file}: the capture's parts before part {r.part} are absent (removed by retention,"
                         " or deleted); its chain starts from the digest its header names"
                     )
-        if r.next is not None and r.next not in by_name and not _on_disk(r.file, r.next) and r.next not in missing:
-            missing.add(r.next)
-            r.findings.append(
-                Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing")
-            )
+        if (
+            r.next is not None
+            and linked(r, r.next) is None
+            and not _on_disk(r.file, r.next)
+            and (folder, r.next) not in missing
+        ):
+            missing.add((folder, r.next))
+            r.findings.append(Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing"))
+
+
+def _folder(path: str) -> str:
+    """The folder a given file is in, however it was named (`c/x`, `./c/x`, a link to the folder)."""
+    if is_url(path):
+        return path.rpartition("/")[0]
+    return os.path.realpath(os.path.dirname(path) or ".")
 
 
 def _check_link(before: FileResult, after: FileResult) -> None:

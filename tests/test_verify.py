@@ -440,6 +440,27 @@ def test_deleted_middle_part_is_missing_from_the_rotation(rotated_dir: Path, key
     assert proc.returncode == 1 and f"{parts[1]}:{closing}: part-missing: the next part {parts[2].name}" in proc.stdout
 
 
+def test_a_part_missing_from_one_copy_is_not_hidden_by_another_copy(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """Verifying a capture's folder with a backup of it: the backup's parts did stand in for the
+    folder's deleted one (links were looked up by file name alone), so nothing was found."""
+    copy_of(rotated_dir, tmp_path / "backup")
+    parts = copy_of(rotated_dir, tmp_path / "live")
+    parts[2].unlink()
+    result = verify([tmp_path / "backup", tmp_path / "live"], key=chain.load_key(key_file))
+    assert [(Path(f.file).parent.name, *k) for f, k in zip(result.findings, kinds(result), strict=True)] == [
+        ("live", parts[1].name, "part-missing", len(lines(parts[1]))),
+    ]
+    # a capture whose parts were moved to two folders (older ones archived) still links across them
+    (tmp_path / "archive").mkdir()
+    for part in parts[:2]:
+        part.rename(tmp_path / "archive" / part.name)
+    (tmp_path / "backup" / parts[2].name).rename(parts[2])
+    result = verify([tmp_path / "archive", tmp_path / "live"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.notes == []
+
+
 def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     parts[-1].unlink()
