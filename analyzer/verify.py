@@ -50,6 +50,7 @@ VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _HEADER_LIMIT: Final = 1 << 20
 """The longest first line read as a header."""
 
@@ -648,6 +649,26 @@ def render_text(result: Verification) -> str:
     )
     # file names and what a chain's records claim (algorithm, key id) come from the captures
     return "\n".join(visible(line) for line in out) + "\n"
+
+
+def render_json(result: Verification) -> str:
+    """The report for programs (`--format json`), indented, ending with a newline."""
+    doc = result.as_dict()
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except TypeError:  # a file name that is not UTF-8 (read with surrogate escapes, which JSON cannot hold)
+        return orjson.dumps(_valid_unicode(doc), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _valid_unicode(value: Any) -> Any:
+    """`value` with lone surrogates in its strings replaced by U+FFFD, as `erascope analyze`'s json does."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(v) for v in value]
+    return value
 
 
 def _describe(r: FileResult) -> str:

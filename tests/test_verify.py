@@ -171,6 +171,19 @@ def test_untouched_stdio_capture_verifies(stdio_dir: Path) -> None:
     assert f"{path}: verified ({len(records)} lines, closed, blake3, final digest " in proc.stdout
 
 
+def test_json_output_of_a_file_whose_name_is_not_utf8(stdio_dir: Path, tmp_path: Path) -> None:
+    """A POSIX name is bytes: `verify --format json` of a file named `bad\\xff.jsonl` ended in a
+    traceback (orjson refuses the lone surrogate Python reads such a byte as), after no output."""
+    folder = tmp_path / "caps"
+    folder.mkdir()
+    (path,) = capture_files(stdio_dir)
+    shutil.copy(path, folder / "bad\udcff.jsonl")
+    proc = cli("--format", "json", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    assert doc["counts"]["verified"] == 1 and doc["files"][0]["file"].endswith("bad\ufffd.jsonl")
+
+
 def test_untouched_rotated_keyed_capture_verifies_across_parts(rotated_dir: Path, key_file: Path) -> None:
     parts = capture_files(rotated_dir)
     headers = [read_records(p)[0] for p in parts]
