@@ -189,7 +189,11 @@ def compress_part(path: Path) -> Path | None:
     partial = path.with_name(f".{target.name}{PARTIAL_SUFFIX}")
     try:
         st = os.fstat(fd)
-        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A new file, never one found under this predictable name: opening a link planted there would
+        # overwrite the file it points to. What a killed keeper left there is removed first.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with open(out, "wb", closefd=True) as sink, zstd.ZstdFile(sink, "wb", level=ZSTD_LEVEL) as z:
                 while chunk := os.read(fd, CHUNK):

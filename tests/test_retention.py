@@ -119,6 +119,29 @@ def test_compress_part_keeps_content_mode_and_mtime(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [packed.name]
 
 
+@pytest.mark.parametrize("planted", ["symlink", "stale"])
+def test_compression_writes_a_new_file_never_one_planted_under_its_temporary_name(
+    tmp_path: Path, planted: str
+) -> None:
+    """The compressed part is written under `.<name>.zst.partial`, a predictable name: a symbolic link
+    planted there (by anyone who can write the capture folder) made the keeper truncate and overwrite
+    the file it points to, and the link became the compressed part."""
+    path = old_part(tmp_path / "caps", 0, 0, age_days=1)
+    path.write_bytes(b"{}\n" * 100)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"important\n")
+    partial = path.with_name(f".{path.name}.zst.partial")
+    if planted == "symlink":
+        partial.symlink_to(victim)
+    else:  # left by a keeper killed while compressing: replaced, as before
+        partial.write_bytes(b"half")
+    packed = compress_part(path)
+    assert packed is not None and not packed.is_symlink()
+    assert zstd.decompress(packed.read_bytes()) == b"{}\n" * 100
+    assert victim.read_bytes() == b"important\n"
+    assert sorted(p.name for p in packed.parent.iterdir()) == [packed.name]
+
+
 def test_an_open_part_is_not_compressed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ret, "_LOCK_RETRIES", 1)
     path = tmp_path / "20260101T000000.000000Z_s_1_abcdef.000.jsonl"
