@@ -234,6 +234,10 @@ class _Unverifiable(Exception):
     """The file cannot be checked at all (not a capture, keyed with another key, …)."""
 
 
+class _NoHeader(_Unverifiable):
+    """The file's first line is not a header record."""
+
+
 @dataclass(slots=True)
 class _Gap:
     """Indices missing where the chain jumped ahead; filled later if the lines were only moved."""
@@ -248,7 +252,27 @@ class _Gap:
 
 
 def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
-    header = _parse_header(first)
+    try:
+        header = _parse_header(first)
+    except _NoHeader:
+        # a sealed record first is a capture that lost its header, not another kind of file
+        index = _headless(first)
+        if index is None:
+            raise
+        result.status = Status.TAMPERED
+        result.lines = 1
+        result.findings.append(
+            Finding(Kind.CHANGED, result.file, 1, "the line sealed as the header (line index 1) is no header record")
+            if index == 1
+            else Finding(
+                Kind.REMOVED,
+                result.file,
+                1,
+                f"the part starts with a record sealed as line index {index}, not with its header: the header was"
+                " removed or moved (the chain cannot be checked without it)",
+            )
+        )
+        return
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
     algorithm = header.get(fmt.F_CHAIN_ALG)
@@ -321,6 +345,15 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
     _walk(result, chainer, start, _numbered(first, lines))
 
 
+def _headless(first: bytes) -> int | None:
+    """The line index a first line that is no header is sealed with, or None when it is not sealed."""
+    sealed = chain.split(first if first.endswith(b"\n") else first + b"\n")
+    if sealed is not None:
+        return sealed[0]
+    claimed = _claimed_seal(first)
+    return None if claimed is None else claimed[0]
+
+
 def _links(chainer: chain.Chainer, first: bytes, second: bytes) -> bool:
     """The second line's seal follows the first's under `chainer`."""
     head, tail = chain.split(first), chain.split(second)
@@ -338,7 +371,7 @@ def _parse_header(first: bytes) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         header = None
     if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
-        raise _Unverifiable("not an erascope capture (its first line is not a header record)")
+        raise _NoHeader("not an erascope capture (its first line is not a header record)")
     value = header.get("format")
     if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
         raise _Unverifiable("not an erascope capture (its header names no erascope format)")

@@ -251,6 +251,26 @@ def test_swapped_lines_are_reordered_not_removed(stdio_dir: Path, tmp_path: Path
     assert f"line index {k} belongs before line {k}" in result.findings[0].message
 
 
+@pytest.mark.parametrize("edit", ["deleted", "moved"])
+def test_a_header_deleted_or_moved_is_tampering_not_another_kind_of_file(
+    stdio_dir: Path, tmp_path: Path, edit: str
+) -> None:
+    """A part whose first line is a sealed record but no header lost its header: that was an error
+    ("not an erascope capture", exit 2), as if the file were something else, not tampering."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    put(path, text[1:] if edit == "deleted" else [text[1], text[0], *text[2:]])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "removed", 1)]
+    assert result.files[0].status is Status.TAMPERED and result.files[0].error is None
+    assert "sealed as line index 2" in result.findings[0].message
+    proc = cli(str(path))
+    assert proc.returncode == 1 and f"{path}:1: removed: " in proc.stdout
+    # a file that never had a chain is still not a capture
+    path.write_bytes(b'{"jsonrpc":"2.0","id":1}\n')
+    assert verify([path]).files[0].status is Status.ERROR
+
+
 def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> None:
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)
