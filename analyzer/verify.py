@@ -249,6 +249,8 @@ class _Gap:
     """The digest the first missing line must follow."""
     moved: dict[int, int] = field(default_factory=dict)
     """index -> the line it was found on, further down."""
+    digests: dict[int, bytes] = field(default_factory=dict)
+    """index -> the digest written on that moved line: the next moved index must follow it."""
 
 
 def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
@@ -434,7 +436,11 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             gap = _gap_of(gaps, index)
             if gap is not None:
                 gap.moved[index] = number
-                if covered is not None and index == gap.start and chainer.digest(gap.before, covered) != written:
+                gap.digests[index] = written
+                # checked against the line it follows when that one is known: moving one line up displaces
+                # all it jumped over, and an edit among them must not pass as part of the move
+                before = gap.before if index == gap.start else gap.digests.get(index - 1)
+                if covered is not None and before is not None and chainer.digest(before, covered) != written:
                     findings.append(Finding(Kind.CHANGED, path, number, "the moved line does not match its digest"))
             else:
                 findings.append(

@@ -271,6 +271,20 @@ def test_a_header_deleted_or_moved_is_tampering_not_another_kind_of_file(
     assert verify([path]).files[0].status is Status.ERROR
 
 
+def test_an_edit_among_lines_a_move_displaced_is_located(stdio_dir: Path, tmp_path: Path) -> None:
+    """Moving a line up displaces every line it jumped over: those were taken as moved and never
+    checked against their digests, so an edit among them went unreported."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    target = next(n for n in range(k + 2, len(text) - 1) if b'\\"2.0\\"' in text[n - 1])
+    text[target - 1] = edited(text[target - 1])
+    put(path, [*text[: k - 1], text[-2], *text[k - 1 : -2], text[-1]])  # the line before part-end, moved up
+    result = verify([path])
+    assert (path.name, "changed", target + 1) in kinds(result)
+    assert {k for _, k, _ in kinds(result)} == {"changed", "reordered"}
+
+
 def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> None:
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)
