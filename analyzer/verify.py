@@ -222,12 +222,22 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
                 if isinstance(raw, CutStream):
                     result.cut = raw.cut
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and (packed := _compressed_since(path)) is not None:
+            return verify_file(packed, key=key)
         result.status = Status.ERROR
         result.error = f"cannot read: {exc.strerror or exc}"
     except _Unverifiable as exc:
         result.status = Status.ERROR
         result.error = f"{exc}; {result.cut}" if result.cut else str(exc)
     return result
+
+
+def _compressed_since(path: str) -> str | None:
+    """The compressed file a plain part listed a moment ago became, if it did: a recorder's retention
+    (`--compress`) renames closed parts to `*.jsonl.zst` while a live folder is verified."""
+    if is_url(path) or path.endswith(COMPRESSED_SUFFIXES):
+        return None
+    return next((path + suffix for suffix in COMPRESSED_SUFFIXES if _is_file(path + suffix)), None)
 
 
 class _Unverifiable(Exception):

@@ -508,6 +508,28 @@ def test_a_part_missing_from_one_copy_is_not_hidden_by_another_copy(
     assert result.findings == [] and result.notes == []
 
 
+def test_a_part_compressed_by_retention_while_verify_runs_is_read_compressed(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`verify` of a folder a recorder with --compress writes into: a part listed plain and compressed
+    (renamed to *.jsonl.zst) before it was read was an error, "cannot read: No such file", exit 2."""
+    import analyzer.verify as verify_module
+    from addon.retention import compress_part
+
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    listed = verify_module.find_inputs
+
+    def listing_then_compressing(paths: Any) -> list[str]:
+        files = listed(paths)
+        assert compress_part(parts[1]) is not None  # as the recorder's keeper does, meanwhile
+        return files
+
+    monkeypatch.setattr(verify_module, "find_inputs", listing_then_compressing)
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.errors == [] and result.findings == [] and result.notes == []
+    assert result.files[1].file == f"{parts[1]}.zst" and result.files[1].status is Status.VERIFIED
+
+
 def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     parts[-1].unlink()
