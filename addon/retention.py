@@ -245,8 +245,16 @@ def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
             st = entry.stat(follow_symlinks=False)
             if entry.is_file(follow_symlinks=False):
                 parts.append((st.st_mtime, entry.name, st.st_size, Path(entry.path)))
-    parts.sort()
+    # a capture's parts by number where their times tie (coarse file system clocks): `.1000` sorts
+    # before `.999` as text, and removing it first would leave a hole in the middle of the capture
+    parts.sort(key=lambda p: (p[0], *_stem_and_number(p[1]), p[1]))
     return parts
+
+
+def _stem_and_number(name: str) -> tuple[str, int]:
+    """A part name's capture (its name up to the part number) and part number."""
+    stem, _, rest = name.rpartition(".jsonl")[0].rpartition(".")
+    return stem, int(rest) if rest.isdigit() else -1
 
 
 def sweep(

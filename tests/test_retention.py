@@ -199,6 +199,17 @@ def test_sweep_removes_oldest_closed_parts_until_within_bytes(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == kept
 
 
+def test_sweep_takes_parts_written_in_the_same_instant_in_their_order(tmp_path: Path) -> None:
+    """On a file system with coarse times (FAT, some network shares) parts rotated within one tick have
+    the same mtime: they were then taken by name, and `.1000` sorts before `.999`, so a sweep removed
+    a middle part of the capture (which `verify` then reports missing, as tampering)."""
+    parts = [old_part(tmp_path, n, 1000, age_days=1) for n in (998, 999, 1000, 1001)]
+    for part in parts:
+        os.utime(part, (1_700_000_000, 1_700_000_000))
+    removed = sweep(tmp_path, keep_bytes=2000, keep_days=None)
+    assert [r.path for r in removed] == parts[:2]
+
+
 def test_sweep_never_removes_an_open_part_even_the_oldest(tmp_path: Path) -> None:
     opened = tmp_path / "20190101T000000.000000Z_live_2_bbbbbb.000.jsonl"
     fd = open_locked(opened)
