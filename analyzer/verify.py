@@ -51,6 +51,8 @@ VERIFY_FORMAT: Final = "erascope-verify/1"
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_OPENERS_KEPT: Final = 16 << 20
+"""Bytes of gap-opening lines kept for their check: a file of many gaps must not be held whole."""
 _HEADER_LIMIT: Final = 1 << 20
 """The longest first line read as a header."""
 
@@ -261,6 +263,9 @@ class _Gap:
     """index -> the line it was found on, further down."""
     digests: dict[int, bytes] = field(default_factory=dict)
     """index -> the digest written on that moved line: the next moved index must follow it."""
+    opener: tuple[bytes, bytes] | None = None
+    """The (covered bytes, digest) of the line that opened the gap, checked once the line before it
+    turns up (it was moved ahead of it); None when it is not kept (`_OPENERS_KEPT`)."""
 
 
 def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
@@ -400,6 +405,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
     broken = False
     seen_max = 0
     gaps: list[_Gap] = []
+    openers_room = _OPENERS_KEPT
     # what is wrong with the header is said already; its digest not matching adds nothing
     header_changed = any(f.line == 1 and f.kind is Kind.CHANGED for f in findings)
     for number, line in lines:
@@ -452,6 +458,14 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
                 before = gap.before if index == gap.start else gap.digests.get(index - 1)
                 if covered is not None and before is not None and chainer.digest(before, covered) != written:
                     findings.append(Finding(Kind.CHANGED, path, number, "the moved line does not match its digest"))
+                if index == gap.end - 1 and gap.opener is not None:
+                    # the line that opened the gap follows this one: it was moved up, and may be edited too
+                    if chainer.digest(written, gap.opener[0]) != gap.opener[1]:
+                        findings.append(
+                            Finding(Kind.CHANGED, path, gap.line, "the line moved up does not match its digest")
+                        )
+                    openers_room += len(gap.opener[0])
+                    gap.opener = None
             else:
                 findings.append(
                     Finding(Kind.INSERTED, path, number, f"line index {index} was already taken (inserted or copied)")
@@ -459,7 +473,11 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             broken = True
             continue
         if index > expected:
-            gaps.append(_Gap(expected, index, number, previous))
+            gap = _Gap(expected, index, number, previous)
+            if covered is not None and len(covered) <= openers_room:
+                gap.opener = (bytes(covered), written)
+                openers_room -= len(covered)
+            gaps.append(gap)
             broken = True
         elif not linked and covered is not None and not (number == 1 and header_changed):
             findings.append(

@@ -285,6 +285,21 @@ def test_an_edit_among_lines_a_move_displaced_is_located(stdio_dir: Path, tmp_pa
     assert {k for _, k, _ in kinds(result)} == {"changed", "reordered"}
 
 
+def test_a_line_moved_up_and_edited_is_changed(stdio_dir: Path, tmp_path: Path) -> None:
+    """The line a move put ahead of its place opens the gap the lines it jumped over fill: it was
+    never checked against its digest, so it could be edited as well as moved."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    last = max(n for n in range(k + 2, len(text)) if b'\\"2.0\\"' in text[n - 1])
+    put(path, [*text[: k - 1], edited(text[last - 1]), *text[k - 1 : last - 1], *text[last:]])
+    result = verify([path])
+    assert (path.name, "changed", k) in kinds(result)
+    # moved but not edited, it is not called changed
+    put(path, [*text[: k - 1], text[last - 1], *text[k - 1 : last - 1], *text[last:]])
+    assert "changed" not in {k for _, k, _ in kinds(verify([path]))}
+
+
 def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> None:
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)
