@@ -41,6 +41,7 @@ import orjson
 from addon import chain
 from addon import format as fmt
 from addon.errors import ErascopeError
+from addon.retention import PART_NAME
 from analyzer.load import find_inputs
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
 from analyzer.storage import is_url, mode_size
@@ -623,6 +624,20 @@ def _check_links(result: Verification) -> None:
                 present.setdefault((folder, m["capture"]), set()).add(r.part)
     missing: set[tuple[str, str]] = set()
     for name, folder, r in sorted((n, f, r) for n, copies in given.items() for f, r in copies.items()):
+        named = _PART_NAME.match(name) if PART_NAME.fullmatch(name) else None
+        if named and not r.findings and r.part is not None and int(named["part"]) != r.part:
+            # another part (a link, a copy) under a part's name, its header as sealed: its links are not
+            # that part's (a header changed to say so is found changed already)
+            r.findings.append(
+                Finding(
+                    Kind.PART_LINK,
+                    r.file,
+                    1,
+                    f"the file is named as part {int(named['part'])}, but its header is part {r.part}'s:"
+                    " the part was replaced or renamed",
+                )
+            )
+            continue
         if r.previous is not None:
             before = linked(r, r.previous)
             if before is not None:

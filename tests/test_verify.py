@@ -545,6 +545,19 @@ def test_a_part_compressed_by_retention_while_verify_runs_is_read_compressed(
     assert result.files[1].file == f"{parts[1]}.zst" and result.files[1].status is Status.VERIFIED
 
 
+def test_a_part_replaced_by_another_under_its_name_is_said_so(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """Part 2 deleted and part 3 linked in under its name: the file named part 2 was checked against
+    itself ("does not start where <its own name> ends") and part 2's absence was never said."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[2].unlink()
+    parts[2].symlink_to(parts[3].name)
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[2].name, "part-link", 1)]
+    assert "named as part 2, but its header is part 3's" in result.findings[0].message
+
+
 def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     parts[-1].unlink()
