@@ -57,6 +57,8 @@ TAIL: Final = b'"}\n'
 SEAL_TAIL_LEN: Final = DIGEST_CHARS + len(TAIL)
 """Bytes at the end of a sealed line that the digest does not cover (the digest and `TAIL`)."""
 MIN_KEY_BYTES: Final = 16
+MAX_KEY_BYTES: Final = 1 << 20
+"""A key file is a few random bytes; a file beyond this was given by mistake."""
 _BLOCK: Final = 64
 """SHA-256's block size: HMAC pads the key to it."""
 _COPY_LIMIT: Final = 64 << 10
@@ -83,12 +85,20 @@ def decode(text: str | bytes) -> bytes | None:
 
 def load_key(path: str | Path) -> bytes:
     """The chain key in `path`: the file's bytes, surrounding whitespace removed (so a key written by
-    `openssl rand -base64 32 > FILE` works as is). Raises `ErascopeError` when it is unreadable or
-    shorter than 16 bytes."""
+    `openssl rand -base64 32 > FILE` works as is). Raises `ErascopeError` when it is unreadable,
+    shorter than 16 bytes or longer than 1 MiB."""
     try:
-        key = Path(path).expanduser().read_bytes().strip()
+        # read within a bound: a big file given by mistake (or /dev/zero) must not be held whole
+        with Path(path).expanduser().open("rb") as f:
+            key = f.read(MAX_KEY_BYTES + 1)
     except OSError as exc:
         raise ErascopeError(f"cannot read the chain key {path}: {exc.strerror or exc}") from exc
+    if len(key) > MAX_KEY_BYTES:
+        raise ErascopeError(
+            f"the chain key {path} is larger than 1 MiB: not a key file; use 16 or more random bytes"
+            " (e.g. `openssl rand -base64 32 > FILE`)"
+        )
+    key = key.strip()
     if len(key) < MIN_KEY_BYTES:
         raise ErascopeError(
             f"the chain key {path} holds {len(key)} byte(s); use at least {MIN_KEY_BYTES} random bytes"

@@ -189,7 +189,11 @@ def compress_part(path: Path) -> Path | None:
     partial = path.with_name(f".{target.name}{PARTIAL_SUFFIX}")
     try:
         st = os.fstat(fd)
-        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A new file, never one found under this predictable name: opening a link planted there would
+        # overwrite the file it points to. What a killed keeper left there is removed first.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(partial)
+        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             with open(out, "wb", closefd=True) as sink, zstd.ZstdFile(sink, "wb", level=ZSTD_LEVEL) as z:
                 while chunk := os.read(fd, CHUNK):
@@ -241,8 +245,16 @@ def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
             st = entry.stat(follow_symlinks=False)
             if entry.is_file(follow_symlinks=False):
                 parts.append((st.st_mtime, entry.name, st.st_size, Path(entry.path)))
-    parts.sort()
+    # a capture's parts by number where their times tie (coarse file system clocks): `.1000` sorts
+    # before `.999` as text, and removing it first would leave a hole in the middle of the capture
+    parts.sort(key=lambda p: (p[0], *_stem_and_number(p[1]), p[1]))
     return parts
+
+
+def _stem_and_number(name: str) -> tuple[str, int]:
+    """A part name's capture (its name up to the part number) and part number."""
+    stem, _, rest = name.rpartition(".jsonl")[0].rpartition(".")
+    return stem, int(rest) if rest.isdigit() else -1
 
 
 def sweep(

@@ -859,10 +859,8 @@ def verify_cmd(
 
         erascope verify ~/.local/state/erascope/captures --key audit.key
     """
-    import orjson
-
     from addon.chain import load_key
-    from analyzer.verify import render_text, verify
+    from analyzer.verify import render_json, render_text, verify
 
     try:
         result = verify(paths, key=load_key(key) if key is not None else None)
@@ -870,7 +868,7 @@ def verify_cmd(
         raise _fail(exc) from None
     with _to_stdout():
         if verify_format is LinesFormat.JSON:
-            typer.echo(orjson.dumps(result.as_dict(), option=orjson.OPT_INDENT_2).decode())
+            typer.echo(render_json(result), nl=False)
         else:
             typer.echo(render_text(result), nl=False)
     if result.tampered:

@@ -41,15 +41,19 @@ import orjson
 from addon import chain
 from addon import format as fmt
 from addon.errors import ErascopeError
+from addon.retention import PART_NAME
 from analyzer.load import find_inputs
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
-from analyzer.storage import mode_size
+from analyzer.storage import is_url, mode_size
 from analyzer.terminal import visible
 
 VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+_OPENERS_KEPT: Final = 16 << 20
+"""Bytes of gap-opening lines kept for their check: a file of many gaps must not be held whole."""
 _HEADER_LIMIT: Final = 1 << 20
 """The longest first line read as a header."""
 
@@ -221,6 +225,8 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
                 if isinstance(raw, CutStream):
                     result.cut = raw.cut
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and (packed := _compressed_since(path)) is not None:
+            return verify_file(packed, key=key)
         result.status = Status.ERROR
         result.error = f"cannot read: {exc.strerror or exc}"
     except _Unverifiable as exc:
@@ -229,8 +235,20 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
     return result
 
 
+def _compressed_since(path: str) -> str | None:
+    """The compressed file a plain part listed a moment ago became, if it did: a recorder's retention
+    (`--compress`) renames closed parts to `*.jsonl.zst` while a live folder is verified."""
+    if is_url(path) or path.endswith(COMPRESSED_SUFFIXES):
+        return None
+    return next((path + suffix for suffix in COMPRESSED_SUFFIXES if _is_file(path + suffix)), None)
+
+
 class _Unverifiable(Exception):
     """The file cannot be checked at all (not a capture, keyed with another key, …)."""
+
+
+class _NoHeader(_Unverifiable):
+    """The file's first line is not a header record."""
 
 
 @dataclass(slots=True)
@@ -244,10 +262,35 @@ class _Gap:
     """The digest the first missing line must follow."""
     moved: dict[int, int] = field(default_factory=dict)
     """index -> the line it was found on, further down."""
+    digests: dict[int, bytes] = field(default_factory=dict)
+    """index -> the digest written on that moved line: the next moved index must follow it."""
+    opener: tuple[bytes, bytes] | None = None
+    """The (covered bytes, digest) of the line that opened the gap, checked once the line before it
+    turns up (it was moved ahead of it); None when it is not kept (`_OPENERS_KEPT`)."""
 
 
 def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
-    header = _parse_header(first)
+    try:
+        header = _parse_header(first)
+    except _NoHeader:
+        # a sealed record first is a capture that lost its header, not another kind of file
+        index = _headless(first)
+        if index is None:
+            raise
+        result.status = Status.TAMPERED
+        result.lines = 1
+        result.findings.append(
+            Finding(Kind.CHANGED, result.file, 1, "the line sealed as the header (line index 1) is no header record")
+            if index == 1
+            else Finding(
+                Kind.REMOVED,
+                result.file,
+                1,
+                f"the part starts with a record sealed as line index {index}, not with its header: the header was"
+                " removed or moved (the chain cannot be checked without it)",
+            )
+        )
+        return
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
     algorithm = header.get(fmt.F_CHAIN_ALG)
@@ -320,6 +363,15 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
     _walk(result, chainer, start, _numbered(first, lines))
 
 
+def _headless(first: bytes) -> int | None:
+    """The line index a first line that is no header is sealed with, or None when it is not sealed."""
+    sealed = chain.split(first if first.endswith(b"\n") else first + b"\n")
+    if sealed is not None:
+        return sealed[0]
+    claimed = _claimed_seal(first)
+    return None if claimed is None else claimed[0]
+
+
 def _links(chainer: chain.Chainer, first: bytes, second: bytes) -> bool:
     """The second line's seal follows the first's under `chainer`."""
     head, tail = chain.split(first), chain.split(second)
@@ -337,7 +389,7 @@ def _parse_header(first: bytes) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         header = None
     if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
-        raise _Unverifiable("not an erascope capture (its first line is not a header record)")
+        raise _NoHeader("not an erascope capture (its first line is not a header record)")
     value = header.get("format")
     if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
         raise _Unverifiable("not an erascope capture (its header names no erascope format)")
@@ -354,6 +406,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
     broken = False
     seen_max = 0
     gaps: list[_Gap] = []
+    openers_room = _OPENERS_KEPT
     # what is wrong with the header is said already; its digest not matching adds nothing
     header_changed = any(f.line == 1 and f.kind is Kind.CHANGED for f in findings)
     for number, line in lines:
@@ -400,8 +453,20 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             gap = _gap_of(gaps, index)
             if gap is not None:
                 gap.moved[index] = number
-                if covered is not None and index == gap.start and chainer.digest(gap.before, covered) != written:
+                gap.digests[index] = written
+                # checked against the line it follows when that one is known: moving one line up displaces
+                # all it jumped over, and an edit among them must not pass as part of the move
+                before = gap.before if index == gap.start else gap.digests.get(index - 1)
+                if covered is not None and before is not None and chainer.digest(before, covered) != written:
                     findings.append(Finding(Kind.CHANGED, path, number, "the moved line does not match its digest"))
+                if index == gap.end - 1 and gap.opener is not None:
+                    # the line that opened the gap follows this one: it was moved up, and may be edited too
+                    if chainer.digest(written, gap.opener[0]) != gap.opener[1]:
+                        findings.append(
+                            Finding(Kind.CHANGED, path, gap.line, "the line moved up does not match its digest")
+                        )
+                    openers_room += len(gap.opener[0])
+                    gap.opener = None
             else:
                 findings.append(
                     Finding(Kind.INSERTED, path, number, f"line index {index} was already taken (inserted or copied)")
@@ -409,7 +474,11 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             broken = True
             continue
         if index > expected:
-            gaps.append(_Gap(expected, index, number, previous))
+            gap = _Gap(expected, index, number, previous)
+            if covered is not None and len(covered) <= openers_room:
+                gap.opener = (bytes(covered), written)
+                openers_room -= len(covered)
+            gaps.append(gap)
             broken = True
         elif not linked and covered is not None and not (number == 1 and header_changed):
             findings.append(
@@ -526,34 +595,62 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
 
 def _check_links(result: Verification) -> None:
     """Check the rotation links between the parts given, and that every part a link names exists."""
-    by_name: dict[str, FileResult] = {}
-    unchecked: set[str] = set()  # given, but not a chain this could check (its error is reported)
+    # by folder, then name: two copies of a capture (a folder and its backup) are two sets of parts,
+    # and a part of one must not stand in for the other's deleted part
+    given: dict[str, dict[str, FileResult]] = {}
+    unchecked: set[tuple[str, str]] = set()  # given, but not a chain this could check (its error is reported)
     for r in result.files:
-        name = strip_compression(os.path.basename(r.file))
+        where = (_folder(r.file), strip_compression(os.path.basename(r.file)))
         if r.error is None:
-            by_name.setdefault(name, r)
+            given.setdefault(where[1], {}).setdefault(where[0], r)
         else:
-            unchecked.add(name)
-    present: dict[str, set[int]] = {}
-    for name, r in by_name.items():
+            unchecked.add(where)
+
+    def linked(r: FileResult, name: str) -> FileResult | None:
+        """The part given that `r`'s link to `name` names: beside `r`, or else in a folder that holds
+        no copy of `r` (the capture's older parts moved to another folder)."""
+        copies = given.get(name, {})
+        folder = _folder(r.file)
+        if folder in copies:
+            return copies[folder]
+        own = given.get(strip_compression(os.path.basename(r.file)), {})
+        return next((p for f, p in copies.items() if f not in own), None)
+
+    present: dict[tuple[str, str], set[int]] = {}
+    for name, copies in given.items():
         m = _PART_NAME.match(name)
-        if m and r.part is not None:
-            present.setdefault(m["capture"], set()).add(r.part)
-    missing: set[str] = set()
-    for name, r in sorted(by_name.items()):
+        for folder, r in copies.items():
+            if m and r.part is not None:
+                present.setdefault((folder, m["capture"]), set()).add(r.part)
+    missing: set[tuple[str, str]] = set()
+    for name, folder, r in sorted((n, f, r) for n, copies in given.items() for f, r in copies.items()):
+        named = _PART_NAME.match(name) if PART_NAME.fullmatch(name) else None
+        if named and not r.findings and r.part is not None and int(named["part"]) != r.part:
+            # another part (a link, a copy) under a part's name, its header as sealed: its links are not
+            # that part's (a header changed to say so is found changed already)
+            r.findings.append(
+                Finding(
+                    Kind.PART_LINK,
+                    r.file,
+                    1,
+                    f"the file is named as part {int(named['part'])}, but its header is part {r.part}'s:"
+                    " the part was replaced or renamed",
+                )
+            )
+            continue
         if r.previous is not None:
-            before = by_name.get(r.previous)
+            before = linked(r, r.previous)
             if before is not None:
                 _check_link(before, r)
-            elif r.previous in unchecked:
+            elif (folder, r.previous) in unchecked:
                 result.notes.append(f"{r.file}: the previous part {r.previous} could not be checked; link not checked")
             elif _on_disk(r.file, r.previous):
                 result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
-            elif r.previous not in missing:
+            elif (folder, r.previous) not in missing:
                 m = _PART_NAME.match(name)
-                earlier = present.get(m["capture"], set()) if m else set()
+                earlier = present.get((folder, m["capture"]), set()) if m else set()
                 if r.part is not None and any(p < r.part for p in earlier):
-                    missing.add(r.previous)
+                    missing.add((folder, r.previous))
                     r.findings.append(
                         Finding(Kind.PART_MISSING, r.file, 1, f"the previous part {r.previous} is missing")
                     )
@@ -562,11 +659,21 @@ def _check_links(result: Verification) -> None:
                         f"{r.file}: the capture's parts before part {r.part} are absent (removed by retention,"
                         " or deleted); its chain starts from the digest its header names"
                     )
-        if r.next is not None and r.next not in by_name and not _on_disk(r.file, r.next) and r.next not in missing:
-            missing.add(r.next)
-            r.findings.append(
-                Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing")
-            )
+        if (
+            r.next is not None
+            and linked(r, r.next) is None
+            and not _on_disk(r.file, r.next)
+            and (folder, r.next) not in missing
+        ):
+            missing.add((folder, r.next))
+            r.findings.append(Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing"))
+
+
+def _folder(path: str) -> str:
+    """The folder a given file is in, however it was named (`c/x`, `./c/x`, a link to the folder)."""
+    if is_url(path):
+        return path.rpartition("/")[0]
+    return os.path.realpath(os.path.dirname(path) or ".")
 
 
 def _check_link(before: FileResult, after: FileResult) -> None:
@@ -624,6 +731,26 @@ def render_text(result: Verification) -> str:
     )
     # file names and what a chain's records claim (algorithm, key id) come from the captures
     return "\n".join(visible(line) for line in out) + "\n"
+
+
+def render_json(result: Verification) -> str:
+    """The report for programs (`--format json`), indented, ending with a newline."""
+    doc = result.as_dict()
+    try:
+        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except TypeError:  # a file name that is not UTF-8 (read with surrogate escapes, which JSON cannot hold)
+        return orjson.dumps(_valid_unicode(doc), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _valid_unicode(value: Any) -> Any:
+    """`value` with lone surrogates in its strings replaced by U+FFFD, as `erascope analyze`'s json does."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {k: _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(v) for v in value]
+    return value
 
 
 def _describe(r: FileResult) -> str:

@@ -127,6 +127,18 @@ def test_key_file_rules(tmp_path: Path) -> None:
         chain.load_key(tmp_path / "missing")
 
 
+def test_a_key_file_of_any_size_is_read_within_a_bound(tmp_path: Path) -> None:
+    """`--key` names a file of a few random bytes: a big file given by mistake was read whole (and
+    `--key /dev/zero` until memory ran out, a MemoryError traceback); it is refused after 1 MiB."""
+    big = tmp_path / "big"
+    big.write_bytes(b"k" * (2 << 20))
+    with pytest.raises(ErascopeError, match="larger than 1 MiB"):
+        chain.load_key(big)
+    edge = tmp_path / "edge"
+    edge.write_bytes(b"k" * (1 << 20))
+    assert len(chain.load_key(edge)) == 1 << 20
+
+
 def test_parts_link_and_stay_within_the_rotation_size(tmp_path: Path) -> None:
     paths = write_capture(tmp_path, n=60, rotate_bytes=1200)
     assert len(paths) > 3

@@ -119,6 +119,29 @@ def test_compress_part_keeps_content_mode_and_mtime(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [packed.name]
 
 
+@pytest.mark.parametrize("planted", ["symlink", "stale"])
+def test_compression_writes_a_new_file_never_one_planted_under_its_temporary_name(
+    tmp_path: Path, planted: str
+) -> None:
+    """The compressed part is written under `.<name>.zst.partial`, a predictable name: a symbolic link
+    planted there (by anyone who can write the capture folder) made the keeper truncate and overwrite
+    the file it points to, and the link became the compressed part."""
+    path = old_part(tmp_path / "caps", 0, 0, age_days=1)
+    path.write_bytes(b"{}\n" * 100)
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"important\n")
+    partial = path.with_name(f".{path.name}.zst.partial")
+    if planted == "symlink":
+        partial.symlink_to(victim)
+    else:  # left by a keeper killed while compressing: replaced, as before
+        partial.write_bytes(b"half")
+    packed = compress_part(path)
+    assert packed is not None and not packed.is_symlink()
+    assert zstd.decompress(packed.read_bytes()) == b"{}\n" * 100
+    assert victim.read_bytes() == b"important\n"
+    assert sorted(p.name for p in packed.parent.iterdir()) == [packed.name]
+
+
 def test_an_open_part_is_not_compressed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ret, "_LOCK_RETRIES", 1)
     path = tmp_path / "20260101T000000.000000Z_s_1_abcdef.000.jsonl"
@@ -174,6 +197,17 @@ def test_sweep_removes_oldest_closed_parts_until_within_bytes(tmp_path: Path) ->
     assert {r.reason for r in removed} == {"keep-bytes"}
     kept = sorted([p.name for p in parts[3:]] + ["notes.txt", "mine.jsonl"])
     assert sorted(p.name for p in tmp_path.iterdir()) == kept
+
+
+def test_sweep_takes_parts_written_in_the_same_instant_in_their_order(tmp_path: Path) -> None:
+    """On a file system with coarse times (FAT, some network shares) parts rotated within one tick have
+    the same mtime: they were then taken by name, and `.1000` sorts before `.999`, so a sweep removed
+    a middle part of the capture (which `verify` then reports missing, as tampering)."""
+    parts = [old_part(tmp_path, n, 1000, age_days=1) for n in (998, 999, 1000, 1001)]
+    for part in parts:
+        os.utime(part, (1_700_000_000, 1_700_000_000))
+    removed = sweep(tmp_path, keep_bytes=2000, keep_days=None)
+    assert [r.path for r in removed] == parts[:2]
 
 
 def test_sweep_never_removes_an_open_part_even_the_oldest(tmp_path: Path) -> None:

@@ -171,6 +171,19 @@ def test_untouched_stdio_capture_verifies(stdio_dir: Path) -> None:
     assert f"{path}: verified ({len(records)} lines, closed, blake3, final digest " in proc.stdout
 
 
+def test_json_output_of_a_file_whose_name_is_not_utf8(stdio_dir: Path, tmp_path: Path) -> None:
+    """A POSIX name is bytes: `verify --format json` of a file named `bad\\xff.jsonl` ended in a
+    traceback (orjson refuses the lone surrogate Python reads such a byte as), after no output."""
+    folder = tmp_path / "caps"
+    folder.mkdir()
+    (path,) = capture_files(stdio_dir)
+    shutil.copy(path, folder / "bad\udcff.jsonl")
+    proc = cli("--format", "json", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    doc = orjson.loads(proc.stdout)
+    assert doc["counts"]["verified"] == 1 and doc["files"][0]["file"].endswith("bad\ufffd.jsonl")
+
+
 def test_untouched_rotated_keyed_capture_verifies_across_parts(rotated_dir: Path, key_file: Path) -> None:
     parts = capture_files(rotated_dir)
     headers = [read_records(p)[0] for p in parts]
@@ -236,6 +249,55 @@ def test_swapped_lines_are_reordered_not_removed(stdio_dir: Path, tmp_path: Path
     result = verify([path])
     assert kinds(result) == [(path.name, "reordered", k + 1)]
     assert f"line index {k} belongs before line {k}" in result.findings[0].message
+
+
+@pytest.mark.parametrize("edit", ["deleted", "moved"])
+def test_a_header_deleted_or_moved_is_tampering_not_another_kind_of_file(
+    stdio_dir: Path, tmp_path: Path, edit: str
+) -> None:
+    """A part whose first line is a sealed record but no header lost its header: that was an error
+    ("not an erascope capture", exit 2), as if the file were something else, not tampering."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    put(path, text[1:] if edit == "deleted" else [text[1], text[0], *text[2:]])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "removed", 1)]
+    assert result.files[0].status is Status.TAMPERED and result.files[0].error is None
+    assert "sealed as line index 2" in result.findings[0].message
+    proc = cli(str(path))
+    assert proc.returncode == 1 and f"{path}:1: removed: " in proc.stdout
+    # a file that never had a chain is still not a capture
+    path.write_bytes(b'{"jsonrpc":"2.0","id":1}\n')
+    assert verify([path]).files[0].status is Status.ERROR
+
+
+def test_an_edit_among_lines_a_move_displaced_is_located(stdio_dir: Path, tmp_path: Path) -> None:
+    """Moving a line up displaces every line it jumped over: those were taken as moved and never
+    checked against their digests, so an edit among them went unreported."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    target = next(n for n in range(k + 2, len(text) - 1) if b'\\"2.0\\"' in text[n - 1])
+    text[target - 1] = edited(text[target - 1])
+    put(path, [*text[: k - 1], text[-2], *text[k - 1 : -2], text[-1]])  # the line before part-end, moved up
+    result = verify([path])
+    assert (path.name, "changed", target + 1) in kinds(result)
+    assert {k for _, k, _ in kinds(result)} == {"changed", "reordered"}
+
+
+def test_a_line_moved_up_and_edited_is_changed(stdio_dir: Path, tmp_path: Path) -> None:
+    """The line a move put ahead of its place opens the gap the lines it jumped over fill: it was
+    never checked against its digest, so it could be edited as well as moved."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    last = max(n for n in range(k + 2, len(text)) if b'\\"2.0\\"' in text[n - 1])
+    put(path, [*text[: k - 1], edited(text[last - 1]), *text[k - 1 : last - 1], *text[last:]])
+    result = verify([path])
+    assert (path.name, "changed", k) in kinds(result)
+    # moved but not edited, it is not called changed
+    put(path, [*text[: k - 1], text[last - 1], *text[k - 1 : last - 1], *text[last:]])
+    assert "changed" not in {k for _, k, _ in kinds(verify([path]))}
 
 
 def test_inserted_forged_lines_are_located(stdio_dir: Path, tmp_path: Path) -> None:
@@ -438,6 +500,62 @@ def test_deleted_middle_part_is_missing_from_the_rotation(rotated_dir: Path, key
     assert parts[2].name in result.findings[0].message
     proc = cli(str(tmp_path / "c"), "--key", str(key_file))
     assert proc.returncode == 1 and f"{parts[1]}:{closing}: part-missing: the next part {parts[2].name}" in proc.stdout
+
+
+def test_a_part_missing_from_one_copy_is_not_hidden_by_another_copy(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """Verifying a capture's folder with a backup of it: the backup's parts did stand in for the
+    folder's deleted one (links were looked up by file name alone), so nothing was found."""
+    copy_of(rotated_dir, tmp_path / "backup")
+    parts = copy_of(rotated_dir, tmp_path / "live")
+    parts[2].unlink()
+    result = verify([tmp_path / "backup", tmp_path / "live"], key=chain.load_key(key_file))
+    assert [(Path(f.file).parent.name, *k) for f, k in zip(result.findings, kinds(result), strict=True)] == [
+        ("live", parts[1].name, "part-missing", len(lines(parts[1]))),
+    ]
+    # a capture whose parts were moved to two folders (older ones archived) still links across them
+    (tmp_path / "archive").mkdir()
+    for part in parts[:2]:
+        part.rename(tmp_path / "archive" / part.name)
+    (tmp_path / "backup" / parts[2].name).rename(parts[2])
+    result = verify([tmp_path / "archive", tmp_path / "live"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.notes == []
+
+
+def test_a_part_compressed_by_retention_while_verify_runs_is_read_compressed(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`verify` of a folder a recorder with --compress writes into: a part listed plain and compressed
+    (renamed to *.jsonl.zst) before it was read was an error, "cannot read: No such file", exit 2."""
+    import analyzer.verify as verify_module
+    from addon.retention import compress_part
+
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    listed = verify_module.find_inputs
+
+    def listing_then_compressing(paths: Any) -> list[str]:
+        files = listed(paths)
+        assert compress_part(parts[1]) is not None  # as the recorder's keeper does, meanwhile
+        return files
+
+    monkeypatch.setattr(verify_module, "find_inputs", listing_then_compressing)
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.errors == [] and result.findings == [] and result.notes == []
+    assert result.files[1].file == f"{parts[1]}.zst" and result.files[1].status is Status.VERIFIED
+
+
+def test_a_part_replaced_by_another_under_its_name_is_said_so(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """Part 2 deleted and part 3 linked in under its name: the file named part 2 was checked against
+    itself ("does not start where <its own name> ends") and part 2's absence was never said."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[2].unlink()
+    parts[2].symlink_to(parts[3].name)
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[2].name, "part-link", 1)]
+    assert "named as part 2, but its header is part 3's" in result.findings[0].message
 
 
 def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
