@@ -42,14 +42,13 @@ from analyzer.pipeline import Analysis
 from analyzer.report import (
     ERA_LEGEND,
     _input_notes,
-    _scrubbed,
     _shown,
     _summary,
     _totals_line,
-    _valid_unicode,
     report_dict,
     visible,
 )
+from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import CutStream, location, open_stream
 from analyzer.storage import mode_size
 
@@ -105,7 +104,7 @@ def script_json(data: Any) -> str:
     try:
         text = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS).decode()
     except TypeError:  # a lone surrogate somewhere: rare, so fixed only then
-        text = orjson.dumps(_scrubbed(data, _valid_unicode), option=orjson.OPT_NON_STR_KEYS).decode()
+        text = orjson.dumps(scrubbed(data, valid_unicode), option=orjson.OPT_NON_STR_KEYS).decode()
     return (
         text.replace("&", "\\u0026")
         .replace("<", "\\u003c")
@@ -255,7 +254,7 @@ def _dumps(value: Any) -> str | None:
     except TypeError:  # a lone surrogate in a string, or the nesting
         pass
     try:
-        return orjson.dumps(_scrubbed(value, _valid_unicode), option=orjson.OPT_INDENT_2).decode()
+        return orjson.dumps(scrubbed(value, valid_unicode), option=orjson.OPT_INDENT_2).decode()
     except (TypeError, RecursionError):
         return None
 

@@ -23,7 +23,6 @@ import re
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -36,6 +35,7 @@ from analyzer.findings import Evidence, Finding
 from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
 from analyzer.probes import NON_ERA_OUTCOMES
+from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import location, separator
 from analyzer.terminal import visible
 
@@ -50,52 +50,14 @@ _MAX_NOTES: Final = 20
 """Malformed-line locations listed in text/markdown (json lists them all)."""
 
 
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
-def _valid_unicode(text: str) -> str:
-    """`text` with lone surrogates (which UTF-8 cannot hold) replaced by U+FFFD."""
-    return _SURROGATE.sub("\ufffd", text)
-
-
-def _scrubbed(value: Any, fix: Callable[[str], str]) -> Any:
-    """`value` with `fix` applied to every string inside it (dataclasses, lists, tuples, dicts, frames)."""
-    if isinstance(value, Enum):
-        return value
-    if isinstance(value, str):
-        return fix(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        changes = {f.name: _scrubbed(getattr(value, f.name), fix) for f in dataclasses.fields(value) if f.init}
-        return dataclasses.replace(value, **changes)
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple
-        return type(value)(*(_scrubbed(v, fix) for v in value))
-    if isinstance(value, list | tuple):
-        return type(value)(_scrubbed(v, fix) for v in value)
-    if isinstance(value, dict):
-        return {_scrubbed(k, fix): _scrubbed(v, fix) for k, v in value.items()}
-    if isinstance(value, pl.DataFrame):
-        return pl.DataFrame([_scrubbed_series(s, fix) for s in value.get_columns()])
-    return value
-
-
-def _scrubbed_series(s: pl.Series, fix: Callable[[str], str]) -> pl.Series:
-    dtype = s.dtype
-    inner = dtype.inner if isinstance(dtype, pl.List) else None
-    if dtype in (pl.String, pl.Categorical) or isinstance(dtype, pl.Enum):
-        return pl.Series(s.name, [_scrubbed(v, fix) for v in s.to_list()], dtype=pl.String)
-    if inner is not None and (inner in (pl.String, pl.Categorical) or isinstance(inner, pl.Enum)):
-        return pl.Series(s.name, [_scrubbed(v, fix) for v in s.to_list()], dtype=pl.List(pl.String))
-    return s
-
-
 def _shown(analysis: Analysis) -> Analysis:
     """The parts of `analysis` a text or markdown report shows, every capture string `visible`."""
     return dataclasses.replace(
         analysis,
-        inputs=_scrubbed(analysis.inputs, visible),
-        servers=_scrubbed(analysis.servers, visible),
-        findings=_scrubbed(analysis.findings, visible),
-        clients=_scrubbed(analysis.clients, visible),
+        inputs=scrubbed(analysis.inputs, visible),
+        servers=scrubbed(analysis.servers, visible),
+        findings=scrubbed(analysis.findings, visible),
+        clients=scrubbed(analysis.clients, visible),
     )
 
 
@@ -211,7 +173,7 @@ def render_json(analysis: Analysis) -> str:
     try:
         return orjson.dumps(doc, option=options).decode() + "\n"
     except TypeError:  # a lone surrogate somewhere (e.g. a file name that is not UTF-8): rare, so fixed only then
-        return orjson.dumps(_scrubbed(doc, _valid_unicode), option=options).decode() + "\n"
+        return orjson.dumps(scrubbed(doc, valid_unicode), option=options).decode() + "\n"
 
 
 # --- text and markdown ---------------------------------------------------------------------------
