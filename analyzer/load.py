@@ -210,8 +210,11 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
 
     def walk(directory: Path) -> None:
         # os.walk tells directories from the rest without a stat per file (100,000 spawn captures)
-        for parent, _dirs, names in os.walk(directory):
-            for n in names:
+        for parent, dirs, names in os.walk(directory):
+            # in name order: of two names for one file in a folder (a link beside its target), the one
+            # listed is then the same on every run, not whichever the folder happened to list first
+            dirs.sort()
+            for n in sorted(names):
                 if n.endswith(_CAPTURE_SUFFIXES):
                     local(os.path.join(parent, n))
 

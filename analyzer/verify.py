@@ -25,6 +25,7 @@ Library code: returns a `Verification`, never prints; the CLI formats it.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import io
 import itertools
 import os
@@ -43,6 +44,7 @@ from addon import format as fmt
 from addon.errors import ErascopeError
 from addon.retention import PART_NAME
 from analyzer.load import find_inputs
+from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
 from analyzer.storage import is_url, mode_size
 from analyzer.terminal import visible
@@ -51,7 +53,6 @@ VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
 _PART_NAME: Final = re.compile(r"^(?P<capture>.+)\.(?P<part>\d{3,})\.jsonl$")
 _PART_END_PREFIX: Final = b'{"type":"part-end"'
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _OPENERS_KEPT: Final = 16 << 20
 """Bytes of gap-opening lines kept for their check: a file of many gaps must not be held whole."""
 _HEADER_LIMIT: Final = 1 << 20
@@ -616,6 +617,7 @@ def _check_links(result: Verification) -> None:
         own = given.get(strip_compression(os.path.basename(r.file)), {})
         return next((p for f, p in copies.items() if f not in own), None)
 
+    by_file = {r.file: r for r in result.files}
     present: dict[tuple[str, str], set[int]] = {}
     for name, copies in given.items():
         m = _PART_NAME.match(name)
@@ -644,6 +646,14 @@ def _check_links(result: Verification) -> None:
                 _check_link(before, r)
             elif (folder, r.previous) in unchecked:
                 result.notes.append(f"{r.file}: the previous part {r.previous} could not be checked; link not checked")
+            elif (folder, r.previous) in missing:
+                pass  # said already, by the part before it
+            elif (other := _given_under_another_name(r.file, r.previous, by_file)) is not None:
+                if _part_number(r.previous) == other.part:  # its own part, given under a wrong name
+                    _check_link(other, r)
+                else:
+                    missing.add((folder, r.previous))
+                    r.findings.append(Finding(Kind.PART_LINK, r.file, 1, _replaced(r.previous, other, "previous")))
             elif _on_disk(r.file, r.previous):
                 result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
             elif (folder, r.previous) not in missing:
@@ -659,14 +669,41 @@ def _check_links(result: Verification) -> None:
                         f"{r.file}: the capture's parts before part {r.part} are absent (removed by retention,"
                         " or deleted); its chain starts from the digest its header names"
                     )
-        if (
-            r.next is not None
-            and linked(r, r.next) is None
-            and not _on_disk(r.file, r.next)
-            and (folder, r.next) not in missing
-        ):
-            missing.add((folder, r.next))
-            r.findings.append(Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing"))
+        if r.next is not None and linked(r, r.next) is None and (folder, r.next) not in missing:
+            other = _given_under_another_name(r.file, r.next, by_file)
+            if other is not None and _part_number(r.next) != other.part:
+                missing.add((folder, r.next))
+                r.findings.append(Finding(Kind.PART_LINK, r.file, r.closed_at, _replaced(r.next, other, "next")))
+            elif other is None and not _on_disk(r.file, r.next):
+                missing.add((folder, r.next))
+                r.findings.append(
+                    Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing")
+                )
+
+
+def _given_under_another_name(beside: str, name: str, given: dict[str, FileResult]) -> FileResult | None:
+    """The given file that the part `name` next to `beside` is under another name (a symbolic or hard
+    link between the two): the inputs list one file once, so `name` itself was not read. None otherwise."""
+    if is_url(beside) or not _on_disk(beside, name):
+        return None
+    here = os.path.join(os.path.dirname(beside), name)
+    for path, r in given.items():
+        with contextlib.suppress(OSError):
+            if os.path.basename(path) != name and os.path.samefile(here, path):
+                return r
+    return None
+
+
+def _part_number(name: str) -> int | None:
+    m = _PART_NAME.match(strip_compression(name))
+    return int(m["part"]) if m else None
+
+
+def _replaced(name: str, other: FileResult, which: str) -> str:
+    return (
+        f"the {which} part {name} is {os.path.basename(other.file)} (part {other.part}) under another name (a link"
+        " between the two): the part was replaced or renamed"
+    )
 
 
 def _folder(path: str) -> str:
@@ -739,18 +776,8 @@ def render_json(result: Verification) -> str:
     try:
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
     except TypeError:  # a file name that is not UTF-8 (read with surrogate escapes, which JSON cannot hold)
-        return orjson.dumps(_valid_unicode(doc), option=orjson.OPT_INDENT_2).decode() + "\n"
-
-
-def _valid_unicode(value: Any) -> Any:
-    """`value` with lone surrogates in its strings replaced by U+FFFD, as `erascope analyze`'s json does."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {k: _valid_unicode(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_valid_unicode(v) for v in value]
-    return value
+        # its undecodable bytes as U+FFFD, as `erascope analyze`'s json writes them
+        return orjson.dumps(scrubbed(doc, valid_unicode), option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
 def _describe(r: FileResult) -> str:

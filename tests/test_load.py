@@ -316,3 +316,15 @@ def test_flows_are_held_as_keys_and_archives_keep_the_ids(tmp_path: Path) -> Non
     stdio = Cap(tmp_path / "stdio")
     stdio.c2s(probe(1))
     assert extract_file(str(stdio.close())).messages.get_column("flow").to_list() == [None]
+
+
+@pytest.mark.parametrize("order", ["capture first", "link first"])
+def test_a_file_a_folder_names_twice_is_listed_under_the_name_that_sorts_first(tmp_path: Path, order: str) -> None:
+    """Two names for one file in a folder (a link beside its target) were listed under whichever the
+    folder listed first, which differs between file systems and runs: reports and `verify` named it
+    one way or the other."""
+    body = b'{"type":"header","seq":0,"ts":1.0,"server":"s","format":"erascope/1","transport":"stdio","part":0}\n'
+    first, second = ("a", "b") if order == "capture first" else ("b", "a")
+    (tmp_path / f"{first}.jsonl").write_bytes(body)
+    (tmp_path / f"{second}.jsonl").symlink_to(f"{first}.jsonl")
+    assert find_inputs([tmp_path]) == [str(tmp_path / "a.jsonl")]

@@ -558,6 +558,21 @@ def test_a_part_replaced_by_another_under_its_name_is_said_so(
     assert "named as part 2, but its header is part 3's" in result.findings[0].message
 
 
+@pytest.mark.parametrize("run", range(3))
+def test_a_part_replaced_by_a_link_to_the_one_before_it_is_said_so(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, run: int
+) -> None:
+    """Part 3 deleted and part 2 linked in under its name: the two names are one file, given once
+    (under part 2's name), so part 3's name was only "on disk" and its absence passed unsaid; which
+    name a folder's two names for one file were given under also changed from run to run."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[3].unlink()
+    parts[3].symlink_to(parts[2].name)
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[2].name, "part-link", len(lines(parts[2])))]
+    assert f"the next part {parts[3].name} is {parts[2].name} (part 2)" in result.findings[0].message
+
+
 def test_deleted_last_part_is_missing(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
     parts = copy_of(rotated_dir, tmp_path / "c")
     parts[-1].unlink()
