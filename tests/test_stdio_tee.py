@@ -849,27 +849,26 @@ def test_signalled_tee_ends_a_server_that_ignores_the_signal(tmp_path: Path, cli
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_TERMINATE) < ev.index(fmt.EV_EXIT)
 
 
-def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, clean_env: dict[str, str]) -> None:
-    """A host that stops reading the server's output (its pipe still open) and then sends SIGTERM: the
-    server dies of the forwarded signal, as it would without the tee, but the tee waited forever to
-    relay output nobody reads, deaf to further signals, its capture never closed (the `exit` and
-    `signal` records held in memory until the host's SIGKILL). Told to stop, it waits `--grace` for
-    the client to take the rest, then ends the client's stdout and closes the capture."""
-    script = "import sys; sys.stdout.buffer.write(b'x' * 8_000_000 + b'\\n'); sys.stdout.flush(); sys.stdin.read()"
+def _unread_then_sigterm(tmp_path: Path, env: dict[str, str], script: str, stream: str) -> tuple[int, int, int]:
+    """Run the tee around `script` with a host that never reads the tee's `stream` (stdout or stderr):
+    once that pipe is half full (the relay blocks on it), SIGTERM the tee. (exit status, the pipe's
+    size, bytes left in the pipe: what the tee relayed.)"""
     proc = subprocess.Popen(
         tee_cmd(tmp_path, PY, "-c", script, extra=("--grace", str(GRACE))),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     try:
+        pipe = proc.stdout if stream == "stdout" else proc.stderr
+        assert pipe is not None
+        fd = pipe.fileno()
+        pipe_size = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
         deadline = time.monotonic() + 60
-        # The client reads nothing: the tee's stdout pipe fills and its relay blocks.
-        assert proc.stdout is not None
-        out = proc.stdout.fileno()
-        pipe_size = fcntl.fcntl(out, fcntl.F_GETPIPE_SZ)
-        while time.monotonic() < deadline and _pipe_bytes(out) < pipe_size // 2:
+        while time.monotonic() < deadline and _pipe_bytes(fd) < pipe_size // 2:
             time.sleep(0.01)
+        time.sleep(0.2)  # the relay fills the pipe and blocks
         proc.send_signal(signal.SIGTERM)
         rc = proc.wait(60)
+        return rc, pipe_size, _pipe_bytes(fd)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -877,6 +876,16 @@ def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, 
         for p in (proc.stdin, proc.stdout, proc.stderr):
             if p is not None:
                 p.close()
+
+
+def test_signalled_tee_ends_although_the_client_stopped_reading(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A host that stops reading the server's output (its pipe still open) and then sends SIGTERM: the
+    server dies of the forwarded signal, as it would without the tee, but the tee waited forever to
+    relay output nobody reads, deaf to further signals, its capture never closed (the `exit` and
+    `signal` records held in memory until the host's SIGKILL). Told to stop, it waits `--grace` for
+    the client to take the rest, then ends the client's stdout and closes the capture."""
+    script = "import sys; sys.stdout.buffer.write(b'x' * 8_000_000 + b'\\n'); sys.stdout.flush(); sys.stdin.read()"
+    rc, pipe_size, _ = _unread_then_sigterm(tmp_path, clean_env, script, "stdout")
     assert rc == 128 + signal.SIGTERM
     records = only_capture(tmp_path)
     assert records[-1][fmt.F_TYPE] == fmt.PART_END
@@ -899,28 +908,8 @@ def test_what_a_host_that_stopped_reading_stderr_was_not_given_is_said(
     """The host reads the server's stdout but never its stderr (many hosts leave it to a pipe): after
     SIGTERM the tee gives the stderr relay up after `--grace`, and says how much it held."""
     script = "import sys; sys.stderr.buffer.write(b'e' * 8_000_000); sys.stderr.flush(); sys.stdin.read()"
-    proc = subprocess.Popen(
-        tee_cmd(tmp_path, PY, "-c", script, extra=("--grace", str(GRACE))),
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
-    )  # fmt: skip
-    try:
-        assert proc.stderr is not None
-        err = proc.stderr.fileno()
-        pipe_size = fcntl.fcntl(err, fcntl.F_GETPIPE_SZ)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and _pipe_bytes(err) < pipe_size // 2:
-            time.sleep(0.01)
-        time.sleep(0.2)  # the relay fills the pipe and blocks
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 128 + signal.SIGTERM
-        relayed = _pipe_bytes(err)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for p in (proc.stdin, proc.stdout, proc.stderr):
-            if p is not None:
-                p.close()
+    rc, _, relayed = _unread_then_sigterm(tmp_path, clean_env, script, "stderr")
+    assert rc == 128 + signal.SIGTERM
     records = only_capture(tmp_path)
     assert records[-1][fmt.F_TYPE] == fmt.PART_END
     abandoned = lifecycle(records, fmt.EV_RELAY_ABANDONED)
