@@ -14,7 +14,9 @@ All the work here runs on a `PartKeeper` thread, never on a relay path or on the
 1. compress: a closed `x.000.jsonl` becomes `x.000.jsonl.zst` (written to a hidden temporary name,
    fsynced, renamed, keeping mode 0600 and the part's mtime), then the plain part is removed. The
    analyzer finds and reads `*.jsonl.zst` like the plain file (`analyzer.sources`). A failure to
-   compress leaves the plain part as it was and is reported.
+   compress leaves the plain part as it was and is reported. At start, the closed plain parts that
+   earlier runs left are compressed too, and partial outputs no keeper writes are removed (a keeper
+   killed mid-compression left both for good).
 2. sweep: capture parts of the directory (names the writer makes, plain or compressed) are taken
    oldest first by mtime (the time their last record was written) and removed while older than
    `keep_days` or while the directory's capture parts total more than `keep_bytes`. A part whose
@@ -178,11 +180,12 @@ def _lock_closed(path: Path, retries: int = 0) -> int | None:
 # --- compression ------------------------------------------------------------------------------------
 
 
-def compress_part(path: Path) -> Path | None:
+def compress_part(path: Path, retries: int | None = None) -> Path | None:
     """Compress the closed part `path` to `path.zst` and remove `path`; the compressed path, or None
-    when `path` is gone or open (nothing done). Raises `OSError` / `zstd.ZstdError` when compressing
-    fails: the plain part is then left as it was and no partial output remains."""
-    fd = _lock_closed(path, retries=_LOCK_RETRIES)
+    when `path` is gone or open (nothing done). `retries`: how often to wait for a lock held briefly
+    (default `_LOCK_RETRIES`). Raises `OSError` / `zstd.ZstdError` when compressing fails: the plain
+    part is then left as it was and no partial output remains."""
+    fd = _lock_closed(path, retries=_LOCK_RETRIES if retries is None else retries)
     if fd is None:
         return None
     target = path.with_name(path.name + ZSTD_SUFFIX)
@@ -292,6 +295,29 @@ def sweep(
 # --- the keeper thread ----------------------------------------------------------------------------------
 
 _STOP: Final = object()
+_TIDY: Final = object()
+
+
+def _remove_stale_partial(partial: Path, part: Path) -> None:
+    """Remove `partial`, the output of a compression of `part` that no keeper is writing: `part` is gone,
+    or closed (a keeper writing it holds `part`'s lock)."""
+    fd = _lock_closed(part)
+    if fd is None and _exists(part):
+        return  # open, or being compressed right now
+    try:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _exists(path: Path) -> bool:
+    try:
+        os.lstat(path)
+    except OSError:
+        return False
+    return True
 
 
 class PartKeeper:
@@ -325,6 +351,11 @@ class PartKeeper:
     def closed(self, path: Path) -> None:
         """A part was closed: compress it (when asked to), then sweep."""
         self._queue.put(path)
+
+    def tidy_soon(self) -> None:
+        """At start, with compression: compress the closed plain parts earlier runs left (a keeper
+        killed mid-compression, a run without it) and remove the partial outputs no keeper writes."""
+        self._queue.put(_TIDY)
 
     def sweep_soon(self) -> None:
         """Sweep the directory (no part to compress)."""
@@ -363,6 +394,8 @@ class PartKeeper:
                         done += 1
                         if isinstance(item, Path):
                             self._compress(item)
+                        elif item is _TIDY:
+                            self._tidy()
                         if done == len(batch) and batch[-1] is not _STOP:
                             with contextlib.suppress(queue.Empty):
                                 batch.append(self._queue.get_nowait())
@@ -386,6 +419,26 @@ class PartKeeper:
             self.counters.compressed += 1
             if self._on_compressed is not None:
                 self._on_compressed(path, packed)
+
+    def _tidy(self) -> None:
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return
+        for entry in entries:
+            name = entry.name
+            packed = name[1 : -len(PARTIAL_SUFFIX)]
+            if name.startswith(".") and name.endswith(PARTIAL_SUFFIX) and PART_NAME.fullmatch(packed):
+                _remove_stale_partial(Path(entry.path), self.directory / packed.removesuffix(ZSTD_SUFFIX))
+            elif name.endswith(".jsonl") and PART_NAME.fullmatch(name) and entry.is_file(follow_symlinks=False):
+                try:
+                    packed_path = compress_part(Path(entry.path), retries=0)  # a locked part is written now
+                except (OSError, zstd.ZstdError) as exc:
+                    self.counters.compress_failures += 1
+                    self._warn(f"erascope: cannot compress {entry.path}: {exc}; the plain part is kept")
+                    continue
+                if packed_path is not None:
+                    self.counters.compressed += 1
 
     def _sweep(self) -> None:
         for r in sweep(self.directory, keep_bytes=self.policy.keep_bytes, keep_days=self.policy.keep_days):

@@ -193,6 +193,8 @@ class CaptureWriter:
                 warn=on_error,
                 on_compressed=self._compressed,
             )
+            if retention.compress:
+                self.keeper.tidy_soon()  # what earlier runs left uncompressed
             self.keeper.sweep_soon()  # the directory may be over its bound from earlier runs
         # `chain_alg` None: the default (`chain.DEFAULT`, or `chain.DEFAULT_KEYED` with a key)
         self._chainer = chain.Chainer(chain_key, chain_alg)

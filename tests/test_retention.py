@@ -272,6 +272,33 @@ def test_writer_compresses_closed_parts_and_counts(tmp_path: Path) -> None:
     assert messages == []
 
 
+def test_a_recorder_with_compression_finishes_what_a_killed_one_left(tmp_path: Path) -> None:
+    """A keeper killed mid-compression leaves the closed plain part and its hidden `.partial` output:
+    no later keeper looked at them again (only the parts its own writer closes), so the part stayed
+    uncompressed and the partial file took disk space no bound counts. A part another recorder still
+    writes (locked) is left alone."""
+    left = old_part(tmp_path, 0, 5000, age_days=1)
+    partial = tmp_path / f".{left.name}.zst{ret.PARTIAL_SUFFIX}"
+    partial.write_bytes(b"half a zstd frame")
+    orphan = tmp_path / f".{OLD_STEM}.007.jsonl.zst{ret.PARTIAL_SUFFIX}"  # its part is gone
+    orphan.write_bytes(b"x")
+    other = tmp_path / "20260101T000000.000000Z_live_2_bbbbbb.000.jsonl"
+    fd = open_locked(other)
+    try:
+        os.write(fd, b"{}\n")
+        w = CaptureWriter(tmp_path, transport=fmt.STDIO, server="srv", retention=Retention(compress=True))
+        w.write(frame(0))
+        assert w.keeper is not None and w.keeper.flush(30)
+        names = {p.name for p in tmp_path.iterdir()}
+        assert f"{left.name}.zst" in names and left.name not in names
+        assert zstd.decompress((tmp_path / f"{left.name}.zst").read_bytes()) == b"x" * 5000
+        assert partial.name not in names and orphan.name not in names
+        assert other.name in names  # open: neither compressed nor touched
+        w.close()
+    finally:
+        os.close(fd)
+
+
 def test_previous_names_the_plain_part_even_when_it_is_compressed_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

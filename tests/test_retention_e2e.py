@@ -86,6 +86,10 @@ def stale_parts(directory: Path, count: int, size: int) -> list[Path]:
     return parts
 
 
+def compressed(part: Path) -> Path:
+    return part.with_name(part.name + ".zst")
+
+
 def parts_of(directory: Path, pid: int) -> list[Path]:
     return sorted(p for p in directory.iterdir() if PART_NAME.fullmatch(p.name) and f"_{pid}_" in p.name)
 
@@ -133,9 +137,10 @@ def test_two_real_tees_fill_a_directory_past_its_bound(tmp_path: Path, clean_env
     assert status == 0
     assert bytes(b.received) == bytes(sent)  # relayed unchanged while parts were compressed and removed
 
-    # Every removal was logged, the stale parts first, oldest first; then B's oldest parts.
+    # Every removal was logged, the stale parts first (compressed at B's start), oldest first; then
+    # B's oldest parts.
     removed = [(m.group(1), Path(m.group(2)), int(m.group(3))) for m in REMOVED.finditer(b_err)]
-    assert [p for _, p, _ in removed[: len(stale)]] == stale
+    assert [p for _, p, _ in removed[: len(stale)]] == [compressed(p) for p in stale]
     assert {reason for reason, _, _ in removed} == {"keep-bytes"}
     assert all(not p.exists() for _, p, _ in removed)
     assert a_part not in [p for _, p, _ in removed] and a_part.exists()
@@ -219,7 +224,7 @@ def test_mitmdump_addon_rotates_compresses_and_bounds(
     assert proxy.stop(signal.SIGINT) == 0
     lines = "\n".join(proxy.lines)
     logged = [Path(m.group(2)) for m in REMOVED.finditer(lines)]
-    assert logged[: len(stale)] == stale
+    assert logged[: len(stale)] == [compressed(p) for p in stale]  # compressed at the proxy's start
     total = sum(size for _, _, size, _ in capture_parts(caps))
     assert total <= keep
     records = records_of(sorted(p for p in caps.iterdir() if PART_NAME.fullmatch(p.name)))
