@@ -408,9 +408,9 @@ class PartKeeper:
             if batch[-1] is _STOP:
                 return
 
-    def _compress(self, path: Path) -> None:
+    def _compress(self, path: Path, retries: int | None = None) -> None:
         try:
-            packed = compress_part(path)
+            packed = compress_part(path, retries)
         except (OSError, zstd.ZstdError) as exc:
             self.counters.compress_failures += 1
             self._warn(f"erascope: cannot compress {path}: {exc}; the plain part is kept")
@@ -431,14 +431,7 @@ class PartKeeper:
             if name.startswith(".") and name.endswith(PARTIAL_SUFFIX) and PART_NAME.fullmatch(packed):
                 _remove_stale_partial(Path(entry.path), self.directory / packed.removesuffix(ZSTD_SUFFIX))
             elif name.endswith(".jsonl") and PART_NAME.fullmatch(name) and entry.is_file(follow_symlinks=False):
-                try:
-                    packed_path = compress_part(Path(entry.path), retries=0)  # a locked part is written now
-                except (OSError, zstd.ZstdError) as exc:
-                    self.counters.compress_failures += 1
-                    self._warn(f"erascope: cannot compress {entry.path}: {exc}; the plain part is kept")
-                    continue
-                if packed_path is not None:
-                    self.counters.compressed += 1
+                self._compress(Path(entry.path), retries=0)  # a locked part is being written: not waited for
 
     def _sweep(self) -> None:
         for r in sweep(self.directory, keep_bytes=self.policy.keep_bytes, keep_days=self.policy.keep_days):
