@@ -302,7 +302,7 @@ def _remove_stale_partial(partial: Path, part: Path) -> None:
     """Remove `partial`, the output of a compression of `part` that no keeper is writing: `part` is gone,
     or closed (a keeper writing it holds `part`'s lock)."""
     fd = _lock_closed(part)
-    if fd is None and _exists(part):
+    if fd is None and os.path.lexists(part):
         return  # open, or being compressed right now
     try:
         with contextlib.suppress(OSError):
@@ -310,14 +310,6 @@ def _remove_stale_partial(partial: Path, part: Path) -> None:
     finally:
         if fd is not None:
             os.close(fd)
-
-
-def _exists(path: Path) -> bool:
-    try:
-        os.lstat(path)
-    except OSError:
-        return False
-    return True
 
 
 class PartKeeper:

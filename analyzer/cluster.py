@@ -234,6 +234,8 @@ def _wait_while_workers(client: Client, futures: list[Any], wait_for_workers: fl
     blocking `gather`: a Ctrl-C there left the client's coroutines waiting, each printing a traceback
     when the client closed.
     """
+    if not futures:
+        return
     left = len(futures)
     lock = threading.Lock()
     all_done = threading.Event()
@@ -245,8 +247,6 @@ def _wait_while_workers(client: Client, futures: list[Any], wait_for_workers: fl
             if left == 0:
                 all_done.set()
 
-    if not futures:
-        return
     for f in futures:
         f.add_done_callback(done)
     without_since: float | None = None

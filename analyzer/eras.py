@@ -437,15 +437,16 @@ def _deciding_rows(ev_all: pl.DataFrame) -> dict[str | None, dict[str, list[Evid
     by = ("server", "dim")
     # the server's final support, as the verdict takes it from its last evidence (`… or UNKNOWN`);
     # before the filter, so that the last evidence is the server's, of any dimension
-    dims = ev_all.with_columns(
-        _final=pl.when(pl.col("dim") == "modern")
+    at_end = (
+        pl.when(pl.col("dim") == "modern")
         .then(pl.col("_m").last().over("server"))
         .otherwise(pl.col("_l").last().over("server"))
-        .cast(pl.String),
-    ).filter(pl.col("dim").is_in(("modern", "legacy")))
-    dims = dims.with_columns(
-        _run=pl.col("value").rle_id().over(by),
-        _final=pl.when(pl.col("_final").is_null() | (pl.col("_final") == "")).then(pl.lit(UNKNOWN)).otherwise("_final")
+        .cast(pl.String)
+    )
+    dims = (
+        ev_all.with_columns(_final=pl.when(at_end.is_null() | (at_end == "")).then(pl.lit(UNKNOWN)).otherwise(at_end))
+        .filter(pl.col("dim").is_in(("modern", "legacy")))
+        .with_columns(_run=pl.col("value").rle_id().over(by))
     )
     runs = dims.filter(
         pl.col("_run") == pl.col("_run").max().over(by), pl.col("value").cast(pl.String) == pl.col("_final")

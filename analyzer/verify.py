@@ -656,7 +656,7 @@ def _check_links(result: Verification) -> None:
                     r.findings.append(Finding(Kind.PART_LINK, r.file, 1, _replaced(r.previous, other, "previous")))
             elif _on_disk(r.file, r.previous):
                 result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
-            elif (folder, r.previous) not in missing:
+            else:
                 m = _PART_NAME.match(name)
                 earlier = present.get((folder, m["capture"]), set()) if m else set()
                 if r.part is not None and any(p < r.part for p in earlier):
