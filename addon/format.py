@@ -235,3 +235,16 @@ def parse_format_id(value: object) -> int | None:
 def shown_format(value: str) -> str:
     """A header's `format` for a message: quoted, and cut, since the value is the capture's to choose."""
     return repr(value) if len(value) <= 40 else repr(value[:40]) + f"… ({len(value)} characters)"
+
+
+HEADER_START: Final = b'{"' + F_TYPE.encode() + b'":"' + HEADER.encode() + b'"'
+"""How every header line a recorder writes begins: the type is its first key."""
+
+
+def cut_header(first: bytes) -> bool:
+    """The first line is what a recorder that stopped while starting a part leaves: nothing, or the
+    start of its header without the newline. Parts are opened before their header is written (so the
+    previous part's `next` never names a missing file), and a crash or power loss can fall between."""
+    if first.endswith(b"\n"):
+        return False
+    return first.startswith(HEADER_START) or HEADER_START.startswith(first)

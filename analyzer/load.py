@@ -339,6 +339,12 @@ _READS: Final = (
 
 def _not_a_capture(path: str, first: bytes) -> str:
     """Why a file is skipped: not an erascope capture, with a hint when it looks like something known."""
+    if fmt.cut_header(first):
+        return (
+            "empty: the recorder stopped before writing its header (a crash, or it is just starting); nothing to read"
+            if not first
+            else "its header is torn: the recorder stopped while writing it (a crash); nothing to read"
+        )
     why = "not an erascope capture (first line is not an erascope header)"
     try:
         obj = orjson.loads(first)

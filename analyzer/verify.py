@@ -16,7 +16,8 @@ and each line's index must be the next one. Where it is not, the index tells wha
 Across the parts of one capture, each header's `chain_prev` must be the previous part's final digest,
 and a part named by a `previous` or `next` link must exist. What is not tampering is said as such:
 a file without a `part-end` whose chain holds up to its last complete line was never closed (the
-recorder crashed or is still writing), a file without a chain (and without sealed lines) predates
+recorder crashed or is still writing), and so was a file empty or holding a torn header with no part
+after it (the recorder stopped while starting the part), a file without a chain (and without sealed lines) predates
 chains, and parts missing before the first one present may have been removed by retention.
 
 Library code: returns a `Verification`, never prints; the CLI formats it.
@@ -130,6 +131,8 @@ class FileResult:
     """The line number of an incomplete last line, if any."""
     cut: str | None = None
     """Why a compressed stream ended early, if it did."""
+    header_cut: bool = False
+    """The part is empty or its header torn: a recorder stopped while starting it (`fmt.cut_header`)."""
     continued: bool = False
     """The next part's header starts from this part's final digest (so an unclosed end is not a crash)."""
     error: str | None = None
@@ -220,7 +223,7 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
                     raise _Unverifiable(
                         f"not an erascope capture (its first line is longer than {_HEADER_LIMIT} bytes)"
                     )
-                _check(result, first, iter(stream), key)
+                _check(result, first, iter(stream), key, whole=not (isinstance(raw, CutStream) and raw.cut))
             finally:
                 # also when the file cannot be checked: a cut stream is often why its header is not whole
                 if isinstance(raw, CutStream):
@@ -270,10 +273,17 @@ class _Gap:
     turns up (it was moved ahead of it); None when it is not kept (`_OPENERS_KEPT`)."""
 
 
-def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None) -> None:
+def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None, *, whole: bool) -> None:
     try:
         header = _parse_header(first)
     except _NoHeader:
+        if whole and fmt.cut_header(first):
+            # what a crash while opening a part leaves; a part after this one would show it was emptied
+            # (a compressed file cut short was cut after it was written: its error says so)
+            result.status = Status.UNCLOSED
+            result.header_cut = True
+            result.torn = 1 if first else None
+            return
         # a sealed record first is a capture that lost its header, not another kind of file
         index = _headless(first)
         if index is None:
@@ -714,6 +724,17 @@ def _folder(path: str) -> str:
 
 
 def _check_link(before: FileResult, after: FileResult) -> None:
+    if before.header_cut and after.algorithm is not None:
+        what = "cut within its header" if before.torn else "empty"
+        after.findings.append(
+            Finding(
+                Kind.PART_LINK,
+                after.file,
+                1,
+                f"{os.path.basename(before.file)} is {what}, yet this part follows it: its records were removed",
+            )
+        )
+        return
     if before.algorithm is None or after.algorithm is None:
         return
     if after.chain_prev is not None and before.final == after.chain_prev:
@@ -793,6 +814,12 @@ def _describe(r: FileResult) -> str:
             )
         case Status.VERIFIED:
             return f"verified ({r.lines} lines, closed, {keyed}, final digest {final}){cut}"
+        case Status.UNCLOSED if r.header_cut:
+            what = "its header (line 1) is torn" if r.torn else "empty"
+            return (
+                f"never closed: {what}{cut}. The recorder stopped before its header was written whole (a crash,"
+                " or it is just starting): nothing to check, not tampering"
+            )
         case Status.UNCLOSED if r.cut:
             # the recorder writes a compressed part whole (renamed into place): a cut came after it
             return (

@@ -328,3 +328,21 @@ def test_a_file_a_folder_names_twice_is_listed_under_the_name_that_sorts_first(t
     (tmp_path / f"{first}.jsonl").write_bytes(body)
     (tmp_path / f"{second}.jsonl").symlink_to(f"{first}.jsonl")
     assert find_inputs([tmp_path]) == [str(tmp_path / "a.jsonl")]
+
+
+def test_a_part_a_recorder_left_without_its_header_is_said_so(tmp_path: Path) -> None:
+    """A crash between opening a part and writing its header leaves it empty or torn: it was skipped
+    as "not an erascope capture", which sends a user looking for a wrong file."""
+    cap = Cap(tmp_path / "caps")
+    cap.c2s(probe(1))
+    real = cap.close()
+    header = real.read_bytes().splitlines()[0]
+    (tmp_path / "caps" / "cut.001.jsonl").write_bytes(header[:40])
+    (tmp_path / "caps" / "empty.001.jsonl").write_bytes(b"")
+    a = analyze([str(tmp_path / "caps")])
+    assert a.inputs.files == [str(real)]
+    reasons = dict((Path(f).name, r) for f, r in a.inputs.skipped)
+    assert reasons.keys() == {"cut.001.jsonl", "empty.001.jsonl"}
+    assert reasons["empty.001.jsonl"].startswith("empty: the recorder stopped before writing its header")
+    assert reasons["cut.001.jsonl"].startswith("its header is torn: the recorder stopped while writing it")
+    assert not any("not an erascope capture" in r for r in reasons.values())

@@ -887,3 +887,34 @@ def test_lines_moved_back_past_many_gaps_cost_linear_time(tmp_path: Path) -> Non
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == [str(k)]
+
+
+@pytest.mark.parametrize("keep", [0, 5, 60], ids=["empty", "torn-before-type", "torn-header"])
+def test_a_last_part_cut_in_its_header_is_a_crash_not_an_error(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, keep: int
+) -> None:
+    """A recorder opens the next part before it writes its header: a crash (or power loss) in between
+    leaves that part empty or its header torn. It was an error, "not an erascope capture" (exit 2)."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[-1].write_bytes(parts[-1].read_bytes()[:keep])
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.errors == []
+    last = result.files[-1]
+    assert (Path(last.file).name, last.status, last.lines, last.intact_to) == (parts[-1].name, Status.UNCLOSED, 0, 0)
+    assert last.torn == (1 if keep else None)
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith(f"{parts[-1]}:"))
+    assert "never closed" in line and "not tampering" in line and "error" not in line
+    assert ("empty" if keep == 0 else "header (line 1) is torn") in line
+
+
+def test_an_emptied_middle_part_is_tampering(rotated_dir: Path, key_file: Path, tmp_path: Path) -> None:
+    """Emptied, a part reads as a crash in its header, but a crash leaves no part after it."""
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    parts[1].write_bytes(b"")
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(parts[2].name, "part-link", 1)]
+    assert f"{parts[1].name} is empty" in result.findings[0].message
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file))
+    assert proc.returncode == 1 and f"{parts[2]}:1: part-link:" in proc.stdout
