@@ -6,7 +6,8 @@ and each line's index must be the next one. Where it is not, the index tells wha
 
 - a line whose digest does not match at the expected index was **changed** (its bytes, or the digest
   of the line before it), and so was a JSON object whose `chain` field no longer ends its line (a
-  CRLF, keys reordered): the chain goes on from that seal;
+  CRLF, keys reordered): the chain goes on from that seal; a line that is the expected one with only
+  its index edited is one changed line too;
 - an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
   up later in the file: then those lines were **reordered** (moved after their successors);
 - an index already seen, or a line without a digest in a chained file, was **inserted**;
@@ -460,6 +461,13 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
             broken = True
             continue
         linked = covered is not None and chainer.digest(previous, covered) == written
+        if index != expected and covered is not None and _renumbered(chainer, previous, covered, expected) == written:
+            # sealed as the expected line with only its number edited: one changed line, not a gap and a cascade
+            findings.append(
+                Finding(Kind.CHANGED, path, number, f"its line index was edited: sealed as {expected}, it says {index}")
+            )
+            broken = True
+            index, linked = expected, True
         if index < expected:
             gap = _gap_of(gaps, index)
             if gap is not None:
@@ -517,6 +525,13 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         result.status = Status.TAMPERED
     else:
         result.status = Status.VERIFIED if result.closed_at is not None else Status.UNCLOSED
+
+
+def _renumbered(chainer: chain.Chainer, previous: bytes, covered: memoryview, index: int) -> bytes:
+    """The digest of a sealed line's covered bytes with its line index written as `index`."""
+    end = bytes(covered[-(len(chain.FIELD_OPEN) + 21) :])  # the field's opening, at most 20 digits and `:`
+    written = len(end) - end.rfind(chain.FIELD_OPEN) - len(chain.FIELD_OPEN)
+    return chainer.digest(previous, covered[: len(covered) - written], b"%d:" % index)
 
 
 def _gap_of(gaps: list[_Gap], index: int) -> _Gap | None:

@@ -845,7 +845,8 @@ def test_a_huge_line_index_costs_no_memory(stdio_dir: Path, tmp_path: Path) -> N
 
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)
-    text[4] = text[4].replace(b'"chain":"5:', b'"chain":"3000000:', 1)
+    # its bytes edited too: an index alone edited is one changed line, which opens no gap
+    text[4] = text[4].replace(b'"chain":"5:', b'"chain":"3000000:', 1).replace(b'{"', b'{ "', 1)
     put(path, text)
     tracemalloc.start()
     try:
@@ -918,3 +919,21 @@ def test_an_emptied_middle_part_is_tampering(rotated_dir: Path, key_file: Path, 
     assert f"{parts[1].name} is empty" in result.findings[0].message
     proc = cli(str(tmp_path / "c"), "--key", str(key_file))
     assert proc.returncode == 1 and f"{parts[2]}:1: part-link:" in proc.stdout
+
+
+@pytest.mark.parametrize("shift", [5, -3])
+def test_a_line_whose_index_alone_was_edited_is_one_changed_line(stdio_dir: Path, tmp_path: Path, shift: int) -> None:
+    """An edited index read as lines removed before the line (or it inserted) and every later line
+    reordered: many findings for one edit, none of them naming it."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    n = len(text) // 2
+    assert n > 4
+    index, _, _ = chain.split(text[n - 1])  # type: ignore[misc]
+    text[n - 1] = text[n - 1].replace(b'"chain":"%d:' % index, b'"chain":"%d:' % (index + shift), 1)
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", n)]
+    assert f"its line index was edited: sealed as {index}, it says {index + shift}" in result.findings[0].message
+    (file,) = result.files
+    assert file.lines == len(text)
