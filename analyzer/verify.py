@@ -598,6 +598,8 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
     last = gap.end - 1
     while last in gap.moved:
         last -= 1
+    if not missing and _moved_up(result, gap):
+        return
     for index, line in sorted(gap.moved.items()):
         result.findings.append(
             Finding(
@@ -617,6 +619,24 @@ def _report_gap(result: FileResult, gap: _Gap) -> None:
                 + (f" to {last})" if missing > 1 else ")"),
             )
         )
+
+
+def _moved_up(result: FileResult, gap: _Gap) -> bool:
+    """Say the lines that opened `gap` were moved up, when that is what happened and they are fewer
+    than the lines they jumped over (which all turned up after them, in order): one finding, not
+    one per displaced line."""
+    after = gap.moved[gap.start]
+    up = after - gap.line  # the lines from the gap's opener to the first displaced one
+    if up >= len(gap.moved) or any(gap.moved[i] != after + i - gap.start for i in range(gap.start, gap.end)):
+        return False
+    what = (
+        f"line index {gap.end} belongs"
+        if up == 1
+        else f"lines {gap.line} to {after - 1} (line index {gap.end} to {gap.end + up - 1}) belong"
+    )
+    where = f"line index {gap.end - 1} (line {gap.moved[gap.end - 1]})"
+    result.findings.append(Finding(Kind.REORDERED, result.file, gap.line, f"{what} after {where}: moved up"))
+    return True
 
 
 def _check_links(result: Verification) -> None:

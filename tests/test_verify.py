@@ -937,3 +937,20 @@ def test_a_line_whose_index_alone_was_edited_is_one_changed_line(stdio_dir: Path
     assert f"its line index was edited: sealed as {index}, it says {index + shift}" in result.findings[0].message
     (file,) = result.files
     assert file.lines == len(text)
+
+
+@pytest.mark.parametrize("block", [1, 2])
+def test_lines_moved_up_are_named_not_every_line_they_jumped_over(stdio_dir: Path, tmp_path: Path, block: int) -> None:
+    """Moving a line up far named every line it jumped over as reordered, and never the one moved."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text)
+    end = len(text) - 1  # the lines just before part-end, moved up to line k
+    put(path, [*text[: k - 1], *text[end - block : end], *text[k - 1 : end - block], text[-1]])
+    assert end - block - k > 2 * block  # they jumped over more lines than they are
+    result = verify([path])
+    assert kinds(result) == [(path.name, "reordered", k)]
+    what = f"line index {end - block + 1}" if block == 1 else f"lines {k} to {k + 1} (line index {end - 1} to {end})"
+    assert f"{what} belong{'s' if block == 1 else ''} after line index {end - block} (line {end}): moved up" in (
+        result.findings[0].message
+    )
