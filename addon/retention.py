@@ -38,6 +38,7 @@ import fcntl
 import os
 import queue
 import re
+import stat
 import sys
 import threading
 import time
@@ -161,8 +162,13 @@ def _lock_closed(path: Path, retries: int = 0) -> int | None:
     """A read descriptor holding `path`'s exclusive lock, or None when the part is open (its lock is
     held) or gone. `retries` waits out a sweep's or keeper's brief hold of a closed part's lock."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # a FIFO swapped in under a part's name would block this open, and the keeper with it; a link
+        # would have its target compressed into the folder: only the part's own regular file is taken
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return None
     for attempt in range(retries + 1):
         try:

@@ -449,3 +449,29 @@ def test_addon_options_set_rotation_and_retention(tmp_path: Path) -> None:
                 tctx.configure(addon, **{option: bad})
         tctx.configure(addon, erascope_keep_days="", erascope_keep_bytes="", erascope_compress=False)
         assert not addon.retention.active
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink"])
+def test_compression_takes_only_a_regular_file_under_a_parts_name(tmp_path: Path, kind: str) -> None:
+    """A part swapped for a FIFO between a sweep's scan and the keeper's open blocked the keeper's
+    thread for good (no more compression or retention); a link there had its target compressed into
+    the capture folder and the link removed."""
+    import threading
+
+    part = tmp_path / "cap.003.jsonl"
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not the recorder's\n" * 100)
+    if kind == "fifo":
+        os.mkfifo(part)
+    else:
+        part.symlink_to(outside)
+    done: list[Path | None] = []
+    worker = threading.Thread(target=lambda: done.append(compress_part(part, retries=0)), daemon=True)
+    worker.start()
+    worker.join(10)
+    if worker.is_alive() and kind == "fifo":
+        os.close(os.open(part, os.O_WRONLY | os.O_NONBLOCK))  # let the blocked open go, for the test's end
+        worker.join(10)
+    assert done == [None]
+    assert os.path.lexists(part) and not (tmp_path / "cap.003.jsonl.zst").exists()
+    assert outside.read_bytes() == b"not the recorder's\n" * 100
