@@ -109,6 +109,9 @@ class FileFacts:
     """Why a compressed file's stream ended early (`analyzer.sources.CutStream`); reported as torn."""
     unit: str = "line"
     """What its locations count: `line` (captures), `entry` (HAR), `flow` (mitmproxy dumps)."""
+    digest: bytes = b""
+    """A HAR file or dump: `analyzer.foreign.Converted.digest` of what was read, by which a report
+    that reads it again (the html page's cited messages) knows it still holds the entries cited."""
     archived: bool = False
     """Read from a Parquet archive (`analyzer.archive`): `file` is what the archive says the capture
     was, a file this analysis never opened (and that may not be a capture at all)."""

@@ -14,6 +14,10 @@ markup: the template autoescapes, the chart and the page script get their data a
 Content-Security-Policy allows inline code and data: URLs only, so even a slip could not load
 anything.
 
+A cited HAR entry or dump flow is shown as every record the analysis read from it: the file is
+converted again by `analyzer.foreign`, as the loader converted it (redacted alike, never the file's
+own text), and only while it still holds what was read (`Inputs.foreign_from`'s digest).
+
 Large analyses are capped (and the page says so): probe and initialize marks beyond
 `MAX_MARKS` are aggregated into time buckets per server and outcome, payloads are truncated at
 `MAX_PAYLOAD_CHARS` characters and at most `MAX_PAYLOADS` of them are inlined.
@@ -25,6 +29,7 @@ import dataclasses
 import datetime as dt
 import io
 import stat
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -124,6 +129,8 @@ class _Payloads:
     """File → the path to read its lines from (`Inputs.lines_from`): no other file is opened."""
     rows_from: dict[str, tuple[str, tuple[str, ...]]] = dataclasses.field(default_factory=dict)
     """Archived file → its rows' `file` and the parts holding them (`Inputs.rows_from`)."""
+    foreign_from: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    """HAR file or dump → the path it was read from and the digest of what was read (`Inputs.foreign_from`)."""
     wanted: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)
     """(file, line) → payload id, in citation order."""
     dropped: int = 0
@@ -149,10 +156,13 @@ class _Payloads:
         truncated = 0
         for file, lines in by_file.items():
             unit = self.units.get(file, "line")
-            path = self.lines_from.get(file) if unit == "line" else None
+            if unit != "line":
+                truncated += self._read_foreign(file, unit, lines, out)
+                continue
+            path = self.lines_from.get(file)
             # an archive's entry names its capture, but the file there is not what was analysed,
             # and may be anything: it is never opened; the archive's own rows say what was captured
-            archived = self.rows_from.get(file) if unit == "line" else None
+            archived = self.rows_from.get(file)
             if path is not None:
                 texts = _read_lines(path, set(lines))
             elif archived is not None:
@@ -164,9 +174,7 @@ class _Payloads:
                 raw = texts.get(line)
                 if raw is None:
                     why = (
-                        f"the capture is a {'HAR file' if unit == 'entry' else 'mitmproxy dump'}: open it at {at}"
-                        if unit != "line"
-                        else f"the message could not be read back from the archive: open the original capture at {at}"
+                        f"the message could not be read back from the archive: open the original capture at {at}"
                         if archived is not None
                         else f"the line could not be read again from {file} (moved, or not a plain capture)"
                     )
@@ -178,6 +186,100 @@ class _Payloads:
                 notes += [f"truncated to {MAX_PAYLOAD_CHARS} characters"] if cut else []
                 out[pid] = {"at": at, "text": text, "note": "; ".join(notes)}
         return out, truncated
+
+    def _read_foreign(self, file: str, unit: str, lines: dict[int, str], out: dict[str, dict[str, Any]]) -> int:
+        """The cited entries or flows of a HAR file or dump into `out`; how many were truncated."""
+        name, noun = _FOREIGN_NAMES[unit]
+        source = self.foreign_from.get(file)
+        if source is None:  # read from an archive: the file its entry names is not what was analysed
+            records, failed = {}, _ARCHIVED
+        else:
+            records, failed = _foreign_records(*source, unit, set(lines))
+        why = {
+            _ARCHIVED: f"an archive's copy of a {name} is not read back: open the {name} itself",
+            _GONE: f"the {name} could not be read again from {file} (moved, or no longer a regular file or a {name})",
+            # its entry or flow numbers may now name other traffic: the analysis' own would be misquoted
+            _CHANGED: f"the {name} changed since the analysis read it: nothing is shown, as its {unit} numbers"
+            " may now name other traffic",
+            None: f"no record of this {noun} was read",
+        }[failed]
+        truncated = 0
+        for line, pid in lines.items():
+            at = location(file, line, unit)
+            kept, count = records.get(line, ([], 0))
+            if not kept:
+                out[pid] = {"at": at, "text": "", "note": why}
+                continue
+            text, cut = _records_text(kept, count)
+            truncated += cut
+            notes = [f"{_count(count, 'record')} of this {noun}, as the analysis read them (converted and redacted)"]
+            notes += [f"truncated to {MAX_PAYLOAD_CHARS} characters"] if cut else []
+            out[pid] = {"at": at, "text": text, "note": "; ".join(notes)}
+        return truncated
+
+
+_FOREIGN_NAMES: Final = {"entry": ("HAR file", "HAR entry"), "flow": ("mitmproxy dump", "flow")}
+"""A foreign file's unit → what the page calls the file and one of its units."""
+_ARCHIVED: Final = "archived"
+_GONE: Final = "gone"
+_CHANGED: Final = "changed"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _foreign_records(
+    path: str, digest: str, unit: str, wanted: set[int]
+) -> tuple[dict[int, tuple[list[bytes], int]], str | None]:
+    """The records the analysis read from the given entries or flows of a HAR file or dump, each with
+    how many there are: the file converted again as the loader converted it (`analyzer.foreign`: the
+    same bounds and redaction, the same order and `seq`). Of each location, records are kept up to
+    `_MAX_LINE` bytes, as a capture line is. {} and `_GONE` when the file can no longer be read as it
+    was read or is no longer a regular file, `_CHANGED` when it holds other traffic than was read."""
+    from analyzer import foreign  # mitmproxy is imported only when a page cites such a file
+
+    kind = next(k for k, u in foreign.UNITS.items() if u == unit)
+    try:
+        # replaced since it was read (a FIFO blocks, a device never ends): read again only as it was read
+        if not stat.S_ISREG(mode_size(path)[0]):
+            return {}, _GONE
+        with open_stream(path) as raw:
+            converted = foreign.convert(kind, io.BufferedReader(raw) if isinstance(raw, CutStream) else raw)
+    except (OSError, foreign.ForeignError):
+        return {}, _GONE
+    if converted.digest.hex() != digest:
+        return {}, _CHANGED
+    kept: dict[int, list[bytes]] = {}
+    size: Counter[int] = Counter()
+    count: Counter[int] = Counter()
+    for n, text in foreign.lines(converted):
+        if n not in wanted:
+            continue
+        count[n] += 1
+        if size[n] < _MAX_LINE:
+            kept.setdefault(n, []).append(text)
+            size[n] += len(text)
+    return {n: (texts, count[n]) for n, texts in kept.items()}, None
+
+
+def _records_text(raws: list[bytes], count: int) -> tuple[str, int]:
+    """An entry's or flow's records, each as `_pretty` shows a capture record under a heading naming
+    its place and type; 1 when cut (at `MAX_PAYLOAD_CHARS`, or records left out of `raws`)."""
+    parts: list[str] = []
+    size = 0
+    for i, raw in enumerate(raws, start=1):
+        if size > MAX_PAYLOAD_CHARS:  # the rest would be cut anyway
+            break
+        record, text = _record_text(raw)
+        kind = record.get("type") if isinstance(record, dict) else None
+        heading = f"— {i} of {count}" + (f": {visible(kind)}" if isinstance(kind, str) else "") + " —"
+        parts.append(f"{heading}\n{text}")
+        size += len(parts[-1]) + 2
+    text = "\n\n".join(parts)
+    if len(parts) < count and len(text) <= MAX_PAYLOAD_CHARS:
+        return f"{text}\n… ({_count(count - len(parts), 'more record')} not shown)", 1
+    return _cut(text)
 
 
 _ARCHIVED_FIELDS: Final = {"type": "record_type", "ts": "ts", "server": "server", "conn": "conn", "dir": "dir"}
@@ -234,6 +336,12 @@ def _read_lines(file: str, lines: set[int]) -> dict[int, bytes]:
 
 def _pretty(raw: bytes) -> tuple[str, int]:
     """A capture record as a reader checks it: its fields, then the message it carries, pretty-printed."""
+    return _cut(_record_text(raw)[1])
+
+
+def _record_text(raw: bytes) -> tuple[Any, str]:
+    """The record parsed (None when it is no JSON) and shown as `_pretty` shows it, whole."""
+    record: Any = None
     try:
         record = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -241,7 +349,11 @@ def _pretty(raw: bytes) -> tuple[str, int]:
     else:
         text = _pretty_record(record) or raw.decode("utf-8", "replace")
     lines = [visible(line) for line in text.split("\n")]  # bidi and control characters shown, not acted on
-    text = "\n".join(lines)
+    return record, "\n".join(lines)
+
+
+def _cut(text: str) -> tuple[str, int]:
+    """`text` within `MAX_PAYLOAD_CHARS`, and 1 when it was cut."""
     if len(text) > MAX_PAYLOAD_CHARS:
         return text[:MAX_PAYLOAD_CHARS] + "\n… (truncated)", 1
     return text, 0
@@ -546,6 +658,7 @@ def render_html(analysis: Analysis) -> str:
         {visible(k): v for k, v in analysis.inputs.units.items()},
         {visible(k): v for k, v in analysis.inputs.lines_from.items()},
         {visible(k): v for k, v in analysis.inputs.rows_from.items()},
+        {visible(k): v for k, v in analysis.inputs.foreign_from.items()},
     )
     for f in doc["findings"]:
         for e in f["evidence"]:

@@ -981,6 +981,7 @@ def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -
     facts.transport, facts.unit = fmt.HTTP, foreign.UNITS[kind]
     # no header names it: what it holds does, so that a copy is read once (`extract_files`)
     facts.identity = (_key(b"foreign:" + converted.digest),) if converted.digest else ()
+    facts.digest = converted.digest
     facts.malformed = [BadLine(facts.file, n, why) for n, why in converted.unread]
     if cut is not None:
         last = max((n for n, _ in converted.records), default=0)

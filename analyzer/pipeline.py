@@ -104,6 +104,11 @@ class Inputs:
     rows_from: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     """File → (its rows' `file`, the archive parts holding them), for archived captures: a report
     reads their messages back from the archive, the input this analysis read."""
+    foreign_from: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """File → (the path it was read from, `FileFacts.digest` in hex: the accounting stays JSON), for the
+    HAR files and dumps this analysis read itself: a report converts them again for the records it
+    cites, and only while the file still holds what was read (its entry and flow numbers are those of
+    that content)."""
 
 
 @dataclass
@@ -159,6 +164,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         units={name(f.file): f.unit for f in read if f.unit != "line"},
         lines_from={name(f.file): f.file for f in read if f.unit == "line" and not f.archived},
         rows_from={name(f.file): (f.file, f.parts) for f in read if f.unit == "line" and f.archived},
+        foreign_from={name(f.file): (f.file, f.digest.hex()) for f in read if f.unit != "line" and not f.archived},
         chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )
 

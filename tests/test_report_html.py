@@ -399,7 +399,165 @@ def test_a_har_named_with_a_control_character_is_cited_by_entry(tmp_path: Path) 
     payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
     shown = str(tmp_path / "in\\tcident.har")
     assert payloads and all(p["at"].startswith(f"{shown}#entry=") for p in payloads.values())
-    assert all(p["note"] == f"the capture is a HAR file: open it at {p['at']}" for p in payloads.values())
+    assert all('"type": "http.request"' in p["text"] for p in payloads.values())  # read from the real name
+
+
+def _foreign(path: Path, flows: list[Any]) -> Path:
+    """`flows` written by mitmproxy's own writers: its HAR export for `*.har`, else a dump."""
+    from mitmproxy.addons.savehar import SaveHar
+
+    from tests.test_foreign import _dump
+
+    if path.suffix == ".har":
+        path.write_bytes(orjson.dumps(SaveHar().make_har(flows)))
+        return path
+    return _dump(path, flows)
+
+
+@pytest.mark.parametrize(("name", "unit"), [("x.har", "entry"), ("x.flows", "flow")])
+def test_har_entries_and_dump_flows_show_the_records_the_analysis_read(tmp_path: Path, name: str, unit: str) -> None:
+    """The page said only "the capture is a HAR file: open it at x.har#entry=1": a postmortem written
+    from a HAR export or a dump showed none of the messages its evidence cites. An entry or flow is
+    every record the analysis read from it (the request, its answer, an event stream's events), as
+    the converter made them: the recorder's records, redacted as the analysis read them."""
+    from tests.test_foreign import _flows
+
+    flows = _flows()
+    flows[0].request.headers["authorization"] = "Bearer sekrit-token-0451"
+    path = _foreign(tmp_path / name, flows)
+    page = render_html(analyze([str(path)]))
+    by_at = {p["at"]: p for p in _json_block(page, "page-data")["payloads"].values()}
+    assert set(by_at) == {f"{path}#{unit}=1", f"{path}#{unit}=2"}
+    probe_text, init_text = by_at[f"{path}#{unit}=1"]["text"], by_at[f"{path}#{unit}=2"]["text"]
+    # the probe, and the DiscoverResult its event stream carried
+    assert '"method": "server/discover"' in probe_text and '"supportedVersions": [' in probe_text
+    for kind in ("http.request", "http.response", "sse.event", "sse.end"):
+        assert f'"type": "{kind}"' in probe_text, kind
+    assert probe_text.index('"type": "http.request"') < probe_text.index('"type": "sse.event"')
+    assert '"method": "initialize"' in init_text and "server/discover" not in init_text
+    assert '"type": "sse.event"' not in init_text and '"protocolVersion"' in init_text
+    assert all("open it at" not in p["note"] and "as the analysis read" in p["note"] for p in by_at.values())
+    assert "sekrit-token-0451" not in page and '"authorization",\n      "Bearer hmac:' in probe_text
+
+
+def test_a_real_mitmproxy_10_dump_shows_the_probe_it_cites() -> None:
+    """A dump written by mitmproxy 10.4.2 (flow format 20, upgraded as mitmproxy reads it): the probe
+    and its DiscoverResult, as the analysis read them."""
+    path = ROOT / "tests" / "data" / "mitmproxy-10.4.2.flows"
+    payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
+    (cited,) = payloads.values()
+    assert cited["at"] == f"{path}#flow=1"
+    assert '"method": "server/discover"' in cited["text"] and '"supportedVersions": [' in cited["text"]
+
+
+def test_a_flow_of_many_records_is_cut_as_a_long_message_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HTTP+SSE stream kept whole is one flow holding every answer of its session: its records are
+    bounded as a capture line is (`_MAX_LINE` bytes read, `MAX_PAYLOAD_CHARS` shown), and the page
+    says what it left out."""
+    from tests.test_foreign import _http_sse_session
+
+    analysis = analyze([str(_foreign(tmp_path / "x.flows", _http_sse_session(0.05)))])
+
+    def stream() -> tuple[dict[str, Any], str]:
+        page = render_html(analysis)
+        payloads = _json_block(page, "page-data")["payloads"].values()
+        return next(p for p in payloads if p["at"].endswith("#flow=1")), page
+
+    whole, _ = stream()
+    headings = re.findall(r"^— (\d) of 6: ([a-z.]+) —$", whole["text"], re.M)
+    assert [n for n, _ in headings] == list("123456") and headings[-1][1] == "sse.end"
+    monkeypatch.setattr(html_report, "MAX_PAYLOAD_CHARS", 400)
+    cut, page = stream()
+    assert len(cut["text"]) == 400 + len("\n… (truncated)") and cut["text"].startswith("— 1 of 6: http.request —")
+    assert "truncated to 400 characters" in cut["note"] and "shown truncated" in page
+    monkeypatch.setattr(html_report, "MAX_PAYLOAD_CHARS", 100_000)
+    monkeypatch.setattr(html_report, "_MAX_LINE", 1)  # the first record of a flow is kept, no more
+    first, _ = stream()
+    assert "— 1 of 6: http.request —" in first["text"] and "— 2 of 6" not in first["text"]
+    assert first["text"].endswith("… (5 more records not shown)") and "truncated" in first["note"]
+
+
+@pytest.mark.parametrize("name", ["x.har", "x.flows"])
+def test_a_har_or_dump_changed_or_gone_after_the_analysis_is_said_not_shown(tmp_path: Path, name: str) -> None:
+    """The entry and flow numbers cited are those of the file the analysis read: a file rewritten
+    since then holds other entries under them, so nothing is shown from it; a file gone, or replaced
+    by a FIFO (opening it would wait for a writer forever), is never opened and said so."""
+    import os
+    import threading
+
+    from tests.test_foreign import _flows
+
+    path = _foreign(tmp_path / name, _flows())
+    analysis = analyze([str(path)])
+    _foreign(path, list(reversed(_flows())))  # entry 1 is now the initialize
+    payloads = _json_block(render_html(analysis), "page-data")["payloads"]
+    assert payloads and all(p["text"] == "" and "changed since the analysis" in p["note"] for p in payloads.values())
+    path.unlink()
+    payloads = _json_block(render_html(analysis), "page-data")["payloads"]
+    assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
+    os.mkfifo(path)
+    pages: list[str] = []
+    worker = threading.Thread(target=lambda: pages.append(render_html(analysis)), daemon=True)
+    worker.start()
+    worker.join(20)
+    blocked = worker.is_alive()
+    if blocked:  # let the blocked open go before failing
+        with open(path, "wb"):
+            pass
+        worker.join(5)
+    assert not blocked, "rendering blocked on a FIFO"
+    payloads = _json_block(pages[0], "page-data")["payloads"]
+    assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
+
+
+def test_a_har_read_from_an_archive_is_cited_and_never_opened(tmp_path: Path) -> None:
+    """An archive's entry names the file it was made from, which may be anything by now: the page
+    converts no file an archive names."""
+    from analyzer.compact import compact
+    from tests.test_foreign import _flows
+
+    (tmp_path / "in").mkdir()
+    har = _foreign(tmp_path / "in" / "x.har", _flows())
+    compact([str(har)], tmp_path / "archive")
+    payloads = _json_block(render_html(analyze([str(tmp_path / "archive")])), "page-data")["payloads"]
+    assert payloads and all(p["at"].startswith(f"{har}#entry=") for p in payloads.values())
+    assert all(p["text"] == "" and "archive's copy of a HAR file" in p["note"] for p in payloads.values())
+
+
+_BREAKOUT = "</script><script>alert(1)</script><img src=x onerror=alert(1)><!--"
+
+
+def test_a_hostile_har_entry_is_shown_as_text_and_runs_nothing(browser: Any, tmp_path: Path) -> None:
+    """A HAR's messages are inlined now: whatever its bodies and headers say stays text in the page."""
+    from mitmproxy import http
+
+    from tests.test_foreign import _flow
+
+    flow = _flow(probe(1), err(1, -32601, "msg-" + _BREAKOUT + HOSTILE), sse=False, start=1796000000.0)
+    assert flow.response is not None
+    flow.response.headers["x-served-by"] = _BREAKOUT
+    flow.request.headers["user-agent"] = "ua-" + _BREAKOUT
+    flows: list[http.HTTPFlow] = [flow]
+    path = _foreign(tmp_path / "hostile.har", flows)
+    page_file = tmp_path / "report.html"
+    page_file.write_text(render_html(analyze([str(path)])), encoding="utf-8")
+    page = page_file.read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in page and "<img src=x" not in page
+    payloads = _json_block(page, "page-data")["payloads"]
+    assert any(_BREAKOUT in p["text"] and '"code": -32601' in p["text"] for p in payloads.values())
+    o = Opened(browser, page_file)
+    try:
+        button = o.page.locator(f".ev[data-payload='{next(iter(payloads))}']").first
+        button.click()
+        shown = o.page.locator(".payload:visible").first
+        shown.wait_for(state="visible")
+        assert _BREAKOUT in (shown.text_content() or "")
+        assert "#entry=1" in (o.page.locator(".payload-at:visible").first.text_content() or "")
+        assert o.page.locator("img").count() == 0
+        assert o.dialogs == [] and o.errors == [] and o.requests == []
+        assert o.page.evaluate("() => document.querySelectorAll('script').length") == 4  # the page's own
+    finally:
+        o.page.close()
 
 
 def test_the_timeline_of_many_servers_is_still_drawn(browser: Any, tmp_path: Path) -> None:
