@@ -161,7 +161,6 @@ def test_lines_appended_after_the_closing_record(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "content",
     [
-        b"",
         b"\n",
         b"garbage\n",
         b'{"type":"header","format":"erascope/9"}\n',
@@ -179,6 +178,15 @@ def test_hostile_files_never_crash_verify(tmp_path: Path, content: bytes) -> Non
     (file,) = result.files
     assert file.status in (Status.ERROR, Status.TAMPERED)
     assert file.error or file.findings
+
+
+def test_an_empty_file_is_a_part_never_begun_even_under_a_key(tmp_path: Path) -> None:
+    """What a recorder stopped while opening a part leaves: cut at its very start, as a part cut
+    after its header is never closed (`--key` or not), not tampering."""
+    path = tmp_path / "x.000.jsonl"
+    path.write_bytes(b"")
+    (file,) = verify([path], key=b"0123456789abcdef").files
+    assert (file.status, file.header_cut, file.findings, file.error) == (Status.UNCLOSED, True, [], None)
 
 
 def test_a_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
