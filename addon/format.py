@@ -14,7 +14,10 @@ from __future__ import annotations
 import base64
 import codecs
 import re
+from collections.abc import Iterator
 from typing import Final
+
+import orjson
 
 FORMAT_NAME: Final = "erascope"
 FORMAT_MAJOR: Final = 1
@@ -160,27 +163,47 @@ class Pieces:
 class PieceText:
     """A payload field's text given as the payload's `Pieces`: `raw` (the pieces are UTF-8) or, with
     `b64`, `raw_b64` (their base64). The capture writer writes it as the JSON string the text would be,
-    a block at a time (`addon.writer`), so that no `str` of a long payload is ever made."""
+    a block at a time (`addon.writer`), so that no `str` of a long payload is ever made.
 
-    __slots__ = ("b64", "pieces")
+    Encoding it lets the pieces go as they are encoded: it then holds `encoded` instead (what is written
+    between the string's quotes, in blocks that are each a whole JSON string's content) and `pieces` is
+    None, so the payload is never held twice over. `text` and `holds` read either.
+    """
+
+    __slots__ = ("b64", "encoded", "pieces")
 
     def __init__(self, pieces: Pieces, *, b64: bool) -> None:
-        self.pieces = pieces
+        self.pieces: Pieces | None = pieces
         self.b64 = b64
+        self.encoded: list[bytes | memoryview] | None = None
 
     def text(self) -> str:
         """The field's text as one `str`, for the rare reader that needs it whole."""
-        data = bytes(self.pieces)
-        return base64.b64encode(data).decode("ascii") if self.b64 else data.decode("utf-8")
+        if self.b64:
+            if self.pieces is not None:
+                return base64.b64encode(bytes(self.pieces)).decode("ascii")
+            return b"".join(self.encoded or ()).decode("ascii")
+        return b"".join(self.utf8()).decode("utf-8")
 
-    def holds(self, needle: bytes) -> bool:
-        """Whether the text holds `needle` (ASCII): searched in the pieces' bytes, which for UTF-8 is the
-        same answer (an ASCII byte is never part of another character's encoding)."""
-        assert not self.b64 and needle.isascii() and needle
-        overlap = len(needle) - 1
-        before = b""  # the end of the pieces so far, where `needle` may begin
-        for chunk in self.pieces.chunks:
-            if needle in chunk or (before and needle in before + chunk[:overlap]):
+    def utf8(self) -> Iterator[bytes]:
+        """The bytes of a text (not `b64`), in pieces: the pieces themselves, or each encoded block's text."""
+        assert not self.b64
+        if self.pieces is not None:
+            yield from self.pieces.chunks
+            return
+        for block in self.encoded or ():
+            text: str = orjson.loads(b'"%b"' % block)
+            yield text.encode("utf-8")
+
+    def holds(self, *needles: bytes) -> bool:
+        """Whether the text holds one of `needles` (ASCII): searched in its UTF-8 a piece at a time, which
+        is the same answer (an ASCII byte is never part of another character's encoding)."""
+        assert all(needle.isascii() and needle for needle in needles)
+        overlap = max(map(len, needles)) - 1
+        before = b""  # the end of the pieces so far, where a needle may begin
+        for chunk in self.utf8():
+            seam = before + chunk[:overlap]
+            if any(needle in chunk or needle in seam for needle in needles):
                 return True
             before = chunk[-overlap:] if len(chunk) >= overlap else (before + chunk)[-overlap:]
         return False

@@ -122,7 +122,7 @@ _MAX_ESCAPED: Final = 16
 
 def _json(raw: object) -> Any:
     if isinstance(raw, fmt.PieceText):  # a long line's text (`raw`: UTF-8), which decodes as its bytes do
-        raw = bytes(raw.pieces)
+        raw = b"".join(raw.utf8())
     elif not isinstance(raw, str):
         return None
     try:
@@ -427,7 +427,7 @@ def _may_call(raw: str) -> bool:
 def _long_may_call(raw: fmt.PieceText) -> bool:
     """`_may_call` for a long line's text: made a `str` only when it names a method `_may_call` looks for,
     which a long client message hardly ever does."""
-    return (raw.holds(_DISCOVER.encode()) or raw.holds(_INITIALIZE.encode())) and _may_call(raw.text())
+    return raw.holds(_DISCOVER.encode(), _INITIALIZE.encode()) and _may_call(raw.text())
 
 
 def _method_may_match(raw: str) -> bool:

@@ -135,19 +135,22 @@ def _encode_long(record: dict[str, Any]) -> bytes | chain.Pieced | None:
 
 
 def _text_blocks(text: fmt.PieceText) -> list[bytes | memoryview]:
-    """What orjson writes between the quotes of `text`'s JSON string, a block at a time.
+    """What orjson writes between the quotes of `text`'s JSON string, a block at a time; `text` holds it
+    from then on, its pieces let go as they are encoded (`fmt.PieceText`).
 
-    A block is a few megabytes of the pieces, cut after a whole character (base64: a multiple of three
+    A block is a megabyte or more of the pieces, cut after a whole character (base64: a multiple of three
     bytes), written as orjson writes that much text (base64 needs no escaping): JSON escapes a
     character at a time, so the blocks are the whole string's escaped text, in order.
     """
+    assert text.pieces is not None
     chunks = text.pieces.chunks
     block = max(_TEXT_BLOCK, len(text.pieces) // _TEXT_BLOCKS)
     decode = codecs.getincrementaldecoder("utf-8")().decode  # keeps a character cut at a block's end
     out: list[bytes | memoryview] = []
     group: list[bytes] = []
     held = 0
-    for i, chunk in enumerate(chunks):
+    for i in range(len(chunks)):
+        chunk, chunks[i] = chunks[i], b""  # let go once encoded: the payload is never held twice over
         group.append(chunk)
         held += len(chunk)
         last = i == len(chunks) - 1
@@ -162,6 +165,8 @@ def _text_blocks(text: fmt.PieceText) -> list[bytes | memoryview]:
             out.append(base64.b64encode(memoryview(data)[:cut]))
         else:
             out.append(memoryview(orjson.dumps(decode(data, last)))[1:-1])
+        del data, chunk  # before the next block's text is made
+    text.pieces, text.encoded = None, out
     return out
 
 

@@ -6,6 +6,7 @@ End to end (a live recorder scraped over HTTP): tests/test_metrics_e2e.py.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from addon import format as fmt
 from addon import metrics as m
 from addon.metrics import LiveStats, RecorderCollector, answer_outcome
+from addon.writer import CaptureWriter
 from analyzer.probes import AUTH_STATUSES, GATEWAY_STATUSES, MODERN_ERROR_CODES, UNSUPPORTED_CODES
 from analyzer.schema import MODERN_VERSIONS, PROBE_OUTCOMES
 
@@ -328,3 +330,30 @@ def test_a_long_line_in_pieces_counts_as_its_text(size: int) -> None:
     assert as_text["servers"]["srv"]["outcomes"] == {"legacy-answer": 1, "garbage": 1}
     pieced = [_in_pieces(r, size) if r[fmt.F_TYPE] == fmt.FRAME else r for r in records]
     assert feed(LiveStats(), pieced) == as_text
+
+
+def test_a_long_line_in_pieces_counts_as_its_text_once_the_writer_wrote_it(tmp_path: Path) -> None:
+    """The writer lets a long line's pieces go as it encodes them, before its observer (the counters) reads
+    the record: the counters read the encoded text, to the same counts."""
+    dump = orjson.dumps
+    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * 30000}
+    records = [
+        event("a", fmt.EV_SPAWN),
+        frame("a", fmt.C2S, dump({**probe(1), **pad}).decode()),
+        frame("a", fmt.S2C, dump({**err(-32602), **pad}).decode()),
+        frame("a", fmt.C2S, dump({**init(2), "x": pad}).decode()),
+        frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25", **pad}), "id": 2}).decode()),
+        event("b", fmt.EV_SPAWN),
+        frame("b", fmt.C2S, dump({**probe("x"), **pad}).decode()),
+        frame("b", fmt.S2C, "panic: " + "\u2603" * 400000),
+        event("b", fmt.EV_EXIT),
+    ]
+    counted = []
+    for pieced in (False, True):
+        stats = LiveStats()
+        with CaptureWriter(tmp_path / str(pieced), transport=fmt.STDIO, server="srv", observer=stats.observe_all) as w:
+            for r in records:
+                w.write(_in_pieces(r, 70_000) if pieced and r[fmt.F_TYPE] == fmt.FRAME else dict(r))
+        counted.append(stats.snapshot())
+    assert counted[0]["servers"]["srv"]["outcomes"] == {"legacy-answer": 1, "garbage": 1}
+    assert counted[1] == counted[0]

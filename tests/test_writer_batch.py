@@ -228,12 +228,21 @@ def test_a_payload_in_pieces_is_encoded_as_orjson_encodes_its_text(payload: byte
     pieces = fmt.Pieces([payload[a:b] for a, b in itertools.pairwise(bounds)])
     record = {**text_frame(1, pieces), fmt.F_SEQ: 7}
     given = dict(record)
+    as_text = {**text_frame(1, payload), fmt.F_SEQ: 7}
     with mock.patch.object(writer_mod, "_TEXT_BLOCK", block):
         line = writer_mod._encode_long(record)
     assert line is not None
     got = b"".join(line.pieces) if isinstance(line, chain.Pieced) else line
-    assert got == orjson.dumps({**text_frame(1, payload), fmt.F_SEQ: 7}, option=writer_mod._ENCODE_OPTS)
-    assert list(record) == list(given) and all(record[k] is v for k, v in given.items())  # as it was given
+    assert got == orjson.dumps(as_text, option=writer_mod._ENCODE_OPTS)
+    assert list(record) == list(given) and all(record[k] is v for k, v in given.items())  # the same fields
+    # the field's text now holds what was written of it (the pieces let go), and still reads as the text
+    field = fmt.F_RAW if fmt.F_RAW in as_text else fmt.F_RAW_B64
+    value = record[field]
+    assert isinstance(value, fmt.PieceText) and value.pieces is None and value.encoded is not None
+    assert b'"%b"' % b"".join(value.encoded) == orjson.dumps(as_text[field])
+    assert value.text() == as_text[field]
+    if field == fmt.F_RAW:
+        assert value.holds(b"\\", b"a") == (b"\\" in payload or b"a" in payload)
 
 
 LONG_TEXT = ('caf\u00e9 \\"quoted\\"\\n\t\U0001f600 \u2014 ' * 12000).encode()
