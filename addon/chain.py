@@ -172,12 +172,42 @@ class Chainer:
         return fields
 
 
-def seal(chainer: Chainer, previous: bytes, line: bytes, index: int) -> tuple[list[bytes | memoryview], bytes]:
+class Pieced:
+    """An encoded record in pieces (`pieces`, `size` bytes in all; the last ends with `}` and the
+    newline): a long line, never joined. Made by `pieced`, so it is at least `_COPY_LIMIT` bytes long,
+    and sealed like a big line, its pieces written as they are."""
+
+    __slots__ = ("pieces", "size")
+
+    def __init__(self, pieces: list[bytes | memoryview], size: int) -> None:
+        self.pieces = pieces
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def pieced(pieces: list[bytes | memoryview]) -> bytes | Pieced:
+    """An encoded record given in `pieces`: as `Pieced` when long, else joined (cheap, and `seal_lines`
+    seals a short line as one `bytes`)."""
+    size = sum(map(len, pieces))
+    return Pieced(pieces, size) if size >= _COPY_LIMIT else b"".join(pieces)
+
+
+def seal(
+    chainer: Chainer, previous: bytes, line: bytes | Pieced, index: int
+) -> tuple[list[bytes | memoryview], bytes]:
     """Seal one encoded record (`line`: a JSON object and its newline, as orjson writes it).
 
     Returns the pieces to write in one system call, and the new digest. A line is one piece (one
     `os.write`: the cheapest call) unless it is big, when copying it would cost more than `writev`.
     """
+    if isinstance(line, Pieced):
+        body = line.pieces[:-1]
+        body.append(memoryview(line.pieces[-1])[:-2])
+        opening = b"%b%d:" % (FIELD_OPEN, index)
+        digest = chainer.digest(previous, *body, opening)
+        return [*body, opening, encode(digest) + TAIL], digest
     if len(line) < _COPY_LIMIT:
         head = b"%b%b%d:" % (line[:-2], FIELD_OPEN, index)  # the object without its closing `}` and newline
         # `Chainer.digest` inlined: this runs once per record, and every call counts at this size
@@ -203,7 +233,7 @@ _SEALED: Final = b'%b%.43b"}\n'
 
 
 def seal_lines(
-    chainer: Chainer, previous: bytes, lines: list[bytes], index: int
+    chainer: Chainer, previous: bytes, lines: list[bytes | Pieced], index: int
 ) -> tuple[list[bytes | memoryview], int, bytes]:
     """Seal `lines` (encoded records, numbered from `index + 1` in their part) after `previous`.
 

@@ -12,8 +12,12 @@ of a field bumps the major, and readers refuse majors they do not know.
 from __future__ import annotations
 
 import base64
+import codecs
 import re
+from collections.abc import Iterator
 from typing import Final
+
+import orjson
 
 FORMAT_NAME: Final = "erascope"
 FORMAT_MAJOR: Final = 1
@@ -138,15 +142,96 @@ F_COUNTERS: Final = "counters"
 """`recorder-end`: the recorder's counters (the ones `record http --metrics` serves), see FORMAT.md."""
 
 
-def payload_fields(data: bytes) -> dict[str, object]:
+class Pieces:
+    """Bytes kept in the pieces they were read in (`chunks`), `size` of them: a long line held so is
+    never joined into one `bytes`, nor decoded into one `str`; either would hold all of it once more
+    (a `str` up to four bytes a character)."""
+
+    __slots__ = ("chunks", "size")
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.size = sum(map(len, chunks))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class PieceText:
+    """A payload field's text given as the payload's `Pieces`: `raw` (the pieces are UTF-8) or, with
+    `b64`, `raw_b64` (their base64). The capture writer writes it as the JSON string the text would be,
+    a block at a time (`addon.writer`), so that no `str` of a long payload is ever made.
+
+    Encoding it lets the pieces go as they are encoded: it then holds `encoded` instead (what is written
+    between the string's quotes, in blocks that are each a whole JSON string's content) and `pieces` is
+    None, so the payload is never held twice over. `text` and `holds` read either.
+    """
+
+    __slots__ = ("b64", "encoded", "pieces")
+
+    def __init__(self, pieces: Pieces, *, b64: bool) -> None:
+        self.pieces: Pieces | None = pieces
+        self.b64 = b64
+        self.encoded: list[bytes | memoryview] | None = None
+
+    def text(self) -> str:
+        """The field's text as one `str`, for the rare reader that needs it whole."""
+        if self.b64:
+            if self.pieces is not None:
+                return base64.b64encode(bytes(self.pieces)).decode("ascii")
+            return b"".join(self.encoded or ()).decode("ascii")
+        return b"".join(self.utf8()).decode("utf-8")
+
+    def utf8(self) -> Iterator[bytes]:
+        """The bytes of a text (not `b64`), in pieces: the pieces themselves, or each encoded block's text."""
+        assert not self.b64
+        if self.pieces is not None:
+            yield from self.pieces.chunks
+            return
+        for block in self.encoded or ():
+            text: str = orjson.loads(b'"%b"' % block)
+            yield text.encode("utf-8")
+
+    def holds(self, *needles: bytes) -> bool:
+        """Whether the text holds one of `needles` (ASCII): searched in its UTF-8 a piece at a time, which
+        is the same answer (an ASCII byte is never part of another character's encoding)."""
+        assert all(needle.isascii() and needle for needle in needles)
+        overlap = max(map(len, needles)) - 1
+        before = b""  # the end of the pieces so far, where a needle may begin
+        for chunk in self.utf8():
+            seam = before + chunk[:overlap]
+            if any(needle in chunk or needle in seam for needle in needles):
+                return True
+            before = chunk[-overlap:] if len(chunk) >= overlap else (before + chunk)[-overlap:]
+        return False
+
+
+def payload_fields(data: bytes | Pieces) -> dict[str, object]:
     """`raw` (or `raw_b64` when the bytes are not UTF-8) and `len` for a payload.
 
-    Lossless by construction: `payload_bytes(payload_fields(b)) == b` for every `b`.
+    Lossless by construction: `payload_bytes(payload_fields(b)) == b` for every `b`. A payload in
+    `Pieces` gets a `PieceText` for its text, in the same field, checked for UTF-8 a piece at a time.
     """
+    if isinstance(data, Pieces):
+        return _pieces_fields(data)
     try:
         return {F_RAW: data.decode("utf-8"), F_LEN: len(data)}
     except UnicodeDecodeError:
         return {F_RAW_B64: base64.b64encode(data).decode("ascii"), F_LEN: len(data)}
+
+
+def _pieces_fields(data: Pieces) -> dict[str, object]:
+    decode = codecs.getincrementaldecoder("utf-8")().decode
+    try:
+        for chunk in data.chunks:
+            decode(chunk)  # each piece's text is made and let go: the payload is never held as text
+        decode(b"", True)  # a character cut short at the end
+    except UnicodeDecodeError:
+        return {F_RAW_B64: PieceText(data, b64=True), F_LEN: len(data)}
+    return {F_RAW: PieceText(data, b64=False), F_LEN: len(data)}
 
 
 def payload_bytes(record: dict[str, object]) -> bytes:

@@ -121,7 +121,9 @@ _MAX_ESCAPED: Final = 16
 
 
 def _json(raw: object) -> Any:
-    if not isinstance(raw, str):
+    if isinstance(raw, fmt.PieceText):  # a long line's text (`raw`: UTF-8), which decodes as its bytes do
+        raw = b"".join(raw.utf8())
+    elif not isinstance(raw, str):
         return None
     try:
         return orjson.loads(raw)
@@ -247,8 +249,9 @@ class LiveStats:
                 if record.get(_DIR) == _C2S:
                     raw = record.get(_RAW)
                     if raw.__class__ is not str:
-                        continue
-                    if len(raw) < _SCAN_LIMIT:
+                        if raw.__class__ is not fmt.PieceText or not _long_may_call(raw):
+                            continue
+                    elif len(raw) < _SCAN_LIMIT:
                         if _DISCOVER not in raw and _INITIALIZE not in raw:
                             continue
                     elif not _may_call(raw):
@@ -295,7 +298,7 @@ class LiveStats:
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
-    def _request(self, key: tuple[str, ...], raw: str, server: object) -> bool:
+    def _request(self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object) -> bool:
         """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`)."""
         msg = _json(raw)
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
@@ -419,6 +422,12 @@ def _may_call(raw: str) -> bool:
     if len(raw) >= _SCAN_LIMIT and not _method_may_match(raw):
         return False
     return _DISCOVER in raw or _INITIALIZE in raw
+
+
+def _long_may_call(raw: fmt.PieceText) -> bool:
+    """`_may_call` for a long line's text: made a `str` only when it names a method `_may_call` looks for,
+    which a long client message hardly ever does."""
+    return raw.holds(_DISCOVER.encode(), _INITIALIZE.encode()) and _may_call(raw.text())
 
 
 def _method_may_match(raw: str) -> bool:

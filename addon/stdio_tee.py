@@ -61,6 +61,12 @@ STDERR_PIECE: Final = 64 << 10
 """A stderr line is recorded in pieces of at most this many bytes (`nl` false on all but its last): a
 progress bar redrawn with `\r` never ends its line, and would be held in memory, unrecorded, until it did."""
 
+LONG_LINE: Final = 4 << 20
+"""A line at least this long that spans reads is handed on in the pieces it was read in (`fmt.Pieces`),
+never joined into one `bytes` nor decoded into one `str`: the capture writer encodes its record a block
+at a time. Each whole copy of a 200 MB line is 200 MB more of the tee's memory (a `str` of text beyond
+Latin-1, 400 or 800 MB); shorter lines are joined, which is as fast and costs a few megabytes at most."""
+
 PIPE_SIZE: Final = 1 << 20
 """Kernel buffer asked for on the pipes on both sides, when they are pipes (best effort; default 64 KiB)."""
 
@@ -177,19 +183,21 @@ class LineSplitter:
 
     `feed` returns the complete lines a chunk finished (without their `\\n`); the carry-over is kept
     as a list of pieces, so a 10 MB line arriving in 64 KiB chunks is joined once, not re-copied per
-    chunk. `tail()` returns the unterminated rest at EOF.
+    chunk. With `long_line`, a line of at least that many bytes that spans chunks is not joined at all:
+    it comes back as its pieces (`fmt.Pieces`). `tail()` returns the unterminated rest at EOF.
     """
 
-    __slots__ = ("pending",)
+    __slots__ = ("long_line", "pending")
 
-    def __init__(self) -> None:
+    def __init__(self, long_line: int | None = None) -> None:
+        self.long_line = long_line
         self.pending: list[bytes] = []
         """The carry-over: pieces of a line not finished yet. Empty after a chunk that ended with `\\n`;
         cleared in place, never replaced, so a caller may hold it (`Pump` checks it per read)."""
 
     def feed(
         self, chunk: bytes | bytearray, size: int | None = None, *, borrow: bool = False
-    ) -> list[bytes | memoryview]:
+    ) -> list[bytes | memoryview | fmt.Pieces]:
         """The lines `chunk[:size]` completes, in order, each without its `\\n`.
 
         `chunk` may be a reused read buffer: every line and kept piece is copied out of it once. With
@@ -208,8 +216,7 @@ class LineSplitter:
             return []
         if self.pending:
             self.pending.append(bytes(view[:end]))
-            lines = [b"".join(self.pending)]
-            self.pending.clear()
+            lines: list[bytes | memoryview | fmt.Pieces] = [self._carried()]
         else:
             lines = [bytes(view[:end])]
         start = end + 1
@@ -220,13 +227,19 @@ class LineSplitter:
             self.pending.append(bytes(view[start:size]))
         return lines
 
-    def tail(self) -> bytes | None:
+    def tail(self) -> bytes | fmt.Pieces | None:
         """The unterminated rest of the stream (None when the stream ended with `\\n`); clears it."""
-        if not self.pending:
-            return None
-        rest = b"".join(self.pending)
-        self.pending.clear()
-        return rest
+        return self._carried() if self.pending else None
+
+    def _carried(self) -> bytes | fmt.Pieces:
+        """The carry-over as one line (its pieces, when it is long); clears it."""
+        pending = self.pending
+        if self.long_line is not None and len(pending) > 1 and sum(map(len, pending)) >= self.long_line:
+            line: bytes | fmt.Pieces = fmt.Pieces(pending.copy())  # a new list: `pending` is cleared in place
+        else:
+            line = b"".join(pending)
+        pending.clear()
+        return line
 
 
 def wait_ready(fd: int, events: int) -> None:
@@ -317,7 +330,8 @@ class Pump:
 
     `on_line(payload, nl)` gets each line without its `\\n` (`nl` False only for the tail at EOF): bytes,
     or, for a line read whole in one read, a memoryview of the read buffer that is valid only during the
-    call (a megabyte line is not copied just to be encoded; copy what must be kept).
+    call (a megabyte line is not copied just to be encoded; copy what must be kept), or, for a line of
+    at least `long_line` bytes that spans reads, its pieces (`fmt.Pieces`, see `LONG_LINE`).
     `forward` is a function, or a file descriptor the pump writes to itself (one call less per read).
     Forwarding raises OSError when the destination is gone; `on_forward_error` is then called once
     and the pump keeps reading and recording without forwarding (the bytes still reach the capture,
@@ -335,7 +349,7 @@ class Pump:
         self,
         src: int,
         forward: Forward | int | None,
-        on_line: Callable[[bytes | memoryview, bool], None],
+        on_line: Callable[[bytes | memoryview | fmt.Pieces, bool], None],
         *,
         on_forward_error: Callable[[OSError], None] | None = None,
         on_end: Callable[[bool], None] | None = None,
@@ -343,6 +357,7 @@ class Pump:
         chunk_size: int = CHUNK_SIZE,
         name: str = "pump",
         max_carried: int | None = None,
+        long_line: int | None = LONG_LINE,
     ) -> None:
         self.src = src
         self.name = name
@@ -355,7 +370,7 @@ class Pump:
         self._max_carried = max_carried
         """Bytes of an unfinished line held at most: past them, what is held goes to `on_line` (`nl`
         false) and the line goes on in the next call (stderr: a line that never ends)."""
-        self._splitter = LineSplitter()
+        self._splitter = LineSplitter(long_line)
         self.reads = 0
         """Reads that returned so far (with data or EOF)."""
         self.last_read = 0
@@ -729,18 +744,11 @@ class StdioTee:
     def _lifecycle(self, event: str, **fields: object) -> None:
         self._seq.submit(self._event(event, **fields))
 
-    def _line_record(self, rtype: str, payload: bytes, nl: bool, direction: str | None) -> dict[str, object]:
+    def _line_record(
+        self, rtype: str, payload: bytes | fmt.Pieces, nl: bool, direction: str | None
+    ) -> dict[str, object]:
         """The record of one line (a frame, or a stderr line when `direction` is None)."""
-        try:
-            rec: dict[str, object] = {
-                fmt.F_TYPE: rtype,
-                fmt.F_CONN: self.conn,
-                fmt.F_RAW: payload.decode("utf-8"),
-                fmt.F_LEN: len(payload),
-                fmt.F_NL: nl,
-            }
-        except UnicodeDecodeError:
-            rec = {fmt.F_TYPE: rtype, fmt.F_CONN: self.conn, **fmt.payload_fields(payload), fmt.F_NL: nl}
+        rec: dict[str, object] = {fmt.F_TYPE: rtype, fmt.F_CONN: self.conn, **fmt.payload_fields(payload), fmt.F_NL: nl}
         if direction is not None:
             rec[fmt.F_DIR] = direction
         rec[fmt.F_TS] = time.time()
@@ -750,7 +758,7 @@ class StdioTee:
 
     def _line_recorder(
         self, stream: str, rtype: str, direction: str | None
-    ) -> Callable[[bytes | memoryview, bool], None]:
+    ) -> Callable[[bytes | memoryview | fmt.Pieces, bool], None]:
         """A pump's `on_line` for `stream`: `_line_record` with every name bound once, since it runs on
         the relay thread for every line; the same record, the same field order."""
         record, conn, server, clock, mono = self._seq.record, self.conn, self.server, time.time, time.monotonic
@@ -761,7 +769,7 @@ class StdioTee:
 
         if direction is None:  # a stderr line: rare next to frames, so the plain record (a copy) does
 
-            def on_stderr(payload: bytes | memoryview, nl: bool) -> None:
+            def on_stderr(payload: bytes | memoryview | fmt.Pieces, nl: bool) -> None:
                 data = bytes(payload)
                 # in pieces of at most STDERR_PIECE bytes, the line's end (`nl`) on the last only
                 pieces = [data[i : i + STDERR_PIECE] for i in range(0, len(data), STDERR_PIECE)] or [b""]
@@ -772,11 +780,15 @@ class StdioTee:
             return on_stderr
 
         # one dict display per frame, in `_line_record`'s field order
-        def on_frame(payload: bytes | memoryview, nl: bool) -> None:
+        def on_frame(payload: bytes | memoryview | fmt.Pieces, nl: bool) -> None:
             try:
                 raw = str(payload, "utf-8")
             except UnicodeDecodeError:
                 record(stream, slow(rtype, bytes(payload), nl, direction))
+                return
+            except TypeError:  # a long line in its pieces: caught, not tested for, since this runs per line
+                assert isinstance(payload, fmt.Pieces)
+                record(stream, slow(rtype, payload, nl, direction))
                 return
             record(
                 stream,

@@ -36,6 +36,8 @@ digest is the part's final one, and the next part's header starts from it.
 
 from __future__ import annotations
 
+import base64
+import codecs
 import contextlib
 import datetime as dt
 import os
@@ -70,6 +72,11 @@ _BIG_LINE: Final = 64 << 10
 _PART_CHECK_INTERVAL: Final = 0.1
 """Seconds between checks that the open part still has a name (see `_check_part`): an `fstat` costs
 about as much as a small batch's write, so it is not made for every batch."""
+_TEXT_BLOCK: Final = 1 << 20
+"""Bytes of a long payload (`fmt.PieceText`) encoded at a time, at least (see `_text_blocks`)."""
+_TEXT_BLOCKS: Final = 512
+"""Blocks a long payload is encoded in at most (longer ones take longer blocks): with the record's two
+ends and its seal, its line stays within the pieces one `os.writev` takes."""
 _BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
 """Pieces one `os.writev` may take (less one sealed line's worth)."""
 
@@ -101,6 +108,66 @@ def default_capture_dir() -> Path:
 def mitmproxy_confdir() -> Path:
     """mitmproxy's confdir for `record http`: its CA files stay in erascope's state, not in ~/.mitmproxy."""
     return state_dir() / "mitmproxy"
+
+
+def _encode_long(record: dict[str, Any]) -> bytes | chain.Pieced | None:
+    """`record` encoded as orjson encodes it, but for its one `fmt.PieceText` field, whose JSON string is
+    put in by blocks (`_text_blocks`): the same bytes, and no `str` nor whole copy of the payload is made.
+    None when the record holds no such field, or another value orjson cannot encode."""
+    short: dict[str, Any] = {}  # the record up to that field, the field empty
+    for key, value in record.items():
+        if value.__class__ is fmt.PieceText:
+            short[key] = ""
+            break
+        short[key] = value
+    else:
+        return None
+    record[key] = ""
+    try:
+        # A dict is encoded member after member: up to the field's empty string, both encodings agree.
+        cut = len(orjson.dumps(short, option=_ENCODE_OPTS)) - len(b'"}\n')
+        line = orjson.dumps(record, option=_ENCODE_OPTS)
+    except TypeError:
+        return None
+    finally:
+        record[key] = value
+    return chain.pieced([line[:cut], *_text_blocks(value), line[cut:]])
+
+
+def _text_blocks(text: fmt.PieceText) -> list[bytes | memoryview]:
+    """What orjson writes between the quotes of `text`'s JSON string, a block at a time; `text` holds it
+    from then on, its pieces let go as they are encoded (`fmt.PieceText`).
+
+    A block is a megabyte or more of the pieces, cut after a whole character (base64: a multiple of three
+    bytes), written as orjson writes that much text (base64 needs no escaping): JSON escapes a
+    character at a time, so the blocks are the whole string's escaped text, in order.
+    """
+    assert text.pieces is not None
+    chunks = text.pieces.chunks
+    block = max(_TEXT_BLOCK, len(text.pieces) // _TEXT_BLOCKS)
+    decode = codecs.getincrementaldecoder("utf-8")().decode  # keeps a character cut at a block's end
+    out: list[bytes | memoryview] = []
+    group: list[bytes] = []
+    held = 0
+    for i in range(len(chunks)):
+        chunk, chunks[i] = chunks[i], b""  # let go once encoded: the payload is never held twice over
+        group.append(chunk)
+        held += len(chunk)
+        last = i == len(chunks) - 1
+        if held < block and not last:
+            continue
+        data = b"".join(group)
+        group, held = [], 0
+        if text.b64:
+            cut = len(data) if last else len(data) - len(data) % 3
+            if cut < len(data):
+                group, held = [data[cut:]], len(data) - cut  # begins the next block
+            out.append(base64.b64encode(memoryview(data)[:cut]))
+        else:
+            out.append(memoryview(orjson.dumps(decode(data, last)))[1:-1])
+        del data, chunk  # before the next block's text is made
+    text.pieces, text.encoded = None, out
+    return out
 
 
 class CaptureWriter:
@@ -349,7 +416,7 @@ class CaptureWriter:
     def _write_records(self, records: list[dict[str, Any]]) -> None:
         """Encode and write `records` in order, as few system calls as the parts and the failures allow."""
         # This loop runs once per record: names are locals, and a batch's bounds are one number.
-        lines: list[bytes] = []
+        lines: list[bytes | chain.Pieced] = []
         size = 0  # bytes of `lines` once sealed (at most)
         limit = 0  # what `size` may grow to: the batch's bound, or the part's room before its closing record
         dumps, f_seq, seq = orjson.dumps, fmt.F_SEQ, self._seq
@@ -359,13 +426,15 @@ class CaptureWriter:
                 seq += 1
                 record[f_seq] = seq
                 try:
-                    line = dumps(record, option=_ENCODE_OPTS)
-                except TypeError as exc:  # a recorder bug must not kill the writer thread
-                    if lines:
+                    line: bytes | chain.Pieced | None = dumps(record, option=_ENCODE_OPTS)
+                except TypeError as exc:  # a long payload (orjson does not know it), or a recorder bug
+                    if lines:  # a long line is written alone; a bug's record must not hold the others back
                         self._flush_lines(lines)
                         lines, size = [], 0
-                    self._fail(f"record not encodable: {exc}")
-                    continue
+                    line = _encode_long(record)
+                    if line is None:  # a recorder bug must not kill the writer thread
+                        self._fail(f"record not encodable: {exc}")
+                        continue
                 if self._pending_error and not self._try_write_error_record():
                     self._fail(self.last_error or "write failed")
                     continue
@@ -434,7 +503,7 @@ class CaptureWriter:
             self._closed_bytes += self._part_bytes
             self._part_bytes = 0
 
-    def _ready_for(self, line: bytes) -> bool:
+    def _ready_for(self, line: bytes | chain.Pieced) -> bool:
         """Open or rotate the part so that `line` fits in it. False (and counted) on failure."""
         try:
             if self._fd is None or (
@@ -452,7 +521,7 @@ class CaptureWriter:
         if self._fd is not None and self._part_records == 0:
             self._close_part()  # a part without its header is useless; retry from scratch
 
-    def _flush_lines(self, lines: list[bytes]) -> None:
+    def _flush_lines(self, lines: list[bytes | chain.Pieced]) -> None:
         """Write `lines` (the open part has room for them) and count what was written and what was lost."""
         done, error = self._write_lines(lines)
         self.written += done
@@ -539,7 +608,7 @@ class CaptureWriter:
         if error is not None:
             raise OSError(error)
 
-    def _write_lines(self, lines: list[bytes], counted: bool = True) -> tuple[int, str | None]:
+    def _write_lines(self, lines: list[bytes | chain.Pieced], counted: bool = True) -> tuple[int, str | None]:
         """Seal `lines` with the chain and write them with one system call (into the open part).
 
         Returns how many lines were written whole, and what went wrong when not all were. The chain

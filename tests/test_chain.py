@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import itertools
 import os
 from pathlib import Path
 
@@ -102,6 +103,27 @@ def test_sealing_a_batch_gives_the_bytes_of_sealing_line_by_line(sizes: list[int
     assert b"".join(bytes(p) for p in pieces) == b"".join(expected)
     assert size == sum(len(line) for line in expected)
     assert digest == previous
+
+
+@settings(deadline=None, max_examples=60)
+@given(
+    st.lists(st.sampled_from([0, 1, 250, 4_096, 70_000]), min_size=1, max_size=6),
+    st.lists(st.integers(min_value=1, max_value=80_000), max_size=8),
+    st.booleans(),
+)
+def test_a_line_in_pieces_is_sealed_as_the_line_it_joins_to(sizes: list[int], cuts: list[int], keyed: bool) -> None:
+    """A long record the writer encodes in pieces (`chain.pieced`) is sealed to the very bytes and digest of
+    the joined line, in a batch with others."""
+    chainer = chain.Chainer(b"k" * 32 if keyed else None)
+    lines = [orjson.dumps({fmt.F_TYPE: fmt.FRAME, fmt.F_RAW: "x" * n}, option=orjson.OPT_APPEND_NEWLINE) for n in sizes]
+    given: list[bytes | chain.Pieced] = []
+    for line in lines:
+        bounds = sorted({c % len(line) for c in cuts} | {0, len(line)})
+        given.append(chain.pieced([memoryview(line)[a:b] for a, b in itertools.pairwise(bounds)]))
+    assert [isinstance(line, chain.Pieced) for line in given] == [len(line) >= 64 << 10 for line in lines]
+    pieces, size, digest = chain.seal_lines(chainer, chain.START, given, 41)
+    joined, joined_size, joined_digest = chain.seal_lines(chainer, chain.START, list(lines), 41)
+    assert (b"".join(pieces), size, digest) == (b"".join(joined), joined_size, joined_digest)
 
 
 def test_split_refuses_what_is_not_a_sealed_line() -> None:

@@ -6,6 +6,7 @@ End to end (a live recorder scraped over HTTP): tests/test_metrics_e2e.py.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from addon import format as fmt
 from addon import metrics as m
 from addon.metrics import LiveStats, RecorderCollector, answer_outcome
+from addon.writer import CaptureWriter
 from analyzer.probes import AUTH_STATUSES, GATEWAY_STATUSES, MODERN_ERROR_CODES, UNSUPPORTED_CODES
 from analyzer.schema import MODERN_VERSIONS, PROBE_OUTCOMES
 
@@ -295,3 +297,63 @@ def test_collector_output_parses_with_prometheus_client() -> None:
     assert samples[("erascope_probe_outcomes_total", key)] == 1
     eras = {dict(k[1])["era"]: v for k, v in samples.items() if k[0] == "erascope_server_era"}
     assert eras == {"unknown": 0, "modern": 0, "modern-other-version": 1, "legacy": 0}
+
+
+def _in_pieces(record: dict[str, Any], size: int) -> dict[str, Any]:
+    """`record` with its text as the tee hands a long line's to the writer: `fmt.PieceText`, in pieces
+    of `size` bytes (a character may be cut between two)."""
+    data = record[fmt.F_RAW].encode()
+    pieces = fmt.Pieces([data[i : i + size] for i in range(0, len(data), size)])
+    return {**record, fmt.F_RAW: fmt.PieceText(pieces, b64=False)}
+
+
+@pytest.mark.parametrize("size", [1, 7, 1000])
+def test_a_long_line_in_pieces_counts_as_its_text(size: int) -> None:
+    """A long line reaches the counters in pieces, never made one `str` (but for a client message that
+    names a method looked for): the counters are those of the same lines as text, long or short."""
+    dump = orjson.dumps
+    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * 3000}  # long: read for its members first
+    records = [
+        event("a", fmt.EV_SPAWN),
+        frame("a", fmt.C2S, dump({**probe(1), **pad}).decode()),
+        frame("a", fmt.S2C, dump({**err(-32602), **pad}).decode()),
+        frame("a", fmt.C2S, dump({**init(2), "x": pad}).decode()),
+        frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25", **pad}), "id": 2}).decode()),
+        frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 3, "method": "tools/call", **pad}).decode()),
+        frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "x": "y" * 70000}).decode()),
+        event("b", fmt.EV_SPAWN),
+        frame("b", fmt.C2S, dump({**probe("x"), **pad}).decode()),
+        frame("b", fmt.S2C, "panic: " + "\u2603" * 40000),
+        event("b", fmt.EV_EXIT),
+    ]
+    as_text = feed(LiveStats(), records)
+    assert as_text["servers"]["srv"]["outcomes"] == {"legacy-answer": 1, "garbage": 1}
+    pieced = [_in_pieces(r, size) if r[fmt.F_TYPE] == fmt.FRAME else r for r in records]
+    assert feed(LiveStats(), pieced) == as_text
+
+
+def test_a_long_line_in_pieces_counts_as_its_text_once_the_writer_wrote_it(tmp_path: Path) -> None:
+    """The writer lets a long line's pieces go as it encodes them, before its observer (the counters) reads
+    the record: the counters read the encoded text, to the same counts."""
+    dump = orjson.dumps
+    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * 30000}
+    records = [
+        event("a", fmt.EV_SPAWN),
+        frame("a", fmt.C2S, dump({**probe(1), **pad}).decode()),
+        frame("a", fmt.S2C, dump({**err(-32602), **pad}).decode()),
+        frame("a", fmt.C2S, dump({**init(2), "x": pad}).decode()),
+        frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25", **pad}), "id": 2}).decode()),
+        event("b", fmt.EV_SPAWN),
+        frame("b", fmt.C2S, dump({**probe("x"), **pad}).decode()),
+        frame("b", fmt.S2C, "panic: " + "\u2603" * 400000),
+        event("b", fmt.EV_EXIT),
+    ]
+    counted = []
+    for pieced in (False, True):
+        stats = LiveStats()
+        with CaptureWriter(tmp_path / str(pieced), transport=fmt.STDIO, server="srv", observer=stats.observe_all) as w:
+            for r in records:
+                w.write(_in_pieces(r, 70_000) if pieced and r[fmt.F_TYPE] == fmt.FRAME else dict(r))
+        counted.append(stats.snapshot())
+    assert counted[0]["servers"]["srv"]["outcomes"] == {"legacy-answer": 1, "garbage": 1}
+    assert counted[1] == counted[0]

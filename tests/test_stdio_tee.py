@@ -96,19 +96,33 @@ def join_lines(lines: list[tuple[bytes, bool]]) -> bytes:
 # --- LineSplitter ----------------------------------------------------------------------------------
 
 
-@given(data=streams, cuts=st.lists(st.integers(min_value=0, max_value=400_000), max_size=20))
+@given(
+    data=streams,
+    cuts=st.lists(st.integers(min_value=0, max_value=400_000), max_size=20),
+    long_line=st.sampled_from([None, 1, 100_000]),
+)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_splitter_any_chunking_gives_the_reference_lines(data: bytes, cuts: list[int]) -> None:
+def test_splitter_any_chunking_gives_the_reference_lines(data: bytes, cuts: list[int], long_line: int | None) -> None:
+    """Every line, whatever the chunks; with `long_line`, those at least that long that span chunks come
+    in their pieces (`fmt.Pieces`), the others joined."""
     bounds = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    splitter = LineSplitter()
-    got: list[tuple[bytes, bool]] = []
+    splitter = LineSplitter(long_line)
+    got: list[tuple[bytes | fmt.Pieces, bool]] = []
     for a, b in itertools.pairwise(bounds):
         got += [(line, True) for line in splitter.feed(data[a:b])]
     tail = splitter.tail()
     if tail is not None:
         got.append((tail, False))
-    assert got == lines_of(data)
-    assert join_lines(got) == data
+    for line, _ in got:
+        if isinstance(line, fmt.Pieces):
+            assert long_line is not None and len(line) >= long_line and len(line.chunks) > 1
+            assert len(line) == sum(map(len, line.chunks))
+        else:
+            chunks = [data[a:b] for a, b in itertools.pairwise(bounds)]
+            assert long_line is None or len(line) < long_line or any(line in chunk for chunk in chunks)
+    exact = [(bytes(line), nl) for line, nl in got]
+    assert exact == lines_of(data)
+    assert join_lines(exact) == data
 
 
 def test_splitter_lends_a_whole_line_read_alone_without_copying_it() -> None:
@@ -151,7 +165,7 @@ def test_splitter_examples() -> None:
 
 
 def pump_through_pipes(
-    data: bytes, chunk_size: int, by_fd: bool = False
+    data: bytes, chunk_size: int, by_fd: bool = False, long_line: int | None = None
 ) -> tuple[bytes, list[tuple[bytes, bool]], bool]:
     """Run one Pump between two pipes: feed `data` in, collect what comes out and what was recorded.
     `by_fd`: the pump is given the destination's descriptor instead of a forward function."""
@@ -177,7 +191,10 @@ def pump_through_pipes(
         os.close(dst_w)  # as the tee does: the destination sees EOF when the source did
 
     forward = dst_w if by_fd else fd_forwarder(dst_w)
-    pump = Pump(src_r, forward, lambda p, nl: recorded.append((bytes(p), nl)), on_end=on_end, chunk_size=chunk_size)
+    pump = Pump(
+        src_r, forward, lambda p, nl: recorded.append((bytes(p), nl)), on_end=on_end, chunk_size=chunk_size,
+        long_line=long_line,
+    )  # fmt: skip
     threads = [threading.Thread(target=feed), threading.Thread(target=drain)]
     for t in threads:
         t.start()
@@ -190,10 +207,17 @@ def pump_through_pipes(
     return bytes(received), recorded, ended == [True]
 
 
-@given(data=streams, chunk_size=st.integers(min_value=1, max_value=1 << 20), by_fd=st.booleans())
+@given(
+    data=streams,
+    chunk_size=st.integers(min_value=1, max_value=1 << 20),
+    by_fd=st.booleans(),
+    long_line=st.sampled_from([None, 1, 100_000]),
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_pump_relays_exactly_and_records_every_line(data: bytes, chunk_size: int, by_fd: bool) -> None:
-    out, recorded, eof = pump_through_pipes(data, chunk_size, by_fd)
+def test_pump_relays_exactly_and_records_every_line(
+    data: bytes, chunk_size: int, by_fd: bool, long_line: int | None
+) -> None:
+    out, recorded, eof = pump_through_pipes(data, chunk_size, by_fd, long_line)
     assert out == data
     assert recorded == lines_of(data)
     assert eof
@@ -341,13 +365,19 @@ def test_answer_is_recorded_after_its_request_even_if_the_request_is_recorded_la
         os.close(fd)
 
 
+def _as_text(record: dict[str, object]) -> dict[str, object]:
+    """`record` with a text given in pieces (`fmt.PieceText`) as the `str` it stands for."""
+    return {k: v.text() if isinstance(v, fmt.PieceText) else v for k, v in record.items()}
+
+
 @pytest.mark.parametrize("payload", [b'{"jsonrpc":"2.0","id":1}', b"caf\xc3\xa9", b"\xff\xfe not utf-8", b""])
 @pytest.mark.parametrize("nl", [True, False])
-@pytest.mark.parametrize("lent", [False, True])
+@pytest.mark.parametrize("given_as", ["bytes", "lent", "pieces"])
 def test_the_pumps_line_records_are_the_documented_records(
-    tmp_path: Path, payload: bytes, nl: bool, lent: bool
+    tmp_path: Path, payload: bytes, nl: bool, given_as: str
 ) -> None:
-    """Each pump's `on_line` builds its record inline: the very fields, values and order of `_line_record`."""
+    """Each pump's `on_line` builds its record inline: the very fields, values and order of `_line_record`
+    (for a long line in pieces, a `fmt.PieceText` standing for the same text)."""
     tee = StdioTee(["cat"], out_dir=tmp_path, linger=0, stderr=io.BytesIO())
     got: list[tuple[str, dict[str, object]]] = []
     tee._seq.record = lambda stream, record: got.append((stream, record))  # type: ignore[method-assign]
@@ -356,12 +386,21 @@ def test_the_pumps_line_records_are_the_documented_records(
         (tee._line_recorder(fmt.S2C, fmt.FRAME, fmt.S2C), fmt.S2C, fmt.FRAME, fmt.S2C),
         (tee._line_recorder(fmt.STDERR, fmt.STDERR, None), fmt.STDERR, fmt.STDERR, None),
     ):
-        on_line(memoryview(bytearray(payload)) if lent else payload, nl)  # as a pump lends a whole line
+        given = {
+            "bytes": payload,
+            "lent": memoryview(bytearray(payload)),  # as a pump lends a whole line
+            "pieces": fmt.Pieces([payload[:4], payload[4:]]),  # a character cut between the two
+        }[given_as]
+        on_line(given, nl)
         expected = tee._line_record(rtype, payload, nl, direction)
         (got_stream, record) = got.pop()
         assert got_stream == stream
         assert list(record) == list(expected)
-        assert {k: v for k, v in record.items() if k not in (fmt.F_TS, fmt.F_MONO)} == {
+        text_fields = [fmt.F_RAW, fmt.F_RAW_B64]
+        assert [isinstance(record.get(k), fmt.PieceText) for k in text_fields] == [
+            given_as == "pieces" and rtype == fmt.FRAME and k in expected for k in text_fields
+        ]  # a stderr piece is short: joined
+        assert {k: v for k, v in _as_text(record).items() if k not in (fmt.F_TS, fmt.F_MONO)} == {
             k: v for k, v in expected.items() if k not in (fmt.F_TS, fmt.F_MONO)
         }
     tee.writer.close()
@@ -462,6 +501,58 @@ def test_ten_megabyte_line_both_ways(tmp_path: Path, clean_env: dict[str, str]) 
         assert [r[fmt.F_LEN] for r in frames] == [len(big) - 1, 24, len(big) - 1]
         assert rebuild(records, direction) == data
 
+
+
+LONG_ANSWER = """
+import os, sys
+piece, count = sys.argv[1].encode(), int(sys.argv[2])
+os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"')
+for _ in range(count):  # written as it is made: the server never holds the line
+    view = memoryview(piece)
+    while view:
+        view = view[os.write(1, view) :]
+os.write(1, b'"}]}}\\n')
+"""
+"""A server that answers once, with one line of `count` times the JSON text `piece`, and exits."""
+
+TEXT_PIECE = 'A tool\u2019s output \u2014 \\"quoted\\", on lines\\n\\t' * 64
+"""JSON string content as a tool result holds it: escapes (which a capture escapes once more), and
+characters beyond Latin-1 (which make Python hold the text in two bytes a character)."""
+
+
+def _answer_through_tee(out: Path, env: dict[str, str], count: int) -> tuple[int, bytes]:
+    """Relay `LONG_ANSWER`'s line through a real tee: the tee's peak RSS in bytes (wait4), and what the
+    client got."""
+    proc = subprocess.Popen(
+        tee_cmd(out, PY, "-c", LONG_ANSWER, TEXT_PIECE, str(count)), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdin is not None
+    got = proc.stdout.read()
+    proc.stdin.close()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0
+    return usage.ru_maxrss * 1024, got
+
+
+def test_a_long_line_is_held_about_once_by_the_tee(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """One long answer (a tool's result of 128 MiB) took 4.8 times its size of the tee's memory at its peak
+    (the line joined from its pieces, decoded into a `str` of two bytes a character, encoded again whole),
+    2.1 times while its pieces and its encoded record lived together, about 1.15 times now. The relay and
+    the record are exact, and the peak stays below 1.6 times the line."""
+    count = (128 << 20) // len(TEXT_PIECE.encode())
+    base, _ = _answer_through_tee(tmp_path / "small", clean_env, 1)
+    peak, got = _answer_through_tee(tmp_path / "long", clean_env, count)
+    line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"%b"}]}}' % (
+        TEXT_PIECE.encode() * count
+    )
+    assert got == line + b"\n"
+    records = only_capture(tmp_path / "long")
+    assert rebuild(records, fmt.S2C) == got
+    (frame,) = (r for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME)
+    assert frame[fmt.F_RAW] == line.decode()
+    assert (peak - base) / len(line) < 1.6, f"{(peak - base) >> 20} MiB over {len(line) >> 20} MiB"
 
 def test_secret_arguments_are_redacted_and_env_never_recorded(tmp_path: Path, clean_env: dict[str, str]) -> None:
     env = dict(clean_env, WEATHER_API_KEY="env-secret-value-123")

@@ -4,16 +4,22 @@ and counts exactly the records a failed or short batch write did not write."""
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from addon import chain
 from addon import format as fmt
+from addon import writer as writer_mod
 from addon.writer import CaptureWriter
 from analyzer.verify import Status, verify
 from tests.peers.capture_tools import read_records
@@ -190,5 +196,101 @@ def test_a_big_line_ends_its_batch_so_two_are_never_held_at_once(
     records = read_records(w.paths)
     assert [r.get("i") for r in records if r[fmt.F_TYPE] == fmt.FRAME] == list(range(len(sizes) + 1))
     assert [len(r[fmt.F_RAW]) for r in records if r[fmt.F_TYPE] == fmt.FRAME][1:] == sizes
+    result = verify(w.paths, key=KEY)
+    assert [f.status for f in result.files] == [Status.VERIFIED] and result.findings == []
+
+
+# --- a long payload, given in pieces ------------------------------------------------------------------
+
+
+def text_frame(i: int, payload: bytes | fmt.Pieces) -> dict[str, Any]:
+    """A frame as the tee makes it, stamped: the same record whatever the writer's clock says."""
+    return {
+        fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c1", **fmt.payload_fields(payload), fmt.F_NL: True,
+        fmt.F_DIR: fmt.S2C, fmt.F_TS: 1796000000.25, fmt.F_MONO: 12.5 + i, fmt.F_SERVER: "srv",
+    }  # fmt: skip
+
+
+def in_pieces(data: bytes, size: int) -> fmt.Pieces:
+    return fmt.Pieces([data[i : i + size] for i in range(0, len(data), size)])
+
+
+@given(
+    payload=st.one_of(st.text(max_size=400).map(str.encode), st.binary(max_size=400)),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=12),
+    block=st.integers(min_value=1, max_value=40),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_payload_in_pieces_is_encoded_as_orjson_encodes_its_text(payload: bytes, cuts: list[int], block: int) -> None:
+    """Any payload (UTF-8 to escape or not, or not UTF-8 at all), in any pieces, encoded a few bytes at a
+    time (characters and base64 groups cut between blocks): the very bytes of its record as text."""
+    bounds = sorted({c % (len(payload) + 1) for c in cuts} | {0, len(payload)})
+    pieces = fmt.Pieces([payload[a:b] for a, b in itertools.pairwise(bounds)])
+    record = {**text_frame(1, pieces), fmt.F_SEQ: 7}
+    given = dict(record)
+    as_text = {**text_frame(1, payload), fmt.F_SEQ: 7}
+    with mock.patch.object(writer_mod, "_TEXT_BLOCK", block):
+        line = writer_mod._encode_long(record)
+    assert line is not None
+    got = b"".join(line.pieces) if isinstance(line, chain.Pieced) else line
+    assert got == orjson.dumps(as_text, option=writer_mod._ENCODE_OPTS)
+    assert list(record) == list(given) and all(record[k] is v for k, v in given.items())  # the same fields
+    # the field's text now holds what was written of it (the pieces let go), and still reads as the text
+    field = fmt.F_RAW if fmt.F_RAW in as_text else fmt.F_RAW_B64
+    value = record[field]
+    assert isinstance(value, fmt.PieceText) and value.pieces is None and value.encoded is not None
+    assert b'"%b"' % b"".join(value.encoded) == orjson.dumps(as_text[field])
+    assert value.text() == as_text[field]
+    if field == fmt.F_RAW:
+        assert value.holds(b"\\", b"a") == (b"\\" in payload or b"a" in payload)
+
+
+LONG_TEXT = ('caf\u00e9 \\"quoted\\"\\n\t\U0001f600 \u2014 ' * 12000).encode()
+
+
+@pytest.mark.parametrize("key", [None, KEY])
+@pytest.mark.parametrize("block", [1, 5000, 4 << 20])
+def test_a_payload_in_pieces_is_written_as_its_text_is_and_verifies(
+    tmp_path: Path, key: bytes | None, block: int
+) -> None:
+    """The lines of long payloads given in pieces are those of the same payloads as text, and verify
+    (their digests cover the pieces in order); the number of blocks stays bounded (`block` 1: 256)."""
+    payloads = [b"short", LONG_TEXT, b"\xff" + LONG_TEXT, b"x" * 70_000, b"y"]
+    written: list[list[bytes]] = []
+    with mock.patch.object(writer_mod, "_TEXT_BLOCK", block):
+        for given_as in ("text", "pieces"):
+            messages: list[str] = []
+            out = tmp_path / given_as
+            w = CaptureWriter(out, transport=fmt.STDIO, server="srv", chain_key=key, on_error=messages.append)
+            for i, payload in enumerate(payloads):
+                w.put(text_frame(i, in_pieces(payload, 999) if given_as == "pieces" else payload))
+            w.close()
+            assert messages == [] and w.lost == 0
+            # the header and part-end (and so every digest) differ: both hold the time they were written
+            written.append([line[: line.rindex(b',"chain":"')] for line in w.paths[0].read_bytes().splitlines()[1:-1]])
+            result = verify(w.paths, key=key)
+            assert [f.status for f in result.files] == [Status.VERIFIED] and result.findings == []
+    assert written[0] == written[1]
+    records = read_records(tmp_path / "pieces")
+    assert [fmt.payload_bytes(r) for r in records if r[fmt.F_TYPE] == fmt.FRAME] == payloads
+    assert fmt.F_RAW_B64 in records[3] and fmt.F_RAW in records[2]
+
+
+def test_a_short_write_inside_a_payload_in_pieces_is_completed_and_verifies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = Syscalls(monkeypatch)
+    w, release, messages = held_writer(tmp_path, chain_key=KEY)
+    w.put(text_frame(1, in_pieces(LONG_TEXT, 4096)))
+    calls.cut = 0.5  # inside the payload
+    release.set()
+    assert w.flush(10)
+    assert "short write" in messages[0] and w.lost == 1
+    w.write(frame(2))  # the disk has room again: the torn line is completed first
+    w.close()
+    records = read_records(w.paths)
+    types = [fmt.HEADER, fmt.FRAME, fmt.FRAME, fmt.CAPTURE_ERROR, fmt.FRAME, fmt.PART_END]
+    assert [r[fmt.F_TYPE] for r in records] == types
+    assert fmt.payload_bytes(records[2]) == LONG_TEXT and w.lost == 0
     result = verify(w.paths, key=KEY)
     assert [f.status for f in result.files] == [Status.VERIFIED] and result.findings == []
