@@ -299,6 +299,30 @@ def test_collector_output_parses_with_prometheus_client() -> None:
     assert eras == {"unknown": 0, "modern": 0, "modern-other-version": 1, "legacy": 0}
 
 
+def _long_lines(repeat: int, *, panic: int, more: bool) -> list[dict[str, Any]]:
+    """Two servers' records whose messages are long (read for their members first): a probe refused,
+    an `initialize` answered, and (`more`) two calls of another method; then garbage of `panic`
+    characters from the second server."""
+    dump = orjson.dumps
+    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * repeat}
+    other = [
+        frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 3, "method": "tools/call", **pad}).decode()),
+        frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "x": "y" * 70000}).decode()),
+    ]
+    return [
+        event("a", fmt.EV_SPAWN),
+        frame("a", fmt.C2S, dump({**probe(1), **pad}).decode()),
+        frame("a", fmt.S2C, dump({**err(-32602), **pad}).decode()),
+        frame("a", fmt.C2S, dump({**init(2), "x": pad}).decode()),
+        frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25", **pad}), "id": 2}).decode()),
+        *(other if more else []),
+        event("b", fmt.EV_SPAWN),
+        frame("b", fmt.C2S, dump({**probe("x"), **pad}).decode()),
+        frame("b", fmt.S2C, "panic: " + "\u2603" * panic),
+        event("b", fmt.EV_EXIT),
+    ]
+
+
 def _in_pieces(record: dict[str, Any], size: int) -> dict[str, Any]:
     """`record` with its text as the tee hands a long line's to the writer: `fmt.PieceText`, in pieces
     of `size` bytes (a character may be cut between two)."""
@@ -311,21 +335,7 @@ def _in_pieces(record: dict[str, Any], size: int) -> dict[str, Any]:
 def test_a_long_line_in_pieces_counts_as_its_text(size: int) -> None:
     """A long line reaches the counters in pieces, never made one `str` (but for a client message that
     names a method looked for): the counters are those of the same lines as text, long or short."""
-    dump = orjson.dumps
-    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * 3000}  # long: read for its members first
-    records = [
-        event("a", fmt.EV_SPAWN),
-        frame("a", fmt.C2S, dump({**probe(1), **pad}).decode()),
-        frame("a", fmt.S2C, dump({**err(-32602), **pad}).decode()),
-        frame("a", fmt.C2S, dump({**init(2), "x": pad}).decode()),
-        frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25", **pad}), "id": 2}).decode()),
-        frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 3, "method": "tools/call", **pad}).decode()),
-        frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "x": "y" * 70000}).decode()),
-        event("b", fmt.EV_SPAWN),
-        frame("b", fmt.C2S, dump({**probe("x"), **pad}).decode()),
-        frame("b", fmt.S2C, "panic: " + "\u2603" * 40000),
-        event("b", fmt.EV_EXIT),
-    ]
+    records = _long_lines(3000, panic=40000, more=True)
     as_text = feed(LiveStats(), records)
     assert as_text["servers"]["srv"]["outcomes"] == {"legacy-answer": 1, "garbage": 1}
     pieced = [_in_pieces(r, size) if r[fmt.F_TYPE] == fmt.FRAME else r for r in records]
@@ -335,19 +345,7 @@ def test_a_long_line_in_pieces_counts_as_its_text(size: int) -> None:
 def test_a_long_line_in_pieces_counts_as_its_text_once_the_writer_wrote_it(tmp_path: Path) -> None:
     """The writer lets a long line's pieces go as it encodes them, before its observer (the counters) reads
     the record: the counters read the encoded text, to the same counts."""
-    dump = orjson.dumps
-    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * 30000}
-    records = [
-        event("a", fmt.EV_SPAWN),
-        frame("a", fmt.C2S, dump({**probe(1), **pad}).decode()),
-        frame("a", fmt.S2C, dump({**err(-32602), **pad}).decode()),
-        frame("a", fmt.C2S, dump({**init(2), "x": pad}).decode()),
-        frame("a", fmt.S2C, dump({**ok({"protocolVersion": "2025-11-25", **pad}), "id": 2}).decode()),
-        event("b", fmt.EV_SPAWN),
-        frame("b", fmt.C2S, dump({**probe("x"), **pad}).decode()),
-        frame("b", fmt.S2C, "panic: " + "\u2603" * 400000),
-        event("b", fmt.EV_EXIT),
-    ]
+    records = _long_lines(30000, panic=400000, more=False)
     counted = []
     for pieced in (False, True):
         stats = LiveStats()

@@ -335,26 +335,33 @@ def test_payloads_are_read_from_compressed_captures_and_missing_files_are_said(t
     assert all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
 
 
-def test_a_capture_replaced_by_a_fifo_after_the_analysis_is_not_opened(tmp_path: Path) -> None:
-    import os
+
+def _rendered_beside_a_fifo(analysis: Any, fifo: Path) -> str:
+    """The page of `analysis`, one of whose inputs is now the FIFO `fifo`: failed when rendering
+    blocked on it (opening a FIFO for reading waits for a writer forever)."""
     import threading
 
-    caps = _many_probes(tmp_path / "caps", 2)
-    (capture,) = caps.glob("*.jsonl")
-    analysis = analyze([str(caps)])
-    capture.unlink()
-    os.mkfifo(capture)  # opening it for reading would wait for a writer forever
     pages: list[str] = []
     worker = threading.Thread(target=lambda: pages.append(render_html(analysis)), daemon=True)
     worker.start()
     worker.join(20)
     blocked = worker.is_alive()
     if blocked:  # let the blocked open go before failing
-        with open(capture, "wb"):
+        with open(fifo, "wb"):
             pass
         worker.join(5)
     assert not blocked, "rendering blocked on a FIFO"
-    payloads = _json_block(pages[0], "page-data")["payloads"]
+    return pages[0]
+
+def test_a_capture_replaced_by_a_fifo_after_the_analysis_is_not_opened(tmp_path: Path) -> None:
+    import os
+
+    caps = _many_probes(tmp_path / "caps", 2)
+    (capture,) = caps.glob("*.jsonl")
+    analysis = analyze([str(caps)])
+    capture.unlink()
+    os.mkfifo(capture)  # opening it for reading would wait for a writer forever
+    payloads = _json_block(_rendered_beside_a_fifo(analysis, capture), "page-data")["payloads"]
     assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
 
 
@@ -483,7 +490,6 @@ def test_a_har_or_dump_changed_or_gone_after_the_analysis_is_said_not_shown(tmp_
     since then holds other entries under them, so nothing is shown from it; a file gone, or replaced
     by a FIFO (opening it would wait for a writer forever), is never opened and said so."""
     import os
-    import threading
 
     from tests.test_foreign import _flows
 
@@ -496,17 +502,7 @@ def test_a_har_or_dump_changed_or_gone_after_the_analysis_is_said_not_shown(tmp_
     payloads = _json_block(render_html(analysis), "page-data")["payloads"]
     assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
     os.mkfifo(path)
-    pages: list[str] = []
-    worker = threading.Thread(target=lambda: pages.append(render_html(analysis)), daemon=True)
-    worker.start()
-    worker.join(20)
-    blocked = worker.is_alive()
-    if blocked:  # let the blocked open go before failing
-        with open(path, "wb"):
-            pass
-        worker.join(5)
-    assert not blocked, "rendering blocked on a FIFO"
-    payloads = _json_block(pages[0], "page-data")["payloads"]
+    payloads = _json_block(_rendered_beside_a_fifo(analysis, path), "page-data")["payloads"]
     assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
 
 
