@@ -191,12 +191,15 @@ class _Payloads:
         """The cited entries or flows of a HAR file or dump into `out`; how many were truncated."""
         name, noun = _FOREIGN_NAMES[unit]
         source = self.foreign_from.get(file)
-        if source is None:  # read from an archive: the file its entry names is not what was analysed
+        archived = self.rows_from.get(file) if source is None else None
+        if archived is not None:  # the file its entry names is not what was analysed: the archive's rows are
+            records, failed = _archived_rows(*archived, set(lines)), _ARCHIVED
+        elif source is None:
             records, failed = {}, _ARCHIVED
         else:
             records, failed = _foreign_records(*source, unit, set(lines))
         why = {
-            _ARCHIVED: f"an archive's copy of a {name} is not read back: open the {name} itself",
+            _ARCHIVED: f"the messages of this {noun} could not be read back from the archive: open the {name} itself",
             _GONE: f"the {name} could not be read again from {file} (moved, or no longer a regular file or a {name})",
             # its entry or flow numbers may now name other traffic: the analysis' own would be misquoted
             _CHANGED: f"the {name} changed since the analysis read it: nothing is shown, as its {unit} numbers"
@@ -212,7 +215,12 @@ class _Payloads:
                 continue
             text, cut = _records_text(kept, count)
             truncated += cut
-            notes = [f"{_count(count, 'record')} of this {noun}, as the analysis read them (converted and redacted)"]
+            notes = [
+                f"{_count(count, 'message')} of this {noun}, read back from the archive: the messages and the"
+                " fields it keeps"
+                if archived is not None
+                else f"{_count(count, 'record')} of this {noun}, as the analysis read them (converted and redacted)"
+            ]
             notes += [f"truncated to {MAX_PAYLOAD_CHARS} characters"] if cut else []
             out[pid] = {"at": at, "text": text, "note": "; ".join(notes)}
         return truncated
@@ -287,25 +295,35 @@ _ARCHIVED_FIELDS: Final = {"type": "record_type", "ts": "ts", "server": "server"
 
 
 def _archived_lines(file: str, parts: tuple[str, ...], lines: set[int]) -> dict[int, bytes]:
-    """The given lines of an archived capture as records rebuilt from the archive's rows (the message,
-    `raw`, and the fields `_ARCHIVED_FIELDS` keeps); {} when the parts cannot be read again."""
+    """The given lines of an archived capture, each its first row (`_archived_rows`)."""
+    return {n: rows[0] for n, (rows, _) in _archived_rows(file, parts, lines).items()}
+
+
+def _archived_rows(file: str, parts: tuple[str, ...], lines: set[int]) -> dict[int, tuple[list[bytes], int]]:
+    """The rows of the given lines (a HAR entry's or a dump flow's: each of its messages) of an archived
+    file, in `seq` order, as records rebuilt from them (the message, `raw`, and the fields
+    `_ARCHIVED_FIELDS` keeps), with how many rows each line has: kept up to `_MAX_LINE` bytes of
+    messages a line, as a capture line is. {} when the parts cannot be read again."""
     if not parts:
         return {}
     texts = [pl.col(c).cast(pl.String) for c in _ARCHIVED_FIELDS.values() if c != "ts"]
+    size = pl.col("raw").str.len_bytes().fill_null(0)
     try:
         rows = (
             pl.scan_parquet(list(parts), hive_partitioning=False, glob=False)
             .filter((pl.col("file").cast(pl.String) == file) & pl.col("line").is_in(sorted(lines)))
-            .select("line", "ts", *texts, "raw")
-            .unique("line", keep="first", maintain_order=True)
+            .select("line", "seq", "ts", *texts, "raw")
+            .sort("line", "seq", maintain_order=True)
+            .with_columns(pl.len().over("line").alias("_rows"), (size.cum_sum() - size).over("line").alias("_before"))
+            .filter(pl.col("_before") < _MAX_LINE)
             .collect()
         )
     except (pl.exceptions.PolarsError, OSError):
         return {}
-    out = {}
+    out: dict[int, tuple[list[bytes], int]] = {}
     for row in rows.iter_rows(named=True):
         record = {field: row[column] for field, column in _ARCHIVED_FIELDS.items() if row[column] is not None}
-        out[row["line"]] = orjson.dumps({**record, "raw": row["raw"]})
+        out.setdefault(row["line"], ([], row["_rows"]))[0].append(orjson.dumps({**record, "raw": row["raw"]}))
     return out
 
 

@@ -163,7 +163,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
         units={name(f.file): f.unit for f in read if f.unit != "line"},
         lines_from={name(f.file): f.file for f in read if f.unit == "line" and not f.archived},
-        rows_from={name(f.file): (f.file, f.parts) for f in read if f.unit == "line" and f.archived},
+        rows_from={name(f.file): (f.file, f.parts) for f in read if f.archived},
         foreign_from={name(f.file): (f.file, f.digest.hex()) for f in read if f.unit != "line" and not f.archived},
         chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )

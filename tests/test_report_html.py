@@ -484,6 +484,31 @@ def test_a_flow_of_many_records_is_cut_as_a_long_message_is(tmp_path: Path, monk
     assert first["text"].endswith("… (5 more records not shown)") and "truncated" in first["note"]
 
 
+def test_an_archived_flow_of_many_messages_is_bounded_as_a_line_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Read back from an archive, a long stream's messages are bounded as the file's records are: the
+    first `_MAX_LINE` bytes of them kept, and the page says how many it left out."""
+    from analyzer.compact import compact
+    from tests.test_foreign import _http_sse_session
+
+    compact([str(_foreign(tmp_path / "x.flows", _http_sse_session(0.05)))], tmp_path / "archive")
+    analysis = analyze([str(tmp_path / "archive")])
+
+    def stream() -> dict[str, Any]:
+        payloads = _json_block(render_html(analysis), "page-data")["payloads"].values()
+        return next(p for p in payloads if p["at"].endswith("#flow=1"))
+
+    whole = stream()
+    count = len(re.findall(r"^— \d+ of \d+", whole["text"], re.M))
+    assert count > 1 and f"{count} messages of this flow, read back from the archive" in whole["note"]
+    monkeypatch.setattr(html_report, "_MAX_LINE", 1)  # messages kept until one holds a byte (an empty body holds none)
+    first = stream()
+    shown = len(re.findall(r"^— \d+ of \d+", first["text"], re.M))
+    assert 1 <= shown < count and first["text"].startswith(f"— 1 of {count}")
+    assert first["text"].endswith(f"… ({count - shown} more records not shown)")
+
+
 @pytest.mark.parametrize("name", ["x.har", "x.flows"])
 def test_a_har_or_dump_changed_or_gone_after_the_analysis_is_said_not_shown(tmp_path: Path, name: str) -> None:
     """The entry and flow numbers cited are those of the file the analysis read: a file rewritten
@@ -506,18 +531,26 @@ def test_a_har_or_dump_changed_or_gone_after_the_analysis_is_said_not_shown(tmp_
     assert payloads and all(p["text"] == "" and "could not be read again" in p["note"] for p in payloads.values())
 
 
-def test_a_har_read_from_an_archive_is_cited_and_never_opened(tmp_path: Path) -> None:
-    """An archive's entry names the file it was made from, which may be anything by now: the page
-    converts no file an archive names."""
+def test_a_har_read_from_an_archive_is_shown_from_the_archive_and_never_opened(tmp_path: Path) -> None:
+    """An archive's entry names the file it was made from, which may be anything by now (here a FIFO):
+    the page converts no file an archive names, and shows the entry's messages from the archive's rows
+    (it showed nothing: "open the HAR file itself")."""
+    import os
+
     from analyzer.compact import compact
     from tests.test_foreign import _flows
 
     (tmp_path / "in").mkdir()
     har = _foreign(tmp_path / "in" / "x.har", _flows())
     compact([str(har)], tmp_path / "archive")
-    payloads = _json_block(render_html(analyze([str(tmp_path / "archive")])), "page-data")["payloads"]
+    analysis = analyze([str(tmp_path / "archive")])
+    har.unlink()
+    os.mkfifo(har)
+    payloads = _json_block(_rendered_beside_a_fifo(analysis, har), "page-data")["payloads"]
     assert payloads and all(p["at"].startswith(f"{har}#entry=") for p in payloads.values())
-    assert all(p["text"] == "" and "archive's copy of a HAR file" in p["note"] for p in payloads.values())
+    assert all("read back from the archive" in p["note"] for p in payloads.values())
+    texts = "".join(p["text"] for p in payloads.values())
+    assert '"method": "server/discover"' in texts and '"supportedVersions"' in texts
 
 
 _BREAKOUT = "</script><script>alert(1)</script><img src=x onerror=alert(1)><!--"
