@@ -190,14 +190,15 @@ class _Payloads:
     def _read_foreign(self, file: str, unit: str, lines: dict[int, str], out: dict[str, dict[str, Any]]) -> int:
         """The cited entries or flows of a HAR file or dump into `out`; how many were truncated."""
         name, noun = _FOREIGN_NAMES[unit]
+        # every HAR file or dump read is in one of the two: read from an archive, or read itself
+        archived = self.rows_from.get(file)
         source = self.foreign_from.get(file)
-        archived = self.rows_from.get(file) if source is None else None
         if archived is not None:  # the file its entry names is not what was analysed: the archive's rows are
             records, failed = _archived_rows(*archived, set(lines)), _ARCHIVED
-        elif source is None:
-            records, failed = {}, _ARCHIVED
-        else:
+        elif source is not None:
             records, failed = _foreign_records(*source, unit, set(lines))
+        else:
+            records, failed = {}, _GONE
         why = {
             _ARCHIVED: f"the messages of this {noun} could not be read back from the archive: open the {name} itself",
             _GONE: f"the {name} could not be read again from {file} (moved, or no longer a regular file or a {name})",
