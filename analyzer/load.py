@@ -296,6 +296,13 @@ def read_header(path: str) -> dict[str, Any] | None:
     return _header_of(path, _first_line(path))
 
 
+def read_open_header(path: str, f: BinaryIO) -> dict[str, Any] | None:
+    """`read_header` of the plain file open as `f` (read from its start; `f` is left there): the
+    file those bytes came from, whatever `path` names by now."""
+    f.seek(0)
+    return _header_of(path, f.readline(_HEADER_LIMIT))
+
+
 def _first_line(path: str) -> bytes:
     try:
         return _sources_first_line(path, _HEADER_LIMIT)

@@ -183,6 +183,7 @@ from analyzer.load import (
     not_regular,
     part_identity,
     read_header,
+    read_open_header,
 )
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
@@ -498,20 +499,32 @@ class Watcher:
         self._by_path[path] = part
         return part
 
-    def _read_new(self, part: _Part) -> bytes:
-        """The complete lines written to `part` since it was last read (b"" when none)."""
+    def _read_new(self, part: _Part) -> bytes | None:
+        """The complete lines written to `part` since it was last read (b"" when none); None when the
+        file under its name is no longer the part's (replaced or written over since `_follow` looked)."""
         if part.compressed:
             return self._read_compressed(part)
         with open(part.path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size <= part.offset:
+            st = os.fstat(f.fileno())
+            if (st.st_dev, st.st_ino) != part.inode:
+                return None  # another file moved under the name since the round looked
+            if st.st_size <= part.offset:
                 return b""
             f.seek(part.offset)
-            reads = [f.read(min(size - part.offset, READ_LIMIT))]
+            reads = [f.read(min(st.st_size - part.offset, READ_LIMIT))]
             # a line longer than one read: read on to its end (or to the end written so far), each
             # read searched once and all joined once (a line of L bytes is not copied L/READ_LIMIT times)
             while b"\n" not in reads[-1] and (more := f.read(READ_LIMIT)):
                 reads.append(more)
+            # `cat new > file` landing between the round's look and this read: what was read from the
+            # old offset is the new capture's middle. A rewrite writes its header first, so a header
+            # unchanged after the read vouches for the bytes read before it.
+            try:
+                same = read_open_header(part.path, f) == part.header
+            except InputError:
+                same = False
+            if not same:
+                return None
         data = b"".join(reads)
         return data[: data.rfind(b"\n") + 1]
 
@@ -549,6 +562,11 @@ class Watcher:
                 data = self._read_new(part)
             except OSError:
                 continue  # gone since it was listed (rotated, compressed, removed): the next round sees
+            if data is None:
+                # another file now: what was read of the part goes, the next round reads the file anew
+                self._drop(part)
+                touched |= part.servers
+                continue
             if not data:
                 continue
             first = part.lines + 1

@@ -837,3 +837,41 @@ def test_a_refused_file_replaced_by_a_capture_is_read(tmp_path: Path, first: str
     assert reported(events) == expected(analyzed(live))
     assert [e["rule"] for e in events if e["event"] == "finding"] == ["rollout-split"]
     assert len(watcher.notes) == 1
+
+
+@pytest.mark.parametrize("how", ["rewrite", "rename"])
+def test_a_file_replaced_between_its_check_and_its_read_is_read_from_its_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """`cat new > capture.jsonl` (or `mv new capture.jsonl`) landing after a round checked the file and
+    before it read the new lines: what it read from the old offset is the new capture's middle. It is
+    not analyzed (a finding `analyze` never gives, which ended `--fail-on` runs), and the file is read
+    from its start."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    target.write_bytes(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    new = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
+    follow = Watcher._follow
+
+    def follow_then_rewrite(self: Watcher, files: list[str]) -> None:
+        follow(self, files)
+        monkeypatch.undo()  # once
+        if how == "rename":
+            (live / ".new").write_bytes(new)
+            os.replace(live / ".new", target)
+        else:
+            with open(target, "wb") as f:
+                f.write(new)
+
+    monkeypatch.setattr(Watcher, "_follow", follow_then_rewrite)
+    for _ in range(3):
+        clock[0] += 30
+        events += [e.as_json() for e in watcher.poll()]
+    want = expected(analyzed(live))
+    said = {(e["rule"], e["server"]) for e in events if e["event"] in ("finding", "finding-update")}
+    assert said == {(rule, server) for rule, server, _ in want[0]}
+    assert reported(events)[0] == want[0]
