@@ -1,15 +1,26 @@
 """`analyzer.cluster.merge` accounts for every shard: a missing, repeated or stray shard result, or
-shards that read different inputs, is an error, never a smaller report. No cluster needed."""
+shards that read different inputs, is an error, never a smaller report. No cluster needed: shards
+run in this process."""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+from pathlib import Path
 
+import orjson
 import pytest
 
 from addon.errors import ErascopeError
-from analyzer.cluster import merge, shards_of
+from analyzer.cluster import _analyze_shard, archive_parts, archive_servers, code_identity, merge, shards_of
+from analyzer.pipeline import AnalyzeOptions
+from analyzer.report import render_json
 from bench.bench_cluster import synthetic_shards
+from bench.generate import generate
+
+ROOT = Path(__file__).resolve().parent.parent
+ERASCOPE = Path(sys.executable).parent / "erascope"
 
 
 def test_merge_of_whole_shards_has_every_server_once() -> None:
@@ -68,3 +79,35 @@ def test_keys_that_share_a_session_go_to_one_shard() -> None:
     plan = shards_of({"a": 10, "b": 1, "c": 5, "d": 7}, 4, links)
     assert sorted(plan) == [("a", "b"), ("c",), ("d",)]
     assert sorted(shards_of({"a": 10, "b": 1, "c": 5, "d": 7}, 4)) == [("a",), ("b",), ("c",), ("d",)]
+
+
+def test_a_shard_run_after_other_work_gives_the_local_report(tmp_path: Path) -> None:
+    """A worker runs shard after shard in one process: the categories, caches and row orders earlier
+    work left in it must not change a finding. Probes and answers tied on time (a coarse clock, or
+    times written into a capture) were taken in the order their rows came in, which differed, and
+    so did a storm's answer runs, a split's evidence, a stale-era finding. The local report comes from
+    a fresh process; the shards run here, after another archive was analyzed."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    for i, source in enumerate(sorted((ROOT / "captures" / "corpus").glob("*/*.jsonl"))):
+        records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+        for n, record in enumerate(records):
+            record["server"] = f"server-{i % 4}"
+            if n and "ts" in record:
+                record["ts"] = 1.796e9 + i % 3 / 2
+        (caps / f"{i:03d}-{source.name}").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    archive = tmp_path / "archive"
+    subprocess.run([str(ERASCOPE), "compact", str(caps), "--out", str(archive)], check=True, timeout=300)
+    local = subprocess.run(
+        [str(ERASCOPE), "analyze", str(archive), "-f", "json", "-q"], capture_output=True, check=True, timeout=300
+    ).stdout.decode()
+    identity = code_identity()
+    generate(tmp_path / "other", 1 << 20, files=3, spawns=12, seed=5)
+    other = str(tmp_path / "other-archive")
+    subprocess.run([str(ERASCOPE), "compact", str(tmp_path / "other"), "--out", other], check=True, timeout=300)
+    servers = tuple(k for k in archive_servers(archive_parts(other)) if k is not None)
+    _analyze_shard(identity, 0, other, servers, AnalyzeOptions())
+    keys = ("server-0", "server-1", "server-2", "server-3")
+    for plan in ([keys], [(k,) for k in reversed(keys)], [("server-1", "server-3"), ("server-0", "server-2")]):
+        results = [_analyze_shard(identity, i, str(archive), p, AnalyzeOptions()) for i, p in enumerate(plan)]
+        assert render_json(merge(results, plan)) == local, plan

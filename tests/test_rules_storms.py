@@ -120,3 +120,27 @@ def test_probe_abandoned_at_once_is_not_a_timeout() -> None:
     c.probe(0.0, "no-answer")
     c.exit(0.02, code=3)
     assert run_rules(s.analysis(), only=["probe-timeout"]) == []
+
+
+def _storm_at_one_instant(order: list[int]) -> Scenario:
+    # a spawn per call whose probes were all written at one instant (a coarse clock), each answered
+    # as the one before or not, created in `order`: the capture is the same, only its rows' order differs
+    s = Scenario()
+    for i in order:
+        c = s.conn("weather", f"spawn{i:02d}", client="agent")
+        c.probe(0.0, "discover-result" if i < 12 else "unsupported-version", ttl_ms=0)
+        c.call(0.4, modern=True)
+    return s
+
+
+def test_probe_storm_does_not_depend_on_the_order_rows_come_in() -> None:
+    """Probes tied on time are taken in capture order (file, line), not in the order their rows came
+    in: that order differs between a local run and a cluster's shard (its categories, its scan), and
+    so did the finding's answer runs."""
+    found = []
+    for order in (list(range(24)), list(reversed(range(24))), [(i * 7) % 24 for i in range(24)]):
+        findings = run_rules(_storm_at_one_instant(order).analysis(), only=["probe-storm"])
+        found.append([(f.details["answer_runs"], f.evidence, f.message) for f in findings])
+    # spawn00..23 in file order: twelve of one answer, then twelve of another
+    assert [runs for runs, _, _ in found[0]] == [2]
+    assert found[1] == found[0] and found[2] == found[0]

@@ -114,9 +114,11 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         "server", "client", "ts", "outcome", "modern_versions", "file", "line", "answer_file", "answer_line",
         "ttl_ms", "conn",
     )  # fmt: skip
+    # in capture order: probes tied on time (a coarse clock) taken in the order their rows came would
+    # count answer runs, and pick the ttlMs: 0 answer, differently in a cluster's shard than locally
     probes = (
         ctx.probe_rows.select(read)
-        .sort("server", "client", "ts")
+        .sort("server", "client", "ts", "file", "line", maintain_order=True)
         .with_columns(pl.coalesce(era_of_probe(), pl.col("outcome")).alias("answer"))
     )
     if probes.is_empty():
@@ -140,7 +142,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         .collect(engine="streaming")
     )
     per_client = (
-        probes.join(costs, on=["file", "line"], how="left")
+        probes.join(costs, on=["file", "line"], how="left", maintain_order="left")
         .group_by(_KEYS)
         .agg(
             pl.len().alias("probes"),

@@ -94,7 +94,9 @@ def _era_changes(ctx: RuleContext) -> pl.DataFrame:
         ctx.probe_rows.select("server", "client", "ts", "file", "line", "outcome", "modern_versions")
         .with_columns(era_of_probe().alias("era"))
         .filter(pl.col("era").is_not_null())
-        .sort("server", "ts")
+        # in capture order: answers tied on time taken in the order their rows came would find other
+        # changes in a cluster's shard than locally
+        .sort("server", "ts", "file", "line", maintain_order=True)
         .with_columns(pl.col("era").shift(1).over("server").alias("old_era"))
         .filter(pl.col("old_era").is_not_null() & (pl.col("era") != pl.col("old_era")))
         .with_columns(pl.col("ts").shift(-1).over("server").alias("next_change_ts"))
@@ -118,7 +120,9 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
     the client's own latest probe before it: linear in the number of requests, however often eras flip.
     """
     # keyed like the request view (categoricals): the few changes and probes are converted
-    changes = _era_changes(ctx).with_columns(pl.col("server", "changer").cast(pl.Categorical())).sort("change_ts")
+    changes = _era_changes(ctx).with_columns(pl.col("server", "changer").cast(pl.Categorical())).sort(
+        "change_ts", "change_file", "change_line", maintain_order=True
+    )
     # only the requests to servers whose era changed can act in an old one
     reqs = ctx.requests.lazy().filter(pl.col("server").is_in(changes.get_column("server").unique().implode()))
     firsts = reqs.group_by(_KEYS).agg(pl.col("ts").min().alias("first_ts")).collect(engine="streaming")
@@ -390,7 +394,8 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
             pl.coalesce("peer", pl.lit("(no peer address)").cast(cat)),
             pl.from_epoch((pl.col("ts") * 1_000_000).cast(pl.Int64()), time_unit="us").alias("dt"),
         )
-        .sort("dt")
+        # answers tied on time in capture order, as in `_era_changes`
+        .sort("dt", "file", "line", maintain_order=True)
         # where the era differs from the group's previous answer: a window's runs are its first
         # answer's run and the changes after it (`rle_id` over each window is evaluated window by
         # window, and the windows are as many as the history is long)
