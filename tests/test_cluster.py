@@ -24,6 +24,7 @@ import pytest
 from analyzer.compact import ARCHIVE_SCHEMA
 from bench.dask_cluster import Cluster, dask_cluster
 from bench.generate import generate
+from tests.test_cluster_merge import tied_captures
 
 pytestmark = pytest.mark.e2e
 
@@ -230,17 +231,10 @@ def test_the_html_page_does_not_depend_on_the_order_probes_come_back_in(cluster:
     the page sorted its marks by server and time only, so tied marks kept the order their rows came
     in, which differs between the local run and the merge of the shards, and so did the page."""
     caps = tmp_path / "caps"
-    caps.mkdir()
     scenarios = ["probe-storm-stdio", "probe-storm-http", "auto-modern-stdio", "auto-legacy-http",
                  "rollout-split-http", "legacy-mode-dual-stdio"]
-    for i, scenario in enumerate(scenarios):
-        source = sorted((ROOT / "captures" / "corpus" / scenario).glob("*.jsonl"))[0]
-        records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
-        for n, record in enumerate(records):
-            record["server"] = f"server-{i % 3}"
-            if n and "ts" in record:
-                record["ts"] = 1.796e9 + i % 2 / 2
-        (caps / f"{i}-{source.name}").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    sources = [sorted((ROOT / "captures" / "corpus" / scenario).glob("*.jsonl"))[0] for scenario in scenarios]
+    tied_captures(sources, caps, servers=3, instants=2)
     archive = tmp_path / "archive"
     erascope("compact", caps, "--out", archive)
     local = erascope("analyze", archive, "--format", "html", "--quiet").stdout

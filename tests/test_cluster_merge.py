@@ -81,6 +81,20 @@ def test_keys_that_share_a_session_go_to_one_shard() -> None:
     assert sorted(shards_of({"a": 10, "b": 1, "c": 5, "d": 7}, 4)) == [("a",), ("b",), ("c",), ("d",)]
 
 
+def tied_captures(sources: list[Path], out: Path, *, servers: int, instants: int) -> None:
+    """`sources` copied into `out`, each under the key `server-{i % servers}`, every record after its
+    header at one of `instants` times half a second apart: probes and answers tied on time, many a
+    server's."""
+    out.mkdir()
+    for i, source in enumerate(sources):
+        records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
+        for n, record in enumerate(records):
+            record["server"] = f"server-{i % servers}"
+            if n and "ts" in record:
+                record["ts"] = 1.796e9 + i % instants / 2
+        (out / f"{i:03d}-{source.name}").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+
+
 def test_a_shard_run_after_other_work_gives_the_local_report(tmp_path: Path) -> None:
     """A worker runs shard after shard in one process: the categories, caches and row orders earlier
     work left in it must not change a finding. Probes and answers tied on time (a coarse clock, or
@@ -88,14 +102,7 @@ def test_a_shard_run_after_other_work_gives_the_local_report(tmp_path: Path) -> 
     so did a storm's answer runs, a split's evidence, a stale-era finding. The local report comes from
     a fresh process; the shards run here, after another archive was analyzed."""
     caps = tmp_path / "caps"
-    caps.mkdir()
-    for i, source in enumerate(sorted((ROOT / "captures" / "corpus").glob("*/*.jsonl"))):
-        records = [orjson.loads(line) for line in source.read_bytes().splitlines()]
-        for n, record in enumerate(records):
-            record["server"] = f"server-{i % 4}"
-            if n and "ts" in record:
-                record["ts"] = 1.796e9 + i % 3 / 2
-        (caps / f"{i:03d}-{source.name}").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    tied_captures(sorted((ROOT / "captures" / "corpus").glob("*/*.jsonl")), caps, servers=4, instants=3)
     archive = tmp_path / "archive"
     subprocess.run([str(ERASCOPE), "compact", str(caps), "--out", str(archive)], check=True, timeout=300)
     local = subprocess.run(

@@ -601,6 +601,29 @@ def test_a_fifo_in_the_directory_is_noted_not_opened(tmp_path: Path) -> None:
     assert res.stderr == f"erascope: {live / 'zz.jsonl'}: not a regular file (a FIFO)\n"
 
 
+def _one_capture(tmp_path: Path, scenario: str) -> tuple[Path, Path]:
+    """A folder to watch holding the corpus's `scenario` capture as `capture.jsonl`; (folder, file)."""
+    live = tmp_path / "live"
+    live.mkdir()
+    target = live / "capture.jsonl"
+    target.write_bytes(_corpus_capture(scenario))
+    return live, target
+
+
+def _corpus_capture(scenario: str) -> bytes:
+    return next((CORPUS / scenario).glob("*.jsonl")).read_bytes()
+
+
+def _replace(target: Path, new: bytes, how: str) -> None:
+    """Another capture under `target`'s name: moved over it (`rename`) or written into it (`rewrite`)."""
+    if how == "rename":
+        (target.parent / ".new").write_bytes(new)
+        os.replace(target.parent / ".new", target)
+    else:
+        with open(target, "wb") as f:  # truncated, then written: the same inode
+            f.write(new)
+
+
 @pytest.mark.parametrize("how", ["rename", "rewrite"])
 def test_a_file_replaced_under_its_name_is_read_from_its_start(
     tmp_path: Path, watches: list[Watch], how: str
@@ -608,20 +631,11 @@ def test_a_file_replaced_under_its_name_is_read_from_its_start(
     """A capture replaced by another under the same name (`mv new capture.jsonl`, or `cat new >
     capture.jsonl`) is a new file: read from byte 0, not from the old file's offset (mid-line: a bogus
     malformed line, a finding `analyze` does not give, the real one missed)."""
-    live = tmp_path / "live"
-    live.mkdir()
-    target = live / "capture.jsonl"
-    target.write_bytes(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    live, target = _one_capture(tmp_path, "auto-modern-stdio")
     w = Watch(str(live), "--format", "json", "--interval", "0.2", "--fail-on", "warning")
     watches.append(w)
     w.events_until(lambda ev: any(e["event"] == "era" for e in ev))
-    new = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
-    if how == "rename":
-        (live / ".new").write_bytes(new)
-        os.replace(live / ".new", target)
-    else:
-        with open(target, "wb") as f:  # truncated, then written: the same inode
-            f.write(new)
+    _replace(target, _corpus_capture("rollout-split-http"), how)
     w.events_until(lambda ev: False)  # until --fail-on ends it
     assert w.stop() == 1
     findings = [e for e in w.events() if e["event"] != "era"]
@@ -634,16 +648,12 @@ def test_a_file_rewritten_shorter_is_read_again(tmp_path: Path) -> None:
     """A file rewritten shorter than what was read of it is read from its start (not left unread
     until it grows past the old offset), and the old content's findings are no longer its results
     (withdrawn, once that is said)."""
-    live = tmp_path / "live"
-    live.mkdir()
-    target = live / "capture.jsonl"
-    target.write_bytes(next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes())
+    live, target = _one_capture(tmp_path, "rollout-split-http")
     clock = [1000.0]
     watcher = Watcher([str(live)], clock=lambda: clock[0])
     events = [e.as_json() for e in watcher.poll()]
     assert any(e["rule"] == "rollout-split" for e in events)
-    with open(target, "wb") as f:
-        f.write(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    _replace(target, _corpus_capture("auto-modern-stdio"), "rewrite")
     clock[0] += 30
     later = [e.as_json() for e in watcher.poll()]
     report = analyzed(live)
@@ -847,25 +857,16 @@ def test_a_file_replaced_between_its_check_and_its_read_is_read_from_its_start(
     before it read the new lines: what it read from the old offset is the new capture's middle. It is
     not analyzed (a finding `analyze` never gives, which ended `--fail-on` runs), and the file is read
     from its start."""
-    live = tmp_path / "live"
-    live.mkdir()
-    target = live / "capture.jsonl"
-    target.write_bytes(next((CORPUS / "auto-modern-stdio").glob("*.jsonl")).read_bytes())
+    live, target = _one_capture(tmp_path, "auto-modern-stdio")
     clock = [1000.0]
     watcher = Watcher([str(live)], clock=lambda: clock[0])
     events = [e.as_json() for e in watcher.poll()]
-    new = next((CORPUS / "rollout-split-http").glob("*.jsonl")).read_bytes()
     follow = Watcher._follow
 
     def follow_then_rewrite(self: Watcher, files: list[str]) -> None:
         follow(self, files)
         monkeypatch.undo()  # once
-        if how == "rename":
-            (live / ".new").write_bytes(new)
-            os.replace(live / ".new", target)
-        else:
-            with open(target, "wb") as f:
-                f.write(new)
+        _replace(target, _corpus_capture("rollout-split-http"), how)
 
     monkeypatch.setattr(Watcher, "_follow", follow_then_rewrite)
     for _ in range(3):
