@@ -333,7 +333,7 @@ class _Part:
     inode: tuple[int, int] | None = None
     """The plain file's (st_dev, st_ino): another file under its name is not this part."""
     checked: tuple[int, int] = (-1, -1)
-    """The plain file's (size, mtime_ns) when its header was last found unchanged."""
+    """The plain file's (size, mtime_ns) when its header was last found unchanged (`_read_new`)."""
     pieces: list[FileFacts] = field(default_factory=list)
     servers: set[str] = field(default_factory=set)
     horizon: float = float("-inf")
@@ -401,12 +401,12 @@ class Watcher:
             return []  # a glob matching nothing yet, a directory gone for a moment: the next round sees
 
     def _follow(self, files: list[str]) -> None:
-        """Drop every plain part whose file is no longer under its name: replaced (`mv new old`),
-        rewritten (truncated, or its header changed) or renamed (logrotate's rename before `create`)
-        is another file for `analyze`, or the same under another name, so it is read from its start as
-        a new part (what was read of the old one would be read from a stale offset, or named by a name
-        `analyze` does not give). A part whose file is only gone (rotated and compressed, removed) is
-        kept: its compressed copy goes on from the lines read."""
+        """Drop every plain part whose file is no longer under its name: replaced (`mv new old`) or
+        renamed (logrotate's rename before `create`) is another file for `analyze`, or the same under
+        another name, so it is read from its start as a new part (what was read of the old one would be
+        read from a stale offset, or named by a name `analyze` does not give). A part whose file is only
+        gone (rotated and compressed, removed) is kept: its compressed copy goes on from the lines read.
+        A file written over in place (the same inode) is found where it is read (`_read_new`)."""
         found: dict[str, os.stat_result] = {}
         for path in files:
             if not _is_compressed(path):
@@ -422,24 +422,9 @@ class Watcher:
             if st is None:
                 if part.inode not in inodes:
                     continue  # only gone
-            elif (st.st_dev, st.st_ino) == part.inode and not self._rewritten(part, st):
+            elif (st.st_dev, st.st_ino) == part.inode:
                 continue
             self._drop(part)
-
-    def _rewritten(self, part: _Part, st: os.stat_result) -> bool:
-        """The part's file (the same inode) was truncated or written over since it was read."""
-        if st.st_size < part.offset:
-            return True
-        if (st.st_size, st.st_mtime_ns) == part.checked:
-            return False
-        try:
-            # written over from its start (`cat new > file` between two rounds): its header changed
-            same = read_header(part.path) == part.header
-        except (InputError, OSError):
-            same = False
-        if same:
-            part.checked = (st.st_size, st.st_mtime_ns)
-        return not same
 
     def _drop(self, part: _Part) -> None:
         """Forget a part and what it contributed: its servers are analyzed again without it."""
@@ -501,30 +486,34 @@ class Watcher:
 
     def _read_new(self, part: _Part) -> bytes | None:
         """The complete lines written to `part` since it was last read (b"" when none); None when the
-        file under its name is no longer the part's (replaced or written over since `_follow` looked)."""
+        file under its name is no longer the part's: another moved there (since `_follow` looked), or
+        it was truncated or written over from its start (`cat new > file`)."""
         if part.compressed:
             return self._read_compressed(part)
         with open(part.path, "rb") as f:
             st = os.fstat(f.fileno())
-            if (st.st_dev, st.st_ino) != part.inode:
-                return None  # another file moved under the name since the round looked
-            if st.st_size <= part.offset:
-                return b""
-            f.seek(part.offset)
-            reads = [f.read(min(st.st_size - part.offset, READ_LIMIT))]
-            # a line longer than one read: read on to its end (or to the end written so far), each
-            # read searched once and all joined once (a line of L bytes is not copied L/READ_LIMIT times)
-            while b"\n" not in reads[-1] and (more := f.read(READ_LIMIT)):
-                reads.append(more)
-            # `cat new > file` landing between the round's look and this read: what was read from the
-            # old offset is the new capture's middle. A rewrite writes its header first, so a header
-            # unchanged after the read vouches for the bytes read before it.
-            try:
-                same = read_open_header(part.path, f) == part.header
-            except InputError:
-                same = False
-            if not same:
+            if (st.st_dev, st.st_ino) != part.inode or st.st_size < part.offset:
                 return None
+            reads = []
+            if st.st_size > part.offset:
+                f.seek(part.offset)
+                reads.append(f.read(min(st.st_size - part.offset, READ_LIMIT)))
+                # a line longer than one read: read on to its end (or to the end written so far), each
+                # read searched once and all joined once (a line of L bytes is not copied L/READ_LIMIT times)
+                while b"\n" not in reads[-1] and (more := f.read(READ_LIMIT)):
+                    reads.append(more)
+            # Its header, read after the lines: a rewrite writes its header first, so one unchanged
+            # then vouches for the bytes read before it, even when the rewrite landed between the
+            # round's look at the file and this read (read from the old offset: the new capture's
+            # middle). Unchanged while the file's size and mtime are.
+            if (st.st_size, st.st_mtime_ns) != part.checked:
+                try:
+                    same = read_open_header(part.path, f) == part.header
+                except InputError:
+                    same = False
+                if not same:
+                    return None
+                part.checked = (st.st_size, st.st_mtime_ns)
         data = b"".join(reads)
         return data[: data.rfind(b"\n") + 1]
 
@@ -553,22 +542,22 @@ class Watcher:
         """Read every file's new complete lines; the server keys they touched."""
         files = self._files()
         self._follow(files)
-        touched = set(self._dropped)
+        touched: set[str] = set()
         for path in files:
             part = self._part_for(path)
             if part is None or part.path != path:
                 continue
             try:
                 data = self._read_new(part)
+                if data is None:
+                    # another file now: what was read of the part goes, and the file is read from its start
+                    self._drop(part)
+                    part = self._part_for(path)
+                    data = self._read_new(part) if part is not None else None
             except OSError:
                 continue  # gone since it was listed (rotated, compressed, removed): the next round sees
-            if data is None:
-                # another file now: what was read of the part goes, the next round reads the file anew
-                self._drop(part)
-                touched |= part.servers
-                continue
             if not data:
-                continue
+                continue  # None again: written over once more while read, the next round sees
             first = part.lines + 1
             part.offset += len(data)
             part.lines += data.count(b"\n")
@@ -595,7 +584,7 @@ class Watcher:
                 servers = {server}
             part.servers |= servers
             touched |= servers
-        return touched
+        return touched | self._dropped
 
     # --- analyzing -------------------------------------------------------------------------------
     def poll(self) -> list[WatchEvent]:

@@ -123,8 +123,9 @@ def test_probe_abandoned_at_once_is_not_a_timeout() -> None:
 
 
 def _storm_at_one_instant(order: list[int]) -> Scenario:
-    # a spawn per call whose probes were all written at one instant (a coarse clock), each answered
-    # as the one before or not, created in `order`: the capture is the same, only its rows' order differs
+    # a spawn per call whose probes were all written at one instant (a coarse clock), the first twelve
+    # answered one way and the rest another, created in `order`: the capture is the same, only its
+    # rows' order differs
     s = Scenario()
     for i in order:
         c = s.conn("weather", f"spawn{i:02d}", client="agent")
