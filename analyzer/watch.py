@@ -211,7 +211,8 @@ class WatchEvent:
 
     kind: str
     """`finding`, `finding-update` (a finding reported before, its evidence grown), `withdrawn` (a
-    finding reported before that the traffic read since no longer proves) or `era`."""
+    finding or era change reported before that the traffic read since no longer proves: `era` is
+    set for an era change) or `era`."""
     server: str
     ts: float | None
     """When it happened in the capture (the finding's first evidence, the era change's deciding line)."""
@@ -221,7 +222,7 @@ class WatchEvent:
     severity: str | None = None
     """The finding's severity; None for an era change."""
     era: str | None = None
-    """The era the server changed to; None for a finding."""
+    """The era the server changed to; None for a finding (and a finding withdrawn)."""
     previous: str | None = None
     """The era before (None for the server's first era, and for a finding)."""
     message: str = ""
@@ -254,15 +255,16 @@ class WatchEvent:
         names) with control characters shown, not acted on, as in the text report."""
         where = " ".join(f"{e.file}:{e.line}" for e in self.evidence[:3])
         more = f" (+{len(self.evidence) - 3} more)" if len(self.evidence) > 3 else ""
-        if self.kind != ERA:
+        why = " (no longer holds)" if self.kind == WITHDRAWN else ""
+        if self.era is None:
             head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
             if self.client is not None:
                 head += f" client={self.client}"
             moved = "" if self.replaces is None else f" (first line was {self.replaces.file}:{self.replaces.line})"
-            why = " (no longer holds)" if self.kind == WITHDRAWN else ""
             return visible(f"{head}: {self.message}{why} [{where}{more}]{moved}")
         was = f" (was {self.previous})" if self.previous else ""
-        return visible(f"{_iso(self.ts)} era server={self.server} {self.era}{was} [{where}]")
+        head = f"{_iso(self.ts)} {'' if self.kind == ERA else self.kind + ' '}era server={self.server}"
+        return visible(f"{head} {self.era}{was}{why} [{where}]")
 
 
 def _evidence_json(e: Evidence) -> dict[str, Any]:
@@ -362,7 +364,8 @@ class Watcher:
         self.clock = clock
         self._parts: dict[bytes, _Part] = {}
         self._by_path: dict[str, _Part] = {}
-        self._reported: set[tuple[Any, ...]] = set()
+        self._eras: dict[str, dict[tuple[str, tuple[str, int]], WatchEvent]] = {}
+        """Reported era changes by server, then by (era, deciding line as `_same_data`)."""
         self._findings: dict[tuple[Any, ...], dict[tuple[str, int] | None, _Reported]] = {}
         """Reported findings by (rule, server, client), then by first evidence line (`_same_data`)."""
         self._wake: dict[str, float] = {}
@@ -657,16 +660,22 @@ class Watcher:
         self, findings: list[Finding], servers: list[Any], touched: set[str], undecided: set[str]
     ) -> list[WatchEvent]:
         events: list[WatchEvent] = []
-        for v in servers:
-            if v.server not in touched or v.server in undecided:
-                continue
+        timelines = {v.server: v.timeline for v in servers}
+        for server in sorted(touched - undecided, key=str):
+            reported = self._eras.setdefault(server, {})
+            current: set[tuple[str, tuple[str, int]]] = set()
             previous = None
-            for t in v.timeline:
-                key = (ERA, v.server, t.era, _same_data(t.evidence))
-                if key not in self._reported:
-                    self._reported.add(key)
-                    events.append(WatchEvent(ERA, v.server, t.ts, (t.evidence,), era=t.era, previous=previous))
+            for t in timelines.get(server, ()):
+                key = (t.era, _same_data(t.evidence))
+                current.add(key)
+                if key not in reported:
+                    reported[key] = WatchEvent(ERA, server, t.ts, (t.evidence,), era=t.era, previous=previous)
+                    events.append(reported[key])
                 previous = t.era
+            # a file read later moved the change (a capture copied in late holds it earlier), or took
+            # the server's traffic away (a capture emptied): what was reported is no longer analyze's
+            for key in [k for k in reported if k not in current]:
+                events.append(replace(reported.pop(key), kind=WITHDRAWN))
         shown = [f for f in findings if f.server in touched and f.server not in undecided]
         current = {(f.rule, f.server, f.client, _first_line(f)) for f in shown}
         for f in shown:

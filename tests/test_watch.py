@@ -130,17 +130,24 @@ def _loc(e: dict[str, Any]) -> tuple[str, int]:
 
 
 def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
-    """The same from watch's events: each finding's last report (`finding-update` replaces it)."""
+    """The same from watch's events: each finding's last report (`finding-update` replaces it), and
+    the era changes reported and not withdrawn since."""
     last: dict[Any, Any] = {}
+    eras: set[Any] = set()
     for e in events:
+        era = (e["server"], e["era"], _loc(e["evidence"][0])) if e["era"] is not None else None
         if e["event"] in ("finding", "finding-update"):
             if e.get("replaces"):  # the finding's first line moved: the report it replaces goes
                 del last[(e["rule"], e["server"], e["client"], _loc(e["replaces"]))]
             last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))] = e
+        elif e["event"] == "era":
+            assert era not in eras  # reported once
+            eras.add(era)
+        elif era is not None:  # an era change withdrawn
+            eras.remove(era)
         elif e["event"] == "withdrawn":  # the finding no longer holds: its reports go
             del last[(e["rule"], e["server"], e["client"], _loc(e["evidence"][0]))]
     findings = {(e["rule"], e["server"], tuple(_loc(x) for x in e["evidence"])) for e in last.values()}
-    eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in events if e["event"] == "era"}
     return findings, eras
 
 
@@ -638,8 +645,8 @@ def test_a_file_replaced_under_its_name_is_read_from_its_start(
     _replace(target, _corpus_capture("rollout-split-http"), how)
     w.events_until(lambda ev: False)  # until --fail-on ends it
     assert w.stop() == 1
-    findings = [e for e in w.events() if e["event"] != "era"]
-    assert reported(findings)[0] == expected(analyze_json(live))[0]
+    findings = [e for e in w.events() if e["era"] is None]
+    assert reported(findings)[0] == expected(analyze_json(live))[0]  # --fail-on ends it before its eras
     assert [e["rule"] for e in findings] == ["rollout-split"]
     assert w.errors == []
 
@@ -657,9 +664,7 @@ def test_a_file_rewritten_shorter_is_read_again(tmp_path: Path) -> None:
     clock[0] += 30
     later = [e.as_json() for e in watcher.poll()]
     report = analyzed(live)
-    assert reported(events + later)[0] == expected(report)[0]  # era events printed stay printed
-    eras = {(e["server"], e["era"], _loc(e["evidence"][0])) for e in later if e["event"] == "era"}
-    assert eras == expected(report)[1]
+    assert reported(events + later) == expected(report)
     verdicts, findings = watcher.results()
     assert ([v.server for v in verdicts], findings) == (["auto-modern-stdio-server"], [])
 
@@ -811,9 +816,12 @@ def test_findings_of_a_capture_emptied_are_withdrawn(tmp_path: Path, left: str) 
         f.write(source[: source.index(b"\n") + 1] if left == "header" else b"")
     clock[0] += 30
     later = [e.as_json() for e in watcher.poll()]
-    assert [(e["event"], e["rule"]) for e in later] == [("withdrawn", "rollout-split")]
-    assert reported(events + later)[0] == set()
-    assert watcher.results()[1] == []
+    assert [e["rule"] for e in later if e["era"] is None] == ["rollout-split"]
+    eras = [(e["server"], e["era"], e["evidence"]) for e in events if e["event"] == "era"]
+    assert eras and sorted(eras) == sorted((e["server"], e["era"], e["evidence"]) for e in later if e["era"])
+    assert {e["event"] for e in later} == {"withdrawn"}
+    assert reported(events + later) == (set(), set())
+    assert watcher.results() == ([], [])
 
 
 @pytest.mark.parametrize("first", ["fifo", "future-format"])
@@ -875,4 +883,68 @@ def test_a_file_replaced_between_its_check_and_its_read_is_read_from_its_start(
     want = expected(analyzed(live))
     said = {(e["rule"], e["server"]) for e in events if e["event"] in ("finding", "finding-update")}
     assert said == {(rule, server) for rule, server, _ in want[0]}
-    assert reported(events)[0] == want[0]
+    assert reported(events) == want
+
+
+def _moved_copy(source: Path, seconds: float) -> bytes:
+    """`source` as another recorder run (another pid in its header) whose records came `seconds` later."""
+    head, *body = source.read_bytes().splitlines()
+    header = json.loads(head)
+    header["recorder_pid"] += 1
+    return json.dumps(header).encode() + b"\n" + b"".join(_later(line, seconds) for line in body)
+
+
+def test_an_era_change_a_later_read_file_moves_earlier_is_withdrawn(tmp_path: Path) -> None:
+    """A capture copied in late (another host's, rsynced) can hold a server's upgrade earlier than the
+    files read so far: the era change watch reported from those is no longer where `analyze` puts
+    it. Watch says so, as for a finding, so that its last word on each era change is analyze's."""
+    live = tmp_path / "live"
+    live.mkdir()
+    legacy, modern = sorted((CORPUS / "upgrade-stdio").glob("*.jsonl"))
+    (live / "a-legacy.jsonl").write_bytes(legacy.read_bytes())
+    (live / "b-modern-later.jsonl").write_bytes(_moved_copy(modern, 100.0))
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    assert [(e["era"], Path(e["evidence"][0]["file"]).name) for e in events if e["event"] == "era"] == [
+        ("legacy", "a-legacy.jsonl"),
+        ("modern", "b-modern-later.jsonl"),
+    ]
+    (live / "c-modern.jsonl").write_bytes(modern.read_bytes())
+    clock[0] += 30
+    round_two = watcher.poll()
+    later = [e.as_json() for e in round_two]
+    text = " withdrawn era server=upgrade-stdio-server modern (was legacy) (no longer holds) ["
+    assert text in round_two[1].as_text()
+    assert [(e["event"], e["era"], Path(e["evidence"][0]["file"]).name) for e in later] == [
+        ("era", "modern", "c-modern.jsonl"),
+        ("withdrawn", "modern", "b-modern-later.jsonl"),
+    ]
+    assert later[0]["previous"] == "legacy"
+    assert reported(events + later) == expected(analyzed(live))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_captures_copied_in_out_of_time_order(tmp_path: Path, seed: int) -> None:
+    """A folder that other hosts' captures are copied into (rsync, a shared mount) gets them in any
+    order: a server's first era, its upgrade, the line that decides each, can come in a file read
+    after the ones watch has reported on. Each file arrives whole, in a shuffled order, a round each:
+    watch's last word on every finding and era change is what `analyze` gives afterwards."""
+    from bench.generate import generate
+
+    source = tmp_path / "source"
+    generate(source, 1 << 20, files=3, spawns=12, seed=seed, clean=True)
+    files = sorted(source.glob("*.jsonl"))
+    random.Random(seed).shuffle(files)
+    live = tmp_path / "live"
+    live.mkdir()
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = []
+    for f in files:
+        (live / f.name).write_bytes(f.read_bytes())
+        clock[0] += 30
+        events += [e.as_json() for e in watcher.poll()]
+    assert any(e["event"] == "withdrawn" and e["era"] for e in events)  # the order mattered
+    assert reported(events) == expected(analyzed(live))
