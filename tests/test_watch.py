@@ -948,3 +948,18 @@ def test_captures_copied_in_out_of_time_order(tmp_path: Path, seed: int) -> None
         events += [e.as_json() for e in watcher.poll()]
     assert any(e["event"] == "withdrawn" and e["era"] for e in events)  # the order mattered
     assert reported(events) == expected(analyzed(live))
+
+
+def test_a_part_deleted_keeps_what_it_contributed(tmp_path: Path) -> None:
+    """The recorders' retention bound deletes the oldest closed parts while watch runs: what watch
+    reported from them stands (no `withdrawn` storm after each sweep), and it goes on judging the
+    traffic it has seen, as README says."""
+    live, target = _one_capture(tmp_path, "rollout-split-http")
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = watcher.poll()
+    assert [e.rule for e in events if e.kind == "finding"] == ["rollout-split"]
+    target.unlink()
+    clock[0] += 30
+    assert watcher.poll() == []
+    assert [f.rule for f in watcher.results()[1]] == ["rollout-split"]
