@@ -364,8 +364,8 @@ class Watcher:
         self.clock = clock
         self._parts: dict[bytes, _Part] = {}
         self._by_path: dict[str, _Part] = {}
-        self._eras: dict[str, dict[tuple[str, tuple[str, int]], WatchEvent]] = {}
-        """Reported era changes by server, then by (era, deciding line as `_same_data`)."""
+        self._eras: dict[str, dict[tuple[str, tuple[str, int], str | None], WatchEvent]] = {}
+        """Reported era changes by server, then by (era, deciding line as `_same_data`, era before)."""
         self._findings: dict[tuple[Any, ...], dict[tuple[str, int] | None, _Reported]] = {}
         """Reported findings by (rule, server, client), then by first evidence line (`_same_data`)."""
         self._wake: dict[str, float] = {}
@@ -663,17 +663,18 @@ class Watcher:
         timelines = {v.server: v.timeline for v in servers}
         for server in sorted(touched - undecided, key=str):
             reported = self._eras.setdefault(server, {})
-            current: set[tuple[str, tuple[str, int]]] = set()
+            current: set[tuple[str, tuple[str, int], str | None]] = set()
             previous = None
             for t in timelines.get(server, ()):
-                key = (t.era, _same_data(t.evidence))
+                key = (t.era, _same_data(t.evidence), previous)
                 current.add(key)
                 if key not in reported:
                     reported[key] = WatchEvent(ERA, server, t.ts, (t.evidence,), era=t.era, previous=previous)
                     events.append(reported[key])
                 previous = t.era
-            # a file read later moved the change (a capture copied in late holds it earlier), or took
-            # the server's traffic away (a capture emptied): what was reported is no longer analyze's
+            # a file read later moved the change (a capture copied in late holds it earlier), put
+            # another era before it, or took the server's traffic away (a capture emptied): what was
+            # reported is no longer analyze's
             for key in [k for k in reported if k not in current]:
                 events.append(replace(reported.pop(key), kind=WITHDRAWN))
         shown = [f for f in findings if f.server in touched and f.server not in undecided]

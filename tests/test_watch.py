@@ -119,9 +119,14 @@ def analyzed(path: Path) -> dict[str, Any]:
 
 
 def expected(report: dict[str, Any]) -> tuple[set[Any], set[Any]]:
-    """(findings as rule, server, evidence) and (era changes as server, era, deciding line) of a report."""
+    """(findings as rule, server, evidence) and (era changes as server, era, deciding line, era
+    before) of a report."""
     findings = {(f["rule"], f["server"], tuple(_loc(e) for e in f["evidence"])) for f in report["findings"]}
-    eras = {(s["server"], t["era"], _loc(t["evidence"])) for s in report["servers"] for t in s["timeline"]}
+    eras = {
+        (s["server"], t["era"], _loc(t["evidence"]), s["timeline"][i - 1]["era"] if i else None)
+        for s in report["servers"]
+        for i, t in enumerate(s["timeline"])
+    }
     return findings, eras
 
 
@@ -135,7 +140,7 @@ def reported(events: list[dict[str, Any]]) -> tuple[set[Any], set[Any]]:
     last: dict[Any, Any] = {}
     eras: set[Any] = set()
     for e in events:
-        era = (e["server"], e["era"], _loc(e["evidence"][0])) if e["era"] is not None else None
+        era = (e["server"], e["era"], _loc(e["evidence"][0]), e["previous"]) if e["era"] is not None else None
         if e["event"] in ("finding", "finding-update"):
             if e.get("replaces"):  # the finding's first line moved: the report it replaces goes
                 del last[(e["rule"], e["server"], e["client"], _loc(e["replaces"]))]
