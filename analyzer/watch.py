@@ -663,11 +663,11 @@ class Watcher:
         timelines = {v.server: v.timeline for v in servers}
         for server in sorted(touched - undecided, key=str):
             reported = self._eras.setdefault(server, {})
-            current: set[tuple[str, tuple[str, int], str | None]] = set()
+            timeline: set[tuple[str, tuple[str, int], str | None]] = set()
             previous = None
             for t in timelines.get(server, ()):
                 key = (t.era, _same_data(t.evidence), previous)
-                current.add(key)
+                timeline.add(key)
                 if key not in reported:
                     reported[key] = WatchEvent(ERA, server, t.ts, (t.evidence,), era=t.era, previous=previous)
                     events.append(reported[key])
@@ -675,7 +675,7 @@ class Watcher:
             # a file read later moved the change (a capture copied in late holds it earlier), put
             # another era before it, or took the server's traffic away (a capture emptied): what was
             # reported is no longer analyze's
-            for key in [k for k in reported if k not in current]:
+            for key in [k for k in reported if k not in timeline]:
                 events.append(replace(reported.pop(key), kind=WITHDRAWN))
         shown = [f for f in findings if f.server in touched and f.server not in undecided]
         current = {(f.rule, f.server, f.client, _first_line(f)) for f in shown}
