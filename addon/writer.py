@@ -12,16 +12,18 @@ recorder being killed. `fsync` happens when a part is rotated out and on `close(
 
 Failure policy: when a write fails (disk full, file unwritable, directory gone) every record it
 carried is counted as lost, `on_error` is called once with a clear message, and the writer keeps
-trying with each new record. A short write keeps the lines it wrote whole and counts the others as
-lost; at most its last line is torn, and the rest of that line is what the part gets first once a
-write succeeds again (the line is then whole, and no longer lost: a torn half never glues onto the
-next line). A line short only of its newline reads whole and counts as written. When a write
-succeeds again, a `capture-error` record with the count lost so far is written first, so the gap is
-visible inside the capture too. Writes into a part that was removed (its directory deleted) succeed
-and go nowhere: the writer looks at the open part's link count before a batch, at most every
-`_PART_CHECK_INTERVAL` seconds (an `fstat` costs about what a small batch's write does), and counts
-every record of a removed part as lost, reports it, and opens a new part. `close()` reports
-the final count.
+trying with each new record. A write that stops short is written on from where it stopped (the
+kernel caps one call at 0x7ffff000 bytes); when that fails (the disk is full), the lines written
+whole are kept and the others counted as lost; at most the last line is torn, and the rest of that
+line is what the part gets first once a write succeeds again (the line is then whole, and no longer
+lost: a torn half never glues onto the next line). A line short only of its newline reads whole and
+counts as written. When a write succeeds again, a `capture-error` record with the count lost so far
+is written first, so the gap is visible inside the capture too. Writes into a part that was removed
+(its directory deleted) succeed and go nowhere: the writer looks at the open part's link count
+before a batch, at most every `_PART_CHECK_INTERVAL` seconds (an `fstat` costs about what a small
+batch's write does), and counts every record of a removed part as lost, reports it, and opens a new
+part. `close()` waits for the writer as long as it makes progress, and reports the final count (or,
+after `timeout` seconds without progress, what the writer did not get to write).
 
 Rotation and retention: a part is rotated out when the next record would take it past
 `rotate_bytes`, or once it is `rotate_age` seconds old (also while no record comes: the writer
@@ -108,6 +110,32 @@ def default_capture_dir() -> Path:
 def mitmproxy_confdir() -> Path:
     """mitmproxy's confdir for `record http`: its CA files stay in erascope's state, not in ~/.mitmproxy."""
     return state_dir() / "mitmproxy"
+
+
+def _write_on(fd: int, pieces: list[bytes | memoryview], written: int, size: int) -> tuple[int, str]:
+    """After a write of `pieces` (`size` bytes) that wrote `written`, write the rest, as long as each
+    call writes something. Returns the bytes written in all, and why it stopped short (", " and the
+    error; "" when it did not).
+
+    A write to a regular file stops short without an error at the kernel's limit for one call
+    (0x7ffff000 bytes on Linux: a line of over 2 GiB), and the rest is to be written on; a disk that
+    filled up shows in the next call, which fails, so a short write is a failure only then.
+    """
+    while 0 < written < size:
+        rest: list[bytes | memoryview] = []
+        offset = 0
+        for piece in pieces:
+            if offset + len(piece) > written:
+                rest.append(memoryview(piece)[max(0, written - offset) :])
+            offset += len(piece)
+        try:
+            more = os.write(fd, rest[0]) if len(rest) == 1 else os.writev(fd, rest)
+        except OSError as exc:
+            return written, f", then {exc}"
+        if more == 0:
+            break
+        written += more
+    return written, ""
 
 
 def _encode_long(record: dict[str, Any]) -> bytes | chain.Pieced | None:
@@ -325,12 +353,30 @@ class CaptureWriter:
         return done.wait(timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Write everything queued, fsync, close. Reports lost records through `on_error`."""
+        """Write everything queued, fsync, close. Reports lost records through `on_error`.
+
+        Waits as long as the writer makes progress (a huge record to a slow disk can take minutes),
+        and gives up once `timeout` seconds pass without any (a hung mount), saying what is missing.
+        """
         if self._closed:
             return
         self._closed = True
         self._queue.put(_STOP)
-        self._thread.join(timeout)
+        progress = self._progress()
+        while True:
+            self._thread.join(timeout)
+            if not self._thread.is_alive():
+                break
+            now = self._progress()
+            if now == progress:
+                if self._on_error is not None:
+                    self._on_error(
+                        f"erascope: capture incomplete: the capture writer was still writing after {timeout:g} s"
+                        f" without progress; {self._queue.qsize()} queued record(s) and the part's closing"
+                        " record are missing; traffic was relayed unaffected"
+                    )
+                break
+            progress = now
         if self.keeper is not None:
             self.keeper.close(timeout)  # the last part is compressed before the recorder reports it
         if self.lost and self._on_error is not None:
@@ -577,6 +623,16 @@ class CaptureWriter:
         self.lost -= 1  # the error record itself is not traffic; do not count it as lost
         return False
 
+    def _progress(self) -> tuple[int, int]:
+        """What grows while the writer works: the bytes it counted written, and the open part's size
+        (which a long write grows before it returns)."""
+        paths = self.paths.copy()  # the writer thread appends and pops
+        try:
+            size = os.stat(paths[-1]).st_size if paths else -1
+        except OSError:
+            size = -1
+        return self.bytes_written, size
+
     @property
     def bytes_written(self) -> int:
         """Bytes written to parts (every line, headers included); readable from any thread."""
@@ -626,6 +682,9 @@ class CaptureWriter:
             n = os.write(self._fd, pieces[0]) if len(pieces) == 1 else os.writev(self._fd, pieces)
         except OSError as exc:
             return 0, str(exc)
+        why = ""
+        if n != size:
+            n, why = _write_on(self._fd, pieces, n, size)
         if n == size:
             done = len(lines)
             self.digest = digest
@@ -639,7 +698,7 @@ class CaptureWriter:
         self._part_bytes += n
         self._part_records += done
         if n != size and done < len(lines):
-            return done, f"short write ({n} of {size} bytes)"
+            return done, f"short write ({n} of {size} bytes{why})"
         return done, None
 
     def _complete_torn(self) -> str | None:
@@ -654,6 +713,7 @@ class CaptureWriter:
             n = os.write(self._fd, self._torn)
         except OSError as exc:
             return str(exc)
+        n, why = _write_on(self._fd, [self._torn], n, size)
         self._part_bytes += n
         self._torn = self._torn[n:]
         if len(self._torn) <= 1 and self._torn_lost >= 0:  # whole for a reader, at most its newline to come
@@ -662,7 +722,7 @@ class CaptureWriter:
             self._part_records += 1
             self.digest = self._torn_digest
             self._torn_lost = -1
-        return f"short write ({n} of {size} bytes)" if self._torn else None
+        return f"short write ({n} of {size} bytes{why})" if self._torn else None
 
     def _whole_lines(self, pieces: list[bytes | memoryview], written: int) -> int:
         """After a short write of `pieces`: how many lines it wrote whole; the chain goes back to the last,

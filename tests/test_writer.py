@@ -276,6 +276,8 @@ def test_short_write_is_a_loss_not_a_silent_tear(tmp_path: Path, monkeypatch: py
         calls["n"] += 1
         if calls["n"] == 2:  # the first record after the header
             return real_write(fd, data[: len(data) // 2])
+        if calls["n"] == 3:  # a real disk full after a short write: the next call fails
+            raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
     monkeypatch.setattr(writer_mod.os, "write", write)
