@@ -372,8 +372,8 @@ class CaptureWriter:
                 if self._on_error is not None:
                     self._on_error(
                         f"erascope: capture incomplete: the capture writer was still writing after {timeout:g} s"
-                        f" without progress; {self._queue.qsize()} queued record(s) and the part's closing"
-                        " record are missing; traffic was relayed unaffected"
+                        " without progress; the records it had not written yet and the part's closing record"
+                        " are missing; traffic was relayed unaffected"
                     )
                 break
             progress = now
