@@ -851,8 +851,10 @@ def verify_cmd(
         LinesFormat, typer.Option("--format", "-f", case_sensitive=False, help="Output format.")
     ] = LinesFormat.TEXT,
 ) -> None:
-    """Check the hash chains of captures: report with file:line every line removed, changed, reordered
-    or inserted, a rotated part missing, and captures that were never closed (a crash, not tampering).
+    """Check the hash chains of captures: what was removed, changed, reordered or inserted, and where.
+
+    Reports with file:line every line removed, changed, reordered or inserted, a rotated part missing,
+    and captures that were never closed (a crash, not tampering).
 
     Exit status: 0 when nothing was found, 1 when a chain is broken, 2 when an input cannot be
     checked (unreadable, not a capture, keyed with a key not given). Example:

@@ -46,3 +46,11 @@ def test_readme_gives_the_two_fresh_clone_commands_and_ci_runs_the_test_one() ->
     makefile = (ROOT / "Makefile").read_text()
     assert "erascope analyze captures/" in makefile.split("report:", 1)[1].split("\n\n", 1)[0]
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("group", [[], ["record"]], ids=["erascope", "erascope record"])
+def test_each_command_is_summed_up_in_one_line_of_the_list(group: list[str]) -> None:
+    # The list shows a docstring's first paragraph as written: a line break in it breaks the row.
+    result = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "200"})
+    rows = result.stdout.split("Commands", 1)[1].splitlines()[1:-1]
+    assert rows and all(not row.startswith("│  ") for row in rows), "\n".join(rows)
