@@ -584,8 +584,12 @@ class HttpRecorder:
         if updated & relevant:
             # a new policy or place starts a new capture: one header must describe all its records
             self._close_writer()
+            try:
+                redactor = Redactor()
+            except ErascopeError as exc:
+                raise exceptions.OptionsError(str(exc)) from exc
             self.redaction = HttpRedaction(
-                Redactor(),
+                redactor,
                 enabled=opts.erascope_redact,
                 bodies=opts.erascope_bodies,
                 extra_headers=list(opts.erascope_redact_headers),

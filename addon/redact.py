@@ -8,16 +8,20 @@ the erascope state directory.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import re
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Final
 from urllib.parse import unquote_plus, unquote_to_bytes
 
 import orjson
+
+from addon.errors import ErascopeError
 
 HASH_PREFIX: Final = "hmac:"
 
@@ -43,28 +47,47 @@ def _key_path() -> Path:
 
 
 def load_key() -> bytes:
-    """The redaction key: `$ERASCOPE_REDACT_KEY`, else a per-host key file created on first use."""
+    """The redaction key: `$ERASCOPE_REDACT_KEY`, else a per-host key file created on first use.
+
+    `ErascopeError` for a key file found empty: hashing with an empty key would hide nothing.
+    """
     env = os.environ.get("ERASCOPE_REDACT_KEY")
     if env:
         return env.encode()
     path = _key_path()
     try:
-        return path.read_bytes().strip()
-    except FileNotFoundError:
-        pass
+        made = None if path.exists() else _make_key(path)
+        if made is not None:
+            return made
+        key = path.read_bytes().strip()
     except OSError:
         return secrets.token_hex(32).encode()  # unreadable: correlate within this run only
+    if not key:
+        raise ErascopeError(
+            f"the redaction key file {path} is empty: remove it (a new key is made) or set $ERASCOPE_REDACT_KEY"
+        )
+    return key
+
+
+def _make_key(path: Path) -> bytes | None:
+    """A new key put in `path`; None when another recorder put one there first.
+
+    The key is written to a file of its own and linked into place, which never replaces: a recorder
+    starting at the same moment finds no key file or a whole one, never one made but not yet written.
+    """
+    key = secrets.token_hex(32).encode()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".redact.key.")  # mode 0600
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        key = secrets.token_hex(32).encode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(key)
-        return key
-    except FileExistsError:  # another recorder won the race; use its key
-        return path.read_bytes().strip()
-    except OSError:
-        return secrets.token_hex(32).encode()
+        os.link(tmp, path)
+    except FileExistsError:
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return key
 
 
 class Redactor:
