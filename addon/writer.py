@@ -57,6 +57,7 @@ import orjson
 
 from addon import chain
 from addon import format as fmt
+from addon.memory import release_freed
 from addon.retention import PartKeeper, Retention, open_locked
 from addon.version import tool_version
 
@@ -79,6 +80,15 @@ _TEXT_BLOCK: Final = 1 << 20
 _TEXT_BLOCKS: Final = 512
 """Blocks a long payload is encoded in at most (longer ones take longer blocks): with the record's two
 ends and its seal, its line stays within the pieces one `os.writev` takes."""
+_TRIM_BYTES: Final = 8 << 20
+"""Bytes of a long payload's pieces let go between two hand-backs of freed memory (`release_freed`).
+
+The pieces are let go as they are encoded (`_text_blocks`), but that lowers the tee's memory only
+when glibc gave each piece a mapping of its own. It does so only for a block past a threshold it
+raises to the largest mapped block freed so far (up to 32 MiB): once a pump's megabyte read buffer
+was freed (the client's pump ends at its EOF), a long line's pieces land in a reading thread's heap,
+which is given back only from its top, and stayed resident, freed, while the encoded record grew
+beside them: twice the line at the peak."""
 _BATCH_PIECES: Final = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 16, 1024) - 3
 """Pieces one `os.writev` may take (less one sealed line's worth)."""
 
@@ -176,7 +186,7 @@ def _text_blocks(text: fmt.PieceText) -> list[bytes | memoryview]:
     decode = codecs.getincrementaldecoder("utf-8")().decode  # keeps a character cut at a block's end
     out: list[bytes | memoryview] = []
     group: list[bytes] = []
-    held = 0
+    held = let_go = 0
     for i in range(len(chunks)):
         chunk, chunks[i] = chunks[i], b""  # let go once encoded: the payload is never held twice over
         group.append(chunk)
@@ -193,7 +203,11 @@ def _text_blocks(text: fmt.PieceText) -> list[bytes | memoryview]:
             out.append(base64.b64encode(memoryview(data)[:cut]))
         else:
             out.append(memoryview(orjson.dumps(decode(data, last)))[1:-1])
+        let_go += len(data)
         del data, chunk  # before the next block's text is made
+        if let_go >= _TRIM_BYTES:  # what was let go must leave the process, not only the payload
+            release_freed()
+            let_go = 0
     text.pieces, text.encoded = None, out
     return out
 
@@ -437,6 +451,9 @@ class CaptureWriter:
                     if now - self._last_fsync >= self.fsync_interval:
                         self._fsync()
                         self._last_fsync = now
+            # Let go of the records before waiting for more: held until the next came, a long payload's
+            # encoded record stayed alive while the next long line was read (both, at that one's peak).
+            del batch, item
             for event in waiting:
                 event.set()
             if stop:

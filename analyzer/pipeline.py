@@ -22,13 +22,13 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import ErascopeError
+from addon.memory import release_freed
 from analyzer.clients import client_table
 from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
 from analyzer.identity import connection_identities
 from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
-from analyzer.memory import release_freed
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
 from analyzer.rules import RuleContext, RuleOptions, run_rules, stages_together
 from analyzer.selection import Selection

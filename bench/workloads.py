@@ -116,8 +116,8 @@ class _HeapSampler:
 def combined(facts: list[Any]) -> tuple[Any, Any, Any]:
     """The files' facts combined as `analyze_facts` combines them: (inputs, messages, traffic). The
     per-file facts are let go (`facts` is emptied) and the freed C heap handed back."""
+    from addon.memory import release_freed
     from analyzer.load import combine
-    from analyzer.memory import release_freed
     from analyzer.pipeline import _inputs
 
     inputs = _inputs(facts)

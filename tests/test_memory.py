@@ -1,4 +1,4 @@
-"""Memory the analysis holds: `analyzer.memory.release_freed` (freed C heap handed back to the system, a
+"""Memory the analysis holds: `addon.memory.release_freed` (freed C heap handed back to the system, a
 no-op where there is none), and what reading many files leaves behind."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from analyzer import memory
+from addon import memory
 from analyzer.archive import SOURCES_DIR, is_source_entry
 from analyzer.load import extract_files, find_inputs
 

@@ -504,36 +504,65 @@ def test_ten_megabyte_line_both_ways(tmp_path: Path, clean_env: dict[str, str]) 
 
 
 LONG_ANSWER = """
-import os, sys
-piece, count = sys.argv[1].encode(), int(sys.argv[2])
-os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"')
-for _ in range(count):  # written as it is made: the server never holds the line
-    view = memoryview(piece)
-    while view:
-        view = view[os.write(1, view) :]
-os.write(1, b'"}]}}\\n')
+import os, sys, time
+piece, count, answers = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
+for n in range(answers):
+    if n:
+        time.sleep(2)  # the tee has written the answer before and waits for the next line
+    os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"')
+    for _ in range(count):  # written as it is made: the server never holds the line
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(1, view) :]
+    os.write(1, b'"}]}}\\n')
 """
-"""A server that answers once, with one line of `count` times the JSON text `piece`, and exits."""
+"""A server that answers `answers` times, 2 s apart, with one line of `count` times the JSON text
+`piece`, and exits."""
 
 TEXT_PIECE = 'A tool\u2019s output \u2014 \\"quoted\\", on lines\\n\\t' * 64
 """JSON string content as a tool result holds it: escapes (which a capture escapes once more), and
 characters beyond Latin-1 (which make Python hold the text in two bytes a character)."""
 
 
-def _answer_through_tee(out: Path, env: dict[str, str], count: int) -> tuple[int, bytes]:
-    """Relay `LONG_ANSWER`'s line through a real tee: the tee's peak RSS in bytes (wait4), and what the
-    client got."""
-    proc = subprocess.Popen(
-        tee_cmd(out, PY, "-c", LONG_ANSWER, TEXT_PIECE, str(count)), stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE, env=env,
-    )  # fmt: skip
-    assert proc.stdout is not None and proc.stdin is not None
-    got = proc.stdout.read()
+CLIENT = """
+import os, subprocess, sys
+closed_first, answer, cmd = sys.argv[1] == "1", sys.argv[2], sys.argv[3:]
+proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+if closed_first:
+    proc.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"tools/call"}\\n')
     proc.stdin.close()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0
-    return usage.ru_maxrss * 1024, got
+with open(answer, "wb") as f:
+    while chunk := proc.stdout.read1(1 << 20):
+        f.write(chunk)
+proc.stdin.close()
+_, status, usage = os.wait4(proc.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024)
+"""
+"""A client in a process of its own: runs the tee command `argv[3:]`, writes what it answers to the file
+`argv[2]`, and prints the tee's exit status and peak RSS in bytes (wait4). With `argv[1]` "1" it sends a
+request and closes the tee's stdin first; else it closes it once the answer is over."""
+
+
+def _answer_through_tee(
+    out: Path, env: dict[str, str], count: int, *, closed_first: bool = False, answers: int = 1
+) -> tuple[int, bytes]:
+    """Relay `LONG_ANSWER`'s line through a real tee: the tee's peak RSS in bytes, and what the client got.
+    With `closed_first`, the client sends a request and closes stdin, and the server answers once it has
+    read the request and that EOF.
+
+    The tee is started by `CLIENT`, not by this process: a peak RSS read by wait4 counts the high-water
+    mark of the process a child was forked from (Linux keeps it across fork and exec), and pytest's is
+    hundreds of megabytes once a test before has read a long capture; both readings were then pytest's."""
+    server = "import sys; sys.stdin.buffer.read()\n" + LONG_ANSWER if closed_first else LONG_ANSWER
+    answer = out.parent / f"{out.name}.answer"
+    cmd = tee_cmd(out, PY, "-c", server, TEXT_PIECE, str(count), str(answers))
+    done = subprocess.run(
+        [PY, "-c", CLIENT, "1" if closed_first else "0", str(answer), *cmd], env=env, capture_output=True,
+        check=True, timeout=300,
+    )  # fmt: skip
+    status, peak = map(int, done.stdout.split())
+    assert status == 0
+    return peak, answer.read_bytes()
 
 
 def test_a_long_line_is_held_about_once_by_the_tee(tmp_path: Path, clean_env: dict[str, str]) -> None:
@@ -553,6 +582,44 @@ def test_a_long_line_is_held_about_once_by_the_tee(tmp_path: Path, clean_env: di
     (frame,) = (r for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME)
     assert frame[fmt.F_RAW] == line.decode()
     assert (peak - base) / len(line) < 1.6, f"{(peak - base) >> 20} MiB over {len(line) >> 20} MiB"
+
+
+def test_a_long_line_after_the_client_closed_stdin_is_held_about_once(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """The same answer, sent after the client closed stdin, took twice its size of the tee's memory: the
+    client's pump ended and freed its megabyte read buffer, and glibc, which maps a block alone only past
+    a threshold it raises to the largest mapped block freed so far, put the line's pieces in a thread's
+    heap from then on. Freed there as the writer encoded them, they stayed mapped (a heap shrinks only
+    from its top) while the encoded record grew beside them. The peak stays below 1.6 times the line."""
+    count = (128 << 20) // len(TEXT_PIECE.encode())
+    base, _ = _answer_through_tee(tmp_path / "small", clean_env, 1, closed_first=True)
+    peak, got = _answer_through_tee(tmp_path / "long", clean_env, count, closed_first=True)
+    line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"%b"}]}}' % (
+        TEXT_PIECE.encode() * count
+    )
+    assert got == line + b"\n"
+    records = only_capture(tmp_path / "long")
+    assert rebuild(records, fmt.S2C) == got
+    answer = next(r for r in traffic(records) if r.get(fmt.F_DIR) == fmt.S2C)
+    assert lifecycle(records, fmt.EV_CLIENT_EOF)[fmt.F_SEQ] < answer[fmt.F_SEQ]  # the case this is about
+    assert (peak - base) / len(line) < 1.6, f"{(peak - base) >> 20} MiB over {len(line) >> 20} MiB"
+
+
+def test_a_long_line_is_let_go_before_the_next_one_is_read(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """Two long answers 2 s apart: the writer held the first one's encoded record while it waited for
+    the next record, so the second line was read and encoded beside it (twice the line at the peak).
+    The peak stays below 1.6 times one line."""
+    count = (64 << 20) // len(TEXT_PIECE.encode())
+    base, _ = _answer_through_tee(tmp_path / "small", clean_env, 1, answers=2)
+    peak, got = _answer_through_tee(tmp_path / "long", clean_env, count, answers=2)
+    line = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"%b"}]}}' % (
+        TEXT_PIECE.encode() * count
+    )
+    assert got == (line + b"\n") * 2
+    assert rebuild(only_capture(tmp_path / "long"), fmt.S2C) == got
+    assert (peak - base) / len(line) < 1.6, f"{(peak - base) >> 20} MiB over {len(line) >> 20} MiB"
+
 
 def test_secret_arguments_are_redacted_and_env_never_recorded(tmp_path: Path, clean_env: dict[str, str]) -> None:
     env = dict(clean_env, WEATHER_API_KEY="env-secret-value-123")

@@ -1,13 +1,11 @@
 """Handing memory the process has freed back to the system.
 
-Polars allocates through its own jemalloc (configured by `analyzer.ALLOCATOR_CONF`); Python objects
-and the reading threads' buffers go through the C library's `malloc`. glibc returns freed memory
-to the system only from the top of its main heap; what is freed below live blocks, and in the
-arenas the reading threads created, stays mapped. The pipeline frees a great deal of such memory
-once loading is done (100,000 per-file `FileFacts` and the reading threads' buffers), and the
-later stages allocate through jemalloc, which cannot reuse it: `malloc_trim` hands it back
-(bench/README.md has the figures).
-"""
+glibc returns freed memory to the system only from the top of a heap: what is freed below live
+blocks, and in the arenas other threads created, stays mapped. Two places free a great deal of it
+and then allocate elsewhere, so `malloc_trim` hands it back (bench/README.md has the figures):
+- the analysis, once loading is done (100,000 per-file `FileFacts` and the reading threads'
+  buffers), whose later stages allocate through polars' jemalloc (`analyzer.ALLOCATOR_CONF`);
+- the recorders' writer, encoding a long payload piece by piece (`addon.writer._TRIM_BYTES`)."""
 
 from __future__ import annotations
 
