@@ -13,7 +13,7 @@ import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import brotli
 
@@ -97,7 +97,68 @@ def _zstd(raw: bytes) -> Iterator[bytes]:
 _DECODERS: Final = {"gzip": lambda raw: _zlib(raw, 47), "deflate": _deflate, "br": _brotli, "zstd": _zstd}
 """mitmproxy's encodings (gzip also accepts zlib data, as mitmproxy's wbits 47 does)."""
 
-_ERRORS: Final = (zlib.error, brotli.error, zstd.ZstdError, ValueError, EOFError)
+
+class StreamDecoder:
+    """A stream's `Content-Encoding` undone as its chunks pass (an event stream the server compresses).
+
+    `feed` yields a chunk's decoded bytes a step at a time, so a chunk that decodes to a lot is never
+    held whole; it raises one of `DECODE_ERRORS` when the bytes are not what the encoding says. A
+    stream of several members (gzip) or frames (zstd) is read on from one to the next.
+    """
+
+    __slots__ = ("_decoder", "_head", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._head = b""
+        """deflate: the first bytes, until they tell zlib-wrapped from raw deflate."""
+        self._decoder: Any = None if name == "deflate" else self._new()
+
+    @staticmethod
+    def for_encoding(encoding: str) -> StreamDecoder | None:
+        """The decoder of a `Content-Encoding` the recorder knows (gzip, deflate, br, zstd), else None."""
+        name = encoding.strip().lower()
+        return StreamDecoder(name) if name in _DECODERS else None
+
+    def _new(self, wbits: int | None = None) -> Any:
+        if self.name == "br":
+            return brotli.Decompressor()
+        if self.name == "zstd":
+            return zstd.ZstdDecompressor()
+        return zlib.decompressobj(47 if wbits is None else wbits)  # gzip also accepts zlib data
+
+    def feed(self, chunk: bytes) -> Iterator[bytes]:
+        if self._decoder is None:  # deflate: servers send it zlib-wrapped or raw, as mitmproxy knows
+            self._head += chunk
+            if len(self._head) < 2:
+                return
+            cmf, flg = self._head[0], self._head[1]
+            wrapped = cmf & 0x0F == 8 and (cmf << 8 | flg) % 31 == 0
+            self._decoder = self._new(zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+            chunk, self._head = self._head, b""
+        while chunk:
+            d = self._decoder
+            if self.name == "br":
+                # called again without input while it has output left: it holds the rest meanwhile
+                piece = d.process(chunk, output_buffer_limit=_STEP)
+                while piece:
+                    yield piece
+                    piece = d.process(b"", output_buffer_limit=_STEP)
+                return  # what follows the end of a brotli stream is not read (nor by clients)
+            piece = d.decompress(chunk, _STEP)
+            while piece:
+                yield piece
+                if d.eof or (self.name == "zstd" and d.needs_input):
+                    break
+                piece = d.decompress(b"" if self.name == "zstd" else d.unconsumed_tail, _STEP)
+            if not d.eof or self.name == "deflate":
+                return
+            chunk = d.unused_data  # the next gzip member or zstd frame, when one follows in this chunk
+            self._decoder = self._new()
+
+
+DECODE_ERRORS: Final = (zlib.error, brotli.error, zstd.ZstdError, ValueError, EOFError)
+"""What a decoder raises on bytes that are not in its encoding."""
 
 
 def bounded_body(raw: bytes, encoding: str | None, limit: int) -> BoundedBody:
@@ -118,7 +179,7 @@ def bounded_body(raw: bytes, encoding: str | None, limit: int) -> BoundedBody:
                     out += piece[:room]
                     return BoundedBody(bytes(out), True, None, True)
                 out += piece
-        except _ERRORS:
+        except DECODE_ERRORS:
             undecodable = True  # not what it claims: record the wire bytes
         else:
             return BoundedBody(bytes(out), False, len(out), True)

@@ -33,7 +33,7 @@ except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout th
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
 from addon import chain
-from addon.bodies import DEFAULT_MAX_BODY, bounded_body
+from addon.bodies import DECODE_ERRORS, DEFAULT_MAX_BODY, StreamDecoder, bounded_body
 from addon.errors import ErascopeError
 from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
 from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
@@ -370,7 +370,7 @@ class SseTap:
     """The `flow.response.stream` callable for an event stream: returns every chunk unchanged and
     records each event as soon as its last byte has passed."""
 
-    __slots__ = ("done", "events", "flow", "key", "last_chunk", "parser", "recorder")
+    __slots__ = ("decoder", "done", "events", "flow", "key", "last_chunk", "parser", "recorder", "undecodable")
 
     def __init__(self, recorder: HttpRecorder, flow: http.HTTPFlow, key: str) -> None:
         self.recorder = recorder
@@ -381,20 +381,40 @@ class SseTap:
         self.done = False
         self.last_chunk: float | None = None
         """Wall-clock time the last chunk passed (to tell an idle timeout from a client leaving)."""
+        assert flow.response is not None
+        # A server may compress its event stream; the chunks pass as they came, the events are read
+        # from what they decode to.
+        encoding = header(flow.response.headers, b"content-encoding")
+        self.decoder = None if encoding is None else StreamDecoder.for_encoding(encoding)
+        self.undecodable: str | None = None
+        """The `Content-Encoding` the stream does not decode with: its events are not read past there."""
+        if encoding is not None and self.decoder is None and encoding.strip().lower() not in ("", "identity"):
+            self.undecodable = encoding
 
     def __call__(self, chunk: bytes) -> bytes:
         try:
             if chunk:
                 self.last_chunk = time.time()
-                for event in self.parser.feed(chunk):
-                    rec = sse_event_record(self.flow, self.events, event, self.recorder.redaction)
-                    self.recorder.emit(rec, self.key)
-                    self.events += 1
+                if self.undecodable is not None:
+                    return chunk
+                if self.decoder is None:
+                    self._parse(chunk)
+                else:
+                    try:
+                        for piece in self.decoder.feed(chunk):
+                            self._parse(piece)
+                    except DECODE_ERRORS:
+                        self.undecodable = self.decoder.name
             else:  # mitmproxy's end-of-stream call
                 self.finish(HOW_CLEAN)
         except Exception as exc:  # recording must never break the stream it watches
             self.recorder.report(f"erascope: recording an SSE stream failed: {exc!r}; the stream is relayed")
         return chunk
+
+    def _parse(self, data: bytes) -> None:
+        for event in self.parser.feed(data):
+            self.recorder.emit(sse_event_record(self.flow, self.events, event, self.recorder.redaction), self.key)
+            self.events += 1
 
     def finish(self, how: str, error: str | None = None) -> None:
         """Write `sse.end` once."""
@@ -402,6 +422,8 @@ class SseTap:
             return
         self.done = True
         rec = sse_end_record(self.flow, how, self.events, incomplete=self.parser.pending, error=error)
+        if self.undecodable is not None:
+            rec[F_UNDECODABLE] = fmt.printable_key(self.undecodable)[:_MAX_ENCODING]
         self.recorder.emit(rec, self.key)
 
 

@@ -2,7 +2,8 @@
 
 It follows the WHATWG event-stream interpretation: lines end in CRLF, LF or a lone CR (a CR at the
 end of a chunk waits for the next chunk, since the LF may follow); a blank line dispatches the
-event; `event`, `data`, `id` and `retry` are the fields; lines starting with `:` are comments.
+event; `event`, `data`, `id` and `retry` are the fields; lines starting with `:` are comments; a
+byte order mark starting the stream is dropped (its UTF-8 decoding does so).
 One deliberate difference: an event with no `data:` lines is still reported (the browser drops
 it), because a capture must show what crossed the wire. Field bytes are kept as bytes so a stream
 that is not UTF-8 is recorded exactly (`raw_b64`), not repaired.
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 __all__ = ["SseEvent", "SseParser"]
 
 _MAX_COMMENTS = 8
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(slots=True)
@@ -43,14 +45,16 @@ class SseParser:
     """Feed chunks with `feed()`; each call returns the events completed by that chunk."""
 
     __slots__ = (
-        "_buf", "_comments", "_data", "_data_held", "_data_len", "_event", "_has_fields", "_id", "_line_cap",
-        "_line_over", "_max", "_pending_cr", "_retry", "_truncated",
+        "_buf", "_comments", "_data", "_data_held", "_data_len", "_event", "_has_fields", "_head", "_id",
+        "_line_cap", "_line_over", "_max", "_pending_cr", "_retry", "_truncated",
     )  # fmt: skip
 
     def __init__(self, max_event: int | None = None) -> None:
         """`max_event`: data bytes kept per event at most (None: no bound); the rest is counted only."""
         self._buf = bytearray()
         self._pending_cr = False
+        self._head: bytes | None = b""
+        """The stream's first bytes while they may be a byte order mark (None once past them)."""
         self._max = max_event
         # a field name and its colon fit in the bound's slack; longer lines keep only their start
         self._line_cap = None if max_event is None else max_event + 64
@@ -71,13 +75,21 @@ class SseParser:
     @property
     def pending(self) -> bool:
         """True when bytes of an unfinished line or event are held (a stream cut mid-event)."""
-        return bool(self._buf) or self._has_fields
+        return bool(self._buf) or self._has_fields or bool(self._head)
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Consume one chunk; return the events it completed, in order."""
         events: list[SseEvent] = []
         if not chunk:
             return events
+        if self._head is not None:
+            # the stream is decoded as UTF-8, which drops a byte order mark at its start (and only there)
+            head = self._head + chunk
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._head = head
+                return events
+            self._head = None
+            chunk = head[len(_BOM) :] if head.startswith(_BOM) else head
         buf = self._buf
         start = 0
         if self._pending_cr:

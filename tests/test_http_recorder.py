@@ -171,6 +171,71 @@ def test_sse_response_without_body_still_ends(rec, tmp_path: Path) -> None:
     assert [r["type"] for r in traffic(read(tmp_path))] == ["http.request", "http.response", "sse.end"]
 
 
+def _compressed(encoding: str, events: list[bytes]) -> bytes:
+    """`events` as a server compressing its event stream sends them: flushed after each event."""
+    import zlib
+
+    import brotli
+    from backports import zstd
+
+    if encoding in ("gzip", "deflate"):
+        z = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
+        return b"".join(z.compress(e) + z.flush(zlib.Z_SYNC_FLUSH) for e in events) + z.flush()
+    if encoding == "br":
+        b = brotli.Compressor()
+        return b"".join(b.process(e) + b.flush() for e in events) + b.finish()
+    c = zstd.ZstdCompressor()
+    return b"".join(c.compress(e, zstd.ZstdCompressor.FLUSH_BLOCK) for e in events) + c.flush()
+
+
+def _stream(addon: HttpRecorder, encoding: str, chunks: list[bytes]) -> http.HTTPFlow:
+    f = post_flow()
+    addon.request(f)
+    headers = SSE_HEADERS.copy()
+    headers["content-encoding"] = encoding
+    f.response = tutils.tresp(headers=headers, content=None)
+    addon.responseheaders(f)
+    assert [f.response.stream(c) for c in [*chunks, b""]] == [*chunks, b""]  # relayed as it came
+    addon.response(f)
+    addon.done()
+    return f
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "zstd"])
+@pytest.mark.parametrize("cut", [1, 7, 1 << 20], ids=["byte-by-byte", "7-byte-chunks", "one-chunk"])
+def test_a_compressed_event_stream_is_recorded_decoded(rec, tmp_path: Path, encoding: str, cut: int) -> None:
+    # Its compressed bytes were parsed as events: none recorded (or empty ones), the probe unanswered.
+    addon, _ = rec
+    events = [b'event: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\r\n\r\n', b"data: \xff\xfe\n\n"]
+    wire = _compressed(encoding, events)
+    _stream(addon, encoding.upper() if cut == 7 else encoding, [wire[i : i + cut] for i in range(0, len(wire), cut)])
+    *_, ev0, ev1, end = traffic(read(tmp_path))
+    assert (ev0["type"], ev0["raw"]) == (fmt.SSE_EVENT, '{"jsonrpc":"2.0","id":1,"result":{}}')
+    assert base64.b64decode(ev1["raw_b64"]) == b"\xff\xfe"
+    assert (end["how"], end["events"], end["incomplete"]) == ("clean", 2, False) and "undecodable" not in end
+
+
+@pytest.mark.parametrize("encoding", ["compress", "gzip, br", "br"])
+def test_an_event_stream_that_does_not_decode_is_not_read_as_events(rec, tmp_path: Path, encoding: str) -> None:
+    # an encoding the recorder does not know, or bytes that are not what the header says: the events
+    # parsed from them would be the compressed bytes' (empty or garbage), so none are recorded past there
+    addon, _ = rec
+    garbage = b"data: not what br gives\n\n" * 3
+    _stream(addon, encoding, [garbage[:10], garbage[10:]])
+    *_, resp, end = traffic(read(tmp_path))
+    assert resp["type"] == fmt.HTTP_RESPONSE, "no event recorded"
+    assert (end["type"], end["events"], end["undecodable"]) == (fmt.SSE_END, 0, encoding)
+
+
+def test_a_stream_that_stops_decoding_keeps_the_events_before(rec, tmp_path: Path) -> None:
+    addon, _ = rec
+    wire = _compressed("gzip", [b"data: 1\n\n"])
+    _stream(addon, "gzip", [wire[:-8], b"\x00" * 64, _compressed("gzip", [b"data: 2\n\n"])])
+    *_, ev, end = traffic(read(tmp_path))
+    assert (ev["type"], ev["raw"]) == (fmt.SSE_EVENT, "1")
+    assert (end["events"], end["undecodable"]) == (1, "gzip")
+
+
 @pytest.mark.parametrize(
     ("message", "kind", "how"),
     [

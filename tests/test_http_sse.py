@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,6 +114,20 @@ def test_unterminated_tail_is_pending_not_dispatched() -> None:
 def test_non_utf8_data_is_kept_as_bytes() -> None:
     (event,) = feed_all([b"data: \xff\xfe\n\n"])
     assert event.data == b"\xff\xfe"
+
+
+@pytest.mark.parametrize("cut", [1, 2, 3, 4, 100])
+def test_a_byte_order_mark_starting_the_stream_is_not_part_of_its_first_line(cut: int) -> None:
+    # it made the first line `\ufeffdata: …`, an unknown field: the probe's answer recorded empty
+    stream = b"\xef\xbb\xbfdata: {\"id\":1}\n\ndata: \xef\xbb\xbfkept\n\n"
+    events = feed_all([stream[:cut], stream[cut:]])
+    assert [e.data for e in events] == [b'{"id":1}', b"\xef\xbb\xbfkept"]  # only the stream's first is dropped
+
+
+def test_a_stream_of_only_part_of_a_byte_order_mark_is_pending() -> None:
+    parser = SseParser()
+    assert parser.feed(b"\xef\xbb") == [] and parser.pending
+    assert parser.feed(b"x") == [] and parser.pending  # not a mark after all: the start of a line
 
 
 # --- hypothesis: chunking never changes the events ---------------------------------------------
