@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from analyzer.eras import server_verdicts
 from analyzer.findings import Severity
 from analyzer.rules import run_rules
 from analyzer.rules.scenario import Scenario
+from tests.test_messages import Cap, discover_result, err, modern_headers, probe, run
 
 REFUSED = "Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 8000)"
 
@@ -91,3 +95,34 @@ def test_the_verdict_why_line_names_the_upstream_failure() -> None:
     assert verdict.evidence
     for ev in verdict.evidence:
         assert "upstream unreachable" in ev.note and "[Errno 111] Connect call failed" in ev.note, ev.note
+
+
+def _reset_after(cap: Cap, flow: str, body: dict[str, Any], answer: dict[str, Any] | None) -> None:
+    """A flow whose event stream the server resets: after `answer` when given, else before any."""
+    headers = modern_headers(str(body["method"]))
+    cap.http_request(flow, body, headers=headers)
+    cap.http_response(flow, 200, streamed=True)
+    if answer is not None:
+        cap.sse(flow, 0, answer)
+    reset = "HTTP/1 protocol error: peer closed connection without sending complete message body"
+    cap.record({"type": "sse.end", "flow": flow, "how": "upstream-reset", "events": int(answer is not None)})
+    cap.record({"type": "http.error", "flow": flow, "kind": "upstream-reset", "error": reset, "phase": "response"})
+
+
+def test_a_request_answered_before_the_stream_was_reset_is_not_listed_as_cut(tmp_path: Path) -> None:
+    # as `record http` wrote it: the answer came as an event, then the server reset the stream
+    call = {"jsonrpc": "2.0", "id": 3, "method": "tools/call"}
+    cap = Cap(tmp_path, transport="http")
+    _reset_after(cap, "f1", probe(1), discover_result(1))
+    _reset_after(cap, "f2", call, err(3, -32603, "boom"))  # an error answer stays uncondensed, as a probe's
+    # controls: reset before any answer
+    _reset_after(cap, "f3", probe(2), None)
+    _reset_after(cap, "f4", call, None)
+    analysis = run(cap.close())
+    assert analysis.probes.get_column("outcome").to_list() == ["discover-result", "connection-died"]
+    [finding] = [f for f in analysis.findings if f.rule == "upstream-unreachable"]
+    assert finding.details["failures"] == 4
+    assert finding.details["requests"] == ["server/discover ×1", "tools/call ×1"], finding.message
+    assert "left without the server's answer: server/discover ×1, tools/call ×1." in finding.message
+    cut = sorted(e.line for e in finding.evidence if e.note.startswith("request "))
+    assert cut == [12, 16], finding.evidence  # f3's and f4's; f1's (line 2) and f2's (line 7) were answered

@@ -21,7 +21,8 @@ _MAX_ERROR = 160
 def cut_requests(ctx: RuleContext) -> pl.DataFrame:
     """The client requests an upstream failure answered: `file`, `line` (the failure), `req_file`,
     `req_line` (the request: a rotated capture can hold the two in different parts), `method`. A probe
-    or `initialize` whose outcome line is the failure, and any request of the failed HTTP flow."""
+    or `initialize` whose outcome line is the failure, and any request of the failed HTTP flow that
+    the server had not answered."""
     fails = ctx.upstream_failures
     schema = {
         "file": pl.String(), "line": pl.UInt32(), "req_file": pl.String(), "req_line": pl.UInt32(),
@@ -42,9 +43,15 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
         .collect()
         for frame, method in ((ctx.probes, PROBE_METHOD), (ctx.inits, INIT_METHOD))
     ]
+    # The server can answer before the flow fails (an event, then the stream is reset): the failure
+    # then cut nothing. Condensing moved most answered requests out of the messages frame, not those
+    # whose answer it keeps (a probe's, an `initialize`'s, an error); answers as probes count them.
+    answered = ctx.messages.filter(
+        pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid"))
+    ).select("capture", seq="req_seq")
     by_flow = (
         ctx.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
-        .select("capture", "server", "flow", req_file="file", req_line="line", method="method")
+        .select("capture", "server", "flow", "seq", req_file="file", req_line="line", method="method")
         .pipe(as_strings)
         # the failed flow's requests under its own server key: an edited capture can key one apart
         .join(
@@ -52,6 +59,7 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
             on=["capture", "server", "flow"],
             nulls_equal=True,
         )
+        .join(answered.pipe(as_strings), on=["capture", "seq"], how="anti")
         .select("file", "line", "req_file", "req_line", "method")
         .collect()
     )
