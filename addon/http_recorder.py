@@ -102,6 +102,13 @@ _ERROR_PATTERNS: Final = (
 )  # fmt: skip
 
 
+_SIDELESS: Final = ("peer closed", "http/1 protocol error", "http/2 protocol error", "http/2 connection closed")
+"""Fragments mitmproxy words the same for either peer: its HTTP/1 body reader and its HTTP/2
+connection serve the client's side and the server's alike (e.g. `HTTP/1 protocol error: peer closed
+connection without sending complete message body`). `_ERROR_PATTERNS` reads them as the upstream's;
+`error_record` corrects that from the flow's state."""
+
+
 def classify_error(message: str) -> str:
     """The `kind` of a mitmproxy flow error message (`other` when it is not recognised)."""
     low = message.lower()
@@ -109,6 +116,17 @@ def classify_error(message: str) -> str:
         if any(f in low for f in fragments):
             return kind
     return KIND_OTHER
+
+
+def failed_reading_request(flow: http.HTTPFlow) -> bool:
+    """Whether an error whose words name no side (`_SIDELESS`) came from the client's side: the
+    proxy was still reading the request and nothing of it had gone upstream.
+
+    mitmproxy holds a request until its last byte has come (unless it is streamed: `request.stream`,
+    never set by `erascope record http`), so before that no server reader runs for the flow. Once
+    the request is complete, or streamed, or a response has begun, the words stay the upstream's.
+    """
+    return flow.response is None and flow.request.timestamp_end is None and not flow.request.stream
 
 
 def stream_end_how(kind: str) -> str:
@@ -313,9 +331,14 @@ def error_record(
     "Client disconnected.", the same words as a client hanging up. When the flow had been idle
     (no request or stream bytes since `last_activity`) for at least `idle_timeout`, the proxy's own
     timeout is the likelier cause: `kind` is then `timeout` and `idle_s` says how long it was idle.
+
+    Words that name no side (`_SIDELESS`) are the client's when the request was still being read
+    (`failed_reading_request`): `kind` is then `client-gone`, not `upstream-reset`.
     """
     message = flow.error.msg if flow.error else "unknown error"
     kind = classify_error(message)
+    if kind == KIND_UPSTREAM_RESET and any(f in message.lower() for f in _SIDELESS) and failed_reading_request(flow):
+        kind = KIND_CLIENT_GONE  # the client hung up mid-request (or sent a body the proxy dropped it for)
     rec: dict[str, Any] = {
         fmt.F_TYPE: fmt.HTTP_ERROR,
         fmt.F_CONN: flow.client_conn.id,

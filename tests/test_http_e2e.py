@@ -11,9 +11,11 @@ import asyncio
 import contextlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -453,6 +455,101 @@ def test_record_http_refused_upstream_is_a_flow_error(
     (flow,) = by_flow(records).values()
     assert [r["type"] for r in flow] == ["http.request", "http.error"]
     assert (flow[1]["kind"], flow[1]["phase"]) == ("connection-refused", "request"), flow[1]
+
+
+class RawUpstream:
+    """A scripted HTTP/1.1 upstream on a thread: per request, by its path, `/mcp?cut` answers
+    `Content-Length: 1000` with a short body and closes, `/mcp?hold` says it got the request on
+    `held` and never answers. It notes every request head it receives in `heads`."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.heads: list[bytes] = []
+        self.held = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.sock.accept()
+                threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(30)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                if not (chunk := conn.recv(65536)):
+                    return
+                data += chunk
+            head = data.partition(b"\r\n")[0]
+            self.heads.append(head)
+            if b"?hold" in head:
+                self.held.set()
+                while conn.recv(65536):  # the body, if it came apart from the head; then the proxy's close
+                    pass
+            elif b"?cut" in head:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
+                             b'{"jsonrpc":"2.0","id":3,')  # fmt: skip
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def send_raw(port: int, target: str, head_length: int, body: bytes) -> socket.socket:
+    """A client that sends a POST head announcing `head_length` body bytes, then `body`: the open socket."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.sendall(f"POST {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {head_length}\r\n\r\n".encode() + body)  # fmt: skip
+    return s
+
+
+def test_client_leaving_mid_request_is_client_gone_not_upstream_reset(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """mitmproxy words a peer closing mid-body the same for either side ("HTTP/1 protocol error: peer
+    closed connection without sending complete message body"): a client that hangs up mid-request
+    is the client's doing and must not be blamed on the server, which never saw the request; an
+    upstream cutting its response body stays `upstream-reset`."""
+    from analyzer.pipeline import analyze
+
+    upstream = RawUpstream()
+    try:
+        capdir = tmp_path / "caps"
+        cli, listen = record_http(procs, f"http://127.0.0.1:{upstream.port}/mcp", capdir, clean_env)
+        port = int(listen.rsplit(":", 1)[1].split("/")[0])
+        # the client announces 1000 body bytes, sends 46 and hangs up
+        body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+        with send_raw(port, "/mcp?abort", 1000, body) as s:
+            time.sleep(0.3)
+        # the client sends its whole request, then hangs up while the server is still on it
+        call = b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
+        with send_raw(port, "/mcp?hold", len(call), call):
+            assert upstream.held.wait(30)
+        # the upstream closes before its announced 1000 bytes of body
+        with send_raw(port, "/mcp?cut", len(call), call) as s:
+            while s.recv(65536):
+                pass
+        time.sleep(0.3)
+        assert cli.stop(signal.SIGTERM) == 0
+    finally:
+        upstream.close()
+    assert [h.split()[1] for h in upstream.heads] == [b"/mcp?hold", b"/mcp?cut"]  # never the aborted one
+    records = read_capture(capdir)
+    check_flow_order(records)
+    errors = {f[0]["url"].rsplit("?", 1)[1]: f[-1] for f in by_flow(records).values()}
+    got = {case: (e["type"], e["kind"], e["phase"]) for case, e in errors.items()}
+    assert got == {
+        "abort": (fmt.HTTP_ERROR, "client-gone", "request"),
+        "hold": (fmt.HTTP_ERROR, "client-gone", "request"),
+        "cut": (fmt.HTTP_ERROR, "upstream-reset", "response"),
+    }, errors
+    assert "peer closed connection" in errors["abort"]["error"] and "peer closed" in errors["cut"]["error"]
+    # only the upstream's failure is the server's: one failed exchange, not two
+    (unreachable,) = [f for f in analyze([capdir]).findings if f.rule == "upstream-unreachable"]
+    assert unreachable.message.startswith("1 exchange(s) failed"), unreachable.message
+    assert "upstream-reset ×1" in unreachable.message, unreachable.message
 
 
 def test_many_concurrent_clients_no_cross_talk(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:

@@ -596,6 +596,39 @@ def test_client_disconnected_after_idle_timeout_is_a_timeout() -> None:
     assert error_record(f, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"
 
 
+
+@pytest.mark.parametrize(
+    ("message", "request_done", "streamed", "response", "kind"),
+    [
+        # words that fit either peer: the client's while its request was still being read
+        ("HTTP/1 protocol error: peer closed connection without sending complete message body (received 46 bytes, "
+         "expected 1000)", False, False, False, "client-gone"),
+        ("HTTP/1 protocol error: illegal chunk header: bytearray(b'zz\\r\\n')", False, False, False, "client-gone"),
+        ("peer closed connection", False, False, False, "client-gone"),
+        # ... the server's once the request was complete, streamed upstream, or answered
+        ("HTTP/1 protocol error: peer closed connection without sending complete message body", True, False, True,
+         "upstream-reset"),
+        ("peer closed connection", True, False, False, "upstream-reset"),
+        ("peer closed connection", False, True, False, "upstream-reset"),
+        ("HTTP/1 protocol error: peer closed connection without sending complete message body", False, False, True,
+         "upstream-reset"),
+        # words that name the server stay its own
+        ("server closed connection", False, True, False, "upstream-reset"),
+        ("Client disconnected.", True, False, False, "client-gone"),
+    ],
+)  # fmt: skip
+def test_error_side_from_the_flow_when_the_words_fit_either_peer(
+    message: str, request_done: bool, streamed: bool, response: bool, kind: str
+) -> None:
+    from addon.http_recorder import error_record
+
+    f = post_flow()
+    f.request.timestamp_end = f.request.timestamp_start + 0.1 if request_done else None
+    f.request.stream = streamed
+    f.response = json_response(b"{}") if response else None
+    f.error = Error(message)
+    assert error_record(f, now=1.0)["kind"] == kind
+
 @pytest.mark.parametrize("bodies", ["full", "metadata"])
 def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_path: Path, bodies: str) -> None:
     addon = HttpRecorder()
