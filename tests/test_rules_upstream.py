@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from analyzer.eras import server_verdicts
 from analyzer.findings import Severity
 from analyzer.rules import run_rules
 from analyzer.rules.scenario import Scenario
-from tests.test_messages import Cap, discover_result, err, modern_headers, probe, run
+from tests.test_messages import Cap, discover_result, err, init_result, modern_headers, probe, run
 
 REFUSED = "Multiple exceptions: [Errno 111] Connect call failed ('127.0.0.1', 8000)"
 
@@ -126,3 +128,30 @@ def test_a_request_answered_before_the_stream_was_reset_is_not_listed_as_cut(tmp
     assert "left without the server's answer: server/discover ×1, tools/call ×1." in finding.message
     cut = sorted(e.line for e in finding.evidence if e.note.startswith("request "))
     assert cut == [12, 16], finding.evidence  # f3's and f4's; f1's (line 2) and f2's (line 7) were answered
+
+
+def _idle_cut(cap: Cap, flow: str, method: str, body: dict[str, Any] | None) -> None:
+    """A flow the proxy closed after `--idle-timeout` without traffic, as `record http` writes it."""
+    raw = "" if body is None else orjson.dumps(body).decode()
+    cap.record({"type": "http.request", "flow": flow, "dir": "c2s", "method": method, "url": "http://127.0.0.1/mcp",
+                "headers": [], "raw": raw, "len": len(raw)})  # fmt: skip
+    cap.http_response(flow, 200, streamed=True)
+    cap.record({"type": "sse.end", "flow": flow, "how": "error", "events": 0, "error": "Client disconnected."}, 3600)
+    cap.record({"type": "http.error", "flow": flow, "kind": "timeout", "error": "Client disconnected.",
+                "phase": "response", "idle_s": 3600.0})  # fmt: skip
+
+
+def test_a_quiet_stream_the_proxy_closed_when_idle_is_no_upstream_failure(tmp_path: Path) -> None:
+    # A legacy client's GET stream that the server had nothing to send on for `--idle-timeout`: the
+    # recorder's own timer closed it, with the server up all along; it was an error finding.
+    cap = Cap(tmp_path / "quiet", transport="http")
+    cap.http_request("f1", {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+    cap.http_response("f1", 200, init_result(1))
+    _idle_cut(cap, "f2", "GET", None)
+    assert not [f for f in run(cap.close()).findings if f.rule == "upstream-unreachable"]
+    # a request the server left unanswered that long is its failure, as before
+    cap = Cap(tmp_path / "hung", transport="http")
+    _idle_cut(cap, "f1", "GET", None)
+    _idle_cut(cap, "f2", "POST", {"jsonrpc": "2.0", "id": 3, "method": "tools/call"})
+    [finding] = [f for f in run(cap.close()).findings if f.rule == "upstream-unreachable"]
+    assert (finding.details["failures"], finding.details["requests"]) == (1, ["tools/call ×1"]), finding.message

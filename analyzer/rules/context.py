@@ -163,9 +163,19 @@ class RuleContext:
         the upstream reset or closed the exchange, it timed out, or another proxy failure. The client
         then got the proxy's own 502 (or a cut stream), not an answer from the server.
         """
+        # A flow cut for its silence (`timeout`: the proxy's idle timer, `--idle-timeout`) is the
+        # server's failure only while a request on it waited for the answer: a quiet event stream
+        # (a legacy client's GET stream the server had nothing to send on) was up all along.
+        waiting = self.http_requests_unanswered().select("capture", "flow", _waiting=pl.lit(True)).unique()
         return (
             self.messages.filter(
                 (pl.col("record_type") == fmt.HTTP_ERROR) & pl.col("event").is_in(UPSTREAM_FAILURE_EVENTS)
+            )
+            .join(waiting, on=["capture", "flow"], how="left")
+            .filter(
+                (pl.col("event") != UPSTREAM_EVENT_PREFIX + "timeout")
+                | pl.col("flow").is_null()  # connecting upstream timed out, before any flow
+                | pl.col("_waiting").is_not_null()
             )
             .select(
                 "server",
@@ -184,6 +194,22 @@ class RuleContext:
             # rechunked: polars 2.1 panics when `pl.format` reads a filtered string column as it
             # comes out of the filter (binview index assertion); the rows are few
             .rechunk()
+        )
+
+    def http_requests_unanswered(self) -> pl.LazyFrame:
+        """The client requests of HTTP flows no answer was recorded to (`capture`, `server`, `flow`,
+        `seq`, `file`, `line`, `method`).
+
+        Condensing moved most answered requests out of the messages frame, not those whose answer it
+        keeps (a probe's, an `initialize`'s, an error): those answers name their request by `req_seq`.
+        """
+        answered = self.messages.filter(
+            pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid"))
+        ).select("capture", seq="req_seq")
+        return (
+            self.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
+            .select("capture", "server", "flow", "seq", "file", "line", "method")
+            .join(answered, on=["capture", "seq"], how="anti")
         )
 
     def upstream_failure_lines(self) -> pl.DataFrame:

@@ -43,15 +43,10 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
         .collect()
         for frame, method in ((ctx.probes, PROBE_METHOD), (ctx.inits, INIT_METHOD))
     ]
-    # The server can answer before the flow fails (an event, then the stream is reset): the failure
-    # then cut nothing. Condensing moved most answered requests out of the messages frame, not those
-    # whose answer it keeps (a probe's, an `initialize`'s, an error); answers as probes count them.
-    answered = ctx.messages.filter(
-        pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid"))
-    ).select("capture", seq="req_seq")
+    # the server can answer before the flow fails (an event, then the stream is reset): that cut nothing
     by_flow = (
-        ctx.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
-        .select("capture", "server", "flow", "seq", req_file="file", req_line="line", method="method")
+        ctx.http_requests_unanswered()
+        .select("capture", "server", "flow", req_file="file", req_line="line", method="method")
         .pipe(as_strings)
         # the failed flow's requests under its own server key: an edited capture can key one apart
         .join(
@@ -59,7 +54,6 @@ def cut_requests(ctx: RuleContext) -> pl.DataFrame:
             on=["capture", "server", "flow"],
             nulls_equal=True,
         )
-        .join(answered.pipe(as_strings), on=["capture", "seq"], how="anti")
         .select("file", "line", "req_file", "req_line", "method")
         .collect()
     )
@@ -99,9 +93,10 @@ def upstream_unreachable(ctx: RuleContext) -> pl.DataFrame:
     What it flags:
         HTTP flow errors the recorder wrote (`http.error`) on the server's side of the proxy: the
         upstream refused the connection or its name did not resolve (`connection-refused`), reset
-        or closed it before the answer was complete (`upstream-reset`), a `timeout`, or another
-        proxy failure (`other`); not `client-gone` (the client hung up) nor `recorder-stopped` (the
-        recording ended with the flow open). The client then got a 502 made by
+        or closed it before the answer was complete (`upstream-reset`), a `timeout` (a flow the
+        proxy closed for its silence only while a request on it waited for the answer, not a quiet
+        event stream), or another proxy failure (`other`); not `client-gone` (the client hung up) nor
+        `recorder-stopped` (the recording ended with the flow open). The client then got a 502 made by
         the proxy (or a cut stream), never an answer from the server. One finding per server, with
         the failures and the requests they left unanswered as evidence.
 
