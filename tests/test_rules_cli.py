@@ -168,3 +168,17 @@ def test_bad_baseline_fails_before_any_report(tmp_path: Path, polluted: Path) ->
     assert result.exit_code == 2
     assert "Findings" not in result.stdout
     assert "not valid JSON" in result.output
+
+
+def test_no_evidence_lines_keep_every_finding() -> None:
+    # `max_evidence=0` dropped rollout-split's findings (its evidence was joined to its totals), and
+    # with them a CI gate's verdict
+    corpus = str(Path(__file__).resolve().parent.parent / "captures" / "corpus")
+    normal = runner.invoke(app, ["analyze", corpus, "-q", "-f", "json"])
+    bare = runner.invoke(app, ["analyze", corpus, "-q", "-f", "json", "--rule-option", "max_evidence=0"])
+    assert normal.exit_code == bare.exit_code == 0
+    before, after = (orjson.loads(r.stdout)["findings"] for r in (normal, bare))
+    assert "rollout-split" in {f["rule"] for f in before}
+    keys = ("rule", "severity", "server", "client", "message")
+    assert [{k: f[k] for k in keys} for f in after] == [{k: f[k] for k in keys} for f in before]
+    assert all(f["evidence"] == [] and f["details"]["evidence_total"] >= 1 for f in after)

@@ -276,7 +276,7 @@ def _first_evidence(inside: pl.DataFrame, shown: int) -> pl.DataFrame:
         .head(shown)
     )
     totals = distinct.group_by("server", "axis").agg(pl.len().alias("evidence_total"))
-    return (
+    shown_rows = (
         ranked.join(firsts, on=["server", "axis", "_rank", "line"], how="semi", nulls_equal=True)
         .select(
             "server",
@@ -288,7 +288,11 @@ def _first_evidence(inside: pl.DataFrame, shown: int) -> pl.DataFrame:
         .sort("file", "line", "note")
         .group_by("server", "axis", maintain_order=True)
         .agg(evidence(note=pl.col("note")).head(shown).alias("evidence"))
-        .join(totals, on=["server", "axis"])
+    )
+    # from the totals: with no line shown (`max_evidence=0`) a split has no shown rows, and is still one
+    return (
+        totals.join(shown_rows, on=["server", "axis"], how="left", maintain_order="left")
+        .with_columns(pl.col("evidence").fill_null(pl.lit([], dtype=shown_rows.schema["evidence"])))
         .select("server", "axis", "evidence_total", "evidence")
     )
 
