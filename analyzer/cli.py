@@ -600,6 +600,16 @@ def analyze_cmd(
     finally:
         if progress is not None:
             progress.stop()
+    from analyzer.selection import Selection
+
+    selection = Selection(options.since, options.until, options.servers)
+    found = {verdict.server for verdict in analysis.servers}
+    if not found and not selection.everything:
+        # a misspelled key or a window beside the traffic: "no findings" would pass a CI gate
+        analysis.close()
+        raise _fail(ErascopeError(f"the selection holds no traffic of the inputs ({selection.describe()})"))
+    for key in selection.unmatched(found):
+        typer.echo(f"erascope: --server {visible(key)}: no traffic of this server in the inputs", err=True)
     color = output is None and fmt == "text" and sys.stdout.isatty()
     if fmt == "html":  # one self-contained page (analyzer/html_report.py); Bokeh is imported only for it
         from analyzer.html_report import render_html

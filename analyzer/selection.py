@@ -75,6 +75,17 @@ class Selection:
             keep &= pl.col("server").cast(pl.String).is_in(list(self.servers))
         return keep.fill_null(False)
 
+    def describe(self) -> str:
+        """The selection as the command line gives it (`--since 2026-11-28T00:00:00+00:00 --server KEY`)."""
+        words = [f"--since {self.since.isoformat()}"] if self.since is not None else []
+        words += [f"--until {self.until.isoformat()}"] if self.until is not None else []
+        words += [f"--server {key}" for key in self.servers or ()]
+        return " ".join(words)
+
+    def unmatched(self, servers: set[str]) -> list[str]:
+        """The server keys named that are not among `servers` (those the analysis found traffic of)."""
+        return [key for key in self.servers or () if key not in servers]
+
     def keeps_day(self, day: str) -> bool:
         """Whether a UTC day (`YYYY-MM-DD`, or `unknown` for rows without a time) can hold kept rows."""
         if self.since is None and self.until is None:

@@ -220,3 +220,24 @@ def test_bad_selections_are_usage_errors(caps: Path, args: list[str], message: s
     result = runner.invoke(app, ["analyze", str(caps), "--quiet", *args])
     assert result.exit_code == 2
     assert message in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--server", "wether"], ["--since", "2030-01-01"], ["--until", "2000-01-01", "--server", "weather"]],
+    ids=["server-misspelled", "window-after", "window-before"],
+)
+def test_a_selection_that_holds_no_traffic_is_an_error(caps: Path, args: list[str]) -> None:
+    # it gave "0 servers, no findings", exit 0: a CI gate with a misspelled key passed, always
+    result = runner.invoke(app, ["analyze", str(caps), "--quiet", "--fail-on", "info", *args])
+    assert result.exit_code == 2, result.output
+    assert "the selection holds no traffic of the inputs" in result.stderr
+    assert all(arg in result.stderr for arg in args), "it says which selection"
+
+
+def test_a_server_key_with_no_traffic_is_named(caps: Path) -> None:
+    result = runner.invoke(app, ["analyze", str(caps), "-f", "json", "--server", "weather", "--server", "wether"])
+    assert result.exit_code == 0, result.output
+    assert [s["server"] for s in orjson.loads(result.stdout)["servers"]] == ["weather"]
+    assert "erascope: --server wether: no traffic of this server in the inputs" in result.stderr
+    assert "--server weather:" not in result.stderr
