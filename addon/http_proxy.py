@@ -16,6 +16,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from addon.errors import ErascopeError
@@ -283,4 +284,40 @@ def run_reverse_proxy(
     it serves (with `config.metrics`). Raises `ErascopeError` for bad options or when the listen (or
     metrics) address cannot be bound.
     """
-    return asyncio.run(_serve(config, on_ready, on_metrics))
+    with asyncio.Runner() as runner:
+        # on the loop itself, not inside `_serve`: the connection tasks are cancelled when the runner
+        # closes, after `_serve` has returned (and after `Master.run` put this handler back in place)
+        runner.get_loop().set_exception_handler(quiet_cancelled_connections)
+        return runner.run(_serve(config, on_ready, on_metrics))
+
+
+_STREAM_DONE_CALLBACK = "StreamReaderProtocol.connection_made.<locals>.callback"
+"""`__qualname__` of the done callback asyncio's `start_server` adds to each connection's task."""
+
+
+def quiet_cancelled_connections(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A loop exception handler that drops one false alarm of Python 3.12 and hands everything else
+    to asyncio's default handler.
+
+    mitmproxy does not close its client connections when it stops (`Master.run` just returns), so
+    the runner closing the loop cancels the task of each connection still open (idle or not).
+    asyncio's `start_server` done callback then calls `task.exception()`, which on a cancelled task
+    raises `CancelledError`: logged as "Exception in callback StreamReaderProtocol.connection_made…"
+    with a traceback, once per open connection, at every normal stop. Python 3.13's callback checks
+    `task.cancelled()` first (and just closes the transport). Only that exact case is dropped: a
+    `CancelledError` out of that callback for a task that was cancelled. A connection task that
+    failed (`Unhandled exception in client_connected_cb`) and every other error still reach the
+    default handler. While `Master.run` runs, mitmproxy's own handler is installed instead of this.
+    """
+    handle = context.get("handle")
+    callback = getattr(handle, "_callback", None)
+    args = getattr(handle, "_args", None) or ()
+    if (
+        isinstance(context.get("exception"), asyncio.CancelledError)
+        and getattr(callback, "__qualname__", None) == _STREAM_DONE_CALLBACK
+        and len(args) == 1
+        and isinstance(args[0], asyncio.Future)
+        and args[0].cancelled()
+    ):
+        return
+    loop.default_exception_handler(context)
