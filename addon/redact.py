@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 from urllib.parse import unquote_plus, unquote_to_bytes
@@ -26,11 +27,14 @@ from addon.errors import ErascopeError
 HASH_PREFIX: Final = "hmac:"
 
 _SECRET_WORDS: Final = (
-    r"token|secret|passw(?:or)?d|pwd|api[-_]?key|apikey|access[-_]?key|private[-_]?key|auth|credential|bearer"
-    r"|(?:^|[-_])pat(?:$|[-_])|(?:^|[-_])key$"
+    r"token|secret|passw(?:or)?d|passphrase|pwd|api[-_]?key|apikey|access[-_]?key|account[-_]?key|private[-_]?key"
+    r"|auth|credential|bearer|(?:^|[-_])pat(?:$|[-_])|(?:^|[-_])key$"
+    # `pass` and `pw` only as the whole name or its last part (`--pass`, `MYSQL_PASS`, `--db-pw`, openssl's
+    # `-passin`/`-passout`): inside other words they are no secret (`--compass`, `--bypass-cache`, `--pwm`)
+    r"|(?:^|[-_])pass(?:in|out)?$|(?:^|[-_])pw$"
 )
 _SECRET_NAME = re.compile(f"(?i)(?:{_SECRET_WORDS})")
-"""An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `GITHUB_TOKEN`, …"""
+"""An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `--pass`, `GITHUB_TOKEN`, …"""
 SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
 """Short options whose value is a secret (`-k KEY`); long ones are recognised by name."""
 _OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w-]*)=(.*)$", re.S)
@@ -39,6 +43,30 @@ _HEADER_SHAPED = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*)$", re.S)
 _AUTHORITY_END = re.compile(r"[/?#\s]")
 """Where a URL's authority (`userinfo@host:port`) ends."""
 _SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_HEADER_OPTION = re.compile(r"(?i)^(?:-H|--?[\w-]*headers?)$")
+"""An option taking a header (`-H`, `--header`, `--add-header`): it may give the name and the value in two arguments."""
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_PAIR_NAME = re.compile(r"\s*[A-Za-z_][\w .:-]*")
+"""A name in a `;`-separated list of pairs: connection strings have spaces (`User ID`) and colons
+(`Jet OLEDB:Database Password`) in theirs; a URL or a path is no name."""
+_PAIR_QUOTES: Final = {"{": "}", '"': '"', "'": "'"}
+"""How a connection string's value holds a `;`: braced (ODBC, `}}` for a `}`) or quoted (ADO.NET, doubled)."""
+_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:"
+    r"gh[pousr]_[A-Za-z0-9]{36,}"  # GitHub tokens: 36 base62 characters after the prefix
+    r"|github_pat_[A-Za-z0-9_]{80,}"  # GitHub fine-grained tokens: 22 + `_` + 59
+    r"|sk-ant-[A-Za-z0-9_-]{32,}"  # Anthropic: sk-ant-api03-…, about 100 characters
+    r"|sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{32,}"  # OpenAI project, service account and admin keys
+    r"|sk-[A-Za-z0-9]{32,}"  # OpenAI's older keys (48 letters and digits) and vendors copying them
+    r"|xox[abeoprs]-[0-9]+-[A-Za-z0-9-]{10,}"  # Slack: xoxb-<team>-<bot>-<secret>, xoxp-…
+    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab personal access tokens
+    r"|AKIA[A-Z0-9]{16}"  # AWS access key ids: exactly 20 upper-case letters and digits
+    r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys: exactly 39 characters
+    r")(?![A-Za-z0-9_-])"
+)
+"""A well-known credential standing on its own, anywhere in an argument (`Bearer ghp_…`,
+`--config={"token":"ghp_…"}`). Each is a documented prefix *and* the length and characters of real
+tokens, and cannot be part of a longer word: `sk-learn`, `sk-notes.txt` or `ghp_cache` are not tokens."""
 
 
 def _key_path() -> Path:
@@ -108,48 +136,134 @@ class Redactor:
 def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
     """A command line as it may be recorded: every credential in it replaced by `hmac:<12 hex>`.
 
-    Hashed: the value of a secret-named option (`--token=X`, `--api-key X`, `--pat X`,
+    Hashed: the value of a secret-named option (`--token=X`, `--api-key X`, `--pat X`, `--pass X`,
     `--access-key=X`, `-k X`); the value of a `NAME=VALUE` pair whose name looks secret
-    (`-e GITHUB_TOKEN=X`, `--env=DB_PASSWORD=X`); the credential of a header-shaped argument whose
-    header is secret (`--header "Authorization: Bearer X"` keeps `Bearer`); the password (or the
-    lone user, often a token) of a URL's userinfo (`postgresql://user:X@host`) and secret query
-    values of a URL (`?token=X`). The program (`argv[0]`) and everything else stays, one output
-    argument per input argument. Equal secrets give equal hashes.
+    (`-e GITHUB_TOKEN=X`, `--env=DB_PASSWORD=X`), also among `;`-separated pairs (connection
+    strings: `Server=h;Password=X`, `Pwd={X}`) and `&`-separated ones (`user=u&password=X`); the
+    credential of a secret header, in one argument or two (`--header "Authorization: Bearer X"`,
+    `-H Authorization "Bearer X"` keep `Bearer`); the password (or the lone user, often a token) of
+    a URL's userinfo (`postgresql://user:X@host`) and secret query values of a URL (`?token=X`); a
+    well-known token anywhere (`ghp_…`, `sk-proj-…`, `xoxb-…`, `AKIA…`, see `_TOKEN`). The program
+    (`argv[0]`) and everything else stays, one output argument per input argument. Equal secrets
+    give equal hashes.
     """
+    http = HttpRedaction(redactor)
     out: list[str] = []
     hide_next = False
+    header_next: str | None = None
     for i, arg in enumerate(argv):
+        header, header_next = header_next, None  # a secret header named by the argument before
         if i == 0:
             out.append(arg)
         elif hide_next:
             out.append(redactor.hash(arg))
             hide_next = False
+        elif header is not None:
+            out.append(http.header_value(header, arg))
         elif m := _OPTION_VALUE.match(arg):
             flag, value = m.groups()
             secret = _SECRET_NAME.search(flag.lstrip("-"))
             out.append(f"{flag}={redactor.hash(value) if secret else _redact_value(value, redactor)}")
+            header_next = _secret_header_named(flag, value, http)
         elif arg in SECRET_SHORT_FLAGS or (arg.startswith("-") and len(arg) > 2 and _SECRET_NAME.search(arg)):
             out.append(arg)
             hide_next = True
         else:
             out.append(_redact_value(arg, redactor))
-    return out
+            header_next = _secret_header_named(argv[i - 1], arg, http)
+    # a token is recognised by its shape wherever it stands, whatever the rules above made of the rest
+    return out[:1] + [_TOKEN.sub(lambda m: redactor.hash(m.group()), arg) for arg in out[1:]]
+
+
+def _secret_header_named(option: str, name: str, http: HttpRedaction) -> str | None:
+    """`name` when `option name` gives a secret header whose value is the next argument
+    (`-H Authorization "Bearer X"`, `--header=X-Api-Key X`); else None."""
+    if _HEADER_OPTION.match(option) and _HEADER_NAME.match(name) and http.hides_header(name):
+        return name
+    return None
 
 
 def _redact_value(value: str, redactor: Redactor) -> str:
     """One argument (or an option's value) with the credentials it carries hashed."""
-    if m := _NAME_VALUE.match(value):
-        name, val = m.groups()
-        if _SECRET_NAME.search(name):
-            return f"{name}={redactor.hash(val)}"
-        return f"{name}={_redact_value(val, redactor)}" if "://" in val else value
-    if "://" in value:
-        return HttpRedaction(redactor).url(value)
+    pair = _NAME_VALUE.match(value)
+    if pair and _SECRET_NAME.search(pair.group(1)):
+        # the whole value, `;` and `&` included: `DB_PASSWORD=a;b&c` is one password
+        return f"{pair.group(1)}={redactor.hash(pair.group(2))}"
     if m := _HEADER_SHAPED.match(value):
         name, val = m.groups()
         redacted = HttpRedaction(redactor).header_value(name, val)
         if redacted != val:
             return f"{name}: {redacted}"
+    if ";" in value and "=" in value:
+        # before the URL: `jdbc:sqlserver://h;password=X` puts pairs where a URL has its host
+        value = _redact_pairs(value, redactor)
+    if "://" in value:
+        return HttpRedaction(redactor).url(value)
+    if pair and "&" in value:
+        return _redact_query(redactor, value, _is_secret_pair_name)
+    return value
+
+
+def _is_secret_pair_name(name: str) -> bool:
+    """Whether a pair's value is a credential: a secret-looking name, or a secret query parameter's."""
+    return bool(_SECRET_NAME.search(name)) or is_secret_query_param(name)
+
+
+def _redact_pairs(text: str, redactor: Redactor) -> str:
+    """`text` with the value of every secret-named `NAME=VALUE` among its `;`-separated parts hashed.
+
+    Connection strings (ODBC and ADO.NET `Server=h;User ID=u;Password=X`, JDBC's
+    `jdbc:sqlserver://h;password=X`) are such lists. A braced or quoted value (`Pwd={a;b}`,
+    `Password="a;b"`) may hold a `;` and is hashed as one, without its braces or quotes, so it
+    hashes as the same secret given anywhere else. Other parts stay as they are.
+    """
+    out: list[str] = []
+    start = 0
+    while start <= len(text):
+        end = _pair_end(text, start)
+        part = text[start:end]
+        name, eq, value = part.partition("=")
+        if eq and _PAIR_NAME.fullmatch(name) and _is_secret_pair_name(name.strip()):
+            lead = value[: len(value) - len(value.lstrip())]
+            part = f"{name}={lead}{redactor.hash(_unquote_pair_value(value.strip()))}"
+        out.append(part)
+        start = end + 1
+    return ";".join(out)
+
+
+def _pair_end(text: str, start: int) -> int:
+    """Where the `;`-separated part starting at `start` ends: the next `;` outside a braced or quoted
+    value (the end of `text` when a brace or quote is never closed: all of it is then the value)."""
+    semi = text.find(";", start)
+    semi = len(text) if semi < 0 else semi
+    eq = text.find("=", start, semi)
+    if eq < 0:
+        return semi
+    i = eq + 1
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    close = _PAIR_QUOTES.get(text[i]) if i < len(text) else None
+    if close is not None:
+        i += 1
+        while i < len(text):
+            if text[i] == close:
+                if text.startswith(close, i + 1):  # doubled: the character itself
+                    i += 2
+                    continue
+                i += 1
+                break
+            i += 1
+        else:
+            return len(text)
+    semi = text.find(";", i)
+    return len(text) if semi < 0 else semi
+
+
+def _unquote_pair_value(value: str) -> str:
+    """A connection string value without its braces or quotes (`{a;b}}c}` is `a;b}c`)."""
+    close = _PAIR_QUOTES.get(value[:1])
+    if close is not None and len(value) >= 2 and value.endswith(close):
+        return value[1:-1].replace(close * 2, close)
     return value
 
 
@@ -292,11 +406,11 @@ def is_secret_query_param(name: str) -> bool:
     return low in SECRET_QUERY_PARAMS or low.endswith(_QUERY_SECRET_SUFFIXES)
 
 
-def _redact_query(redactor: Redactor, query: str) -> str:
+def _redact_query(redactor: Redactor, query: str, is_secret: Callable[[str], bool] = is_secret_query_param) -> str:
     parts = query.split("&")
     for i, part in enumerate(parts):
         name, sep, value = part.partition("=")
-        if sep and value and is_secret_query_param(_unquote(name)):
+        if sep and value and is_secret(_unquote(name)):
             parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
     return "&".join(parts)
 
@@ -429,6 +543,10 @@ class HttpRedaction:
             # the scheme (Bearer, Basic, …) says how a client authenticates; only the credential is secret
             return f"{m.group(1)} {self.redactor.hash(m.group(2))}"
         return self.redactor.hash(value)
+
+    def hides_header(self, name: str) -> bool:
+        """Whether the value of a header of this name is recorded hashed (whole or its credential)."""
+        return self.enabled and self._action(name) in (_HASH, _SECRET)
 
     def _action(self, name: str) -> str:
         """What to do with a header of this name (decided once per name: this runs for every header)."""

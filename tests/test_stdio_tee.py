@@ -657,6 +657,38 @@ ARGV_SECRETS = [
     (["srv", "--access-key=ak-III"], "ak-III", "--access-key=hmac:"),
     (["srv", "-k", "key-JJJ"], "key-JJJ", "hmac:"),
     (["srv", "--api-key", "sk-KKK"], "sk-KKK", "hmac:"),
+    # connection strings: `;`-separated NAME=VALUE pairs (ODBC, ADO, JDBC), `&`-separated query-like ones
+    (["srv", "Server=x;Password=cp-OOO"], "cp-OOO", "Server=x;Password=hmac:"),
+    (["srv", "--dsn", "Data Source=db; User ID=sa; Pwd={cp;PPP}"], "PPP", "Data Source=db; User ID=sa; Pwd=hmac:"),
+    (["srv", '--conn=Server=x;Password="cp;QQQ";Database=d'], "QQQ", "--conn=Server=x;Password=hmac:"),
+    (["srv", "jdbc:sqlserver://db:1433;user=sa;password=cp-RRR"], "cp-RRR", "jdbc:sqlserver://db:1433;user=sa;pass"),
+    (["srv", "user=ann&password=cp-SSS&x=1"], "cp-SSS", "user=ann&password=hmac:"),
+    (["srv", "AccountName=a;AccountKey=ak-ABO==;EndpointSuffix=core.windows.net"], "ak-ABO", "AccountName=a;Acc"),
+    # a header name and its value in two arguments
+    (["srv", "--header", "Authorization", "Bearer h2-TTT"], "h2-TTT", "Bearer hmac:"),
+    (["curl", "-H", "x-api-key", "k-UUU", "https://h/"], "k-UUU", "hmac:"),
+    (["srv", "--header=Authorization", "Bearer h2-VVV"], "h2-VVV", "Bearer hmac:"),
+    # names the word list missed
+    (["srv", "--pass", "p1-WWW"], "p1-WWW", "hmac:"),
+    (["srv", "--pass=p1-XXX"], "p1-XXX", "--pass=hmac:"),
+    (["srv", "--passphrase", "p1-YYY"], "p1-YYY", "hmac:"),
+    (["srv", "--pw", "p1-ZZZ"], "p1-ZZZ", "hmac:"),
+    (["openssl", "rsa", "-passin", "pass:p1-ABA"], "p1-ABA", "hmac:"),
+    (["docker", "run", "-e", "MYSQL_PASS=p1-ABB", "img"], "p1-ABB", "MYSQL_PASS=hmac:"),
+    (["srv", "--client-secret", "cs-ABC"], "cs-ABC", "hmac:"),
+    # well-known tokens, bare or inside an argument
+    (["srv", "ghp_ABD0123456789abcdefghijABCDEFGHIJKLM"], "ABD0123456789", "hmac:"),
+    (["srv", '--config={"token":"ghp_ABE0123456789abcdefghijABCDEFGHIJKLM"}'], "ABE0", '--config={"token":"hmac:'),
+    (["srv", "Bearer ghp_ABF0123456789abcdefghijABCDEFGHIJKLM"], "ABF0", "Bearer hmac:"),
+    (["srv", "github_pat_11ABG0123456789ABCDEFGH_" + "abcdefghij" * 5 + "ABCDEFGHI"], "ABG0", "hmac:"),
+    (["srv", "sk-proj-ABH" + "Ab1_Cd2-Ef3" * 12], "ABH", "hmac:"),
+    (["srv", "sk-ABI0T3BlbkFJ" + "a1B2c3D4e5" * 4], "ABI0", "hmac:"),
+    (["srv", "sk-ant-api03-ABJ" + "Ab1_Cd2-Ef3" * 8 + "AA"], "ABJ", "hmac:"),
+    (["srv", "xoxb-123456789012-1234567890123-ABKdEfGhIjKlMnOpQrStUvWx"], "ABKd", "hmac:"),
+    (["srv", "xoxp-1234567890-1234567890-1234567890-ABL0123456789abcdef0123456789ab"], "ABL0", "hmac:"),
+    (["srv", "glpat-ABMdEfGhIjKlMnOpQrSt"], "ABMd", "hmac:"),
+    (["srv", "--aws=AKIAIOSFODNN7EXAMPLE"], "AKIAIOSFODNN7EXAMPLE", "--aws=hmac:"),
+    (["srv", "AIzaSyABN0123456789abcdefghijABCDEFGHIJ"], "ABN0", "hmac:"),
 ]
 
 
@@ -675,6 +707,36 @@ def test_argv_redaction_keeps_ordinary_arguments() -> None:
 
     argv = ["python", "-m", "weather", "--port", "8080", "--host=localhost:9000", "https://h/mcp?page=2", "A=1"]
     assert redact_argv(argv, Redactor(b"k")) == argv
+
+
+ARGV_LOOK_ALIKES = [
+    # token prefixes in ordinary arguments: too short, the wrong charset, or inside a longer word
+    "sk-learn", "scikit-learn", "sk-notes.txt", "/home/u/sk-notes/sk-learn.py", "sk-proj-dashboard-frontend-v2",
+    "ghp_cache", "github_pat_example", "glpat-test", "xoxb-not-a-token", "AKIAshort", "AIzaTest",
+    "AKIAIOSFODNN7EXAMPLEX", "myghp_0123456789abcdefghijABCDEFGHIJKLMN", "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    # `;` and `&` lists without a secret name, code with `;`, a header option naming no secret header
+    "Server=db;Database=app;Encrypt=yes", "a=1&b=2", "import os; print(1)", "x=1; y=2",
+    "--header", "Accept", "application/json",
+    # names that merely contain `pass` or `pw`
+    "--compass", "north", "--bypass-cache", "x", "--pass-through", "y", "--pwm", "z", "PASSENGER=1",
+]  # fmt: skip
+
+
+def test_argv_redaction_keeps_look_alikes() -> None:
+    """Token prefixes, `pass`-like names and `;`/`&` lists that carry no credential are recorded as given."""
+    from addon.redact import Redactor, redact_argv
+
+    argv = ["srv", *ARGV_LOOK_ALIKES]
+    assert redact_argv(argv, Redactor(b"k")) == argv
+
+
+def test_argv_redaction_of_a_token_correlates_with_its_option() -> None:
+    """A token hashed in place hashes as the value of a secret option does, so the two still correlate."""
+    from addon.redact import Redactor, redact_argv
+
+    token = "ghp_0123456789abcdefghijABCDEFGHIJKLMNOP"
+    out = redact_argv(["srv", token, "--token", token, f"GITHUB_TOKEN={token}", f"Bearer {token}"], Redactor(b"k"))
+    assert out[1] == out[3] == out[4].removeprefix("GITHUB_TOKEN=") == out[5].removeprefix("Bearer ")
 
 
 def test_server_name_option(tmp_path: Path, clean_env: dict[str, str]) -> None:
