@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import re
+import secrets
 import sys
 import time
 from collections.abc import Sequence
@@ -630,7 +631,10 @@ class HttpRecorder:
             # a new policy or place starts a new capture: one header must describe all its records
             self._close_writer()
             try:
-                redactor = Redactor()
+                # the host's key only when something is hashed: `--no-redact` with whole bodies hashes
+                # nothing, and a key of this run (never written) keeps it so
+                hashes = opts.erascope_redact or opts.erascope_bodies != BODIES_FULL
+                redactor = Redactor() if hashes else Redactor(secrets.token_hex(32).encode())
             except ErascopeError as exc:
                 raise exceptions.OptionsError(str(exc)) from exc
             self.redaction = HttpRedaction(

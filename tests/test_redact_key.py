@@ -86,3 +86,23 @@ def test_recorders_refuse_to_start_on_an_empty_key_file(tmp_path: Path, command:
     assert res.returncode == 2, res.stderr
     assert f"the redaction key file {key} is empty" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert not caps.exists() or not any(caps.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("options", "made"),
+    [({"erascope_redact": False}, False), ({"erascope_redact": False, "erascope_bodies": "metadata"}, True),
+     ({}, True)],
+    ids=["no-redact", "no-redact-metadata-bodies", "redact"],
+)  # fmt: skip
+def test_the_http_recorder_makes_a_key_only_when_it_hashes(
+    state: Path, tmp_path: Path, options: dict[str, object], made: bool
+) -> None:
+    # `--no-redact` hashes nothing (unless `--bodies metadata` hashes payloads), yet made the host's key
+    from mitmproxy.test import taddons
+
+    from addon.http_recorder import HttpRecorder
+
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), **options)
+    assert state.exists() == made
