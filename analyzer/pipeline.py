@@ -195,7 +195,10 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     files = find_inputs(path_list)
     if not files:
         where = ", ".join(path_list) if path_list else "(no paths)"
-        raise ErascopeError(f"no *.jsonl files under {where}")
+        raise ErascopeError(
+            f"no *.jsonl files under {where} (nor *.jsonl.gz, *.jsonl.zst;"
+            " HAR files and mitmproxy dumps are read when named, not searched for)"
+        )
     # The rows condensing moves out wait on disk until the rules' first frames read them, and the
     # request view the rules read lives there too (`Spill`): files that go with the analysis.
     spill = Spill(opts.spill_dir)

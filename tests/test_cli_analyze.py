@@ -105,8 +105,10 @@ def test_input_errors_exit_2(tmp_path: Path) -> None:
     result = runner.invoke(app, ["analyze", str(tmp_path / "nope.jsonl")])
     assert (result.exit_code, "no such file or directory" in result.stderr) == (2, True)
     (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "export.har").write_text("{}")  # not searched for: the message says so
     result = runner.invoke(app, ["analyze", str(tmp_path / "empty")])
     assert (result.exit_code, "no *.jsonl files under" in result.stderr) == (2, True)
+    assert "*.jsonl.zst" in result.stderr and "HAR files and mitmproxy dumps are read when named" in result.stderr
     future = tmp_path / "future.jsonl"
     future.write_text('{"type":"header","format":"erascope/7","seq":0}\n')
     result = runner.invoke(app, ["analyze", str(future)])
