@@ -22,6 +22,9 @@ Why it looks the way it does:
 - A blocking read cannot be interrupted, so the tee never stops a pump: it closes the stream's
   recording gate instead (the linger window ended; the server died while a grandchild still holds
   its stdout). A parked pump is a daemon thread and ends with its source or the process.
+- The server runs in a session (and process group) of its own, and the tee signals that whole group:
+  a launcher (`npx`, `uvx`, `sh -c`) is the server's parent more often than not, and a signal to the
+  launcher alone left the real server running as an orphan.
 
 Library code never prints: the only bytes written to the `stderr` stream given to `run_tee` are the
 server's own stderr (passed through) and the capture writer's failure reports.
@@ -82,6 +85,13 @@ SIGTERM, and then SIGTERM before SIGKILL."""
 
 FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Signals the tee passes on to the server instead of dying from them."""
+
+PIDFD_SIGNAL_PROCESS_GROUP: Final = 4
+"""`pidfd_send_signal` flag (linux/pidfd.h, Linux >= 6.9; Python names none): signal the process group
+the pidfd's process leads. Safe from pid reuse like any pidfd signal, even once the leader is reaped."""
+
+GROUP_POLL: Final = 0.05
+"""Seconds between looks at whether the server's process group is gone, while the tee ends it."""
 
 REDACTION_POLICY: Final = {
     "mode": "default",
@@ -176,6 +186,37 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"SIG{signum}"
+
+
+def group_running(pgid: int) -> bool:
+    """True while a process of process group `pgid` runs: a zombie, dead but not yet reaped, does not count.
+
+    Signal 0 says whether the group has members, zombies included; the orphans of a dead launcher are
+    reaped by init, which may take its time (seconds, under some container inits; never, under one
+    that does not reap). On Linux, the members' states are read from /proc; elsewhere a zombie counts.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # none we may signal, yet members: they may run
+        pass
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return True
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            stat = Path("/proc", name, "stat").read_bytes()
+        except OSError:  # gone meanwhile
+            continue
+        # `pid (comm) state ppid pgrp ...`: comm may hold spaces and parentheses, so count from the last `)`
+        state, _ppid, pgrp = stat[stat.rfind(b")") + 2 :].split(maxsplit=3)[:3]
+        if int(pgrp) == pgid and state not in (b"Z", b"X"):
+            return True
+    return False
 
 
 class LineSplitter:
@@ -720,6 +761,13 @@ class StdioTee:
         self.proc: subprocess.Popen[bytes] | None = None
         self._pidfd: int | None = None
         """The server as a pidfd where the OS has them: signals can never reach a recycled pid."""
+        self._pidfd_groups = True
+        """Whether the kernel signals a process group through the pidfd (Linux >= 6.9); else `os.killpg`."""
+        self._group_signalled = False
+        """The tee signalled the server's process group (a forwarded signal, or its own SIGTERM): from
+        then on the server is ended only when no process of its group runs (`_server_ended`)."""
+        self._released = False
+        """The tee let go of the server (its pidfd closed): it signals nothing any more."""
         self._ending: threading.Thread | None = None
         self._exited = threading.Event()
         # Reentrant: the signal handler (main thread) may interrupt the main thread holding it.
@@ -815,7 +863,9 @@ class StdioTee:
         """Once, after `client-eof` or a signal: a server still running after the grace period gets
         SIGTERM, and SIGKILL one more grace period later, each with a `terminate` record.
 
-        Without this, a server that ignores EOF (and SIGTERM) outlives its client as an orphan.
+        Without this, a server that ignores EOF (and SIGTERM) outlives its client as an orphan. The
+        signals go to the server's process group: a launcher (`npx`, `uvx`, `sh -c`) and the real
+        server it started end together (`_kill`).
         """
         if self._ending is not None or self._exited.is_set():
             return
@@ -826,26 +876,65 @@ class StdioTee:
         if threading.current_thread() is not threading.main_thread():
             signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)  # the main thread handles them
         for sig in (signal.SIGTERM, signal.SIGKILL):
-            if self._exited.wait(self.grace):
+            if self._server_ended(self.grace):
                 return
             self._submit_signals()  # the main thread, parked in wait(), has not placed them yet
             self._seq.submit(self._event(fmt.EV_TERMINATE, signal=signal_name(sig), after=after, grace=self.grace))
             self._kill(sig)
 
+    def _server_ended(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the server to end; True when it did.
+
+        Until the tee signalled the server, the server's own exit ends it: what a server that exits by
+        itself leaves running is its business, as it would be without the tee. Once the tee signalled
+        it, the server is its whole process group: a launcher may die of the signal at once while the
+        server it started ignores it, and that one must not be left behind.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._exited.is_set() and not (self._group_signalled and group_running(self._pgid())):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            # Short steps: a signal forwarded meanwhile makes the whole group count (`_group_signalled`).
+            if self._exited.is_set():
+                time.sleep(min(left, GROUP_POLL))
+            else:
+                self._exited.wait(min(left, GROUP_POLL))
+
+    def _pgid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid  # the server leads its own session and process group (`_spawn`)
+
     def _kill(self, sig: int) -> bool:
-        """Send `sig` to the server unless it was reaped; True when it was sent."""
+        """Send `sig` to the server's process group; True when it reached a process.
+
+        The group is the server and whatever it started that stayed in it: the real server behind a
+        launcher (`npx`, `uvx`, `docker run`'s client, `sh -c`, node wrappers), which a signal to the
+        launcher alone leaves running as an orphan. Processes that left the group (daemons) are not
+        reached. Once the server is reaped its pid may be reused, but not while its group has a member.
+        """
         with self._kill_lock:  # the pidfd is not closed (and its number reused) meanwhile
-            proc = self.proc
-            if proc is None or proc.returncode is not None or self._exited.is_set():
+            if self.proc is None or self._released:
                 return False
             try:
-                if self._pidfd is not None:
-                    signal.pidfd_send_signal(self._pidfd, sig)
-                else:
-                    os.kill(proc.pid, sig)
+                self._signal_group(sig)
             except OSError:  # ProcessLookupError: gone already
                 return False
+            self._group_signalled = True
             return True
+
+    def _signal_group(self, sig: int) -> None:
+        if self._pidfd is not None and self._pidfd_groups:
+            try:
+                signal.pidfd_send_signal(self._pidfd, sig, None, PIDFD_SIGNAL_PROCESS_GROUP)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EINVAL:
+                    raise
+                self._pidfd_groups = False  # Linux < 6.9: by the group id, which a live member keeps taken
+        os.killpg(self._pgid(), sig)
 
     def _on_server_end(self, ticket: int) -> None:
         """The server's output is over (EOF, or it died and its pipe is drained): tell the client.
@@ -862,6 +951,9 @@ class StdioTee:
             self._seq.submit(self._signals.popleft())
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # To the server's whole group, as a terminal's Ctrl-C or a hangup reaches its whole foreground
+        # group: in a session of its own (`_spawn`), the server gets each such signal from the tee
+        # alone, once (in the tee's group it got the terminal's and then the tee's).
         proc = self.proc
         forwarded = proc is not None and proc.poll() is None and self._kill(signum)
         # We are told to stop: whenever the server is (or becomes) gone, do not linger for the client.
@@ -945,9 +1037,19 @@ class StdioTee:
         self.writer.write(self._event(fmt.EV_RECORDER_END, **{fmt.F_COUNTERS: self.counters()}))
 
     def _spawn(self) -> subprocess.Popen[bytes]:
+        # In a session (and process group) of its own, so that ending the server ends what it started
+        # too (`_kill`): launchers are the common case. A new session rather than only a new group: a
+        # background group of the terminal's session would be stopped (SIGTTIN) by reading the
+        # terminal; without one, opening /dev/tty fails at once. Signals to the tee's own group (a
+        # terminal's Ctrl-C, a host's killpg) reach the server through the tee (`_on_signal`).
         try:
             return subprocess.Popen(
-                self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0
+                self.cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                bufsize=0,
+                start_new_session=True,
             )
         except OSError as exc:
             # Like a shell: 127 when there is nothing to run, 126 when it cannot be run.
@@ -1017,8 +1119,10 @@ class StdioTee:
                 self._relay_abandoned("stderr", err)
             seq.close(fmt.STDERR)
             self._linger(c2s)
+            self._finish_ending()
         finally:
             with self._kill_lock:
+                self._released = True
                 self._exited.set()
                 if self._pidfd is not None:
                     with contextlib.suppress(OSError):
@@ -1032,6 +1136,14 @@ class StdioTee:
                 with contextlib.suppress(OSError):
                     pipe.close()
         return status
+
+    def _finish_ending(self) -> None:
+        """Wait for `_escalate`, if it runs: once the tee signalled the server, it ends what is left of
+        its group after the server exited (at most two `grace` periods), which a tee that exited first
+        could not. Without a signal sent it returns as soon as it sees the server gone."""
+        ending = self._ending
+        while ending is not None and ending.is_alive():
+            ending.join(GROUP_POLL)  # short steps: signals are handled on this thread
 
     def _linger(self, c2s: Pump) -> None:
         """Keep recording client bytes for `linger` seconds after the server's exit (unless at EOF)."""
@@ -1111,7 +1223,8 @@ def run_tee(
     `ErascopeError` for bad arguments. `chain_key` makes the capture's hash chain keyed (`blake3-keyed`).
     Capture write failures never stop the relay: they are reported
     on `stderr` with a count. A server still running `grace` seconds after the client closed stdin
-    (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds.
+    (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds: sent to its
+    process group (the server runs in a session of its own), so a launcher's server ends with it.
 
     Installs handlers for SIGINT/SIGTERM/SIGHUP (forwarded to the server) and ignores SIGPIPE while
     it runs, when called from the main thread. When it returns while the client still holds

@@ -15,8 +15,10 @@ import fcntl
 import io
 import itertools
 import os
+import pty
 import re
 import resource
+import select
 import shutil
 import signal
 import struct
@@ -1226,6 +1228,151 @@ def test_signal_while_the_server_starts_is_forwarded_and_the_capture_closed(
             proc.wait()
         if pid is not None and _alive(pid):  # the orphan a tee killed too early left behind
             os.kill(pid, signal.SIGKILL)
+
+
+# --- launchers: the real server is the tee's grandchild (npx, uvx, `sh -c`, node wrappers) --------
+
+
+def _running(pid: int) -> bool:
+    """True while `pid` runs: not gone, and not merely a zombie waiting for init to reap it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: a zombie counts as running
+        return _alive(pid)
+    return stat[stat.rfind(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def _gone_soon(pid: int, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _running(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _kill_if_running(pid: int) -> None:
+    """Cleanup for a test whose tee left `pid` behind (its own child's pid, read a moment ago)."""
+    if _running(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+_PY_LAUNCHER = (
+    "import subprocess, sys; p = subprocess.Popen(sys.argv[1:]); "
+    "print(p.pid, file=sys.stderr, flush=True); sys.exit(p.wait())"
+)
+_LAUNCHERS = {
+    # dies of SIGTERM, and so does the server it started
+    "python": ([PY, "-c", _PY_LAUNCHER, PY, "-c", "import time; time.sleep(60)"], [signal.SIGTERM]),
+    # ignores SIGTERM, and so does the server it starts (an ignored signal stays ignored across exec)
+    "sh": (["sh", "-c", 'trap "" TERM; sleep 60 & echo "$!" >&2; wait'], [signal.SIGTERM, signal.SIGKILL]),
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(_LAUNCHERS))
+def test_a_server_started_by_a_launcher_is_ended_with_it(tmp_path: Path, client_factory, launcher: str) -> None:
+    """A launcher that outlives the client's EOF is ended after `--grace`, and the server it started
+    with it: the tee signals the server's process group, not only the launcher. Signalling the launcher
+    alone left its child running as an orphan (parent pid 1), though the tee's exit status said it had
+    been ended."""
+    cmd, steps = _LAUNCHERS[launcher]
+    c = client_factory(tee_cmd(tmp_path, *cmd, extra=("--grace", str(GRACE))))
+    grandchild = int(c.stderr.readline())
+    try:
+        c.stdin.close()  # the client is done; neither the launcher nor its child reads stdin
+        assert c.proc.wait(60) == 128 + steps[-1]
+        assert _gone_soon(grandchild), f"the launcher's child {grandchild} outlived the tee"
+    finally:
+        _kill_if_running(grandchild)
+    c.finish()
+    records = only_capture(tmp_path)
+    ends = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE]
+    assert [(r["signal"], r["after"]) for r in ends] == [(sig.name, fmt.EV_CLIENT_EOF) for sig in steps]
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == steps[-1].name
+
+
+def test_a_launcher_dying_of_a_forwarded_signal_does_not_leave_its_server_behind(
+    tmp_path: Path, client_factory
+) -> None:
+    """The host stops the tee with SIGTERM; the launcher dies of it at once, the server it started
+    ignores it. The tee exits with the launcher's status, but only once the whole group is gone: what
+    outlives `--grace` gets SIGTERM again, then SIGKILL, each with a `terminate` record."""
+    server = "import os, signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+    server += "print(os.getpid(), file=sys.stderr, flush=True); time.sleep(60)"
+    launcher = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
+    c = client_factory(tee_cmd(tmp_path, PY, "-c", launcher, PY, "-c", server, extra=("--grace", str(GRACE))))
+    grandchild = int(c.stderr.readline())  # it ignores SIGTERM from now on
+    try:
+        c.proc.send_signal(signal.SIGTERM)  # the client still holds stdin open
+        assert c.proc.wait(60) == 128 + signal.SIGTERM  # the launcher's own end
+        assert _gone_soon(grandchild), f"the launcher's child {grandchild} outlived the tee"
+    finally:
+        _kill_if_running(grandchild)
+    c.finish()
+    records = only_capture(tmp_path)
+    assert lifecycle(records, fmt.EV_SIGNAL)["forwarded"] is True
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGTERM"
+    ends = [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE]
+    assert [(r["signal"], r["after"]) for r in ends] == [("SIGTERM", fmt.EV_SIGNAL), ("SIGKILL", fmt.EV_SIGNAL)]
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+
+
+_COUNTS_SIGINT = """
+import os, signal, sys, time
+r, w = os.pipe()
+os.set_blocking(w, False)
+signal.signal(signal.SIGINT, lambda *_: None)
+signal.set_wakeup_fd(w, warn_on_full_buffer=False)  # a byte per delivered signal, though handlers coalesce
+print("ready", file=sys.stderr, flush=True)
+os.read(r, 1)
+time.sleep(0.5)  # a second SIGINT, if one comes, comes within this
+os.set_blocking(r, False)
+try:
+    more = len(os.read(r, 100))
+except BlockingIOError:
+    more = 0
+print(f"sigints={1 + more}", file=sys.stderr, flush=True)
+"""
+
+
+def test_ctrl_c_in_a_terminal_reaches_the_server_once(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """`erascope record stdio -- server` run in a terminal, and Ctrl-C: the server gets one SIGINT, as
+    it would without the tee. In the terminal's foreground process group with the tee, it got the
+    terminal's and then the one the tee forwarded; in a session of its own, only the tee's."""
+    cmd = tee_cmd(tmp_path, PY, "-c", _COUNTS_SIGINT)
+    pid, master = pty.fork()  # the child leads a session whose controlling terminal is the pty
+    if pid == 0:
+        try:
+            os.execve(cmd[0], cmd, clean_env)
+        finally:
+            os._exit(127)
+    out, pressed = b"", False
+    try:
+        deadline = time.monotonic() + 60
+        while b"sigints=" not in out and time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    out += os.read(master, 4096)
+                except OSError:  # EIO: nothing holds the terminal any more
+                    break
+            if b"ready" in out and not pressed:
+                os.write(master, b"\x03")  # Ctrl-C: SIGINT to the terminal's foreground process group
+                pressed = True
+        _, wait_status = os.waitpid(pid, 0)
+        pid = 0
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(master)
+    assert re.search(rb"sigints=(\d+)", out) is not None, out
+    assert re.search(rb"sigints=(\d+)", out)[1] == b"1", out
+    assert os.waitstatus_to_exitcode(wait_status) == 0
+    assert lifecycle(only_capture(tmp_path), fmt.EV_SIGNAL)["forwarded"] is True
 
 
 def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) -> None:
