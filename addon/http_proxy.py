@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import errno
 import logging
+import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from addon.errors import ErascopeError
@@ -256,7 +257,7 @@ async def _serve(
         )
     except exceptions.OptionsError as exc:
         recorder.done()  # releases the metrics port, if an earlier option opened it
-        raise ErascopeError(str(exc)) from exc
+        raise ErascopeError(_in_flags(str(exc))) from exc
     if recorder.metrics is not None and on_metrics is not None:
         on_metrics(recorder.metrics.url)
     loop = asyncio.get_running_loop()
@@ -271,6 +272,25 @@ async def _serve(
     if not startup.listen:
         raise _listen_error(host, port, startup.errors)
     return ProxyRun(listen=startup.listen, files=recorder.paths, records=recorder.records, lost=recorder.lost)
+
+
+_FLAGS: Final = {
+    "erascope_dir": "--out", "erascope_server": "--server", "erascope_bodies": "--bodies",
+    "erascope_redact_headers": "--redact-header", "erascope_max_body": "--max-body",
+    "erascope_rotate_size": "--rotate-size", "erascope_rotate_age": "--rotate-age", "erascope_compress": "--compress",
+    "erascope_keep_bytes": "--keep-bytes", "erascope_keep_days": "--keep-days", "erascope_metrics": "--metrics",
+    "erascope_chain_key": "--key",
+}  # fmt: skip
+"""The addon's options (`addon.http_recorder`) by the flags of `erascope record http` that set them."""
+_OPTION_NAME = re.compile(r"\berascope_[a-z_]+\b")
+
+
+def _in_flags(message: str) -> str:
+    """An addon's option error in the words of the command line: the flag typed, not the option it set."""
+    text = _OPTION_NAME.sub(lambda m: _FLAGS.get(m.group(), m.group()), message)
+    for flag in _FLAGS.values():  # "--metrics: --metrics must be …" says it once
+        text = text.replace(f"{flag}: {flag} ", f"{flag} ")
+    return text
 
 
 def run_reverse_proxy(

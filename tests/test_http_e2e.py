@@ -378,7 +378,18 @@ def test_record_http_cli_rejects_bad_input(clean_env: dict[str, str]) -> None:
         [str(BIN / "erascope"), "record", "http", "--upstream", "http://127.0.0.1:1/mcp", "--max-body", "0"],
         capture_output=True, text=True, env=clean_env, timeout=60,
     )  # fmt: skip
-    assert bad.returncode == 2 and "erascope_max_body must be a positive size" in bad.stderr
+    assert bad.returncode == 2 and "--max-body must be a positive size" in bad.stderr
+    # the addon's options by the command's flags, which the user typed
+    for flag, value, said in [
+        ("--max-body", "12q", "--max-body: Invalid size"),
+        ("--rotate-size", "0", "--rotate-size must"),
+        ("--metrics", "bogus", "error: --metrics must be HOST:PORT"),
+    ]:
+        bad = subprocess.run(
+            [str(BIN / "erascope"), "record", "http", "--upstream", "http://127.0.0.1:1/mcp", flag, value],
+            capture_output=True, text=True, env=clean_env, timeout=60,
+        )  # fmt: skip
+        assert bad.returncode == 2 and said in bad.stderr and "erascope_" not in bad.stderr, bad.stderr
 
 
 def test_flow_errors_refused_upstream_reset_and_client_gone(
