@@ -97,7 +97,8 @@ CaptureDirOption = Annotated[
     typer.Option(
         "--out",
         metavar="DIR",
-        help="Capture directory; default: $ERASCOPE_CAPTURE_DIR or $XDG_STATE_HOME/erascope/captures.",
+        help="Capture directory; default: $ERASCOPE_CAPTURE_DIR, else captures/ in the state directory"
+        " ($XDG_STATE_HOME/erascope, else ~/.local/state/erascope).",
     ),
 ]
 """`--out` of every `record` command."""
