@@ -155,3 +155,12 @@ def test_a_quiet_stream_the_proxy_closed_when_idle_is_no_upstream_failure(tmp_pa
     _idle_cut(cap, "f2", "POST", {"jsonrpc": "2.0", "id": 3, "method": "tools/call"})
     [finding] = [f for f in run(cap.close()).findings if f.rule == "upstream-unreachable"]
     assert (finding.details["failures"], finding.details["requests"]) == (1, ["tools/call ×1"]), finding.message
+
+
+def test_a_request_of_the_server_in_the_cut_stream_is_not_a_client_request_left_unanswered(tmp_path: Path) -> None:
+    # the server asked the client something on the call's stream (sampling), then the stream was reset
+    cap = Cap(tmp_path, transport="http")
+    _reset_after(cap, "f1", {"jsonrpc": "2.0", "id": 3, "method": "tools/call"},
+                 {"jsonrpc": "2.0", "id": "s-1", "method": "sampling/createMessage", "params": {}})  # fmt: skip
+    [finding] = [f for f in run(cap.close()).findings if f.rule == "upstream-unreachable"]
+    assert finding.details["requests"] == ["tools/call ×1"], finding.message

@@ -197,17 +197,23 @@ class RuleContext:
         )
 
     def http_requests_unanswered(self) -> pl.LazyFrame:
-        """The client requests of HTTP flows no answer was recorded to (`capture`, `server`, `flow`,
+        """The client's requests of HTTP flows no answer was recorded to (`capture`, `server`, `flow`,
         `seq`, `file`, `line`, `method`).
 
         Condensing moved most answered requests out of the messages frame, not those whose answer it
         keeps (a probe's, an `initialize`'s, an error): those answers name their request by `req_seq`.
         """
         answered = self.messages.filter(
-            pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid"))
+            (pl.col("dir") == fmt.S2C)
+            & pl.col("req_seq").is_not_null()
+            & pl.col("kind").is_in(("response", "error", "invalid"))
         ).select("capture", seq="req_seq")
         return (
-            self.messages.filter((pl.col("kind") == "request") & pl.col("flow").is_not_null())
+            # the client's: a request of the server's on a flow's stream (sampling, elicitation) waits
+            # for the client, not for the server
+            self.messages.filter(
+                (pl.col("dir") == fmt.C2S) & (pl.col("kind") == "request") & pl.col("flow").is_not_null()
+            )
             .select("capture", "server", "flow", "seq", "file", "line", "method")
             .join(answered, on=["capture", "seq"], how="anti")
         )
