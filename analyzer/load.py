@@ -293,7 +293,7 @@ def read_header(path: str) -> dict[str, Any] | None:
 
     Raises `ErascopeError` when the file cannot be read or names an erascope major we do not know.
     """
-    return _header_of(path, _first_line(path))
+    return _header_of(path, first_line(path))
 
 
 def read_open_header(path: str, f: BinaryIO) -> dict[str, Any] | None:
@@ -303,7 +303,8 @@ def read_open_header(path: str, f: BinaryIO) -> dict[str, Any] | None:
     return _header_of(path, f.readline(_HEADER_LIMIT))
 
 
-def _first_line(path: str) -> bytes:
+def first_line(path: str) -> bytes:
+    """The file's first line as `read_header` reads it (decompressed; cut at a limit). Raises `InputError`."""
     try:
         return _sources_first_line(path, _HEADER_LIMIT)
     except OSError as exc:
@@ -344,7 +345,7 @@ _READS: Final = (
 )
 
 
-def _not_a_capture(path: str, first: bytes) -> str:
+def not_a_capture(path: str, first: bytes) -> str:
     """Why a file is skipped: not an erascope capture, with a hint when it looks like something known."""
     if fmt.cut_header(first):
         return (
@@ -896,7 +897,7 @@ def extract_file(
                 return _extract_foreign(facts, kind, options)
             if cut is not None:  # not "not a capture": what it is cannot be told from so little
                 raise InputError(f"{path}: {cut} within its first line, which tells nothing of what it held")
-            facts.skipped = _not_a_capture(path, first)
+            facts.skipped = not_a_capture(path, first)
             return facts
         facts.identity = _identity(path, header)
         facts.transport = _transport(header)
@@ -1351,7 +1352,7 @@ def _read_small(path: str, capture: str) -> _Small:
                 return _Small(facts, alone=True)
         except OSError:
             return _Small(facts, alone=True)  # read alone, which notes why it cannot be
-        facts.skipped = _not_a_capture(path, first)
+        facts.skipped = not_a_capture(path, first)
         return _Small(facts)
     facts.transport = _transport(header)
     facts.identity = _identity(path, header)

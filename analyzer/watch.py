@@ -148,7 +148,10 @@ more traffic adds evidence to a finding reported already (a storm or a split goi
 reported again as `finding-update` with all its evidence so far (naming the report it `replaces`
 when a line read later went ahead of its first one), so the last report of each finding
 has the evidence `analyze` gives it on the same files (its message, counts and spans, is as of that
-report: a count that grows without new evidence shown is not reported again).
+report: a count that grows without new evidence shown is not reported again). Evidence names each
+line's file as it is when the event is printed (`Watcher._named_now`): a part compressed since its
+last report (the plain file removed) holds the same lines in its copy, where `analyze` names them; the
+move alone is not reported (an update per finding per rotation would carry nothing new).
 """
 
 from __future__ import annotations
@@ -169,6 +172,7 @@ from typing import Any, Final
 import polars as pl
 
 from addon.errors import ErascopeError
+from addon.format import cut_header
 from analyzer.condense import merge
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding, Severity
@@ -180,6 +184,8 @@ from analyzer.load import (
     display_name,
     extract_lines,
     find_inputs,
+    first_line,
+    not_a_capture,
     not_regular,
     part_identity,
     read_header,
@@ -188,7 +194,7 @@ from analyzer.load import (
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
-from analyzer.sources import CutStream, open_stream, strip_compression
+from analyzer.sources import FLOWS, HAR, CutStream, foreign_kind, open_stream, strip_compression
 from analyzer.watch_shard import CarriedResults, ServerKey, SessionLinks, only_servers, piece_servers, piece_sessions
 from analyzer.watch_state import CarriedIdentities, piece_connections
 
@@ -198,6 +204,8 @@ is not paired again piece by piece in every round."""
 READ_LIMIT: Final = 64 << 20
 """Bytes read from one file in one round at most: a large backlog is taken in steps, each reported."""
 UNDECIDED_OUTCOME: Final = "no-answer"
+FOREIGN: Final = {HAR: "a HAR file", FLOWS: "a mitmproxy dump"}
+ANALYZE_THEM: Final = "watch follows erascope captures only; use `erascope analyze` for HAR files and mitmproxy dumps"
 
 FINDING: Final = "finding"
 FINDING_UPDATE: Final = "finding-update"
@@ -379,10 +387,14 @@ class Watcher:
         once; the caller drains the list."""
         self._dropped: set[str] = set()
         """Servers of parts dropped since the last round (`_follow`): their results go with them."""
+        self._moved: dict[str, _Part] = {}
+        """A file a part was read from before another took its place (its compressed copy, the plain
+        file removed), as evidence names it → the part: an event printed since names the file the part is
+        in now (`_named_now`), as `analyze` on the files then does."""
         self._refused: dict[str, tuple[tuple[int, int, int, int], str]] = {}
-        """Files not read (not regular, an unknown format major, unreadable): each path's file as it
-        was (device, inode, size, mtime) and why, noted once. Tried again once the path names another
-        file or the file changed (a FIFO replaced, a capture written over it)."""
+        """Files not read (not regular, not a capture, an unknown format major, unreadable): each path's
+        file as it was (device, inode, size, mtime) and why, noted once. Tried again once the path names
+        another file or the file changed (a FIFO replaced, a capture written over it)."""
         self._identities = CarriedIdentities()
         """The connections' client identities, carried across rounds (`analyzer.watch_state`)."""
         self._links = SessionLinks()
@@ -399,7 +411,9 @@ class Watcher:
     # --- reading ---------------------------------------------------------------------------------
     def _files(self) -> list[str]:
         try:
-            return [f for f in find_inputs(self.paths) if not f.endswith(".json")]
+            # a glob's `.json` (a report, a baseline beside the captures) is none of them; one named
+            # explicitly (a HAR file saved as .json) is looked at, and noted
+            return [f for f in find_inputs(self.paths) if not f.endswith(".json") or f in self.paths]
         except ErascopeError:
             return []  # a glob matching nothing yet, a directory gone for a moment: the next round sees
 
@@ -436,6 +450,8 @@ class Watcher:
                 del self._parts[k]
         for path in [p for p, known in self._by_path.items() if known is part]:
             del self._by_path[path]
+        for name in [n for n, known in self._moved.items() if known is part]:
+            del self._moved[name]
         for piece in part.pieces:
             self._identities.touch(piece_connections(piece))
         self._dropped |= part.servers
@@ -462,6 +478,8 @@ class Watcher:
         if why is None:
             try:
                 header = read_header(path)
+                if header is None:
+                    why = _never_followed(path)
             except (InputError, OSError) as exc:
                 why = str(exc)
         if why is not None:
@@ -471,13 +489,14 @@ class Watcher:
             return None
         self._refused.pop(path, None)
         if header is None:
-            return None  # empty so far, or not a capture: looked at again next round
+            return None  # empty so far, or its first line not complete yet: looked at again next round
         inode = None if _is_compressed(path) else (st.st_dev, st.st_ino)
         identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
         if known is not None:
             if os.path.exists(known.path) and known.path != path:
                 return None  # a copy of a part still being written (a compressor at work): the original is read
+            self._moved[display_name(known.path)] = known
             known.path, known.compressed, known.seen_size, known.inode = path, _is_compressed(path), -1, inode
             self._by_path[path] = known
             return known
@@ -724,7 +743,23 @@ class Watcher:
                     )
                 )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
-        return events
+        return [self._named_now(e) for e in events] if self._moved else events
+
+    def _named_now(self, event: WatchEvent) -> WatchEvent:
+        """`event` with each evidence line named by the file its part is in now: lines read from a
+        plain part that has since been compressed (the plain file removed) are in the copy, at the same
+        line numbers, and `analyze` names them there. Only events printed anyway are renamed: the move
+        alone is no event (it would be one per finding per rotation, with nothing new to act on)."""
+
+        def now(e: Evidence) -> Evidence:
+            part = self._moved.get(e.file)
+            return e if part is None else replace(e, file=display_name(part.path))
+
+        return replace(
+            event,
+            evidence=tuple(now(e) for e in event.evidence),
+            replaces=None if event.replaces is None else now(event.replaces),
+        )
 
     def run(self, interval: float, stop: threading.Event) -> Iterator[list[WatchEvent]]:
         """Poll every `interval` seconds until `stop` is set; yields each round's events."""
@@ -749,6 +784,22 @@ def _merged(pieces: list[FileFacts]) -> FileFacts:
         malformed=[b for c in copies for b in c.malformed],
         counts=dict(sum((Counter(c.counts) for c in copies), Counter())),
     )
+
+
+def _never_followed(path: str) -> str | None:
+    """Why watch will never follow the regular file `path`, whose first line is not an erascope
+    header (a HAR file, a dump, a log, anything else: `analyze`'s words); None while it may still
+    become a capture: a recorder creates a part, then writes its header, so a file empty or with its
+    first line not complete yet is looked at again. Raises `InputError`, `OSError`."""
+    first = first_line(path)
+    if cut_header(first):
+        return None  # empty, or a header being written
+    kind = foreign_kind(path)
+    if kind is not None:
+        return f"{FOREIGN[kind]}: {ANALYZE_THEM}"
+    if not first.endswith(b"\n"):
+        return None  # what its first line is cannot be told before it ends
+    return not_a_capture(path, first)
 
 
 def _is_compressed(path: str) -> bool:

@@ -294,9 +294,12 @@ PEERS = Path(__file__).parent / "peers"
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("retention", [[], ["--rotate-size", "2k", "--compress"]], ids=["plain", "compressed"])
 def test_real_recorder_while_watching(
-    tmp_path: Path, clean_env: dict[str, str], modern_py: Path, watches: list[Watch]
+    tmp_path: Path, clean_env: dict[str, str], modern_py: Path, watches: list[Watch], retention: list[str]
 ) -> None:
+    """With `--compress`, each closed part becomes `.jsonl.zst` (the plain file removed) while watch
+    follows: the same lines, never read twice; a line printed names its file, or its copy since."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -308,7 +311,10 @@ def test_real_recorder_while_watching(
     async def session() -> None:
         params = StdioServerParameters(
             command=str(ERASCOPE),
-            args=["record", "stdio", "--out", str(out), "--", str(modern_py), str(PEERS / "mcp_stdio_server.py")],
+            args=[
+                *("record", "stdio", "--out", str(out), *retention),
+                *("--", str(modern_py), str(PEERS / "mcp_stdio_server.py")),
+            ],
             env=clean_env,
         )
         with anyio.fail_after(60):
@@ -322,6 +328,11 @@ def test_real_recorder_while_watching(
     w.events_until(lambda ev: reported(ev) == want)
     assert w.stop() == 0
     assert reported(w.events()) == want
+    if retention:
+        assert any(p.name.endswith(".jsonl.zst") for p in out.iterdir())  # parts were compressed meanwhile
+    for e in w.events():
+        assert all(any(os.path.exists(x["file"] + z) for z in ("", ".zst")) for x in e["evidence"]), e
+    assert w.errors == []
 
 
 def replay(sources: list[Path], live: Path, watcher: Watcher, clock: list[float], seed: int) -> list[Any]:
@@ -968,3 +979,119 @@ def test_a_part_deleted_keeps_what_it_contributed(tmp_path: Path) -> None:
     clock[0] += 30
     assert watcher.poll() == []
     assert [f.rule for f in watcher.results()[1]] == ["rollout-split"]
+
+
+def _exact(report: dict[str, Any]) -> set[Any]:
+    """A report's findings as (rule, server, evidence as printed): file names as they are, a part's
+    compressed copy not taken for its plain file (`expected` strips compression)."""
+    return {(f["rule"], f["server"], tuple(e["at"] for e in f["evidence"])) for f in report["findings"]}
+
+
+def test_evidence_names_a_part_compressed_since_by_its_copy(tmp_path: Path) -> None:
+    """The recorder compresses each closed part (`--compress`: `x.000.jsonl.zst`, the plain file
+    removed) while watch follows the directory. A report names each line as `analyze` names it on the
+    files when the report is printed: a part compressed before by its copy (not the plain file, gone).
+    The move alone reports nothing: an update per finding per rotation would tell an alerting pipeline
+    nothing new. So a report printed before its part was compressed keeps the plain name (README)."""
+    from addon.retention import compress_part
+
+    live = tmp_path / "live"
+    live.mkdir()
+    sources = sorted((CORPUS / "probe-storm-stdio").glob("*.jsonl"))
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events: list[dict[str, Any]] = []
+    for source in sources:
+        (live / source.name).write_bytes(source.read_bytes())  # a spawn's part, closed
+        clock[0] += 30
+        printed = [e.as_json() for e in watcher.poll()]
+        # each finding printed has the evidence `analyze` gives it on the files as they are now
+        now = _exact(analyzed(live)) if any(e["rule"] for e in printed) else set()
+        for e in printed:
+            assert all(os.path.exists(x["file"]) for x in e["evidence"]), e
+            if e["rule"]:
+                assert (e["rule"], e["server"], tuple(x["at"] for x in e["evidence"])) in now
+        events += printed
+        assert compress_part(live / source.name) is not None
+        clock[0] += 30
+        assert watcher.poll() == []  # the same lines under another name: nothing to report
+    assert [e["event"] for e in events if e["rule"]].count("finding-update") >= 3  # the storm grew across parts
+    assert any(".jsonl.zst:" in x["at"] for e in events for x in e["evidence"])
+    assert reported(events) == expected(analyzed(live))
+    assert watcher.notes == []
+
+
+def test_files_in_a_directory_it_will_never_follow_are_noted_once(tmp_path: Path) -> None:
+    """A file named like a capture that is none (a JSON-RPC log, garbage) is noted once, in
+    `analyze`'s words; a file empty so far or with its first line still partial may be a part a
+    recorder just created: it is noted only once its first line is complete and no header."""
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / "x.jsonl").write_bytes(b'{"jsonrpc": "2.0", "id": 1, "method": "initialize"}\n')
+    (live / "y.jsonl").write_bytes(b"\x00\x01garbage\xff\n")
+    (live / "empty.jsonl").write_bytes(b"")
+    (live / "torn.jsonl").write_bytes(b'{"type":"hea')
+    (live / "starting.jsonl").write_bytes(b"")
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    assert watcher.poll() == []
+    clock[0] += 30
+    with open(live / "x.jsonl", "ab") as f:  # a log that grows is noted once all the same
+        f.write(b'{"jsonrpc": "2.0", "id": 1, "result": {}}\n')
+    assert watcher.poll() == []
+    assert sorted(watcher.notes) == [
+        f"{live / 'x.jsonl'}: not an erascope capture (first line is not an erascope header): it looks like a"
+        " plain JSON-RPC log; erascope reads the captures `erascope record stdio` and `erascope record http`"
+        " write (plain, .gz or .zst), HAR files and mitmproxy dumps: run the server behind `erascope record"
+        " stdio` (or the proxy `erascope record http`) to record one",
+        f"{live / 'y.jsonl'}: not an erascope capture (first line is not an erascope header); erascope reads"
+        " the captures `erascope record stdio` and `erascope record http` write (plain, .gz or .zst), HAR"
+        " files and mitmproxy dumps",
+    ]
+    watcher.notes.clear()
+    # the part a recorder was starting gets its header: a capture, read; the empty file gets a line
+    # that is no header: noted now
+    (live / "starting.jsonl").write_bytes(_corpus_capture("rollout-split-http"))
+    (live / "empty.jsonl").write_bytes(b"hello\n")
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    assert [e["rule"] for e in events if e["event"] == "finding"] == ["rollout-split"]
+    assert [n.split(": ")[0] for n in watcher.notes] == [str(live / "empty.jsonl")]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "why"),
+    [
+        ("README.md", b"# notes\n\nnot a capture\n", "not an erascope capture (first line is not an erascope header)"),
+        ("dump.har", b'{\n  "log": {"version": "1.2", "entries": []}\n}\n', "a HAR file: watch follows"),
+        ("dump.json", b'{"log": {"version": "1.2", "entries": []}}', "a HAR file: watch follows"),
+        ("dump.flows", b"5:hello,", "a mitmproxy dump: watch follows"),
+    ],
+)
+def test_a_file_given_that_is_no_capture_is_noted(tmp_path: Path, name: str, content: bytes, why: str) -> None:
+    """A path given explicitly that watch will never follow (a README, a HAR file, a mitmproxy dump)
+    is noted once with why, instead of being watched in silence until Ctrl-C."""
+    path = tmp_path / name
+    path.write_bytes(content)
+    watcher = Watcher([str(path)])
+    assert watcher.poll() == []
+    assert watcher.poll() == []
+    assert len(watcher.notes) == 1, watcher.notes
+    assert watcher.notes[0].startswith(f"{path}: {why}")
+    if "watch follows" in why:
+        assert watcher.notes[0].endswith("use `erascope analyze` for HAR files and mitmproxy dumps")
+
+
+def test_the_cli_notes_a_file_given_that_is_no_capture(tmp_path: Path, watches: list[Watch]) -> None:
+    har = tmp_path / "dump.har"
+    har.write_bytes(b'{"log": {"version": "1.2", "entries": []}}\n')
+    w = Watch(str(har), "--interval", "0.2")
+    watches.append(w)
+    deadline = time.monotonic() + GUARD
+    while not w.errors and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert w.stop() == 0
+    assert w.errors == [
+        f"erascope: {har}: a HAR file: watch follows erascope captures only; use `erascope analyze` for HAR"
+        " files and mitmproxy dumps\n"
+    ]
