@@ -732,9 +732,12 @@ def compact_cmd(
             result = compact(paths, out, jobs=jobs, force=force, temp_dir=temp_dir)
     except ErascopeError as exc:
         raise _fail(exc) from None
+    for path, why in result.skipped:  # named with why, as `analyze` notes them; not counted as compacted
+        typer.echo(f"erascope: skipped {visible(path)}: {visible(why)}", err=True)
+    skipped = f" {len(result.skipped)} skipped," if result.skipped else ""
     typer.echo(
         f"erascope: {len(result.written)} file(s) compacted ({result.rows} rows, {result.parts} Parquet part(s)),"
-        f" {len(result.unchanged)} unchanged, into {out}",
+        f"{skipped} {len(result.unchanged)} unchanged, into {out}",
         err=True,
     )
 

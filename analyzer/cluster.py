@@ -47,7 +47,7 @@ import polars as pl
 
 from addon.errors import ErascopeError
 from analyzer.archive import COMPACT_AGAIN, NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
-from analyzer.compact import CompactResult, Named, compact, compact_file, source_fingerprint
+from analyzer.compact import CompactResult, Converted, Named, compact, compact_file, source_fingerprint
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
@@ -275,7 +275,7 @@ def _compact_task(
     fingerprint: dict[str, Any],
     old: Named | None = None,
     temp_dir: str | None = None,
-) -> tuple[int, int]:
+) -> Converted:
     """Run on a worker: compact one input file (a path or a URL) into the shared archive `out` (a
     directory or a URL): the worker reads the input and writes the archive's objects itself. `old`
     and `temp_dir` as for `compact_file` (the staging directory is the worker's); `identity`: the
@@ -315,7 +315,7 @@ def compact_on_cluster(
     """
     with connect(address, wait_for_workers) as client:
 
-        def run(todo: list[str], archive: Path | str, old: list[Named | None]) -> list[tuple[int, int]]:
+        def run(todo: list[str], archive: Path | str, old: list[Named | None]) -> list[Converted]:
             prints = [source_fingerprint(p) for p in todo]
             token = _token()
             futures = client.map(

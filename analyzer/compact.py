@@ -24,6 +24,11 @@ deleted. A run cut short in between leaves the old entry reading exactly what it
 with. Bytes equal to the old file's keep its name: converting an unchanged input again (`--force`)
 writes the same archive.
 
+Only the same capture replaces an entry (`_same_capture`: the run its header names, which a renamed
+capture does not share); another one under its name is refused. A file that is not a capture (not
+an erascope capture, not a regular file) gets an entry saying why, as the report on the JSONL says
+it, and is `skipped`, not compacted: inputs none of which is a capture are an error.
+
 Partitions use percent-encoded server keys (hive style, lossless); readers take the true value
 from the `server` column inside the files, so the directory names are for pruning and for humans. Each
 entry records the columns it was written with: an archive from an erascope that extracted other
@@ -67,7 +72,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 import polars as pl
@@ -95,7 +100,17 @@ from analyzer.archive import (
     server_partition,
     source_entries,
 )
-from analyzer.load import LoadOptions, display_name, extract_file, find_inputs, part_identity, read_header
+from analyzer.load import (
+    LoadOptions,
+    display_name,
+    extract_file,
+    find_inputs,
+    name_key,
+    not_regular,
+    part_identity,
+    read_header,
+    run_key,
+)
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_strings
 from analyzer.storage import is_url, join, redact
 
@@ -104,6 +119,7 @@ __all__ = [  # the archive's reading side lives in `analyzer.archive`; these nam
     "ARCHIVE_SCHEMA",
     "SOURCES_DIR",
     "CompactResult",
+    "Converted",
     "compact",
     "compact_file",
     "extract_archived",
@@ -119,13 +135,28 @@ class CompactResult:
 
     archive: Path | str
     written: list[str] = field(default_factory=list)
-    """Input files (as given) converted in this run."""
+    """Input files (as given) converted in this run: captures, not the `skipped`."""
     unchanged: list[str] = field(default_factory=list)
-    """Input files already in the archive with the same size and modification time."""
+    """Input captures already in the archive with the same size and modification time."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """Input files that are not read as captures (not an erascope capture, not a regular file), each
+    with why, as `analyze` notes them. Their entries record it, so a report on the archive names them
+    too; they are not among the files `written` or `unchanged`."""
     parts: int = 0
     """Parquet files written in this run."""
     rows: int = 0
     """Message rows written in this run."""
+
+
+class Converted(NamedTuple):
+    """What converting one input file wrote."""
+
+    parts: int
+    """Parquet parts."""
+    rows: int
+    """Message rows."""
+    skipped: str | None
+    """Why the file was not read as a capture (its entry records only that); None for a capture."""
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -320,9 +351,9 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str, old: Named, digests:
 
 def compact_file(
     path: str, out: Path | str, old: Named | None = None, temp_dir: str | Path | None = None
-) -> tuple[int, int]:
+) -> Converted:
     """Compact one input file into the archive at `out` (a directory, or a URL: `_compact_to_url`);
-    returns (Parquet parts, rows) written.
+    returns what it wrote.
 
     `old`: the files the archive's entry for `path` names (`_named`; {} when it has none), when the
     caller has read the entry already; None: it is read here. `temp_dir`: where a conversion to a URL
@@ -337,7 +368,7 @@ def compact_file(
     entry, height = _convert(path, out, name, old)
     for stale in sorted(set(old) - set(_named(entry))):
         (out / stale).unlink(missing_ok=True)
-    return len(entry["parts"]), height
+    return Converted(len(entry["parts"]), height, entry["skipped"])
 
 
 def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any], int]:
@@ -378,7 +409,7 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
 
 def _compact_to_url(
     path: str, out: str, old: Named | None = None, temp_dir: str | Path | None = None
-) -> tuple[int, int]:
+) -> Converted:
     """`compact_file` into the archive at the URL `out`: written whole to a local staging directory
     (in `temp_dir`), then uploaded in the local writer's order (see the module docstring). An object
     store has no rename, but an upload is atomic: the entry, uploaded last, never names an object
@@ -399,7 +430,7 @@ def _compact_to_url(
             storage.remove(join(out, rel) for rel in sorted(set(old) - set(data)))
         except OSError as exc:
             raise ErascopeError(f"cannot write the archive {redact(out)}: {exc}") from None
-    return len(entry["parts"]), height
+    return Converted(len(entry["parts"]), height, entry["skipped"])
 
 
 _AGGREGATES: Final = {"conns": ["server", "conn"], "sessions": ["server", "conn", "session_id"], "servers": ["server"]}
@@ -457,19 +488,44 @@ def _unchanged(
 
 
 def _same_capture(path: str, entry: dict[str, Any]) -> bool:
-    """Whether an archive's entry under `path`'s name archives the capture at `path`: it names the same
-    input, or the same capture part (`entry_identity`: a moved or copied capture). Another capture
-    that shares the file name is not: replacing it would lose its rows."""
-    if entry.get("file") == display_name(path):
-        return True
+    """Whether an archive's entry under `path`'s name archives the capture at `path`. Another capture
+    that shares the file name is not: replacing it would lose its rows.
+
+    A header the recorder wrote names its recording run and part (`run_key`), which the same capture
+    keeps whatever became of its file (grown since, moved, copied, compressed): when the archived
+    entry names one, it decides, at any path. The recorder's file name does not: a capture renamed
+    to the archived one's name shares it. Otherwise (a header written by hand, an entry without
+    identity keys) the entry names the same input, or the same recorder file name."""
+    file = entry.get("file")
+    same_path = file == display_name(path)
     archived = set(entry_identity(entry))
-    if not archived:
-        return False
+    # the archived keys beside those of file names: the run its header named
+    runs = archived - {name_key(path), name_key(file) if isinstance(file, str) else None}
+    if not runs:
+        if same_path:
+            return True
+        header = _header_or_none(path) if archived else None
+        return header is not None and not archived.isdisjoint(part_identity(path, header))
+    if same_path and entry.get("source") == _fingerprint_or_none(path):
+        return True  # the very file archived, unchanged since: its header need not be read again
+    header = _header_or_none(path)
+    return header is not None and run_key(header) in runs
+
+
+def _header_or_none(path: str) -> dict[str, Any] | None:
+    """The erascope header of the file at `path`; None when it has none or cannot be read, and for a
+    path that is not a regular file (opening a FIFO would block)."""
     try:
-        header = read_header(path)
+        return None if not_regular(path) else read_header(path)
     except ErascopeError:
-        return False
-    return header is not None and not archived.isdisjoint(part_identity(path, header))
+        return None
+
+
+def _fingerprint_or_none(path: str) -> dict[str, Any] | None:
+    try:
+        return source_fingerprint(path)
+    except OSError:
+        return None
 
 
 def _refuse_other_capture(path: str, entry: dict[str, Any], out: Path | str) -> None:
@@ -481,15 +537,17 @@ def _refuse_other_capture(path: str, entry: dict[str, Any], out: Path | str) -> 
         )
 
 
-def _archived_at_url(inputs: list[str], out: str, force: bool) -> tuple[set[str], dict[str, Named]]:
-    """The inputs `_unchanged` in the archive at the URL `out` (none when `force`), and per input the
-    files its entry there names ({} without one: `compact_file`'s `old`). The archive is listed once
-    and the entries are read together (a request each, concurrently) here, and only here: not an
-    input at a time, nor again by the conversion."""
+def _archived_at_url(
+    inputs: list[str], out: str, force: bool
+) -> tuple[dict[str, dict[str, Any]], dict[str, Named]]:
+    """The inputs `_unchanged` in the archive at the URL `out` (none when `force`) with their entries
+    there, and per input the files its entry there names ({} without one: `compact_file`'s `old`).
+    The archive is listed once and the entries are read together (a request each, concurrently)
+    here, and only here: not an input at a time, nor again by the conversion."""
     listing = storage.files_under(out) if storage.is_dir(out) else set()
     entries = {p: join(out, SOURCES_DIR, f"{archive_name(p)}.json") for p in inputs}
     contents = storage.read_many(sorted(u for u in entries.values() if u in listing))
-    unchanged: set[str] = set()
+    unchanged: dict[str, dict[str, Any]] = {}
     old: dict[str, Named] = {}
     for p, url in entries.items():
         content = contents.get(url)
@@ -502,7 +560,7 @@ def _archived_at_url(inputs: list[str], out: str, force: bool) -> tuple[set[str]
         _refuse_other_capture(p, entry, out)
         old[p] = _named(entry)
         if not force and _unchanged(p, out, entry, url, listing):
-            unchanged.add(p)
+            unchanged[p] = entry
     return unchanged, old
 
 
@@ -512,7 +570,7 @@ def compact(
     *,
     jobs: int | None = None,
     force: bool = False,
-    runner: Callable[[list[str], Path | str, list[Named | None]], list[tuple[int, int]]] | None = None,
+    runner: Callable[[list[str], Path | str, list[Named | None]], list[Converted]] | None = None,
     temp_dir: str | Path | None = None,
 ) -> CompactResult:
     """Convert the capture files named by `paths` (files, directories, globs) into an archive at `out`.
@@ -523,7 +581,8 @@ def compact(
     their results in order. `temp_dir`: where each file converted for a URL is staged (default: the
     system's temporary directory).
     `force` re-converts inputs that look unchanged. Raises `ErascopeError` for bad layouts (see the
-    module docstring), archives given as input, and the loader's own input errors.
+    module docstring), archives given as input, the loader's own input errors, and inputs none of
+    which is a capture (all `skipped`).
     """
     given = [str(p) for p in paths]
     out = str(out) if is_url(str(out)) else Path(out)
@@ -560,9 +619,9 @@ def compact(
             if not p.is_symlink():
                 os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
         todo = [p for p in inputs if force or p not in archived or not _unchanged(p, out, *archived[p])]
+        unchanged = {p: archived[p][0] for p in inputs if p not in set(todo)}
         old = [None] * len(todo)  # read by each conversion from the disk
     result = CompactResult(archive=out)
-    result.unchanged = [p for p in inputs if p not in set(todo)]
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     if runner is not None:
         done = runner(todo, out, old) if todo else []
@@ -572,8 +631,27 @@ def compact(
         # threads, as in `analyzer.load.extract_files`: polars releases the GIL, nothing is pickled
         with ThreadPoolExecutor(max_workers=workers) as pool:
             done = list(pool.map(compact_file, todo, [out] * len(todo), old, [temp_dir] * len(todo)))
-    for p, (parts, rows) in zip(todo, done, strict=True):
-        result.written.append(p)
-        result.parts += parts
-        result.rows += rows
+    # in input order: a file skipped is named with why each time, as `analyze` names it, whether its
+    # entry was written now or is unchanged
+    converted = dict(zip(todo, done, strict=True))
+    for p in inputs:
+        if p in converted:
+            parts, rows, skipped = converted[p]
+            result.parts += parts
+            result.rows += rows
+        else:
+            skipped = unchanged[p].get("skipped")
+        if isinstance(skipped, str):
+            result.skipped.append((p, skipped))
+        else:
+            (result.written if p in converted else result.unchanged).append(p)
+    if len(result.skipped) == len(inputs):
+        # nothing to analyze, as `analyze` fails on the same inputs: an exit 0 would tell a cron job
+        # or a CI step that captures were archived
+        skipped = [f"{redact(p)}: {why}" for p, why in result.skipped]
+        listed = "; ".join(skipped[:3]) + (f"; and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        raise ErascopeError(
+            f"no capture files to compact in {', '.join(redact(g) for g in given)}"
+            f" ({len(skipped)} file(s) skipped: {listed})"
+        )
     return result

@@ -374,14 +374,24 @@ def _identity(path: str, header: dict[str, Any]) -> tuple[bytes, ...]:
     plus random hex, and is what an archive entry still knows of its source. Headers written by
     hand (without those fields) identify nothing: such files are only ever told apart by path.
     """
-    keys: list[bytes] = []
+    return tuple(key for key in (run_key(header), name_key(path)) if key is not None)
+
+
+def run_key(header: dict[str, Any]) -> bytes | None:
+    """The identity key of the recording run and part a header names (see `_identity`); None for a
+    header written by hand without them. Unlike the file name's key, no other capture shares it."""
     run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
-    if run[0] is not None and run[2] is not None:
-        keys.append(_key(b"run:" + orjson.dumps(run)))
+    if run[0] is None or run[2] is None:
+        return None
+    return _key(b"run:" + orjson.dumps(run))
+
+
+def name_key(path: str) -> bytes | None:
+    """The identity key of a recorder's file name (see `_identity`); None for another name."""
     name = strip_compression(os.path.basename(path))  # a part and its logrotated copy are the same part
-    if _RECORDER_NAME.match(name):
-        keys.append(_key(b"name:" + name.encode("utf-8", "surrogateescape")))
-    return tuple(keys)
+    if not _RECORDER_NAME.match(name):
+        return None
+    return _key(b"name:" + name.encode("utf-8", "surrogateescape"))
 
 
 def _key(text: bytes) -> bytes:

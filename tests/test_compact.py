@@ -562,3 +562,106 @@ def test_a_moved_capture_replaces_its_own_entry(caps: Path, tmp_path: Path) -> N
     result = compact([str(moved)], archive, jobs=1)
     assert sorted(result.written) == sorted(str(p) for p in moved.glob("*.jsonl"))
     assert _report(str(archive)) == _report(str(moved))
+
+
+def _not_captures(directory: Path) -> dict[str, str]:
+    """What `analyze` skips, each file name with the reason it gives: a FIFO, JSON lines without an
+    erascope header, and garbage."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(directory / "pipe.jsonl")
+    (directory / "plain.jsonl").write_bytes(b'{"a": 1}\n{"b": 2}\n')
+    (directory / "junk.jsonl").write_bytes(b"garbage\x00\xff\n")
+    return {
+        "pipe.jsonl": "not a regular file (a FIFO)",
+        "plain.jsonl": "not an erascope capture",
+        "junk.jsonl": "not an erascope capture",
+    }
+
+
+def test_inputs_that_are_no_captures_are_not_compacted(tmp_path: Path) -> None:
+    """Nothing but files `analyze` skips: compact said "3 file(s) compacted" and exited 0, and the
+    archive then failed `analyze` ("no capture records found"). It fails as `analyze` does on them,
+    each file named with why, and says that nothing was compacted, also when run again."""
+    inputs = tmp_path / "inputs"
+    skipped = _not_captures(inputs)
+    analyzed = runner.invoke(app, ["analyze", str(inputs), "-q"])
+    assert analyzed.exit_code == 2
+    archive = tmp_path / "archive"
+    for _ in range(2):  # the second run finds their entries unchanged
+        result = runner.invoke(app, ["compact", str(inputs), "--out", str(archive)])
+        assert result.exit_code == 2, result.output
+        assert "file(s) compacted" not in result.stderr
+        assert "no capture files to compact" in result.stderr
+        for name, why in skipped.items():
+            assert f"{inputs / name}: {why}" in result.stderr, result.stderr
+            assert f"{inputs / name}: {why}" in analyzed.stderr
+
+
+def test_inputs_that_are_no_captures_beside_one_are_named_not_counted(tmp_path: Path) -> None:
+    """Beside a capture, each skipped file is a note naming it with why (as `analyze` notes it), not
+    one of the files compacted; the archive's report names them as the captures' report does."""
+    inputs = tmp_path / "inputs"
+    skipped = _not_captures(inputs)
+    source = next((CORPUS / "auto-legacy-stdio").glob("*.jsonl"))
+    shutil.copyfile(source, inputs / source.name)
+    archive = tmp_path / "archive"
+    result = runner.invoke(app, ["compact", str(inputs), "--out", str(archive)])
+    assert result.exit_code == 0, result.output
+    assert "1 file(s) compacted" in result.stderr and "3 skipped" in result.stderr, result.stderr
+    for name, why in skipped.items():
+        assert f"skipped {inputs / name}: {why}" in result.stderr, result.stderr
+    assert _report(str(archive)) == _report(str(inputs))
+    again = runner.invoke(app, ["compact", str(inputs), "--out", str(archive)])
+    assert again.exit_code == 0 and "0 file(s) compacted" in again.stderr, again.stderr
+    assert "3 skipped, 1 unchanged" in again.stderr and f"skipped {inputs / 'junk.jsonl'}" in again.stderr
+
+
+def _recorded(name: str) -> Path:
+    """A recorded capture of the corpus (its header names its run: start, host, pid, server, part)."""
+    return next((CORPUS / name).glob("*.jsonl"))
+
+
+def test_another_recorded_capture_renamed_to_an_archived_name_is_refused(tmp_path: Path) -> None:
+    """A recorder's file name is part of a capture's identity, and a renamed capture shares it: the
+    other capture (another run in its header) replaced the archived entry, losing its rows. Refused,
+    naming both files, with nothing replaced: from another directory, and at the archived path."""
+    archived, other = _recorded("auth-gate-http"), _recorded("auto-legacy-http")
+    caps, elsewhere = tmp_path / "caps", tmp_path / "other"
+    caps.mkdir()
+    elsewhere.mkdir()
+    shutil.copyfile(archived, caps / archived.name)
+    shutil.copyfile(other, elsewhere / archived.name)
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
+    before, report = _tree(archive), _report(str(archive))
+    shutil.copyfile(other, caps / archived.name)  # and another capture over the archived one, at its path
+    for where in (elsewhere, caps):
+        for force in ([], ["--force"]):
+            result = runner.invoke(app, ["compact", str(where), "--out", str(archive), *force])
+            assert result.exit_code == 2, result.output
+            assert "another capture" in result.stderr, result.stderr
+            assert str(where / archived.name) in result.stderr and str(caps / archived.name) in result.stderr
+            assert _tree(archive) == before
+    assert _report(str(archive)) == report
+
+
+def test_a_recorded_capture_that_grew_is_compacted_again(tmp_path: Path) -> None:
+    """The part compacted while the recorder still wrote it, then whole: the same capture (the same
+    header), at its path or moved, replaces its entry."""
+    source = _recorded("auth-gate-http")
+    lines = source.read_bytes().splitlines(keepends=True)
+    caps, moved = tmp_path / "caps", tmp_path / "moved"
+    caps.mkdir()
+    moved.mkdir()
+    (caps / source.name).write_bytes(b"".join(lines[: len(lines) // 2]))
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
+    shutil.copyfile(source, caps / source.name)
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0 and "1 file(s) compacted" in result.stderr, result.output
+    assert _report(str(archive)) == _report(str(caps))
+    shutil.move(caps / source.name, moved / source.name)
+    os.utime(moved / source.name)  # and it grew again meanwhile
+    result = runner.invoke(app, ["compact", str(moved), "--out", str(archive)])
+    assert result.exit_code == 0 and "1 file(s) compacted" in result.stderr, result.output
+    assert _report(str(archive)) == _report(str(moved))
