@@ -77,6 +77,9 @@ EV_SERVER_EOF: Final = "server-eof"
 """The server closed its stdout; the tee closes its own stdout to the client."""
 EV_STDIN_BROKEN: Final = "server-stdin-broken"
 """Writing to the server's stdin failed (it exited or closed it); later client bytes are only recorded."""
+EV_STDOUT_BROKEN: Final = "client-stdout-broken"
+"""Writing to the client (the tee's stdout) failed (it closed its end): the tee stopped reading the
+server's stdout and closed it, as the client's leaving would have directly: `error`, `held`."""
 EV_EXIT: Final = "exit"
 """The server process ended: `code` (int) or `signal` (name), and the tee's `status`."""
 EV_SIGNAL: Final = "signal"
@@ -94,7 +97,7 @@ for `grace` seconds; `held`: bytes it had read of it and could neither relay nor
 LIFECYCLE_EVENTS: Final = frozenset(
     {
         EV_SPAWN, EV_SPAWN_FAILED, EV_CLIENT_EOF, EV_SERVER_EOF, EV_STDIN_BROKEN, EV_EXIT, EV_SIGNAL,
-        EV_LINGER_END, EV_TERMINATE, EV_RECORDER_END, EV_RELAY_ABANDONED,
+        EV_LINGER_END, EV_TERMINATE, EV_RECORDER_END, EV_RELAY_ABANDONED, EV_STDOUT_BROKEN,
     }
 )  # fmt: skip
 

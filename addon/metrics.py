@@ -355,7 +355,7 @@ class LiveStats:
             self.flows += 1
         if event in _STDIO_ERRORS:
             self.upstream_errors[event] = self.upstream_errors.get(event, 0) + 1
-        if event == fmt.EV_CLIENT_EOF:
+        if event in (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN):  # the client left: it reads no answer
             self._client_closed.add(conn)
         if event in _STDIO_DEATHS:
             outcome = GARBAGE if conn in self._garbage else CONNECTION_DIED

@@ -17,8 +17,9 @@ Why it looks the way it does:
   it is left as it is): a read or write that would block waits in `poll` and is retried
   (`wait_ready`), so a slow client is never taken for a gone one.
 - The pumps never parse JSON: a line is whatever lies between two `\\n` bytes (a `\\r` before the
-  `\\n` stays in the payload). Invalid UTF-8 is recorded in base64, an unterminated tail at EOF
-  with `nl: false`, so reconstruction is exact.
+  `\\n` stays in the payload). Invalid UTF-8 is recorded in base64, an unterminated tail with
+  `nl: false` (at EOF, or when the tee closes the stream itself: `Sequencer.close`'s `held`), so
+  reconstruction is exact.
 - A blocking read cannot be interrupted, so the tee never stops a pump: it closes the stream's
   recording gate instead (the linger window ended; the server died while a grandchild still holds
   its stdout). A parked pump is a daemon thread and ends with its source or the process.
@@ -376,7 +377,10 @@ class Pump:
     `forward` is a function, or a file descriptor the pump writes to itself (one call less per read).
     Forwarding raises OSError when the destination is gone; `on_forward_error` is then called once
     and the pump keeps reading and recording without forwarding (the bytes still reach the capture,
-    and the source never blocks on a full pipe). At EOF `on_end(True)` runs after the tail line.
+    and the source never blocks on a full pipe). With `stop_on_forward_error` it stops instead: the
+    read that could not be forwarded is not recorded (it was not relayed), the unfinished line held
+    from earlier reads (relayed) is recorded with `nl` false, then `on_forward_error` is called and
+    the pump ends with `on_end(False)`, reading no more. At EOF `on_end(True)` runs after the tail line.
     With a `sequencer`, each read (data or EOF) takes a ticket under the pump's `name` before it is
     forwarded, and ends it once everything it caused (forwarding, `on_line`, `on_end`) is done.
 
@@ -394,6 +398,7 @@ class Pump:
         *,
         on_forward_error: Callable[[OSError], None] | None = None,
         on_end: Callable[[bool], None] | None = None,
+        stop_on_forward_error: bool = False,
         sequencer: Sequencer | None = None,
         chunk_size: int = CHUNK_SIZE,
         name: str = "pump",
@@ -407,6 +412,7 @@ class Pump:
         self._on_line = on_line
         self._on_forward_error = on_forward_error
         self._on_end = on_end
+        self._stop_on_forward_error = stop_on_forward_error
         self._chunk_size = chunk_size
         self._max_carried = max_carried
         """Bytes of an unfinished line held at most: past them, what is held goes to `on_line` (`nl`
@@ -463,6 +469,16 @@ class Pump:
         held = sum(map(len, self._splitter.pending))
         return held if self.reading else held + self.last_read
 
+    def take_tail(self) -> bytes | fmt.Pieces | None:
+        """The unfinished line the pump holds (bytes it relayed but could not record yet, lacking their
+        `\\n`), handed over and cleared; None when it holds none.
+
+        For whoever closes the pump's stream from outside (`Sequencer.close`'s `held`): call it only
+        while no read of the pump is in progress, i.e. not between the sequencer's `begin` and `end`
+        for its stream, when the pump cannot be changing what it holds.
+        """
+        return self._splitter.tail()
+
     def run(self) -> None:
         """The pump loop (call directly to run on the current thread)."""
         if threading.current_thread() is not threading.main_thread():
@@ -514,12 +530,14 @@ class Pump:
                             write_all(forward_fd, view[sent:n])
                     except OSError as exc:
                         forward_fd = None
-                        self._forward_failed(exc)
+                        if self._forward_failed(exc):
+                            break
                 elif self._forward is not None:
                     try:
                         self._forward(view[:n])  # a function here
                     except OSError as exc:
-                        self._forward_failed(exc)
+                        if self._forward_failed(exc):
+                            break
                 # Forwarded first; only now are lines taken out of the reused buffer for the recorder.
                 # One whole line in one read with nothing carried over is the common case: lent to
                 # `on_line` as `feed(borrow=True)` would lend it, without that call (about 5 % of a
@@ -548,10 +566,17 @@ class Pump:
                 seq.end(name)
             self.done.set()
 
-    def _forward_failed(self, exc: OSError) -> None:
-        self._forward = None  # the destination is gone: read and record on, forward no more
+    def _forward_failed(self, exc: OSError) -> bool:
+        """The destination is gone: forward no more. True when the pump is to stop (the read that
+        failed is then not recorded; what it held from earlier, relayed reads is recorded first)."""
+        self._forward = None
+        if self._stop_on_forward_error:
+            tail = self._splitter.tail()
+            if tail is not None:
+                self._on_line(tail, False)
         if self._on_forward_error is not None:
             self._on_forward_error(exc)
+        return self._stop_on_forward_error
 
 
 class Sequencer:
@@ -619,14 +644,32 @@ class Sequencer:
             else:
                 self._submit(record, ticket)
 
-    def close(self, stream: str, record: dict[str, Any] | None = None, ticket: int | None = None) -> bool:
-        """Stop recording `stream`, with `record` as its last word; False when it was closed already."""
+    def close(
+        self,
+        stream: str,
+        record: dict[str, Any] | None = None,
+        ticket: int | None = None,
+        held: Callable[[], list[dict[str, Any]]] | None = None,
+    ) -> bool:
+        """Stop recording `stream`, with `record` as its last word; False when it was closed already.
+
+        `held()` gives the records of what the stream's reader holds unrecorded (an unfinished line):
+        they go just before `record`. It is called only when no read of `stream` is in progress (none
+        between `begin` and `end`), under the lock that `begin` takes: then the reader cannot be
+        changing what it holds, and whatever it records later is dropped by the closed gate, so no
+        byte is recorded twice. A read in progress records what it completes itself, or loses it to
+        the gate, as it always did.
+        """
         with self._lock:
             if stream in self._closed:
                 return False
             self._closed.add(stream)
+            ticket = self._next_ticket() if ticket is None else ticket
+            if held is not None and stream not in self._pending:
+                for rec in held():
+                    self._submit(rec, ticket)  # same ticket, submitted first: released first
             if record is not None:
-                self._submit(record, self._next_ticket() if ticket is None else ticket)
+                self._submit(record, ticket)
             return True
 
     def _next_ticket(self) -> int:
@@ -818,12 +861,8 @@ class StdioTee:
         if direction is None:  # a stderr line: rare next to frames, so the plain record (a copy) does
 
             def on_stderr(payload: bytes | memoryview | fmt.Pieces, nl: bool) -> None:
-                data = bytes(payload)
-                # in pieces of at most STDERR_PIECE bytes, the line's end (`nl`) on the last only
-                pieces = [data[i : i + STDERR_PIECE] for i in range(0, len(data), STDERR_PIECE)] or [b""]
-                for piece in pieces[:-1]:
-                    record(stream, slow(rtype, piece, False, None))
-                record(stream, slow(rtype, pieces[-1], nl, None))
+                for rec in self._stderr_records(payload, nl):
+                    record(stream, rec)
 
             return on_stderr
 
@@ -847,6 +886,31 @@ class StdioTee:
             )  # fmt: skip
 
         return on_frame
+
+    def _stderr_records(self, payload: bytes | memoryview | fmt.Pieces, nl: bool) -> list[dict[str, object]]:
+        """The records of one stderr line: pieces of at most STDERR_PIECE bytes, `nl` on the last only."""
+        data = bytes(payload)
+        pieces = [data[i : i + STDERR_PIECE] for i in range(0, len(data), STDERR_PIECE)] or [b""]
+        last = len(pieces) - 1
+        return [self._line_record(fmt.STDERR, piece, nl and i == last, None) for i, piece in enumerate(pieces)]
+
+    def _held_records(self, stream: str) -> Callable[[], list[dict[str, Any]]]:
+        """For `Sequencer.close(held=...)`: the record of the unfinished line `stream`'s pump holds.
+
+        Its bytes were relayed, so they belong in the capture, `nl` false as at EOF; without this a
+        stream the tee closes itself (the linger window ended; the server died while a grandchild
+        holds its pipes) lost them with no trace, though the peer had received them.
+        """
+
+        def held() -> list[dict[str, Any]]:
+            tail = self.pumps[stream].take_tail()
+            if tail is None:
+                return []
+            if stream == fmt.STDERR:
+                return self._stderr_records(tail, False)
+            return [self._line_record(fmt.FRAME, tail, False, stream)]
+
+        return held
 
     def _on_stdin_broken(self, exc: OSError) -> None:
         self._seq.record(fmt.C2S, self._event(fmt.EV_STDIN_BROKEN, error=_describe(exc)))
@@ -944,7 +1008,27 @@ class StdioTee:
         """
         with contextlib.suppress(OSError):
             _close_to_devnull(self.stdout_fd)  # harmless when the other path did it already
-        self._seq.close(fmt.S2C, self._event(fmt.EV_SERVER_EOF), ticket)
+        self._seq.close(fmt.S2C, self._event(fmt.EV_SERVER_EOF), ticket, self._held_records(fmt.S2C))
+
+    def _on_client_stdout_broken(self, exc: OSError) -> None:
+        """Relaying to the client failed (it closed its end of the tee's stdout: EPIPE): the s2c pump
+        stops (`stop_on_forward_error`). Say so, and close the server's stdout like the client did.
+
+        Directly, the server's next write would fail with EPIPE and most servers end there; draining
+        its output into the capture instead hid the client's leaving from it (it ran on until stdin
+        EOF and the grace period), and recorded as relayed what no client received. The read that
+        failed is not recorded; `held` says how many bytes it had.
+        """
+        assert self.proc is not None and self.proc.stdout is not None
+        pump = self.pumps[fmt.S2C]
+        self._seq.close(
+            fmt.S2C,
+            self._event(fmt.EV_STDOUT_BROKEN, error=_describe(exc), held=pump.last_read),
+            self._seq.current[fmt.S2C],
+        )
+        # The pump reads it no more (it ends once this returns), so nobody else uses the descriptor.
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()
 
     def _submit_signals(self) -> None:
         while self._signals:
@@ -1073,8 +1157,10 @@ class StdioTee:
             proc.stdout.fileno(),
             self.stdout_fd,
             self._on_s2c,
-            on_forward_error=lambda exc: None,  # client gone: keep draining so the server never blocks
-            on_end=lambda eof: self._on_server_end(seq.current[fmt.S2C]),
+            on_forward_error=self._on_client_stdout_broken,
+            # not at EOF: the client went away (`_on_client_stdout_broken` closed the stream)
+            on_end=lambda eof: self._on_server_end(seq.current[fmt.S2C]) if eof else None,
+            stop_on_forward_error=True,  # as the server's own write would, relaying fails for good
             sequencer=seq,
             name=fmt.S2C,
         )
@@ -1117,7 +1203,7 @@ class StdioTee:
                 seq.end("main")
             if _await_drained(err, self._stalled_after_signal(err)):
                 self._relay_abandoned("stderr", err)
-            seq.close(fmt.STDERR)
+            seq.close(fmt.STDERR, held=self._held_records(fmt.STDERR))
             self._linger(c2s)
             self._finish_ending()
         finally:
@@ -1156,7 +1242,7 @@ class StdioTee:
             if c2s.join(min(left, 0.05)):
                 break
         self._submit_signals()
-        self._seq.close(fmt.C2S, self._event(fmt.EV_LINGER_END))
+        self._seq.close(fmt.C2S, self._event(fmt.EV_LINGER_END), held=self._held_records(fmt.C2S))
 
     def _install_signal_handlers(self) -> dict[int, object]:
         previous: dict[int, object] = {}

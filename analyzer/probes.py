@@ -8,8 +8,8 @@ For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` req
 2. otherwise non-JSON output on the same connection before the connection died or the timeout
    ran out (`garbage`; a banner line before a real answer is not garbage, rule 1 wins);
 3. otherwise the connection dying within the timeout: stdio `exit` / `server-eof` /
-   `server-stdin-broken` (unless the client closed first), HTTP `http.error` or an event stream
-   that ended with `upstream-reset` / `error` (`connection-died`); the recorder stopping
+   `server-stdin-broken` (unless the client left first: `client-eof`, `client-stdout-broken`), HTTP
+   `http.error` or an event stream that ended with `upstream-reset` / `error` (`connection-died`); the recorder stopping
    (`recorder-stopped`) is not a death;
 4. otherwise `no-answer`.
 
@@ -26,10 +26,13 @@ from typing import Final
 
 import polars as pl
 
+from addon import format as fmt
 from analyzer.condense import STDIO_DEATHS, Rows, with_moved
 from analyzer.messages import server_code
 from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
+_CLIENT_GONE: Final = (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN)
+"""Stdio events that say the client left: a death after one of them proves nothing (rule 3)."""
 DEFAULT_PROBE_TIMEOUT: Final = 10.0
 """Seconds a client waits for a probe answer (the `mcp` 2.3.0 client's default)."""
 
@@ -225,7 +228,8 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     seen = messages.get_column("event").drop_nulls().unique().cast(pl.String).to_list()
     fatal = sorted({*STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
     deaths = events.filter(pl.col("event").is_in(fatal)).with_columns(**key)
-    client_eof = events.filter(pl.col("event") == "client-eof").with_columns(**key)
+    # a client that stopped reading (`client-stdout-broken`) left as surely as one that closed stdin
+    client_eof = events.filter(pl.col("event").is_in(_CLIENT_GONE)).with_columns(**key)
     s2c_garbage, deaths, client_eof = pl.collect_all([s2c_garbage, deaths, client_eof])
     # each search reads the keys alone; its three columns join the requests side by side (same order)
     reqs = reqs.sort("seq")

@@ -196,9 +196,13 @@ def test_stdio_outcomes_banner_garbage_and_death() -> None:
             frame("d", fmt.C2S, dump(probe(1)).decode()),
             event("d", fmt.EV_CLIENT_EOF),  # the client gave up first: the exit proves nothing
             event("d", fmt.EV_EXIT),
+            event("e", fmt.EV_SPAWN),
+            frame("e", fmt.C2S, dump(probe(1)).decode()),
+            event("e", fmt.EV_STDOUT_BROKEN),  # the client stopped reading: the server's EPIPE death proves nothing
+            event("e", fmt.EV_EXIT),
         ],
     )
-    assert s["flows"] == 4
+    assert s["flows"] == 5
     assert s["upstream_errors"] == {"server-stdin-broken": 1}
     assert s["servers"]["srv"] == {
         "era": "legacy",

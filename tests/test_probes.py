@@ -134,10 +134,13 @@ def test_connection_died_stdio(tmp_path: Path) -> None:
     assert p.get_column("answer_line").to_list() == [3]
 
 
-def test_client_closing_first_is_not_a_death(tmp_path: Path) -> None:
+@pytest.mark.parametrize("gone", ["client-eof", "client-stdout-broken"])
+def test_client_closing_first_is_not_a_death(tmp_path: Path, gone: str) -> None:
+    """A client that closed stdin, or its end of the tee's stdout (the server then dies of EPIPE), left
+    first: the death that follows proves nothing about the server."""
     cap = Cap(tmp_path)
     cap.c2s(probe(1))
-    cap.life("client-eof")
+    cap.life(gone)
     cap.life("server-eof")
     cap.life("exit", signal="SIGTERM")
     assert outcomes(cap.close()) == ["no-answer"]

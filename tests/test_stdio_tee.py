@@ -1715,3 +1715,104 @@ def test_stderr_without_newlines_is_recorded_while_the_server_runs(tmp_path: Pat
     pieces = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.STDERR]
     assert all(r[fmt.F_LEN] <= STDERR_PIECE for r in pieces)
     assert [r[fmt.F_NL] for r in pieces] == [False] * (len(pieces) - 1) + [True]
+
+
+# --- streams the tee closes itself -----------------------------------------------------------------
+
+READ_ALL_THEN_EXIT = r"""
+import os, select, sys, time
+got, end = b"", time.monotonic() + 1.0
+while time.monotonic() < end:
+    if select.select([0], [], [], 0.05)[0]:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            break
+        got += chunk
+sys.stderr.write("got %d\n" % len(got))
+"""
+
+
+def test_an_unfinished_client_line_is_recorded_when_the_linger_window_closes(tmp_path: Path, client_factory) -> None:
+    """The server read a whole line and an unfinished one, then exited; the client keeps stdin open, so
+    the tee ends the client's stream itself (linger-end): the unfinished line, relayed to the server,
+    must be in the capture (`nl` false, before `linger-end`), as it would be at the client's EOF."""
+    c = client_factory(tee_cmd(tmp_path, PY, "-c", READ_ALL_THEN_EXIT))
+    whole = b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    part = b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"a'
+    c.send(whole)
+    time.sleep(0.1)
+    c.send(part)
+    assert c.proc.wait(60) == 0  # the tee ends after the linger window, stdin still open
+    assert c.stderr.readline() == b"got %d\n" % len(whole + part)  # the server got every byte
+    c.finish()
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.C2S) == whole + part
+    frames = [r for r in traffic(records) if r.get(fmt.F_DIR) == fmt.C2S]
+    assert [r[fmt.F_NL] for r in frames] == [True, False]
+    assert frames[-1][fmt.F_SEQ] < lifecycle(records, fmt.EV_LINGER_END)[fmt.F_SEQ]
+
+
+def test_unfinished_output_lines_are_recorded_when_a_grandchild_holds_the_pipes(
+    tmp_path: Path, client_factory
+) -> None:
+    """The server wrote an unfinished line to stdout and to stderr and exited, its child holding both
+    pipes: the tee ends both streams itself (the client gets EOF), and what it relayed of the unfinished
+    lines is recorded (`nl` false) before their streams close, not dropped."""
+    script = 'sleep 120 & echo "$!"; printf "whole\\npart"; printf "starting\\nprogress 42%%" >&2'
+    c = client_factory(tee_cmd(tmp_path, "sh", "-c", script))
+    orphan = int(c.stdout.readline())
+    try:
+        assert c.read_to_eof() == b"whole\npart"
+        assert c.proc.wait(60) == 0
+    finally:
+        os.kill(orphan, signal.SIGKILL)
+    _, err = c.finish()
+    assert err == b"starting\nprogress 42%"
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == b"%d\nwhole\npart" % orphan
+    assert rebuild(records, None, fmt.STDERR) == b"starting\nprogress 42%"
+    s2c = [r for r in traffic(records) if r.get(fmt.F_DIR) == fmt.S2C]
+    assert s2c[-1][fmt.F_NL] is False and s2c[-1][fmt.F_SEQ] < lifecycle(records, fmt.EV_SERVER_EOF)[fmt.F_SEQ]
+    stderr = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.STDERR]
+    assert [r[fmt.F_NL] for r in stderr] == [True, False]
+
+
+NOTIFY_FOREVER = r"""
+import os, sys, time
+i = 0
+try:
+    while True:
+        os.write(1, b'{"jsonrpc":"2.0","method":"notifications/message","params":{"n":%d}}\n' % i)
+        i += 1
+        time.sleep(0.01)
+except BrokenPipeError:
+    sys.stderr.write("server: EPIPE after %d\n" % i)
+    sys.exit(7)
+"""
+
+
+def test_a_client_that_closes_the_tees_stdout_is_not_hidden_from_the_server(tmp_path: Path, client_factory) -> None:
+    """A host that closes its end of the server's stdout (`| head -n 2`): directly, the server's next
+    write fails with EPIPE. Through the tee that failure is relayed: `client-stdout-broken` is recorded,
+    the tee stops reading the server's stdout and closes it, so the server's next write fails as well,
+    and nothing the tee read but could not deliver is recorded as relayed."""
+    c = client_factory(tee_cmd(tmp_path, PY, "-c", NOTIFY_FOREVER))
+    got = c.stdout.readline() + c.stdout.readline()
+    c.stdout.close()  # the host is done reading; it keeps stdin open
+    assert c.proc.wait(30) == 7  # the server died of the EPIPE, as it would have without the tee
+    _, err = c.finish()
+    assert err.startswith(b"server: EPIPE after ")
+    records = only_capture(tmp_path)
+    broken = lifecycle(records, fmt.EV_STDOUT_BROKEN)
+    assert "EPIPE" in broken["error"]
+    s2c = [r for r in traffic(records) if r.get(fmt.F_DIR) == fmt.S2C]
+    assert rebuild(records, fmt.S2C).startswith(got)
+    assert all(r[fmt.F_SEQ] < broken[fmt.F_SEQ] for r in s2c)  # nothing recorded as relayed after it
+    assert fmt.EV_SERVER_EOF not in events(records)  # the server's stdout did not end: the tee stopped reading
+    exit_seq = lifecycle(records, fmt.EV_EXIT)[fmt.F_SEQ]
+    assert broken[fmt.F_SEQ] < exit_seq
+    line = b'{"jsonrpc":"2.0","method":"notifications/message","params":{"n":%d}}\n'
+    written = b"".join(line % i for i in range(int(err.split()[-1])))
+    recorded = rebuild(records, fmt.S2C)
+    # a read the tee could not deliver is not recorded as relayed: it is counted in `held`
+    assert written.startswith(recorded) and len(recorded) + broken["held"] <= len(written)
