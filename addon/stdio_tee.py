@@ -84,8 +84,15 @@ DEFAULT_GRACE: Final = 5.0
 """Seconds a server may outlive the client's EOF (or a signal to the tee) before the tee sends it
 SIGTERM, and then SIGTERM before SIGKILL."""
 
-FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-"""Signals the tee passes on to the server instead of dying from them."""
+FORWARDED_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+"""Signals the tee passes on to the server instead of dying from them (a terminal's Ctrl-C, Ctrl-\\ and
+hangup, a host's SIGTERM): the server, in a session of its own, gets none of them from the terminal."""
+
+HANDLED_SIGNALS: Final = (*FORWARDED_SIGNALS, signal.SIGTSTP)
+"""Signals whose handlers run on the main thread (`StdioTee._install_signal_handlers`): the tee's other
+threads block them, so that they interrupt the main thread's waits. SIGTSTP (Ctrl-Z) is job control
+(`StdioTee._on_stop`); SIGTTIN and SIGTTOU keep their default action (they stop the whole tee) and are
+not blocked: a thread that reads or writes the terminal from a background job and blocks them gets EIO."""
 
 PIDFD_SIGNAL_PROCESS_GROUP: Final = 4
 """`pidfd_send_signal` flag (linux/pidfd.h, Linux >= 6.9; Python names none): signal the process group
@@ -483,7 +490,7 @@ class Pump:
         """The pump loop (call directly to run on the current thread)."""
         if threading.current_thread() is not threading.main_thread():
             # The tee's forwarded signals must reach the main thread (the one that runs handlers).
-            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)
+            signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
         # One buffer, reused: allocating a fresh 1 MiB bytes object per read (os.read) costs more
         # than relaying a small message (a bare relay measured ~45 µs vs ~19 µs per round trip).
         buf = bytearray(self._chunk_size)
@@ -813,6 +820,9 @@ class StdioTee:
         """The tee let go of the server (its pidfd closed): it signals nothing any more."""
         self._ending: threading.Thread | None = None
         self._exited = threading.Event()
+        self._paused: tuple[float | None, float] = (None, 0.0)
+        """For `_clock`: when the tee was stopped (Ctrl-Z), None while it runs; and the seconds it spent
+        stopped before. One tuple, so that other threads read both at once."""
         # Reentrant: the signal handler (main thread) may interrupt the main thread holding it.
         self._kill_lock = threading.RLock()
 
@@ -938,7 +948,7 @@ class StdioTee:
 
     def _escalate(self, after: str) -> None:
         if threading.current_thread() is not threading.main_thread():
-            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED_SIGNALS)  # the main thread handles them
+            signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)  # the main thread handles them
         for sig in (signal.SIGTERM, signal.SIGKILL):
             if self._server_ended(self.grace):
                 return
@@ -954,11 +964,11 @@ class StdioTee:
         it, the server is its whole process group: a launcher may die of the signal at once while the
         server it started ignores it, and that one must not be left behind.
         """
-        deadline = time.monotonic() + timeout
+        deadline = self._clock() + timeout
         while True:
             if self._exited.is_set() and not (self._group_signalled and group_running(self._pgid())):
                 return True
-            left = deadline - time.monotonic()
+            left = deadline - self._clock()
             if left <= 0:
                 return False
             # Short steps: a signal forwarded meanwhile makes the whole group count (`_group_signalled`).
@@ -966,6 +976,14 @@ class StdioTee:
                 time.sleep(min(left, GROUP_POLL))
             else:
                 self._exited.wait(min(left, GROUP_POLL))
+
+    def _clock(self) -> float:
+        """`time.monotonic()` less the time the tee (and with it the server) spent stopped by Ctrl-Z, and
+        frozen while it is: `--grace` and the linger window are the server's and the client's time to
+        act, which they do not have while stopped. Without it, a job continued with `fg` during a
+        graceful shutdown got SIGTERM at once, its grace period spent while it could not run."""
+        stopped_at, stopped_for = self._paused
+        return (time.monotonic() if stopped_at is None else stopped_at) - stopped_for
 
     def _pgid(self) -> int:
         assert self.proc is not None
@@ -1039,7 +1057,11 @@ class StdioTee:
         # group: in a session of its own (`_spawn`), the server gets each such signal from the tee
         # alone, once (in the tee's group it got the terminal's and then the tee's).
         proc = self.proc
-        forwarded = proc is not None and proc.poll() is None and self._kill(signum)
+        # While any process of the group runs, not only the server: a launcher (`sh -c`) that died of a
+        # first signal is reaped at once, and a second SIGTERM (a host's "now") must still reach the
+        # server it started, which is shutting down. The pidfd (or the group id, which a live member
+        # keeps taken) still names the group once the launcher is reaped (`_signal_group`).
+        forwarded = proc is not None and (proc.poll() is None or group_running(self._pgid())) and self._kill(signum)
         # We are told to stop: whenever the server is (or becomes) gone, do not linger for the client.
         # Also when the kill reached a dead but unreaped server, which it cannot tell from a live one.
         self._cut_linger = True
@@ -1050,6 +1072,32 @@ class StdioTee:
         if forwarded:
             self._end_server_later(fmt.EV_SIGNAL)
 
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        """Ctrl-Z (SIGTSTP): stop the server's group and the tee, as a shell's job control stops a whole
+        job, and continue the group when the tee is continued (`fg`, `bg`: SIGCONT to the tee's group).
+
+        The tee stopped alone while the server ran on. Passing SIGTSTP on does nothing: the server's
+        group, in a session of its own, is orphaned, and the kernel discards job-control stop signals
+        to processes of an orphaned group that do not handle them. So it gets SIGSTOP, as Ctrl-Z stops
+        a server that does not handle SIGTSTP (one that does gets no chance to tidy up first). The tee
+        stops itself by SIGTSTP's default action rather than SIGSTOP: in an orphaned group itself (no
+        shell would ever continue it) the kernel discards that too, and the tee continues the group at
+        once. Every thread stops with the main thread; `_clock` leaves the time stopped out of the timers.
+        """
+        stopped = self._kill(signal.SIGSTOP)
+        self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=stopped))
+        since = time.monotonic()
+        self._paused = (since, self._paused[1])
+        signal.signal(signal.SIGTSTP, signal.SIG_DFL)
+        try:
+            os.kill(os.getpid(), signal.SIGTSTP)  # the whole process stops as this call returns; until SIGCONT
+        finally:
+            signal.signal(signal.SIGTSTP, self._on_stop)
+            self._paused = (None, self._paused[1] + time.monotonic() - since)
+        if stopped:
+            continued = self._kill(signal.SIGCONT)
+            self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signal.SIGCONT), forwarded=continued))
+
     def _stalled_after_signal(self, pump: Pump) -> Callable[[], bool]:
         """For `_await_drained` once the server is gone: True when the tee was told to stop (a signal)
         and `pump` has not relayed a read for `grace` seconds since (its reader takes nothing).
@@ -1059,15 +1107,15 @@ class StdioTee:
         them, where the server alone would have died of the signal. What the pump holds then reaches
         neither the reader nor the capture.
         """
-        reads, since = pump.reads, time.monotonic()
+        reads, since = pump.reads, self._clock()
 
         def stalled() -> bool:
             nonlocal reads, since
             if not self._cut_linger:  # no signal yet: a slow reader is waited for, as it would be
-                since = time.monotonic()
+                since = self._clock()
             elif pump.reads != reads:  # the reader takes the output, slowly
-                reads, since = pump.reads, time.monotonic()
-            return time.monotonic() - since >= self.grace
+                reads, since = pump.reads, self._clock()
+            return self._clock() - since >= self.grace
 
         return stalled
 
@@ -1089,8 +1137,13 @@ class StdioTee:
                 self._end_server_later(fmt.EV_SIGNAL)
 
     # --- running ------------------------------------------------------------------------------
-    def run(self) -> int:
-        """Spawn the server, relay and record until it ended and the linger window closed."""
+    def run(self, *, restore_signals: bool = True) -> int:
+        """Spawn the server, relay and record until it ended and the linger window closed.
+
+        With `restore_signals` false (a command that exits with the status returned, at once), the
+        forwarded signals stay ignored instead of getting their previous handlers back: a host's SIGTERM
+        that came in between killed the command (-15), where the server's status was due.
+        """
         # From before the server exists until the capture is closed: a SIGTERM that came while the
         # server started killed the tee outright, leaving the server orphaned and the part unclosed.
         previous = self._install_signal_handlers()
@@ -1103,7 +1156,7 @@ class StdioTee:
                 self._write_counters()
                 self.writer.close()
         finally:
-            self._restore_signal_handlers(previous)
+            self._restore_signal_handlers(previous, restore_signals)
 
     def counters(self) -> dict[str, Any]:
         """The recorder's counters so far (those of `record http --metrics`, but `sse_open`)."""
@@ -1236,9 +1289,9 @@ class StdioTee:
         if c2s.eof:
             c2s.join(5.0)  # the client already closed stdin; let its pump record `client-eof`
             return
-        deadline = time.monotonic() + self.linger
-        # Short steps, so a SIGTERM/SIGINT/SIGHUP (handled on this thread) can end the window early.
-        while not self._cut_linger and (left := deadline - time.monotonic()) > 0:
+        deadline = self._clock() + self.linger
+        # Short steps, so a forwarded signal (handled on this thread) can end the window early.
+        while not self._cut_linger and (left := deadline - self._clock()) > 0:
             if c2s.join(min(left, 0.05)):
                 break
         self._submit_signals()
@@ -1250,12 +1303,15 @@ class StdioTee:
             return previous  # signal handlers can only be set from the main thread
         for sig in FORWARDED_SIGNALS:
             previous[sig] = signal.signal(sig, self._on_signal)
+        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, self._on_stop)
         # A write to a dead server or a gone client must be an EPIPE error we handle, not our death.
         previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         return previous
 
-    def _restore_signal_handlers(self, previous: dict[int, object]) -> None:
+    def _restore_signal_handlers(self, previous: dict[int, object], restore: bool = True) -> None:
         for sig, handler in previous.items():
+            if not restore and sig in FORWARDED_SIGNALS:
+                handler = signal.SIG_IGN  # the process exits with the server's status right after (`run`)
             with contextlib.suppress(TypeError, ValueError):
                 signal.signal(sig, handler)  # type: ignore[arg-type]
 
@@ -1301,6 +1357,7 @@ def run_tee(
     rotate_age: float | None = None,
     retention: Retention | None = None,
     chain_key: bytes | None = None,
+    restore_signals: bool = True,
 ) -> int:
     """Run `cmd` as a recorded stdio server between `stdin_fd`/`stdout_fd` and the server.
 
@@ -1312,11 +1369,13 @@ def run_tee(
     (or after a forwarded signal) gets SIGTERM, then SIGKILL after another `grace` seconds: sent to its
     process group (the server runs in a session of its own), so a launcher's server ends with it.
 
-    Installs handlers for SIGINT/SIGTERM/SIGHUP (forwarded to the server) and ignores SIGPIPE while
-    it runs, when called from the main thread. When it returns while the client still holds
-    `stdin_fd` open (the server exited first), the thread reading it stays parked until the client
-    closes it; it records and forwards nothing more. The command exits right away, so only
-    in-process callers see that thread.
+    Installs handlers for SIGINT/SIGTERM/SIGHUP/SIGQUIT (forwarded to the server) and SIGTSTP (stops
+    the server's group with the tee) and ignores SIGPIPE while it runs, when called from the main
+    thread; `restore_signals=False` (a caller that exits with the returned status at once) leaves the
+    forwarded signals ignored afterwards rather than restoring their previous handlers. When it returns
+    while the client still holds `stdin_fd` open (the server exited first), the thread reading it stays
+    parked until the client closes it; it records and forwards nothing more. The command exits right
+    away, so only in-process callers see that thread.
     """
     tee = StdioTee(
         cmd,
@@ -1332,4 +1391,4 @@ def run_tee(
         retention=retention,
         chain_key=chain_key,
     )
-    return tee.run()
+    return tee.run(restore_signals=restore_signals)

@@ -279,6 +279,7 @@ def record_stdio(
             rotate_age=parse_duration(rotate_age, "--rotate-age") if rotate_age is not None else None,
             retention=retention,
             chain_key=chain_key,
+            restore_signals=False,  # a signal as we exit must not replace the server's status
         )
     except ErascopeError as exc:
         raise _fail(exc) from None

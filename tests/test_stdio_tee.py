@@ -19,6 +19,7 @@ import pty
 import re
 import resource
 import select
+import shlex
 import shutil
 import signal
 import struct
@@ -27,6 +28,7 @@ import sys
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -1373,6 +1375,237 @@ def test_ctrl_c_in_a_terminal_reaches_the_server_once(tmp_path: Path, clean_env:
     assert re.search(rb"sigints=(\d+)", out)[1] == b"1", out
     assert os.waitstatus_to_exitcode(wait_status) == 0
     assert lifecycle(only_capture(tmp_path), fmt.EV_SIGNAL)["forwarded"] is True
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (`T`: stopped), or `gone`."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except FileNotFoundError:
+        return "gone"
+    return stat[stat.rfind(b")") + 2 :].split()[0].decode()
+
+
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    return int(stat[stat.rfind(b")") + 2 :].split()[1])
+
+
+class _Terminal:
+    """An interactive bash on a real pty, as a user's terminal: its jobs get the terminal's Ctrl-C, Ctrl-\\
+    and Ctrl-Z, and it stops and continues them (`fg`) with job control."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.pid, self.master = pty.fork()
+        if self.pid == 0:
+            try:
+                os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], {**env, "PS1": "$ "})
+            finally:
+                os._exit(127)
+        self.out = b""
+
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def read_until(self, pattern: bytes, timeout: float = 30) -> re.Match[bytes]:
+        deadline = time.monotonic() + timeout
+        while (found := re.search(pattern, self.out)) is None:
+            assert time.monotonic() < deadline, self.out
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                with contextlib.suppress(OSError):  # EIO: nothing holds the terminal any more
+                    self.out += os.read(self.master, 4096)
+        return found
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        os.waitpid(self.pid, 0)
+        os.close(self.master)
+
+
+_SLEEPS = "import os, sys, time; print(f'server={os.getpid()}', file=sys.stderr, flush=True); time.sleep(60)"
+
+
+def _until(check: Callable[[], bool], timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_ctrl_backslash_in_a_terminal_quits_the_server_through_the_tee(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """Ctrl-\\ sends SIGQUIT to the terminal's foreground group: without the tee it quits the server. In a
+    session of its own the server got nothing: the tee died of it (`^\\Quit`), the server ran on as an
+    orphan, and the capture was never closed. The tee forwards it like SIGTERM and exits with the
+    server's status."""
+    term = _Terminal(clean_env)
+    server = 0
+    try:
+        term.type(shlex.join(tee_cmd(tmp_path, PY, "-c", _SLEEPS)).encode() + b"; echo status=$?\n")
+        server = int(term.read_until(rb"server=(\d+)")[1])
+        term.type(b"\x1c")  # Ctrl-\
+        status = int(term.read_until(rb"status=(\d+)")[1])
+        assert _gone_soon(server), f"the server {server} outlived Ctrl-\\"
+        assert status == 128 + signal.SIGQUIT
+    finally:
+        if server:
+            _kill_if_running(server)
+        term.close()
+    records = only_capture(tmp_path)
+    signals = [(r["signal"], r["forwarded"]) for r in records if r.get(fmt.F_EVENT) == fmt.EV_SIGNAL]
+    assert signals == [("SIGQUIT", True)]
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGQUIT"
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+
+
+def test_ctrl_z_in_a_terminal_stops_and_fg_continues_the_server_with_the_tee(
+    tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """Ctrl-Z stops the foreground job, `fg` continues it: without the tee the server itself. The tee
+    stopped alone while the server ran on; it stops the server's group with it, and continues it when
+    continued. Time spent stopped does not count toward `--grace`."""
+    term = _Terminal(clean_env)
+    server = 0
+    try:
+        term.type(shlex.join(tee_cmd(tmp_path, PY, "-c", _SLEEPS)).encode() + b"; echo status=$?\n")
+        server = int(term.read_until(rb"server=(\d+)")[1])
+        tee = _parent(server)
+        term.type(b"\x1a")  # Ctrl-Z
+        assert int(term.read_until(rb"status=(\d+)")[1]) == 128 + signal.SIGTSTP  # bash saw its job stop
+        assert _until(lambda: _state(server) == "T"), f"the server {server} runs on ({_state(server)}) after Ctrl-Z"
+        assert _state(tee) == "T"
+        term.out = b""
+        term.type(b"fg; echo status=$?\n")
+        assert _until(lambda: _state(server) not in ("T", "t")), "the server stays stopped after fg"
+        assert _until(lambda: _state(tee) not in ("T", "t"))
+        term.type(b"\x03")  # Ctrl-C: the job runs in the foreground again
+        assert int(term.read_until(rb"status=(\d+)")[1]) == 128 + signal.SIGINT
+        assert _gone_soon(server)
+    finally:
+        if server:
+            _kill_if_running(server)
+        term.close()
+    records = only_capture(tmp_path)
+    signals = [(r["signal"], r["forwarded"]) for r in records if r.get(fmt.F_EVENT) == fmt.EV_SIGNAL]
+    assert signals == [("SIGTSTP", True), ("SIGCONT", True), ("SIGINT", True)]
+    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGINT"
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+
+
+_SHUTS_DOWN_ON_SIGINT = """
+import os, signal, sys, time
+asked = []
+signal.signal(signal.SIGINT, lambda *_: asked.append(1))
+print(f"server={os.getpid()}", file=sys.stderr, flush=True)
+while not asked:
+    time.sleep(0.01)
+print("shutting down", file=sys.stderr, flush=True)
+for _ in range(20):  # 1 s of its own running time: a pause while stopped does not shorten it much
+    time.sleep(0.05)
+"""
+
+
+def test_time_stopped_by_ctrl_z_does_not_count_toward_grace(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """Ctrl-C, then Ctrl-Z during the server's graceful shutdown, then `fg` after longer than `--grace`:
+    the stopped server had no time to finish, so it must not get SIGTERM the moment it continues."""
+    term = _Terminal(clean_env)
+    server = 0
+    cmd = tee_cmd(tmp_path, PY, "-c", _SHUTS_DOWN_ON_SIGINT, extra=("--grace", "3"))
+    try:
+        term.type(shlex.join(cmd).encode() + b"; echo status=$?\n")
+        server = int(term.read_until(rb"server=(\d+)")[1])
+        term.out = b""  # the command line, echoed, says "shutting down" too
+        term.type(b"\x03")  # Ctrl-C: the server starts shutting down
+        term.read_until(rb"shutting down\r\n")
+        term.type(b"\x1a")  # Ctrl-Z
+        assert int(term.read_until(rb"status=(\d+)")[1]) == 128 + signal.SIGTSTP
+        time.sleep(3.5)  # longer than --grace
+        term.out = b""
+        term.type(b"fg; echo status=$?\n")
+        assert int(term.read_until(rb"status=(\d+)")[1]) == 0  # its shutdown done, not cut short by SIGTERM
+    finally:
+        if server:
+            _kill_if_running(server)
+        term.close()
+    records = only_capture(tmp_path)
+    assert [r for r in records if r.get(fmt.F_EVENT) == fmt.EV_TERMINATE] == []
+    assert lifecycle(records, fmt.EV_EXIT)["code"] == 0
+
+
+_SHUTS_DOWN_SLOWLY = """
+import os, signal, sys, time
+n = 0
+def on_term(signum, frame):
+    global n
+    n += 1
+    print(f"SIGTERM #{n}", file=sys.stderr, flush=True)
+    if n >= 2:
+        os._exit(9)  # a second SIGTERM: no more graceful shutdown
+signal.signal(signal.SIGTERM, on_term)
+print(os.getpid(), file=sys.stderr, flush=True)
+while n == 0:
+    time.sleep(0.02)
+time.sleep(4)  # graceful shutdown
+print("graceful", file=sys.stderr, flush=True)
+"""
+
+
+def test_a_second_signal_reaches_the_server_after_its_launcher_died(tmp_path: Path, client_factory) -> None:
+    """`sh -c 'python server.py'`: sh dies of the host's first SIGTERM, the server starts a slow graceful
+    shutdown, and the host's second SIGTERM means "now". Once sh was reaped the second was recorded
+    `forwarded: false` and never reached the server, which ran its whole shutdown."""
+    launcher = ["sh", "-c", '"$0" -c "$1"; exit $?', PY, _SHUTS_DOWN_SLOWLY]  # sh waits: no exec
+    c = client_factory(tee_cmd(tmp_path, *launcher, extra=("--grace", "10")))
+    server = int(c.stderr.readline())
+    sh = _parent(server)
+    try:
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.stderr.readline() == b"SIGTERM #1\n"
+        assert _gone_soon(sh)
+        time.sleep(0.3)  # and reaped by the tee
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.stderr.readline() == b"SIGTERM #2\n"
+        assert c.proc.wait(3) == 128 + signal.SIGTERM  # sh's status; the server was done at once
+    finally:
+        _kill_if_running(server)
+    c.finish()
+    records = only_capture(tmp_path)
+    signals = [(r["signal"], r["forwarded"]) for r in records if r.get(fmt.F_EVENT) == fmt.EV_SIGNAL]
+    assert signals == [("SIGTERM", True), ("SIGTERM", True)]
+
+
+_LATE_SIGNAL = """
+import os, signal, sys
+import addon.stdio_tee
+from analyzer.cli import main
+
+run_tee = addon.stdio_tee.run_tee
+
+def run_then_signalled(*args, **kwargs):
+    status = run_tee(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)  # the host's signal, as the tee is about to exit
+    return status
+
+addon.stdio_tee.run_tee = run_then_signalled
+sys.argv = ["erascope", "record", "stdio", "--out", sys.argv[1], "--linger", "0", "--", "sh", "-c", "exit 3"]
+main()
+"""
+
+
+def test_a_signal_as_the_command_exits_does_not_change_its_status(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """A signal that came after the tee had restored the default handlers but before the command exited
+    killed it: the host saw -15, not the server's status, though the capture was complete."""
+    proc = subprocess.run(
+        [PY, "-c", _LATE_SIGNAL, str(tmp_path)], stdin=subprocess.DEVNULL, capture_output=True, env=clean_env,
+        timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr
+    assert lifecycle(only_capture(tmp_path), fmt.EV_EXIT)["code"] == 3
 
 
 def test_spawn_failure_exit_statuses(tmp_path: Path, clean_env: dict[str, str]) -> None:
