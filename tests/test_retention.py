@@ -421,9 +421,9 @@ def test_record_http_refuses_bad_metrics_and_retention_values(clean_env: dict[st
     base = [str(erascope), "record", "http", "--upstream", "http://127.0.0.1:1/mcp", "--listen", "127.0.0.1:0"]
     for extra, message in [
         (["--metrics", "nowhere"], "--metrics must be HOST:PORT"),
-        (["--rotate-age", "soon"], "erascope_rotate_age must be a positive duration"),
-        (["--keep-bytes", "0"], "erascope_keep_bytes must be a positive size"),
-        (["--keep-days", "-1"], "erascope_keep_days must be a positive number of days"),
+        (["--rotate-age", "soon"], "--rotate-age must be a positive duration"),
+        (["--keep-bytes", "0"], "--keep-bytes must be a positive size"),
+        (["--keep-days", "-1"], "--keep-days must be a positive number of days"),
     ]:
         bad = subprocess.run([*base, *extra], capture_output=True, text=True, env=clean_env, timeout=60)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr)
