@@ -1436,6 +1436,14 @@ def _until(check: Callable[[], bool], timeout: float = 10) -> bool:
     return True
 
 
+def _signals_and_exit(out: Path) -> tuple[list[tuple[str, bool]], str | None]:
+    """The closed capture's `signal` records (signal, forwarded) and the signal its `exit` names."""
+    records = only_capture(out)
+    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    signals = [(r["signal"], r["forwarded"]) for r in records if r.get(fmt.F_EVENT) == fmt.EV_SIGNAL]
+    return signals, lifecycle(records, fmt.EV_EXIT).get("signal")
+
+
 def test_ctrl_backslash_in_a_terminal_quits_the_server_through_the_tee(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
@@ -1456,11 +1464,7 @@ def test_ctrl_backslash_in_a_terminal_quits_the_server_through_the_tee(
         if server:
             _kill_if_running(server)
         term.close()
-    records = only_capture(tmp_path)
-    signals = [(r["signal"], r["forwarded"]) for r in records if r.get(fmt.F_EVENT) == fmt.EV_SIGNAL]
-    assert signals == [("SIGQUIT", True)]
-    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGQUIT"
-    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    assert _signals_and_exit(tmp_path) == ([("SIGQUIT", True)], "SIGQUIT")
 
 
 def test_ctrl_z_in_a_terminal_stops_and_fg_continues_the_server_with_the_tee(
@@ -1490,11 +1494,7 @@ def test_ctrl_z_in_a_terminal_stops_and_fg_continues_the_server_with_the_tee(
         if server:
             _kill_if_running(server)
         term.close()
-    records = only_capture(tmp_path)
-    signals = [(r["signal"], r["forwarded"]) for r in records if r.get(fmt.F_EVENT) == fmt.EV_SIGNAL]
-    assert signals == [("SIGTSTP", True), ("SIGCONT", True), ("SIGINT", True)]
-    assert lifecycle(records, fmt.EV_EXIT)["signal"] == "SIGINT"
-    assert records[-1][fmt.F_TYPE] == fmt.PART_END
+    assert _signals_and_exit(tmp_path) == ([("SIGTSTP", True), ("SIGCONT", True), ("SIGINT", True)], "SIGINT")
 
 
 _SHUTS_DOWN_ON_SIGINT = """
