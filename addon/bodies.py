@@ -98,6 +98,12 @@ _DECODERS: Final = {"gzip": lambda raw: _zlib(raw, 47), "deflate": _deflate, "br
 """mitmproxy's encodings (gzip also accepts zlib data, as mitmproxy's wbits 47 does)."""
 
 
+def undecodable_name(encoding: str) -> bool:
+    """Whether a `Content-Encoding` names an encoding the recorder cannot undo (not identity, and not
+    one of mitmproxy's: gzip, deflate, br, zstd)."""
+    return encoding.strip().lower() not in ("", "identity", *_DECODERS)
+
+
 class StreamDecoder:
     """A stream's `Content-Encoding` undone as its chunks pass (an event stream the server compresses).
 
@@ -169,7 +175,7 @@ def bounded_body(raw: bytes, encoding: str | None, limit: int) -> BoundedBody:
     """
     name = encoding.strip().lower() if encoding else ""
     decoder = _DECODERS.get(name)
-    undecodable = bool(raw) and name not in ("", "identity") and decoder is None
+    undecodable = bool(raw) and undecodable_name(name)
     if decoder is not None and raw:
         out = bytearray()
         try:

@@ -34,7 +34,7 @@ except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout th
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from addon import format as fmt
 from addon import chain
-from addon.bodies import DECODE_ERRORS, DEFAULT_MAX_BODY, StreamDecoder, bounded_body
+from addon.bodies import DECODE_ERRORS, DEFAULT_MAX_BODY, StreamDecoder, bounded_body, undecodable_name
 from addon.errors import ErascopeError
 from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
 from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
@@ -412,7 +412,7 @@ class SseTap:
         self.decoder = None if encoding is None else StreamDecoder.for_encoding(encoding)
         self.undecodable: str | None = None
         """The `Content-Encoding` the stream does not decode with: its events are not read past there."""
-        if encoding is not None and self.decoder is None and encoding.strip().lower() not in ("", "identity"):
+        if encoding is not None and undecodable_name(encoding):
             self.undecodable = encoding
 
     def __call__(self, chunk: bytes) -> bytes:

@@ -39,13 +39,15 @@ SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
 """Short options whose value is a secret (`-k KEY`); long ones are recognised by name."""
 _OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w-]*)=(.*)$", re.S)
 _NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
-_HEADER_SHAPED = re.compile(r"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*)$", re.S)
+_HEADER_NAME_CHARS: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+"""An HTTP header name (RFC 9110's token)."""
+_HEADER_SHAPED = re.compile(rf"^({_HEADER_NAME_CHARS}):[ \t]*(.*)$", re.S)
 _AUTHORITY_END = re.compile(r"[/?#\s]")
 """Where a URL's authority (`userinfo@host:port`) ends."""
 _SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 _HEADER_OPTION = re.compile(r"(?i)^(?:-H|--?[\w-]*headers?)$")
 """An option taking a header (`-H`, `--header`, `--add-header`): it may give the name and the value in two arguments."""
-_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_HEADER_NAME = re.compile(rf"^{_HEADER_NAME_CHARS}$")
 _PAIR_NAME = re.compile(r"\s*[A-Za-z_][\w .:-]*")
 """A name in a `;`-separated list of pairs: connection strings have spaces (`User ID`) and colons
 (`Jet OLEDB:Database Password`) in theirs; a URL or a path is no name."""

@@ -602,9 +602,7 @@ def analyze_cmd(
     finally:
         if progress is not None:
             progress.stop()
-    from analyzer.selection import Selection
-
-    selection = Selection(options.since, options.until, options.servers)
+    selection = options.selection
     found = {verdict.server for verdict in analysis.servers}
     if not found and not selection.everything:
         # a misspelled key or a window beside the traffic: "no findings" would pass a CI gate

@@ -105,6 +105,7 @@ from analyzer.load import (
     display_name,
     extract_file,
     find_inputs,
+    listed,
     name_key,
     not_regular,
     part_identity,
@@ -649,9 +650,8 @@ def compact(
         # nothing to analyze, as `analyze` fails on the same inputs: an exit 0 would tell a cron job
         # or a CI step that captures were archived
         skipped = [f"{redact(p)}: {why}" for p, why in result.skipped]
-        listed = "; ".join(skipped[:3]) + (f"; and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         raise ErascopeError(
             f"no capture files to compact in {', '.join(redact(g) for g in given)}"
-            f" ({len(skipped)} file(s) skipped: {listed})"
+            f" ({len(skipped)} file(s) skipped: {listed(skipped)})"
         )
     return result

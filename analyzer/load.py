@@ -288,6 +288,12 @@ def capture_id(path: str) -> str:
 
 
 # --- one file ------------------------------------------------------------------------------------
+def listed(notes: list[str], limit: int = 3) -> str:
+    """The first `limit` notes, joined for one message line, and how many more there are."""
+    shown = "; ".join(notes[:limit])
+    return shown + (f"; and {len(notes) - limit} more" if len(notes) > limit else "")
+
+
 def read_header(path: str) -> dict[str, Any] | None:
     """The file's header record, or None when the first line is not an erascope header.
 

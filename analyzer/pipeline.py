@@ -28,7 +28,16 @@ from analyzer.condense import Traffic
 from analyzer.eras import DEFAULT_WINDOW, ServerVerdict, server_verdicts
 from analyzer.findings import Finding
 from analyzer.identity import connection_identities
-from analyzer.load import BadLine, FileFacts, LoadOptions, combine, display_name, extract_files, find_inputs
+from analyzer.load import (
+    BadLine,
+    FileFacts,
+    LoadOptions,
+    combine,
+    display_name,
+    extract_files,
+    find_inputs,
+    listed,
+)
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
 from analyzer.rules import RuleContext, RuleOptions, run_rules, stages_together
 from analyzer.selection import Selection
@@ -169,11 +178,6 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
     )
 
 
-def _listed(notes: list[str], limit: int = 3) -> str:
-    shown = "; ".join(notes[:limit])
-    return shown + (f"; and {len(notes) - limit} more" if len(notes) > limit else "")
-
-
 def _errors(inputs: Inputs) -> list[str]:
     """The files that could not be read, each with why (an error names its file already)."""
     return [error for _, error in inputs.errors]
@@ -239,7 +243,7 @@ def analyze_facts(
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
-        raise ErascopeError(f"input files not read (--strict): {_listed(_errors(inputs) + _skipped(inputs))}")
+        raise ErascopeError(f"input files not read (--strict): {listed(_errors(inputs) + _skipped(inputs))}")
     headers = sum(f.counts.get("header", 0) for f in facts if f.was_read)
     if inputs.records - headers <= 0:  # headers alone hold no traffic
         where = ", ".join(path_list) if path_list else "(no paths)"
@@ -250,12 +254,12 @@ def analyze_facts(
 
         if inputs.malformed:
             bad = [f"{at(b)}: {b.reason}" for b in inputs.malformed]
-            notes.append(f"{len(bad)} malformed line(s), skipped: {_listed(bad)}")
+            notes.append(f"{len(bad)} malformed line(s), skipped: {listed(bad)}")
         notes.extend(f"torn last line: {at(b)}: {b.reason}" for b in inputs.torn)
         if inputs.errors:
-            notes.append(f"{len(inputs.errors)} file(s) could not be read: {_listed(_errors(inputs))}")
+            notes.append(f"{len(inputs.errors)} file(s) could not be read: {listed(_errors(inputs))}")
         if inputs.skipped:
-            notes.append(f"{len(inputs.skipped)} file(s) skipped: {_listed(_skipped(inputs))}")
+            notes.append(f"{len(inputs.skipped)} file(s) skipped: {listed(_skipped(inputs))}")
         raise ErascopeError(f"no capture records found in {where}" + "".join(f" ({n})" for n in notes))
     loaded = combine(facts)
     messages, traffic = loaded.messages, loaded.traffic

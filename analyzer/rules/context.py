@@ -163,19 +163,9 @@ class RuleContext:
         the upstream reset or closed the exchange, it timed out, or another proxy failure. The client
         then got the proxy's own 502 (or a cut stream), not an answer from the server.
         """
-        # A flow cut for its silence (`timeout`: the proxy's idle timer, `--idle-timeout`) is the
-        # server's failure only while a request on it waited for the answer: a quiet event stream
-        # (a legacy client's GET stream the server had nothing to send on) was up all along.
-        waiting = self.http_requests_unanswered().select("capture", "flow", _waiting=pl.lit(True)).unique()
-        return (
+        failures = (
             self.messages.filter(
                 (pl.col("record_type") == fmt.HTTP_ERROR) & pl.col("event").is_in(UPSTREAM_FAILURE_EVENTS)
-            )
-            .join(waiting, on=["capture", "flow"], how="left")
-            .filter(
-                (pl.col("event") != UPSTREAM_EVENT_PREFIX + "timeout")
-                | pl.col("flow").is_null()  # connecting upstream timed out, before any flow
-                | pl.col("_waiting").is_not_null()
             )
             .select(
                 "server",
@@ -195,6 +185,16 @@ class RuleContext:
             # comes out of the filter (binview index assertion); the rows are few
             .rechunk()
         )
+        # A flow cut for its silence (`timeout`: the proxy's idle timer, `--idle-timeout`) is the
+        # server's failure only while a request on it waited for the answer: a quiet event stream
+        # (a legacy client's GET stream the server had nothing to send on) was up all along. Before
+        # any flow (`flow` null), connecting upstream timed out. Looked up only for such flows.
+        idle = failures.filter((pl.col("kind") == "timeout") & pl.col("flow").is_not_null())
+        if idle.is_empty():
+            return failures
+        waiting = self.http_requests_unanswered().select("capture", "flow").pipe(as_strings).unique()
+        quiet = idle.lazy().join(waiting, on=["capture", "flow"], how="anti").select("file", "line").collect()
+        return failures.join(quiet, on=["file", "line"], how="anti", maintain_order="left").rechunk()
 
     def http_requests_unanswered(self) -> pl.LazyFrame:
         """The client's requests of HTTP flows no answer was recorded to (`capture`, `server`, `flow`,
