@@ -52,6 +52,7 @@ from types import FrameType
 from typing import Any, BinaryIO, Final
 
 from addon import format as fmt
+from addon.command_key import server_key
 from addon.errors import ErascopeError
 from addon.metrics import LiveStats, writer_counters
 from addon.redact import Redactor
@@ -109,10 +110,6 @@ REDACTION_POLICY: Final = {
 }
 """The `redaction` object of a stdio capture's header."""
 
-_INTERPRETER_VALUE_OPTIONS: Final = frozenset({"-m", "-jar", "--module"})
-"""Options whose value names what an interpreter runs (`python -m pkg`, `java -jar app.jar`)."""
-
-
 class SpawnFailed(ErascopeError):
     """The server command could not be started; `exit_code` is 127 (not found) or 126 (not runnable)."""
 
@@ -148,39 +145,6 @@ def parent_fields(redactor: Redactor) -> dict[str, object]:
     pid = os.getppid()
     argv = process_argv(pid)
     return {"parent_pid": pid, "parent_argv": None if argv is None else redactor.argv(argv)}
-
-
-def server_key(argv: Sequence[str]) -> str:
-    """A stable, readable server key from a command line: the command's basename plus what it runs.
-
-    What it runs is the value of `-m`/`--module`/`-jar`, else the first argument that is not an
-    option; a path is shortened to its basename (`@scope/pkg` names stay whole). `-c` code is not
-    included. Examples: `python -m weather` → `python -m weather`; `/usr/bin/node build/index.js
-    --port 3` → `node index.js`; `npx -y @modelcontextprotocol/server-everything` → `npx
-    @modelcontextprotocol/server-everything`; `mcp-server-git` → `mcp-server-git`.
-    Pass the redacted argv so no secret can end up in a key or a file name.
-    """
-    if not argv:
-        return "server"
-    base = os.path.basename(argv[0].rstrip("/")) or argv[0]
-    args = list(argv[1:])
-    for i, arg in enumerate(args):
-        if arg in _INTERPRETER_VALUE_OPTIONS:
-            if i + 1 < len(args):
-                return f"{base} {arg} {_short(args[i + 1])}" if arg == "-m" else f"{base} {_short(args[i + 1])}"
-            break
-        if arg == "-c":
-            return f"{base} -c"
-        if arg.startswith("-") or not arg:
-            continue
-        return f"{base} {_short(arg)}"
-    return base
-
-
-def _short(arg: str) -> str:
-    if arg.startswith("@") or "/" not in arg:
-        return arg
-    return os.path.basename(arg.rstrip("/")) or arg
 
 
 def exit_status(returncode: int) -> int:

@@ -431,6 +431,77 @@ def test_server_key(argv: list[str], key: str) -> None:
     assert server_key(argv) == key
 
 
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        # The configurations the servers' own READMEs give: the launcher's subcommand, then what it runs.
+        (
+            ["docker", "run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+            "docker run ghcr.io/github/github-mcp-server",
+        ),
+        (["docker", "run", "-i", "--rm", "mcp/fetch"], "docker run mcp/fetch"),
+        (
+            [
+                "/usr/bin/docker",
+                "run",
+                "-it",
+                "--rm",
+                "--mount",
+                "type=bind,src=/x,dst=/x",
+                "-v",
+                "/a:/b",
+                "mcp/filesystem",
+                "/x",
+            ],
+            "docker run mcp/filesystem",
+        ),
+        (["docker", "run", "--rm", "--network=host", "-w", "/app", "--init", "mcp/git"], "docker run mcp/git"),
+        (["docker", "container", "run", "-i", "mcp/time"], "docker run mcp/time"),
+        (["docker", "--context", "prod", "run", "-i", "mcp/time"], "docker run mcp/time"),
+        (
+            ["podman", "run", "-i", "--rm", "--replace", "--name", "w", "quay.io/acme/weather"],
+            "podman run quay.io/acme/weather",
+        ),
+        (["docker", "exec", "-i", "-e", "A=1", "weather-1", "python", "-m", "weather"], "docker exec weather-1"),
+        (["docker", "run"], "docker run"),
+        (["docker", "ps"], "docker ps"),
+        (["uv", "run", "server.py"], "uv run server.py"),
+        (["uv", "--directory", "/srv/weather", "run", "weather.py"], "uv run weather.py"),
+        (["uv", "run", "--with", "mcp[cli]", "--directory", "/srv/w", "mcp", "run", "server.py"], "uv run mcp"),
+        (["uv", "tool", "run", "mcp-server-git"], "uv tool run mcp-server-git"),
+        (["pipx", "run", "mcp-server-fetch"], "pipx run mcp-server-fetch"),
+        (["deno", "run", "-A", "--allow-env=X", "jsr:@acme/weather"], "deno run jsr:@acme/weather"),
+        (["pnpm", "dlx", "@acme/weather"], "pnpm dlx @acme/weather"),
+        (["npm", "exec", "--yes", "--", "@acme/weather"], "npm exec @acme/weather"),
+    ],
+)
+def test_server_key_of_a_launcher_names_what_it_launches(argv: list[str], key: str) -> None:
+    # Keyed by the launcher alone, every server a fleet starts with `docker run` or `uv run` was one
+    # key: different servers' eras were read as one server's rollout split.
+    assert server_key(argv) == key
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (["docker", "run", "-i", "mcp/github:1.4.2"], "docker run mcp/github"),
+        (["docker", "run", "-i", "localhost:5000/mcp/github:v2"], "docker run localhost:5000/mcp/github"),
+        (["docker", "run", "-i", "mcp/github@sha256:" + "a" * 64], "docker run mcp/github"),
+        (
+            ["npx", "-y", "@modelcontextprotocol/server-everything@2025.7.1"],
+            "npx @modelcontextprotocol/server-everything",
+        ),
+        (["npx", "-y", "mcp-remote@latest", "https://x.test/mcp"], "npx mcp-remote"),
+        (["uvx", "mcp-server-git==0.6.2"], "uvx mcp-server-git"),
+        (["uvx", "mcp-server-git@0.6.2"], "uvx mcp-server-git"),
+    ],
+)
+def test_server_key_leaves_out_the_version_an_upgrade_changes(argv: list[str], key: str) -> None:
+    # A rollout from one image tag or package version to the next is one server changing era, the
+    # very thing the analysis looks for; a version in the key made it two servers.
+    assert server_key(argv) == key
+
+
 def test_exit_status_is_shell_like() -> None:
     assert exit_status(0) == 0
     assert exit_status(3) == 3
@@ -504,7 +575,6 @@ def test_ten_megabyte_line_both_ways(tmp_path: Path, clean_env: dict[str, str]) 
         frames = [r for r in traffic(records) if r[fmt.F_TYPE] == fmt.FRAME and r[fmt.F_DIR] == direction]
         assert [r[fmt.F_LEN] for r in frames] == [len(big) - 1, 24, len(big) - 1]
         assert rebuild(records, direction) == data
-
 
 
 LONG_ANSWER = """
@@ -1675,9 +1745,7 @@ def test_nonblocking_stdout_and_a_slow_client_lose_nothing(tmp_path: Path, clean
                 p.kill()
     assert bytes(got) == data
     records = only_capture(tmp_path)
-    assert rebuild(records, fmt.S2C) == data and not any(
-        r.get(fmt.F_EVENT) == fmt.EV_STDIN_BROKEN for r in records
-    )
+    assert rebuild(records, fmt.S2C) == data and not any(r.get(fmt.F_EVENT) == fmt.EV_STDIN_BROKEN for r in records)
 
 
 def _pipe_bytes(fd: int) -> int:
@@ -1985,9 +2053,7 @@ def test_an_unfinished_client_line_is_recorded_when_the_linger_window_closes(tmp
     assert frames[-1][fmt.F_SEQ] < lifecycle(records, fmt.EV_LINGER_END)[fmt.F_SEQ]
 
 
-def test_unfinished_output_lines_are_recorded_when_a_grandchild_holds_the_pipes(
-    tmp_path: Path, client_factory
-) -> None:
+def test_unfinished_output_lines_are_recorded_when_a_grandchild_holds_the_pipes(tmp_path: Path, client_factory) -> None:
     """The server wrote an unfinished line to stdout and to stderr and exited, its child holding both
     pipes: the tee ends both streams itself (the client gets EOF), and what it relayed of the unfinished
     lines is recorded (`nl` false) before their streams close, not dropped."""
