@@ -15,7 +15,6 @@ import fcntl
 import io
 import itertools
 import os
-import pty
 import re
 import resource
 import select
@@ -1410,17 +1409,27 @@ print(f"sigints={1 + more}", file=sys.stderr, flush=True)
 """
 
 
+def _on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
+    """Start `argv` leading a session whose controlling terminal is a new pty, as a terminal emulator
+    starts a shell; returns the process and the pty's controlling side.
+
+    util-linux `setsid --ctty` makes the pty the controlling terminal: `pty.fork` did it in a forked
+    copy of this multi-threaded process, which Python warns may deadlock the child.
+    """
+    master, slave = os.openpty()
+    try:
+        setsid = shutil.which("setsid") or "/usr/bin/setsid"
+        proc = subprocess.Popen([setsid, "--ctty", *argv], stdin=slave, stdout=slave, stderr=slave, env=env)
+    finally:
+        os.close(slave)
+    return proc, master
+
+
 def test_ctrl_c_in_a_terminal_reaches_the_server_once(tmp_path: Path, clean_env: dict[str, str]) -> None:
     """`erascope record stdio -- server` run in a terminal, and Ctrl-C: the server gets one SIGINT, as
     it would without the tee. In the terminal's foreground process group with the tee, it got the
     terminal's and then the one the tee forwarded; in a session of its own, only the tee's."""
-    cmd = tee_cmd(tmp_path, PY, "-c", _COUNTS_SIGINT)
-    pid, master = pty.fork()  # the child leads a session whose controlling terminal is the pty
-    if pid == 0:
-        try:
-            os.execve(cmd[0], cmd, clean_env)
-        finally:
-            os._exit(127)
+    proc, master = _on_a_terminal(tee_cmd(tmp_path, PY, "-c", _COUNTS_SIGINT), clean_env)
     out, pressed = b"", False
     try:
         deadline = time.monotonic() + 60
@@ -1434,16 +1443,15 @@ def test_ctrl_c_in_a_terminal_reaches_the_server_once(tmp_path: Path, clean_env:
             if b"ready" in out and not pressed:
                 os.write(master, b"\x03")  # Ctrl-C: SIGINT to the terminal's foreground process group
                 pressed = True
-        _, wait_status = os.waitpid(pid, 0)
-        pid = 0
+        status = proc.wait(timeout=30)
     finally:
-        if pid:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        if proc.returncode is None:
+            proc.kill()
+            proc.wait()
         os.close(master)
     assert re.search(rb"sigints=(\d+)", out) is not None, out
     assert re.search(rb"sigints=(\d+)", out)[1] == b"1", out
-    assert os.waitstatus_to_exitcode(wait_status) == 0
+    assert status == 0
     assert lifecycle(only_capture(tmp_path), fmt.EV_SIGNAL)["forwarded"] is True
 
 
@@ -1466,12 +1474,7 @@ class _Terminal:
     and Ctrl-Z, and it stops and continues them (`fg`) with job control."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.pid, self.master = pty.fork()
-        if self.pid == 0:
-            try:
-                os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], {**env, "PS1": "$ "})
-            finally:
-                os._exit(127)
+        self.proc, self.master = _on_a_terminal(["/bin/bash", "--norc", "--noprofile", "-i"], {**env, "PS1": "$ "})
         self.out = b""
 
     def type(self, keys: bytes) -> None:
@@ -1488,9 +1491,8 @@ class _Terminal:
         return found
 
     def close(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        os.waitpid(self.pid, 0)
+        self.proc.kill()
+        self.proc.wait()
         os.close(self.master)
 
 
