@@ -84,6 +84,10 @@ EV_EXIT: Final = "exit"
 """The server process ended: `code` (int) or `signal` (name), and the tee's `status`."""
 EV_SIGNAL: Final = "signal"
 """The tee received `signal` (name) and forwarded it to the server."""
+ENDING_SIGNALS: Final = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+"""`signal` names by which the client's side (its host, the user's terminal) ends the server: a
+server that dies after one died of the client's doing, not by itself (Ctrl-Z's SIGTSTP/SIGCONT
+stop and continue it)."""
 EV_LINGER_END: Final = "linger-end"
 """The linger window after the server's exit closed; no client bytes are recorded after it."""
 EV_TERMINATE: Final = "terminate"

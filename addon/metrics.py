@@ -355,7 +355,9 @@ class LiveStats:
             self.flows += 1
         if event in _STDIO_ERRORS:
             self.upstream_errors[event] = self.upstream_errors.get(event, 0) + 1
-        if event in (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN):  # the client left: it reads no answer
+        # the client left (it reads no answer), or its host or terminal stops the server
+        client_ended = event == fmt.EV_SIGNAL and record.get("signal") in fmt.ENDING_SIGNALS
+        if client_ended or event in (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN):
             self._client_closed.add(conn)
         if event in _STDIO_DEATHS:
             outcome = GARBAGE if conn in self._garbage else CONNECTION_DIED

@@ -102,6 +102,10 @@ the pidfd's process leads. Safe from pid reuse like any pidfd signal, even once 
 GROUP_POLL: Final = 0.05
 """Seconds between looks at whether the server's process group is gone, while the tee ends it."""
 
+HANDLER_LOCK_WAIT: Final = 0.05
+"""Seconds a signal handler waits for the sequencer's lock to record its signal in place (a relay
+thread holds it for one record at most), before leaving the record to the main thread."""
+
 REDACTION_POLICY: Final = {
     "mode": "default",
     "argv": "credentials replaced by hmac:<12 hex> (addon.redact.redact_argv)",
@@ -109,6 +113,7 @@ REDACTION_POLICY: Final = {
     "frames": "verbatim",
 }
 """The `redaction` object of a stdio capture's header."""
+
 
 class SpawnFailed(ErascopeError):
     """The server command could not be started; `exit_code` is 127 (not found) or 126 (not runnable)."""
@@ -603,6 +608,27 @@ class Sequencer:
         with self._lock:
             self._submit(record, self._next_ticket() if ticket is None else ticket)
 
+    def reserve(self) -> int | None:
+        """From a signal handler: a ticket for a record made a moment later (`fulfil`); records of
+        reads after it wait for that record. None, with nothing done, when the lock is not had within
+        `HANDLER_LOCK_WAIT` seconds: a handler runs on the main thread, which may itself hold it (the
+        lock is not reentrant), and waiting for itself would never end."""
+        if not self._lock.acquire(timeout=HANDLER_LOCK_WAIT):
+            return None
+        try:
+            ticket = self._next_ticket()
+            self._pending[f"reserved-{ticket}"] = ticket
+            return ticket
+        finally:
+            self._lock.release()
+
+    def fulfil(self, ticket: int, record: dict[str, Any]) -> None:
+        """Write `record` in the place `reserve` gave `ticket`, and what waited for it."""
+        with self._lock:
+            del self._pending[f"reserved-{ticket}"]
+            self._submit(record, ticket)
+            self._release()
+
     def record(self, stream: str, record: dict[str, Any]) -> None:
         """Submit a record caused by `stream`'s current read; dropped once the stream is closed."""
         with self._lock:  # `_submit` inlined: this runs for every line relayed
@@ -1016,11 +1042,26 @@ class StdioTee:
         while self._signals:
             self._seq.submit(self._signals.popleft())
 
+    def _reserve(self) -> int | None:
+        """A place among the traffic for a signal's record, taken in its handler before the signal is
+        passed on: the server's death it causes must come after it in the capture (a death after the
+        client's host or terminal ended the server is no crash). Left to the main thread
+        (`_submit_signals`), the record came after the server's `server-eof`, the main thread being
+        parked in `wait()` until the exit. None: queued behind earlier ones, in order."""
+        return None if self._signals or self.proc is None else self._seq.reserve()
+
+    def _signal_record(self, ticket: int | None, record: dict[str, Any]) -> None:
+        if ticket is None:
+            self._signals.append(record)
+        else:
+            self._seq.fulfil(ticket, record)
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         # To the server's whole group, as a terminal's Ctrl-C or a hangup reaches its whole foreground
         # group: in a session of its own (`_spawn`), the server gets each such signal from the tee
         # alone, once (in the tee's group it got the terminal's and then the tee's).
         proc = self.proc
+        ticket = self._reserve()
         # While any process of the group runs, not only the server: a launcher (`sh -c`) that died of a
         # first signal is reaped at once, and a second SIGTERM (a host's "now") must still reach the
         # server it started, which is shutting down. The pidfd (or the group id, which a live member
@@ -1030,7 +1071,7 @@ class StdioTee:
         # Also when the kill reached a dead but unreaped server, which it cannot tell from a live one.
         self._cut_linger = True
         record = self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=forwarded)
-        self._signals.append(record)
+        self._signal_record(ticket, record)
         if proc is None:  # the server is being started (or cannot be): `_forward_held_signals` sends it on
             self._held_signals.append((signum, record))
         if forwarded:
@@ -1048,8 +1089,9 @@ class StdioTee:
         shell would ever continue it) the kernel discards that too, and the tee continues the group at
         once. Every thread stops with the main thread; `_clock` leaves the time stopped out of the timers.
         """
+        ticket = self._reserve()
         stopped = self._kill(signal.SIGSTOP)
-        self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=stopped))
+        self._signal_record(ticket, self._event(fmt.EV_SIGNAL, signal=signal_name(signum), forwarded=stopped))
         since = time.monotonic()
         self._paused = (since, self._paused[1])
         signal.signal(signal.SIGTSTP, signal.SIG_DFL)
@@ -1059,8 +1101,10 @@ class StdioTee:
             signal.signal(signal.SIGTSTP, self._on_stop)
             self._paused = (None, self._paused[1] + time.monotonic() - since)
         if stopped:
+            ticket = self._reserve()
             continued = self._kill(signal.SIGCONT)
-            self._signals.append(self._event(fmt.EV_SIGNAL, signal=signal_name(signal.SIGCONT), forwarded=continued))
+            record = self._event(fmt.EV_SIGNAL, signal=signal_name(signal.SIGCONT), forwarded=continued)
+            self._signal_record(ticket, record)
 
     def _stalled_after_signal(self, pump: Pump) -> Callable[[], bool]:
         """For `_await_drained` once the server is gone: True when the tee was told to stop (a signal)

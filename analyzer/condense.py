@@ -54,12 +54,13 @@ from analyzer.spill import Spill
 
 Rows = pl.DataFrame | pl.LazyFrame
 """Rows held in memory, or a lazy scan of rows written to disk (`spilled`)."""
-CONDENSE_VERSION: Final = 3
+CONDENSE_VERSION: Final = 4
 """What archives' condensed frames were condensed by (`analyzer.archive`): raise it with any change
 to pairing or condensing that changes the rows they keep or the `Traffic` they give, so that
 archives condensed before are read from their rows again (and `compact` refreshes them).
 2: answers pair within their server key (`messages.pair_responses`).
-3: dropped answers keep their `file` (a rotated capture's answer can be in the part after its request's)."""
+3: dropped answers keep their `file` (a rotated capture's answer can be in the part after its request's).
+4: `signal` rows are kept like `client-eof` (a server stopped by the client's side did not crash)."""
 SPILL_MIN_ROWS: Final = 1_000
 """Smaller frames are not spilled: a file costs about 0.5 ms to write and more to scan whatever its
 size, which for the few rows of a spawn-per-call capture is more than holding them (under 100 kB)."""
@@ -82,9 +83,9 @@ _MASK_COLUMNS: Final = (
 _CAT: Final = pl.Categorical()
 STDIO_DEATHS: Final = (fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN, fmt.EV_SPAWN_FAILED)
 """The stdio lifecycle events that end a connection (`analyzer.probes` reads the first one after a request)."""
-_UNREAD_EVENTS: Final = (fmt.EV_SIGNAL, fmt.EV_TERMINATE, fmt.EV_LINGER_END)
+_UNREAD_EVENTS: Final = (fmt.EV_TERMINATE, fmt.EV_LINGER_END)
 """Lifecycle events nothing reads: a row of one is dropped wherever it is (`_unread_lifecycle`)."""
-_AFTER_DEATH_EVENTS: Final = (fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN, fmt.EV_CLIENT_EOF)
+_AFTER_DEATH_EVENTS: Final = (fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN, fmt.EV_CLIENT_EOF, fmt.EV_SIGNAL)
 """Lifecycle events read only as the first of their kind after a request: dropped after a death."""
 _LIFECYCLE_COLUMNS: Final = (
     "file",
@@ -396,7 +397,7 @@ def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
     """The stdio lifecycle rows of `messages` no later step can read, as a mask.
 
     What reads such a row (nothing else can: every other column of it is null, `_LIFECYCLE_COLUMNS`):
-    the probes' search for the first death and the first `client-eof` after each request on its
+    the probes' search for the first death and the first `client-eof` or `signal` after each request on its
     (capture, connection) in `seq` order; its server (the eras' per-server rows, the watcher's
     servers); and its time, as the latest of its file's kept rows (the watcher's horizon). So a row
     is dropped when it is earlier than the latest row its file keeps anyway and either its event is

@@ -40,7 +40,7 @@ from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
 from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
-from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, answer_location
+from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, answer_location, handshake_only
 from analyzer.schema import MODERN_VERSIONS
 
 DEFAULT_WINDOW: Final = 300.0
@@ -124,13 +124,17 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         note=pl.lit("probe ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died", "garbage")))
         .then(pl.lit("broken"))
-        .when(outcome.is_in(("discover-result", "unsupported-version", "modern-error")))
+        .when(outcome.is_in(("unsupported-version", "modern-error")))
         .then(pl.lit("modern"))
         .when(
             (outcome == "legacy-answer")
             & (code.is_in(LEGACY_CODES) | (code.is_null() & pl.col("http_status").is_between(400, 499)))
         )
-        .then(pl.lit("modern")),
+        .then(pl.lit("modern"))
+        # a DiscoverResult without a modern version is a legacy advertisement only when it lists
+        # handshake versions alone; unknown versions (or none) prove nothing
+        .when(outcome == "discover-result")
+        .then(pl.when(pl.col("modern_versions").fill_null(False) | handshake_only("versions")).then(pl.lit("modern"))),
         value=pl.when(outcome.is_in(("no-answer", "connection-died", "garbage")))
         .then(pl.lit(YES))
         .when(outcome == "discover-result")
@@ -140,6 +144,16 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.lit(NO)),
     )
     refused_modern = outcome.is_in(("refused-named", "refused-unnamed")) & code.is_in(UNSUPPORTED_CODES)
+    # A dual-era stdio server locks a connection into the era of its first request: an `initialize` on
+    # a connection a well-formed probe opened modern is refused as a cross-era request, which says
+    # nothing about whether the server serves legacy clients (the `mcp` 2.3.0 server does this).
+    opened_modern = (
+        probes.filter(pl.col("well_formed").fill_null(False) & pl.col("flow").is_null() & pl.col("conn").is_not_null())
+        .group_by("server", "conn")
+        .agg(_opened=pl.col("ts").min())
+    )
+    inits = inits.join(opened_modern, on=["server", "conn"], how="left", nulls_equal=True, maintain_order="left")
+    locked = (pl.col("flow").is_null() & (pl.col("_opened") < pl.col("ts"))).fill_null(False)
     names_modern = pl.col("versions").list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any().fill_null(False)
     i = inits.select(
         "server",
@@ -150,7 +164,7 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         note=pl.lit("initialize ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died")))
         .then(pl.lit("broken"))
-        .when((outcome == "served") | refused_modern)
+        .when((outcome == "served") | (refused_modern & ~locked))
         .then(pl.lit("legacy")),
         value=pl.when(outcome.is_in(("no-answer", "connection-died", "served")))
         .then(pl.lit(YES))
@@ -192,6 +206,18 @@ _SESSION_ERROR: Final = r"(?i)session|not initiali[sz]ed"
 """Legacy refusals of a sessionless request: 'Missing session ID', 'Session not found', 'Server not initialized'."""
 
 
+def sessionless_refusal() -> pl.Expr:
+    """On messages rows: an error the way legacy servers refuse a sessionless request, -32600 or
+    -32000 about a session or initialization. A dual-era server's -32600 to an enveloped request on a
+    connection it serves legacy ("this connection serves the handshake protocol era") is none: it
+    says what the connection serves, not the server."""
+    return (
+        (pl.col("kind") == "error")
+        & pl.col("error_code").is_in((-32600, -32000))
+        & pl.col("error_message").cast(pl.String).str.contains(_SESSION_ERROR).fill_null(False)
+    )
+
+
 def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
     """Modern support **no** from ordinary requests: a well-formed modern request (envelope, and over
     HTTP the version header) refused the way legacy servers refuse sessionless requests (-32600 or
@@ -203,11 +229,7 @@ def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
         & ~pl.col("method").is_in(("server/discover", "initialize"))
         & (pl.col("flow").is_null() | pl.col("header_version").is_in(sorted(MODERN_VERSIONS)))
     ).select("capture", _rseq="seq")
-    answers = messages.filter(
-        (pl.col("kind") == "error")
-        & pl.col("error_code").is_in((-32600, -32000))
-        & pl.col("error_message").cast(pl.String).str.contains(_SESSION_ERROR).fill_null(False)
-    ).pipe(as_strings)
+    answers = messages.filter(sessionless_refusal()).pipe(as_strings)
     reqs = reqs.pipe(as_strings)
     return answers.join(reqs, left_on=["capture", "req_seq"], right_on=["capture", "_rseq"], how="inner").select(
         "server",

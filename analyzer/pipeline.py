@@ -274,7 +274,7 @@ def analyze_facts(
         # the context reads them from, beside the probes' and initializes' outcomes
         identified = pool.submit(identities or connection_identities, messages.lazy(), traffic, traffic.requests)
         probed = pool.submit(classify_probes, messages, opts.probe_timeout, traffic.requests)
-        initialized = pool.submit(classify_inits, messages, opts.probe_timeout, traffic.requests)
+        initialized = pool.submit(classify_inits, messages, traffic.requests)
         conn_clients, probes, inits = identified.result(), probed.result(), initialized.result()
     analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=[], traffic=traffic)
     # one context for the verdicts, the rules and the client table: its derived frames (the

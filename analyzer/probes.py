@@ -4,11 +4,12 @@ For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` req
 (`INITS_SCHEMA`) the deciding event is, in order of precedence:
 
 1. its paired answer, when it came within the probe timeout (a late answer is `no-answer`: the
-   client had already given up);
+   client had already given up); an `initialize` has no timeout (clients wait for it);
 2. otherwise non-JSON output on the same connection before the connection died or the timeout
    ran out (`garbage`; a banner line before a real answer is not garbage, rule 1 wins);
 3. otherwise the connection dying within the timeout: stdio `exit` / `server-eof` /
-   `server-stdin-broken` (unless the client left first: `client-eof`, `client-stdout-broken`), HTTP
+   `server-stdin-broken` (unless the client left first: `client-eof`, `client-stdout-broken`, or its
+   host or terminal stopped the server: a relayed SIGINT, SIGTERM, SIGHUP or SIGQUIT), HTTP
    `http.error` or an event stream that ended with `upstream-reset` / `error` (`connection-died`); the recorder stopping
    (`recorder-stopped`) is not a death;
 4. otherwise `no-answer`.
@@ -29,10 +30,11 @@ import polars as pl
 from addon import format as fmt
 from analyzer.condense import STDIO_DEATHS, Rows, with_moved
 from analyzer.messages import server_code
-from analyzer.schema import INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
+from analyzer.schema import HANDSHAKE_VERSIONS, INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
 _CLIENT_GONE: Final = (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN)
-"""Stdio events that say the client left: a death after one of them proves nothing (rule 3)."""
+"""Stdio events that say the client left: a death after one of them proves nothing (rule 3); so does
+a death after a `signal` of `fmt.ENDING_SIGNALS`, the client's host or terminal ending the server."""
 DEFAULT_PROBE_TIMEOUT: Final = 10.0
 """Seconds a client waits for a probe answer (the `mcp` 2.3.0 client's default)."""
 
@@ -220,7 +222,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         .collect()
     )
     reqs = reqs.join(answers, on=["capture", "seq"], how="left")
-    events = lazy.select(*_EVENT_COLUMNS, "kind", "dir", "req_seq", "event")
+    events = lazy.select(*_EVENT_COLUMNS, "kind", "dir", "req_seq", "event", "signal")
     s2c_garbage = events.filter(
         (pl.col("kind") == "invalid") & (pl.col("dir") == "s2c") & pl.col("req_seq").is_null()
     ).with_columns(**key)
@@ -229,7 +231,10 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     fatal = sorted({*STDIO_DEATHS, *_HTTP_DEATHS, *(e for e in seen if e.startswith("http-error:"))} - _NOT_DEATHS)
     deaths = events.filter(pl.col("event").is_in(fatal)).with_columns(**key)
     # a client that stopped reading (`client-stdout-broken`) left as surely as one that closed stdin
-    client_eof = events.filter(pl.col("event").is_in(_CLIENT_GONE)).with_columns(**key)
+    client_eof = events.filter(
+        pl.col("event").is_in(_CLIENT_GONE)
+        | ((pl.col("event") == fmt.EV_SIGNAL) & pl.col("signal").is_in(fmt.ENDING_SIGNALS))
+    ).with_columns(**key)
     s2c_garbage, deaths, client_eof = pl.collect_all([s2c_garbage, deaths, client_eof])
     # each search reads the keys alone; its three columns join the requests side by side (same order)
     reqs = reqs.sort("seq")
@@ -261,6 +266,15 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     return reqs.with_columns(
         _answered=answered, _died=died.fill_null(False), _garbage=garbage.fill_null(False), _deadline=deadline
     )
+
+
+def handshake_only(col: str) -> pl.Expr:
+    """A non-empty version list that names handshake versions alone (a legacy advertisement)."""
+    versions = pl.col(col)
+    return (
+        (versions.list.len() > 0)
+        & versions.list.eval(pl.element().is_in(sorted(HANDSHAKE_VERSIONS))).list.all()
+    ).fill_null(False)
 
 
 def _other_file(answer_file: pl.Expr) -> pl.Expr:
@@ -367,17 +381,15 @@ def classify_probes(
     return out.cast(PROBES_SCHEMA).sort("ts", "file", "line")  # type: ignore[arg-type]
 
 
-def classify_inits(
-    messages: pl.DataFrame, timeout: float = DEFAULT_PROBE_TIMEOUT, moved: Rows | None = None
-) -> pl.DataFrame:
+def classify_inits(messages: pl.DataFrame, moved: Rows | None = None) -> pl.DataFrame:
     """One row per `initialize` request with its outcome (`INITS_SCHEMA`).
 
-    The timeout only separates `no-answer` from a late answer in the same way as for probes; the
-    `mcp` 2.3.0 client itself waits for its fallback `initialize` without one.
+    No timeout: clients wait for `initialize` without one (the `mcp` 2.3.0 client's fallback has
+    none), so an answer that comes at any time serves it, and a death at any time before one ends it.
     """
     if messages.is_empty():
         return pl.DataFrame(schema=INITS_SCHEMA)
-    df = _decide(messages, "initialize", timeout, moved)
+    df = _decide(messages, "initialize", float("inf"), moved)
     answered = pl.col("_answered")
     named = pl.col("a_es").list.len().fill_null(0) > 0
     outcome = (

@@ -47,7 +47,7 @@ def once(path: str, use_spill: bool = True) -> dict[str, tuple[float, float]]:
         mark("combine")
         probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
         mark("classify probes")
-        inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
+        inits = classify_inits(messages, traffic.requests)
         mark("classify inits")
         analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=[], traffic=traffic)
         analysis.rule_context = ctx = RuleContext.from_analysis(analysis, RuleOptions(), spill if use_spill else None)

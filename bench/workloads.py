@@ -167,7 +167,7 @@ def stages(path: str, jobs: int | None) -> dict[str, Any]:
     inputs, messages, traffic = combined(facts)
     mark("combine")
     probes = classify_probes(messages, opts.probe_timeout, traffic.requests)
-    inits = classify_inits(messages, opts.probe_timeout, traffic.requests)
+    inits = classify_inits(messages, traffic.requests)
     mark("classify")
     servers = server_verdicts(messages, probes, inits, opts.inconsistency_window, traffic)
     mark("verdicts")

@@ -223,15 +223,16 @@ def _lifecycle(analysis: object) -> list[str]:
 
 
 def test_a_spawns_unread_lifecycle_rows_are_dropped(tmp_path: Path) -> None:
-    """A probe spawn keeps its `spawn`, first death and `client-eof` (the latest row of its file):
-    the `signal` and the `exit` after `server-eof` are read by nothing; the reports stay the same."""
+    """A probe spawn keeps its `spawn`, the host's `signal` (a death after it is no crash), its first
+    death and `client-eof` (the latest row of its file): the `exit` after `server-eof` is read by
+    nothing; the reports stay the same."""
     out = tmp_path / "spawns"
     gen.generate_spawns(out, 40, seed=3)
     full, condensed = _both(out)
     assert _lifecycle(full).count("exit") == _lifecycle(full).count("signal") == 40
     kept = _lifecycle(condensed)
-    assert sorted(set(kept)) == ["client-eof", "server-eof", "spawn"]
-    assert kept.count("spawn") == kept.count("server-eof") == kept.count("client-eof") == 40
+    assert sorted(set(kept)) == ["client-eof", "server-eof", "signal", "spawn"]
+    assert kept.count("spawn") == kept.count("signal") == kept.count("server-eof") == kept.count("client-eof") == 40
     for name in ("probes", "inits"):
         assert getattr(condensed, name).equals(getattr(full, name)), name
     assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
@@ -258,7 +259,9 @@ def test_a_death_a_request_can_read_is_kept(tmp_path: Path, chunks: str) -> None
         "spawn", "client-eof", "signal", "server-eof", "exit", "exit", "client-eof", "linger-end"
     ]  # fmt: skip
     expected = (
-        ["spawn", "client-eof", "server-eof", "exit", "linger-end"] if chunks == "one chunk" else _lifecycle(condensed)
+        ["spawn", "client-eof", "signal", "server-eof", "exit", "linger-end"]
+        if chunks == "one chunk"
+        else _lifecycle(condensed)
     )
     assert _lifecycle(condensed) == expected
     assert len(_lifecycle(condensed)) < len(_lifecycle(full))

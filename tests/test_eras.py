@@ -330,3 +330,29 @@ def test_every_format_reports_the_server_without_a_key(tmp_path: Path, fmt: str)
     result = CliRunner().invoke(app, ["analyze", str(path), "-f", fmt, "-o", str(out), "-q"])
     assert result.exit_code == 0, result.output
     assert "modern" in out.read_text()
+
+
+def test_an_initialize_served_after_the_probe_timeout_is_served(tmp_path: Path) -> None:
+    # Clients wait for `initialize` without a timeout (the `mcp` 2.3.0 client's fallback has
+    # none): a slow start that served the session read as `no-answer` and the server as `broken`.
+    cap = Cap(tmp_path)
+    cap.c2s(init(1))
+    cap.s2c(init_result(1), dt=12)
+    cap.c2s({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+    cap.s2c({"jsonrpc": "2.0", "id": 2, "result": {"tools": []}})
+    v = verdict(cap.close())
+    assert v.init_outcomes == {"served": 1}
+    assert (v.era, v.legacy_support) == ("legacy", "yes")
+
+
+@pytest.mark.parametrize("versions", [("2099-01-01",), ()])
+def test_a_discover_result_without_handshake_versions_is_no_legacy_advertisement(
+    tmp_path: Path, versions: tuple[str, ...]
+) -> None:
+    # Only a DiscoverResult listing handshake versions alone advertises legacy; unknown version
+    # strings are unknown, not "newer" or "older", and an empty list names none.
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(discover_result(1, versions))
+    v = verdict(cap.close())
+    assert (v.era, v.modern_support) == ("unknown", "unknown")

@@ -359,3 +359,23 @@ def test_a_long_line_in_pieces_counts_as_its_text_once_the_writer_wrote_it(tmp_p
         counted.append(stats.snapshot())
     assert counted[0]["servers"]["srv"]["outcomes"] == {"legacy-answer": 1, "garbage": 1}
     assert counted[1] == counted[0]
+
+
+def test_a_death_after_the_host_stopped_the_server_is_no_crash() -> None:
+    # The host's SIGTERM (relayed by the tee) ends the server before it answered: the client's doing,
+    # like closing stdin. Ctrl-Z's SIGTSTP only stops it: a death after that is the server's own.
+    s = feed(
+        LiveStats(),
+        [
+            event("a", fmt.EV_SPAWN),
+            frame("a", fmt.C2S, orjson.dumps(probe(1)).decode()),
+            {**event("a", fmt.EV_SIGNAL), "signal": "SIGTERM", "forwarded": True},
+            event("a", fmt.EV_SERVER_EOF),
+            event("a", fmt.EV_EXIT),
+            event("b", fmt.EV_SPAWN),
+            frame("b", fmt.C2S, orjson.dumps(probe(1)).decode()),
+            {**event("b", fmt.EV_SIGNAL), "signal": "SIGTSTP", "forwarded": True},
+            event("b", fmt.EV_EXIT),
+        ],
+    )
+    assert s["servers"]["srv"] == {"era": "unknown", "outcomes": {"connection-died": 1}}

@@ -111,3 +111,16 @@ def test_adopting_the_modern_answer_is_fine() -> None:
     c.probe(0.0, "discover-result")
     c.call(0.1, modern=True)
     assert run_rules(s.analysis(), only=["misread-modern"]) == []
+
+
+def test_over_http_a_served_initialize_after_a_reset_probe_stream_is_the_same_finding_on_any_connection() -> None:
+    # The client's HTTP connection is not the server's: an `initialize` sent on the same keep-alive
+    # connection after the probe's event stream was reset is not "on the dead connection" (it was
+    # an error `misread-crash` there, the info `probe-kills-server` on a new connection).
+    found = []
+    for same_connection in (True, False):
+        s = Scenario()
+        s.conn("api", "c1", transport="http").probe(0.0, "connection-died")
+        s.conn("api", "c1" if same_connection else "c2", transport="http").init(0.5)
+        found.append([(f.rule, f.severity) for f in run_rules(s.analysis(), only=CRASH_RULES)])
+    assert found == [[("probe-kills-server", Severity.INFO)]] * 2

@@ -20,7 +20,7 @@ from addon import format as fmt
 from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import FLOW_KEY_DTYPE, as_strings
-from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS
+from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, handshake_only
 from analyzer.rules.frames import as_lazy, grouped, matching, pair_key, picked
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
@@ -664,7 +664,7 @@ def era_of_probe() -> pl.Expr:
         .then(pl.lit("modern"))
         .when(outcome == "modern-error")
         .then(pl.lit("modern"))
-        .when((outcome == "discover-result") & ~modern)
+        .when((outcome == "discover-result") & ~modern & handshake_only("probe_versions"))
         .then(pl.lit("legacy"))
         .when(outcome == "legacy-answer")
         .then(pl.lit("legacy"))

@@ -31,13 +31,16 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
         .join(proxy_failed, on=["answer_file", "answer_line"], how="anti")
         .join(modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left")
     )
+    # Over HTTP, the next request on the same client connection (keep-alive) is not on a dead
+    # connection: the upstream's stream died, the client's connection did not.
+    dead_conn = pl.col("next_same_conn") & (pl.col("transport") == "stdio")
     recovery = (
-        ~pl.col("next_same_conn")
+        ~dead_conn
         & (pl.col("next_init_outcome") == "served")
         & ~pl.col("server_answered_modern").fill_null(False)
     )
     reason = (
-        pl.when(pl.col("next_same_conn"))
+        pl.when(dead_conn)
         .then(pl.lit("initialize sent on the dead connection"))
         .when(pl.col("server_answered_modern").fill_null(False))
         .then(pl.lit("settled on legacy although the server answers probes as modern"))

@@ -131,6 +131,10 @@ class Conn:
     def _answer(self, t: float, req_line: int, req_t: float, method: str, id: str | None, **extra: Any) -> int:
         record_type = "http.response" if self.transport == "http" else "frame"
         kind = "error" if extra.get("error_code") is not None else "response"
+        # what the SDKs say with the codes legacy servers refuse a sessionless request with
+        default = {-32000: "Server not initialized", -32600: "Bad Request: Missing session ID"}
+        if extra.get("error_message") is None and extra.get("error_code") in default:
+            extra["error_message"] = default[extra["error_code"]]
         return self.scenario.add(
             self.file,
             t,

@@ -6,6 +6,7 @@ from typing import Any
 
 import polars as pl
 
+from analyzer.eras import sessionless_refusal
 from analyzer.findings import Severity
 from analyzer.probes import answer_location
 from analyzer.rules.base import rule
@@ -13,7 +14,6 @@ from analyzer.rules.context import UNSUPPORTED_CODES, RuleContext, era_of_probe,
 from analyzer.rules.frames import evidence, matching, picked, run_ids
 
 _KEYS = ["server", "client"]
-_LEGACY_REFUSALS = (-32000, -32600)
 """How legacy servers refuse a request outside a session: "Server not initialized", "Missing session ID"."""
 
 
@@ -80,18 +80,23 @@ def _runs_of(flagged: pl.LazyFrame, reason: str, note: str, min_len: int) -> pl.
 
 
 def _legacy_refusals(ctx: RuleContext) -> pl.DataFrame:
-    """The requests (`capture`, `seq`) a server refused the legacy way, outside a session."""
-    return picked(
-        ctx.responses.lazy().select("capture", "seq", "resp_error_code"),
-        pl.col("resp_error_code").is_in(_LEGACY_REFUSALS),
-    ).select("capture", "seq")
+    """The requests (`capture`, `seq`) a server refused the legacy way, outside a session: -32000 or
+    -32600 about a session or initialization, as `analyzer.eras.request_evidence` reads them (a
+    dual-era server's -32600 to an enveloped request on a connection it serves legacy is no such
+    refusal). Errors are kept in the messages frame whatever condensing drops."""
+    return (
+        ctx.messages.filter((pl.col("dir") == "s2c") & pl.col("req_seq").is_not_null() & sessionless_refusal())
+        .select(pl.col("capture").cast(pl.Categorical()), seq=pl.col("req_seq"))
+        .unique()
+        .collect()
+    )
 
 
 def _era_changes(ctx: RuleContext) -> pl.DataFrame:
     """Per server, each probe whose answer shows a different era than the previous answer (any client)."""
     return (
         # only the columns read here are copied by the filter and the sort: a probe per spawn is many
-        ctx.probe_rows.select("server", "client", "ts", "file", "line", "outcome", "modern_versions")
+        ctx.probe_rows.select("server", "client", "ts", "file", "line", "outcome", "modern_versions", "probe_versions")
         .with_columns(era_of_probe().alias("era"))
         .filter(pl.col("era").is_not_null())
         # in capture order: answers tied on time taken in the order their rows came would find other
@@ -354,9 +359,12 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
         modern_requests.select("server", "file", "peer", "capture", "seq"),
         pl.col("server").is_in(answered_legacy.get_column("server").implode()),
     )
+    refusals = _legacy_refusals(ctx).with_columns(_legacy_refusal=pl.lit(True))
     request_answers = (
         matching(ctx.responses.lazy(), legacy, how="inner")
         .lazy()
+        .join(refusals.lazy(), on=["capture", "seq"], how="left")
+        .with_columns(pl.col("_legacy_refusal").fill_null(False))
         .select(
             "server",
             pl.col("resp_ts").alias("ts"),
@@ -365,7 +373,7 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
             pl.coalesce("resp_peer", "peer").alias("peer"),
             pl.when(pl.col("resp_kind") == "response")
             .then(pl.lit("modern"))
-            .when(pl.col("resp_error_code").is_in(_LEGACY_REFUSALS))
+            .when(pl.col("_legacy_refusal"))
             .then(pl.lit("legacy"))
             .cast(cat)
             .alias("era"),
