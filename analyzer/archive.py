@@ -537,6 +537,12 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
             ) from None
         if rows.is_empty():
             continue
+        if _unplaced(rows):
+            # every row a capture gives has its file, line and seq: evidence and pairing need them
+            raise ErascopeError(
+                f"malformed archive {window.files[0].root}: {_names(window)} hold a row no capture gives"
+                f" (without its file, line or seq, or a request without its method); {COMPACT_AGAIN}"
+            )
         if _repeated(rows):
             # a row no capture gives: the rules join on these keys, taking them for unique
             raise ErascopeError(
@@ -556,6 +562,13 @@ def _names(window: _Window, limit: int = 3) -> str:
     """The parts a window reads, named (the first few)."""
     parts = [p for f in window.files for p in f.parts]
     return ", ".join(parts[:limit]) + (f" and {len(parts) - limit} more" if len(parts) > limit else "")
+
+
+def _unplaced(rows: pl.DataFrame) -> bool:
+    """Whether a row lacks its place (file, line or seq), or is a request or notification without its
+    method: no capture line gives such a row, and the rules take them for granted."""
+    unnamed = pl.col("method").is_null() & pl.col("kind").is_in(("request", "notification"))
+    return bool(rows.select((pl.any_horizontal(pl.col("file", "line", "seq").is_null()) | unnamed).any()).item())
 
 
 def _repeated(rows: pl.DataFrame) -> bool:

@@ -24,7 +24,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 from addon.errors import ErascopeError
 from analyzer.cli_values import PlainArgument, plain_values
-from analyzer.terminal import visible
+from analyzer.terminal import json_visible, visible
 
 
 class _ArgumentByName(PlainArgument):
@@ -833,7 +833,10 @@ def watch_cmd(
                 typer.echo(f"erascope: {visible(note)}", err=True)
             watcher.notes.clear()
             for event in events:
-                line = orjson.dumps(event.as_json()).decode() if watch_format == LinesFormat.JSON else event.as_text()
+                if watch_format == LinesFormat.JSON:
+                    line = json_visible(orjson.dumps(event.as_json()).decode())
+                else:
+                    line = event.as_text()
                 with _to_stdout():
                     typer.echo(line)
                 if at_or_above(event, threshold):

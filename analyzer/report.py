@@ -37,7 +37,7 @@ from analyzer.pipeline import Analysis
 from analyzer.probes import NON_ERA_OUTCOMES
 from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import location, separator
-from analyzer.terminal import visible
+from analyzer.terminal import json_visible, visible
 
 if TYPE_CHECKING:
     # The text renderer's rich classes are imported where it runs: rich.text brings rich.console
@@ -171,9 +171,9 @@ def render_json(analysis: Analysis) -> str:
     doc = report_dict(analysis)
     options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
     try:
-        return orjson.dumps(doc, option=options).decode() + "\n"
+        return json_visible(orjson.dumps(doc, option=options).decode()) + "\n"
     except TypeError:  # a lone surrogate somewhere (e.g. a file name that is not UTF-8): rare, so fixed only then
-        return orjson.dumps(scrubbed(doc, valid_unicode), option=options).decode() + "\n"
+        return json_visible(orjson.dumps(scrubbed(doc, valid_unicode), option=options).decode()) + "\n"
 
 
 # --- text and markdown ---------------------------------------------------------------------------

@@ -25,3 +25,14 @@ def visible(text: str) -> str:
     r"""`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
     `\u202e`, `\udcff`. Everything else (other scripts, emoji) is kept as it is."""
     return _INVISIBLE.sub(_escape, text)
+
+
+_JSON_INVISIBLE: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+"""What JSON writers leave raw (they escape only C0 controls) that a terminal still acts on: DEL, C1
+controls (U+009B is CSI), bidi controls and line separators."""
+
+
+def json_visible(text: str) -> str:
+    r"""JSON text with every character `_JSON_INVISIBLE` matches written as its `\uXXXX` escape: the
+    same document for a JSON reader (such characters only stand inside strings), inert on a terminal."""
+    return _JSON_INVISIBLE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)

@@ -49,7 +49,7 @@ from analyzer.load import find_inputs
 from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
 from analyzer.storage import is_url, mode_size
-from analyzer.terminal import visible
+from analyzer.terminal import json_visible, visible
 
 VERIFY_FORMAT: Final = "erascope-verify/1"
 """The `format` of `verify --format json` output."""
@@ -830,10 +830,10 @@ def render_json(result: Verification) -> str:
     """The report for programs (`--format json`), indented, ending with a newline."""
     doc = result.as_dict()
     try:
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_visible(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()) + "\n"
     except TypeError:  # a file name that is not UTF-8 (read with surrogate escapes, which JSON cannot hold)
         # its undecodable bytes as U+FFFD, as `erascope analyze`'s json writes them
-        return orjson.dumps(scrubbed(doc, valid_unicode), option=orjson.OPT_INDENT_2).decode() + "\n"
+        return json_visible(orjson.dumps(scrubbed(doc, valid_unicode), option=orjson.OPT_INDENT_2).decode()) + "\n"
 
 
 def _describe(r: FileResult) -> str:

@@ -157,6 +157,7 @@ move alone is not reported (an update per finding per rotation would carry nothi
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import io
 import os
@@ -463,11 +464,17 @@ class Watcher:
         try:
             try:
                 st = os.stat(path)
+                # a FIFO would block open() (and the signals that stop watch) until a writer comes; only
+                # a file that is not regular needs `analyze`'s words for what it is
+                why = None if stat.S_ISREG(st.st_mode) else not_regular(path)
             except FileNotFoundError:
                 st = os.lstat(path)  # a dangling symbolic link: the link is what changes
-            # a FIFO would block open() (and the signals that stop watch) until a writer comes; only
-            # a file that is not regular needs `analyze`'s words for what it is
-            why = None if stat.S_ISREG(st.st_mode) else not_regular(path)
+                why = not_regular(path)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                st = os.lstat(path)  # a link that leads to itself: never readable, named as `analyze` does
+                why = f"cannot read: {exc.strerror}"
         except (InputError, OSError):
             return None  # gone since it was listed: the next round sees
         file = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

@@ -198,3 +198,21 @@ def test_an_archive_report_shows_the_archived_messages(archive: Path, tmp_path: 
     assert message["archive"] == message["jsonl"]
     assert any("no such method" in text for text in message["archive"].values())
     assert all("archive" in p["note"] for p in pages["archive"].values())
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pl.lit(None).alias("line"),
+        pl.lit(None).alias("method"),
+    ],
+    ids=["line-null", "method-null"],
+)
+def test_a_part_with_rows_no_capture_gives_is_named(archive: Path, edit: pl.Expr) -> None:
+    # A row without its place (file, line, seq) or a request without its method, read through a
+    # selection (the parts, not the condensed frames): a traceback, or rules reading what no capture gives.
+    part = next(archive.glob("day=*/server=*/*.parquet"))
+    rows = pl.read_parquet(part)
+    rows.with_columns(edit.cast(rows.schema[edit.meta.output_name()])).write_parquet(part)
+    result = runner.invoke(app, ["analyze", str(archive), "-q", "--server", "busy"])
+    _refused(result, "malformed archive", part.name)

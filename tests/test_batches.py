@@ -155,3 +155,21 @@ def test_an_http_answer_naming_one_member_answers_that_member_alone(tmp_path: Pa
     m = messages_of(cap.close())
     answers = m.filter(pl.col("kind").is_in(["response", "error"]))
     assert answers.select("id", "method").rows() == [("2", "initialize"), ("4", "initialize")]
+
+
+@pytest.mark.parametrize("method", ["initialize", "server/discover"])
+def test_a_batch_of_two_of_a_kind_after_a_probe_is_analyzed(tmp_path: Path, method: str) -> None:
+    # A probe, then one line holding two `initialize`s (or two probes): the rules looked up the
+    # request after a probe by file and line alone, found two outcomes, and the analysis crashed
+    # (polars ShapeError) in every output format.
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(err(1, -32601, "Method not found"))
+    first, second = (init(i) if method == "initialize" else probe(i) for i in (2, 3))
+    cap.c2s([first, second])
+    answer = init_result if method == "initialize" else discover_result
+    cap.s2c([answer(2), answer(3)])
+    a = run(cap.close())
+    rows = a.inits if method == "initialize" else a.probes
+    assert rows.height == 2 if method == "initialize" else rows.height == 3
+    assert {f.rule for f in a.findings} <= {"misread-crash", "misread-modern", "probe-storm", "stale-era"}

@@ -184,6 +184,15 @@ def test_json_carries_the_exact_strings(hostile: Analysis) -> None:
     assert {c["identity"]["name"] for c in doc["clients"]} >= {CLIENT}
 
 
+def test_json_written_to_a_terminal_acts_on_nothing(hostile: Analysis) -> None:
+    # JSON writers escape C0 controls only: the C1 CSI (U+009B, which terminals act on) and the bidi
+    # override went out raw, where text and markdown show them escaped. Same document for a reader.
+    out = render(hostile, "json")
+    assert not _raw_controls(out), _raw_controls(out)
+    assert "\\u009b31m \\u202eevil" in out
+    assert orjson.loads(out)["servers"][0]["server"] == SERVER
+
+
 def test_lone_surrogates_in_every_format(hostile: Analysis) -> None:
     """A lone surrogate (e.g. a file name that is not UTF-8, as Python decodes it) cannot be written
     as UTF-8: text and markdown show it as `\\udcff`, json as U+FFFD; nothing crashes."""

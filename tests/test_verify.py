@@ -184,6 +184,20 @@ def test_json_output_of_a_file_whose_name_is_not_utf8(stdio_dir: Path, tmp_path:
     assert doc["counts"]["verified"] == 1 and doc["files"][0]["file"].endswith("bad\ufffd.jsonl")
 
 
+def test_json_output_escapes_what_a_terminal_acts_on(stdio_dir: Path, tmp_path: Path) -> None:
+    """A file named with a C1 CSI (U+009B) and a bidi override went out raw in `--format json`
+    (JSON writers escape C0 controls only): written as `\\u009b`, the same name for a JSON reader."""
+    folder = tmp_path / "caps"
+    folder.mkdir()
+    (path,) = capture_files(stdio_dir)
+    shutil.copy(path, folder / "x\u009b2J\u202e.jsonl")
+    proc = cli("--format", "json", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert "\u009b" not in proc.stdout and "\u202e" not in proc.stdout
+    assert "x\\u009b2J\\u202e.jsonl" in proc.stdout
+    assert orjson.loads(proc.stdout)["files"][0]["file"].endswith("x\u009b2J\u202e.jsonl")
+
+
 def test_untouched_rotated_keyed_capture_verifies_across_parts(rotated_dir: Path, key_file: Path) -> None:
     parts = capture_files(rotated_dir)
     headers = [read_records(p)[0] for p in parts]

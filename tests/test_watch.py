@@ -624,6 +624,24 @@ def test_a_fifo_in_the_directory_is_noted_not_opened(tmp_path: Path) -> None:
     assert res.stderr == f"erascope: {live / 'zz.jsonl'}: not a regular file (a FIFO)\n"
 
 
+def test_a_link_that_leads_to_itself_is_noted(tmp_path: Path) -> None:
+    """`loop.jsonl -> loop.jsonl` can never be read: `analyze` names it; watch took its ELOOP for a
+    file gone since it was listed, every round, and never said a word."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for source in (CORPUS / "rollout-split-http").glob("*.jsonl"):
+        (live / source.name).write_bytes(source.read_bytes())
+    (live / "zz.jsonl").symlink_to("zz.jsonl")
+    res = subprocess.run(
+        [str(ERASCOPE), "watch", str(live), "--fail-on", "warning", "--interval", "0.2"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert res.returncode == 1 and " rollout-split " in res.stdout  # the rest is read
+    assert res.stderr == f"erascope: {live / 'zz.jsonl'}: cannot read: Too many levels of symbolic links\n"
+
+
 def _one_capture(tmp_path: Path, scenario: str) -> tuple[Path, Path]:
     """A folder to watch holding the corpus's `scenario` capture as `capture.jsonl`; (folder, file)."""
     live = tmp_path / "live"

@@ -405,13 +405,15 @@ class RuleContext:
         next_rows = picked(reqs.lazy(), pl.col("_i").is_in(rows.get_column("_next").implode()))
         # one look-up over every request for both the probes and the requests after them
         details = self._request_details(pl.concat([r.select("capture", "seq") for r in (rows, next_rows)])).collect()
+        # a line holds several `initialize`s when it is a JSON-RPC batch: told apart by id, and one
+        # row per key kept, so that the join below adds no row
         inits = self.inits.select(
-            pl.col("file").cast(pl.Categorical()), "line", pl.col("outcome").alias("init_outcome")
-        )
+            pl.col("file").cast(pl.Categorical()), "line", "id", pl.col("outcome").alias("init_outcome")
+        ).unique(["file", "line", "id"], keep="first", maintain_order=True)
         next_cols = (
             next_rows.lazy()
             .join(details.lazy(), on=["capture", "seq"], how="left", maintain_order="left")
-            .join(inits, on=["file", "line"], how="left", maintain_order="left")
+            .join(inits, on=["file", "line", "id"], how="left", maintain_order="left")
             .select("_i", *[pl.col(c).alias(f"next_{c}") for c in _NEXT_COLUMNS])
         )
         # The added columns alone go through the joins (a row each: the right sides' keys are unique),
