@@ -14,7 +14,8 @@ What is counted:
   retention work (parts compressed, compression failures, parts and bytes removed);
 - per server, the outcome of every `server/discover` probe (the analyzer's outcome names:
   `discover-result`, `unsupported-version`, `modern-error`, `legacy-answer`, `garbage`,
-  `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`, `gateway-error`;
+  `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`, `gateway-error`,
+  `undecodable`;
   `no-answer` needs a timeout and is left to the analyzer), and the server's current era.
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
@@ -72,9 +73,11 @@ MODERN_ERROR: Final = "modern-error"
 LEGACY_ANSWER: Final = "legacy-answer"
 GARBAGE: Final = "garbage"
 CONNECTION_DIED: Final = "connection-died"
+UNDECODABLE: Final = "undecodable"
+"""An answer the recorder could not decode (its `undecodable` field): answered, unread."""
 LIVE_OUTCOMES: Final = (
     DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, GARBAGE, CONNECTION_DIED,
-    "auth-required", "rate-limited", "redirected", "gateway-error",
+    "auth-required", "rate-limited", "redirected", "gateway-error", UNDECODABLE,
 )  # fmt: skip
 """Probe outcomes the recorders tell live (a subset of the analyzer's `PROBE_OUTCOMES`)."""
 
@@ -284,7 +287,9 @@ class LiveStats:
                 elif rtype == fmt.SSE_END:
                     self.sse_open = max(0, self.sse_open - 1)
                     key = ("f", str(record.get("flow")))
-                    if key in self._pending and record.get("how") in _SSE_DEATHS:
+                    if key in self._pending and record.get("undecodable") is not None:
+                        self._died(key, UNDECODABLE)  # settled without an era, like a death
+                    elif key in self._pending and record.get("how") in _SSE_DEATHS:
                         self._died(key, CONNECTION_DIED)
                     self._pending.pop(key, None)
                 elif rtype == fmt.HTTP_ERROR:
@@ -326,6 +331,9 @@ class LiveStats:
         status = status if isinstance(status, int) else None
         if streamed and gate_outcome(status, None) is None:
             return  # the answer comes in the stream's events
+        if record.get("undecodable") is not None and (status is None or status < 300):
+            self._died(key, UNDECODABLE)  # the status alone says nothing of the era
+            return
         self._settle(key, _json(record.get(fmt.F_RAW)), status)
 
     def _frame(self, record: dict[str, Any]) -> None:

@@ -52,11 +52,16 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 2
+EXTRACTION_VERSION: Final = 3
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
-3xx/4xx/5xx is `kind` error (was invalid)."""
+3xx/4xx/5xx is `kind` error (was invalid). 3: an answer the recorder could not decode has the `event`
+`UNDECODABLE_BODY` or `UNDECODABLE_STREAM` (was `http-<status>`, `sse-end:<how>`)."""
+UNDECODABLE_BODY: Final = "http-undecodable"
+"""The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
+UNDECODABLE_STREAM: Final = "sse-end:undecodable"
+"""The `event` of the end of an event stream the recorder could not decode (`undecodable`)."""
 _PAYLOAD_TYPES: Final = (fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT)
 _TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
 _JSON_SPACE: Final = " \t\r\n"
@@ -457,9 +462,13 @@ def _plan(
         .then(pl.lit("lifecycle"))  # GET/DELETE, 202 Accepted: HTTP-level events, not messages
         .otherwise(pl.lit("invalid"))
     )
+    # The recorder kept as it came an answer it could not decode (`undecodable`): answered, unread.
+    undecodable = pl.col("undecodable").is_not_null()
     event = (
         pl.when(rtype == fmt.LIFECYCLE)
         .then(pl.col("event"))
+        .when((rtype == fmt.SSE_END) & undecodable)
+        .then(pl.lit(UNDECODABLE_STREAM))
         .when(rtype == fmt.SSE_END)
         .then(pl.lit("sse-end:") + pl.col("how").fill_null("?"))
         .when(rtype == fmt.HTTP_ERROR)
@@ -468,6 +477,8 @@ def _plan(
         .then(pl.lit("sse-endpoint"))
         .when((rtype == fmt.HTTP_RESPONSE) & pl.col("streamed").fill_null(False))
         .then(pl.lit("sse-start"))
+        .when((rtype == fmt.HTTP_RESPONSE) & undecodable)
+        .then(pl.lit(UNDECODABLE_BODY))
         .when(rtype == fmt.HTTP_REQUEST)
         .then(pl.lit("http-") + pl.col("method").fill_null("?").str.to_lowercase())
         .when(rtype == fmt.HTTP_RESPONSE)

@@ -14,6 +14,9 @@ For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` req
    (`recorder-stopped`) is not a death;
 4. otherwise `no-answer`.
 
+An answer the recorder could not decode (`undecodable` on its response or its event stream's end)
+is `undecodable`, after rule 1: it answered, but what it said is unread, so it proves no era.
+
 An answer from what stands in front of the server (an auth gate's 401/403/407, a rate limiter's
 429, a redirect, a load balancer's 502/503/504 without a JSON-RPC error) gets an outcome of its
 own (`NON_ERA_OUTCOMES`): it answers the request, but says nothing about the server's era.
@@ -29,7 +32,7 @@ import polars as pl
 
 from addon import format as fmt
 from analyzer.condense import STDIO_DEATHS, Rows, with_moved
-from analyzer.messages import server_code
+from analyzer.messages import UNDECODABLE_BODY, UNDECODABLE_STREAM, server_code
 from analyzer.schema import HANDSHAKE_VERSIONS, INITS_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
 
 _CLIENT_GONE: Final = (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN)
@@ -50,6 +53,9 @@ AUTH_STATUSES: Final = (401, 403, 407)
 """Unauthorized, Forbidden, Proxy Authentication Required: an auth gate answered, whatever the body."""
 GATEWAY_STATUSES: Final = (502, 503, 504)
 """What a load balancer or proxy answers when no healthy upstream served the request."""
+UNDECODABLE: Final = "undecodable"
+"""The outcome of an answer the recorder kept as it came, unable to decode it (an unknown
+`Content-Encoding`, a body that is not what its encoding says): answered, but unread, so no evidence."""
 NON_ERA_OUTCOMES: Final = ("auth-required", "rate-limited", "redirected", "gateway-error")
 """Answers from what stands in front of the server (auth gate, rate limiter, proxy, load balancer),
 not from the MCP server itself: they say nothing about its era (see `non_era_outcome`)."""
@@ -235,14 +241,15 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         pl.col("event").is_in(_CLIENT_GONE)
         | ((pl.col("event") == fmt.EV_SIGNAL) & pl.col("signal").is_in(fmt.ENDING_SIGNALS))
     ).with_columns(**key)
-    s2c_garbage, deaths, client_eof = pl.collect_all([s2c_garbage, deaths, client_eof])
+    unread = events.filter(pl.col("event").is_in((UNDECODABLE_BODY, UNDECODABLE_STREAM))).with_columns(**key)
+    s2c_garbage, deaths, client_eof, unread = pl.collect_all([s2c_garbage, deaths, client_eof, unread])
     # each search reads the keys alone; its three columns join the requests side by side (same order)
     reqs = reqs.sort("seq")
     keys = reqs.select(*_KEY, "seq")
     reqs = reqs.hstack(
         [
             column
-            for events, prefix in ((s2c_garbage, "g_"), (deaths, "d_"), (client_eof, "e_"))
+            for events, prefix in ((s2c_garbage, "g_"), (deaths, "d_"), (client_eof, "e_"), (unread, "u_"))
             for column in _first_after(keys, events, prefix).get_columns()
         ]
     )
@@ -264,7 +271,11 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         & (pl.col("d_seq").is_null() | (pl.col("g_seq") < pl.col("d_seq")))
     )
     return reqs.with_columns(
-        _answered=answered, _died=died.fill_null(False), _garbage=garbage.fill_null(False), _deadline=deadline
+        _answered=answered,
+        _died=died.fill_null(False),
+        _garbage=garbage.fill_null(False),
+        _unread=(pl.col("u_seq").is_not_null() & in_time("u_ts")).fill_null(False),
+        _deadline=deadline,
     )
 
 
@@ -275,6 +286,15 @@ def handshake_only(col: str) -> pl.Expr:
         (versions.list.len() > 0)
         & versions.list.eval(pl.element().is_in(sorted(HANDSHAKE_VERSIONS))).list.all()
     ).fill_null(False)
+
+
+def _deciding(column: str, *, garbage: bool = True) -> pl.Expr:
+    """`column` (`file`, `line`, `ts`) of the deciding event, in the outcome's order of precedence:
+    the answer, an answer the recorder could not decode, garbage (probes only), the death."""
+    picked = pl.when("_answered").then(f"a_{column}").when("_unread").then(f"u_{column}")
+    if garbage:
+        picked = picked.when("_garbage").then(f"g_{column}")
+    return picked.when("_died").then(f"d_{column}")
 
 
 def _other_file(answer_file: pl.Expr) -> pl.Expr:
@@ -332,6 +352,8 @@ def classify_probes(
     outcome = (
         pl.when(pl.col("_answered"))
         .then(answer_outcome)
+        .when(pl.col("_unread"))
+        .then(pl.lit(UNDECODABLE))
         .when(pl.col("_garbage"))
         .then(pl.lit("garbage"))
         .when(pl.col("_died"))
@@ -351,21 +373,9 @@ def classify_probes(
         requested_version=pl.coalesce("meta_version", "header_version"),
         well_formed="_well_formed",
         outcome="_outcome",
-        answer_file=_other_file(
-            pl.when(answered).then("a_file").when(pl.col("_garbage")).then("g_file").when(pl.col("_died")).then("d_file")
-        ),
-        answer_line=pl.when(answered)
-        .then(pl.col("a_line"))
-        .when(pl.col("_garbage"))
-        .then(pl.col("g_line"))
-        .when(pl.col("_died"))
-        .then(pl.col("d_line")),
-        answer_ts=pl.when(answered)
-        .then(pl.col("a_ts"))
-        .when(pl.col("_garbage"))
-        .then(pl.col("g_ts"))
-        .when(pl.col("_died"))
-        .then(pl.col("d_ts")),
+        answer_file=_other_file(_deciding("file")),
+        answer_line=_deciding("line"),
+        answer_ts=_deciding("ts"),
         error_code=pl.when(answered).then(code),
         http_status=pl.when(answered).then(pl.col("a_status")),
         versions=versions,
@@ -405,6 +415,8 @@ def classify_inits(messages: pl.DataFrame, moved: Rows | None = None) -> pl.Data
         .then(pl.lit("refused-named"))
         .when(answered & (pl.col("a_kind") == "error"))
         .then(pl.lit("refused-unnamed"))
+        .when(pl.col("_unread"))
+        .then(pl.lit(UNDECODABLE))
         .when(pl.col("_died"))
         .then(pl.lit("connection-died"))
         .otherwise(pl.lit("no-answer"))
@@ -413,8 +425,8 @@ def classify_inits(messages: pl.DataFrame, moved: Rows | None = None) -> pl.Data
         *_REQUEST_KEYS,
         requested_version=pl.coalesce("init_version", "header_version"),
         outcome=outcome,
-        answer_file=_other_file(pl.when(answered).then("a_file").when(pl.col("_died")).then("d_file")),
-        answer_line=pl.when(answered).then(pl.col("a_line")).when(pl.col("_died")).then(pl.col("d_line")),
+        answer_file=_other_file(_deciding("file", garbage=False)),
+        answer_line=_deciding("line", garbage=False),
         error_code=pl.when(answered).then(pl.col("a_code")),
         versions=pl.when(answered).then(
             pl.when(pl.col("a_init").is_not_null()).then(pl.concat_list(pl.col("a_init"))).otherwise(pl.col("a_es"))

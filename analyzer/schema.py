@@ -143,6 +143,7 @@ PROBE_OUTCOMES: Final = (
     "rate-limited",
     "redirected",
     "gateway-error",
+    "undecodable",
 )
 
 PROBES_SCHEMA: Final[dict[str, pl.DataType]] = {
@@ -181,6 +182,7 @@ INIT_OUTCOMES: Final = (
     "rate-limited",
     "redirected",
     "gateway-error",
+    "undecodable",
 )
 
 INITS_SCHEMA: Final[dict[str, pl.DataType]] = {

@@ -58,3 +58,45 @@ def test_a_gzipped_event_stream_is_recorded_as_its_events(
 
     [server] = analyze([capdir]).servers
     assert (server.era, dict(server.probe_outcomes)) == ("modern", {"discover-result": 1})
+
+
+MISLABELLING_FRONT = """
+from mitmproxy import http
+
+def response(flow: http.HTTPFlow) -> None:
+    if flow.response.headers.get("content-type", "").startswith(("text/event-stream", "application/json")):
+        flow.response.headers["content-encoding"] = "x-custom"  # a label no decoder knows; the bytes are plain
+"""
+
+
+def test_answers_labelled_with_an_unknown_encoding_are_read_where_they_can_be(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A front that labels the answers (bodies and event streams) with an encoding nobody knows; the
+    client (httpx skips unknown encodings) reads them and goes modern. The recorder marks them all
+    `undecodable`: a body that is text is kept as text and read (the probe's DiscoverResult), an
+    event stream is not parsed (its events could be compressed bytes); the analysis reads the first
+    and counts the second as answered and unread (`undecodable`), never as silence."""
+    port = start_server(procs, clean_env, sys.executable)
+    (tmp_path / "front.py").write_text(MISLABELLING_FRONT)
+    front = Proc(
+        [str(BIN / "mitmdump"), "--mode", f"reverse:http://127.0.0.1:{port}", "--listen-host", "127.0.0.1",
+         "--listen-port", "0", "--set", f"confdir={tmp_path / 'front-conf'}", "-s", str(tmp_path / "front.py")],
+        clean_env, merge_stderr=True,
+    )  # fmt: skip
+    procs.append(front)
+    front_port = int(front.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+    capdir = tmp_path / "caps"
+    cli, via = record_http(procs, f"http://127.0.0.1:{front_port}/mcp", capdir, clean_env)
+
+    expected = asyncio.run(session(f"http://127.0.0.1:{port}/mcp", "auto"))
+    assert asyncio.run(session(via, "auto")) == expected
+    assert cli.stop(signal.SIGINT) == 0
+
+    records = read_capture(capdir)
+    bodies = [r for r in records if r["type"] == fmt.HTTP_RESPONSE and not r["streamed"]]
+    ends = [r for r in records if r["type"] == fmt.SSE_END]
+    assert bodies and ends and all(r["undecodable"] == "x-custom" for r in bodies + ends)
+    assert [r["events"] for r in records if r["type"] == fmt.SSE_END] == [0]
+    [server] = analyze([capdir]).servers
+    assert (server.era, dict(server.probe_outcomes)) == ("modern", {"discover-result": 1})

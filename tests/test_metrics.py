@@ -379,3 +379,18 @@ def test_a_death_after_the_host_stopped_the_server_is_no_crash() -> None:
         ],
     )
     assert s["servers"]["srv"] == {"era": "unknown", "outcomes": {"connection-died": 1}}
+
+
+def test_an_answer_the_recorder_cannot_decode_is_counted_as_such() -> None:
+    # It was `garbage` for a body (the wire bytes are no JSON) and nothing at all for an event stream.
+    s = feed(
+        LiveStats(),
+        [
+            req("f1", probe(1)),
+            {**resp("f1", 200), "raw_b64": "AAE=", "undecodable": "x-custom"},
+            req("f2", probe(2)),
+            resp("f2", 200, sse=True),
+            {fmt.F_TYPE: fmt.SSE_END, "flow": "f2", "how": "clean", "undecodable": "x-custom"},
+        ],
+    )
+    assert s["servers"]["http://s/mcp"] == {"era": "unknown", "outcomes": {"undecodable": 2}}

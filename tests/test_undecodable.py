@@ -10,9 +10,10 @@ import base64
 from pathlib import Path
 
 import orjson
+import pytest
 
 from analyzer.report import render
-from tests.test_messages import Cap, discover_result, modern_headers, probe, run
+from tests.test_messages import Cap, discover_result, init, modern_headers, probe, run
 
 
 def _capture(tmp_path: Path) -> Path:
@@ -57,3 +58,38 @@ def test_files_read_together_keep_their_own_lines(tmp_path: Path) -> None:
     second = _capture(tmp_path / "b")
     a = run(tmp_path)
     assert a.inputs.undecodable == [(str(second), 2, 1)]
+
+
+def _probe_answered_unreadably(tmp_path: Path, method: str, streamed: bool) -> Path:
+    """A probe (or `initialize`) answered 200 in a `Content-Encoding` the recorder cannot decode: a
+    body kept as it came, or an event stream whose events it could not parse."""
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1) if method == "server/discover" else init(1), headers=modern_headers(method))
+    content_type = "text/event-stream" if streamed else "application/json"
+    headers = [["Content-Type", content_type], ["Content-Encoding", "x-custom"]]
+    if streamed:
+        cap.http_response("f1", 200, streamed=True, headers=headers)
+        cap.record({"type": "sse.end", "flow": "f1", "dir": "s2c", "how": "clean", "events": 0, "incomplete": False,
+                    "undecodable": "x-custom"})  # fmt: skip
+    else:
+        wire = b"\x00\x01 compressed"
+        cap.record({"type": "http.response", "flow": "f1", "dir": "s2c", "status": 200, "streamed": False,
+                    "peer": "10.0.0.1:8000", "headers": headers, "raw_b64": base64.b64encode(wire).decode(),
+                    "len": len(wire), "undecodable": "x-custom"})  # fmt: skip
+    return cap.close()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["body", "event-stream"])
+@pytest.mark.parametrize("method", ["server/discover", "initialize"])
+def test_an_answer_that_does_not_decode_is_answered_and_proves_no_era(
+    tmp_path: Path, method: str, streamed: bool
+) -> None:
+    # The server answered; only the recorder cannot read it. It read as `no-answer`, and the server
+    # as `broken` (silence); the client may well have read a DiscoverResult.
+    a = run(_probe_answered_unreadably(tmp_path, method, streamed))
+    rows = a.probes if method == "server/discover" else a.inits
+    assert rows.get_column("outcome").to_list() == ["undecodable"]
+    assert rows.get_column("answer_line").to_list() == [4 if streamed else 3]  # the stream's end, or the body
+    [v] = a.servers
+    assert v.era == "unknown"
+    assert not [f for f in a.findings if f.rule in ("probe-timeout", "misread-crash")]
