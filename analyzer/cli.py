@@ -452,7 +452,7 @@ def analyze_cmd(
         typer.Option(
             "--probe-timeout",
             metavar="SECONDS",
-            help="Seconds after which an unanswered probe counts as no-answer.",
+            help="Seconds after which an unanswered probe counts as no-answer (unless the client still waited).",
         ),
     ] = 10.0,
     baseline: Annotated[
@@ -793,7 +793,9 @@ def watch_cmd(
     probe_timeout: Annotated[
         float,
         typer.Option(
-            "--probe-timeout", metavar="SECONDS", help="Seconds after which an unanswered probe counts as no-answer."
+            "--probe-timeout",
+            metavar="SECONDS",
+            help="Seconds after which an unanswered probe counts as no-answer (unless the client still waited).",
         ),
     ] = 10.0,
 ) -> None:

@@ -3,8 +3,10 @@
 For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` request
 (`INITS_SCHEMA`) the deciding event is, in order of precedence:
 
-1. its paired answer, when it came within the probe timeout (a late answer is `no-answer`: the
-   client had already given up); an `initialize` has no timeout (clients wait for it);
+1. its paired answer, when it came within the probe timeout, or later but before the client sent
+   that server anything else, left or saw the connection die (it waited longer than the timeout, as
+   the TypeScript client's 60 s do); a late answer after the client moved on is `no-answer` (it had
+   given up); an `initialize` has no timeout (clients wait for it);
 2. otherwise non-JSON output on the same connection before the connection died or the timeout
    ran out (`garbage`; a banner line before a real answer is not garbage, rule 1 wins);
 3. otherwise the connection dying within the timeout: stdio `exit` / `server-eof` /
@@ -212,6 +214,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         .select(
             "capture",
             seq="req_seq",
+            a_seq="seq",
             a_file="file",
             a_line="line",
             a_ts="ts",
@@ -243,6 +246,14 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     ).with_columns(**key)
     unread = events.filter(pl.col("event").is_in((UNDECODABLE_BODY, UNDECODABLE_STREAM))).with_columns(**key)
     s2c_garbage, deaths, client_eof, unread = pl.collect_all([s2c_garbage, deaths, client_eof, unread])
+    # What the client next sent the server, on any connection or flow of the capture: a late answer
+    # that came before it found the client still waiting (`_waited`).
+    sent = (
+        events.filter((pl.col("dir") == fmt.C2S) & pl.col("kind").is_in(("request", "notification")))
+        .select(**{k: key[k] for k in ("_k_cap", "_k_srv")}, n_seq=pl.col("seq"))
+        .sort("n_seq")
+        .collect()
+    )
     # each search reads the keys alone; its three columns join the requests side by side (same order)
     reqs = reqs.sort("seq")
     keys = reqs.select(*_KEY, "seq")
@@ -254,12 +265,29 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         ]
     )
     del keys
+    reqs = reqs.join_asof(
+        sent,
+        left_on="seq",
+        right_on="n_seq",
+        by=["_k_cap", "_k_srv"],
+        strategy="forward",
+        allow_exact_matches=False,
+        check_sortedness=False,
+    )
     deadline = pl.col("ts") + timeout
 
     def in_time(ts: str) -> pl.Expr:  # a record without a time (`ts` missing) cannot be late
         return (pl.col(ts) <= deadline).fill_null(True)
 
-    answered = pl.col("a_line").is_not_null() & in_time("a_ts")
+    def before_answer(seq: str) -> pl.Expr:
+        return pl.col(seq).is_not_null() & (pl.col(seq) < pl.col("a_seq"))
+
+    # A client that waits longer than `timeout` (the TypeScript client's 60 s) gets a late answer:
+    # one that came before the client sent the server anything else, left or saw the connection die
+    # was waited for, and is the answer. A client that gave up moved on first (the `mcp` 2.3.0
+    # client sends its fallback `initialize` at once).
+    waited = ~(before_answer("n_seq") | before_answer("e_seq") | before_answer("d_seq"))
+    answered = pl.col("a_line").is_not_null() & (in_time("a_ts") | waited)
     died = (
         pl.col("d_seq").is_not_null()
         & in_time("d_ts")

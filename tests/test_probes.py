@@ -10,6 +10,7 @@ import pytest
 from analyzer.messages import as_strings
 from analyzer.schema import INIT_OUTCOMES, INITS_SCHEMA, PROBE_OUTCOMES, PROBES_SCHEMA
 from tests.test_messages import (
+    ENVELOPE,
     MODERN,
     Cap,
     discover_result,
@@ -115,13 +116,48 @@ def test_malformed_probe_stdio(tmp_path: Path) -> None:
 def test_no_answer_and_late_answer(tmp_path: Path) -> None:
     cap = Cap(tmp_path)
     cap.c2s(probe(1))
-    cap.s2c(discover_result(1), dt=12.0)  # after the 10 s timeout: the client had given up
+    cap.c2s(init(9), dt=10.5)  # the client gave up at 10 s and fell back
+    cap.s2c(discover_result(1), dt=1.5)  # after the 10 s timeout: too late
     cap.c2s(probe(2))
     cap.s2c(discover_result(2), dt=9.0)
     cap.c2s(probe(3))  # never answered, capture ends
     path = cap.close()
     assert outcomes(path) == ["no-answer", "discover-result", "no-answer"]
     assert outcomes(path, probe_timeout=15.0) == ["discover-result", "discover-result", "no-answer"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_a_late_answer_the_client_waited_for_is_the_answer(tmp_path: Path, transport: str) -> None:
+    """A client that waits longer than the probe timeout (the TypeScript client's 60 s) gets a slow
+    server's DiscoverResult at 12 s and goes on modern: it read as `no-answer`, the server `broken`."""
+    cap = Cap(tmp_path, transport=transport)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    if transport == "http":
+        cap.http_request("f1", probe(1), headers=modern_headers())
+        cap.http_response("f1", 200, discover_result(1), dt=12.0)
+        cap.http_request("f2", call, headers=modern_headers("tools/list"))
+        cap.http_response("f2", 200, {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}})
+    else:
+        cap.c2s(probe(1))
+        cap.s2c(discover_result(1), dt=12.0)
+        cap.c2s(call)
+        cap.s2c({"jsonrpc": "2.0", "id": 2, "result": {"tools": []}})
+    a = run(cap.close())
+    assert a.probes.get_column("outcome").to_list() == ["discover-result"]
+    assert [v.era for v in a.servers] == ["modern"]
+    assert "probe-timeout" not in {f.rule for f in a.findings}
+
+
+@pytest.mark.parametrize("moved_on", ["request", "client-eof"])
+def test_a_late_answer_after_the_client_moved_on_is_no_answer(tmp_path: Path, moved_on: str) -> None:
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    if moved_on == "request":
+        cap.c2s(probe(2), dt=10.5)  # a probe again, say: the first one was given up
+    else:
+        cap.life("client-eof", dt=10.5)
+    cap.s2c(discover_result(1), dt=1.5)
+    assert outcomes(cap.close())[0] == "no-answer"
 
 
 def test_connection_died_stdio(tmp_path: Path) -> None:
