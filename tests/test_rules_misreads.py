@@ -28,10 +28,22 @@ def test_garbage_then_initialize_is_a_misread() -> None:
     s = Scenario()
     c = s.conn("chatty", "c1")
     c.probe(0.0, "garbage")
-    c.init(0.1)
+    c.init(0.1, "connection-died")
     [f] = run_rules(s.analysis(), only=CRASH_RULES)
     assert f.rule == "misread-crash"
     assert f.details["outcomes"] == ["garbage"]
+    assert "connection that wrote garbage was connection-died" in f.message
+
+
+def test_garbage_then_initialize_served_on_that_live_connection_is_no_misread() -> None:
+    # A server that writes a non-JSON line, ignores the probe and serves `initialize` on the same
+    # connection is alive and legacy: the client waited out its probe timeout and fell back, as it
+    # should. It was an error "initialize sent on the dead connection", of a connection that never died.
+    s = Scenario()
+    c = s.conn("chatty", "c1")
+    c.probe(0.0, "garbage")
+    c.init(10.0)
+    assert run_rules(s.analysis(), only=CRASH_RULES) == []
 
 
 def test_crash_then_served_initialize_on_fresh_process_is_recovery() -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analyzer.findings import Evidence, Severity
+from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.rules import run_rules
 from analyzer.rules.scenario import MODERN, Scenario
 from analyzer.rules.timeline import split_windows, window_aggregates
+from tests.test_messages import ENVELOPE, Cap, discover_result, err, modern_headers, probe
 
 
 def test_stale_era_keeps_sending_refused_initialize() -> None:
@@ -280,3 +284,21 @@ def test_split_windows_are_the_windows_group_by_dynamic_lays(
     key = ["server", "axis", "w_start", "w_end", "eras", "peers", "runs"]
     got = split_windows(answers, window_us).select(key).sort(key)
     assert got.equals(_windows_by_walking(answers, window_us).select(key).sort(key))
+
+
+def test_refusals_of_requests_without_the_version_header_are_no_rollout_split(tmp_path: Path) -> None:
+    """A client that sends enveloped calls without the `mcp-protocol-version` header lands on a
+    dual-era server's legacy path (one SDK routes on the header alone) and is refused "Missing session
+    ID": that is the request's fault, not a node in another era. The eras read only well-formed modern
+    requests; rollout-split and stale-era (b) read them all, and one server behind one peer split."""
+    cap = Cap(tmp_path, server="dual", transport="http")
+    headerless = [["Content-Type", "application/json"], ["User-Agent", "ua-client/2"]]
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": ENVELOPE}}
+    for k in range(3):
+        cap.http_request(f"p{k}", probe(1), headers=modern_headers(), dt=2)
+        cap.http_response(f"p{k}", 200, discover_result(1))
+        cap.http_request(f"c{k}", call, headers=headerless)
+        cap.http_response(f"c{k}", 400, err("server-error", -32600, "Bad Request: Missing session ID"))
+    a = analyze([str(cap.close())], AnalyzeOptions())
+    assert [v.era for v in a.servers] == ["modern"]
+    assert not {f.rule for f in a.findings} & {"rollout-split", "stale-era"}, a.findings

@@ -236,7 +236,13 @@ class RuleContext:
         lazily: only one bucket of requests is ever in memory, and each rule reads only the columns
         and rows it needs. Readers call `.lazy()` on it either way.
         """
-        rows = self._moved_requests().select(*_VIEW_COLUMNS)
+        # a well-formed modern request (envelope, and over HTTP the version header): only its refusal
+        # says what era the server answers in (`analyzer.eras.request_evidence` reads the same)
+        well_formed_modern = (
+            pl.col("has_envelope").fill_null(False)
+            & (pl.col("flow").is_null() | pl.col("header_version").is_in(sorted(MODERN_VERSIONS)))
+        ).fill_null(False)
+        rows = self._moved_requests().select(*_VIEW_COLUMNS, well_formed_modern.alias("is_wf_modern"))
         cat = pl.Categorical()
         clients = self.conn_clients.select(pair_key("server", "conn", cast=cat), pl.col("client").cast(cat))
         # a record without a server or conn has no key: no client to look up (and keys must be unique)
@@ -259,7 +265,7 @@ class RuleContext:
                 (~pl.col("method").is_in(NOT_REAL)).fill_null(False).alias("is_real"),
             )
         )
-        columns = [*_VIEW_COLUMNS, "client", "is_probe", "is_init", "is_real"]
+        columns = [*_VIEW_COLUMNS, "client", "is_probe", "is_init", "is_real", "is_wf_modern"]
         if self._view_in_memory():
             # one contiguous frame: gathering from hundreds of chunks (a file's each) costs several times more
             unsorted = every.collect().rechunk()

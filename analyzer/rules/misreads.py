@@ -33,7 +33,18 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
     )
     # Over HTTP, the next request on the same client connection (keep-alive) is not on a dead
     # connection: the upstream's stream died, the client's connection did not.
-    dead_conn = pl.col("next_same_conn") & (pl.col("transport") == "stdio")
+    same_conn = pl.col("next_same_conn") & (pl.col("transport") == "stdio")
+    # A server that wrote a line that is no JSON, answered nothing and then served `initialize` on
+    # that very connection is alive and legacy: the client waited out its probe and fell back, as it
+    # should (stdout-pollution reports the line), unless the server answers other probes as modern.
+    alive = (
+        same_conn
+        & (pl.col("outcome") == "garbage")
+        & (pl.col("next_init_outcome") == "served")
+        & ~pl.col("server_answered_modern").fill_null(False)
+    )
+    rows = rows.filter(~alive)
+    dead_conn = same_conn & (pl.col("outcome") == "connection-died")
     recovery = (
         ~dead_conn
         & (pl.col("next_init_outcome") == "served")
@@ -42,6 +53,8 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
     reason = (
         pl.when(dead_conn)
         .then(pl.lit("initialize sent on the dead connection"))
+        .when(same_conn & ~pl.col("server_answered_modern").fill_null(False))
+        .then(pl.format("initialize sent on the connection that wrote garbage was {}", pl.col("next_init_outcome")))
         .when(pl.col("server_answered_modern").fill_null(False))
         .then(pl.lit("settled on legacy although the server answers probes as modern"))
         .otherwise(pl.format("settled on legacy; the fresh initialize was {}", pl.col("next_init_outcome")))
@@ -87,7 +100,9 @@ def misread_crash(ctx: RuleContext) -> pl.DataFrame:
         answers other probes as modern.
 
         Not when the "crash" was the HTTP recorder failing to reach the server (`upstream-unreachable`
-        reports that): the server never saw the probe.
+        reports that): the server never saw the probe. Not when a stdio server wrote garbage, answered
+        nothing and then served that `initialize` on the same connection: it is alive and legacy, and
+        the client fell back after its probe timeout as it should (`stdout-pollution` reports the line).
 
     Why it matters:
         A crash says nothing about the era. Clients that cache "legacy" after one crash make a modern

@@ -234,9 +234,9 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
     refused_reqs = (
         reqs.lazy()
         .filter(pl.col("is_probe") | (pl.col("is_real") & pl.col("meta_version").is_not_null()))
-        .select(*_KEYS, "ts", "file", "line", "is_real", "capture", "seq")
+        .select(*_KEYS, "ts", "file", "line", "is_real", "is_wf_modern", "capture", "seq")
         .with_row_index("_pos")
-        .filter(pl.col("is_real"))
+        .filter(pl.col("is_real") & pl.col("is_wf_modern"))
         .join(_legacy_refusals(ctx).lazy(), on=["capture", "seq"], how="semi")
         .sort("_pos")
     )
@@ -345,7 +345,9 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     )
     # modern requests show the era of the node that answered them: a result is modern, a sessionless
     # refusal is a legacy node (a round-robin proxy sending the call after the probe elsewhere)
-    modern_requests = ctx.requests.lazy().filter(pl.col("is_real") & pl.col("meta_version").is_not_null())
+    modern_requests = ctx.requests.lazy().filter(
+        pl.col("is_real") & pl.col("meta_version").is_not_null() & pl.col("is_wf_modern")
+    )
     # A server whose answers all show the modern era cannot split: the answers to its modern
     # requests (a row each, most of the input) are read only for servers that also answered the
     # legacy way somewhere, in a probe answer or a sessionless refusal (few rows either way).
