@@ -35,7 +35,9 @@ class RuleOptions:
     stale_repeats: int = 2
     """stale-era: refused requests in a row (without a re-probe) before the client counts as stale."""
     split_window_s: float = 60.0
-    """rollout-split: answers of one server inside one window of this length are compared."""
+    """rollout-split: answers of one server inside one window of this length are compared; the windows
+    start every half window, so answers less than half a window apart are always compared, and up to a
+    whole window apart when they fall in one."""
     max_evidence: int = 10
     """Evidence lines kept per finding (the total is in the finding's details)."""
 

@@ -315,7 +315,8 @@ def rollout_split(ctx: RuleContext) -> pl.DataFrame:
     """One server key giving different era answers at the same time.
 
     What it flags:
-        Within one `split_window_s` window, one server key answered in different eras — probes
+        Within one `split_window_s` window (windows start every half window: answers under half a
+        window apart always share one), one server key answered in different eras — probes
         answered modern and legacy, or modern requests answered with results and with legacy
         sessionless refusals (-32000 / -32600) — or `initialize` was both served and refused with
         -32022; either from different upstream peers (load-balancer nodes) or flipping back and
