@@ -28,25 +28,32 @@ def response(flow: http.HTTPFlow) -> None:
 """
 
 
-def test_a_gzipped_event_stream_is_recorded_as_its_events(
-    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
-) -> None:
-    port = start_server(procs, clean_env, sys.executable)
-    (tmp_path / "gzip_front.py").write_text(GZIP_FRONT)
+def _through_front(procs: list[Proc], env: dict[str, str], tmp_path: Path, front_script: str) -> Path:
+    """The real server behind a mitmproxy front running `front_script`, the real recorder in front of
+    that; the real client's session through them all, which must read as it does without them. Returns
+    the capture directory."""
+    port = start_server(procs, env, sys.executable)
+    (tmp_path / "front.py").write_text(front_script)
     front = Proc(
         [str(BIN / "mitmdump"), "--mode", f"reverse:http://127.0.0.1:{port}", "--listen-host", "127.0.0.1",
-         "--listen-port", "0", "--set", f"confdir={tmp_path / 'front-conf'}", "-s", str(tmp_path / "gzip_front.py")],
-        clean_env, merge_stderr=True,
+         "--listen-port", "0", "--set", f"confdir={tmp_path / 'front-conf'}", "-s", str(tmp_path / "front.py")],
+        env, merge_stderr=True,
     )  # fmt: skip
     procs.append(front)
     front_port = int(front.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
     capdir = tmp_path / "caps"
-    cli, via = record_http(procs, f"http://127.0.0.1:{front_port}/mcp", capdir, clean_env)
+    cli, via = record_http(procs, f"http://127.0.0.1:{front_port}/mcp", capdir, env)
 
     expected = asyncio.run(session(f"http://127.0.0.1:{port}/mcp", "auto"))
-    assert asyncio.run(session(via, "auto")) == expected  # the client reads the gzipped streams alike
+    assert asyncio.run(session(via, "auto")) == expected  # the client reads the streams alike
     assert cli.stop(signal.SIGINT) == 0
+    return capdir
 
+
+def test_a_gzipped_event_stream_is_recorded_as_its_events(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    capdir = _through_front(procs, clean_env, tmp_path, GZIP_FRONT)
     flows = list(by_flow(read_capture(capdir)).values())
     streamed = [f for f in flows if any(r["type"] == fmt.SSE_END for r in f)]
     assert streamed
@@ -75,23 +82,8 @@ def test_answers_labelled_with_an_unknown_encoding_are_read_where_they_can_be(
     """A front that labels the answers (bodies and event streams) with an encoding nobody knows; the
     client (httpx skips unknown encodings) reads them and goes modern. The recorder marks them all
     `undecodable`: a body that is text is kept as text and read (the probe's DiscoverResult), an
-    event stream is not parsed (its events could be compressed bytes); the analysis reads the first
-    and counts the second as answered and unread (`undecodable`), never as silence."""
-    port = start_server(procs, clean_env, sys.executable)
-    (tmp_path / "front.py").write_text(MISLABELLING_FRONT)
-    front = Proc(
-        [str(BIN / "mitmdump"), "--mode", f"reverse:http://127.0.0.1:{port}", "--listen-host", "127.0.0.1",
-         "--listen-port", "0", "--set", f"confdir={tmp_path / 'front-conf'}", "-s", str(tmp_path / "front.py")],
-        clean_env, merge_stderr=True,
-    )  # fmt: skip
-    procs.append(front)
-    front_port = int(front.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
-    capdir = tmp_path / "caps"
-    cli, via = record_http(procs, f"http://127.0.0.1:{front_port}/mcp", capdir, clean_env)
-
-    expected = asyncio.run(session(f"http://127.0.0.1:{port}/mcp", "auto"))
-    assert asyncio.run(session(via, "auto")) == expected
-    assert cli.stop(signal.SIGINT) == 0
+    event stream is not parsed (its events could be compressed bytes). The probe's answer is read."""
+    capdir = _through_front(procs, clean_env, tmp_path, MISLABELLING_FRONT)
 
     records = read_capture(capdir)
     bodies = [r for r in records if r["type"] == fmt.HTTP_RESPONSE and not r["streamed"]]

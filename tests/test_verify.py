@@ -171,14 +171,19 @@ def test_untouched_stdio_capture_verifies(stdio_dir: Path) -> None:
     assert f"{path}: verified ({len(records)} lines, closed, blake3, final digest " in proc.stdout
 
 
-def test_json_output_of_a_file_whose_name_is_not_utf8(stdio_dir: Path, tmp_path: Path) -> None:
-    """A POSIX name is bytes: `verify --format json` of a file named `bad\\xff.jsonl` ended in a
-    traceback (orjson refuses the lone surrogate Python reads such a byte as), after no output."""
+def _renamed(stdio_dir: Path, tmp_path: Path, name: str) -> Path:
+    """A folder holding the stdio capture under `name`."""
     folder = tmp_path / "caps"
     folder.mkdir()
     (path,) = capture_files(stdio_dir)
-    shutil.copy(path, folder / "bad\udcff.jsonl")
-    proc = cli("--format", "json", str(folder))
+    shutil.copy(path, folder / name)
+    return folder
+
+
+def test_json_output_of_a_file_whose_name_is_not_utf8(stdio_dir: Path, tmp_path: Path) -> None:
+    """A POSIX name is bytes: `verify --format json` of a file named `bad\\xff.jsonl` ended in a
+    traceback (orjson refuses the lone surrogate Python reads such a byte as), after no output."""
+    proc = cli("--format", "json", str(_renamed(stdio_dir, tmp_path, "bad\udcff.jsonl")))
     assert proc.returncode == 0, proc.stderr
     doc = orjson.loads(proc.stdout)
     assert doc["counts"]["verified"] == 1 and doc["files"][0]["file"].endswith("bad\ufffd.jsonl")
@@ -187,11 +192,7 @@ def test_json_output_of_a_file_whose_name_is_not_utf8(stdio_dir: Path, tmp_path:
 def test_json_output_escapes_what_a_terminal_acts_on(stdio_dir: Path, tmp_path: Path) -> None:
     """A file named with a C1 CSI (U+009B) and a bidi override went out raw in `--format json`
     (JSON writers escape C0 controls only): written as `\\u009b`, the same name for a JSON reader."""
-    folder = tmp_path / "caps"
-    folder.mkdir()
-    (path,) = capture_files(stdio_dir)
-    shutil.copy(path, folder / "x\u009b2J\u202e.jsonl")
-    proc = cli("--format", "json", str(folder))
+    proc = cli("--format", "json", str(_renamed(stdio_dir, tmp_path, "x\u009b2J\u202e.jsonl")))
     assert proc.returncode == 0, proc.stderr
     assert "\u009b" not in proc.stdout and "\u202e" not in proc.stdout
     assert "x\\u009b2J\\u202e.jsonl" in proc.stdout
