@@ -246,14 +246,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     ).with_columns(**key)
     unread = events.filter(pl.col("event").is_in((UNDECODABLE_BODY, UNDECODABLE_STREAM))).with_columns(**key)
     s2c_garbage, deaths, client_eof, unread = pl.collect_all([s2c_garbage, deaths, client_eof, unread])
-    # What the client next sent the server, on any connection or flow of the capture: a late answer
-    # that came before it found the client still waiting (`_waited`).
-    sent = (
-        events.filter((pl.col("dir") == fmt.C2S) & pl.col("kind").is_in(("request", "notification")))
-        .select(**{k: key[k] for k in ("_k_cap", "_k_srv")}, n_seq=pl.col("seq"))
-        .sort("n_seq")
-        .collect()
-    )
+
     # each search reads the keys alone; its three columns join the requests side by side (same order)
     reqs = reqs.sort("seq")
     keys = reqs.select(*_KEY, "seq")
@@ -265,15 +258,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         ]
     )
     del keys
-    reqs = reqs.join_asof(
-        sent,
-        left_on="seq",
-        right_on="n_seq",
-        by=["_k_cap", "_k_srv"],
-        strategy="forward",
-        allow_exact_matches=False,
-        check_sortedness=False,
-    )
+    reqs = reqs.with_columns(_no_request_before=_sent_nothing_before(reqs, with_moved(lazy, moved), timeout))
     deadline = pl.col("ts") + timeout
 
     def in_time(ts: str) -> pl.Expr:  # a record without a time (`ts` missing) cannot be late
@@ -286,7 +271,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
     # one that came before the client sent the server anything else, left or saw the connection die
     # was waited for, and is the answer. A client that gave up moved on first (the `mcp` 2.3.0
     # client sends its fallback `initialize` at once).
-    waited = ~(before_answer("n_seq") | before_answer("e_seq") | before_answer("d_seq"))
+    waited = pl.col("_no_request_before") & ~(before_answer("e_seq") | before_answer("d_seq"))
     answered = pl.col("a_line").is_not_null() & (in_time("a_ts") | waited)
     died = (
         pl.col("d_seq").is_not_null()
@@ -305,6 +290,55 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         _unread=(pl.col("u_seq").is_not_null() & in_time("u_ts")).fill_null(False),
         _deadline=deadline,
     )
+
+
+def _text_keys() -> dict[str, pl.Expr]:
+    """Capture and server key as text, never null (`join_asof` matches no null key), alike in frames
+    whose categoricals differ."""
+    return {
+        "_cap": pl.col("capture").cast(pl.String).fill_null("\x00"),
+        "_srv": pl.col("server").cast(pl.String).fill_null("\x00"),
+    }
+
+
+def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeout: float) -> pl.Series:
+    """Per request of `reqs`: whether its answer came after `timeout` and before the client sent that
+    server any other request or notification, on any connection or flow of the capture.
+
+    Late answers are few (none, mostly): only theirs are looked at, by a search among the requests
+    in their stretch of `seq` of their captures and server keys, `sources` being the messages frame
+    and the requests condensing moved out of it (whose rows are all requests from the client)."""
+    late = (pl.col("a_seq").is_not_null() & (pl.col("a_ts") > pl.col("ts") + timeout)).fill_null(False)
+    rows = (
+        reqs.with_row_index("_r")
+        .filter(late)
+        .select("_r", "seq", "a_seq", **_text_keys())
+    )
+    if rows.is_empty():
+        return pl.Series("_no_request_before", [False] * reqs.height)
+    low, high = rows.get_column("seq").min(), rows.get_column("a_seq").max()
+    keys = rows.select("_cap", "_srv").unique().lazy()
+    sent = []
+    for i, source in enumerate(sources):
+        if i == 0:  # the messages frame: its client requests and notifications
+            source = source.filter((pl.col("dir") == fmt.C2S) & pl.col("kind").is_in(("request", "notification")))
+        sent.append(
+            source.filter(pl.col("seq").is_between(low, high, closed="none"))
+            .select(**_text_keys(), _n=pl.col("seq"))
+            .join(keys, on=["_cap", "_srv"], how="semi")
+        )
+    nexts = pl.concat(sent).collect().sort("_n")
+    found = rows.sort("seq").join_asof(
+        nexts,
+        left_on="seq",
+        right_on="_n",
+        by=["_cap", "_srv"],
+        strategy="forward",
+        allow_exact_matches=False,
+        check_sortedness=False,  # both sorted on their `seq` just above
+    )
+    waited = found.filter(pl.col("_n").is_null() | (pl.col("_n") > pl.col("a_seq"))).get_column("_r")
+    return pl.Series("_no_request_before", [False] * reqs.height).scatter(waited.to_list(), True)
 
 
 def handshake_only(col: str) -> pl.Expr:

@@ -148,12 +148,15 @@ def test_a_late_answer_the_client_waited_for_is_the_answer(tmp_path: Path, trans
     assert "probe-timeout" not in {f.rule for f in a.findings}
 
 
-@pytest.mark.parametrize("moved_on", ["request", "client-eof"])
+@pytest.mark.parametrize("moved_on", ["request", "answered request", "client-eof"])
 def test_a_late_answer_after_the_client_moved_on_is_no_answer(tmp_path: Path, moved_on: str) -> None:
     cap = Cap(tmp_path)
     cap.c2s(probe(1))
     if moved_on == "request":
         cap.c2s(probe(2), dt=10.5)  # a probe again, say: the first one was given up
+    elif moved_on == "answered request":  # a request condensing moves out of the messages frame
+        cap.c2s({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": ENVELOPE}}, dt=10.5)
+        cap.s2c({"jsonrpc": "2.0", "id": 2, "result": {"tools": []}})
     else:
         cap.life("client-eof", dt=10.5)
     cap.s2c(discover_result(1), dt=1.5)
