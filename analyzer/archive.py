@@ -217,6 +217,8 @@ def malformed_fields(entry: dict[str, Any]) -> str | None:
         "skipped": entry.get("skipped") is None or isinstance(entry.get("skipped"), text),
         "records": _count(entry.get("records")),
         "lost": _count(entry.get("lost")),
+        "undecodable": _count(entry.get("undecodable")),
+        "undecodable_line": entry.get("undecodable_line") is None or _count(entry.get("undecodable_line")),
         "counts": isinstance(counts := entry.get("counts"), dict)
         and all(isinstance(k, str) and _count(v) for k, v in counts.items()),
         "malformed": isinstance(bad := entry.get("malformed"), list) and all(map(_bad_line, bad)),
@@ -361,6 +363,8 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             malformed=[BadLine(entry["file"], line, reason) for line, reason in entry["malformed"]],
             torn=BadLine(entry["file"], *entry["torn"]) if entry["torn"] else None,
             lost=entry["lost"],
+            undecodable=entry["undecodable"],
+            undecodable_line=entry.get("undecodable_line"),
             unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
             identity=entry_identity(entry),
             archived=True,

@@ -392,6 +392,8 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
         "malformed": [[b.line, b.reason] for b in facts.malformed],
         "torn": [facts.torn.line, facts.torn.reason] if facts.torn else None,
         "lost": facts.lost,
+        "undecodable": facts.undecodable,
+        "undecodable_line": facts.undecodable_line,
         "unit": facts.unit,
         # what names the capture part whatever its file is called: a copy is read once (`analyzer.load`)
         "identity": [key.hex() for key in facts.identity],

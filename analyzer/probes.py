@@ -258,21 +258,27 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         ]
     )
     del keys
-    reqs = reqs.with_columns(_no_request_before=_sent_nothing_before(reqs, with_moved(lazy, moved), timeout))
+    sources = with_moved(lazy, moved)
+    reqs = reqs.with_columns(
+        _sent_nothing_before(reqs, sources, timeout, "a_"), _sent_nothing_before(reqs, sources, timeout, "u_")
+    )
     deadline = pl.col("ts") + timeout
 
     def in_time(ts: str) -> pl.Expr:  # a record without a time (`ts` missing) cannot be late
         return (pl.col(ts) <= deadline).fill_null(True)
 
-    def before_answer(seq: str) -> pl.Expr:
-        return pl.col(seq).is_not_null() & (pl.col(seq) < pl.col("a_seq"))
+    def waited_for(prefix: str) -> pl.Expr:
+        """A client that waits longer than `timeout` (the TypeScript client's 60 s) gets a late
+        answer: one that came before the client sent the server anything else, left or saw the
+        connection die was waited for, and is the answer. A client that gave up moved on first (the
+        `mcp` 2.3.0 client sends its fallback `initialize` at once)."""
 
-    # A client that waits longer than `timeout` (the TypeScript client's 60 s) gets a late answer:
-    # one that came before the client sent the server anything else, left or saw the connection die
-    # was waited for, and is the answer. A client that gave up moved on first (the `mcp` 2.3.0
-    # client sends its fallback `initialize` at once).
-    waited = pl.col("_no_request_before") & ~(before_answer("e_seq") | before_answer("d_seq"))
-    answered = pl.col("a_line").is_not_null() & (in_time("a_ts") | waited)
+        def before(seq: str) -> pl.Expr:
+            return pl.col(seq).is_not_null() & (pl.col(seq) < pl.col(f"{prefix}seq"))
+
+        return pl.col(f"_{prefix}waited") & ~(before("e_seq") | before("d_seq"))
+
+    answered = pl.col("a_line").is_not_null() & (in_time("a_ts") | waited_for("a_"))
     died = (
         pl.col("d_seq").is_not_null()
         & in_time("d_ts")
@@ -287,7 +293,7 @@ def _decide(messages: pl.DataFrame, method: str, timeout: float, moved: Rows | N
         _answered=answered,
         _died=died.fill_null(False),
         _garbage=garbage.fill_null(False),
-        _unread=(pl.col("u_seq").is_not_null() & in_time("u_ts")).fill_null(False),
+        _unread=(pl.col("u_seq").is_not_null() & (in_time("u_ts") | waited_for("u_"))).fill_null(False),
         _deadline=deadline,
     )
 
@@ -301,22 +307,20 @@ def _text_keys() -> dict[str, pl.Expr]:
     }
 
 
-def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeout: float) -> pl.Series:
-    """Per request of `reqs`: whether its answer came after `timeout` and before the client sent that
-    server any other request or notification, on any connection or flow of the capture.
+def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeout: float, prefix: str) -> pl.Series:
+    """Per request of `reqs`: whether its answer (`prefix` `a_`, or `u_` for one the recorder could not
+    decode) came after `timeout` and before the client sent that server any other request or
+    notification, on any connection or flow of the capture; as the column `_{prefix}waited`.
 
     Late answers are few (none, mostly): only theirs are looked at, by a search among the requests
     in their stretch of `seq` of their captures and server keys, `sources` being the messages frame
     and the requests condensing moved out of it (whose rows are all requests from the client)."""
-    late = (pl.col("a_seq").is_not_null() & (pl.col("a_ts") > pl.col("ts") + timeout)).fill_null(False)
-    rows = (
-        reqs.with_row_index("_r")
-        .filter(late)
-        .select("_r", "seq", "a_seq", **_text_keys())
-    )
+    name, answer = f"_{prefix}waited", f"{prefix}seq"
+    late = (pl.col(answer).is_not_null() & (pl.col(f"{prefix}ts") > pl.col("ts") + timeout)).fill_null(False)
+    rows = reqs.with_row_index("_r").filter(late).select("_r", "seq", answer, **_text_keys())
     if rows.is_empty():
-        return pl.Series("_no_request_before", [False] * reqs.height)
-    low, high = rows.get_column("seq").min(), rows.get_column("a_seq").max()
+        return pl.Series(name, [False] * reqs.height)
+    low, high = rows.get_column("seq").min(), rows.get_column(answer).max()
     keys = rows.select("_cap", "_srv").unique().lazy()
     sent = []
     for i, source in enumerate(sources):
@@ -337,8 +341,8 @@ def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeou
         allow_exact_matches=False,
         check_sortedness=False,  # both sorted on their `seq` just above
     )
-    waited = found.filter(pl.col("_n").is_null() | (pl.col("_n") > pl.col("a_seq"))).get_column("_r")
-    return pl.Series("_no_request_before", [False] * reqs.height).scatter(waited.to_list(), True)
+    waited = found.filter(pl.col("_n").is_null() | (pl.col("_n") > pl.col(answer))).get_column("_r")
+    return pl.Series(name, [False] * reqs.height).scatter(waited.to_list(), True)
 
 
 def handshake_only(col: str) -> pl.Expr:

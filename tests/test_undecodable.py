@@ -93,3 +93,34 @@ def test_an_answer_that_does_not_decode_is_answered_and_proves_no_era(
     [v] = a.servers
     assert v.era == "unknown"
     assert not [f for f in a.findings if f.rule in ("probe-timeout", "misread-crash")]
+
+
+def test_the_archive_reports_the_undecodable_bodies_as_the_captures_do(tmp_path: Path) -> None:
+    # `compact` left the count and line out of the archive's entries: its report lacked the note.
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    _capture(tmp_path / "caps")
+    runner = CliRunner()
+    assert runner.invoke(app, ["compact", str(tmp_path / "caps"), "--out", str(tmp_path / "arch")]).exit_code == 0
+    jsonl, archived = (
+        runner.invoke(app, ["analyze", str(tmp_path / source), "-f", "json", "-q"]) for source in ("caps", "arch")
+    )
+    assert orjson.loads(jsonl.stdout)["inputs"]["undecodable"]
+    assert archived.stdout == jsonl.stdout
+
+
+def test_a_late_answer_that_does_not_decode_counts_like_a_late_answer_that_does(tmp_path: Path) -> None:
+    # Answered at 12 s, the client sending nothing else before: a readable answer counts (the client
+    # waited for it), so an unreadable one is `undecodable` too, not `no-answer`.
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    wire = b"\x00\x01 compressed"
+    answer = {"type": "http.response", "flow": "f1", "dir": "s2c", "status": 200, "streamed": False,
+              "peer": "10.0.0.1:8000", "headers": [["Content-Encoding", "x-custom"]],
+              "raw_b64": base64.b64encode(wire).decode(), "len": len(wire), "undecodable": "x-custom"}  # fmt: skip
+    cap.record(answer, dt=12.0)
+    a = run(cap.close())
+    assert a.probes.get_column("outcome").to_list() == ["undecodable"]
+    assert "probe-timeout" not in {f.rule for f in a.findings}
