@@ -426,15 +426,27 @@ def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
     # (`seq > before`: no wrap-around at the top of the range, whatever `seq` a capture claims)
     follows = (seq > before) & ((seq == before + 1) | (seq == (before // MEMBER_SLOTS + 1) * MEMBER_SLOTS))
     linked = ((pl.col("capture") == pl.col("capture").shift(1)) & follows & (kind != "request")).fill_null(False)
+    run = ((~linked).cum_sum(), "conn", "server")
     death = (event.is_in(STDIO_DEATHS) & pl.col("flow").is_null()).fill_null(False).cast(pl.UInt32)
-    after_death = (death.cum_sum() - death).over((~linked).cum_sum(), "conn", "server") > 0
+    after_death = (death.cum_sum() - death).over(*run) > 0
+    # A death after the client's side ended the server (a relayed SIGTERM, say) proves nothing to a
+    # request before it, which finds that `signal` first: the death is read by nothing either. A
+    # probe spawn the host kills once answered keeps as many rows as before signals were read.
+    ending = ((event == fmt.EV_SIGNAL) & pl.col("signal").is_in(fmt.ENDING_SIGNALS)).fill_null(False).cast(pl.UInt32)
+    after_ending = (ending.cum_sum() - ending).over(*run) > 0
+    signal_only = (event == fmt.EV_SIGNAL) & (ending == 0)  # Ctrl-Z's stop and continue: read by nothing
     latest = pl.col("ts").filter(~pl.col("_gone")).max().over("file")
     unread = (
         pl.col("_cand")
         & (pl.col("ts") < latest).fill_null(False)
-        & (event.is_in(_UNREAD_EVENTS) | (after_death & event.is_in(_AFTER_DEATH_EVENTS)))
+        & (
+            event.is_in(_UNREAD_EVENTS)
+            | signal_only
+            | ((after_death | after_ending) & event.is_in(_AFTER_DEATH_EVENTS) & (event != fmt.EV_SIGNAL))
+            | (after_death & (event == fmt.EV_SIGNAL))
+        )
     )
-    rows = messages.select("file", "capture", "conn", "server", "seq", "ts", "kind", "event", "flow")
+    rows = messages.select("file", "capture", "conn", "server", "seq", "ts", "kind", "event", "flow", "signal")
     return rows.with_columns(_cand=is_candidate, _gone=is_gone).select(unread.fill_null(False)).to_series()
 
 

@@ -223,16 +223,16 @@ def _lifecycle(analysis: object) -> list[str]:
 
 
 def test_a_spawns_unread_lifecycle_rows_are_dropped(tmp_path: Path) -> None:
-    """A probe spawn keeps its `spawn`, the host's `signal` (a death after it is no crash), its first
-    death and `client-eof` (the latest row of its file): the `exit` after `server-eof` is read by
-    nothing; the reports stay the same."""
+    """A probe spawn keeps its `spawn`, the host's `signal` (a death after it is no crash) and its
+    `client-eof` (the latest row of its file): the `server-eof` and `exit` after that signal are read
+    by nothing, so a spawn keeps three rows, as before signals were read; the reports stay the same."""
     out = tmp_path / "spawns"
     gen.generate_spawns(out, 40, seed=3)
     full, condensed = _both(out)
     assert _lifecycle(full).count("exit") == _lifecycle(full).count("signal") == 40
     kept = _lifecycle(condensed)
-    assert sorted(set(kept)) == ["client-eof", "server-eof", "signal", "spawn"]
-    assert kept.count("spawn") == kept.count("signal") == kept.count("server-eof") == kept.count("client-eof") == 40
+    assert sorted(set(kept)) == ["client-eof", "signal", "spawn"]
+    assert kept.count("spawn") == kept.count("signal") == kept.count("client-eof") == 40
     for name in ("probes", "inits"):
         assert getattr(condensed, name).equals(getattr(full, name)), name
     assert render_json(condensed) == render_json(full)  # type: ignore[arg-type]
@@ -259,7 +259,7 @@ def test_a_death_a_request_can_read_is_kept(tmp_path: Path, chunks: str) -> None
         "spawn", "client-eof", "signal", "server-eof", "exit", "exit", "client-eof", "linger-end"
     ]  # fmt: skip
     expected = (
-        ["spawn", "client-eof", "signal", "server-eof", "exit", "linger-end"]
+        ["spawn", "client-eof", "signal", "exit", "linger-end"]
         if chunks == "one chunk"
         else _lifecycle(condensed)
     )
