@@ -27,10 +27,11 @@ Errors, invalid lines, failures and every request without such an answer stay.
 
 A stdio spawn's lifecycle records (`spawn`, `signal`, `server-eof`, `exit`, `client-eof`, ...) stay
 but for those nothing can read (`_unread_lifecycle`): the classification reads of them only the
-first death and the first `client-eof` after each request on the connection (`analyzer.probes`),
-the client identity only the `spawn` row's host; so a `signal`, `terminate` or `linger-end` row, and
-a death or `client-eof` that follows a death with no request between them, are dropped (a spawn
-per probe keeps 3 of its 5 lifecycle rows).
+first death and the first `client-eof` or ending `signal` (the client's host or terminal stopping
+the server) after each request on the connection (`analyzer.probes`), the client identity only the
+`spawn` row's host; so a `terminate`, `linger-end` or Ctrl-Z `signal` row, and a death or
+`client-eof` that follows a death or an ending `signal` with no request between them, are dropped
+(a probe spawn its host kills keeps 3 of its 5 lifecycle rows: `spawn`, `signal`, `client-eof`).
 Files are read and condensed in chunks (`analyzer.load`), so an answer can come in a later chunk
 or part than its request; `analyzer.load.relink` pairs the kept rows again together with the moved
 requests those answers can belong to, which gives the pairing of reading everything at once.
@@ -403,7 +404,9 @@ def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
     is dropped when it is earlier than the latest row its file keeps anyway and either its event is
     read by nothing, or it follows a death on the same capture, connection and server with no
     request between them: then no request has it as its first death (that death comes first) and
-    a later `client-eof` compares with that death the way any after it does. Between them means in
+    a later `client-eof` compares with that death the way any after it does; or it is a death or
+    `client-eof` that follows an ending `signal` so: every request before it finds that signal
+    first, and a death after it proves nothing to any of them. Between them means in
     consecutive records (and batch members) of this frame; a capture's record `seq` numbers are
     unique, so a request in another chunk or file cannot lie between them either.
     """
