@@ -83,6 +83,18 @@ def _python_package(spec: str) -> str:
     return spec[: found.start()] if found else spec
 
 
+def _script(target: str) -> str:
+    """A script path shortened to its basename (`_short`); a module specifier (`jsr:@a/b`,
+    `https://…/mod.ts`) kept whole, its path being part of its name."""
+    return target if ":" in target else _short(target)
+
+
+def _short(arg: str) -> str:
+    if arg.startswith("@") or "/" not in arg:
+        return arg
+    return os.path.basename(arg.rstrip("/")) or arg
+
+
 _CONTAINER: Final = _Launcher(
     (("run",), ("container", "run"), ("exec",), ("container", "exec")), _container_takes_value, _image
 )
@@ -90,7 +102,7 @@ _LAUNCHERS: Final[dict[str, _Launcher]] = {
     "docker": _CONTAINER,
     "podman": _CONTAINER,
     "nerdctl": _CONTAINER,
-    "uv": _Launcher((("run",), ("tool", "run")), _UV_VALUE_OPTIONS.__contains__, lambda target: _script(target)),
+    "uv": _Launcher((("run",), ("tool", "run")), _UV_VALUE_OPTIONS.__contains__, _script),
     "uvx": _Launcher(((),), _UV_VALUE_OPTIONS.__contains__, _python_package),
     "pipx": _Launcher((("run",),), _UV_VALUE_OPTIONS.__contains__, _python_package),
     "npx": _Launcher(((),), _NPM_VALUE_OPTIONS.__contains__, _npm_package),
@@ -98,7 +110,7 @@ _LAUNCHERS: Final[dict[str, _Launcher]] = {
     "npm": _Launcher((("exec",),), _NPM_VALUE_OPTIONS.__contains__, _npm_package),
     "pnpm": _Launcher((("dlx",),), _NPM_VALUE_OPTIONS.__contains__, _npm_package),
     "yarn": _Launcher((("dlx",),), _NPM_VALUE_OPTIONS.__contains__, _npm_package),
-    "deno": _Launcher((("run",),), lambda option: False, lambda target: _script(target)),
+    "deno": _Launcher((("run",),), lambda option: False, _script),
 }
 """Launchers whose key is `<launcher> <subcommand> <what it runs>`. A subcommand in `exec`'s place
 is kept as the user typed it, except `container run`, which is `run` (one command, two spellings)."""
@@ -170,15 +182,3 @@ def _positionals(args: list[str], takes_value: Callable[[str], bool]) -> list[st
         if len(words) == 3:  # the longest subcommand path is two words, then what it runs
             break
     return words
-
-
-def _script(target: str) -> str:
-    """A script path shortened to its basename (`_short`); a module specifier (`jsr:@a/b`,
-    `https://…/mod.ts`) kept whole, its path being part of its name."""
-    return target if ":" in target else _short(target)
-
-
-def _short(arg: str) -> str:
-    if arg.startswith("@") or "/" not in arg:
-        return arg
-    return os.path.basename(arg.rstrip("/")) or arg

@@ -445,8 +445,8 @@ def _unread_lifecycle(messages: pl.DataFrame, is_gone: pl.Series) -> pl.Series:
         & (
             event.is_in(_UNREAD_EVENTS)
             | signal_only
-            | ((after_death | after_ending) & event.is_in(_AFTER_DEATH_EVENTS) & (event != fmt.EV_SIGNAL))
-            | (after_death & (event == fmt.EV_SIGNAL))
+            # an ending signal after another is kept: it is what requests between them find first
+            | (event.is_in(_AFTER_DEATH_EVENTS) & (after_death | (after_ending & (event != fmt.EV_SIGNAL))))
         )
     )
     rows = messages.select("file", "capture", "conn", "server", "seq", "ts", "kind", "event", "flow", "signal")

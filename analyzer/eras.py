@@ -218,6 +218,16 @@ def sessionless_refusal() -> pl.Expr:
     )
 
 
+def well_formed_modern() -> pl.Expr:
+    """On request rows: a well-formed modern request, its envelope and over HTTP the version header.
+    Only such a request's refusal says what era the server answers in: one without the header lands
+    on a dual-era server's legacy path (the SDKs route on it)."""
+    return (
+        pl.col("has_envelope").fill_null(False)
+        & (pl.col("flow").is_null() | pl.col("header_version").is_in(sorted(MODERN_VERSIONS)))
+    ).fill_null(False)
+
+
 def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
     """Modern support **no** from ordinary requests: a well-formed modern request (envelope, and over
     HTTP the version header) refused the way legacy servers refuse sessionless requests (-32600 or
@@ -225,9 +235,8 @@ def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
     the calls after them a legacy one."""
     reqs = messages.filter(
         (pl.col("kind") == "request")
-        & pl.col("has_envelope").fill_null(False)
+        & well_formed_modern()
         & ~pl.col("method").is_in(("server/discover", "initialize"))
-        & (pl.col("flow").is_null() | pl.col("header_version").is_in(sorted(MODERN_VERSIONS)))
     ).select("capture", _rseq="seq")
     answers = messages.filter(sessionless_refusal()).pipe(as_strings)
     reqs = reqs.pipe(as_strings)

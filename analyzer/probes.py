@@ -318,8 +318,9 @@ def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeou
     name, answer = f"_{prefix}waited", f"{prefix}seq"
     late = (pl.col(answer).is_not_null() & (pl.col(f"{prefix}ts") > pl.col("ts") + timeout)).fill_null(False)
     rows = reqs.with_row_index("_r").filter(late).select("_r", "seq", answer, **_text_keys())
+    none = pl.repeat(False, reqs.height, eager=True).alias(name)
     if rows.is_empty():
-        return pl.Series(name, [False] * reqs.height)
+        return none
     low, high = rows.get_column("seq").min(), rows.get_column(answer).max()
     keys = rows.select("_cap", "_srv").unique().lazy()
     sent = []
@@ -342,7 +343,7 @@ def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeou
         check_sortedness=False,  # both sorted on their `seq` just above
     )
     waited = found.filter(pl.col("_n").is_null() | (pl.col("_n") > pl.col(answer))).get_column("_r")
-    return pl.Series(name, [False] * reqs.height).scatter(waited.to_list(), True)
+    return none.scatter(waited, True)
 
 
 def handshake_only(col: str) -> pl.Expr:

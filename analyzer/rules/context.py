@@ -18,6 +18,7 @@ import polars as pl
 
 from addon import format as fmt
 from analyzer.condense import Rows, Traffic, has_rows, traffic_of
+from analyzer.eras import well_formed_modern
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import FLOW_KEY_DTYPE, as_strings
 from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, handshake_only
@@ -236,13 +237,7 @@ class RuleContext:
         lazily: only one bucket of requests is ever in memory, and each rule reads only the columns
         and rows it needs. Readers call `.lazy()` on it either way.
         """
-        # a well-formed modern request (envelope, and over HTTP the version header): only its refusal
-        # says what era the server answers in (`analyzer.eras.request_evidence` reads the same)
-        well_formed_modern = (
-            pl.col("has_envelope").fill_null(False)
-            & (pl.col("flow").is_null() | pl.col("header_version").is_in(sorted(MODERN_VERSIONS)))
-        ).fill_null(False)
-        rows = self._moved_requests().select(*_VIEW_COLUMNS, well_formed_modern.alias("is_wf_modern"))
+        rows = self._moved_requests().select(*_VIEW_COLUMNS, well_formed_modern().alias("is_wf_modern"))
         cat = pl.Categorical()
         clients = self.conn_clients.select(pair_key("server", "conn", cast=cat), pl.col("client").cast(cat))
         # a record without a server or conn has no key: no client to look up (and keys must be unique)

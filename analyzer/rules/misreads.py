@@ -30,7 +30,9 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
         .with_columns(file_of_answer().cast(pl.String).alias("answer_file"))
         .join(proxy_failed, on=["answer_file", "answer_line"], how="anti")
         .join(modern_servers.with_columns(pl.lit(True).alias("server_answered_modern")), on="server", how="left")
+        .with_columns(pl.col("server_answered_modern").fill_null(False))
     )
+    answered_modern = pl.col("server_answered_modern")
     # Over HTTP, the next request on the same client connection (keep-alive) is not on a dead
     # connection: the upstream's stream died, the client's connection did not.
     same_conn = pl.col("next_same_conn") & (pl.col("transport") == "stdio")
@@ -41,21 +43,21 @@ def _crash_fallbacks(ctx: RuleContext) -> pl.DataFrame:
         same_conn
         & (pl.col("outcome") == "garbage")
         & (pl.col("next_init_outcome") == "served")
-        & ~pl.col("server_answered_modern").fill_null(False)
+        & ~answered_modern
     )
     rows = rows.filter(~alive)
     dead_conn = same_conn & (pl.col("outcome") == "connection-died")
     recovery = (
         ~dead_conn
         & (pl.col("next_init_outcome") == "served")
-        & ~pl.col("server_answered_modern").fill_null(False)
+        & ~answered_modern
     )
     reason = (
         pl.when(dead_conn)
         .then(pl.lit("initialize sent on the dead connection"))
-        .when(same_conn & ~pl.col("server_answered_modern").fill_null(False))
+        .when(same_conn & ~answered_modern)
         .then(pl.format("initialize sent on the connection that wrote garbage was {}", pl.col("next_init_outcome")))
-        .when(pl.col("server_answered_modern").fill_null(False))
+        .when(answered_modern)
         .then(pl.lit("settled on legacy although the server answers probes as modern"))
         .otherwise(pl.format("settled on legacy; the fresh initialize was {}", pl.col("next_init_outcome")))
     )
