@@ -542,10 +542,10 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
         if rows.is_empty():
             continue
         if _unplaced(rows):
-            # every row a capture gives has its file, line and seq: evidence and pairing need them
+            # every row a capture gives has its file and line (the reader numbers them): evidence needs them
             raise ErascopeError(
                 f"malformed archive {window.files[0].root}: {_names(window)} hold a row no capture gives"
-                f" (without its file, line or seq, or a request without its method); {COMPACT_AGAIN}"
+                f" (without its file or line, or a request without its method); {COMPACT_AGAIN}"
             )
         if _repeated(rows):
             # a row no capture gives: the rules join on these keys, taking them for unique
@@ -569,10 +569,11 @@ def _names(window: _Window, limit: int = 3) -> str:
 
 
 def _unplaced(rows: pl.DataFrame) -> bool:
-    """Whether a row lacks its place (file, line or seq), or is a request or notification without its
-    method: no capture line gives such a row, and the rules take them for granted."""
+    """Whether a row lacks its place (file or line), or is a request or notification without its method:
+    no capture line gives such a row, and the rules take them for granted. (A `seq` may be missing: a
+    record is the sender's to shape, and one without `seq` is read as the JSONL reads it.)"""
     unnamed = pl.col("method").is_null() & pl.col("kind").is_in(("request", "notification"))
-    return bool(rows.select((pl.any_horizontal(pl.col("file", "line", "seq").is_null()) | unnamed).any()).item())
+    return bool(rows.select((pl.any_horizontal(pl.col("file", "line").is_null()) | unnamed).any()).item())
 
 
 def _repeated(rows: pl.DataFrame) -> bool:

@@ -216,3 +216,25 @@ def test_a_part_with_rows_no_capture_gives_is_named(archive: Path, edit: pl.Expr
     rows.with_columns(edit.cast(rows.schema[edit.meta.output_name()])).write_parquet(part)
     result = runner.invoke(app, ["analyze", str(archive), "-q", "--server", "busy"])
     _refused(result, "malformed archive", part.name)
+
+
+def test_records_without_a_seq_archive_and_read_as_in_the_capture(tmp_path: Path) -> None:
+    # A capture's records are the sender's to shape: one without `seq` is read (at its line) from the
+    # JSONL, and its archive must read alike. The check for rows no capture gives refused it.
+    cap = Cap(tmp_path / "caps", server="busy")
+    cap.c2s(probe(1))
+    cap.s2c(err(1, -32601, "no such method"))
+    (path,) = cap.close().parent.glob("*.jsonl")
+    lines = path.read_bytes().splitlines(keepends=True)
+    record = orjson.loads(lines[2])
+    del record["seq"]
+    path.write_bytes(b"".join([*lines[:2], orjson.dumps(record) + b"\n", *lines[3:]]))
+    compacted = runner.invoke(app, ["compact", str(tmp_path / "caps"), "--out", str(tmp_path / "arch")])
+    assert compacted.exit_code == 0, compacted.output
+    for selection in ([], ["--server", "busy"]):
+        jsonl, archived = (
+            runner.invoke(app, ["analyze", str(tmp_path / source), "-f", "json", "-q", *selection])
+            for source in ("caps", "arch")
+        )
+        assert jsonl.exit_code == 0, jsonl.output
+        assert (archived.exit_code, archived.stdout) == (jsonl.exit_code, jsonl.stdout), archived.output
