@@ -20,9 +20,11 @@ import re
 import secrets
 import sys
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urljoin, urlsplit
 
 from mitmproxy import ctx, exceptions, flowfilter, http
 from mitmproxy.proxy.mode_specs import ReverseMode
@@ -190,6 +192,10 @@ def server_key(flow: http.HTTPFlow) -> str:
     and into the metrics' labels. Control bytes and bytes that are not UTF-8 are written `%XX`
     (`fmt.printable_key`): a client chooses the path, and the key must stay text for every reader.
     """
+    return _origin(flow) + fmt.printable_key(_PATH_END.split(flow.request.path, 1)[0])
+
+
+def _origin(flow: http.HTTPFlow) -> str:
     req = flow.request
     mode = flow.client_conn.proxy_mode
     if isinstance(mode, ReverseMode):
@@ -198,8 +204,53 @@ def server_key(flow: http.HTTPFlow) -> str:
     else:
         host, port, scheme = req.host, req.port, req.scheme
     default = 443 if scheme == "https" else 80
-    authority = (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
-    return f"{scheme}://{authority}{fmt.printable_key(_PATH_END.split(req.path, 1)[0])}"
+    return f"{scheme}://" + (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
+
+
+_MAX_ENDPOINT: Final = 2048
+"""The longest `endpoint` event data read as a URL (the redaction keeps URIs up to this length)."""
+
+
+class EndpointKeys:
+    """The server key of the HTTP+SSE transport's POSTs, told by the `endpoint` events of its streams.
+
+    The deprecated transport takes a client's messages at a URL its `GET` stream announces
+    (`event: endpoint`, `data: /messages/?session_id=…`) and answers them on that stream. Keyed by
+    origin and path alone, the POSTs and the stream would be two servers: one with the requests,
+    the other with their answers and the transport. A flow to an announced endpoint gets the key of
+    the stream that announced it. Only an endpoint on the stream's own origin counts (the data is
+    the server's to choose; it names no other server's paths), and the table is bounded: a server
+    may announce a path per session.
+    """
+
+    # a plain class: mitmproxy executes `-s` scripts outside sys.modules, where @dataclass fails
+    __slots__ = ("_keys",)
+    LIMIT: Final = 4096
+
+    def __init__(self) -> None:
+        self._keys: OrderedDict[str, str] = OrderedDict()
+
+    def announce(self, flow: http.HTTPFlow, data: bytes, stream_key: str) -> None:
+        """Note the endpoint an `endpoint` event's `data` names on `flow`, a stream keyed `stream_key`."""
+        if len(data) > _MAX_ENDPOINT:
+            return
+        try:
+            base = urlsplit(flow.request.url)
+            target = urlsplit(urljoin(flow.request.url, data.decode("utf-8").strip()))
+        except (UnicodeDecodeError, ValueError):  # not a URL: no endpoint
+            return
+        if (target.scheme, target.netloc) != (base.scheme, base.netloc):
+            return
+        key = _origin(flow) + fmt.printable_key(target.path)
+        if key != stream_key:
+            self._keys[key] = stream_key
+            self._keys.move_to_end(key)
+            if len(self._keys) > self.LIMIT:
+                self._keys.popitem(last=False)
+
+    def key(self, key: str) -> str:
+        """The server key of a flow keyed `key` by its origin and path."""
+        return self._keys.get(key, key)
 
 
 def _body(msg: http.Message, redaction: HttpRedaction, max_body: int) -> dict[str, Any]:
@@ -437,6 +488,8 @@ class SseTap:
 
     def _parse(self, data: bytes) -> None:
         for event in self.parser.feed(data):
+            if event.event == "endpoint":
+                self.recorder.endpoints.announce(self.flow, event.data, self.key)
             self.recorder.emit(sse_event_record(self.flow, self.events, event, self.recorder.redaction), self.key)
             self.events += 1
 
@@ -475,6 +528,8 @@ class HttpRecorder:
         self.capture_server: str = ""
         self.server_name: str = ""
         """`erascope_server`, cached: option lookups are slow on the per-flow path."""
+        self.endpoints = EndpointKeys()
+        """Without `erascope_server`: which flows are the POSTs of an HTTP+SSE stream's server."""
         self.max_body: int = DEFAULT_MAX_BODY
         """`erascope_max_body` in bytes, cached."""
         self.chain_key: bytes | None = None
@@ -729,7 +784,7 @@ class HttpRecorder:
         st = self.flows.get(flow.id)
         if st is None:
             try:
-                key = self.server_name or server_key(flow)
+                key = self.server_name or self.endpoints.key(server_key(flow))
             except Exception:  # an odd flow must not fail in a hook; the capture's key will do
                 key = self.capture_server
             st = self.flows[flow.id] = _FlowState(key=key, skip=self.filter is not None and not self.filter(flow))

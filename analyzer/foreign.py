@@ -53,6 +53,7 @@ from addon import format as fmt
 from addon.bodies import DEFAULT_MAX_BODY
 from addon.http_recorder import (
     HOW_CLEAN,
+    EndpointKeys,
     error_record,
     is_event_stream,
     request_record,
@@ -87,6 +88,8 @@ class Converted:
     """The event streams among the records, kept whole: their events' times are placed by `lines`."""
     digest: bytes = b""
     """A digest of what was read (the decompressed file): a copy of the file has the same one."""
+    endpoints: EndpointKeys = field(default_factory=EndpointKeys)
+    """The HTTP+SSE endpoints its streams announced: the POSTs to one are the stream's server's."""
 
 
 @dataclass
@@ -106,12 +109,18 @@ class ForeignError(Exception):
 
 
 def flow_records(
-    flow: http.HTTPFlow, redaction: HttpRedaction, max_body: int = DEFAULT_MAX_BODY
+    flow: http.HTTPFlow,
+    redaction: HttpRedaction,
+    max_body: int = DEFAULT_MAX_BODY,
+    endpoints: EndpointKeys | None = None,
 ) -> list[dict[str, Any]]:
-    """The records the recorder writes for a finished flow, each with its `ts` (pure: no I/O).
+    """The records the recorder writes for a finished flow, each with its `ts`.
 
     The response of an event stream is written `streamed` with its events after it, as the recorder
-    tees a live stream; its end (`sse.end`) is clean unless the flow failed.
+    tees a live stream; its end (`sse.end`) is clean unless the flow failed. The records are keyed by
+    the flow's origin and path; an HTTP+SSE `endpoint` event is noted in `endpoints`, as the recorder
+    notes it (a dump writes a flow when it ends, after the POSTs of a stream's session: the keys are
+    set once every flow is read, in `lines`).
     """
     key = server_key(flow)
     req = flow.request
@@ -125,6 +134,8 @@ def flow_records(
             parser = SseParser(max_event=max_body)
             events = parser.feed(resp.get_content(strict=False) or b"")
             for n, event in enumerate(events):
+                if endpoints is not None and event.event == "endpoint":
+                    endpoints.announce(flow, event.data, key)
                 out.append({**sse_event_record(flow, n, event, redaction), fmt.F_TS: end})
             how, message = HOW_CLEAN, None
             if flow.error is not None:
@@ -251,7 +262,7 @@ def _frame(stream: BinaryIO) -> tuple[int, memoryview] | int | None:
 
 def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedaction) -> None:
     try:
-        records = flow_records(flow, redaction)
+        records = flow_records(flow, redaction, endpoints=out.endpoints)
         for rec in records:
             orjson.dumps(rec)  # text a capture line can hold (no lone surrogates), or the flow is noted
     except Exception as exc:  # an odd flow must not fail the file: it is attacker-controlled
@@ -455,11 +466,13 @@ def convert(kind: str, stream: BinaryIO) -> Converted:
 def lines(converted: Converted) -> Iterator[tuple[int, bytes]]:
     """(location, JSONL text) of a capture holding `converted`: a header at location 0, then the
     records in time order (as the recorder writes them as they happen), numbered `seq` from 1."""
+    for _, rec in converted.records:
+        rec[fmt.F_SERVER] = converted.endpoints.key(rec[fmt.F_SERVER])
     header = {
         fmt.F_TYPE: fmt.HEADER,
         "format": fmt.FORMAT_ID,
         "transport": fmt.HTTP,
-        "server": converted.server,
+        "server": converted.endpoints.key(converted.server),
         fmt.F_SEQ: 0,
     }
     yield 0, orjson.dumps(header)

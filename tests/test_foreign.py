@@ -433,6 +433,28 @@ def test_answers_on_a_long_http_sse_stream_are_not_taken_for_late(tmp_path: Path
         assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"], minutes
 
 
+@pytest.mark.parametrize("kind", ["har", "flows"])
+@pytest.mark.parametrize("stream_last", [False, True])
+def test_the_http_sse_transports_posts_are_the_server_of_the_stream_that_announced_them(
+    tmp_path: Path, kind: str, stream_last: bool
+) -> None:
+    """Keyed by origin and path, the POSTs to `/messages/` and the `/sse` stream answering them were
+    two servers: one with the requests, the other with the answers' versions and the transport. A
+    dump writes a flow when it ends, so the stream that announced the endpoint may come last."""
+    flows = _http_sse_session(0.05)
+    if stream_last:
+        flows = [*flows[1:], flows[0]]
+    path = tmp_path / f"session.{kind}"
+    if kind == "har":
+        path.write_bytes(orjson.dumps(_har(flows)))
+    else:
+        _dump(path, flows)
+    (server,) = report_dict(analyze([str(path)]))["servers"]
+    assert server["server"] == URL.removesuffix("/mcp") + "/sse"
+    assert (server["transport"], server["era"], server["versions"]) == ("http+sse", "legacy", ["2025-11-25"])
+    assert (server["probe_outcomes"], server["init_outcomes"]) == ({"legacy-answer": 1}, {"served": 1})
+
+
 def test_mitmproxys_har_export_of_bytes_that_are_no_utf_8_is_read_as_its_dump_is(tmp_path: Path) -> None:
     """mitmproxy's HAR export (`save.har`, `hardump`) writes a header byte that is no UTF-8 as a lone
     surrogate (`caf\\udce9`): the whole file was refused, then the entry, where the dump of the same

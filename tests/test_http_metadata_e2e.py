@@ -21,7 +21,7 @@ import pytest
 
 from analyzer.pipeline import analyze
 from analyzer.report import render_json
-from tests.test_http_e2e import BIN, Proc
+from tests.test_http_e2e import BIN, Proc, start_mitmdump
 
 pytestmark = [pytest.mark.e2e, pytest.mark.legacy_peer]
 
@@ -56,14 +56,18 @@ def _recorded(procs: list[Proc], env: dict[str, str], port: int, out: Path, bodi
     )  # fmt: skip
     procs.append(cli)
     url = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+/sse) -> ").group(1)
+    _clients(procs, env, url, legacy_py)
+    assert cli.stop(signal.SIGINT) == 0
+    return out
+
+
+def _clients(procs: list[Proc], env: dict[str, str], url: str, legacy_py: Path) -> None:
     for argv in (
         [str(legacy_py), str(PEERS / "legacy_client.py"), "--sse", "--url", url],
         [sys.executable, str(PEERS / "modern_client.py"), "--mode", "auto", "--calls", "1", "--url", url],
     ):
         done = subprocess.run(argv, env=env, capture_output=True, timeout=120)
         assert done.returncode == 0, done.stderr.decode()
-    assert cli.stop(signal.SIGINT) == 0
-    return out
 
 
 def _read(folder: Path) -> dict[str, Any]:
@@ -91,3 +95,21 @@ def test_metadata_bodies_read_as_full_bodies_on_the_http_sse_transport(
         "findings": [],
     }
     assert _read(_recorded(procs, clean_env, port, tmp_path / "metadata", "metadata", legacy_py)) == full
+
+
+def test_the_http_sse_transport_recorded_without_a_server_name_is_one_server(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path, legacy_py: Path
+) -> None:
+    # mitmdump with the addon and no server name keys flows by origin and path: the POSTs to the
+    # `/messages/` endpoint that the `/sse` stream announced belong to the stream's server, whose
+    # answers come on that stream
+    port = _sse_server(procs, clean_env, legacy_py)
+    proxy = start_mitmdump(procs, clean_env, port, tmp_path / "caps")
+    _clients(procs, clean_env, f"http://127.0.0.1:{proxy.port}/sse", legacy_py)  # type: ignore[attr-defined]
+    assert proxy.stop(signal.SIGINT) == 0
+    report = orjson.loads(render_json(analyze([str(tmp_path / "caps")])))
+    (server,) = report["servers"]
+    assert server["server"] == f"http://127.0.0.1:{port}/sse"
+    assert (server["transport"], server["era"], server["versions"]) == ("http+sse", "legacy", ["2025-11-25"])
+    assert server["probe_outcomes"] == {"legacy-answer": 1}
+    assert server["init_outcomes"] == {"served": 1, "http-refused": 1}

@@ -20,7 +20,7 @@ from mitmproxy.flow import Error
 from mitmproxy.test import taddons, tflow, tutils
 
 from addon import format as fmt
-from addon.http_recorder import HttpRecorder, classify_error, header, server_key
+from addon.http_recorder import EndpointKeys, HttpRecorder, classify_error, header, server_key
 from addon.redact import Redactor
 
 PROBE = b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{}}}'
@@ -145,6 +145,56 @@ def test_sse_stream_is_teed_unchanged_and_recorded_per_event(rec, tmp_path: Path
     assert end["type"] == fmt.SSE_END and end["how"] == "clean" and end["events"] == 2
     assert end["incomplete"] is False
     assert {r["flow"] for r in (req, resp, ev0, ev1, end)} == {f.id}
+
+
+def _sse_stream(addon: HttpRecorder, chunk: bytes, path: bytes = b"/sse") -> http.HTTPFlow:
+    f = tflow.tflow(req=tutils.treq(method=b"GET", path=path, host="127.0.0.1", port=8000, content=b""))
+    addon.request(f)
+    f.response = tutils.tresp(headers=SSE_HEADERS.copy(), content=None)
+    addon.responseheaders(f)
+    assert callable(f.response.stream) and f.response.stream(chunk) == chunk
+    return f
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "key"),
+    [
+        (b"/messages?session_id=abc", "http://127.0.0.1:8000/sse"),  # as the mcp SDKs announce it
+        (b"messages?session_id=abc", "http://127.0.0.1:8000/sse"),  # relative to the stream's URL
+        (b"http://127.0.0.1:8000/messages?session_id=abc", "http://127.0.0.1:8000/sse"),
+        (b"http://10.9.9.9:8000/messages?session_id=abc", "http://127.0.0.1:8000/messages"),  # another origin
+        (b"http://[::1/messages", "http://127.0.0.1:8000/messages"),  # no URL
+        (b"/messages\xff", "http://127.0.0.1:8000/messages"),  # no text
+    ],
+)
+def test_a_post_to_the_endpoint_a_stream_announced_is_the_streams_server(
+    rec, tmp_path: Path, endpoint: bytes, key: str
+) -> None:
+    """Without a server name, flows are keyed by origin and path: the HTTP+SSE transport's POSTs and
+    the stream carrying their answers were two servers (tests/test_http_metadata_e2e.py records it)."""
+    addon, _ = rec
+    _sse_stream(addon, b"event: endpoint\ndata: " + endpoint + b"\n\n")
+    exchange(addon, post_flow(path=b"/messages?session_id=abc"))
+    post = [r for r in traffic(read(tmp_path)) if r["type"] == fmt.HTTP_REQUEST and r["method"] == "POST"]
+    assert [r["server"] for r in post] == [key]
+
+
+def test_a_server_name_keys_every_flow_whatever_a_stream_announces(rec, tmp_path: Path) -> None:
+    addon, tctx = rec
+    tctx.configure(addon, erascope_server="legacy-sse")
+    _sse_stream(addon, b"event: endpoint\ndata: /messages?session_id=abc\n\n")
+    exchange(addon, post_flow(path=b"/messages?session_id=abc"))
+    assert {r["server"] for r in traffic(read(tmp_path))} == {"legacy-sse"}
+
+
+def test_the_announced_endpoints_are_bounded_oldest_first() -> None:
+    keys = EndpointKeys()
+    stream = tflow.tflow(req=tutils.treq(method=b"GET", path=b"/sse", host="127.0.0.1", port=8000, content=b""))
+    for n in range(EndpointKeys.LIMIT + 1):  # a server may announce a path per session
+        keys.announce(stream, b"/messages/%d" % n, "stream")
+    assert keys.key("http://127.0.0.1:8000/messages/0") == "http://127.0.0.1:8000/messages/0"
+    assert keys.key("http://127.0.0.1:8000/messages/1") == "stream"
+    assert keys.key(f"http://127.0.0.1:8000/messages/{EndpointKeys.LIMIT}") == "stream"
 
 
 def test_event_is_recorded_when_its_last_byte_passes_not_later(rec, tmp_path: Path) -> None:
