@@ -113,6 +113,7 @@ from analyzer.load import (
     run_key,
 )
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_strings
+from analyzer.sources import COMPRESSED_SUFFIXES, strip_compression
 from analyzer.storage import is_url, join, redact
 
 __all__ = [  # the archive's reading side lives in `analyzer.archive`; these names stay importable here
@@ -158,6 +159,9 @@ class Converted(NamedTuple):
     """Message rows."""
     skipped: str | None
     """Why the file was not read as a capture (its entry records only that); None for a capture."""
+    runs: frozenset[bytes] = frozenset()
+    """The recording run and part its header names (`analyzer.load.run_key`); empty for a header
+    written by hand, which only its name identifies."""
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -369,7 +373,7 @@ def compact_file(
     entry, height = _convert(path, out, name, old)
     for stale in sorted(set(old) - set(_named(entry))):
         (out / stale).unlink(missing_ok=True)
-    return Converted(len(entry["parts"]), height, entry["skipped"])
+    return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry))
 
 
 def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any], int]:
@@ -433,7 +437,13 @@ def _compact_to_url(
             storage.remove(join(out, rel) for rel in sorted(set(old) - set(data)))
         except OSError as exc:
             raise ErascopeError(f"cannot write the archive {redact(out)}: {exc}") from None
-    return Converted(len(entry["parts"]), height, entry["skipped"])
+    return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry))
+
+
+def _runs(path: str, entry: dict[str, Any]) -> frozenset[bytes]:
+    """The identity keys of an entry that its header gave, not its file name (`Converted.runs`)."""
+    names = {name_key(path), name_key(f) if isinstance(f := entry.get("file"), str) else None}
+    return frozenset(entry_identity(entry)) - names
 
 
 _AGGREGATES: Final = {"conns": ["server", "conn"], "sessions": ["server", "conn", "session_id"], "servers": ["server"]}
@@ -541,13 +551,13 @@ def _refuse_other_capture(path: str, entry: dict[str, Any], out: Path | str) -> 
 
 
 def _archived_at_url(
-    inputs: list[str], out: str, force: bool
+    inputs: list[str], out: str, force: bool, listing: set[str]
 ) -> tuple[dict[str, dict[str, Any]], dict[str, Named]]:
     """The inputs `_unchanged` in the archive at the URL `out` (none when `force`) with their entries
     there, and per input the files its entry there names ({} without one: `compact_file`'s `old`).
     The archive is listed once and the entries are read together (a request each, concurrently)
-    here, and only here: not an input at a time, nor again by the conversion."""
-    listing = storage.files_under(out) if storage.is_dir(out) else set()
+    here, and only here: not an input at a time, nor again by the conversion. `listing`: the files
+    under `out`."""
     entries = {p: join(out, SOURCES_DIR, f"{archive_name(p)}.json") for p in inputs}
     contents = storage.read_many(sorted(u for u in entries.values() if u in listing))
     unchanged: dict[str, dict[str, Any]] = {}
@@ -606,7 +616,8 @@ def compact(
             raise ErascopeError(f"{other} and {p} share a file name; compact them into separate archives")
     if isinstance(out, str):
         _check_url_layout(given, inputs, out)
-        unchanged, entries = _archived_at_url(inputs, out, force)
+        listing = storage.files_under(out) if storage.is_dir(out) else set()
+        unchanged, entries = _archived_at_url(inputs, out, force, listing)
         todo = [p for p in inputs if p not in unchanged]
         old: list[Named | None] = [entries[p] for p in todo]
     else:
@@ -624,6 +635,7 @@ def compact(
         todo = [p for p in inputs if force or p not in archived or not _unchanged(p, out, *archived[p])]
         unchanged = {p: archived[p][0] for p in inputs if p not in set(todo)}
         old = [None] * len(todo)  # read by each conversion from the disk
+        listing = set()
     result = CompactResult(archive=out)
     workers = min(jobs or os.cpu_count() or 1, len(todo))
     if runner is not None:
@@ -634,12 +646,13 @@ def compact(
         # threads, as in `analyzer.load.extract_files`: polars releases the GIL, nothing is pickled
         with ThreadPoolExecutor(max_workers=workers) as pool:
             done = list(pool.map(compact_file, todo, [out] * len(todo), old, [temp_dir] * len(todo)))
+    converted = dict(zip(todo, done, strict=True))
+    _drop_superseded(out, converted, inputs, listing)
     # in input order: a file skipped is named with why each time, as `analyze` names it, whether its
     # entry was written now or is unchanged
-    converted = dict(zip(todo, done, strict=True))
     for p in inputs:
         if p in converted:
-            parts, rows, skipped = converted[p]
+            parts, rows, skipped, _ = converted[p]
             result.parts += parts
             result.rows += rows
         else:
@@ -657,3 +670,38 @@ def compact(
             f" ({len(skipped)} file(s) skipped: {listed(skipped)})"
         )
     return result
+
+
+def _drop_superseded(out: Path | str, converted: dict[str, Converted], inputs: list[str], listing: set[str]) -> None:
+    """Remove the entry that archives a part just converted again under the other spelling of its
+    file name, compressed or plain: the recorder compresses a part it closed (`x.jsonl` becomes
+    `x.jsonl.zst`), and the entry of the part compacted while it was still written would stay beside
+    the whole one, and be read in its place (of two copies of a part, the first is read). The same
+    run and part in both headers (`run_key`), not the name alone, makes it the same part; only the
+    files that entry alone names go with it. `listing`: the archive's files, when it is at a URL."""
+    url = out if isinstance(out, str) else None
+    current = {f"{archive_name(p)}.json" for p in inputs}
+    for p, done in converted.items():
+        if not done.runs:
+            continue
+        plain = strip_compression(Path(p).name)
+        for spelling in (plain, *(plain + s for s in COMPRESSED_SUFFIXES)):
+            name = f"{archive_name(spelling)}.json"
+            where = join(url, SOURCES_DIR, name) if url else str(Path(out, SOURCES_DIR, name))
+            if name in current or not (where in listing if url else Path(where).is_file()):
+                continue
+            try:
+                stale = read_entry(where)
+            except ErascopeError:  # not an entry this run can judge: left as it is
+                continue
+            if not done.runs & set(entry_identity(stale)):
+                continue
+            files = [where, *(join(url, r) if url else str(Path(out, r)) for r in sorted(_named(stale)))]
+            if url:
+                try:
+                    storage.remove(files)
+                except OSError as exc:
+                    raise ErascopeError(f"cannot write the archive {redact(url)}: {exc}") from None
+            else:
+                for f in files:
+                    Path(f).unlink(missing_ok=True)

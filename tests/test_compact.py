@@ -22,6 +22,7 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from addon.retention import compress_part
 from analyzer import archive as archive_reader
 from analyzer.cli import app
 from analyzer.cluster import archive_parts, archive_servers
@@ -665,3 +666,23 @@ def test_a_recorded_capture_that_grew_is_compacted_again(tmp_path: Path) -> None
     result = runner.invoke(app, ["compact", str(moved), "--out", str(archive)])
     assert result.exit_code == 0 and "1 file(s) compacted" in result.stderr, result.output
     assert _report(str(archive)) == _report(str(moved))
+
+
+def test_a_part_compacted_open_then_compressed_by_its_recorder_replaces_its_entry(tmp_path: Path) -> None:
+    """The recorder compresses a part it closed (`x.jsonl` → `x.jsonl.zst`): compacted once while
+    open and again compressed, the part had two entries, and the archive read the first, stale one
+    (its later records lost) and named the whole one a duplicate."""
+    source = _recorded("auth-gate-http")
+    lines = source.read_bytes().splitlines(keepends=True)
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    part = caps / source.name
+    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
+    shutil.copyfile(source, part)
+    assert compress_part(part) == caps / f"{source.name}.zst"
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0 and "1 file(s) compacted" in result.stderr, result.output
+    assert sorted(p.name for p in (archive / SOURCES_DIR).iterdir()) == [f"{source.name}.zst.json"]
+    assert _report(str(archive)) == _report(str(caps))

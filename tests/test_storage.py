@@ -678,3 +678,31 @@ def test_a_changed_capture_converted_again_never_overwrites_what_its_old_entry_n
     assert set(_objects(s3_env, archive)) == _entry_names(s3_env, archive)
     report = erascope(s3_env, "analyze", archive, "-f", "json").stdout
     assert report == erascope(s3_env, "analyze", url, "-f", "json").stdout != report_before
+
+
+def test_a_part_compacted_open_then_compressed_replaces_its_entry_at_a_url(
+    s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    """As on disk (tests/test_compact.py): the entry of the part compacted while open goes when the
+    part is compacted again as its recorder compressed it, with the objects it named."""
+    from addon.retention import compress_part
+
+    source = next((ROOT / "captures" / "corpus" / "auth-gate-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    part = caps / source.name
+    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    archive = f"s3://{BUCKET}/compressed/archive"
+    assert erascope(s3_env, "compact", caps, "--out", archive).returncode == 0
+    shutil.copyfile(source, part)
+    compress_part(part)
+    done = erascope(s3_env, "compact", caps, "--out", archive)
+    assert done.returncode == 0, done.stderr.decode()
+    assert {k for k in _objects(s3_env, archive) if f"{source.name}." not in k} == set()
+    assert {k for k in _objects(s3_env, archive) if k.startswith(SOURCES_DIR)} == {
+        f"{SOURCES_DIR}/{source.name}.zst.json"
+    }
+    assert not any(k.endswith(f"{source.name}.parquet") for k in _objects(s3_env, archive))
+    here = erascope(s3_env, "analyze", caps, "-f", "json")
+    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == here.stdout
