@@ -152,12 +152,18 @@ class EntryPath(str):
     """The input file the entry archives, as the archive's reports name it."""
     identity: tuple[bytes, ...]
     """What names the archived capture part (`entry_identity`), for telling copies apart before reading."""
+    lines: int | None
+    """The complete lines the archived file held (its records and malformed lines), as
+    `analyzer.load.fullest_first` counts a capture file's; None when the entry does not say."""
 
     def __new__(cls, path: str, content: bytes, entry: dict[str, Any] | None = None) -> EntryPath:
         self = super().__new__(cls, path)
         self.content = content
         self.source = entry.get("file") if entry is not None and isinstance(entry.get("file"), str) else None
         self.identity = entry_identity(entry) if entry is not None else ()
+        records, malformed = (entry.get("records"), entry.get("malformed")) if entry is not None else (None, None)
+        ok = _count(records) and isinstance(malformed, list)
+        self.lines = records + len(malformed) if ok else None
         return self
 
     def take(self) -> bytes | None:

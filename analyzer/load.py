@@ -245,6 +245,50 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     return sorted(found.values())
 
 
+def fullest_first(paths: list[str]) -> list[str]:
+    """`paths` with the copies of one capture part reordered so that the one holding the most
+    complete lines comes first, and is the one read (`_drop_if_duplicate` reads the first).
+
+    A copy taken while the recorder still wrote the part (a backup, an early `compact`) holds only
+    its first lines; the part itself, or the copy the recorder compressed when it closed it, all of
+    them. Copies are found by the recorder's file name (without `.gz`/`.zst`; an archive entry by
+    the name it archives) and measured by counting their lines, decompressed: only when a name is
+    found twice, which costs a reading of each such copy. Equal copies keep their order; a copy at
+    a URL is not measured (its group keeps its order); copies under other names are told apart by
+    their headers when read, and the first of those is read.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, p in enumerate(paths):
+        name = strip_compression(os.path.basename(p).removesuffix(".json" if isinstance(p, EntryPath) else ""))
+        if _RECORDER_NAME.match(name):
+            groups.setdefault(name, []).append(i)
+    out = list(paths)
+    for where in groups.values():
+        if len(where) < 2:
+            continue
+        counts = [_complete_lines(paths[i]) for i in where]
+        if None in counts:
+            continue
+        ranked = sorted(range(len(where)), key=lambda k: (-(counts[k] or 0), k))
+        for i, k in zip(where, ranked, strict=True):
+            out[i] = paths[where[k]]
+    return out
+
+
+def _complete_lines(path: str) -> int | None:
+    """The newline-ended lines of a capture file, decompressed (an archive entry: as it says); None
+    at a URL or when the file cannot be read (its reading names the error)."""
+    if isinstance(path, EntryPath):
+        return path.lines
+    if is_url(path):
+        return None
+    try:
+        with open_stream(path) as f:  # a cut or corrupt stream ends where it stops making sense
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        return None
+
+
 def _same_file(path: str) -> tuple[object, ...]:
     """What one local file is however it is named. Its header tells a capture's copies apart later
     (`_identity`), but a HAR file, a dump or a capture whose header names no recorder has no more

@@ -36,6 +36,7 @@ from analyzer.load import (
     display_name,
     extract_files,
     find_inputs,
+    fullest_first,
     listed,
 )
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
@@ -196,7 +197,7 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
     """
     opts = options or AnalyzeOptions()
     path_list = [str(p) for p in paths]
-    files = find_inputs(path_list)
+    files = fullest_first(find_inputs(path_list))
     if not files:
         where = ", ".join(path_list) if path_list else "(no paths)"
         raise ErascopeError(

@@ -199,3 +199,39 @@ def test_pieces_of_a_stream_are_cut_after_newlines(lines: list[bytes], last: boo
     head = min(head, len(data))
     stream = io.BufferedReader(io.BytesIO(data[head:]))  # type: ignore[arg-type]
     assert list(pieces(stream, size, data[:head])) == _pieces_model(data, head, size)
+
+
+@pytest.mark.parametrize("stale_dir", ["a-backup", "z-backup"])
+@pytest.mark.parametrize("kind", ["plain", "zst"])
+def test_of_two_copies_of_a_part_the_one_holding_more_lines_is_read(
+    tmp_path: Path, stale_dir: str, kind: str
+) -> None:
+    """A copy taken while the recorder still wrote the part holds only its first lines; the part
+    itself (or its copy compressed when the recorder closed it) all of them. The copy first in path
+    order was read, the other named its duplicate: the later records were lost, whichever way the
+    inputs were named. Read from an archive of both copies, too."""
+    from analyzer.compact import compact
+
+    source = _corpus_capture("probe-storm-http")
+    lines = source.read_bytes().splitlines(keepends=True)
+    stale, live = tmp_path / "in" / stale_dir, tmp_path / "in" / "live"
+    stale.mkdir(parents=True)
+    live.mkdir()
+    (stale / source.name).write_bytes(b"".join(lines[: len(lines) // 2]))
+    whole = live / (source.name if kind == "plain" else f"{source.name}.zst")
+    whole.write_bytes(source.read_bytes() if kind == "plain" else zstd.compress(source.read_bytes()))
+    expected = _report([whole])
+    for inputs in ([tmp_path / "in"], [stale, live], [live, stale]):
+        report = _report(inputs)
+        assert report["inputs"]["files"] == [str(whole)], inputs
+        assert [d["duplicate_of"] for d in report["inputs"]["duplicates"]] == [str(whole)]
+        assert (report["totals"], report["servers"], report["findings"]) == (
+            expected["totals"], expected["servers"], expected["findings"]
+        ), inputs
+    if kind == "plain":
+        return  # two inputs of one file name go into separate archives (`compact` refuses them)
+    compact([str(tmp_path / "in")], tmp_path / "archive")
+    archived = _report([tmp_path / "archive"])
+    assert (archived["totals"], archived["servers"], archived["findings"]) == (
+        expected["totals"], expected["servers"], expected["findings"]
+    )
