@@ -260,11 +260,10 @@ def fullest_first(paths: list[str]) -> list[str]:
     groups: dict[str, list[int]] = {}
     for i, p in enumerate(paths):
         name = strip_compression(os.path.basename(p).removesuffix(".json" if isinstance(p, EntryPath) else ""))
-        if _RECORDER_NAME.match(name):
-            groups.setdefault(name, []).append(i)
+        groups.setdefault(name, []).append(i)
     out = list(paths)
-    for where in groups.values():
-        if len(where) < 2:
+    for name, where in groups.items():
+        if len(where) < 2 or not _RECORDER_NAME.match(name):
             continue
         counts = [_complete_lines(paths[i]) for i in where]
         if None in counts:
