@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from addon.errors import ErascopeError
 from addon.http_recorder import HttpRecorder
-from addon.redact import BODIES_FULL, BODY_POLICIES
+from addon.redact import BODIES_FULL, BODY_POLICIES, mask_urls
 from addon.writer import mitmproxy_confdir
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
@@ -94,11 +94,11 @@ def parse_upstream(url: str) -> tuple[str, str]:
     """The reverse-mode target (`scheme://host:port`) and the server key (origin + path) of an upstream URL."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ErascopeError(f"--upstream must be an http:// or https:// URL, not {url!r}")
+        raise ErascopeError(f"--upstream must be an http:// or https:// URL, not {mask_urls(url)!r}")
     try:
         port = parts.port
     except ValueError as exc:
-        raise ErascopeError(f"--upstream has a bad port: {url!r}") from exc
+        raise ErascopeError(f"--upstream has a bad port: {mask_urls(url)!r}") from exc
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     origin = f"{parts.scheme}://{host}" + (f":{port}" if port else "")
     return origin, origin + (parts.path or "")

@@ -27,22 +27,23 @@ from addon.errors import ErascopeError
 HASH_PREFIX: Final = "hmac:"
 
 _SECRET_WORDS: Final = (
-    r"token|secret|passw(?:or)?d|passphrase|pwd|api[-_]?key|apikey|access[-_]?key|account[-_]?key|private[-_]?key"
-    r"|auth|credential|bearer|(?:^|[-_])pat(?:$|[-_])|(?:^|[-_])key$"
+    r"token|secret|passw(?:or)?d|passphrase|pwd|api[-_.]?key|apikey|access[-_.]?key|account[-_.]?key|private[-_.]?key"
+    r"|auth|credential|bearer|(?:^|[-_.])pat(?:$|[-_.])|(?:^|[-_.])key$"
     # `pass` and `pw` only as the whole name or its last part (`--pass`, `MYSQL_PASS`, `--db-pw`, openssl's
     # `-passin`/`-passout`): inside other words they are no secret (`--compass`, `--bypass-cache`, `--pwm`)
-    r"|(?:^|[-_])pass(?:in|out)?$|(?:^|[-_])pw$"
+    r"|(?:^|[-_.])pass(?:in|out)?$|(?:^|[-_.])pw$"
 )
 _SECRET_NAME = re.compile(f"(?i)(?:{_SECRET_WORDS})")
 """An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `--pass`, `GITHUB_TOKEN`, …"""
 SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
 """Short options whose value is a secret (`-k KEY`); long ones are recognised by name."""
-_OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w-]*)=(.*)$", re.S)
+_OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w.-]*)=(.*)$", re.S)
 _NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
 _HEADER_NAME_CHARS: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 """An HTTP header name (RFC 9110's token)."""
 _HEADER_SHAPED = re.compile(rf"^({_HEADER_NAME_CHARS}):[ \t]*(.*)$", re.S)
 _AUTHORITY_END = re.compile(r"[/?#\s]")
+_USERINFO_END = re.compile(r"[/\s]")
 """Where a URL's authority (`userinfo@host:port`) ends."""
 _SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 _HEADER_OPTION = re.compile(r"(?i)^(?:-H|--?[\w-]*headers?)$")
@@ -167,7 +168,9 @@ def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
             secret = _SECRET_NAME.search(flag.lstrip("-"))
             out.append(f"{flag}={redactor.hash(value) if secret else _redact_value(value, redactor)}")
             header_next = _secret_header_named(flag, value, http)
-        elif arg in SECRET_SHORT_FLAGS or (arg.startswith("-") and len(arg) > 2 and _SECRET_NAME.search(arg)):
+        elif arg in SECRET_SHORT_FLAGS or (
+            arg.startswith("-") and len(arg) > 2 and "=" not in arg and _SECRET_NAME.search(arg)
+        ):
             out.append(arg)
             hide_next = True
         else:
@@ -285,6 +288,14 @@ def _redact_userinfo(text: str, redactor: Redactor) -> str:
         end_match = _AUTHORITY_END.search(text, begin)
         end = end_match.start() if end_match else len(text)
         at = text.rfind("@", begin, end)
+        if end < len(text) and text[end] in "?#" and ":" in text[begin:end]:
+            # `user:Tr0ub#dor@db/app`: libpq and SQLAlchemy read `Tr0ub#dor` as the password; hashing a
+            # `host?x=a@b` that is none hides more than needed, never less
+            slash = _USERINFO_END.search(text, end)
+            wide = slash.start() if slash else len(text)
+            at_wide = text.rfind("@", begin, wide)
+            if at_wide > end:
+                at, end = at_wide, wide
         if at >= 0 and _follows_scheme(text, sep):
             user, colon, password = text[begin:at].partition(":")
             hidden = f"{user}:{redactor.hash(_octets(password))}" if colon else redactor.hash(_octets(user))
@@ -333,7 +344,7 @@ SECRET_HEADER_SUFFIXES: Final = ("-token", "_token", "-key", "_key", "-secret", 
 """Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`) is
 hashed as a credential too: vendors invent such headers faster than a list can follow."""
 
-URL_HEADERS: Final = ("referer", "location", "content-location")
+URL_HEADERS: Final = ("referer", "location", "content-location", ":path")
 """Headers holding a URL: their secret query values are hashed like the request URL's."""
 
 HASHED_HEADERS: Final = ("mcp-session-id",)
@@ -369,6 +380,7 @@ SECRET_QUERY_PARAMS: Final = frozenset(
 """Query parameter names whose values are hashed; names ending in `_token`/`_key`/`_secret` too."""
 
 _QUERY_SECRET_SUFFIXES: Final = ("_token", "-token", "_key", "-key", "_secret", "-secret")
+_SET_COOKIE_SPLIT = re.compile(r"(\n|,[ \t]*(?=[^;=,\s]+=))")
 _AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*) +(\S.*)$")
 _URI_REFERENCE = re.compile(rb"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]{1,2048}")
 """What an `endpoint` event's data is kept as in `metadata` mode: a URI (RFC 3986's characters)."""
@@ -402,10 +414,34 @@ META_PREFIX: Final = "io.modelcontextprotocol/"
 """`_meta` keys kept: the protocol's own (`io.modelcontextprotocol/…`) and `progressToken`."""
 
 
+_URL_TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+
+
+def _masked_url(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    rest, query, _ = rest.partition("?")
+    at = rest.rfind("@")
+    # user information: `token@` or `key:secret@` (a raw secret may hold `/`: up to the last `@`)
+    if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
+        rest = "***" + rest[at:]
+    return f"{scheme}://{rest}" + ("?***" if query else "")
+
+
+def mask_urls(text: str) -> str:
+    """`text` (a URL, or a message naming URLs) as a log line or an error may show it: the secrets
+    a URL can carry replaced by `***`, user information (`s3://key:secret@bucket` → `s3://***@bucket`)
+    and the query (`?***`)."""
+    return _URL_TOKEN.sub(lambda m: _masked_url(m.group(0)), text)
+
+
 def is_secret_query_param(name: str) -> bool:
     """Whether a query parameter's value is a credential (by name)."""
     low = name.lower()
-    return low in SECRET_QUERY_PARAMS or low.endswith(_QUERY_SECRET_SUFFIXES)
+    return (
+        low in SECRET_QUERY_PARAMS
+        or low.endswith(_QUERY_SECRET_SUFFIXES)
+        or (low != name and name.endswith(("Token", "Secret", "Key", "Password")))  # accessToken, clientSecret
+    )
 
 
 def _redact_query(redactor: Redactor, query: str, is_secret: Callable[[str], bool] = is_secret_query_param) -> str:
@@ -565,6 +601,12 @@ class HttpRedaction:
 
     def _cookie(self, value: str, set_cookie: bool) -> str:
         # cookie names and attributes (Path, Expires, HttpOnly) are not secret and help correlate
+        if set_cookie and ("\n" in value or "," in value):
+            # several cookies in one field: HAR writers join them with '\n', proxies fold them with ', '
+            # (a comma inside `Expires=Wed, 21 Oct …` is no cookie boundary: a cookie starts `name=`)
+            parts = _SET_COOKIE_SPLIT.split(value)
+            if len(parts) > 1:
+                return "".join(self._cookie(part, True) if i % 2 == 0 else part for i, part in enumerate(parts))
         pieces = value.split(";")
         end = 1 if set_cookie else len(pieces)
         for i in range(end):

@@ -393,10 +393,13 @@ def record_http(
     removals.addHandler(shown)
 
     def ready(addrs: list[tuple[str, int]]) -> None:
+        from addon.redact import mask_urls
+
         path = urlsplit(upstream).path
+        shown_upstream = mask_urls(upstream)  # its userinfo and query may hold credentials
         for host, port in addrs:
             shown = f"[{host}]" if ":" in host else host
-            typer.echo(f"erascope: listening on http://{shown}:{port}{path} -> {upstream}", err=True)
+            typer.echo(f"erascope: listening on http://{shown}:{port}{path} -> {shown_upstream}", err=True)
         typer.echo(f"erascope: writing captures to {where} (Ctrl-C to stop)", err=True)
 
     def metrics_ready(url: str) -> None:

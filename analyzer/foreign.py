@@ -153,6 +153,14 @@ def flow_records(
     return out
 
 
+def _why(exc: BaseException) -> str:
+    """Why a flow could not be read, for a note in the report: never the data it failed on. A
+    `UnicodeError` holds the whole string it failed on (a URL's query, a header's value: credentials)."""
+    if isinstance(exc, UnicodeError):
+        return f"{type(exc).__name__}: {getattr(exc, 'reason', 'cannot be encoded')}"
+    return repr(exc)
+
+
 def _redaction() -> HttpRedaction:
     return HttpRedaction(Redactor(), enabled=True)
 
@@ -200,7 +208,7 @@ def read_flows(stream: BinaryIO) -> Converted:
         try:
             flow = mflow.Flow.from_state(compat.migrate_flow(state))
         except Exception as exc:  # attacker-controlled: any value mitmproxy's flow classes refuse
-            out.unread.append((n, f"not a flow mitmproxy can read ({exc!r})"))
+            out.unread.append((n, f"not a flow mitmproxy can read ({_why(exc)})"))
             continue
         if not isinstance(flow, http.HTTPFlow):
             out.unread.append((n, f"a {flow.type} flow: erascope reads HTTP flows"))
@@ -266,7 +274,7 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
         for rec in records:
             orjson.dumps(rec)  # text a capture line can hold (no lone surrogates), or the flow is noted
     except Exception as exc:  # an odd flow must not fail the file: it is attacker-controlled
-        out.unread.append((n, f"cannot be turned into records ({exc!r})"))
+        out.unread.append((n, f"cannot be turned into records ({_why(exc)})"))
         return
     if out.server == "http":
         out.server = records[0][fmt.F_SERVER]
@@ -309,7 +317,7 @@ def read_har(stream: BinaryIO) -> Converted:
         try:
             flow = _har_flow(entry if connections else _without_connection(entry))
         except Exception as exc:  # attacker-controlled: any shape mitmproxy's reader refuses
-            out.unread.append((n, f"not a HAR entry mitmproxy can read ({exc!r})"))
+            out.unread.append((n, f"not a HAR entry mitmproxy can read ({_why(exc)})"))
             continue
         _convert(out, n, flow, redaction)
     return out

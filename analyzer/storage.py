@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 from addon.errors import ErascopeError
+from addon.redact import mask_urls
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -44,23 +45,10 @@ def is_url(path: str) -> bool:
     return _URL.match(path) is not None
 
 
-_URL_TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
-
-
-def _redacted_url(url: str) -> str:
-    scheme, rest = url.split("://", 1)
-    rest, query, _ = rest.partition("?")
-    at = rest.rfind("@")
-    # user information: `token@` or `key:secret@` (a raw secret may hold `/`: up to the last `@`)
-    if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
-        rest = "***" + rest[at:]
-    return f"{scheme}://{rest}" + ("?***" if query else "")
-
-
 def redact(text: str) -> str:
     """`text` (a URL, or a message naming URLs) with the secrets a URL can carry replaced by `***`:
     user information (`s3://key:secret@bucket` → `s3://***@bucket`) and the query (`?***`)."""
-    return _URL_TOKEN.sub(lambda m: _redacted_url(m.group(0)), text)
+    return mask_urls(text)
 
 
 def check_url(url: str) -> None:

@@ -1,0 +1,130 @@
+"""Secrets that reached captures, reports or the recorder's stderr in clear, each through the code
+path that leaked it: the recorder's own redaction functions, a HAR read by the real pipeline, and
+`erascope record http` run as a subprocess."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from addon.redact import HttpRedaction, Redactor, redact_argv
+from analyzer.html_report import render_html
+from analyzer.pipeline import analyze
+from analyzer.report import render
+from tests.test_http_e2e import BIN, Proc
+
+RED = Redactor(b"leaks")
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        # a dotted option name (Spring, Java system properties) with its value after `=`: kept in
+        # clear, and the argument after it was hashed instead
+        (
+            ["--spring.datasource.password=Hunter2dotted", "-Dapi.key=JavaKey01", "-jar", "app.jar"],
+            [f"--spring.datasource.password={RED.hash('Hunter2dotted')}", f"-Dapi.key={RED.hash('JavaKey01')}",
+             "-jar", "app.jar"],
+        ),
+        (["-Dapi.key=JavaKey01"], [f"-Dapi.key={RED.hash('JavaKey01')}"]),
+        (["--db.pass", "PassNext01", "--port", "80"], ["--db.pass", RED.hash("PassNext01"), "--port", "80"]),
+    ],
+)  # fmt: skip
+def test_dotted_option_names_hash_their_own_value(argv: list[str], expected: list[str]) -> None:
+    assert redact_argv(["java", *argv], RED)[1:] == expected
+
+
+@pytest.mark.parametrize("name", ["accessToken", "authToken", "clientSecret", "apiKey", "dbPassword"])
+def test_camel_case_secret_query_names_are_hashed(name: str) -> None:
+    url = f"https://h.example/mcp?{name}=CamelSecret01&page=2"
+    assert HttpRedaction(RED).url(url) == f"https://h.example/mcp?{name}={RED.hash('CamelSecret01')}&page=2"
+
+
+@pytest.mark.parametrize(
+    ("value", "secrets"),
+    [
+        # several cookies in one field: HAR writers join them with a newline, proxies fold them with a comma
+        ("theme=dark; Path=/\nsession=CookieSecret01; Path=/; HttpOnly", ["dark", "CookieSecret01"]),
+        ("lang=en; Path=/, auth=CookieSecret02; HttpOnly", ["en", "CookieSecret02"]),
+        # a comma inside a date is no cookie boundary
+        ("sid=CookieSecret03; Expires=Wed, 21 Oct 2026 07:28:00 GMT; Path=/", ["CookieSecret03"]),
+    ],
+)
+def test_every_cookie_of_a_set_cookie_field_is_hashed(value: str, secrets: list[str]) -> None:
+    shown = HttpRedaction(RED).header_value("set-cookie", value)
+    assert not any(s in shown for s in secrets), shown
+    assert all(RED.hash(s) in shown for s in secrets), shown
+    assert "Path=/" in shown and "Wed, 21 Oct" in shown if "Expires" in value else "Path=/" in shown
+
+
+def test_the_http2_path_pseudo_header_is_redacted_like_the_url() -> None:
+    red = HttpRedaction(RED)
+    assert red.header_value(":path", "/mcp?token=H2secret0001") == f"/mcp?token={RED.hash('H2secret0001')}"
+
+
+@pytest.mark.parametrize(
+    ("arg", "password"),
+    [
+        ("postgresql://app:Tr0ub#dor01@db:5432/app", "Tr0ub#dor01"),  # libpq reads `Tr0ub#dor01` as the password
+        ("mysql://root:p@ss#w0rd@db/app", "p@ss#w0rd"),
+        ("postgresql://app:Tr0ub?dor02@db/app", "Tr0ub?dor02"),
+    ],
+)
+def test_a_url_password_holding_a_hash_or_question_mark_is_hashed_whole(arg: str, password: str) -> None:
+    (shown,) = redact_argv(["server", arg], RED)[1:]
+    assert password not in shown and RED.hash(password) in shown, shown
+
+
+def _har_entry(url: str, at: str) -> dict[str, Any]:
+    body = '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}'
+    json_type = [{"name": "content-type", "value": "application/json"}]
+    return {
+        "startedDateTime": at, "time": 5, "cache": {}, "timings": {"send": 1, "wait": 2, "receive": 1},
+        "request": {"method": "POST", "url": url, "httpVersion": "HTTP/1.1", "headers": json_type,
+                    "queryString": [], "cookies": [], "headersSize": -1, "bodySize": len(body),
+                    "postData": {"mimeType": "application/json", "text": body}},
+        "response": {"status": 200, "statusText": "OK", "httpVersion": "HTTP/1.1", "headers": json_type,
+                     "cookies": [], "content": {"size": len(answer), "mimeType": "application/json", "text": answer},
+                     "redirectURL": "", "headersSize": -1, "bodySize": len(answer)},
+    }  # fmt: skip
+
+
+def test_a_har_entry_that_cannot_be_read_is_noted_without_its_url(tmp_path: Path) -> None:
+    """mitmproxy cannot build a flow of a URL whose query holds a character beyond ASCII; the note
+    quoted the exception, which holds the whole query it failed on, `api_key` and all."""
+    entries = [
+        _har_entry("https://mcp.example.com/mcp?api_key=NoteSecret01", "2026-12-01T10:00:00Z"),
+        _har_entry("https://mcp.example.com/mcp?user=Zo\u00eb&api_key=NoteSecret02", "2026-12-01T10:00:01Z"),
+    ]
+    path = tmp_path / "gateway.har"
+    path.write_bytes(orjson.dumps({"log": {"version": "1.2", "creator": {"name": "gw"}, "entries": entries}}))
+    analysis = analyze([str(path)])
+    assert [n.line for n in analysis.inputs.malformed] == [2]
+    for shown in (*(render(analysis, fmt) for fmt in ("text", "json", "markdown")), render_html(analysis)):
+        assert "NoteSecret" not in shown
+
+
+def test_record_http_names_its_upstream_without_credentials(clean_env: dict[str, str]) -> None:
+    cli = Proc(
+        [str(BIN / "erascope"), "record", "http", "--upstream",
+         "http://ops:BannerPw01@127.0.0.1:9/mcp?token=BannerTok02", "--listen", "127.0.0.1:0"],
+        clean_env,
+    )  # fmt: skip
+    try:
+        line = cli.wait_for(r"listening on .*").group(0)
+        assert "BannerPw01" not in line and "BannerTok02" not in line and "127.0.0.1:9/mcp" in line, line
+    finally:
+        cli.stop(signal.SIGINT)
+    for bad in ("https://u:UpSecret01@h:99999/mcp", "ftp://u:UpSecret01@h/mcp?token=UpSecret01"):
+        refused = subprocess.run(
+            [str(BIN / "erascope"), "record", "http", "--upstream", bad], env=clean_env, capture_output=True,
+            text=True, timeout=60,
+        )  # fmt: skip
+        assert refused.returncode == 2 and "--upstream" in refused.stderr, refused.stderr
+        assert "UpSecret01" not in refused.stderr + refused.stdout, refused.stderr
