@@ -101,7 +101,10 @@ def is_archive(path: Path | str) -> bool:
     (`analyzer.storage`)."""
     if isinstance(path, str) and is_url(path):
         return is_dir(join(path, SOURCES_DIR))
-    return (Path(path) / SOURCES_DIR).is_dir()
+    try:
+        return (Path(path) / SOURCES_DIR).is_dir()
+    except OSError:  # a directory that cannot be searched is no archive this can read (its listing names why)
+        return False
 
 
 def is_source_entry(path: str | Path) -> bool:

@@ -902,6 +902,13 @@ def verify_cmd(
 
 def main() -> None:
     """The `erascope` script: the command, then the end of the process."""
+    # Under a locale that is not UTF-8 (ISO-8859-1, say) the report's rules, arrows and `×`, and any
+    # non-ASCII a capture holds, raised UnicodeEncodeError: a traceback and exit status 1, a CI gate's
+    # "findings". Reports are UTF-8 documents, as `--output` writes them; messages escape what cannot show.
+    if sys.stdout is not None and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(encoding="utf-8")
+    if sys.stderr is not None and hasattr(sys.stderr, "reconfigure"):
+        sys.stderr.reconfigure(errors="backslashreplace")
     try:
         app()
     finally:

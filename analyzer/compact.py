@@ -186,6 +186,12 @@ def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
     cannot: the archive is local)."""
     paths, inputs = [p for p in paths if not is_url(p)], [f for f in inputs if not is_url(f)]
     out_r = out.resolve()
+    try:
+        out_r.stat()
+    except FileNotFoundError:
+        pass  # written as a new directory
+    except OSError as exc:  # a directory on the way that cannot be searched, say
+        raise ErascopeError(f"cannot write the archive {out}: {exc.strerror or exc}") from None
     if out_r.exists() and not out_r.is_dir():
         raise ErascopeError(f"--out {out} exists and is not a directory")
     for given in paths:
@@ -233,9 +239,12 @@ def _private_dir(path: Path) -> None:
         missing.append(p)
         p = p.parent
     for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):  # another worker made it meanwhile
-            d.mkdir(mode=DIR_MODE)
-        os.chmod(d, DIR_MODE)
+        try:
+            with contextlib.suppress(FileExistsError):  # another worker made it meanwhile
+                d.mkdir(mode=DIR_MODE)
+            os.chmod(d, DIR_MODE)
+        except OSError as exc:
+            raise ErascopeError(f"cannot create the archive directory {d}: {exc.strerror or exc}") from None
 
 
 def _check_out_mode(out: Path) -> None:
@@ -267,9 +276,14 @@ def _atomic_write(path: Path, write: Any, renamed: Callable[[Path], Path] | None
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         # created 0600 before anything is written into it; the writer truncates, keeping the mode
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE))
-        os.chmod(tmp, FILE_MODE)
-        write(tmp)
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE))
+            os.chmod(tmp, FILE_MODE)
+            write(tmp)
+        except (OSError, pl.exceptions.ComputeError) as exc:
+            # a full disk reaches polars' Parquet writer as a ComputeError naming the OS error
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise ErascopeError(f"cannot write {path}: {why}") from None
         os.chmod(tmp, FILE_MODE)  # in case the writer replaced the file instead
         if renamed is not None:
             path = renamed(tmp)

@@ -208,9 +208,15 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     def local(path: str) -> None:
         found.setdefault(_same_file(path), path)
 
+    def unlisted(exc: OSError) -> None:
+        # a directory that cannot be listed (no read or search permission) is an input that cannot be
+        # read, named as such when it is read (`extract_file`), never silently left out
+        if exc.filename is not None:
+            local(os.fspath(exc.filename))
+
     def walk(directory: Path) -> None:
         # os.walk tells directories from the rest without a stat per file (100,000 spawn captures)
-        for parent, dirs, names in os.walk(directory):
+        for parent, dirs, names in os.walk(directory, onerror=unlisted):
             # in name order: of two names for one file in a folder (a link beside its target), the one
             # listed is then the same on every run, not whichever the folder happened to list first
             dirs.sort()
@@ -224,7 +230,7 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
             named(_found_at_url(text))
             continue
         path = Path(text)
-        if path.is_dir() and (path / "_sources").is_dir():
+        if path.is_dir() and _is_dir(path / "_sources"):
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
             named(source_entries(path))
         elif path.is_dir():
@@ -286,6 +292,15 @@ def _complete_lines(path: str) -> int | None:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
     except OSError:
         return None
+
+
+def _is_dir(path: Path) -> bool:
+    """`Path.is_dir`, False where the answer cannot be had (a parent without search permission):
+    `walk` then names the directory that cannot be listed."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _same_file(path: str) -> tuple[object, ...]:
@@ -469,6 +484,12 @@ def not_regular(path: str) -> str | None:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     if stat.S_ISREG(mode):
         return None
+    if stat.S_ISDIR(mode) and not is_url(path):
+        # only a directory that could not be listed is an input (`find_inputs`): say why
+        try:
+            os.listdir(path)
+        except OSError as exc:
+            raise InputError(f"cannot read directory {path}: {exc.strerror or exc}") from None
     kind = (
         "a FIFO"
         if stat.S_ISFIFO(mode)

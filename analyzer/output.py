@@ -81,6 +81,12 @@ def check_targets(paths: Iterable[str], targets: Mapping[str, Path]) -> None:
         if (local := _local(p)) is not None and Path(local).is_dir() and (Path(local) / SOURCES_DIR).is_dir()
     ]
     for option, target in targets.items():
+        try:
+            target.stat()
+        except FileNotFoundError:
+            pass  # nothing there yet: written as a new file
+        except OSError as exc:  # a directory on the way that cannot be searched, say
+            raise ErascopeError(f"cannot write {option} {target}: {exc.strerror or exc}") from None
         if target.is_dir():
             raise ErascopeError(f"{option} {target} is a directory; name a file")
         real = target.resolve()
