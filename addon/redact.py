@@ -647,15 +647,15 @@ class HttpRedaction:
     def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
         """An SSE event's data under the policy, and the policy applied.
 
-        A legacy `endpoint` event's URL gets its secret query values (the `session_id`) hashed, and is
-        then kept in both body modes: it is the transport's bookkeeping (where the client POSTs), not
-        content, and the analyzer reads it to join the stream's answers to their session (reduced to
-        a marker, a legacy server recorded with `metadata` read as broken). Data that is not a URI
-        of at most 2,048 bytes there is a body like any other.
+        A legacy `endpoint` event's URL gets its secret query values (the `session_id`) and its userinfo
+        hashed, and is then kept in both body modes: it is the transport's bookkeeping (where the client
+        POSTs), not content, and the analyzer reads it to join the stream's answers to their session
+        (reduced to a marker, a legacy server recorded with `metadata` read as broken). Data that is not
+        a URI of at most 2,048 bytes there is a body like any other.
         """
         if event != "endpoint":
             return self.body(data)
-        if self.enabled and (b"?" in data or b"#" in data):
+        if self.enabled and (b"?" in data or b"#" in data or b"@" in data):
             data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         return (data, BODIES_FULL) if _URI_REFERENCE.fullmatch(data) else self.body(data)
 

@@ -128,3 +128,11 @@ def test_record_http_names_its_upstream_without_credentials(clean_env: dict[str,
         )  # fmt: skip
         assert refused.returncode == 2 and "--upstream" in refused.stderr, refused.stderr
         assert "UpSecret01" not in refused.stderr + refused.stdout, refused.stderr
+
+
+@pytest.mark.parametrize("bodies", ["full", "metadata"])
+def test_userinfo_in_an_endpoint_url_without_a_query_is_hashed(bodies: str) -> None:
+    """The endpoint event's URL was redacted only when it held `?` or `#`: a password in its
+    userinfo alone stayed in clear."""
+    data, policy = HttpRedaction(RED, bodies=bodies).sse_data("endpoint", b"http://u:EndpointPw01@h/messages/")
+    assert data == f"http://u:{RED.hash('EndpointPw01')}@h/messages/".encode() and policy == "full"
