@@ -477,7 +477,9 @@ def _deciding_rows(ev_all: pl.DataFrame) -> dict[str | None, dict[str, list[Evid
     dims = (
         ev_all.with_columns(_final=pl.when(at_end.is_null() | (at_end == "")).then(pl.lit(UNKNOWN)).otherwise(at_end))
         .filter(pl.col("dim").is_in(("modern", "legacy")))
-        .with_columns(_run=pl.col("value").rle_id().over(by))
+        # legacy evidence from before modern support last flipped is forgotten (`_epoch`): the last
+        # run of a value does not reach back across the flip into the old server's answers
+        .with_columns(_run=pl.struct("_epoch", "value").rle_id().over(by))
     )
     runs = dims.filter(
         pl.col("_run") == pl.col("_run").max().over(by), pl.col("value").cast(pl.String) == pl.col("_final")

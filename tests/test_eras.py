@@ -157,6 +157,23 @@ def test_upgrade_mid_capture_timeline(tmp_path: Path) -> None:
     assert v.timeline[1].ts - v.timeline[0].ts > 3000
 
 
+def test_evidence_of_a_verdict_holds_no_answer_of_the_server_before_its_upgrade(tmp_path: Path) -> None:
+    """Legacy support starts over when modern support flips (an upgrade): the `initialize` the old
+    server served is forgotten by the verdict, and was still cited as its evidence."""
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1), conn="a")
+    cap.s2c(err(1, -32602, "Invalid request parameters", ""), conn="a")
+    cap.c2s(init(2), conn="a")
+    cap.s2c(init_result(2), conn="a")  # line 5: the old, legacy server
+    cap.c2s(probe(1), conn="b", dt=3600.0)  # upgraded to a dual-era server
+    cap.s2c(discover_result(1, (MODERN, "2025-11-25")), conn="b")
+    cap.c2s(init(1), conn="c")
+    cap.s2c(init_result(1), conn="c")
+    v = verdict(cap.close())
+    assert v.era == "dual-era"
+    assert sorted((e.line, e.note) for e in v.evidence) == [(7, "probe discover-result"), (9, "initialize served")]
+
+
 def test_inconsistent_two_peers_disagree(tmp_path: Path) -> None:
     cap = Cap(tmp_path, transport="http")
     for n in range(4):
