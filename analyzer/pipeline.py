@@ -39,7 +39,7 @@ from analyzer.load import (
     fullest_first,
     listed,
 )
-from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes
+from analyzer.probes import DEFAULT_PROBE_TIMEOUT, classify_inits, classify_probes, mark_cross_era
 from analyzer.rules import RuleContext, RuleOptions, run_rules, stages_together
 from analyzer.selection import Selection
 from analyzer.sources import location
@@ -277,6 +277,7 @@ def analyze_facts(
         probed = pool.submit(classify_probes, messages, opts.probe_timeout, traffic.requests)
         initialized = pool.submit(classify_inits, messages, traffic.requests)
         conn_clients, probes, inits = identified.result(), probed.result(), initialized.result()
+    probes = mark_cross_era(probes, inits)
     analysis = Analysis(inputs=inputs, messages=messages, probes=probes, inits=inits, servers=[], traffic=traffic)
     # one context for the verdicts, the rules and the client table: its derived frames (the
     # connections' client identities first) are computed once

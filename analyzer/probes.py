@@ -458,6 +458,38 @@ def classify_probes(
     return out.cast(PROBES_SCHEMA).sort("ts", "file", "line")  # type: ignore[arg-type]
 
 
+CROSS_ERA: Final = "cross-era-refusal"
+"""A stdio probe refused -32600 on a connection a served `initialize` opened: a dual-era stdio server
+serves a connection in the era of its first request and refuses the other era's requests on it
+(`mcp` 2.3.0: "this connection serves the handshake protocol era"). That says what the connection
+serves, not the server: no era evidence, as an `initialize` refused on a connection a probe opened
+modern is none (`analyzer.eras.evidence_frame`)."""
+
+
+def mark_cross_era(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
+    """`probes` with `CROSS_ERA` as the outcome of each stdio `legacy-answer` -32600 sent after an
+    `initialize` was served on its connection. A legacy server's answer there (-32601, -32602) is
+    still a legacy answer."""
+    opened = (
+        inits.filter((pl.col("outcome") == "served") & pl.col("flow").is_null() & pl.col("conn").is_not_null())
+        .group_by("server", "conn")
+        .agg(_opened=pl.col("ts").min())
+    )
+    if probes.is_empty() or opened.is_empty():
+        return probes
+    locked = (
+        (pl.col("outcome") == "legacy-answer")
+        & (pl.col("error_code") == -32600)
+        & pl.col("flow").is_null()
+        & (pl.col("_opened") < pl.col("ts"))
+    ).fill_null(False)
+    return (
+        probes.join(opened, on=["server", "conn"], how="left", nulls_equal=True, maintain_order="left")
+        .with_columns(outcome=pl.when(locked).then(pl.lit(CROSS_ERA)).otherwise(pl.col("outcome")))
+        .drop("_opened")
+    )
+
+
 def classify_inits(messages: pl.DataFrame, moved: Rows | None = None) -> pl.DataFrame:
     """One row per `initialize` request with its outcome (`INITS_SCHEMA`).
 

@@ -139,6 +139,7 @@ PROBE_OUTCOMES: Final = (
     "connection-died",
     "garbage",
     "malformed-probe",
+    "cross-era-refusal",
     "auth-required",
     "rate-limited",
     "redirected",

@@ -177,3 +177,35 @@ def test_a_server_the_host_stops_before_it_answers_the_probe_did_not_crash(
     (server,) = report["servers"]
     assert server["probe_outcomes"] == {"no-answer": 1}  # silent until the host stopped it: not a crash
     assert "misread-crash" not in {f["rule"] for f in report["findings"]}
+
+
+def test_a_reprobe_on_a_connection_initialize_opened_is_no_legacy_evidence(
+    tmp_path: Path, clean_env: dict[str, str], modern_py: Path
+) -> None:
+    # A host whose cached legacy verdict expired probes again on the live connection `initialize`
+    # opened: the server refuses the probe -32600 ("this connection serves the handshake protocol
+    # era"), about the connection. Read as a legacy answer, the server beside modern spawns was
+    # `inconsistent` with a `rollout-split`.
+    out = tmp_path / "captures"
+
+    def modern_client() -> None:
+        spawn = Spawn(out, clean_env, dual_server(modern_py))
+        spawn.send(probe(1))
+        assert "supportedVersions" in spawn.answer(1)["result"]
+        assert spawn.close() == 0
+
+    modern_client()
+    legacy = Spawn(out, clean_env, dual_server(modern_py))
+    legacy.send(initialize(1))
+    assert "result" in legacy.answer(1)
+    legacy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    legacy.send(probe(2))
+    assert legacy.answer(2)["error"]["code"] == -32600
+    assert legacy.close() == 0
+    modern_client()
+
+    report = analyze(out, clean_env)
+    (server,) = report["servers"]
+    assert (server["era"], server["modern_support"], server["legacy_support"]) == ("dual-era", "yes", "yes")
+    assert server["probe_outcomes"] == {"discover-result": 2, "cross-era-refusal": 1}
+    assert report["findings"] == []
