@@ -55,7 +55,7 @@ function of a bounded tail of it. What each step reads:
 - retry-loop: runs of refused probes in the client's request sequence; the longest over the history.
 - stale-era: runs of `stale_repeats` refused `initialize`s or legacy-refused modern requests; every
   request acting in the old era after any client's probe saw the server's era change, for clients
-  whose first request came before the change (whole history per server and client).
+  that probed before the change (whole history per server and client).
 - rollout-split: `split_window_s` windows over all the server's answers; the finding spans the first
   split window to the last, its evidence the first answers inside by file:line.
 - unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted

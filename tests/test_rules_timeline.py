@@ -63,6 +63,19 @@ def test_stale_era_after_other_clients_saw_the_upgrade() -> None:
     assert Evidence("a2.jsonl", init, "legacy request") in f.evidence
 
 
+def test_no_stale_era_for_a_client_that_never_probed() -> None:
+    """A legacy-only client (`mcp` 1.x) never probes: it holds no era verdict that could go stale, and a
+    server upgraded to dual-era that still serves it contradicts nothing (one it refuses is case (a))."""
+    s = Scenario()
+    s.conn("svc", "a1", client="legacy-only").init(0.0)
+    s.conn("svc", "b1", client="B").probe(1.0, "legacy-answer")
+    s.conn("svc", "b2", client="B").probe(50.0, "discover-result")  # upgraded in place
+    again = s.conn("svc", "a2", client="legacy-only")
+    again.init(60.0)
+    again.call(61.0, session="s2")
+    assert run_rules(s.analysis(), only=["stale-era"]) == []
+
+
 def test_no_stale_era_when_the_client_reprobes_after_the_upgrade() -> None:
     s = Scenario()
     old = s.conn("svc", "a1", client="A")

@@ -158,7 +158,10 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
             & (pl.col("first_ts") < pl.col("change_ts"))
         )
         .join_asof(probes, left_on="ts", right_on="probe_ts", by=_KEYS, strategy="backward", check_sortedness=False)
-        .filter(pl.col("probe_ts").is_null() | (pl.col("probe_ts") < pl.col("change_ts")))
+        # a client that never probed holds no era verdict to go stale: a legacy-only client speaks the
+        # one era it has, and a server that still serves it contradicts nothing (one that refuses it
+        # is case (a))
+        .filter(pl.col("probe_ts") < pl.col("change_ts"))
     )
     groups = [*_KEYS, "change_ts"]
     # Plain aggregations per group, and the evidence structs built for the rows shown alone (a
@@ -204,8 +207,8 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         Without a re-probe in between, a client that (a) sends `initialize` again after the server
         refused it with -32022/-32004, at least `stale_repeats` times in a row; (b) sends modern
         requests that the server refuses the legacy way (-32000 "Server not initialized", -32600
-        "Missing session ID"), at least `stale_repeats` times in a row; or (c) keeps sending requests
-        in the old era after another client's probe saw the server change era.
+        "Missing session ID"), at least `stale_repeats` times in a row; or (c) probed before another
+        client's probe saw the server change era, and keeps sending requests in the old era after it.
 
     Why it matters:
         Servers get upgraded (and rolled back). A verdict cached for ever makes the server look
