@@ -35,6 +35,21 @@ def test_probe_storm_spawn_per_call() -> None:
     assert f.ts == s.start
 
 
+def test_no_storm_when_each_probe_comes_after_the_last_verdict_expired() -> None:
+    """A host that caches the DiscoverResult for its ttlMs and probes again once it has run out does
+    what the spec asks (a spawn per call, a call every 2 s, ttlMs 1 s: every call probes)."""
+    s = Scenario()
+    _spawn_per_call(s, 8, ttl_ms=1000)
+    assert run_rules(s.analysis(), only=["probe-storm"]) == []
+
+
+def test_a_storm_of_probes_while_the_verdict_is_fresh_is_still_one() -> None:
+    s = Scenario()
+    _spawn_per_call(s, 8, ttl_ms=60_000)  # every probe inside the minute its first answer allowed
+    [f] = run_rules(s.analysis(), only=["probe-storm"])
+    assert f.details["probes"] == 8
+
+
 def test_probe_storm_throwaway_siblings_cost_to_next_connection() -> None:
     s = Scenario()
     for i in range(5):

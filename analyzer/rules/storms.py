@@ -94,6 +94,8 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         same: at least `storm_min_probes` probes and `storm_probes_per_verdict` probes per distinct
         answer run, and either `storm_window_probes` probes inside `storm_window_s`, or at least
         `storm_probes_per_request` probes per real request (a probe on most connections or calls).
+        A probe sent once the previous answer's `ttlMs` (above 0) has run out counts toward none of
+        these: re-probing an expired verdict is what a caching client should do.
         Reports the count, the rate, probes per real request, and the time the probes cost (probe
         start to the first real request it delayed). Points at `ttlMs: 0` in the server's
         DiscoverResult when that is present.
@@ -112,7 +114,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
     # only the columns read here are sorted: every spawn of a capture directory sends a probe
     read = (
         "server", "client", "ts", "outcome", "modern_versions", "file", "line", "answer_file", "answer_line",
-        "ttl_ms", "conn", "probe_versions",
+        "ttl_ms", "conn", "probe_versions", "answer_ts",
     )  # fmt: skip
     # in capture order: probes tied on time (a coarse clock) taken in the order their rows came would
     # count answer runs, and pick the ttlMs: 0 answer, differently in a cluster's shard than locally
@@ -120,6 +122,16 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         ctx.probe_rows.select(read)
         .sort("server", "client", "ts", "file", "line", maintain_order=True)
         .with_columns(pl.coalesce(era_of_probe(), pl.col("outcome")).alias("answer"))
+        # A probe sent once the verdict the previous one got has expired (its DiscoverResult's ttlMs,
+        # above 0, has run out) is what the spec asks of a caching client: it counts toward no storm.
+        .with_columns(
+            _ttl=pl.col("ttl_ms").shift(1).over(_KEYS),
+            _given=pl.coalesce("answer_ts", "ts").shift(1).over(_KEYS),
+        )
+        .with_columns(
+            _due=((pl.col("_ttl") > 0) & (pl.col("ts") >= pl.col("_given") + pl.col("_ttl") / 1000)).fill_null(False)
+        )
+        .drop("_ttl", "_given")
     )
     if probes.is_empty():
         return probes.select("server", "client", "ts").clear()
@@ -146,6 +158,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
         .group_by(_KEYS)
         .agg(
             pl.len().alias("probes"),
+            (~pl.col("_due")).sum().alias("_undue"),
             pl.col("ts").min().alias("ts"),
             (pl.col("ts").max() - pl.col("ts").min()).alias("span_s"),
             (pl.col("answer").rle_id().max() + 1).alias("answer_runs"),
@@ -174,13 +187,14 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
             pl.lit(opts.storm_window_s).alias("window_s"),
         )
     )
+    undue = pl.col("_undue")  # the probes sent while the client's last verdict was fresh, or had no ttlMs
     storm = (
-        (pl.col("probes") >= opts.storm_min_probes)
-        & (pl.col("probes") / pl.col("answer_runs") >= opts.storm_probes_per_verdict)
+        (undue >= opts.storm_min_probes)
+        & (undue / pl.col("answer_runs") >= opts.storm_probes_per_verdict)
         & (
             (pl.col("max_in_window") >= opts.storm_window_probes)
             | pl.col("probes_per_request").is_null()
-            | (pl.col("probes_per_request") >= opts.storm_probes_per_request)
+            | (undue / pl.col("real_requests") >= opts.storm_probes_per_request)
         )
     )
     return (
@@ -190,7 +204,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
             pl.concat_list("_ttl_ev", "evidence").alias("evidence"),
             pl.col("cost_s_total").fill_null(0.0),
         )
-        .drop("_ttl_ev")
+        .drop("_ttl_ev", "_undue")
         .sort(_KEYS)
     )
 
