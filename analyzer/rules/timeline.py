@@ -208,7 +208,8 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         refused it with -32022/-32004, at least `stale_repeats` times in a row; (b) sends modern
         requests that the server refuses the legacy way (-32000 "Server not initialized", -32600
         "Missing session ID"), at least `stale_repeats` times in a row; or (c) probed before another
-        client's probe saw the server change era, and keeps sending requests in the old era after it.
+        client's probe saw the server change era, and keeps sending requests in the old era after it (a
+        client that never probed holds no verdict to go stale).
 
     Why it matters:
         Servers get upgraded (and rolled back). A verdict cached for ever makes the server look
