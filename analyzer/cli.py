@@ -442,7 +442,10 @@ def analyze_cmd(
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output", "-o", metavar="FILE", help="Write the report here, not stdout (never over a capture)."
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write the report here, not stdout (never over a capture; - is stdout).",
         ),
     ] = None,
     fail_on_choice: Annotated[
@@ -560,6 +563,8 @@ def analyze_cmd(
         options.since, options.until, options.servers = _selection(since, until, server)
     except ErascopeError as exc:
         raise _fail(exc) from None
+    if output == Path("-"):
+        output = None
     targets = {name: p for name, p in (("--output", output), ("--write-baseline", write_baseline)) if p is not None}
     if targets:
         from analyzer.output import check_targets

@@ -218,3 +218,12 @@ def test_standard_output_on_a_full_disk_is_a_clear_error(caps: Path, tmp_path: P
         2,
         "erascope: error: cannot write to standard output: No space left on device\n",
     )
+
+
+def test_output_dash_is_standard_output(caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`-o -` is standard output, as for other tools; it wrote a file named `-`."""
+    monkeypatch.chdir(tmp_path)
+    shown = CliRunner().invoke(app, ["analyze", str(caps), "-f", "json", "-q", "-o", "-"])
+    assert shown.exit_code == 0, shown.output
+    assert not (tmp_path / "-").exists()
+    assert orjson.loads(shown.stdout)["servers"]
