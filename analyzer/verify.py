@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+import polars as pl
 
 from addon import chain
 from addon import format as fmt
@@ -572,8 +573,20 @@ def _whole(line: bytes) -> bool:
     try:
         orjson.loads(line)
     except orjson.JSONDecodeError:
-        return False
+        # `erascope analyze` reads lines with polars' JSON reader, which takes some lines orjson refuses
+        # (a lone surrogate escape, "\ud800"): a line it reads as a record is no torn line, and is checked
+        return _read_by_analyze(line)
     return True
+
+
+def _read_by_analyze(line: bytes) -> bool:
+    """Whether `erascope analyze`'s NDJSON reader (`analyzer.load`) takes `line` for a record."""
+    try:
+        line.decode()
+        frame = pl.read_ndjson(io.BytesIO(line), schema={fmt.F_TYPE: pl.String()})
+    except Exception:  # polars raises errors of its own (ComputeError, …) for what it cannot read
+        return False  # analyze reads such a line as torn, as verify does
+    return frame.height == 1 and frame.item(0, fmt.F_TYPE) is not None
 
 
 def _appended(path: str, number: int, closed_at: int, what: str) -> Finding:
@@ -771,6 +784,28 @@ def _check_link(before: FileResult, after: FileResult) -> None:
         )
         return
     if before.algorithm is None or after.algorithm is None:
+        # a capture's parts are all chained or none is: a chainless part linked to a chained one is a
+        # chained part whose seals were stripped (then edited at will), not a capture made before chains
+        if before.algorithm is not None and after.status is Status.NO_CHAIN:
+            after.findings.append(
+                Finding(
+                    Kind.PART_LINK,
+                    after.file,
+                    1,
+                    f"the part has no chain, but {os.path.basename(before.file)} before it has one:"
+                    " this part's chain was removed",
+                )
+            )
+        elif after.algorithm is not None and before.status is Status.NO_CHAIN:
+            before.findings.append(
+                Finding(
+                    Kind.PART_LINK,
+                    before.file,
+                    1,
+                    f"the part has no chain, but {os.path.basename(after.file)} after it has one"
+                    f" ({fmt.F_CHAIN_PREV} names this part's final digest): this part's chain was removed",
+                )
+            )
         return
     if after.chain_prev is not None and before.final == after.chain_prev:
         before.continued = True

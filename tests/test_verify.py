@@ -40,8 +40,8 @@ from pathlib import Path
 from addon.chain import load_key
 from addon.stdio_tee import run_tee
 out, size, key = sys.argv[1:4]
-sys.exit(run_tee(sys.argv[5:], out_dir=Path(out), rotate_bytes=int(size), chain_key=load_key(key),
-                 stderr=sys.stderr.buffer))
+sys.exit(run_tee(sys.argv[5:], out_dir=Path(out), rotate_bytes=int(size),
+                 chain_key=None if key == "-" else load_key(key), stderr=sys.stderr.buffer))
 """
 
 
@@ -969,3 +969,59 @@ def test_lines_moved_up_are_named_not_every_line_they_jumped_over(stdio_dir: Pat
     assert f"{what} belong{'s' if block == 1 else ''} after line index {end - block} (line {end}): moved up" in (
         result.findings[0].message
     )
+
+
+def test_a_forged_last_line_analyze_reads_is_not_taken_for_a_torn_one(stdio_dir: Path, tmp_path: Path) -> None:
+    """Cut the closing lines (a crash looks the same) and append a record without its newline that
+    orjson refuses (a lone surrogate escape) but the analyzer's reader takes: verify called it torn,
+    the capture `never closed`, exit 0, while `analyze` read the forged record."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)[:-2]  # part-end and recorder-end
+    last = orjson.loads(text[-1])
+    forged = orjson.dumps(
+        {fmt.F_TYPE: fmt.FRAME, fmt.F_SEQ: last[fmt.F_SEQ] + 1, fmt.F_CONN: last.get(fmt.F_CONN), fmt.F_DIR: fmt.S2C,
+         **fmt.payload_fields(b"Traceback (most recent call last): forged"), "ts": last["ts"] + 0.001}
+    )[:-1] + b',"pad":"\\ud800"}'  # fmt: skip
+    put(path, [*text, forged])
+    from analyzer.pipeline import analyze
+
+    assert any(f.evidence[0].line == len(text) + 1 for f in analyze([str(path)]).findings)  # analyze reads it
+    result = verify([path])
+    assert kinds(result) == [(path.name, "inserted", len(text) + 1)]
+    assert result.files[0].status is Status.TAMPERED
+    assert cli(str(path)).returncode == 1
+
+
+@pytest.fixture(scope="module")
+def unkeyed_rotated_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An unkeyed capture rotated into parts of at most 1500 bytes by the real tee."""
+    base = tmp_path_factory.mktemp("unkeyed")
+    out = base / "caps"
+    server = [sys.executable, str(PEERS / "mcp_stdio_server.py")]
+    record_stdio([sys.executable, "-c", TEE_ROTATING, str(out), "1500", "-", "--", *server], subprocess_env(base))
+    assert len(capture_files(out)) >= 4
+    return out
+
+
+@pytest.mark.parametrize("which", ["middle", "last"])
+def test_a_part_whose_chain_was_stripped_inside_a_chained_rotation_is_tampering(
+    unkeyed_rotated_dir: Path, tmp_path: Path, which: str
+) -> None:
+    """Anyone can strip an unkeyed chain, but a part without one between chained parts is no capture
+    made before chains: it read `no chain: not checked` (exit 0), its records edited at will."""
+    parts = copy_of(unkeyed_rotated_dir, tmp_path / "c")
+    victim = parts[len(parts) // 2] if which == "middle" else parts[-1]
+    stripped = []
+    for raw in lines(victim):
+        rec = orjson.loads(raw)
+        rec.pop(fmt.F_CHAIN, None)
+        if rec[fmt.F_TYPE] == fmt.HEADER:
+            rec.pop(fmt.F_CHAIN_ALG, None)
+            rec.pop(fmt.F_CHAIN_PREV, None)
+        if rec[fmt.F_TYPE] != fmt.PART_END:  # captures made before chains have no part-end
+            stripped.append(orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE))
+    put(victim, stripped)
+    result = verify([tmp_path / "c"])
+    assert (victim.name, "part-link", 1) in kinds(result), kinds(result)
+    assert cli(str(tmp_path / "c")).returncode == 1
+
