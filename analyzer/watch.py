@@ -195,7 +195,7 @@ from analyzer.load import (
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
-from analyzer.sources import FLOWS, HAR, CutStream, foreign_kind, open_stream, strip_compression
+from analyzer.sources import COMPRESSED_SUFFIXES, FLOWS, HAR, CutStream, foreign_kind, open_stream, strip_compression
 from analyzer.watch_shard import CarriedResults, ServerKey, SessionLinks, only_servers, piece_servers, piece_sessions
 from analyzer.watch_state import CarriedIdentities, piece_connections
 
@@ -205,6 +205,8 @@ is not paired again piece by piece in every round."""
 READ_LIMIT: Final = 64 << 20
 """Bytes read from one file in one round at most: a large backlog is taken in steps, each reported."""
 UNDECIDED_OUTCOME: Final = "no-answer"
+GARBAGE_OUTCOME: Final = "garbage"
+"""A probe outcome decided early: an answer within the timeout still replaces it."""
 FOREIGN: Final = {HAR: "a HAR file", FLOWS: "a mitmproxy dump"}
 ANALYZE_THEM: Final = "watch follows erascope captures only; use `erascope analyze` for HAR files and mitmproxy dumps"
 
@@ -351,6 +353,8 @@ class _Part:
     """The latest record time read from the part: how far its capture has got."""
     grown: float = 0.0
     """When (wall clock) the part last had new lines: idle since, its capture time runs on with the clock."""
+    gone: bool = False
+    """Its plain file was found missing (deleted, or compressed: `Watcher._follow` looked for the copy)."""
 
     def now(self, wall: float) -> float:
         """The part's capture time now: its latest record, plus the time it has been idle since."""
@@ -432,17 +436,38 @@ class Watcher:
                     found[path] = os.stat(path)
                 except OSError:
                     continue  # gone since it was listed: as if not listed
-        inodes = {(st.st_dev, st.st_ino) for st in found.values() if stat.S_ISREG(st.st_mode)}
+        inodes: dict[tuple[int, int], str] = {
+            (st.st_dev, st.st_ino): path for path, st in found.items() if stat.S_ISREG(st.st_mode)
+        }
         for path, part in list(self._by_path.items()):
             if part.compressed or part.path != path:
                 continue
             st = found.get(path)
             if st is None:
-                if part.inode not in inodes:
-                    continue  # only gone
+                other = inodes.get(part.inode) if part.inode is not None else None
+                if other is None or not self._same_header(other, part):
+                    # only gone: a file now holding its inode is another (a file system reuses the
+                    # inode of a deleted part, such as one retention removed, for the next file made)
+                    if not part.gone:
+                        part.gone = True
+                        # compressed (`--compress` writes `x.jsonl.zst` before it removes `x.jsonl`): its
+                        # copy holds the lines not read yet, also where the paths given do not name it
+                        # (a `*.jsonl` glob); looked for once, when the plain file is first missed
+                        copy = next((path + x for x in COMPRESSED_SUFFIXES if os.path.isfile(path + x)), None)
+                        if copy is not None and copy not in files:
+                            files.append(copy)
+                    continue
             elif (st.st_dev, st.st_ino) == part.inode:
                 continue
             self._drop(part)
+
+    @staticmethod
+    def _same_header(path: str, part: _Part) -> bool:
+        """Whether the file at `path` starts with `part`'s header (the part renamed, not a new file)."""
+        try:
+            return read_header(path) == part.header
+        except (InputError, OSError):
+            return False
 
     def _drop(self, part: _Part) -> None:
         """Forget a part and what it contributed: its servers are analyzed again without it."""
@@ -672,8 +697,11 @@ class Watcher:
         time (`_Part.now`); each is scheduled to be analyzed again when the timeout will have passed."""
         waiting: set[str] = set()
         parts = {display_name(p.path): p for p in self._parts.values()}
+        # a probe's garbage (a stdout line before its answer) is not its outcome while the answer can still
+        # come within the timeout (`analyzer.probes`: rule 1 wins): until then it is as undecided as no answer
+        pending = pl.col("outcome").is_in([UNDECIDED_OUTCOME, GARBAGE_OUTCOME])
         for frame in (probes, inits):
-            unanswered = frame.filter(pl.col("outcome") == UNDECIDED_OUTCOME).select("server", "file", "ts")
+            unanswered = frame.filter(pending).select("server", "file", "ts")
             for server, file, ts in unanswered.iter_rows():
                 part = parts.get(file)
                 left = ts + self.probe_timeout - (part.now(now) if part is not None else now)

@@ -1113,3 +1113,71 @@ def test_the_cli_notes_a_file_given_that_is_no_capture(tmp_path: Path, watches: 
         f"erascope: {har}: a HAR file: watch follows erascope captures only; use `erascope analyze` for HAR"
         " files and mitmproxy dumps\n"
     ]
+
+
+def test_a_deleted_parts_inode_given_to_a_new_file_is_no_rename(tmp_path: Path) -> None:
+    """A file system gives the inode of a deleted part (retention's) to the next file made: that file
+    was taken for the part renamed, and what the part contributed was withdrawn. The inode's reuse is
+    made certain here: a second name for the part, the part's name removed, the file rewritten."""
+    live, target = _one_capture(tmp_path, "rollout-split-http")
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    assert [e.rule for e in watcher.poll() if e.kind == "finding"] == ["rollout-split"]
+    newcomer = live / "20261204T000000.000000Z_other_1_abcdef.000.jsonl"
+    os.link(target, newcomer)
+    target.unlink()
+    newcomer.write_bytes(_corpus_capture("auth-gate-http"))  # the same inode, another capture
+    clock[0] += 30
+    events = [e.as_json() for e in watcher.poll()]
+    assert not [e for e in events if e["event"] == "withdrawn"], events
+    assert [f.rule for f in watcher.results()[1] if f.rule == "rollout-split"] == ["rollout-split"]
+
+
+def test_a_glob_follows_a_part_into_its_compressed_copy(tmp_path: Path) -> None:
+    """`watch 'DIR/*.jsonl'` beside a recorder that compresses closed parts: the lines written after
+    the last round and before the part was compressed are only in `x.jsonl.zst`, which the glob does
+    not name. They were never read (here the probe answers: a false `probe-timeout`)."""
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "probe-storm-http").glob("*.jsonl"))
+    data = source.read_bytes()
+    clock = [1000.0]
+    watcher = Watcher([str(live / "*.jsonl")], clock=lambda: clock[0])
+    cut = data.index(b"\n", len(data) // 3) + 1
+    (live / source.name).write_bytes(data[:cut])
+    events = [e.as_json() for e in watcher.poll()]
+    (live / (source.name + ".zst")).write_bytes(zstd.compress(data))
+    (live / source.name).unlink()
+    clock[0] += 30
+    events += [e.as_json() for e in watcher.poll()]
+    clock[0] += 30
+    events += [e.as_json() for e in watcher.poll()]
+    assert watcher.bytes_read == len(data)
+    assert reported(events) == expected(analyzed(live))
+
+
+def test_garbage_before_a_probes_answer_within_the_timeout_is_not_its_outcome(tmp_path: Path) -> None:
+    """A server that logs a line to stdout and answers the probe 3 s later: `analyze` reads the answer
+    (it came within the probe timeout), and `watch` reported the server `broken` (probe garbage) as
+    soon as the line was on disk, then withdrew it."""
+    from tests.test_messages import Cap, discover_result, probe
+
+    cap = Cap(tmp_path / "whole")
+    cap.c2s(probe(1))
+    cap.frame("s2c", "Starting weather server v2...", dt=0.1)
+    cap.s2c(discover_result(1), dt=3.0)
+    whole = cap.close().read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live"
+    live.mkdir()
+    part = live / "20261204T000000.000000Z_srv_1_abcdef.000.jsonl"
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events: list[dict[str, Any]] = []
+    for n in (3, len(whole)):  # up to the garbage line, then the rest
+        part.write_bytes(b"".join(whole[:n]))
+        clock[0] += 1
+        events += [e.as_json() for e in watcher.poll()]
+    clock[0] += 30
+    events += [e.as_json() for e in watcher.poll()]
+    assert [e["era"] for e in events if e["event"] == "era"] == ["modern"], events
+    assert reported(events) == expected(analyzed(live))
