@@ -120,6 +120,17 @@ def test_initialize_refused_on_a_connection_a_probe_opened_modern_leaves_the_ser
     assert [f["rule"] for f in report["findings"]] == ["misread-modern"]
 
 
+def _modern_spawn(out: Path, env: dict[str, str], modern_py: Path, *, call: bool = False) -> None:
+    """A spawn a modern client opens with a probe (and one tool call)."""
+    spawn = Spawn(out, env, dual_server(modern_py))
+    spawn.send(probe(1))
+    assert "supportedVersions" in spawn.answer(1)["result"]
+    if call:
+        spawn.send(call_add(2))
+        assert "result" in spawn.answer(2)
+    assert spawn.close() == 0
+
+
 def test_enveloped_requests_refused_on_a_legacy_connection_are_no_rollout_split(
     tmp_path: Path, clean_env: dict[str, str], modern_py: Path
 ) -> None:
@@ -127,16 +138,7 @@ def test_enveloped_requests_refused_on_a_legacy_connection_are_no_rollout_split(
     # enveloped calls is refused -32600 ("this connection serves the handshake protocol era"). One
     # server, one version: it was reported as a `rollout-split` and a `stale-era` (b).
     out = tmp_path / "captures"
-
-    def modern_client() -> None:
-        spawn = Spawn(out, clean_env, dual_server(modern_py))
-        spawn.send(probe(1))
-        spawn.answer(1)
-        spawn.send(call_add(2))
-        assert "result" in spawn.answer(2)
-        assert spawn.close() == 0
-
-    modern_client()
+    _modern_spawn(out, clean_env, modern_py, call=True)
     legacy = Spawn(out, clean_env, dual_server(modern_py))
     legacy.send(initialize(1))
     legacy.answer(1)
@@ -146,7 +148,7 @@ def test_enveloped_requests_refused_on_a_legacy_connection_are_no_rollout_split(
         refused = legacy.answer(id_)["error"]
         assert refused["code"] == -32600 and "session" not in refused["message"].lower()
     assert legacy.close() == 0
-    modern_client()
+    _modern_spawn(out, clean_env, modern_py, call=True)
 
     report = analyze(out, clean_env)
     (server,) = report["servers"]
@@ -187,14 +189,7 @@ def test_a_reprobe_on_a_connection_initialize_opened_is_no_legacy_evidence(
     # era"), about the connection. Read as a legacy answer, the server beside modern spawns was
     # `inconsistent` with a `rollout-split`.
     out = tmp_path / "captures"
-
-    def modern_client() -> None:
-        spawn = Spawn(out, clean_env, dual_server(modern_py))
-        spawn.send(probe(1))
-        assert "supportedVersions" in spawn.answer(1)["result"]
-        assert spawn.close() == 0
-
-    modern_client()
+    _modern_spawn(out, clean_env, modern_py)
     legacy = Spawn(out, clean_env, dual_server(modern_py))
     legacy.send(initialize(1))
     assert "result" in legacy.answer(1)
@@ -202,7 +197,7 @@ def test_a_reprobe_on_a_connection_initialize_opened_is_no_legacy_evidence(
     legacy.send(probe(2))
     assert legacy.answer(2)["error"]["code"] == -32600
     assert legacy.close() == 0
-    modern_client()
+    _modern_spawn(out, clean_env, modern_py)
 
     report = analyze(out, clean_env)
     (server,) = report["servers"]
