@@ -39,7 +39,7 @@ from addon import chain
 from addon.bodies import DECODE_ERRORS, DEFAULT_MAX_BODY, StreamDecoder, bounded_body, undecodable_name
 from addon.errors import ErascopeError
 from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
-from addon.redact import BODIES_FULL, BODY_POLICIES, HttpRedaction, Redactor
+from addon.redact import BODIES_FULL, BODY_POLICIES, ENDPOINT_URI_MAX, HttpRedaction, Redactor
 from addon.retention import Retention, parse_duration, parse_size
 from addon.sse import SseEvent, SseParser
 from addon.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, default_capture_dir
@@ -207,10 +207,6 @@ def _origin(flow: http.HTTPFlow) -> str:
     return f"{scheme}://" + (f"[{host}]" if ":" in host else host) + ("" if port == default else f":{port}")
 
 
-_MAX_ENDPOINT: Final = 2048
-"""The longest `endpoint` event data read as a URL (the redaction keeps URIs up to this length)."""
-
-
 class EndpointKeys:
     """The server key of the HTTP+SSE transport's POSTs, told by the `endpoint` events of its streams.
 
@@ -232,7 +228,7 @@ class EndpointKeys:
 
     def announce(self, flow: http.HTTPFlow, data: bytes, stream_key: str) -> None:
         """Note the endpoint an `endpoint` event's `data` names on `flow`, a stream keyed `stream_key`."""
-        if len(data) > _MAX_ENDPOINT:
+        if len(data) > ENDPOINT_URI_MAX:
             return
         try:
             base = urlsplit(flow.request.url)

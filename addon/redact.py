@@ -43,8 +43,9 @@ _HEADER_NAME_CHARS: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 """An HTTP header name (RFC 9110's token)."""
 _HEADER_SHAPED = re.compile(rf"^({_HEADER_NAME_CHARS}):[ \t]*(.*)$", re.S)
 _AUTHORITY_END = re.compile(r"[/?#\s]")
-_USERINFO_END = re.compile(r"[/\s]")
 """Where a URL's authority (`userinfo@host:port`) ends."""
+_USERINFO_END = re.compile(r"[/\s]")
+"""Where a password holding `?` or `#` can end at the latest (`user:Tr0ub#dor@db/app`)."""
 _SCHEME_CHARS: Final = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
 _HEADER_OPTION = re.compile(r"(?i)^(?:-H|--?[\w-]*headers?)$")
 """An option taking a header (`-H`, `--header`, `--add-header`): it may give the name and the value in two arguments."""
@@ -382,7 +383,9 @@ SECRET_QUERY_PARAMS: Final = frozenset(
 _QUERY_SECRET_SUFFIXES: Final = ("_token", "-token", "_key", "-key", "_secret", "-secret")
 _SET_COOKIE_SPLIT = re.compile(r"(\n|,[ \t]*(?=[^;=,\s]+=))")
 _AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*) +(\S.*)$")
-_URI_REFERENCE = re.compile(rb"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]{1,2048}")
+ENDPOINT_URI_MAX: Final = 2048
+"""The longest `endpoint` event data kept as a URI (and read as one by the HTTP recorder)."""
+_URI_REFERENCE = re.compile(rb"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%%]{1,%d}" % ENDPOINT_URI_MAX)
 """What an `endpoint` event's data is kept as in `metadata` mode: a URI (RFC 3986's characters)."""
 
 BODIES_FULL: Final = "full"

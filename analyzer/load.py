@@ -230,7 +230,7 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
             named(_found_at_url(text))
             continue
         path = Path(text)
-        if path.is_dir() and _is_dir(path / "_sources"):
+        if path.is_dir() and is_archive(path):
             # a Parquet archive written by `erascope compact`: one entry per archived capture file
             named(source_entries(path))
         elif path.is_dir():
@@ -292,15 +292,6 @@ def _complete_lines(path: str) -> int | None:
             return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
     except OSError:
         return None
-
-
-def _is_dir(path: Path) -> bool:
-    """`Path.is_dir`, False where the answer cannot be had (a parent without search permission):
-    `walk` then names the directory that cannot be listed."""
-    try:
-        return path.is_dir()
-    except OSError:
-        return False
 
 
 def _same_file(path: str) -> tuple[object, ...]:

@@ -786,26 +786,12 @@ def _check_link(before: FileResult, after: FileResult) -> None:
     if before.algorithm is None or after.algorithm is None:
         # a capture's parts are all chained or none is: a chainless part linked to a chained one is a
         # chained part whose seals were stripped (then edited at will), not a capture made before chains
-        if before.algorithm is not None and after.status is Status.NO_CHAIN:
-            after.findings.append(
-                Finding(
-                    Kind.PART_LINK,
-                    after.file,
-                    1,
-                    f"the part has no chain, but {os.path.basename(before.file)} before it has one:"
-                    " this part's chain was removed",
-                )
-            )
-        elif after.algorithm is not None and before.status is Status.NO_CHAIN:
-            before.findings.append(
-                Finding(
-                    Kind.PART_LINK,
-                    before.file,
-                    1,
-                    f"the part has no chain, but {os.path.basename(after.file)} after it has one"
-                    f" ({fmt.F_CHAIN_PREV} names this part's final digest): this part's chain was removed",
-                )
-            )
+        named = f" ({fmt.F_CHAIN_PREV} names this part's final digest)"
+        for bare, chained, where in ((after, before, "before it"), (before, after, f"after it{named}")):
+            if chained.algorithm is not None and bare.status is Status.NO_CHAIN:
+                why = f"the part has no chain, but {os.path.basename(chained.file)} {where} has one"
+                bare.findings.append(Finding(Kind.PART_LINK, bare.file, 1, f"{why}: this part's chain was removed"))
+                break
         return
     if after.chain_prev is not None and before.final == after.chain_prev:
         before.continued = True

@@ -447,7 +447,10 @@ class Watcher:
                 other = inodes.get(part.inode) if part.inode is not None else None
                 if other is None or not self._same_header(other, part):
                     # only gone: a file now holding its inode is another (a file system reuses the
-                    # inode of a deleted part, such as one retention removed, for the next file made)
+                    # inode of a deleted part, such as one retention removed, for the next file made);
+                    # the part owns that inode no more, and that file's header is not read again
+                    if other is not None:
+                        part.inode = None
                     if not part.gone:
                         part.gone = True
                         # compressed (`--compress` writes `x.jsonl.zst` before it removes `x.jsonl`): its
