@@ -175,6 +175,8 @@ def _fail(exc: ErascopeError) -> typer.Exit:
 def _to_stdout() -> Iterator[None]:
     """A command's output to standard output: a write that fails (a full disk behind `> report`) is an
     error named as such, exit 2 as for `--output`. A reader gone (`| head`) stays click's: exit 1."""
+    if sys.stdout is None:  # fd 1 closed at start (`>&-`): click's echo would drop the report and exit 0
+        raise _fail(ErascopeError("cannot write to standard output: it is closed"))
     try:
         yield
         sys.stdout.flush()
@@ -618,7 +620,7 @@ def analyze_cmd(
         raise _fail(ErascopeError(f"the selection holds no traffic of the inputs ({selection.describe()})"))
     for key in selection.unmatched(found):
         typer.echo(f"erascope: --server {visible(key)}: no traffic of this server in the inputs", err=True)
-    color = output is None and fmt == "text" and sys.stdout.isatty()
+    color = output is None and fmt == "text" and sys.stdout is not None and sys.stdout.isatty()
     if fmt == "html":  # one self-contained page (analyzer/html_report.py); Bokeh is imported only for it
         from analyzer.html_report import render_html
 
@@ -914,6 +916,9 @@ def main() -> None:
         sys.stdout.reconfigure(encoding="utf-8")
     if sys.stderr is not None and hasattr(sys.stderr, "reconfigure"):
         sys.stderr.reconfigure(errors="backslashreplace")
+    _standard_fds_held()  # a file the command opens must not become its fd 1 or 2
+    if sys.stderr is None:  # fd 2 closed at start (`2>&-`): notes go to the /dev/null now on it
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115 (for the life of the process)
     try:
         app()
     finally:

@@ -6,6 +6,8 @@ fails mid-write, so it runs in process with the renderer replaced.
 
 from __future__ import annotations
 
+import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -218,6 +220,43 @@ def test_standard_output_on_a_full_disk_is_a_clear_error(caps: Path, tmp_path: P
         2,
         "erascope: error: cannot write to standard output: No space left on device\n",
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["analyze", "caps"],
+        ["analyze", "caps", "-f", "json"],
+        ["verify", "caps"],
+        ["rules", "--brief"],
+        ["watch", "caps", "--fail-on", "info", "--interval", "0.2"],
+    ],
+)
+def test_standard_output_closed_is_a_clear_error(caps: Path, tmp_path: Path, args: list[str]) -> None:
+    """Started with standard output closed (`erascope analyze DIR >&-`), the report cannot be written:
+    an error the CLI names, exit 2, not a traceback (Python leaves `sys.stdout` None) nor a report
+    silently dropped with exit 0."""
+    res = subprocess.run(
+        [str(BIN / "erascope"), *args], cwd=tmp_path, stdout=None, stderr=subprocess.PIPE, text=True, timeout=120,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert (res.returncode, res.stderr) == (2, "erascope: error: cannot write to standard output: it is closed\n")
+
+
+@pytest.mark.parametrize("args", [["analyze", "caps"], ["analyze", "caps", "-f", "json", "-q"], ["verify", "caps"]])
+def test_standard_error_closed_still_reports(caps: Path, tmp_path: Path, args: list[str]) -> None:
+    """With standard error closed (`2>&-` in a cron line), the report is written as with it open; the
+    notes meant for stderr go nowhere. It was a traceback on the closed stream, exit 1, no report."""
+    run = functools.partial(
+        subprocess.run, [str(BIN / "erascope"), *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    shown, closed = run(), run(stderr=None, capture_output=False, stdout=subprocess.PIPE, preexec_fn=_close_fd_2)
+    assert closed.returncode == shown.returncode
+    assert closed.stdout == shown.stdout and shown.stdout
+
+
+def _close_fd_2() -> None:
+    os.close(2)
 
 
 def test_output_dash_is_standard_output(caps: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
