@@ -42,6 +42,7 @@ import os
 import secrets
 import select
 import signal
+import socket
 import stat
 import subprocess
 import threading
@@ -712,7 +713,16 @@ def _close_to_devnull(fd: int) -> None:
 
     Replacing it with /dev/null instead of closing it keeps a later `open` (say, the next capture
     part) from landing on fd 1 and receiving stray prints.
+
+    A socket's sending side is shut down first: a host may give the tee one socket as both stdin and
+    stdout (socat's `EXEC:`, inetd and systemd `Accept=yes` services), and closing fd 1 alone then
+    left it open through stdin, so the client saw EOF only when the tee exited (after the linger
+    window), where the server's own exit would have ended it at once.
     """
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            with socket.socket(fileno=os.dup(fd)) as sock:  # the copy is closed, the client's socket shut
+                sock.shutdown(socket.SHUT_WR)
     null = os.open(os.devnull, os.O_RDWR)
     try:
         os.dup2(null, fd)
@@ -1310,8 +1320,13 @@ class StdioTee:
         if threading.current_thread() is not threading.main_thread():
             return previous  # signal handlers can only be set from the main thread
         for sig in FORWARDED_SIGNALS:
-            previous[sig] = signal.signal(sig, self._on_signal)
-        previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, self._on_stop)
+            # A signal the host made the tee ignore (`nohup`: SIGHUP; a background job of a shell:
+            # SIGINT, SIGQUIT) stays ignored: the server inherits that through exec, as it would
+            # without the tee, and the tee neither dies of it nor passes it on.
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                previous[sig] = signal.signal(sig, self._on_signal)
+        if signal.getsignal(signal.SIGTSTP) is not signal.SIG_IGN:
+            previous[signal.SIGTSTP] = signal.signal(signal.SIGTSTP, self._on_stop)
         # A write to a dead server or a gone client must be an EPIPE error we handle, not our death.
         previous[signal.SIGPIPE] = signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         return previous

@@ -1094,6 +1094,78 @@ def test_signal_to_tee_is_forwarded(tmp_path: Path, client_factory, sig: signal.
     assert ev.index(fmt.EV_SIGNAL) < ev.index(fmt.EV_EXIT)
 
 
+def test_signals_the_host_ignores_stay_ignored_for_the_server(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """`nohup erascope record stdio -- CMD`, or a non-interactive shell's background job (SIGINT and
+    SIGQUIT ignored): without the tee the server inherits the ignored signals, and a hangup does not
+    end it. The tee must neither catch such a signal and pass it on to the server's group, nor give
+    the server a default disposition in place of the ignored one."""
+    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+
+    def ignore() -> None:
+        for sig in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+
+    code = (
+        "import signal, sys\n"
+        "print(*(signal.getsignal(s) is signal.SIG_IGN for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)),"
+        " flush=True)\n"
+        "for line in sys.stdin: print(line, end='', flush=True)\n"
+    )
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", code), stdin=pipe, stdout=pipe, stderr=pipe, env=clean_env, preexec_fn=ignore
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        assert proc.stdout.readline() == b"True True True\n"  # as `nohup CMD` would have it
+        for sig in ignored:
+            proc.send_signal(sig)
+        time.sleep(0.5)  # a signal passed on would have ended the server by now
+        proc.stdin.write(b"still here\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == b"still here\n"
+        proc.stdin.close()
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records = only_capture(tmp_path)
+    assert fmt.EV_SIGNAL not in events(records)
+    assert lifecycle(records, fmt.EV_EXIT)["code"] == 0
+
+
+def test_one_socket_as_stdin_and_stdout_ends_when_the_server_exits(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """socat's `EXEC:`, inetd and systemd `Accept=yes` services give the command one socket as both its
+    stdin and its stdout. Without the tee, the server's exit closes that socket and the client sees
+    EOF at once; the tee's stdin (the same socket) must not hold it open through the linger window."""
+    import socket
+
+    host, theirs = socket.socketpair()
+    code = "import sys; sys.stdout.write(sys.stdin.readline()); sys.stdout.flush()"
+    proc = subprocess.Popen(
+        tee_cmd(tmp_path, PY, "-c", code, linger=30), stdin=theirs, stdout=theirs, stderr=subprocess.PIPE, env=clean_env
+    )
+    theirs.close()
+    try:
+        host.sendall(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        host.settimeout(15)  # well under the linger window
+        got = b""
+        while chunk := host.recv(65536):
+            got += chunk
+        assert got == b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+        host.shutdown(socket.SHUT_WR)  # the client's stdin EOF: the tee may go
+        assert proc.wait(60) == 0
+    finally:
+        host.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records = only_capture(tmp_path)
+    assert rebuild(records, fmt.S2C) == b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n'
+    assert fmt.EV_SERVER_EOF in events(records)
+
+
 GRACE = 0.4
 
 
