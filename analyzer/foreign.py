@@ -72,6 +72,12 @@ MAX_WHOLE_BYTES: Final = 1 << 29
 (a 512 MiB document takes a few times that in memory), and a compressed file of a few megabytes can
 hold gigabytes. Beyond it a HAR file is refused and a flow noted as not read, before either is held."""
 
+MAX_DUMP_BYTES: Final = 1 << 29
+"""The most the flows of one dump may hold together (decompressed): every flow's records are held
+until the file is read (a few times its size in memory), and a dump of many flows compresses as
+well as one large HAR document. Beyond it the dump is refused, as a HAR file beyond
+`MAX_WHOLE_BYTES` is, before more is held."""
+
 UNITS: Final = {HAR: "entry", FLOWS: "flow"}
 """What a location in each kind counts: `file#entry=N`, `file#flow=N`."""
 
@@ -153,12 +159,21 @@ def flow_records(
     return out
 
 
+_QUOTED: Final = re.compile(r"b?'(?:[^'\\]|\\.)*'|b?\"(?:[^\"\\]|\\.)*\"", re.S)
+"""A Python literal (`'…'`, `b'…'`, `"…"`) inside an exception's message: the data it failed on."""
+_MAX_WHY: Final = 200
+
+
 def _why(exc: BaseException) -> str:
     """Why a flow could not be read, for a note in the report: never the data it failed on. A
-    `UnicodeError` holds the whole string it failed on (a URL's query, a header's value: credentials)."""
+    `UnicodeError` holds the whole string it failed on (a URL's query, a header's value: credentials);
+    other errors quote it (mitmproxy's tnetstring parser quotes the rest of the flow, headers and
+    bodies as they were sent; urllib quotes a port that is a URL password's first part), so what
+    any message quotes is left out."""
     if isinstance(exc, UnicodeError):
         return f"{type(exc).__name__}: {getattr(exc, 'reason', 'cannot be encoded')}"
-    return repr(exc)
+    text = _QUOTED.sub("'…'", str(exc))
+    return f"{type(exc).__name__}: {text if len(text) <= _MAX_WHY else text[: _MAX_WHY - 1] + '…'}"
 
 
 def _redaction() -> HttpRedaction:
@@ -174,7 +189,8 @@ def read_flows(stream: BinaryIO) -> Converted:
     out = Converted()
     redaction = _redaction()
     digest = hashlib.blake2b(digest_size=16)
-    n = 0
+    n = held = 0
+    seen: dict[str, int] = {}  # flow id → the flow number it was read at
     # Not `FlowReader.stream()`: that generator ends at the first flow it cannot build, so one bad
     # value in a well-framed flow lost every flow after it. Only broken framing ends the reading.
     while True:
@@ -193,6 +209,12 @@ def read_flows(stream: BinaryIO) -> Converted:
             why = f"a flow larger than {MAX_WHOLE_BYTES} bytes: not read (erascope reads a flow whole)"
             out.unread.append((n, why))
             continue
+        held += len(framed[1])
+        if held > MAX_DUMP_BYTES:
+            raise ForeignError(
+                f"a mitmproxy dump whose flows hold more than {MAX_DUMP_BYTES} bytes (decompressed), which"
+                " erascope converts in memory: not read; split it into smaller dumps"
+            )
         digest.update(b"%d:%c" % (len(framed[1]), framed[0]))
         digest.update(framed[1])
         try:
@@ -200,7 +222,7 @@ def read_flows(stream: BinaryIO) -> Converted:
         except Exception as exc:  # attacker-controlled: any damage inside the frame
             state = exc
         if not isinstance(state, dict):
-            why = repr(state) if isinstance(state, Exception) else "a tnetstring that is no dictionary"
+            why = _why(state) if isinstance(state, Exception) else "a tnetstring that is no dictionary"
             if n == 1:  # framed like a dump, but the first item is no flow: some other file
                 raise ForeignError(f"not a mitmproxy flow dump mitmproxy can read ({why})")
             out.unread.append((n, f"not a flow mitmproxy can read ({why})"))
@@ -209,6 +231,12 @@ def read_flows(stream: BinaryIO) -> Converted:
             flow = mflow.Flow.from_state(compat.migrate_flow(state))
         except Exception as exc:  # attacker-controlled: any value mitmproxy's flow classes refuse
             out.unread.append((n, f"not a flow mitmproxy can read ({_why(exc)})"))
+            continue
+        # a flow written twice (dumps appended to, or concatenated, that overlap): its records share
+        # their flow id, so the copy's request would stay unanswered (a false no-answer)
+        first = seen.setdefault(flow.id, n)
+        if first != n:
+            out.unread.append((n, f"the same flow as flow {first} (its flow id): read once"))
             continue
         if not isinstance(flow, http.HTTPFlow):
             out.unread.append((n, f"a {flow.type} flow: erascope reads HTTP flows"))
