@@ -501,8 +501,10 @@ def _marks(analysis: Analysis, lanes: dict[str, str]) -> tuple[dict[str, list[An
         "time": times,
         "peer": [visible(r["peer"] or "-") for r in rows],
         "client": [visible(r["client_name"] or "-") for r in rows],
-        "at": [location(r["file"] or "?", r["line"] or 0, analysis.inputs.units.get(r["file"] or "", "line"))
-               for r in rows],
+        "at": [
+            visible(location(r["file"] or "?", r["line"] or 0, analysis.inputs.units.get(r["file"] or "", "line")))
+            for r in rows
+        ],
         "count": [int(r["count"]) for r in rows],
     }, note
 
