@@ -28,6 +28,7 @@ from addon.errors import ErascopeError
 from analyzer.findings import Finding, Severity
 from analyzer.output import write_atomic
 from analyzer.report import visible
+from analyzer.terminal import json_visible
 
 BASELINE_FORMAT: Final = "erascope-baseline/1"
 
@@ -118,7 +119,10 @@ def write_baseline(findings: list[Finding], path: str | Path) -> int:
     p = Path(path)
     previous = load_baseline(p) if p.exists() else None
     doc = baseline_document(findings, previous)
-    write_atomic(p, orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    # as the json report: C1 controls, bidi controls and line separators escaped (JSON writers leave
+    # them raw), so a baseline shown in a terminal or a diff under review acts on nothing a server key says
+    text = json_visible(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
+    write_atomic(p, text.encode() + b"\n")
     return len(doc["accepted"])
 
 
