@@ -459,9 +459,11 @@ def _windows(files: list[_Archived], rows: int) -> Iterator[_Window]:
                 yield _Window(group)
                 group, size = [], 0
             starts = range(1, f.lines + 1, rows)
-            for start in starts:
+            # only the ranges that hold rows: the line count is the entry's word, and an entry
+            # claiming 2**40 lines would otherwise be read as millions of empty ranges (for hours)
+            for i in _held_ranges(f, rows, len(starts)):
                 # the last range is open: rows past the counted lines are still read
-                yield _Window([f], (start, start + rows if start != starts[-1] else _NO_LINE))
+                yield _Window([f], (starts[i], starts[i] + rows if i != len(starts) - 1 else _NO_LINE))
             continue
         group.append(f)
         size += f.lines
@@ -470,6 +472,22 @@ def _windows(files: list[_Archived], rows: int) -> Iterator[_Window]:
             group, size = [], 0
     if group:
         yield _Window(group)
+
+
+def _held_ranges(f: _Archived, rows: int, ranges: int) -> list[int]:
+    """Which of a big file's `ranges` ranges of `rows` lines (from line 1; the last one open) hold
+    rows of its parts, in order: at most one per row, whatever line count its entry gives."""
+    try:
+        held = (
+            pl.scan_parquet(f.parts, glob=False, hive_partitioning=False)
+            .select(pl.col("line").cast(pl.Int64))
+            .filter(pl.col("line") >= 1)
+            .select(((pl.col("line") - 1) // rows).clip(upper_bound=ranges - 1).unique())
+            .collect(engine="streaming")
+        )
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise ErascopeError(f"archive {f.root}: a part cannot be read ({exc}); {COMPACT_AGAIN}") from None
+    return sorted(held.get_column("line").to_list())
 
 
 def _scan(window: _Window, selection: Selection | None) -> pl.LazyFrame:
@@ -508,10 +526,13 @@ def read_entries(
     malformed or incomplete archive.
     """
     files = [_archived(e, selection) for e in entries]
+    # every file the entries name, the parts too: an archive missing some is incomplete, whichever
+    # frames this analysis reads and whichever parts the selection keeps (a cluster's shard selects
+    # its servers, and would otherwise report an archive that lost a server's partition, or had it
+    # renamed, as one without that server)
+    _check_present(files, lambda f: [*f.facts.parts, *(path for path, _ in (f.condensed or {}).values())])
     if all(f.condensed is not None for f in files if f.parts):
         condensed = [f for f in files if f.condensed is not None]
-        # the parts too: an archive missing some is incomplete, whichever frames this analysis reads
-        _check_present(condensed, _every_file)
         _read_condensed(condensed)
         # As the rows' reading does, what grows with the input waits on disk, unless it is little
         # enough to keep: it is in memory already, and every later query would read it back.
@@ -521,7 +542,6 @@ def read_entries(
                 f.facts.traffic = spilled(f.facts.traffic, spill)  # type: ignore[arg-type]
             f.facts.placed = True
     else:
-        _check_present(files, lambda f: f.parts)
         _read_rows(files, selection, spill)
     return [f.facts for f in files]
 

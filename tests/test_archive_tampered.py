@@ -238,3 +238,18 @@ def test_records_without_a_seq_archive_and_read_as_in_the_capture(tmp_path: Path
         )
         assert jsonl.exit_code == 0, jsonl.output
         assert (archived.exit_code, archived.stdout) == (jsonl.exit_code, jsonl.stdout), archived.output
+
+
+def test_an_entry_claiming_more_lines_than_its_rows_is_read_in_a_few_windows(archive: Path) -> None:
+    """A big file is read in ranges of lines up to the count its entry gives; an entry claiming 2**62
+    lines had the reader scan 46 trillion empty ranges (it never ended). Only ranges holding rows are read."""
+    entry = next((archive / "_sources").glob("*.json"))
+    expected = subprocess.run([*ERASCOPE, "analyze", str(archive), "--server", "busy", "--format", "json"],
+                              capture_output=True, timeout=120)  # fmt: skip
+    assert expected.returncode == 0, expected.stderr
+    _edit_entry(entry, lambda e: e.update(records=1 << 62))
+    cmd = [*ERASCOPE, "analyze", str(archive), "--server", "busy", "--format", "json"]
+    proc = subprocess.run(cmd, capture_output=True, timeout=120)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr, proc.stderr
+    report, before = orjson.loads(proc.stdout), orjson.loads(expected.stdout)
+    assert report["servers"] == before["servers"] and report["findings"] == before["findings"]

@@ -582,3 +582,18 @@ def test_ctrl_c_on_the_cluster_stops_quietly_and_takes_its_tasks_back(
     assert out == b""
     assert b"Traceback" not in err and b"Task exception" not in err, err.decode()
     assert left == []  # the scheduler does not run the tasks of a run nobody waits for
+
+
+def test_an_archive_that_lost_a_partition_fails_on_the_cluster_as_locally(
+    cluster: Cluster, archives: dict[str, Path], tmp_path: Path
+) -> None:
+    """The shards are planned from the `server=` directories present: a server whose partition is gone
+    had no shard, and the cluster wrote a report without that server (exit 0) where the local run
+    says the archive is incomplete."""
+    archive = tmp_path / "archive"
+    shutil.copytree(archives["corpus"], archive)
+    shutil.rmtree(next(archive.glob("day=*/server=upgrade-stdio-server")))
+    local = erascope("analyze", archive, "--format", "json", "--quiet", check=False)
+    remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address, check=False)
+    assert local.returncode == 2 and b"is incomplete" in local.stderr, local.stderr.decode()
+    assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, local.stdout, local.stderr)

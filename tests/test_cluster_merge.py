@@ -118,3 +118,26 @@ def test_a_shard_run_after_other_work_gives_the_local_report(tmp_path: Path) -> 
     for plan in ([keys], [(k,) for k in reversed(keys)], [("server-1", "server-3"), ("server-0", "server-2")]):
         results = [_analyze_shard(identity, i, str(archive), p, AnalyzeOptions()) for i, p in enumerate(plan)]
         assert render_json(merge(results, plan)) == local, plan
+
+
+def test_a_partition_gone_from_the_archive_fails_every_shard_as_the_local_run() -> None:
+    """The cluster plans its shards from the `server=` directories on disk: a server whose partition
+    was lost (a partial copy to the shared filesystem, a directory renamed) got no shard, or a shard
+    under the new name that pruned its parts, and the merged report simply had one server less while
+    the local run said the archive is incomplete. Every shard checks every part the entries name."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        archive = Path(tmp) / "archive"
+        subprocess.run([str(ERASCOPE), "compact", "captures/corpus", "--out", str(archive)], cwd=ROOT, check=True,
+                       capture_output=True)  # fmt: skip
+        gone = next(archive.glob("day=*/server=upgrade-stdio-server"))
+        shutil.move(gone, gone.with_name("server=renamed"))
+        local = subprocess.run([str(ERASCOPE), "analyze", str(archive), "--quiet"], cwd=ROOT, capture_output=True)
+        assert local.returncode == 2 and b"is incomplete" in local.stderr, local.stderr
+        keys = sorted(k for k in archive_servers(archive_parts(str(archive))) if k is not None)
+        assert "upgrade-stdio-server" not in keys and "renamed" in keys  # what the plan is made of
+        for shard in (("renamed",), tuple(k for k in keys if k != "renamed")):
+            with pytest.raises(ErascopeError, match="is incomplete"):
+                _analyze_shard(code_identity(), 0, str(archive), shard, AnalyzeOptions())
