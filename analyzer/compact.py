@@ -339,7 +339,10 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str, old: Named, digests:
     if not frame.height:
         return parts
     day = (
+        # floored, not truncated toward zero: a time before 1970 a fraction of a microsecond before
+        # midnight is of the day before (`Selection.keeps_day` prunes by it)
         (pl.col("ts") * 1e6)
+        .floor()
         .cast(pl.Int64, strict=False)
         .cast(pl.Datetime("us", "UTC"))
         .dt.strftime("%Y-%m-%d")

@@ -241,3 +241,22 @@ def test_a_server_key_with_no_traffic_is_named(caps: Path) -> None:
     assert [s["server"] for s in orjson.loads(result.stdout)["servers"]] == ["weather"]
     assert "erascope: --server wether: no traffic of this server in the inputs" in result.stderr
     assert "--server weather:" not in result.stderr
+
+
+def test_a_record_just_before_a_midnight_before_1970_is_selected_in_an_archive(tmp_path: Path) -> None:
+    """Its day partition was its time in microseconds truncated toward zero: 1969-12-30T23:59:59.9999995
+    went to day=1969-12-31, which `--until 1969-12-31` prunes, so the archive lost a record the JSONL kept."""
+    ts = datetime(1969, 12, 31, tzinfo=UTC).timestamp() - 0.0000005
+    header = {"type": "header", "format": "erascope/1", "transport": "stdio", "seq": 0}
+    probe = {"type": "frame", "conn": "c", "dir": "c2s", "ts": ts, "server": "s", "seq": 1,
+             "raw": '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'}  # fmt: skip
+    (tmp_path / "y").mkdir()
+    (tmp_path / "y" / "c.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in (header, probe)))
+    assert runner.invoke(app, ["compact", str(tmp_path / "y"), "--out", str(tmp_path / "ya")]).exit_code == 0
+    reports = []
+    for source in ("y", "ya"):
+        cmd = [str(ERASCOPE), "analyze", str(tmp_path / source), "--until", "1969-12-31", "--format", "json"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+        reports.append(orjson.loads(proc.stdout))
+    assert reports[0]["totals"] == reports[1]["totals"] and reports[0]["totals"]["probes"] == 1
