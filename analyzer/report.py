@@ -726,10 +726,18 @@ _MD_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"} | {
 _MD_SPECIAL: Final = re.compile("[" + re.escape("".join(_MD_ESCAPES)) + "]")
 
 
+_MD_LINKS: Final = re.compile(r"(?i)(?<=www)\.|:(?=//)|@+")
+"""What GitHub-flavoured markdown links in plain text: `www.`, `scheme://`, and an `@` (an e-mail
+address, `mailto:`/`xmpp:`, or a mention that notifies an account)."""
+
+
 def _md_text(text: str) -> str:
     """Capture text as markdown that renders as exactly that text: HTML-significant characters as
-    entities, markdown punctuation backslash-escaped (`|` too, so table cells stay whole)."""
-    return _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
+    entities, markdown punctuation backslash-escaped (`|` too, so table cells stay whole), and
+    nothing a GFM renderer would make a link or a mention: the `.` of `www.` and the `:` of `://`
+    escaped, an `@` in code (e-mail autolinks are found after escapes are resolved)."""
+    text = _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
+    return _MD_LINKS.sub(lambda m: f"`{m[0]}`" if m[0][0] == "@" else "\\" + m[0], text)
 
 
 def _md_code(text: str, *, table: bool = False) -> str:
