@@ -441,10 +441,15 @@ class SseTap:
     """The `flow.response.stream` callable for an event stream: returns every chunk unchanged and
     records each event as soon as its last byte has passed."""
 
-    __slots__ = ("decoder", "done", "events", "flow", "key", "last_chunk", "parser", "recorder", "undecodable")
+    __slots__ = (
+        "decoder", "done", "events", "flow", "inner", "key", "last_chunk", "parser", "recorder", "undecodable"
+    )  # fmt: skip
 
-    def __init__(self, recorder: HttpRecorder, flow: http.HTTPFlow, key: str) -> None:
+    def __init__(self, recorder: HttpRecorder, flow: http.HTTPFlow, key: str, inner: Any = None) -> None:
         self.recorder = recorder
+        self.inner = inner
+        """The stream callable an earlier addon set (None: relay the chunks as they come): what it
+        returns is what the client gets, and so what is recorded."""
         self.flow = flow
         self.key = key
         self.parser = SseParser(max_event=recorder.max_body)
@@ -462,7 +467,19 @@ class SseTap:
         if encoding is not None and undecodable_name(encoding):
             self.undecodable = encoding
 
-    def __call__(self, chunk: bytes) -> bytes:
+    def __call__(self, chunk: bytes) -> Any:
+        if self.inner is None:
+            return self._tee(chunk)
+        out = self.inner(chunk)
+        pieces = [out] if isinstance(out, bytes) else list(out)
+        for piece in pieces:
+            if piece:
+                self._tee(piece)
+        if not chunk:
+            self._tee(b"")  # the end of the stream
+        return out if isinstance(out, bytes) else pieces
+
+    def _tee(self, chunk: bytes) -> bytes:
         try:
             if chunk:
                 self.last_chunk = time.time()
@@ -812,7 +829,27 @@ class HttpRecorder:
         # HTTP flow exists, so no `error` hook fires. Record it here, flow-less, or it is lost.
         if data.client.id in self.clients_with_requests:
             return  # a flow's own connect: its `error` hook records it
+        # A regular or upstream proxy connects where the client's CONNECT says, to any host: the
+        # filter decides on that request as on any other (`~d host` matches, `~u /mcp` does not).
+        reverse = isinstance(data.client.proxy_mode, ReverseMode)
+        if self.filter is not None and not reverse and not self._connect_matches(data):
+            return
         self._guard("a connect error", self._write_connect_error, data)
+
+    def _connect_matches(self, data: Any) -> bool:
+        """Whether `erascope_filter` takes the CONNECT to the address `data` failed to reach."""
+        try:
+            host, port = data.server.address
+            now = time.time()
+            target = (f"[{host}]" if ":" in host else host) + f":{port}"
+            request = http.Request(
+                host, port, b"CONNECT", b"", target.encode(), b"", b"HTTP/1.1", http.Headers(), b"", None, now, now
+            )
+            flow = http.HTTPFlow(data.client, data.server)
+            flow.request = request
+            return bool(self.filter is not None and self.filter(flow))
+        except Exception:  # an odd address must not fail the hook; without a match nothing is recorded
+            return False
 
     def _write_connect_error(self, data: Any) -> None:
         mode = data.client.proxy_mode
@@ -828,11 +865,14 @@ class HttpRecorder:
 
     def responseheaders(self, flow: http.HTTPFlow) -> None:
         st = self._state(flow)
-        if st.skip or flow.response is None or not is_event_stream(flow.response) or flow.response.stream:
+        if st.skip or flow.response is None or not is_event_stream(flow.response):
             return
         # Tee the stream: chunks pass on at once and events are recorded as they complete. The
         # response record goes first so a flow's records stay in order: response, events, end.
-        st.tap = SseTap(self, flow, st.key)
+        # An addon loaded before this one may already stream it (`stream = True`, the usual way to
+        # keep mitmproxy from buffering SSE, or a callable): the tap takes its place, or wraps it.
+        prior = flow.response.stream
+        st.tap = SseTap(self, flow, st.key, prior if callable(prior) else None)
         flow.response.stream = st.tap
         self._guard("response headers", self._write_response, flow, st, True)
 

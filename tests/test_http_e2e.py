@@ -329,6 +329,36 @@ def test_legacy_server_answers_probe_400_then_initialize(
     assert request_json(second)["method"] == "initialize"
 
 
+STREAM_SSE = """
+def responseheaders(flow):
+    if flow.response.headers.get("content-type", "").startswith("text/event-stream"):
+        flow.response.stream = True
+"""
+
+
+@pytest.mark.legacy_peer
+def test_sse_another_addon_streams_is_still_recorded(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path, legacy_py: Path
+) -> None:
+    """The usual snippet that keeps mitmproxy from buffering SSE (`stream = True`), loaded before the
+    recorder: the recorder left such a stream alone and wrote none of its events, so a legacy server's
+    `initialize`, answered on the POST's event stream, read as unanswered."""
+    port = start_server(procs, clean_env, legacy_py)
+    capdir = tmp_path / "caps"
+    snippet = tmp_path / "stream_sse.py"
+    snippet.write_text(STREAM_SSE)
+    proxy = start_mitmdump(procs, clean_env, port, capdir, "-s", str(snippet))
+    got = asyncio.run(session(f"http://127.0.0.1:{proxy.port}/mcp", "auto"))  # type: ignore[attr-defined]
+    assert got["echo"] == "hello"
+    assert proxy.stop(signal.SIGINT) == 0
+    assert any(r["type"] == fmt.SSE_EVENT for r in read_capture(capdir))
+    shown = subprocess.run(
+        [str(BIN / "erascope"), "analyze", "-q", "-f", "json", str(capdir)], capture_output=True, timeout=120
+    )
+    (server,) = orjson.loads(shown.stdout)["servers"]
+    assert (server["era"], server["init_outcomes"]) == ("legacy", {"served": 1})
+
+
 def test_record_http_cli_end_to_end(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
     port = start_server(procs, clean_env)
     capdir = tmp_path / "caps"
