@@ -219,6 +219,11 @@ class LiveStats:
         self._garbage: set[str] = set()
         """stdio connections that wrote a non-JSON line while a request awaited its answer."""
         self._client_closed: set[str] = set()
+        self._answers: dict[tuple[str, bytes], tuple[str, ...]] = {}
+        """HTTP: (server label, id) → the pending key of that request, for an answer that comes on
+        another flow: the HTTP+SSE transport accepts a POST (202) and answers on the server's GET stream."""
+        self._get_streams: set[str] = set()
+        """HTTP flows whose request was a GET (a stream that may carry answers to other flows' POSTs)."""
 
     # --- labels ---------------------------------------------------------------------------------
     def _label(self, server: object) -> str:
@@ -242,7 +247,8 @@ class LiveStats:
     def observe_all(self, records: Sequence[dict[str, Any]]) -> None:
         """`observe` each of `records`, in order: what the capture writer calls with each batch it
         takes, so a record that changes nothing costs no call of its own."""
-        by_conn, awaiting = self._by_conn, self._pending  # never replaced, changed on this thread only
+        # never replaced, changed on this thread only
+        by_conn, awaiting, gets = self._by_conn, self._pending, self._get_streams
         for record in records:
             rtype = record.get(_TYPE)
             if rtype == _FRAME:
@@ -265,7 +271,7 @@ class LiveStats:
                 # nothing to settle when no probe awaits its answer, and no stream opens without `streamed`
                 rtype in (_HTTP_RESPONSE, _SSE_EVENT)
                 and not awaiting
-                and (rtype == _SSE_EVENT or not record.get("streamed"))
+                and (rtype == _SSE_EVENT or not (record.get("streamed") or gets))
             ):
                 continue
             with self._lock:
@@ -273,6 +279,8 @@ class LiveStats:
                     self._frame(record)
                 elif rtype == fmt.HTTP_REQUEST:
                     self.flows += 1
+                    if record.get("method") == "GET":
+                        self._get_streams.add(str(record.get("flow")))
                     raw = record.get(fmt.F_RAW)
                     if isinstance(raw, str) and _may_call(raw):  # else no key to build
                         self._request(("f", str(record.get("flow"))), raw, record.get(fmt.F_SERVER))
@@ -284,6 +292,8 @@ class LiveStats:
                         msg = _json(record.get(fmt.F_RAW))
                         if isinstance(msg, dict) and ("result" in msg or "error" in msg) and _id(msg) == pending.id:
                             self._settle(("f", str(record.get("flow"))), msg, None)
+                    elif self._answers and str(record.get("flow")) in self._get_streams:
+                        self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
                     self.sse_open = max(0, self.sse_open - 1)
                     key = ("f", str(record.get("flow")))
@@ -291,7 +301,8 @@ class LiveStats:
                         self._died(key, UNDECODABLE)  # settled without an era, like a death
                     elif key in self._pending and record.get("how") in _SSE_DEATHS:
                         self._died(key, CONNECTION_DIED)
-                    self._pending.pop(key, None)
+                    self._forget(key)
+                    self._get_streams.discard(key[1])
                 elif rtype == fmt.HTTP_ERROR:
                     kind = str(record.get("kind"))
                     if kind != _NOT_UPSTREAM:
@@ -299,7 +310,8 @@ class LiveStats:
                     key = ("f", str(record.get("flow")))
                     if key in self._pending and kind in _HTTP_DEATHS:
                         self._died(key, CONNECTION_DIED)
-                    self._pending.pop(key, None)
+                    self._forget(key)
+                    self._get_streams.discard(key[1])
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
@@ -316,21 +328,27 @@ class LiveStats:
         if len(self._pending) >= MAX_PENDING:
             self._forget(next(iter(self._pending)))
         self._pending[key] = _Pending(msg["method"], ident, self._label(server))
+        if key[0] == "f":
+            self._answers[(self._pending[key].server, ident)] = key
         if key[0] == "c":
             self._by_conn.setdefault(key[1], set()).add(key)
         return True
 
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
+        key = ("f", str(record.get("flow")))
         if streamed and _is_event_stream(record.get("headers")):
             self.sse_open += 1
-        key = ("f", str(record.get("flow")))
+        else:
+            self._get_streams.discard(key[1])  # no events come: only an event stream ends with sse.end
         if key not in self._pending:
             return
         status = record.get("status")
         status = status if isinstance(status, int) else None
         if streamed and gate_outcome(status, None) is None:
             return  # the answer comes in the stream's events
+        if status == 202 and not isinstance(_json(record.get(fmt.F_RAW)), dict):
+            return  # accepted (the SDK's body is `Accepted`): HTTP+SSE answers on the server's stream
         if record.get("undecodable") is not None and (status is None or status < 300):
             self._died(key, UNDECODABLE)  # the status alone says nothing of the era
             return
@@ -375,6 +393,19 @@ class LiveStats:
                 else:
                     self._died(key, outcome)
 
+    def _stream_answer(self, record: dict[str, Any]) -> None:
+        """An event on a GET stream answering a request of its server POSTed on another flow (the
+        HTTP+SSE transport; the answer may come before or after the POST's 202)."""
+        msg = _json(record.get(fmt.F_RAW))
+        if not isinstance(msg, dict) or not ("result" in msg or "error" in msg):
+            return
+        ident = _id(msg)
+        server = record.get(fmt.F_SERVER)
+        label = fmt.printable_key(server)[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
+        key = self._answers.get((label if label in self._labels else OTHER_SERVER, ident)) if ident else None
+        if key is not None:
+            self._settle(key, msg, None)
+
     # --- deciding ---------------------------------------------------------------------------------
     def _settle(self, key: tuple[str, ...], msg: Any, status: int | None) -> None:
         pending = self._forget(key)
@@ -397,6 +428,8 @@ class LiveStats:
 
     def _forget(self, key: tuple[str, ...]) -> _Pending | None:
         pending = self._pending.pop(key, None)
+        if pending is not None and key[0] == "f" and self._answers.get((pending.server, pending.id)) == key:
+            del self._answers[(pending.server, pending.id)]
         if key[0] == "c":
             keys = self._by_conn.get(key[1])
             if keys is not None:
