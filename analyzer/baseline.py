@@ -12,12 +12,15 @@ A baseline is a JSON file (`erascope-baseline/1`) listing accepted findings by r
 
 `rule` and `server` are the key; `severity`, `count` and `note` are informational (kept when the file
 is rewritten, ignored when comparing). One entry accepts every finding with that rule and server.
+`server` is null for findings on records without a server key (captures/FORMAT.md: such records
+are still read, and `analyze` reports their findings with a null server).
 A baselined entry without any matching finding is *stale*: the problem was fixed (or the capture no
 longer shows it), and the baseline should be updated so it cannot hide a regression later.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -38,7 +41,8 @@ class BaselineEntry:
     """One accepted (rule, server) pair."""
 
     rule: str
-    server: str
+    server: str | None
+    """None: the findings of records without a server key."""
     note: str = field(default="", compare=False)
 
 
@@ -62,14 +66,25 @@ class BaselineResult:
         """Human-readable lines explaining a failure (empty when nothing failed); server keys come from
         captures (and the baseline file), so their control characters are shown, not sent."""
         lines = [
-            f"new finding not in the baseline: {f.severity.value} {f.rule} on {visible(f.server)}" for f in self.new
+            f"new finding not in the baseline: {f.severity.value} {f.rule} on {_shown(f.server)}" for f in self.new
         ]
         lines += [
-            f"stale baseline entry: {visible(e.rule)} on {visible(e.server)} no longer occurs; remove it (or rewrite"
+            f"stale baseline entry: {visible(e.rule)} on {_shown(e.server)} no longer occurs; remove it (or rewrite"
             " the baseline)"
             for e in self.stale
         ]
         return lines
+
+
+def _shown(server: str | None) -> str:
+    """A server key as messages show it; records without one are `-`, as in the text report."""
+    return "-" if server is None else visible(server)
+
+
+def _order(key: tuple[str, str | None]) -> tuple[str, bool, str]:
+    """Sort key of a (rule, server) pair: a null server (records without a key) first."""
+    rule, server = key
+    return rule, server is not None, server or ""
 
 
 def load_baseline(path: str | Path) -> list[BaselineEntry]:
@@ -91,8 +106,14 @@ def load_baseline(path: str | Path) -> list[BaselineEntry]:
         raise ErascopeError(f"baseline {p}: 'accepted' must be a list")
     entries: list[BaselineEntry] = []
     for i, item in enumerate(accepted):
-        if not (isinstance(item, dict) and isinstance(item.get("rule"), str) and isinstance(item.get("server"), str)):
-            raise ErascopeError(f"baseline {p}: accepted[{i}] needs string 'rule' and 'server'")
+        # a null server is what --write-baseline writes for findings on records without a server key
+        if not (
+            isinstance(item, dict)
+            and isinstance(item.get("rule"), str)
+            and "server" in item
+            and (item["server"] is None or isinstance(item["server"], str))
+        ):
+            raise ErascopeError(f"baseline {p}: accepted[{i}] needs string 'rule' and 'server' (string or null)")
         note = item.get("note")
         entries.append(BaselineEntry(item["rule"], item["server"], note if isinstance(note, str) else ""))
     return entries
@@ -105,7 +126,7 @@ def baseline_document(findings: list[Finding], previous: list[BaselineEntry] | N
     for f in findings:
         groups.setdefault((f.rule, f.server), []).append(f)
     accepted = []
-    for (rule, server), group in sorted(groups.items()):
+    for (rule, server), group in sorted(groups.items(), key=lambda item: _order(item[0])):
         worst = max((f.severity for f in group), key=lambda s: s.rank)
         entry: dict[str, Any] = {"rule": rule, "server": server, "severity": worst.value, "count": len(group)}
         if notes.get((rule, server)):
@@ -126,11 +147,19 @@ def write_baseline(findings: list[Finding], path: str | Path) -> int:
     return len(doc["accepted"])
 
 
-def compare(findings: list[Finding], path: str | Path, fail_on: Severity | str | None = None) -> BaselineResult:
+def compare(
+    findings: list[Finding],
+    path: str | Path,
+    fail_on: Severity | str | None = None,
+    scope: Collection[str | None] | None = None,
+) -> BaselineResult:
     """Split findings into new and accepted, and list stale baseline entries.
 
     With `fail_on`, only new findings at or above that severity count as new (the others are
     neither new nor accepted: they do not gate). Stale entries are judged against all findings.
+    With `scope` (the server keys a selection, `--server`/`--since`/`--until`, analyzed), only
+    entries of those servers can be stale: the others' traffic was not looked at, so nothing says
+    their findings no longer occur.
     """
     entries = load_baseline(path)
     keys = {(e.rule, e.server) for e in entries}
@@ -142,5 +171,8 @@ def compare(findings: list[Finding], path: str | Path, fail_on: Severity | str |
     ]
     accepted = [f for f in findings if (f.rule, f.server) in keys]
     seen = {(f.rule, f.server) for f in findings}
-    stale = sorted({e for e in entries if (e.rule, e.server) not in seen})
+    stale = sorted(
+        {e for e in entries if (e.rule, e.server) not in seen and (scope is None or e.server in scope)},
+        key=lambda e: _order((e.rule, e.server)),
+    )
     return BaselineResult(new=new, accepted=accepted, stale=stale)
