@@ -267,14 +267,15 @@ class WatchEvent:
         where = " ".join(f"{e.file}:{e.line}" for e in self.evidence[:3])
         more = f" (+{len(self.evidence) - 3} more)" if len(self.evidence) > 3 else ""
         why = " (no longer holds)" if self.kind == WITHDRAWN else ""
+        server = "-" if self.server is None else self.server  # records without a key: as the text report
         if self.era is None:
-            head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={self.server}"
+            head = f"{_iso(self.ts)} {self.kind} {self.severity} {self.rule} server={server}"
             if self.client is not None:
                 head += f" client={self.client}"
             moved = "" if self.replaces is None else f" (first line was {self.replaces.file}:{self.replaces.line})"
             return visible(f"{head}: {self.message}{why} [{where}{more}]{moved}")
         was = f" (was {self.previous})" if self.previous else ""
-        head = f"{_iso(self.ts)} {'' if self.kind == ERA else self.kind + ' '}era server={self.server}"
+        head = f"{_iso(self.ts)} {'' if self.kind == ERA else self.kind + ' '}era server={server}"
         return visible(f"{head} {self.era}{was}{why} [{where}]")
 
 
@@ -595,11 +596,11 @@ class Watcher:
                     break
         return bytes(out)
 
-    def _read_round(self) -> set[str]:
-        """Read every file's new complete lines; the server keys they touched."""
+    def _read_round(self) -> set[ServerKey]:
+        """Read every file's new complete lines; the server keys they touched (None for rows without one)."""
         files = self._files()
         self._follow(files)
-        touched: set[str] = set()
+        touched: set[ServerKey] = set()
         for path in files:
             part = self._part_for(path)
             if part is None or part.path != path:
@@ -635,7 +636,8 @@ class Watcher:
                 self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
             # every server with a row in the piece, kept or condensed: a server whose new lines were
             # all condensed away (moved requests, dropped bookkeeping) has a new last-seen time, requests
-            servers = {key for key in piece_servers(facts, connections) if key is not None}
+            # rows without a key too (`None`): `analyze` reports their findings, so watch must as well
+            servers = piece_servers(facts, connections)
             server = part.header.get("server")
             if not servers and isinstance(server, str):
                 servers = {server}
