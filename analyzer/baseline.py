@@ -34,6 +34,8 @@ from analyzer.report import visible
 from analyzer.terminal import json_visible
 
 BASELINE_FORMAT: Final = "erascope-baseline/1"
+MAX_BASELINE_BYTES: Final = 64 << 20
+"""A baseline holds an entry per (rule, server): megabytes at most, even for a large fleet."""
 
 
 @dataclass(frozen=True, order=True)
@@ -91,7 +93,11 @@ def load_baseline(path: str | Path) -> list[BaselineEntry]:
     """Read a baseline file; a missing, unparseable or wrong-format file is an `ErascopeError`."""
     p = Path(path)
     try:
-        data = orjson.loads(p.read_bytes())
+        with p.open("rb") as f:
+            text = f.read(MAX_BASELINE_BYTES + 1)  # `/dev/zero`, or a huge file, is not read whole
+        if len(text) > MAX_BASELINE_BYTES:
+            raise ErascopeError(f"baseline {p}: larger than {MAX_BASELINE_BYTES} bytes, which no baseline is")
+        data = orjson.loads(text)
     except FileNotFoundError:
         raise ErascopeError(f"baseline {p}: no such file (create one with --write-baseline)") from None
     except OSError as exc:

@@ -7,8 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import pytest
 from typer.testing import CliRunner
 
+from addon.errors import ErascopeError
+from analyzer.baseline import MAX_BASELINE_BYTES, load_baseline
 from analyzer.cli import app
 from tests.test_report_hostile import SERVER, _raw_controls, hostile_dir  # noqa: F401 - the fixture is used by name
 
@@ -26,3 +29,13 @@ def test_a_written_baseline_acts_on_nothing_and_reads_back_the_same(
     assert [e["server"] for e in orjson.loads(text)["accepted"]] == [SERVER]
     again = runner.invoke(app, ["analyze", "-q", str(hostile_dir), "--baseline", str(baseline)])
     assert again.exit_code == 0, again.output
+
+
+def test_a_baseline_larger_than_any_baseline_is_refused_unread(tmp_path: Path) -> None:
+    """`--baseline /dev/zero` (or a huge file) was read whole into memory: a baseline is bounded."""
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(MAX_BASELINE_BYTES + 1)  # sparse: no disk used
+    for path in (huge, Path("/dev/zero")):
+        with pytest.raises(ErascopeError, match="larger than"):
+            load_baseline(path)
