@@ -40,7 +40,14 @@ from analyzer.condense import Traffic, traffic_of
 from analyzer.findings import Evidence
 from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
-from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, answer_location, handshake_only
+from analyzer.probes import (
+    LEGACY_CODES,
+    MODERN_PROOF_CODES,
+    UNSUPPORTED_CODES,
+    UPSTREAM_FAILURE_EVENTS,
+    answer_location,
+    handshake_only,
+)
 from analyzer.schema import MODERN_VERSIONS
 
 DEFAULT_WINDOW: Final = 300.0
@@ -252,6 +259,50 @@ def request_evidence(messages: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def late_probe_evidence(messages: pl.DataFrame, probes: pl.DataFrame) -> pl.DataFrame:
+    """Modern support **yes** from a probe answer that came after the client gave up on it (outcome
+    `no-answer`: it moved on first, usually to `initialize`): a DiscoverResult naming a modern version,
+    or an error only a modern server sends. The client was right to fall back, but the server that
+    sent it speaks the modern era: a slow dual-era server is not a legacy one."""
+    waited = probes.filter(pl.col("outcome") == "no-answer").select(pl.col("file").cast(pl.String), "line")
+    requests = (
+        messages.lazy()
+        .filter((pl.col("kind") == "request") & (pl.col("method") == "server/discover"))
+        .select(pl.col("capture").cast(pl.String), "seq", pl.col("file").cast(pl.String), "line")
+        .join(waited.lazy(), on=["file", "line"], how="semi")
+        .select("capture", req_seq="seq")
+        .collect()
+    )
+    names_modern = (
+        pl.col("supported_versions").list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any().fill_null(False)
+    )
+    modern = ((pl.col("kind") == "response") & names_modern) | (
+        (pl.col("kind") == "error") & pl.col("error_code").is_in(MODERN_PROOF_CODES)
+    )
+    # the answers to those few probes first: every other answer is left unread
+    answers = (
+        messages.lazy()
+        .filter((pl.col("dir") == fmt.S2C) & pl.col("req_seq").is_not_null())
+        .with_columns(pl.col("capture").cast(pl.String))
+        .join(requests.lazy(), on=["capture", "req_seq"], how="semi")
+        .filter(modern)
+        .sort("seq")
+        .unique(["capture", "req_seq"], keep="first", maintain_order=True)
+        .collect()
+        .pipe(as_strings)
+    )
+    return answers.select(
+        "server",
+        "peer",
+        ts=pl.col("ts"),
+        file="file",
+        line="line",
+        note=pl.lit("probe answered after the client gave up on it"),
+        dim=pl.lit("modern"),
+        value=pl.lit(YES),
+    )
+
+
 def _mark_contradictions(ev: pl.DataFrame, window: float) -> pl.DataFrame:
     """Add `_contra`: this evidence contradicts other evidence of the same dimension "at the same time".
 
@@ -307,7 +358,10 @@ def server_verdicts(
     """
     if messages.is_empty() and (traffic is None or traffic.rows == 0):  # condensing can empty `messages`
         return []
-    ev_all = pl.concat([evidence_frame(probes, inits), request_evidence(messages)], how="vertical_relaxed")
+    ev_all = pl.concat(
+        [evidence_frame(probes, inits), request_evidence(messages), late_probe_evidence(messages, probes)],
+        how="vertical_relaxed",
+    )
     ev_all = ev_all.sort("server", "ts", "file", "line", maintain_order=True).with_row_index("_row")
     ev_all = _mark_contradictions(ev_all, window)
     ev_all = _name_upstream_failures(ev_all, messages)

@@ -21,7 +21,7 @@ from analyzer.condense import Rows, Traffic, has_rows, traffic_of
 from analyzer.eras import well_formed_modern
 from analyzer.identity import UNKNOWN_CLIENT, connection_identities
 from analyzer.messages import FLOW_KEY_DTYPE, as_strings
-from analyzer.probes import UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, handshake_only
+from analyzer.probes import LEGACY_CODES, UNSUPPORTED_CODES, UPSTREAM_FAILURE_EVENTS, handshake_only
 from analyzer.rules.frames import as_lazy, grouped, matching, pair_key, picked
 from analyzer.rules.options import RuleOptions
 from analyzer.schema import INITS_SCHEMA, MESSAGES_SCHEMA, MODERN_VERSIONS, PROBES_SCHEMA
@@ -659,6 +659,7 @@ def _answered_twice(answers: Rows) -> bool:
 def era_of_probe() -> pl.Expr:
     """The era a probe answer shows: `modern`, `legacy`, or null when the answer proves nothing."""
     outcome = pl.col("outcome")
+    code = pl.col("probe_error_code")
     modern = pl.col("modern_versions").fill_null(False)
     return (
         pl.when((outcome == "discover-result") & modern)
@@ -669,7 +670,15 @@ def era_of_probe() -> pl.Expr:
         .then(pl.lit("modern"))
         .when((outcome == "discover-result") & ~modern & handshake_only("probe_versions"))
         .then(pl.lit("legacy"))
-        .when(outcome == "legacy-answer")
+        # as `analyzer.eras.evidence_frame` reads it: a legacy error code, or an HTTP 4xx without a
+        # JSON-RPC error; a 5xx without one (the server failed) or an unknown code proves no era
+        .when(
+            (outcome == "legacy-answer")
+            & (
+                code.is_in(LEGACY_CODES)
+                | (code.is_null() & pl.col("probe_http_status").is_between(400, 499))
+            ).fill_null(False)
+        )
         .then(pl.lit("legacy"))
         .otherwise(pl.lit(None, dtype=pl.String()))
     )

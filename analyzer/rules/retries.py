@@ -36,7 +36,8 @@ def retry_same_id(ctx: RuleContext) -> pl.DataFrame:
 
     What it flags:
         A modern request (probe or enveloped request) sent right after an `unsupported-version`
-        answer, carrying the same JSON-RPC id as the refused request.
+        answer, carrying the same JSON-RPC id as the refused request (over stdio, on the same
+        connection: a fresh spawn's ids are its own).
 
     Why it matters:
         Responses are matched by id; a reused id makes a late or duplicated answer to the first
@@ -45,7 +46,12 @@ def retry_same_id(ctx: RuleContext) -> pl.DataFrame:
     Example:
         `{"id":1,"method":"server/discover"}` → -32022 → `{"id":1,"method":"server/discover"}`.
     """
-    rows = ctx.probe_rows.filter(_refused() & pl.col("next_is_modern") & (pl.col("next_id") == pl.col("id")))
+    # Ids are per connection: a stdio retry on another process (a fresh spawn) cannot be confused with
+    # the refused request's answer, whatever its id.
+    same_namespace = pl.col("next_same_conn") | (pl.col("transport") != "stdio")
+    rows = ctx.probe_rows.filter(
+        _refused() & pl.col("next_is_modern") & (pl.col("next_id") == pl.col("id")) & same_namespace.fill_null(False)
+    )
     return (
         rows.group_by(_KEYS)
         .agg(

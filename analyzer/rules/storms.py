@@ -114,7 +114,7 @@ def probe_storm(ctx: RuleContext) -> pl.DataFrame:
     # only the columns read here are sorted: every spawn of a capture directory sends a probe
     read = (
         "server", "client", "ts", "outcome", "modern_versions", "file", "line", "answer_file", "answer_line",
-        "ttl_ms", "conn", "probe_versions", "answer_ts",
+        "ttl_ms", "conn", "probe_versions", "answer_ts", "probe_error_code", "probe_http_status",
     )  # fmt: skip
     # in capture order: probes tied on time (a coarse clock) taken in the order their rows came would
     # count answer runs, and pick the ttlMs: 0 answer, differently in a cluster's shard than locally

@@ -96,7 +96,10 @@ def _era_changes(ctx: RuleContext) -> pl.DataFrame:
     """Per server, each probe whose answer shows a different era than the previous answer (any client)."""
     return (
         # only the columns read here are copied by the filter and the sort: a probe per spawn is many
-        ctx.probe_rows.select("server", "client", "ts", "file", "line", "outcome", "modern_versions", "probe_versions")
+        ctx.probe_rows.select(
+            "server", "client", "ts", "file", "line", "outcome", "modern_versions", "probe_versions",
+            "probe_error_code", "probe_http_status",
+        )
         .with_columns(era_of_probe().alias("era"))
         .filter(pl.col("era").is_not_null())
         # in capture order: answers tied on time taken in the order their rows came would find other
@@ -134,11 +137,16 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
     acting = (
         # only the columns used below: `requests` is wide and every copy of it counts
         picked(
-            reqs.select(*_KEYS, "ts", "file", "line", "is_real", "is_init", request_style().alias("style")),
+            reqs.select(
+                *_KEYS, "ts", "file", "line", "capture", "seq", "transport", "conn", "is_real", "is_init",
+                request_style().alias("style"),
+            ),
             pl.col("is_real") | pl.col("is_init"),
         )
         .lazy()
-        .select(*_KEYS, "ts", "file", "line", pl.col("style").cast(pl.Categorical()))
+        .select(
+            *_KEYS, "ts", "file", "line", "capture", "seq", "transport", "conn", pl.col("style").cast(pl.Categorical())
+        )
         .join(firsts.lazy(), on=_KEYS)
         .sort("ts")
         .collect()
@@ -162,6 +170,33 @@ def _unnoticed_changes(ctx: RuleContext) -> pl.DataFrame:
         # one era it has, and a server that still serves it contradicts nothing (one that refuses it
         # is case (a))
         .filter(pl.col("probe_ts") < pl.col("change_ts"))
+    )
+    # What the client's own traffic shows contradicts no verdict: a modern request the server answered
+    # with a result was served in the modern era (another node of a split fleet, a transient failure
+    # elsewhere), and a stdio connection that began before the change is the old process, which still
+    # speaks the old era (an upgrade reaches new spawns only).
+    # only the answers of the few requests found (the answers are a row per answered request)
+    wanted = found.select(pl.col("capture").cast(pl.String), "seq").unique()
+    served_modern = (
+        ctx.responses.lazy()
+        .filter(pl.col("resp_kind") == "response")
+        .select(pl.col("capture").cast(pl.String), "seq")
+        .join(wanted.lazy(), on=["capture", "seq"], how="semi")
+        .unique()
+        .with_columns(_served=pl.lit(True))
+        .collect()
+    )
+    started = ctx.conn_clients.select(pl.col("server", "conn").cast(pl.String), "conn_start")
+    found = (
+        found.with_columns(pl.col("capture", "server", "conn", "transport").cast(pl.String))
+        .join(served_modern, on=["capture", "seq"], how="left", maintain_order="left")
+        .join(started, on=["server", "conn"], how="left", maintain_order="left")
+        .filter(
+            ~((pl.col("style") == "modern") & pl.col("_served").fill_null(False))
+            & ~((pl.col("transport") == "stdio") & (pl.col("conn_start") < pl.col("change_ts"))).fill_null(False)
+        )
+        .drop("_served", "conn_start")
+        .with_columns(pl.col(_KEYS).cast(pl.Categorical()))
     )
     groups = [*_KEYS, "change_ts"]
     # Plain aggregations per group, and the evidence structs built for the rows shown alone (a
@@ -209,7 +244,9 @@ def stale_era(ctx: RuleContext) -> pl.DataFrame:
         requests that the server refuses the legacy way (-32000 "Server not initialized", -32600
         "Missing session ID"), at least `stale_repeats` times in a row; or (c) probed before another
         client's probe saw the server change era, and keeps sending requests in the old era after it (a
-        client that never probed holds no verdict to go stale).
+        client that never probed holds no verdict to go stale; a modern request the server answered
+        with a result, and a request on a stdio process started before the change, the old binary,
+        do not count: the client's own traffic did not contradict its verdict).
 
     Why it matters:
         Servers get upgraded (and rolled back). A verdict cached for ever makes the server look
