@@ -664,7 +664,8 @@ def compact(
         with ThreadPoolExecutor(max_workers=workers) as pool:
             done = list(pool.map(compact_file, todo, [out] * len(todo), old, [temp_dir] * len(todo)))
     converted = dict(zip(todo, done, strict=True))
-    _drop_superseded(out, converted, inputs, listing)
+    runs = {p: converted[p].runs if p in converted else _runs(p, unchanged[p]) for p in inputs}
+    _drop_superseded(out, runs, inputs, listing)
     # in input order: a file skipped is named with why each time, as `analyze` names it, whether its
     # entry was written now or is unchanged
     for p in inputs:
@@ -689,17 +690,19 @@ def compact(
     return result
 
 
-def _drop_superseded(out: Path | str, converted: dict[str, Converted], inputs: list[str], listing: set[str]) -> None:
-    """Remove the entry that archives a part just converted again under the other spelling of its
-    file name, compressed or plain: the recorder compresses a part it closed (`x.jsonl` becomes
-    `x.jsonl.zst`), and the entry of the part compacted while it was still written would stay beside
-    the whole one, and be read in its place (of two copies of a part, the first is read). The same
-    run and part in both headers (`run_key`), not the name alone, makes it the same part; only the
+def _drop_superseded(out: Path | str, runs: dict[str, frozenset[bytes]], inputs: list[str], listing: set[str]) -> None:
+    """Remove the entry that archives an input part (converted now or unchanged) under the other
+    spelling of its file name, compressed or plain: the recorder compresses a part it closed
+    (`x.jsonl` becomes `x.jsonl.zst`), and the entry of the part compacted while it was still
+    written would stay beside the whole one, and be read in its place (of two copies of a part, the
+    first is read). Unchanged inputs too: a run cut short after the whole part's entry was written
+    left the stale one, and the next run finds the whole part unchanged. The same run and part in
+    both headers (`runs`: `run_key`, per input), not the name alone, makes it the same part; only the
     files that entry alone names go with it. `listing`: the archive's files, when it is at a URL."""
     url = out if isinstance(out, str) else None
     current = {f"{archive_name(p)}.json" for p in inputs}
-    for p, done in converted.items():
-        if not done.runs:
+    for p, part_runs in runs.items():
+        if not part_runs:
             continue
         plain = strip_compression(Path(p).name)
         for spelling in (plain, *(plain + s for s in COMPRESSED_SUFFIXES)):
@@ -711,7 +714,7 @@ def _drop_superseded(out: Path | str, converted: dict[str, Converted], inputs: l
                 stale = read_entry(where)
             except ErascopeError:  # not an entry this run can judge: left as it is
                 continue
-            if not done.runs & set(entry_identity(stale)):
+            if not part_runs & set(entry_identity(stale)):
                 continue
             files = [where, *(join(url, r) if url else str(Path(out, r)) for r in sorted(_named(stale)))]
             if url:

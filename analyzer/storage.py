@@ -60,9 +60,14 @@ def check_url(url: str) -> None:
         )
 
 
-def filesystem(url: str) -> tuple[AbstractFileSystem, str]:
-    """The fsspec filesystem serving `url`, and the path it knows `url` by (`bucket/key`)."""
-    check_url(url)
+def filesystem(url: str, *, named: bool = False) -> tuple[AbstractFileSystem, str]:
+    """The fsspec filesystem serving `url`, and the path it knows `url` by (`bucket/key`).
+
+    `named`: `url` names an object under a URL given (and checked) already, by a name the store
+    listed or the archive's layout made (`…/server=<cut>@<digest>/…`, a capture file `x?.jsonl`):
+    not refused for an `@` or a `?` in that name, which are no credentials or query."""
+    if not named:
+        check_url(url)
     try:
         from fsspec.core import url_to_fs
     except ImportError:
@@ -93,7 +98,7 @@ def _oserror(url: str, exc: Exception) -> OSError:
 
 def read_bytes(url: str) -> bytes:
     """The whole object at `url`; `OSError` (as for a local file) when it cannot be read."""
-    fs, path = filesystem(url)
+    fs, path = filesystem(url, named=True)
     try:
         return fs.cat_file(path)
     except Exception as exc:
@@ -105,14 +110,15 @@ def read_many(urls: list[str]) -> dict[str, bytes | OSError]:
     URL's bytes, or the `OSError` reading it gave."""
     if not urls:
         return {}
-    fs, _ = filesystem(urls[0])
-    paths = {filesystem(u)[1]: u for u in urls}
+    fs, _ = filesystem(urls[0], named=True)
+    paths = {filesystem(u, named=True)[1]: u for u in urls}
     try:
-        found = fs.cat(list(paths), on_error="return")
+        # `cat_ranges`, not `cat`: `cat` expands its paths as glob patterns, and an entry of a capture
+        # named `a[1].jsonl` is no pattern (it matched `a1.jsonl`'s entry, or nothing)
+        contents = fs.cat_ranges(list(paths), None, None, on_error="return")
     except Exception as exc:
         raise ErascopeError(f"cannot read {redact(urls[0])} and the objects beside it: {redact(str(exc))}") from None
-    if not isinstance(found, dict):  # one path: fsspec gives its bytes alone
-        found = {next(iter(paths)): found}
+    found = dict(zip(paths, contents, strict=True))
     return {
         paths[p]: data if isinstance(data, bytes) else _oserror(paths[p], data)
         for p, data in found.items()
@@ -176,7 +182,7 @@ def part_sizes(url: str) -> dict[str, int]:
 
 # --- reading inputs, local or at a URL ------------------------------------------------------------
 def _info(url: str) -> dict[str, Any]:
-    fs, path = filesystem(url)
+    fs, path = filesystem(url, named=True)
     try:
         return fs.info(path)
     except Exception as exc:
@@ -258,7 +264,7 @@ def open_binary(path: str) -> io.BufferedReader:
     (buffered: `peek`, `readline`, `seek`). Raises `OSError` when it cannot be opened."""
     if not is_url(path):
         return open(path, "rb")
-    fs, key = filesystem(path)
+    fs, key = filesystem(path, named=True)
     try:
         # no cache of fsspec's own: the buffered reader asks for what it needs, a request a time
         inner = fs.open(key, "rb", cache_type="none")
@@ -279,9 +285,9 @@ def put_files(pairs: Iterable[tuple[str, str]]) -> None:
     pairs = list(pairs)
     if not pairs:
         return
-    fs, _ = filesystem(pairs[0][1])
+    fs, _ = filesystem(pairs[0][1], named=True)
     try:
-        fs.put([local for local, _ in pairs], [filesystem(url)[1] for _, url in pairs])
+        fs.put([local for local, _ in pairs], [filesystem(url, named=True)[1] for _, url in pairs])
     except Exception as exc:
         raise _oserror(pairs[0][1], exc) from None
 
@@ -291,10 +297,13 @@ def remove(urls: Iterable[str]) -> None:
     urls = list(urls)
     if not urls:
         return
-    fs, _ = filesystem(urls[0])
-    try:
-        fs.rm([filesystem(u)[1] for u in urls])
-    except FileNotFoundError:
-        pass
-    except Exception as exc:
-        raise _oserror(urls[0], exc) from None
+    fs, _ = filesystem(urls[0], named=True)
+    for url in urls:
+        # an object at a time: `rm` expands its paths as glob patterns, and removing the objects of
+        # a capture named `a[1].jsonl` removed `a1.jsonl`'s instead
+        try:
+            fs.rm_file(filesystem(url, named=True)[1])
+        except FileNotFoundError:
+            pass
+        except Exception as exc:
+            raise _oserror(url, exc) from None

@@ -22,7 +22,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import orjson
 import pytest
@@ -142,14 +142,20 @@ def test_server_selection_reads_only_that_servers_parts(
 ) -> None:
     local, _ = archive
     url = f"s3://{BUCKET}/pruned/archive"
-    upload(s3_env, local, url)
     keep = "rollout-split-http-fleet"
-    # every other server's parts gone from the bucket: reading any of them would fail the run
-    for server_dir in {p.parent for p in local.glob("day=*/server=*/*.parquet")}:
-        if server_dir.name != "server=" + quote(keep, safe=""):
-            delete(s3_env, f"{url}/{server_dir.parent.name}/{server_dir.name}")
-    whole = erascope(s3_env, "analyze", url, "-f", "json")
-    assert whole.returncode == 2 and b"is incomplete" in whole.stderr
+    # every other server's parts garbage in the bucket: opening any of them would fail the run (gone,
+    # they would make the archive incomplete, which is checked whatever the selection)
+    garbled = tmp_path / "garbled"
+    shutil.copytree(local, garbled)
+    others = [p for p in garbled.glob("day=*/server=*/*.parquet") if p.parent.name != "server=" + quote(keep, safe="")]
+    assert others
+    for part in others:
+        part.write_bytes(b"not parquet")
+    upload(s3_env, garbled, url)
+    # the garbage is found where a part is opened: another server's selection reads its parts
+    other = unquote(next(p.parent.name for p in others if "@" not in p.parent.name).removeprefix("server="))
+    broken = erascope(s3_env, "analyze", url, "--server", other, "-f", "json")
+    assert broken.returncode == 2 and b"cannot be read" in broken.stderr, broken.stderr.decode()
     one = erascope(s3_env, "analyze", url, "--server", keep, "-f", "json")
     expected = erascope(s3_env, "analyze", local, "--server", keep, "-f", "json")
     assert one.returncode == expected.returncode, one.stderr.decode()
