@@ -165,7 +165,7 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -195,6 +195,7 @@ from analyzer.load import (
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT
 from analyzer.report import visible
+from analyzer.rules.context import request_style
 from analyzer.sources import COMPRESSED_SUFFIXES, FLOWS, HAR, CutStream, foreign_kind, open_stream, strip_compression
 from analyzer.watch_shard import CarriedResults, ServerKey, SessionLinks, only_servers, piece_servers, piece_sessions
 from analyzer.watch_state import CarriedIdentities, piece_connections
@@ -213,6 +214,7 @@ ANALYZE_THEM: Final = "watch follows erascope captures only; use `erascope analy
 FINDING: Final = "finding"
 FINDING_UPDATE: Final = "finding-update"
 WITHDRAWN: Final = "withdrawn"
+STALE_ERA: Final = "stale-era"
 ERA: Final = "era"
 
 
@@ -681,7 +683,8 @@ class Watcher:
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
         self._results.update(self.analyzed, analysis.servers, analysis.findings)
         undecided = self._undecided(analysis.probes, analysis.inits, now)
-        return self._new_events(analysis.findings, analysis.servers, touched, undecided)
+        held = self._awaiting_answers(analysis, now)
+        return self._new_events(analysis.findings, analysis.servers, touched, undecided, held)
 
     def analyze_round(self, facts: list[FileFacts]) -> Analysis:
         """The pipeline `analyze` runs, on a round's rows (`facts`), as every round runs it."""
@@ -715,8 +718,64 @@ class Watcher:
                     self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
         return waiting
 
+    def _awaiting_answers(self, analysis: Analysis, now: float) -> set[tuple[str, str | None, str | None]]:
+        """The (rule, server, client) of stale-era findings whose evidence holds a modern request not
+        answered yet and not yet past the probe timeout in its capture's time: a modern request the
+        server answers with a result does not count for stale-era (case (c)), so until its answer can
+        have come the finding is as undecided as an unanswered probe. Each such server is analyzed
+        again when the timeout will have passed; an answer later still is counted then, as `analyze`
+        counts it (the finding withdrawn)."""
+        stale = [f for f in analysis.findings if f.rule == STALE_ERA]
+        if not stale or analysis.rule_context is None:
+            return set()
+        lines = {(e.file, e.line) for f in stale for e in f.evidence}
+        wanted = pl.DataFrame(
+            {"file": [f for f, _ in lines], "line": [n for _, n in lines]},
+            schema={"file": pl.String(), "line": pl.Int64()},
+        )
+        ctx = analysis.rule_context
+        modern = (
+            ctx.requests.lazy()
+            .select(
+                pl.col("file").cast(pl.String),
+                pl.col("line").cast(pl.Int64),
+                pl.col("capture").cast(pl.String),
+                "seq",
+                "ts",
+                "server",
+                modern=request_style() == "modern",  # as stale-era reads it
+            )
+            .join(wanted.lazy(), on=["file", "line"], how="semi")
+            .filter("modern")
+            .collect()
+        )
+        if modern.is_empty():
+            return set()
+        answered = (
+            ctx.responses.lazy()
+            .select(pl.col("capture").cast(pl.String), "seq")
+            .join(modern.lazy().select("capture", "seq"), on=["capture", "seq"], how="semi")
+            .collect()
+        )
+        parts = {display_name(p.path): p for p in self._parts.values()}
+        pending: set[tuple[str, int]] = set()
+        for file, line, ts, server in (
+            modern.join(answered, on=["capture", "seq"], how="anti").select("file", "line", "ts", "server").iter_rows()
+        ):
+            part = parts.get(file)
+            left = ts + self.probe_timeout - (part.now(now) if part is not None else now)
+            if left > 0:
+                pending.add((file, line))
+                self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
+        return {(f.rule, f.server, f.client) for f in stale if any((e.file, e.line) in pending for e in f.evidence)}
+
     def _new_events(
-        self, findings: list[Finding], servers: list[Any], touched: set[str], undecided: set[str]
+        self,
+        findings: list[Finding],
+        servers: list[Any],
+        touched: set[str],
+        undecided: set[str],
+        held: Collection[tuple[str, str | None, str | None]] = (),
     ) -> list[WatchEvent]:
         events: list[WatchEvent] = []
         timelines = {v.server: v.timeline for v in servers}
@@ -736,7 +795,12 @@ class Watcher:
             # reported is no longer analyze's
             for key in [k for k in reported if k not in timeline]:
                 events.append(replace(reported.pop(key), kind=WITHDRAWN))
-        shown = [f for f in findings if f.server in touched and f.server not in undecided]
+        # a finding held (`_awaiting_answers`) is neither reported nor withdrawn this round
+        shown = [
+            f
+            for f in findings
+            if f.server in touched and f.server not in undecided and (f.rule, f.server, f.client) not in held
+        ]
         current = {(f.rule, f.server, f.client, _first_line(f)) for f in shown}
         for f in shown:
             reported = self._findings.setdefault((f.rule, f.server, f.client), {})
@@ -766,7 +830,7 @@ class Watcher:
         # a server analyzed whole this round without a finding reported before (not one whose first
         # line moved, taken above): more traffic undid it (probe-storm's ratios fall as real requests come)
         for (rule, server, client), reported in self._findings.items():
-            if server not in touched or server in undecided:
+            if server not in touched or server in undecided or (rule, server, client) in held:
                 continue
             for first in [k for k in reported if (rule, server, client, k) not in current]:
                 was = reported.pop(first).finding
