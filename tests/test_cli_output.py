@@ -199,16 +199,17 @@ def test_nothing_is_written_into_an_archive_given_as_a_file_url(caps: Path, tmp_
     _refused_untouched(tmp_path, archive.as_uri(), entry, "it is inside the input archive")
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["analyze", "caps"],
-        ["analyze", "caps", "-f", "json"],
-        ["verify", "caps"],
-        ["rules", "--brief"],
-        ["watch", "caps", "--fail-on", "info", "--interval", "0.2"],
-    ],
-)
+STDOUT_COMMANDS = [
+    ["analyze", "caps"],
+    ["analyze", "caps", "-f", "json"],
+    ["verify", "caps"],
+    ["rules", "--brief"],
+    ["watch", "caps", "--fail-on", "info", "--interval", "0.2"],
+]
+"""Every command that writes to standard output."""
+
+
+@pytest.mark.parametrize("args", STDOUT_COMMANDS)
 def test_standard_output_on_a_full_disk_is_a_clear_error(caps: Path, tmp_path: Path, args: list[str]) -> None:
     """A report redirected to a file on a full disk (`> report.txt`) is an error the CLI names, exit
     2 as for `--output` there, not a traceback and the status that means "findings"."""
@@ -222,16 +223,7 @@ def test_standard_output_on_a_full_disk_is_a_clear_error(caps: Path, tmp_path: P
     )
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["analyze", "caps"],
-        ["analyze", "caps", "-f", "json"],
-        ["verify", "caps"],
-        ["rules", "--brief"],
-        ["watch", "caps", "--fail-on", "info", "--interval", "0.2"],
-    ],
-)
+@pytest.mark.parametrize("args", STDOUT_COMMANDS)
 def test_standard_output_closed_is_a_clear_error(caps: Path, tmp_path: Path, args: list[str]) -> None:
     """Started with standard output closed (`erascope analyze DIR >&-`), the report cannot be written:
     an error the CLI names, exit 2, not a traceback (Python leaves `sys.stdout` None) nor a report

@@ -192,8 +192,9 @@ def test_a_bound_outside_the_calendar_in_utc_is_a_usage_error(caps: Path, args: 
     assert f"{args[1]!r} lies outside years 1 to 9999 in UTC" in proc.stderr
 
 
-def test_a_record_on_the_last_day_of_the_calendar_is_selected_in_an_archive(tmp_path: Path) -> None:
-    ts = datetime(9999, 12, 31, 12, tzinfo=UTC).timestamp()
+def _one_probe_reports(tmp_path: Path, ts: float, *selection: str) -> list[dict]:
+    """A capture of one probe at `ts`, analyzed with `selection` as JSONL and as its archive: the two
+    JSON reports."""
     header = {"type": "header", "format": "erascope/1", "transport": "stdio", "seq": 0}
     probe = {"type": "frame", "conn": "c", "dir": "c2s", "ts": ts, "server": "s", "seq": 1,
              "raw": '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'}  # fmt: skip
@@ -202,10 +203,16 @@ def test_a_record_on_the_last_day_of_the_calendar_is_selected_in_an_archive(tmp_
     assert runner.invoke(app, ["compact", str(tmp_path / "y"), "--out", str(tmp_path / "ya")]).exit_code == 0
     reports = []
     for source in ("y", "ya"):
-        cmd = [str(ERASCOPE), "analyze", str(tmp_path / source), "--since", "2026-01-01", "--format", "json"]
+        cmd = [str(ERASCOPE), "analyze", str(tmp_path / source), *selection, "--format", "json"]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-        reports.append(orjson.loads(proc.stdout)["totals"]["probe_outcomes"])
+        reports.append(orjson.loads(proc.stdout))
+    return reports
+
+
+def test_a_record_on_the_last_day_of_the_calendar_is_selected_in_an_archive(tmp_path: Path) -> None:
+    ts = datetime(9999, 12, 31, 12, tzinfo=UTC).timestamp()
+    reports = [r["totals"]["probe_outcomes"] for r in _one_probe_reports(tmp_path, ts, "--since", "2026-01-01")]
     assert reports[0] == reports[1] == {"no-answer": 1}
 
 
@@ -247,16 +254,5 @@ def test_a_record_just_before_a_midnight_before_1970_is_selected_in_an_archive(t
     """Its day partition was its time in microseconds truncated toward zero: 1969-12-30T23:59:59.9999995
     went to day=1969-12-31, which `--until 1969-12-31` prunes, so the archive lost a record the JSONL kept."""
     ts = datetime(1969, 12, 31, tzinfo=UTC).timestamp() - 0.0000005
-    header = {"type": "header", "format": "erascope/1", "transport": "stdio", "seq": 0}
-    probe = {"type": "frame", "conn": "c", "dir": "c2s", "ts": ts, "server": "s", "seq": 1,
-             "raw": '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'}  # fmt: skip
-    (tmp_path / "y").mkdir()
-    (tmp_path / "y" / "c.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in (header, probe)))
-    assert runner.invoke(app, ["compact", str(tmp_path / "y"), "--out", str(tmp_path / "ya")]).exit_code == 0
-    reports = []
-    for source in ("y", "ya"):
-        cmd = [str(ERASCOPE), "analyze", str(tmp_path / source), "--until", "1969-12-31", "--format", "json"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-        reports.append(orjson.loads(proc.stdout))
+    reports = _one_probe_reports(tmp_path, ts, "--until", "1969-12-31")
     assert reports[0]["totals"] == reports[1]["totals"] and reports[0]["totals"]["probes"] == 1
