@@ -226,9 +226,13 @@ class LiveStats:
         """HTTP flows whose request was a GET (a stream that may carry answers to other flows' POSTs)."""
 
     # --- labels ---------------------------------------------------------------------------------
-    def _label(self, server: object) -> str:
+    @staticmethod
+    def _key(server: object) -> str:
         # Prometheus labels must be UTF-8 (a lone surrogate failed every scrape) and are read on terminals
-        key = fmt.printable_key(server)[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
+        return fmt.printable_key(server)[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
+
+    def _label(self, server: object) -> str:
+        key = self._key(server)
         if key in self._labels:
             return key
         if len(self._labels) < self.max_servers:
@@ -400,8 +404,7 @@ class LiveStats:
         if not isinstance(msg, dict) or not ("result" in msg or "error" in msg):
             return
         ident = _id(msg)
-        server = record.get(fmt.F_SERVER)
-        label = fmt.printable_key(server)[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
+        label = self._key(record.get(fmt.F_SERVER))  # as `_label` gave it, without taking a new one
         key = self._answers.get((label if label in self._labels else OTHER_SERVER, ident)) if ident else None
         if key is not None:
             self._settle(key, msg, None)

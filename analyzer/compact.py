@@ -113,6 +113,7 @@ from analyzer.load import (
     run_key,
 )
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_strings
+from analyzer.output import check_searchable
 from analyzer.sources import COMPRESSED_SUFFIXES, strip_compression
 from analyzer.storage import is_url, join, redact
 
@@ -186,12 +187,7 @@ def _check_layout(paths: list[str], inputs: list[str], out: Path) -> None:
     cannot: the archive is local)."""
     paths, inputs = [p for p in paths if not is_url(p)], [f for f in inputs if not is_url(f)]
     out_r = out.resolve()
-    try:
-        out_r.stat()
-    except FileNotFoundError:
-        pass  # written as a new directory
-    except OSError as exc:  # a directory on the way that cannot be searched, say
-        raise ErascopeError(f"cannot write the archive {out}: {exc.strerror or exc}") from None
+    check_searchable(out_r, f"the archive {out}")
     if out_r.exists() and not out_r.is_dir():
         raise ErascopeError(f"--out {out} exists and is not a directory")
     for given in paths:

@@ -41,12 +41,15 @@ from analyzer.findings import Evidence
 from analyzer.identity import connection_identities
 from analyzer.messages import as_strings
 from analyzer.probes import (
+    AFTER_OPENING,
     LEGACY_CODES,
     MODERN_PROOF_CODES,
     UNSUPPORTED_CODES,
     UPSTREAM_FAILURE_EVENTS,
     answer_location,
     handshake_only,
+    names_modern,
+    with_opening,
 )
 from analyzer.schema import MODERN_VERSIONS
 
@@ -154,14 +157,8 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
     # A dual-era stdio server locks a connection into the era of its first request: an `initialize` on
     # a connection a well-formed probe opened modern is refused as a cross-era request, which says
     # nothing about whether the server serves legacy clients (the `mcp` 2.3.0 server does this).
-    opened_modern = (
-        probes.filter(pl.col("well_formed").fill_null(False) & pl.col("flow").is_null() & pl.col("conn").is_not_null())
-        .group_by("server", "conn")
-        .agg(_opened=pl.col("ts").min())
-    )
-    inits = inits.join(opened_modern, on=["server", "conn"], how="left", nulls_equal=True, maintain_order="left")
-    locked = (pl.col("flow").is_null() & (pl.col("_opened") < pl.col("ts"))).fill_null(False)
-    names_modern = pl.col("versions").list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any().fill_null(False)
+    inits = with_opening(inits, probes, pl.col("well_formed").fill_null(False))
+    listed_modern = names_modern(pl.col("versions")).fill_null(False)
     i = inits.select(
         "server",
         "peer",
@@ -171,14 +168,14 @@ def evidence_frame(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
         note=pl.lit("initialize ") + outcome,
         dim=pl.when(outcome.is_in(("no-answer", "connection-died")))
         .then(pl.lit("broken"))
-        .when((outcome == "served") | (refused_modern & ~locked))
+        .when((outcome == "served") | (refused_modern & ~AFTER_OPENING))
         .then(pl.lit("legacy")),
         value=pl.when(outcome.is_in(("no-answer", "connection-died", "served")))
         .then(pl.lit(YES))
         .otherwise(pl.lit(NO)),
     )
     # An initialize refused with -32022 naming a modern version also proves modern support.
-    i_modern = inits.filter(refused_modern & names_modern).select(
+    i_modern = inits.filter(refused_modern & listed_modern).select(
         "server",
         "peer",
         ts=pl.col("ts"),
@@ -273,10 +270,7 @@ def late_probe_evidence(messages: pl.DataFrame, probes: pl.DataFrame) -> pl.Data
         .select("capture", req_seq="seq")
         .collect()
     )
-    names_modern = (
-        pl.col("supported_versions").list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any().fill_null(False)
-    )
-    modern = ((pl.col("kind") == "response") & names_modern) | (
+    modern = ((pl.col("kind") == "response") & names_modern(pl.col("supported_versions")).fill_null(False)) | (
         (pl.col("kind") == "error") & pl.col("error_code").is_in(MODERN_PROOF_CODES)
     )
     # the answers to those few probes first: every other answer is left unread

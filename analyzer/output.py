@@ -65,6 +65,17 @@ def _local(path: str) -> str | None:
     return local if isinstance(fs, LocalFileSystem) else None
 
 
+def check_searchable(path: Path, what: str) -> None:
+    """Raise `ErascopeError` ("cannot write WHAT") when whether `path` exists cannot be told (a
+    directory on the way that cannot be searched, say); a path that does not exist yet is written new."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise ErascopeError(f"cannot write {what}: {exc.strerror or exc}") from None
+
+
 def check_targets(paths: Iterable[str], targets: Mapping[str, Path]) -> None:
     """Raise `ErascopeError` when writing any of `targets` (option name → path) could destroy a capture.
 
@@ -81,12 +92,7 @@ def check_targets(paths: Iterable[str], targets: Mapping[str, Path]) -> None:
         if (local := _local(p)) is not None and Path(local).is_dir() and (Path(local) / SOURCES_DIR).is_dir()
     ]
     for option, target in targets.items():
-        try:
-            target.stat()
-        except FileNotFoundError:
-            pass  # nothing there yet: written as a new file
-        except OSError as exc:  # a directory on the way that cannot be searched, say
-            raise ErascopeError(f"cannot write {option} {target}: {exc.strerror or exc}") from None
+        check_searchable(target, f"{option} {target}")
         if target.is_dir():
             raise ErascopeError(f"{option} {target} is a directory; name a file")
         real = target.resolve()

@@ -355,6 +355,27 @@ def handshake_only(col: str) -> pl.Expr:
     ).fill_null(False)
 
 
+def names_modern(versions: pl.Expr) -> pl.Expr:
+    """Whether a version list names a known modern version (null for a null list)."""
+    return versions.list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any()
+
+
+def with_opening(rows: pl.DataFrame, openers: pl.DataFrame, opener: pl.Expr) -> pl.DataFrame:
+    """`rows` with `_opened`: when a row of `openers` that `opener` picks first came on the same stdio
+    connection (server, conn); null on HTTP and on connections no such row opened. A dual-era stdio
+    server serves a connection in the era of its first request (`AFTER_OPENING`)."""
+    opened = (
+        openers.filter(opener & pl.col("flow").is_null() & pl.col("conn").is_not_null())
+        .group_by("server", "conn")
+        .agg(_opened=pl.col("ts").min())
+    )
+    return rows.join(opened, on=["server", "conn"], how="left", nulls_equal=True, maintain_order="left")
+
+
+AFTER_OPENING: Final = (pl.col("flow").is_null() & (pl.col("_opened") < pl.col("ts"))).fill_null(False)
+"""A row of `with_opening` sent on a stdio connection after another era's request opened it."""
+
+
 def _deciding(column: str, *, garbage: bool = True) -> pl.Expr:
     """`column` (`file`, `line`, `ts`) of the deciding event, in the outcome's order of precedence:
     the answer, an answer the recorder could not decode, garbage (probes only), the death."""
@@ -446,9 +467,7 @@ def classify_probes(
         error_code=pl.when(answered).then(code),
         http_status=pl.when(answered).then(pl.col("a_status")),
         versions=versions,
-        modern_versions=pl.when(versions.is_not_null()).then(
-            versions.list.eval(pl.element().is_in(sorted(MODERN_VERSIONS))).list.any()
-        ),
+        modern_versions=pl.when(versions.is_not_null()).then(names_modern(versions)),
         ttl_ms=pl.when(answered).then(pl.col("a_ttl")),
         peer=pl.coalesce("a_peer", "peer"),
         node_hint=pl.when(answered).then(pl.col("a_node")),
@@ -470,21 +489,11 @@ def mark_cross_era(probes: pl.DataFrame, inits: pl.DataFrame) -> pl.DataFrame:
     """`probes` with `CROSS_ERA` as the outcome of each stdio `legacy-answer` -32600 sent after an
     `initialize` was served on its connection. A legacy server's answer there (-32601, -32602) is
     still a legacy answer."""
-    opened = (
-        inits.filter((pl.col("outcome") == "served") & pl.col("flow").is_null() & pl.col("conn").is_not_null())
-        .group_by("server", "conn")
-        .agg(_opened=pl.col("ts").min())
-    )
-    if probes.is_empty() or opened.is_empty():
+    if probes.is_empty():
         return probes
-    locked = (
-        (pl.col("outcome") == "legacy-answer")
-        & (pl.col("error_code") == -32600)
-        & pl.col("flow").is_null()
-        & (pl.col("_opened") < pl.col("ts"))
-    ).fill_null(False)
+    locked = (pl.col("outcome") == "legacy-answer") & (pl.col("error_code") == -32600).fill_null(False) & AFTER_OPENING
     return (
-        probes.join(opened, on=["server", "conn"], how="left", nulls_equal=True, maintain_order="left")
+        with_opening(probes, inits, pl.col("outcome") == "served")
         .with_columns(outcome=pl.when(locked).then(pl.lit(CROSS_ERA)).otherwise(pl.col("outcome")))
         .drop("_opened")
     )

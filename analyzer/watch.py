@@ -704,19 +704,29 @@ class Watcher:
         """Servers with a probe or initialize unanswered and not yet past the timeout in its capture's
         time (`_Part.now`); each is scheduled to be analyzed again when the timeout will have passed."""
         waiting: set[str] = set()
-        parts = {display_name(p.path): p for p in self._parts.values()}
+        parts = self._parts_by_name()
         # a probe's garbage (a stdout line before its answer) is not its outcome while the answer can still
         # come within the timeout (`analyzer.probes`: rule 1 wins): until then it is as undecided as no answer
         pending = pl.col("outcome").is_in([UNDECIDED_OUTCOME, GARBAGE_OUTCOME])
         for frame in (probes, inits):
             unanswered = frame.filter(pending).select("server", "file", "ts")
-            for server, file, ts in unanswered.iter_rows():
-                part = parts.get(file)
-                left = ts + self.probe_timeout - (part.now(now) if part is not None else now)
-                if left > 0:
-                    waiting.add(server)
-                    self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
+            waiting.update(
+                server for server, file, ts in unanswered.iter_rows() if self._may_come(parts, server, file, ts, now)
+            )
         return waiting
+
+    def _parts_by_name(self) -> dict[str, _Part]:
+        """The parts followed, by the file name rows carry (`display_name`)."""
+        return {display_name(p.path): p for p in self._parts.values()}
+
+    def _may_come(self, parts: dict[str, _Part], server: str, file: str, ts: float, now: float) -> bool:
+        """Whether the answer to what `file` holds at `ts` can still come: the timeout has not passed in
+        the capture's time (`_Part.now`). If so, `server` is analyzed again once it will have passed."""
+        part = parts.get(file)
+        left = ts + self.probe_timeout - (part.now(now) if part is not None else now)
+        if left > 0:
+            self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
+        return left > 0
 
     def _awaiting_answers(self, analysis: Analysis, now: float) -> set[tuple[str, str | None, str | None]]:
         """The (rule, server, client) of stale-era findings whose evidence holds a modern request not
@@ -757,16 +767,13 @@ class Watcher:
             .join(modern.lazy().select("capture", "seq"), on=["capture", "seq"], how="semi")
             .collect()
         )
-        parts = {display_name(p.path): p for p in self._parts.values()}
-        pending: set[tuple[str, int]] = set()
-        for file, line, ts, server in (
-            modern.join(answered, on=["capture", "seq"], how="anti").select("file", "line", "ts", "server").iter_rows()
-        ):
-            part = parts.get(file)
-            left = ts + self.probe_timeout - (part.now(now) if part is not None else now)
-            if left > 0:
-                pending.add((file, line))
-                self._wake[server] = max(self._wake.get(server, 0.0), now + left + 0.01)
+        parts = self._parts_by_name()
+        unanswered = modern.join(answered, on=["capture", "seq"], how="anti").select("file", "line", "ts", "server")
+        pending = {
+            (file, line)
+            for file, line, ts, server in unanswered.iter_rows()
+            if self._may_come(parts, server, file, ts, now)
+        }
         return {(f.rule, f.server, f.client) for f in stale if any((e.file, e.line) in pending for e in f.evidence)}
 
     def _new_events(
