@@ -646,15 +646,23 @@ def test_another_recorded_capture_renamed_to_an_archived_name_is_refused(tmp_pat
     assert _report(str(archive)) == report
 
 
+def open_part(source: Path, caps: Path) -> tuple[Path, list[bytes]]:
+    """The first half of `source`'s lines as its part while the recorder still writes it, in a new
+    directory `caps`: the part, and all of `source`'s lines."""
+    lines = source.read_bytes().splitlines(keepends=True)
+    caps.mkdir()
+    part = caps / source.name
+    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    return part, lines
+
+
 def test_a_recorded_capture_that_grew_is_compacted_again(tmp_path: Path) -> None:
     """The part compacted while the recorder still wrote it, then whole: the same capture (the same
     header), at its path or moved, replaces its entry."""
     source = _recorded("auth-gate-http")
-    lines = source.read_bytes().splitlines(keepends=True)
     caps, moved = tmp_path / "caps", tmp_path / "moved"
-    caps.mkdir()
+    open_part(source, caps)
     moved.mkdir()
-    (caps / source.name).write_bytes(b"".join(lines[: len(lines) // 2]))
     archive = tmp_path / "archive"
     assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
     shutil.copyfile(source, caps / source.name)
@@ -673,11 +681,8 @@ def test_a_part_compacted_open_then_compressed_by_its_recorder_replaces_its_entr
     open and again compressed, the part had two entries, and the archive read the first, stale one
     (its later records lost) and named the whole one a duplicate."""
     source = _recorded("auth-gate-http")
-    lines = source.read_bytes().splitlines(keepends=True)
     caps = tmp_path / "caps"
-    caps.mkdir()
-    part = caps / source.name
-    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    part, _ = open_part(source, caps)
     archive = tmp_path / "archive"
     assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
     shutil.copyfile(source, part)

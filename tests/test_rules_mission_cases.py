@@ -29,6 +29,17 @@ def _headers(method: str, ua: str) -> list[list[str]]:
             ["User-Agent", ua]]
 
 
+def _a_modern_then_b_probes(tmp_path: Path, server: str) -> Cap:
+    """Client A probes `server` over HTTP and gets a modern DiscoverResult (ttl 10 min) from node
+    10.0.0.1; client B (`other/1`) then probes: the capture, on B's connection, awaiting B's answer."""
+    cap = Cap(tmp_path, transport="http", server=server, conn="A")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 200, discover_result(1, ttl=600000), peer="10.0.0.1:8000")
+    cap.conn = "B"
+    cap.http_request("f2", probe(1), headers=_headers("server/discover", "other/1"))
+    return cap
+
+
 def test_a_late_discover_result_still_proves_modern(tmp_path: Path) -> None:
     # A slow dual-era server: the client gives up after 10 s and falls back (correct), then the
     # DiscoverResult arrives. The server speaks both eras; it was reported `legacy`.
@@ -46,11 +57,7 @@ def test_a_late_discover_result_still_proves_modern(tmp_path: Path) -> None:
 
 def test_a_transient_500_to_a_probe_is_no_legacy_answer_for_the_rules(tmp_path: Path) -> None:
     # A modern server; one probe of another client gets a plain-text 500 (no era, as REPORT.md says).
-    cap = Cap(tmp_path, transport="http", server="api", conn="A")
-    cap.http_request("f1", probe(1), headers=modern_headers())
-    cap.http_response("f1", 200, discover_result(1, ttl=600000), peer="10.0.0.1:8000")
-    cap.conn = "B"
-    cap.http_request("f2", probe(1), headers=_headers("server/discover", "other/1"))
+    cap = _a_modern_then_b_probes(tmp_path, "api")
     cap.http_response("f2", 500, "Internal Server Error", peer="10.0.0.2:8000")
     cap.conn = "A"
     for i in (2, 3, 4):
@@ -68,11 +75,7 @@ def test_a_transient_500_to_a_probe_is_no_legacy_answer_for_the_rules(tmp_path: 
 def test_modern_requests_served_modern_are_not_stale_in_a_split_fleet(tmp_path: Path) -> None:
     # Sticky connections: A reaches the upgraded node, B the old one. A's calls all get modern results:
     # its verdict is right for what it talks to. The split is rollout-split's, not a stale client's.
-    cap = Cap(tmp_path, transport="http", server="fleet", conn="A")
-    cap.http_request("f1", probe(1), headers=modern_headers())
-    cap.http_response("f1", 200, discover_result(1, ttl=600000), peer="10.0.0.1:8000")
-    cap.conn = "B"
-    cap.http_request("f2", probe(1), headers=_headers("server/discover", "other/1"))
+    cap = _a_modern_then_b_probes(tmp_path, "fleet")
     cap.http_response("f2", 400, {"jsonrpc": "2.0", "id": "server-error",
                                   "error": {"code": -32600, "message": "Bad Request: Missing session ID"}},
                       peer="10.0.0.2:8000")

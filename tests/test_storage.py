@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -31,6 +31,7 @@ from moto.server import ThreadedMotoServer
 from analyzer.archive import SOURCES_DIR, read_entry
 from bench.dask_cluster import dask_cluster
 from bench.generate import generate
+from tests.test_compact import open_part
 
 if sys.version_info >= (3, 14):
     from compression import zstd
@@ -645,6 +646,33 @@ def test_compact_temp_dir_option(captures: tuple[Path, str], s3_env: dict[str, s
     assert missing.returncode == 2 and b"--temp-dir" in missing.stderr and b"Traceback" not in missing.stderr
 
 
+def failing_puts(
+    monkeypatch: pytest.MonkeyPatch, s3_env: dict[str, str], where: str
+) -> Callable[[Iterable[tuple[str, str]]], None]:
+    """`storage.put_files` in this process, against the loopback store, failing as a dropped connection
+    does for a batch holding a URL with `where` in it; the real one is returned, to put back."""
+    from analyzer import storage
+
+    for k, v in s3_env.items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    # fsspec keeps one filesystem per set of arguments for the process: one an earlier test made may
+    # still speak to another test module's S3 server, gone now (the endpoint comes from the environment)
+    import s3fs
+
+    s3fs.S3FileSystem.clear_instance_cache()
+    real_put = storage.put_files
+
+    def put_files(pairs: Iterable[tuple[str, str]]) -> None:
+        pairs = list(pairs)
+        if any(where in u for _, u in pairs):
+            raise OSError("connection reset by peer")
+        real_put(pairs)
+
+    monkeypatch.setattr(storage, "put_files", put_files)
+    return real_put
+
+
 def test_a_changed_capture_converted_again_never_overwrites_what_its_old_entry_names(
     captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -658,18 +686,7 @@ def test_a_changed_capture_converted_again_never_overwrites_what_its_old_entry_n
     before = _objects(s3_env, archive)
     report_before = erascope(s3_env, "analyze", archive, "-f", "json").stdout
     name = _change_one(s3_env, local, url, tmp_path)
-    for k, v in s3_env.items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
-    real_put = storage.put_files
-
-    def put_files(pairs: object) -> None:
-        pairs = list(pairs)  # type: ignore[call-overload]
-        if any(f"/{SOURCES_DIR}/" in u for _, u in pairs):  # the new entry: the connection drops
-            raise OSError("connection reset by peer")
-        real_put(pairs)
-
-    monkeypatch.setattr(storage, "put_files", put_files)
+    real_put = failing_puts(monkeypatch, s3_env, f"/{SOURCES_DIR}/")  # the new entry: the connection drops
     with pytest.raises(ErascopeError, match="cannot write the archive"):
         compact([url], archive, jobs=1)
     monkeypatch.setattr(storage, "put_files", real_put)
@@ -694,11 +711,8 @@ def test_a_part_compacted_open_then_compressed_replaces_its_entry_at_a_url(
     from addon.retention import compress_part
 
     source = next((ROOT / "captures" / "corpus" / "auth-gate-http").glob("*.jsonl"))
-    lines = source.read_bytes().splitlines(keepends=True)
     caps = tmp_path / "caps"
-    caps.mkdir()
-    part = caps / source.name
-    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    part, _ = open_part(source, caps)
     archive = f"s3://{BUCKET}/compressed/archive"
     assert erascope(s3_env, "compact", caps, "--out", archive).returncode == 0
     shutil.copyfile(source, part)

@@ -15,7 +15,8 @@ import pytest
 
 from addon.retention import compress_part
 from analyzer.archive import SOURCES_DIR
-from tests.test_storage import BUCKET, ROOT, _objects, erascope, s3_env  # noqa: F401 (a fixture)
+from tests.test_compact import open_part
+from tests.test_storage import BUCKET, ROOT, _objects, erascope, failing_puts, s3_env  # noqa: F401 (a fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("bucket")]
 
@@ -100,11 +101,8 @@ def test_a_stale_open_part_entry_left_by_a_run_cut_short_goes_on_the_next_run(
     from analyzer.compact import compact
 
     source = _corpus("auth-gate-http")
-    lines = source.read_bytes().splitlines(keepends=True)
     caps = tmp_path / "caps"
-    caps.mkdir()
-    part = caps / source.name
-    part.write_bytes(b"".join(lines[: len(lines) // 2]))
+    part, lines = open_part(source, caps)
     other = caps / ("z-" + _corpus("upgrade-http").name)  # converted after the part
     shutil.copyfile(_corpus("upgrade-http"), other)
     archive = f"s3://{BUCKET}/cut-stale/archive"
@@ -112,23 +110,7 @@ def test_a_stale_open_part_entry_left_by_a_run_cut_short_goes_on_the_next_run(
     shutil.copyfile(source, part)
     compress_part(part)
     other.write_bytes(other.read_bytes() + lines[1])
-    for k, v in s3_env.items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
-    real_put = storage.put_files
-
-    def put_files(pairs: object) -> None:
-        pairs = list(pairs)  # type: ignore[call-overload]
-        if any(f"/{SOURCES_DIR}/z-" in u for _, u in pairs):
-            raise OSError("connection reset by peer")
-        real_put(pairs)
-
-    monkeypatch.setattr(storage, "put_files", put_files)
-    # fsspec keeps one filesystem per set of arguments for the process: one an earlier test made
-    # still speaks to that test module's S3 server, gone now (the endpoint comes from the environment)
-    import s3fs
-
-    s3fs.S3FileSystem.clear_instance_cache()
+    real_put = failing_puts(monkeypatch, s3_env, f"/{SOURCES_DIR}/z-")
     with pytest.raises(ErascopeError, match="cannot write the archive"):
         compact([str(caps)], archive, jobs=1)
     monkeypatch.setattr(storage, "put_files", real_put)
