@@ -8,8 +8,9 @@ pydantic-free helpers (`coerce_cli_choice`, `coerce_cli_path`) do the checks tha
 them. A value this module does not take as plain (another type, a number written another way, a
 value out of range, a bad choice) goes to typer's own coercion, which then imports pydantic and
 gives typer's result or typer's error message: the fast path only ever returns what typer would.
-One departure, for both paths: a float that is not finite or beyond ±1e9 (`analyzer.numbers`) is
-refused with a `BadParameter`, where typer takes `nan`, `inf` and `1e300`.
+Two departures: a float that is not finite or beyond ±1e9 (`analyzer.numbers`) is refused with a
+`BadParameter`, where typer takes `nan`, `inf` and `1e300`; and so is an empty path, which typer takes
+as `Path("")`, the current directory (`addon.errors.EMPTY_PATH`).
 
 The coupling is to typer's parameter internals (`RuntimeParam`, `get_runtime_param`), pinned by
 the project's `typer>=0.29,<0.30`; `tests/test_cli_values.py` checks each kind against typer's own.
@@ -30,6 +31,7 @@ from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
 from typer._param_types import coerce_cli_choice, coerce_cli_path, routes_to_path
 from typer.core import TyperArgument, TyperOption
 
+from addon.errors import EMPTY_PATH
 from analyzer.numbers import IN_RANGE, in_range
 
 _INT: Final = re.compile(r"-?[0-9]+")
@@ -91,6 +93,8 @@ def _path(descriptor: TypeDescriptor, annotation: Any) -> Leaf:
     def coerce(value: Any, param: Any, ctx: Context) -> Any:
         if not isinstance(value, (str, Path)):
             raise _NotPlain
+        if value == "":
+            raise BadParameter(EMPTY_PATH, ctx=ctx, param=param)
         try:
             return coerce_cli_path(path_type(value), info, path_type=path_type, param=param, ctx=ctx)
         except Exception:

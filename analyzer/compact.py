@@ -78,7 +78,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.errors import ErascopeError
+from addon.errors import EMPTY_PATH, ErascopeError
 from analyzer import storage
 from analyzer.archive import (
     ARCHIVE_FORMAT,
@@ -611,6 +611,8 @@ def compact(
     which is a capture (all `skipped`).
     """
     given = [str(p) for p in paths]
+    if not str(out):
+        raise ErascopeError(f"--out: {EMPTY_PATH}")
     out = str(out) if is_url(str(out)) else Path(out)
     if isinstance(out, str):
         storage.check_url(out)

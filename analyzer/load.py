@@ -96,7 +96,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.errors import ErascopeError
+from addon.errors import EMPTY_PATH, ErascopeError
 from analyzer import storage
 from analyzer.archive import EntryPath, is_archive, is_source_entry, read_entries, source_entries
 from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
@@ -195,8 +195,8 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     local file named twice (`x.har ./x.har`, a directory and a file in it, a symbolic link to it) is
     listed under the first name given. Inside directories, FIFOs, sockets and dangling links named
     `*.jsonl` are listed too: reading them gives a note instead of a hang or silence
-    (`extract_file`). Raises `ErascopeError` for a path that does not exist or a glob that matches
-    nothing.
+    (`extract_file`). Raises `ErascopeError` for a path that does not exist, an empty one (`EMPTY_PATH`)
+    or a glob that matches nothing.
     """
     found: dict[tuple[object, ...], str] = {}
 
@@ -226,6 +226,8 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
 
     for item in paths:
         text = str(item)
+        if not text:
+            raise ErascopeError(EMPTY_PATH)
         if is_url(text):
             named(_found_at_url(text))
             continue

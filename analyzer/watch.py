@@ -172,7 +172,7 @@ from typing import Any, Final
 
 import polars as pl
 
-from addon.errors import ErascopeError
+from addon.errors import EMPTY_PATH, ErascopeError
 from addon.format import cut_header
 from analyzer.condense import merge
 from analyzer.eras import ServerVerdict
@@ -412,6 +412,8 @@ class Watcher:
         self.analyzed: set[ServerKey] = set()
         """The server keys the last round analyzed (the others' results were carried)."""
         for p in self.paths:
+            if not p:
+                raise ErascopeError(EMPTY_PATH)
             # a glob may match nothing yet: the recorders have not started (`_files` looks each round)
             if not os.path.exists(p) and not glob.has_magic(p):
                 raise ErascopeError(f"no such file or directory: {p}")
