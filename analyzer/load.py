@@ -187,7 +187,7 @@ class Loaded:
 
 
 # --- finding files -------------------------------------------------------------------------------
-def find_inputs(paths: Iterable[str | Path]) -> list[str]:
+def find_inputs(paths: Iterable[str | Path], *, missing_ok: bool = False) -> list[str]:
     """Input files named by `paths`: files (of any kind), directories (searched recursively for
     `*.jsonl`, `*.jsonl.gz` and `*.jsonl.zst`), globs, and archives, also at URLs (`analyzer.storage`).
 
@@ -196,7 +196,8 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
     listed under the first name given. Inside directories, FIFOs, sockets and dangling links named
     `*.jsonl` are listed too: reading them gives a note instead of a hang or silence
     (`extract_file`). Raises `ErascopeError` for a path that does not exist, an empty one (`EMPTY_PATH`)
-    or a glob that matches nothing.
+    or a glob that matches nothing; with `missing_ok` (`erascope watch`: the recorders may not have
+    started yet) the last two name nothing instead.
     """
     found: dict[tuple[object, ...], str] = {}
 
@@ -241,14 +242,14 @@ def find_inputs(paths: Iterable[str | Path]) -> list[str]:
             local(text)
         elif glob.has_magic(text):
             matches = sorted(glob.glob(text, recursive=True))
-            if not matches:
+            if not matches and not missing_ok:
                 raise ErascopeError(f"no files match {text!r}")
             for m in matches:
                 if Path(m).is_dir():
                     walk(Path(m))
                 else:
                     local(m)
-        else:
+        elif not missing_ok:
             raise ErascopeError(f"no such file or directory: {text}")
     return sorted(found.values())
 

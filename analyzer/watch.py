@@ -411,6 +411,9 @@ class Watcher:
         """Every server's verdict and findings as of the round that last analyzed it (`analyzer.watch_shard`)."""
         self.analyzed: set[ServerKey] = set()
         """The server keys the last round analyzed (the others' results were carried)."""
+        self._copies_at_start = self._copies()
+        """The compressed files the globs' plain names matched when watch started: history the globs
+        do not name, unlike a part written since (`_files`)."""
         for p in self.paths:
             if not p:
                 raise ErascopeError(EMPTY_PATH)
@@ -421,11 +424,31 @@ class Watcher:
     # --- reading ---------------------------------------------------------------------------------
     def _files(self) -> list[str]:
         try:
-            # a glob's `.json` (a report, a baseline beside the captures) is none of them; one named
-            # explicitly (a HAR file saved as .json) is looked at, and noted
-            return [f for f in find_inputs(self.paths) if not f.endswith(".json") or f in self.paths]
+            # a glob matching nothing yet, a directory gone for a moment: the other paths are read,
+            # and the next round looks again
+            found = find_inputs(self.paths, missing_ok=True)
         except ErascopeError:
-            return []  # a glob matching nothing yet, a directory gone for a moment: the next round sees
+            found = []  # a listing that failed (a store not answering): the next round looks again
+        # a glob's `.json` (a report, a baseline beside the captures) is none of them; one named
+        # explicitly (a HAR file saved as .json) is looked at, and noted
+        files = [f for f in found if not f.endswith(".json") or f in self.paths]
+        # A glob of plain names (`*.jsonl`) matched each part while it was written, but a part can be
+        # written and compressed between two rounds, and a copy `_follow` found once can hold more
+        # than one round reads (of a file named too): such copies are read as their plain files
+        # would have been. Copies there before watch started (not followed from a plain file) were
+        # never named.
+        copies = {c for c in self._copies() if c not in self._copies_at_start or c in self._by_path}
+        return sorted({*files, *copies})
+
+    def _copies(self) -> set[str]:
+        """The compressed files whose plain names the globs and files given match."""
+        copies: set[str] = set()
+        for p in self.paths:
+            if glob.has_magic(p):
+                copies.update(c for x in COMPRESSED_SUFFIXES for c in glob.glob(p + x, recursive=True))
+            elif not os.path.isdir(p):
+                copies.update(c for x in COMPRESSED_SUFFIXES if os.path.isfile(c := p + x))
+        return copies
 
     def _follow(self, files: list[str]) -> None:
         """Drop every plain part whose file is no longer under its name: replaced (`mv new old`) or

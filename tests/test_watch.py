@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import pytest
@@ -109,9 +109,9 @@ def analyze_json(path: Path) -> dict[str, Any]:
     return json.loads(res.stdout)
 
 
-def analyzed(path: Path) -> dict[str, Any]:
-    """What `analyze -f json` prints for `path`, in this process."""
-    analysis = analyze([str(path)])
+def analyzed(*paths: Path) -> dict[str, Any]:
+    """What `analyze -f json` prints for `paths`, in this process."""
+    analysis = analyze([str(p) for p in paths])
     try:
         return json.loads(render(analysis, "json"))
     finally:
@@ -747,6 +747,30 @@ def test_a_glob_is_watched(tmp_path: Path) -> None:
     assert " rollout-split " in res.stdout
 
 
+
+@pytest.mark.parametrize("beside", ["a glob", "a directory"])
+def test_a_glob_matching_nothing_yet_leaves_the_other_paths_read(tmp_path: Path, beside: str) -> None:
+    """`watch 'a/*.jsonl' 'b/*.jsonl'` before b's recorders started: a's files are read in every
+    round, and b's once they come (one path matching nothing made the whole list match nothing)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    sources = sorted((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    for source in sources:
+        (a / source.name).write_bytes(source.read_bytes())
+    clock = [1000.0]
+    first = str(a / "*.jsonl") if beside == "a glob" else str(a)
+    watcher = Watcher([first, str(b / "*.jsonl")], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    assert watcher.bytes_read == sum(s.stat().st_size for s in sources)
+    later = next((CORPUS / "probe-storm-http").glob("*.jsonl"))
+    (b / later.name).write_bytes(later.read_bytes())
+    clock[0] += 30
+    events += [e.as_json() for e in watcher.poll()]
+    assert watcher.bytes_read == sum(s.stat().st_size for s in sources) + later.stat().st_size
+    assert reported(events) == expected(analyzed(a, b))
+
+
 SIGINT_ON_IMPORT = """
 import importlib.abc, os, signal, sys
 
@@ -1154,6 +1178,89 @@ def test_a_glob_follows_a_part_into_its_compressed_copy(tmp_path: Path) -> None:
     events += [e.as_json() for e in watcher.poll()]
     assert watcher.bytes_read == len(data)
     assert reported(events) == expected(analyzed(live))
+
+
+WATCHED: Final = {
+    "a directory": lambda live: live,
+    "a *.jsonl glob": lambda live: live / "*.jsonl",
+    "a glob of first parts": lambda live: live / "*.000.jsonl",
+    "a recursive glob": lambda live: live.parent / "**" / "*.jsonl",
+}
+"""Ways to name a capture directory's parts: only the directory also lists their compressed copies."""
+
+
+@pytest.mark.parametrize("named", sorted(WATCHED))
+def test_a_part_created_and_compressed_between_two_rounds_is_read(tmp_path: Path, named: str) -> None:
+    """A recorder with `--compress` beside `watch`: spawns that start, end and have their part
+    compressed between two rounds leave only `x.000.jsonl.zst`, which no glob of plain names matches.
+    The glob named the part while it was written: its lines are read as the copy of a part read
+    before is (here all but the first spawn's probes: a storm missed)."""
+    from addon.retention import compress_part
+
+    live = tmp_path / "live"
+    live.mkdir()
+    sources = sorted((CORPUS / "probe-storm-stdio").glob("*.jsonl"))
+    clock = [1000.0]
+    watcher = Watcher([str(WATCHED[named](live))], clock=lambda: clock[0])
+    first = live / sources[0].name
+    first.write_bytes(sources[0].read_bytes())
+    events = [e.as_json() for e in watcher.poll()]
+    assert compress_part(first) is not None  # read plain, then compressed: `*.jsonl` matches nothing from now on
+    for source in sources[1:]:
+        part = live / source.name
+        part.write_bytes(source.read_bytes())
+        assert compress_part(part) is not None  # written, closed and compressed between two rounds
+        clock[0] += 30
+        events += [e.as_json() for e in watcher.poll()]
+    clock[0] += 30
+    events += [e.as_json() for e in watcher.poll()]
+    assert watcher.bytes_read == sum(s.stat().st_size for s in sources)
+    report = analyzed(live)
+    assert [f["rule"] for f in report["findings"]] == ["probe-storm"]
+    assert reported(events) == expected(report)
+    assert watcher.notes == []
+
+
+@pytest.mark.parametrize("named", [*sorted(WATCHED), "the file itself"])
+def test_a_copy_holding_more_than_one_read_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, named: str
+) -> None:
+    """A part compressed while watch is still taking its backlog in steps (`READ_LIMIT` a round):
+    its copy is read on in the rounds after, also where the paths given do not name it."""
+    from addon.retention import compress_part
+
+    monkeypatch.setattr("analyzer.watch.READ_LIMIT", 1000)
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    target = live / source.name
+    target.write_bytes(source.read_bytes())
+    clock = [1000.0]
+    given = target if named == "the file itself" else WATCHED[named](live)
+    watcher = Watcher([str(given)], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    size = target.stat().st_size
+    assert 0 < watcher.bytes_read < size
+    assert compress_part(target) is not None
+    for _ in range(size):
+        before = watcher.bytes_read
+        clock[0] += 1
+        events += [e.as_json() for e in watcher.poll()]
+        if watcher.bytes_read == before:
+            break
+    assert watcher.bytes_read == size
+    assert reported(events) == expected(analyzed(live))
+
+
+def test_a_glob_does_not_name_copies_there_before_watch_started(tmp_path: Path) -> None:
+    """`watch 'DIR/*.jsonl'` names the parts written while it runs, not the history compressed
+    before it started (a directory names both)."""
+    from addon.retention import compress_part
+
+    live, target = _one_capture(tmp_path, "rollout-split-http")
+    assert compress_part(target) is not None
+    watcher = Watcher([str(live / "*.jsonl")], clock=lambda: 1000.0)
+    assert (watcher.poll(), watcher.bytes_read) == ([], 0)
 
 
 def test_garbage_before_a_probes_answer_within_the_timeout_is_not_its_outcome(tmp_path: Path) -> None:
