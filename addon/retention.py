@@ -21,7 +21,9 @@ All the work here runs on a `PartKeeper` thread, never on a relay path or on the
    oldest first by mtime (the time their last record was written) and removed while older than
    `keep_days` or while the directory's capture parts total more than `keep_bytes`. A part whose
    lock is held (an open part) is skipped, never removed; the compressor holds the lock of the part
-   it reads, so a part is never removed half-compressed either.
+   it reads, so a part is never removed half-compressed either. Nor is a younger part of a capture
+   whose part was skipped: a capture loses its oldest parts, never its middle. The recorders sharing
+   a directory sweep it in turn (each holds the directory's `flock` while it lists and removes).
 
 The bound therefore holds up to the open parts: right after a sweep the directory is within
 `keep_bytes` (when enough closed parts exist), and until the next rotation each running recorder's
@@ -42,7 +44,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -173,6 +175,10 @@ def _lock_closed(path: Path, retries: int = 0) -> int | None:
     for attempt in range(retries + 1):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.fstat(fd).st_nlink == 0:
+                # whoever held the lock meanwhile (another recorder's sweep or compressor) removed the part:
+                # what is open here is no longer in the directory, and compressed it would come back
+                break
             return fd
         except BlockingIOError:
             if attempt < retries:
@@ -271,31 +277,61 @@ def sweep(
 ) -> list[Removed]:
     """Remove the oldest closed parts of `directory` until the bounds hold; what was removed.
 
-    Open parts (locked) are counted in the total but never removed.
+    Open parts (locked) are counted in the total but never removed, nor the younger parts of their
+    capture. Sweeps of one directory, in any process, take turns (`_sweeping`).
     """
     if keep_bytes is None and keep_days is None:
         return []
     now = time.time() if now is None else now
-    parts = capture_parts(directory)
-    total = sum(size for _, _, size, _ in parts)
-    removed: list[Removed] = []
-    for mtime, _, size, path in parts:
-        too_old = keep_days is not None and now - mtime > keep_days * _DAY
-        too_big = keep_bytes is not None and total > keep_bytes
-        if not (too_old or too_big):
-            break  # oldest first: every later part is younger, and the total only shrinks
-        fd = _lock_closed(path)
-        if fd is None:
-            continue  # open (or gone): never removed
-        try:
-            os.unlink(path)  # under its lock: nobody is compressing or writing it
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        total -= size
-        removed.append(Removed(path, size, mtime, "keep-days" if too_old else "keep-bytes"))
+    with _sweeping(directory):
+        parts = capture_parts(directory)
+        total = sum(size for _, _, size, _ in parts)
+        removed: list[Removed] = []
+        held: set[str] = set()  # captures with a part that stays (open, being compressed): younger ones stay too
+        for mtime, name, size, path in parts:
+            too_old = keep_days is not None and now - mtime > keep_days * _DAY
+            too_big = keep_bytes is not None and total > keep_bytes
+            if not (too_old or too_big):
+                break  # oldest first: every later part is younger, and the total only shrinks
+            capture = _stem_and_number(name)[0]
+            if capture in held:
+                continue
+            fd = _lock_closed(path)
+            if fd is None:  # open, being compressed, or gone since listed: never removed
+                if os.path.lexists(path) or os.path.lexists(f"{path}{ZSTD_SUFFIX}"):
+                    # removing the capture's younger parts would leave a hole in its middle, which
+                    # `verify` reports as a part missing (tampering); they wait for the next sweep
+                    held.add(capture)
+                if not os.path.lexists(path):
+                    total -= size  # another recorder's keeper removed or compressed it since the listing
+                continue
+            try:
+                os.unlink(path)  # under its lock: nobody is compressing or writing it
+            except OSError:
+                continue
+            finally:
+                os.close(fd)
+            total -= size
+            removed.append(Removed(path, size, mtime, "keep-days" if too_old else "keep-bytes"))
     return removed
+
+
+@contextlib.contextmanager
+def _sweeping(directory: Path) -> Iterator[None]:
+    """Hold `directory`'s own `flock` while sweeping it: the recorders sharing a directory sweep it in
+    turn, each from a listing made in its turn. Sweeping at once, each counted the parts the others
+    were removing and removed as many again beyond the bound."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield  # no directory: nothing to sweep, `capture_parts` finds nothing
+        return
+    try:
+        with contextlib.suppress(OSError):  # a file system without flock: sweeps may overlap, as before
+            fcntl.flock(fd, fcntl.LOCK_EX)  # on the keeper thread: a sweep takes milliseconds
+        yield
+    finally:
+        os.close(fd)  # drops the lock
 
 
 # --- the keeper thread ----------------------------------------------------------------------------------
