@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,17 @@ def test_enveloped_requests_refused_on_a_legacy_connection_are_no_rollout_split(
     assert not rules & {"rollout-split", "stale-era"}, report["findings"]
 
 
+def _wait_until_recorded(out: Path, wanted: Callable[[dict[str, Any]], bool], timeout: float = 30) -> None:
+    """Wait until a complete line of the capture in `out` holds a record `wanted` picks."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lines = [line for path in capture_files(out) for line in path.read_bytes().splitlines(keepends=True)]
+        if any(line.endswith(b"\n") and wanted(orjson.loads(line)) for line in lines):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no such record in {out} within {timeout} s")
+
+
 def test_a_server_the_host_stops_before_it_answers_the_probe_did_not_crash(
     tmp_path: Path, clean_env: dict[str, str]
 ) -> None:
@@ -166,7 +178,8 @@ def test_a_server_the_host_stops_before_it_answers_the_probe_did_not_crash(
     out = tmp_path / "captures"
     spawn = Spawn(out, clean_env, [sys.executable, "-c", _SILENT])
     spawn.send(probe(1))
-    time.sleep(0.5)
+    # the host stops it once the probe went through (a fixed pause let the signal come first under load)
+    _wait_until_recorded(out, lambda r: r["type"] == fmt.FRAME and r.get("dir") == "c2s")
     spawn.proc.send_signal(signal.SIGTERM)
     assert spawn.proc.wait(timeout=30) == 128 + signal.SIGTERM
     records = read_records(capture_files(out))
