@@ -68,6 +68,18 @@ proxy's 502 (or a cut stream), not the server's answer. Not `client-gone` (the c
 UPSTREAM_FAILURE_EVENTS: Final = tuple(f"http-error:{kind}" for kind in UPSTREAM_FAILURE_KINDS)
 """The messages frame's `event` of those `http.error` records."""
 
+OUTPUT_ENDS: Final = (
+    fmt.EV_SERVER_EOF,
+    fmt.EV_STDOUT_BROKEN,
+    fmt.EV_SPAWN_FAILED,
+    fmt.EV_LINGER_END,
+    fmt.EV_RECORDER_END,
+)
+"""Stdio events after which the tee records nothing more of the server's stdout on the connection:
+its stream closed (`server-eof`; `client-stdout-broken`, the tee stopped reading it), never opened
+(`spawn-failed`), or closed before (the tee writes `linger-end` and `recorder-end` after it; they
+stand for a `server-eof` condensing dropped behind an `exit`). Not `exit`: the tee can reap the
+server before it records the last frames still in the pipe (captures/FORMAT.md, Ordering)."""
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
 """The recorder stopping ends the observation of a flow, not the server's connection."""
@@ -344,6 +356,36 @@ def _sent_nothing_before(reqs: pl.DataFrame, sources: list[pl.LazyFrame], timeou
     )
     waited = found.filter(pl.col("_n").is_null() | (pl.col("_n") > pl.col(answer))).get_column("_r")
     return none.scatter(waited, True)
+
+
+def output_ended(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
+    """Per row of `rows` (probes or initializes of `messages`, by their request's `file` and `line`):
+    whether one of `OUTPUT_ENDS` follows the request on its stdio connection in `messages`. Then no
+    answer, garbage or undecodable line of the server can follow any more: its outcome is the one it
+    has, whatever the timeout (`erascope watch` decides it at once). False on HTTP, and where
+    condensing dropped the event (`analyzer.condense._unread_lifecycle`) with no other after it:
+    undecided there, as before, until the timeout passes."""
+    wanted = rows.filter(pl.col("flow").is_null()).select("file", "line").unique()
+    if wanted.is_empty():
+        return pl.repeat(False, rows.height, eager=True, dtype=pl.Boolean())
+    key = _conn_key(messages.schema)
+    reqs = (
+        messages.lazy()
+        .filter(
+            (pl.col("kind") == "request")
+            & pl.col("method").is_in(("server/discover", "initialize"))
+            & pl.col("flow").is_null()
+        )
+        .select(pl.col("file").cast(pl.String), "line", "seq", **key)
+        .join(wanted.lazy(), on=["file", "line"], how="semi")
+        .collect()
+        .sort("seq")
+    )
+    ends = messages.filter(pl.col("event").is_in(OUTPUT_ENDS) & pl.col("flow").is_null()).with_columns(**key)
+    found = _first_after(reqs.select(*_KEY, "seq"), ends, "o_").get_column("o_seq").is_not_null()
+    over = reqs.select("file", "line").filter(found).unique().with_columns(_over=pl.lit(True))
+    on = rows.select("file", "line").join(over, on=["file", "line"], how="left", maintain_order="left")
+    return on.get_column("_over").fill_null(False)
 
 
 def handshake_only(col: str) -> pl.Expr:

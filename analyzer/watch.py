@@ -193,7 +193,7 @@ from analyzer.load import (
     read_open_header,
 )
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
-from analyzer.probes import DEFAULT_PROBE_TIMEOUT
+from analyzer.probes import DEFAULT_PROBE_TIMEOUT, output_ended
 from analyzer.report import visible
 from analyzer.rules.context import request_style
 from analyzer.sources import COMPRESSED_SUFFIXES, FLOWS, HAR, CutStream, foreign_kind, open_stream, strip_compression
@@ -208,6 +208,8 @@ READ_LIMIT: Final = 64 << 20
 UNDECIDED_OUTCOME: Final = "no-answer"
 GARBAGE_OUTCOME: Final = "garbage"
 """A probe outcome decided early: an answer within the timeout still replaces it."""
+DIED_OUTCOME: Final = "connection-died"
+"""Decided early too on stdio where the death is an `exit`: the answer can still be in the pipe."""
 FOREIGN: Final = {HAR: "a HAR file", FLOWS: "a mitmproxy dump"}
 ANALYZE_THEM: Final = "watch follows erascope captures only; use `erascope analyze` for HAR files and mitmproxy dumps"
 
@@ -707,7 +709,7 @@ class Watcher:
             return self._new_events([], [], touched, set())
         self.analyzed = {*touched, *(v.server for v in analysis.servers)}
         self._results.update(self.analyzed, analysis.servers, analysis.findings)
-        undecided = self._undecided(analysis.probes, analysis.inits, now)
+        undecided = self._undecided(analysis, now)
         held = self._awaiting_answers(analysis, now)
         return self._new_events(analysis.findings, analysis.servers, touched, undecided, held)
 
@@ -725,16 +727,22 @@ class Watcher:
         server's as of the last round that analyzed it: none of its traffic has been read since)."""
         return self._results.verdicts(), self._results.findings()
 
-    def _undecided(self, probes: pl.DataFrame, inits: pl.DataFrame, now: float) -> set[str]:
-        """Servers with a probe or initialize unanswered and not yet past the timeout in its capture's
-        time (`_Part.now`); each is scheduled to be analyzed again when the timeout will have passed."""
+    def _undecided(self, analysis: Analysis, now: float) -> set[str]:
+        """Servers with a probe or initialize unanswered, its server's output on the connection not
+        over (`analyzer.probes.output_ended`) and not yet past the timeout in its capture's time
+        (`_Part.now`); each is scheduled to be analyzed again when the timeout will have passed."""
         waiting: set[str] = set()
         parts = self._parts_by_name()
         # a probe's garbage (a stdout line before its answer) is not its outcome while the answer can still
-        # come within the timeout (`analyzer.probes`: rule 1 wins): until then it is as undecided as no answer
-        pending = pl.col("outcome").is_in([UNDECIDED_OUTCOME, GARBAGE_OUTCOME])
-        for frame in (probes, inits):
-            unanswered = frame.filter(pending).select("server", "file", "ts")
+        # come within the timeout (`analyzer.probes`: rule 1 wins): until then it is as undecided as no
+        # answer; so is a stdio death, which the answer still in the pipe can follow (`exit`)
+        pending = pl.col("outcome").is_in([UNDECIDED_OUTCOME, GARBAGE_OUTCOME]) | (
+            (pl.col("outcome") == DIED_OUTCOME) & pl.col("flow").is_null()
+        )
+        for frame in (analysis.probes, analysis.inits):
+            unanswered = frame.filter(pending)
+            # a server whose output is over can say nothing more: a banner, then death, is `broken` at once
+            unanswered = unanswered.filter(~output_ended(analysis.messages, unanswered)).select("server", "file", "ts")
             waiting.update(
                 server for server, file, ts in unanswered.iter_rows() if self._may_come(parts, server, file, ts, now)
             )

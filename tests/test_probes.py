@@ -363,3 +363,34 @@ def test_the_report_says_which_answers_came_from_in_front_of_the_server(tmp_path
     a = run(cap.close())
     for fmt in ("text", "markdown"):
         assert "in front of the server (no era evidence): auth-required ×2" in " ".join(render(a, fmt).split())
+
+
+def test_output_ended_only_once_nothing_more_of_the_server_can_be_recorded(tmp_path: Path) -> None:
+    """`output_ended` (watch decides a probe by it): after `server-eof`, or the `linger-end` /
+    `recorder-end` the tee writes after it; not after an `exit` alone (frames still in the pipe are
+    recorded after it), not on another connection, not for HTTP."""
+    from analyzer.probes import output_ended
+
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))  # c1: server-eof (a `server-eof` behind an `exit` is c3's case)
+    cap.life("server-eof")
+    cap.life("exit", code=1, status=1)
+    cap.c2s(probe(2), conn="c2")  # c2: exit only
+    cap.life("exit", code=1, status=1, conn="c2")
+    cap.c2s(probe(3), conn="c3")  # c3: its server-eof dropped behind its exit, then the tee's end
+    cap.life("exit", code=1, status=1, conn="c3")
+    cap.life("server-eof", conn="c3")
+    cap.life("recorder-end", conn="c3")
+    cap.c2s(probe(4), conn="c4")  # c4: the recorder-end is c3's
+    cap.http_request("f1", probe(5), headers=modern_headers())
+    cap.record({"type": "http.error", "flow": "f1", "kind": "upstream-reset", "error": "reset"})
+    a = run(cap.close())
+    ended = output_ended(a.messages, a.probes)
+    assert dict(zip(a.probes.get_column("id"), ended, strict=True)) == {
+        "1": True,
+        "2": False,
+        "3": True,
+        "4": False,
+        "5": False,
+    }
+    assert output_ended(a.messages, a.probes.clear()).to_list() == []

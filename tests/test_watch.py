@@ -531,18 +531,24 @@ def test_two_clients_findings_with_one_first_line_are_two_findings(tmp_path: Pat
 def watched_line_by_line(lines: list[bytes], live: Path, name: str, idle: float) -> list[dict[str, Any]]:
     """The events of a watcher of `live` (a fake clock) while `lines` are appended to `live/name`
     one at a time, a round each, then after `idle` seconds without new lines."""
+    return [e for events in watched_rounds(lines, live, name, idle) for e in events]
+
+
+def watched_rounds(lines: list[bytes], live: Path, name: str, idle: float) -> list[list[dict[str, Any]]]:
+    """`watched_line_by_line` round by round: the events of the round after each line (the first
+    after `lines[0]`), then those of the round after `idle` seconds without new lines."""
     live.mkdir()
     clock = [2_000_000_000.0]
     watcher = Watcher([str(live)], clock=lambda: clock[0])
-    events = []
+    rounds = []
     with open(live / name, "ab") as out:
         for line in lines:
             out.write(line)
             out.flush()
             clock[0] += 0.1
-            events += [e.as_json() for e in watcher.poll()]
+            rounds.append([e.as_json() for e in watcher.poll()])
     clock[0] += idle
-    return events + [e.as_json() for e in watcher.poll()]
+    return [*rounds, [e.as_json() for e in watcher.poll()]]
 
 
 def default_keyed(source: Path, target: Path) -> None:
