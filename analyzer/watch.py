@@ -6,7 +6,9 @@ How it stays proportional to the new bytes:
 - Every capture part (a file, or its logrotated `.gz`/`.zst` copy: one part, told by its header's
   `analyzer.load.part_identity`) keeps the byte offset and line count read so far. A round reads only
   the complete lines written since (`analyzer.load.extract_lines`); a last line without its newline is
-  not complete yet and is read in a later round. A compressed copy of a part read already is the same
+  not complete yet and is read in a later round, unless it reads as a record: a line short only of its
+  newline is written (captures/FORMAT.md; a recorder stopped by a full disk leaves one), and `analyze`
+  reads it (`_Part.unterminated`). A compressed copy of a part read already is the same
   data: only lines past those read are taken from it (a closed part is decompressed once for that).
   A plain file is known by its inode too: one replaced, rewritten (truncated, its header changed) or
   renamed to another listed name is read from its start as a new part, and the old part dropped
@@ -342,9 +344,10 @@ class _Part:
     identity: tuple[bytes, ...]
     header: dict[str, Any]
     offset: int = 0
-    """Bytes of the (decompressed) stream read: always the end of a complete line."""
+    """Bytes of the (decompressed) stream read: always the end of a complete line (or of one whole but
+    for its newline: `unterminated`)."""
     lines: int = 0
-    """Complete lines read."""
+    """Complete lines read (and a last one whole but for its newline: `unterminated`)."""
     compressed: bool = False
     seen_size: int = -1
     """The compressed file's size when last read (it is read again only when that changes)."""
@@ -360,6 +363,12 @@ class _Part:
     """When (wall clock) the part last had new lines: idle since, its capture time runs on with the clock."""
     gone: bool = False
     """Its plain file was found missing (deleted, or compressed: `Watcher._follow` looked for the copy)."""
+    unterminated: bool = False
+    """The last line read was the file's last, whole but for its newline (`Watcher._taken`): the newline,
+    when it comes, ends that line; anything else means the line went on, and was not the record read
+    (the file is read again from its start)."""
+    noted: int = 0
+    """Lines whose malformed ones are noted already: those before a line that went on (`unterminated`)."""
 
     def now(self, wall: float) -> float:
         """The part's capture time now: its latest record, plus the time it has been idle since."""
@@ -389,7 +398,8 @@ class Watcher:
         self._wake: dict[str, float] = {}
         """Server → when its undecided probes are decided (a round analyzes it then)."""
         self.bytes_read = 0
-        """Bytes of complete lines read (a compressed part counts its decompressed lines)."""
+        """Bytes of complete lines read, and of last lines whole but for their newline (a compressed part
+        counts its decompressed lines)."""
         self.records = 0
         """Well-formed records read."""
         self.notes: list[str] = []
@@ -572,9 +582,11 @@ class Watcher:
         return part
 
     def _read_new(self, part: _Part) -> bytes | None:
-        """The complete lines written to `part` since it was last read (b"" when none); None when the
-        file under its name is no longer the part's: another moved there (since `_follow` looked), or
-        it was truncated or written over from its start (`cat new > file`)."""
+        """The complete lines written to `part` since it was last read (b"" when none), and after them
+        the file's last line short of its newline when the read reached the file's end (`_taken` reads
+        it if it is a record); None when the file under its name is no longer the part's: another moved
+        there (since `_follow` looked), or it was truncated or written over from its start (`cat new >
+        file`), or a line read whole but for its newline went on."""
         if part.compressed:
             return self._read_compressed(part)
         with open(part.path, "rb") as f:
@@ -582,6 +594,7 @@ class Watcher:
             if (st.st_dev, st.st_ino) != part.inode or st.st_size < part.offset:
                 return None
             reads = []
+            at_end = True
             if st.st_size > part.offset:
                 f.seek(part.offset)
                 reads.append(f.read(min(st.st_size - part.offset, READ_LIMIT)))
@@ -589,6 +602,8 @@ class Watcher:
                 # read searched once and all joined once (a line of L bytes is not copied L/READ_LIMIT times)
                 while b"\n" not in reads[-1] and (more := f.read(READ_LIMIT)):
                     reads.append(more)
+                # bytes after the last newline are the file's last line only at its end, not where a read stopped
+                at_end = f.tell() == os.fstat(f.fileno()).st_size
             # Its header, read after the lines: a rewrite writes its header first, so one unchanged
             # then vouches for the bytes read before it, even when the rewrite landed between the
             # round's look at the file and this read (read from the old offset: the new capture's
@@ -602,7 +617,15 @@ class Watcher:
                     return None
                 part.checked = (st.st_size, st.st_mtime_ns)
         data = b"".join(reads)
-        return data[: data.rfind(b"\n") + 1]
+        if part.unterminated and data:
+            if not data.startswith(b"\n"):
+                return None  # the line read as whole went on: `analyze` reads the line as it is now
+            # the newline of the line read already: no line of its own
+            part.unterminated = False
+            part.offset += 1
+            self.bytes_read += 1
+            data = data[1:]
+        return data if at_end else data[: data.rfind(b"\n") + 1]
 
     def _read_compressed(self, part: _Part) -> bytes:
         size = os.stat(part.path).st_size
@@ -617,9 +640,7 @@ class Watcher:
                 if skipped < part.lines:
                     skipped += 1
                     continue
-                if not line.endswith(b"\n"):
-                    break  # a compressed copy cut short (still written): its end is read later
-                out += line
+                out += line  # a line without its newline ends the stream read so far: `_taken` judges it
                 if len(out) >= READ_LIMIT:
                     part.seen_size = -1  # more to read next round
                     break
@@ -639,17 +660,22 @@ class Watcher:
                 if data is None:
                     # another file now: what was read of the part goes, and the file is read from its start
                     self._drop(part)
-                    part = self._part_for(path)
+                    old, part = part, self._part_for(path)
+                    if part is not None and old.unterminated and part.identity == old.identity:
+                        part.noted = old.lines - 1  # only its last line went on: the lines before are as noted
                     data = self._read_new(part) if part is not None else None
             except OSError:
                 continue  # gone since it was listed (rotated, compressed, removed): the next round sees
             if not data:
                 continue  # None again: written over once more while read, the next round sees
             first = part.lines + 1
+            taken = self._taken(part, data, first)
+            if taken is None:
+                continue  # only the start of a line so far
+            data, facts = taken
             part.offset += len(data)
-            part.lines += data.count(b"\n")
+            part.lines += data.count(b"\n") + int(part.unterminated)
             self.bytes_read += len(data)
-            facts = extract_lines(part.path, data, first, part.header, LoadOptions())
             part.grown = self.clock()
             latest = facts.messages.get_column("ts").max()
             if isinstance(latest, float):
@@ -662,7 +688,8 @@ class Watcher:
                 part.pieces = [_merged(part.pieces)]
             self.records += facts.records
             for bad in facts.malformed:
-                self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
+                if bad.line > part.noted:
+                    self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
             # every server with a row in the piece, kept or condensed: a server whose new lines were
             # all condensed away (moved requests, dropped bookkeeping) has a new last-seen time, requests
             # rows without a key too (`None`): `analyze` reports their findings, so watch must as well
@@ -673,6 +700,25 @@ class Watcher:
             part.servers |= servers
             touched |= servers
         return touched | self._dropped
+
+    @staticmethod
+    def _taken(part: _Part, data: bytes, first: int) -> tuple[bytes, FileFacts] | None:
+        """What of `data` (read from `part`, its first line numbered `first`) is read now, and its
+        facts; None when nothing is. A last line without its newline is read when it reads as a record,
+        as `analyze` reads it (captures/FORMAT.md: a line short only of its newline is written; no
+        shorter prefix of a record's line reads as one); torn or still being written, it waits for its
+        newline."""
+        cut = data.rfind(b"\n") + 1
+        part.unterminated = False
+        if data[cut:].rstrip().endswith(b"}"):  # only an object can read as a record
+            facts = extract_lines(part.path, data + b"\n", first, part.header, LoadOptions())
+            last = first + data.count(b"\n")
+            if all(b.line != last for b in facts.malformed):
+                part.unterminated = True
+                return data, facts
+        if cut == 0:
+            return None
+        return data[:cut], extract_lines(part.path, data[:cut], first, part.header, LoadOptions())
 
     # --- analyzing -------------------------------------------------------------------------------
     def poll(self) -> list[WatchEvent]:
@@ -749,12 +795,20 @@ class Watcher:
         return waiting
 
     def _parts_by_name(self) -> dict[str, _Part]:
-        """The parts followed, by the file name rows carry (`display_name`)."""
-        return {display_name(p.path): p for p in self._parts.values()}
+        """The parts followed, by the file name rows carry (`display_name`): the rows read before a part
+        was compressed name its plain file (`_moved`), those read since its copy. A row whose part is not
+        found is judged by the wall clock (`_may_come`), which a capture's times need not be near (one
+        replayed, or recorded where the clock is off): its probe decided too early, or held too long."""
+        return {**self._moved, **{display_name(p.path): p for p in self._parts.values()}}
 
-    def _may_come(self, parts: dict[str, _Part], server: str, file: str, ts: float, now: float) -> bool:
+    def _may_come(self, parts: dict[str, _Part], server: str, file: str, ts: float | None, now: float) -> bool:
         """Whether the answer to what `file` holds at `ts` can still come: the timeout has not passed in
-        the capture's time (`_Part.now`). If so, `server` is analyzed again once it will have passed."""
+        the capture's time (`_Part.now`). If so, `server` is analyzed again once it will have passed.
+        A request without a time (`ts` missing or null: an edited capture) has no timeout to wait for
+        (`analyzer.probes`: its answer is never late): what has been read decides it now, and an answer
+        read later changes that as it changes `analyze`'s outcome."""
+        if ts is None:
+            return False
         part = parts.get(file)
         left = ts + self.probe_timeout - (part.now(now) if part is not None else now)
         if left > 0:
