@@ -85,19 +85,29 @@ class Case:
     kind: str
 
 
+def byte_mutation(draw: st.DrawFn, data: bytes, kind: str, at: int, flips: int) -> bytes | None:
+    """`data` mutated bytewise by `kind` (up to `flips` bytes flipped, cut at `at`, an invalid UTF-8
+    sequence spliced in at `at`); None for a kind that is not one of those."""
+    if kind == "flip":
+        for pos in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=flips)):
+            data = data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1 :]
+    elif kind == "truncate":
+        data = data[:at]
+    elif kind == "utf8":
+        data = _splice(data, at, draw(st.sampled_from([b"\xff", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\x80\x80"])))
+    else:
+        return None
+    return data
+
+
 @st.composite
 def mutations(draw: st.DrawFn) -> Case:
     victim = draw(st.sampled_from(VICTIMS))
     data = victim.read_bytes()
     kind = draw(st.sampled_from(["flip", "truncate", "utf8", "type", "huge", "deep", "line"]))
     at = draw(st.integers(0, max(0, len(data))))
-    if kind == "flip":
-        for pos in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=8)):
-            data = data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1 :]
-    elif kind == "truncate":
-        data = data[:at]
-    elif kind == "utf8":
-        data = _splice(data, at, draw(st.sampled_from([b"\xff", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\x80\x80"])))
+    if (bytewise := byte_mutation(draw, data, kind, at, flips=8)) is not None:
+        data = bytewise
     elif kind == "type":
         data = _set_field(data, draw(st.integers(0, 200)), draw(st.sampled_from(FIELDS)), draw(ODD))
     elif kind == "huge":

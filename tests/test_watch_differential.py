@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from addon.errors import ErascopeError
 from analyzer.sources import strip_compression
 from analyzer.watch import Watcher
-from tests.test_fuzz_inputs import FIELDS, ODD, _set_field, _splice, fuzzed
+from tests.test_fuzz_inputs import FIELDS, ODD, _set_field, _splice, byte_mutation, fuzzed
 from tests.test_watch import CORPUS, analyzed, expected, reported
 
 SCENARIOS = sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
@@ -75,13 +75,8 @@ def _mutate(draw: st.DrawFn, data: bytes) -> tuple[bytes, str]:
          "ts"]
     ))
     at = draw(st.integers(0, max(0, len(data))))
-    if kind == "flip":
-        for pos in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=4)):
-            data = data[:pos] + bytes([data[pos] ^ draw(st.integers(1, 255))]) + data[pos + 1 :]
-    elif kind == "truncate":
-        data = data[:at]
-    elif kind == "utf8":
-        data = _splice(data, at, draw(st.sampled_from([b"\xff", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\x80\x80"])))
+    if (bytewise := byte_mutation(draw, data, kind, at, flips=4)) is not None:
+        data = bytewise
     elif kind == "type":
         line = draw(st.integers(1, 200))
         data = _set_field(data, line, draw(st.sampled_from(FIELDS)), draw(ODD))
