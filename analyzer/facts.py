@@ -66,6 +66,18 @@ class LoadOptions:
     input accounting still counts every record of the files read."""
 
 
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """A capture that starts inside a file, after another one's records (files joined by `cat`, or
+    by a log shipper appending them to one stream): from its header's line on, rows get its own
+    capture label and transport. Its `seq` numbers start again (FORMAT.md, Ordering), so its rows
+    paired under the first capture's label would meet that capture's requests of the same `seq`."""
+
+    line: int
+    capture: str
+    transport: str | None
+
+
 @dataclass(slots=True)
 class FileFacts:
     """What one capture file contributes: its messages rows and its input accounting.
@@ -118,6 +130,8 @@ class FileFacts:
     parts: tuple[str, ...] = ()
     """Archived: every Parquet part holding its rows, whatever a selection reads of them: where a
     report reads its messages again (their `raw` column), instead of the file `file` names."""
+    joined: tuple[Joined, ...] = ()
+    """The captures joined after this file's own (`cat a.jsonl b.jsonl`), as its reading finds them."""
     placed: bool = False
     """Its reader decided already where the rows condensing moved out wait (written to the spill, or
     kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""

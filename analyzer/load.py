@@ -107,6 +107,7 @@ from analyzer.facts import (
     BadLine,
     FileFacts,
     InputError,
+    Joined,
     LoadOptions,
     display_name,
     finish,
@@ -712,8 +713,51 @@ def _read(
         if options is not None and options.selection is not None and not options.selection.everything:
             msgs = msgs.filter(options.selection.expr())  # after counting: the accounting is the whole file's
         unread = () if http else (HTTP_READS,)
+        if (facts.joined or types.eq(fmt.HEADER).any()) and _note_joined(facts, plain, df):
+            msgs = _relabelled(facts, msgs)
         return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1], *unread), attempt
     raise AssertionError("unreachable")
+
+
+class _JoinedInBatch(Exception):
+    """A file read in a batch holds a capture joined after its own: the batch is read again file
+    by file (`_read_batch`), where a file's reading keeps track of where each capture starts."""
+
+
+def _note_joined(facts: FileFacts, plain: pl.LazyFrame, df: pl.DataFrame) -> bool:
+    """Add the captures that start inside the rows `df` read (a header after line 1, see `Joined`)
+    to `facts.joined`; whether the rows need labelling apart (some capture starts at or before them).
+
+    A rotated part's header (`part` > 0: `cat x.000.jsonl x.001.jsonl`) goes on with the capture
+    before it, whose `seq` numbers it continues. A reading read again (another plan, the robust id
+    reading) finds the same headers: a line noted already is not noted twice.
+    """
+    heads = df.get_column("line").filter(df.get_column("_type") == fmt.HEADER)
+    lines = [n for n in heads.to_list() if n > 1 and all(n != j.line for j in facts.joined)]
+    if lines:
+        if isinstance(facts, _Batch):
+            raise _JoinedInBatch
+        found = plain.filter(pl.col("line").is_in(lines)).select("line", "transport", "part").collect()
+        joined = list(facts.joined)
+        for line, transport, part in found.sort("line").iter_rows():
+            if not part:
+                label = f"{display_name(facts.capture)}@{line}"
+                joined.append(Joined(int(line), label, _transport({"transport": transport})))
+        facts.joined = tuple(joined)
+    return bool(facts.joined)
+
+
+def _relabelled(facts: FileFacts, msgs: pl.DataFrame) -> pl.DataFrame:
+    """`msgs` with each row's capture and transport those of the capture its line is in (`Joined`)."""
+    starts = pl.Series([j.line for j in facts.joined], dtype=pl.UInt32)
+    at = starts.search_sorted(msgs.get_column("line").cast(pl.UInt32), side="right")
+    labels = {
+        "capture": [display_name(facts.capture), *(j.capture for j in facts.joined)],
+        "transport": [facts.transport, *(j.transport for j in facts.joined)],
+    }
+    return msgs.with_columns(
+        pl.Series(name, values, dtype=pl.String).gather(at).cast(msgs.schema[name]) for name, values in labels.items()
+    )
 
 
 def _read_lists(
@@ -1022,14 +1066,22 @@ def extract_file(
 
 
 def extract_lines(
-    path: str, data: bytes, first_line: int, header: dict[str, Any], options: LoadOptions | None = None
+    path: str,
+    data: bytes,
+    first_line: int,
+    header: dict[str, Any],
+    options: LoadOptions | None = None,
+    joined: tuple[Joined, ...] = (),
 ) -> FileFacts:
     """Complete lines of capture file `path` (`data` ends with a newline; its first line is line
     `first_line` of the file, whose header record is `header`) as facts of their own, paired and
     condensed: for a reader that follows growing files (`analyzer.watch`). The facts of a file's
     consecutive pieces go to `combine` together, which pairs them again as it pairs rotated parts.
+
+    `joined`: the captures found joined after the file's own in the lines before `data` (the
+    previous piece's `FileFacts.joined`); the facts carry them on with those `data` adds.
     """
-    facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header))
+    facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header), joined=joined)
     facts.transport = _transport(header)
     _, part = _read_piece(facts, data, first_line, data.count(b"\n"), False, options)
     facts.malformed = sorted(part.bad)
@@ -1489,7 +1541,10 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
     del texts
     for item in read:
         item.data = b""  # the text holds them now
-    needed, part = _read_piece(batch, text, 1, line - 1, False, options)
+    try:
+        needed, part = _read_piece(batch, text, 1, line - 1, False, options)
+    except _JoinedInBatch:
+        needed = True
     if needed:
         alone: list[FileFacts] = []
         for item in items:
