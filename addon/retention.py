@@ -8,8 +8,12 @@ writer holds an exclusive `flock` on its open part from the moment the part has 
 is closed (the file is created under a hidden name, locked, then linked to its real name, so no
 other process can ever see an unlocked open part). A part is *closed* when nobody holds its lock: the
 writer closed it, or the recorder died (the kernel dropped the lock; nothing will write it again).
+A recorder killed while opening a part leaves its empty hidden `.<name>.opening` file; every recorder
+removes such files once nobody holds their lock and they are older than `OPENING_STALE`
+(`remove_stale_openings`): its keeper in each of its rounds, or a writer without one when it opens
+its first part (on the writer thread, once).
 
-All the work here runs on a `PartKeeper` thread, never on a relay path or on the writer thread:
+All the other work here runs on a `PartKeeper` thread, never on a relay path or on the writer thread:
 
 1. compress: a closed `x.000.jsonl` becomes `x.000.jsonl.zst` (written to a hidden temporary name,
    fsynced, renamed, keeping mode 0600 and the part's mtime), then the plain part is removed. The
@@ -66,8 +70,15 @@ files a sweep ever considers, so nothing else in the directory is counted or rem
 OPENING_SUFFIX: Final = ".opening"
 """A part is `.<name>.opening` between its creation and its lock (`open_locked`): hidden, and no
 reader looking for `*.jsonl` (the analyzer, `erascope watch`) ever takes it for a capture."""
+OPENING_STALE: Final = 60.0
+"""Seconds after which an unlocked `.opening` file is taken for one a recorder killed while opening a
+part left behind (`remove_stale_openings`). Its creator locks it in the very next system call, then
+links and unlinks it at once: only a recorder stopped that long in between (SIGSTOP, a suspended
+machine) has its file taken, and `open_locked` then starts over."""
 PARTIAL_SUFFIX: Final = ".partial"
 """A compressed part is `.<name>.zst.partial` while it is written."""
+_OPEN_ATTEMPTS: Final = 3
+"""Times `open_locked` creates its hidden file when it is removed before it was locked."""
 _LOCK_RETRIES: Final = 50
 _LOCK_PAUSE: Final = 0.02
 _DAY: Final = 86400.0
@@ -138,9 +149,29 @@ def open_locked(path: Path) -> int:
     The lock lives as long as the returned descriptor (closing it, or the process dying, drops it).
     """
     hidden = path.with_name(f".{path.name}{OPENING_SUFFIX}")
-    fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+    for _ in range(_OPEN_ATTEMPTS):
+        fd = os.open(hidden, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o600)
+        try:
+            # New and hidden: nobody else holds it, but for a recorder that took it for a killed one's
+            # (`remove_stale_openings`), in the instant it removes it: this open then fails, reported.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(hidden)
+            raise
+        if os.fstat(fd).st_nlink > 0:
+            return _link_locked(fd, hidden, path)
+        # Stopped longer than `OPENING_STALE` before the lock, this recorder had its file removed as a
+        # killed one's: linking it would fail (ENOENT) and lose a record. The name is free again.
+        os.close(fd)
+    raise FileNotFoundError(errno.ENOENT, f"{hidden} was removed again and again while being opened", str(hidden))
+
+
+def _link_locked(fd: int, hidden: Path, path: Path) -> int:
+    """Give the locked, hidden new part `fd` (`hidden`) its name `path`, which must not exist; `fd`."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # new and hidden: nobody else can hold it
         try:
             os.link(hidden, path)  # unlike rename, fails when `path` exists (the O_EXCL promise)
         except OSError as exc:
@@ -158,6 +189,48 @@ def open_locked(path: Path) -> int:
             os.unlink(hidden)
         raise
     return fd
+
+
+def remove_stale_openings(directory: Path, now: float | None = None) -> int:
+    """Remove the hidden `.<part>.opening` files that recorders killed while opening a part (between
+    creating the file and linking it to the part's name) left in `directory`; how many were removed.
+
+    Such a file is empty (nothing is written before it has its name) and nothing would ever remove it.
+    One is taken only when nobody holds its lock (a live recorder holds it from the system call after
+    the file's creation until it is gone) and it is older than `OPENING_STALE` (the moment before that
+    lock is microseconds long): never while its recorder is still opening the part. A recorder killed
+    between linking and unlinking it left the part too: only the hidden name of that empty part goes.
+    """
+    now = time.time() if now is None else now
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    removed = 0
+    for entry in entries:
+        name = entry.name
+        if not (
+            name.startswith(".")
+            and name.endswith(OPENING_SUFFIX)
+            and PART_NAME.fullmatch(name[1 : -len(OPENING_SUFFIX)])
+        ):
+            continue
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime <= OPENING_STALE:
+                continue  # perhaps a recorder between creating and locking it (or a clock set back)
+        except OSError:
+            continue
+        fd = _lock_closed(Path(entry.path))  # None: its recorder holds it, or it is gone, or not a file
+        if fd is None:
+            continue
+        try:
+            os.unlink(entry.path)  # under its lock: no recorder is opening a part with it
+            removed += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _lock_closed(path: Path, retries: int = 0) -> int | None:
@@ -225,6 +298,16 @@ def compress_part(path: Path, retries: int | None = None) -> Path | None:
         return target
     finally:
         os.close(fd)
+
+
+def current_name(path: Path) -> Path | None:
+    """The part a writer wrote as `path`, as it is named now: `path`, or `path.zst` once a keeper compressed
+    it (the writer's own, or that of another recorder sharing the directory, which tells the writer
+    nothing); None when it is gone (a sweep removed it)."""
+    for candidate in (path, path.with_name(path.name + ZSTD_SUFFIX)):
+        if os.path.lexists(candidate):
+            return candidate
+    return None
 
 
 # --- sweeping -----------------------------------------------------------------------------------------
@@ -468,6 +551,9 @@ class PartKeeper:
                 self._compress(Path(entry.path), retries=0)  # a locked part is being written: not waited for
 
     def _sweep(self) -> None:
+        # every round, not only at start: recorders sharing the directory come and go (and get killed)
+        # while this one runs for weeks
+        remove_stale_openings(self.directory)
         for r in sweep(self.directory, keep_bytes=self.policy.keep_bytes, keep_days=self.policy.keep_days):
             self.counters.removed += 1
             self.counters.removed_bytes += r.size

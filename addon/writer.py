@@ -29,7 +29,10 @@ Rotation and retention: a part is rotated out when the next record would take it
 `rotate_bytes`, or once it is `rotate_age` seconds old (also while no record comes: the writer
 thread wakes for it). The open part is locked (`addon.retention.open_locked`) so that retention, in
 this process or another, never removes it. Each closed part is handed to a `PartKeeper`, which
-compresses it and sweeps the directory on its own thread (see `addon.retention`).
+compresses it and sweeps the directory on its own thread (see `addon.retention`). The hidden files
+of recorders killed while opening a part are removed by the keeper, or without one by the writer
+when it opens its first part (`addon.retention.remove_stale_openings`). `close()` leaves `paths`
+naming the parts as they are then: compressed, perhaps by another recorder's keeper.
 
 Chain: every line is sealed with the hash chain of `addon.chain` (its digest covers the previous
 line's digest and the line's bytes as written); each part ends with a `part-end` record, whose
@@ -58,7 +61,7 @@ import orjson
 from addon import chain
 from addon import format as fmt
 from addon.memory import release_freed
-from addon.retention import PartKeeper, Retention, open_locked
+from addon.retention import PartKeeper, Retention, current_name, open_locked, remove_stale_openings
 from addon.version import tool_version
 
 DEFAULT_ROTATE_BYTES: Final = 256 * 1024 * 1024
@@ -305,6 +308,9 @@ class CaptureWriter:
             if retention.compress:
                 self.keeper.tidy_soon()  # what earlier runs left uncompressed
             self.keeper.sweep_soon()  # the directory may be over its bound from earlier runs
+        self._tidy_openings = self.keeper is None
+        """The writer is to remove stale hidden `.opening` files when it opens its first part
+        (`remove_stale_openings`): on its own thread, never the caller's, once."""
         # `chain_alg` None: the default (`chain.DEFAULT`, or `chain.DEFAULT_KEYED` with a key)
         self._chainer = chain.Chainer(chain_key, chain_alg)
         # Room kept in every part for its closing record, so parts stay within `rotate_bytes`.
@@ -393,6 +399,9 @@ class CaptureWriter:
             progress = now
         if self.keeper is not None:
             self.keeper.close(timeout)  # the last part is compressed before the recorder reports it
+        # Another recorder's keeper may have compressed a part meanwhile, without a word to this one.
+        for i, path in enumerate(self.paths):
+            self.paths[i] = current_name(path) or path
         if self.lost and self._on_error is not None:
             self._on_error(
                 f"erascope: capture incomplete: {self.lost} record(s) lost"
@@ -796,6 +805,10 @@ class CaptureWriter:
 
     def _open_next_part(self) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self._tidy_openings:
+            # What recorders killed while opening a part left; a keeper does it in each of its rounds.
+            self._tidy_openings = False
+            remove_stale_openings(self.out_dir)
         path = self.out_dir / self._part_name(self._part + 1)
         # The next part exists before the current one names it in its closing record, so a crash in
         # between never leaves a `next` that points nowhere.

@@ -364,6 +364,7 @@ def record_http(
     from urllib.parse import urlsplit
 
     from addon.http_proxy import ReverseProxyConfig, parse_upstream, run_reverse_proxy
+    from addon.retention import current_name
     from addon.writer import default_capture_dir
 
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s", stream=sys.stderr)
@@ -413,8 +414,10 @@ def record_http(
     except ErascopeError as exc:
         raise _fail(exc) from None
     for path in run.files:
-        if path.exists():  # else retention removed it since (and said so)
-            typer.echo(f"erascope: wrote {path}", err=True)
+        # as it is named now: a keeper, this recorder's or another's, may have compressed it since
+        now = current_name(path)
+        if now is not None:  # else retention removed it since (and said so)
+            typer.echo(f"erascope: wrote {now}", err=True)
     if run.lost:
         typer.echo(f"erascope: {run.lost} record(s) could not be written", err=True)
         raise typer.Exit(code=1)

@@ -14,6 +14,7 @@ import stat
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -475,3 +476,43 @@ def test_compression_takes_only_a_regular_file_under_a_parts_name(tmp_path: Path
     assert done == [None]
     assert os.path.lexists(part) and not (tmp_path / "cap.003.jsonl.zst").exists()
     assert outside.read_bytes() == b"not the recorder's\n" * 100
+
+
+def test_an_opening_part_whose_hidden_file_was_taken_for_stale_starts_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorder stopped (SIGSTOP, a suspended machine) between creating its hidden file and locking it
+    for longer than `OPENING_STALE` has its file removed by another recorder, which took it for a killed
+    one's. The part is then opened anew under the same name, not failed (a record lost)."""
+    path = tmp_path / f"{OLD_STEM}.000.jsonl"
+    real_flock = fcntl.flock
+    removed: list[str] = []
+
+    def flock(fd: int, operation: int) -> None:
+        if not removed:  # as the other recorder did while this one was stopped
+            (hidden,) = tmp_path.glob(f".*{ret.OPENING_SUFFIX}")
+            hidden.unlink()
+            removed.append(hidden.name)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(ret, "fcntl", SimpleNamespace(flock=flock, LOCK_EX=fcntl.LOCK_EX, LOCK_NB=fcntl.LOCK_NB))
+    fd = open_locked(path)
+    monkeypatch.undo()
+    try:
+        assert removed == [f".{path.name}{ret.OPENING_SUFFIX}"]
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]
+        os.write(fd, b"{}\n")
+        other = os.open(path, os.O_RDONLY)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # locked, as any open part
+        os.close(other)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"{}\n"
+
+
+def test_the_documented_age_of_a_stale_opening_file_is_the_one_in_use() -> None:
+    root = Path(__file__).resolve().parent.parent
+    for doc in (root / "captures" / "FORMAT.md", root / "README.md"):
+        text = " ".join(doc.read_text().split())
+        assert f"{ret.OPENING_STALE:g} seconds old" in text, doc.name

@@ -10,6 +10,7 @@ exact, by stepping in at the one point where another keeper acts; nothing waits 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -17,16 +18,18 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import orjson
 import pytest
 
 from addon import format as fmt
 from addon import retention as ret
-from addon.retention import PART_NAME, capture_parts, compress_part, sweep
+from addon.retention import PART_NAME, Retention, capture_parts, compress_part, sweep
 from addon.writer import CaptureWriter
 from analyzer.pipeline import analyze
 from analyzer.report import report_dict
 from analyzer.verify import verify
 from tests.conftest import ROOT
+from tests.test_http_e2e import MODERN_HEADERS, Proc, record_http, start_server
 from tests.test_retention import frame, old_part
 from tests.test_retention_e2e import REMOVED, Tee, parts_of, records_of
 
@@ -208,3 +211,171 @@ def test_real_tees_of_one_server_share_a_directory_with_compression_and_a_bound(
     report = report_dict(analyze([str(caps)]))
     assert report["inputs"]["records"] == len(kinds) - kinds.count(fmt.PART_END)
     assert report["totals"]["messages"] == kinds.count(fmt.FRAME) + kinds.count(fmt.LIFECYCLE)
+
+
+def test_a_writer_names_the_parts_another_recorders_keeper_compressed_as_they_are(tmp_path: Path) -> None:
+    """A writer learns its parts' new names from its own keeper only: a part another recorder's keeper
+    compressed (its tidying at start takes every closed plain part) kept its plain name in `paths`,
+    a file no longer there. A part a sweep removed keeps the name it was written under."""
+    w = CaptureWriter(tmp_path, transport=fmt.STDIO, server="srv", rotate_bytes=1500)
+    i = 0
+    while len(w.paths) < 4:
+        w.write(frame(i, size=100))
+        w.flush()  # `paths` is up to date
+        i += 1
+    closed = w.paths[:3]  # the fourth is open
+    assert compress_part(closed[0]) is not None and compress_part(closed[2]) is not None  # the other keeper
+    closed[1].unlink()  # a sweep
+    w.close()
+    assert w.paths == [
+        closed[0].with_name(closed[0].name + ".zst"), closed[1], closed[2].with_name(closed[2].name + ".zst"),
+        w.paths[3],
+    ]  # fmt: skip
+    assert w.paths[3].name.endswith(".003.jsonl") and w.paths[3].exists()
+
+
+@pytest.mark.e2e
+def test_record_http_names_its_parts_as_another_recorders_keeper_left_them(
+    procs: list[Proc], tmp_path: Path, clean_env: dict[str, str]
+) -> None:
+    """`record http` without `--compress` shares its directory with a tee that has it: the tee's keeper
+    compresses, at its start, the closed plain parts it finds there, the proxy's too. The proxy's
+    closing lines left those parts out ("wrote" only what still had its plain name), as if retention
+    had removed them, although they were there, compressed."""
+    import httpx2
+
+    port = start_server(procs, clean_env)
+    caps = tmp_path / "caps"
+    proxy, url = record_http(procs, f"http://127.0.0.1:{port}/mcp", caps, clean_env, "--rotate-size", "4k")
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    headers = {**MODERN_HEADERS, "mcp-method": "server/discover"}
+    with httpx2.Client(timeout=30) as http:
+        # a third part is open once the second is: the first is closed by then, for any keeper to take
+        for i in range(500):
+            probe = {"jsonrpc": "2.0", "id": i, "method": "server/discover", "params": {"_meta": meta}}
+            assert http.post(url, content=orjson.dumps(probe), headers=headers).status_code == 200
+            if len(parts_of(caps, proxy.popen.pid)) >= 3:
+                break
+        else:
+            raise AssertionError("the proxy never rotated")
+    tee = Tee(caps, clean_env, "--server", "other", "--compress")
+    status, err = tee.finish()  # its keeper is done with what it tidied once it exits
+    assert status == 0, err
+    assert proxy.stop(signal.SIGINT) == 0
+    mine = parts_of(caps, proxy.popen.pid)
+    assert mine[0].name.endswith(".jsonl.zst"), mine  # the other recorder's keeper compressed it
+    wrote = [line for line in proxy.lines if line.startswith("erascope: wrote ")]
+    assert wrote == [f"erascope: wrote {p}" for p in mine], proxy.lines
+
+
+OPENER = """
+import fcntl, os, sys
+from pathlib import Path
+from addon import format as fmt
+from addon.writer import CaptureWriter
+
+def stopped_at(name, real):
+    def step(*args, **kwargs):  # the writer opening its part stops here (the first time), until told to go on
+        if not stopped:
+            stopped.append(name)
+            print(name, flush=True)
+            sys.stdin.readline()
+        return real(*args, **kwargs)
+    return step
+
+stopped = []
+
+if sys.argv[2] == "flock":  # the hidden file created, not yet locked
+    fcntl.flock = stopped_at("flock", fcntl.flock)
+elif sys.argv[2] == "link":  # the hidden file created and locked, not yet linked to the part's name
+    os.link = stopped_at("link", os.link)
+else:  # the part linked to its name, its hidden name not yet removed
+    os.unlink = stopped_at("unlink", os.unlink)
+w = CaptureWriter(Path(sys.argv[1]), transport=fmt.STDIO, server="opener")
+w.write({fmt.F_TYPE: fmt.FRAME, fmt.F_CONN: "c1", fmt.F_DIR: fmt.C2S, **fmt.payload_fields(b"{}")})
+w.close()
+print("closed", w.written, flush=True)
+"""
+
+
+def _opening(directory: Path, step: str) -> tuple[subprocess.Popen[str], Path]:
+    """A real recorder stopped while it opens its first part (at `step`, see OPENER), and its hidden file."""
+    opener = _python(OPENER, str(directory), step)
+    assert opener.stdout is not None and opener.stdout.readline() == f"{step}\n"
+    (hidden,) = directory.glob(f".*{ret.OPENING_SUFFIX}")
+    assert PART_NAME.fullmatch(hidden.name[1 : -len(ret.OPENING_SUFFIX)]) and f"_{opener.pid}_" in hidden.name
+    return opener, hidden
+
+
+LONG_AGO = 3600.0
+"""Seconds: far longer than a recorder takes from creating its hidden file to linking it."""
+
+
+def _age(path: Path, seconds: float) -> None:
+    when = time.time() - seconds
+    os.utime(path, (when, when))
+
+
+@pytest.mark.parametrize("step", ["flock", "link", "unlink"])
+def test_the_hidden_file_of_a_recorder_killed_opening_a_part_is_removed_by_a_later_one(
+    tmp_path: Path, step: str
+) -> None:
+    """A recorder killed between creating its part's hidden `.….opening` file and removing that name
+    left the empty file behind for good: no recorder, keeper or sweep ever looked at it again. A later
+    recorder opening its first part removes it, once no one holds its lock and it is older than a
+    recorder ever takes to lock and link it (`retention.OPENING_STALE`). Killed after the link, the
+    recorder left its empty part too, under its name: that stays, as any part a recorder left."""
+    opener, hidden = _opening(tmp_path, step)
+    opener.kill()  # SIGKILL: no cleanup runs
+    opener.communicate()
+    left = [p.name for p in parts_of(tmp_path, opener.pid)]
+    assert hidden.exists() and left == ([hidden.name[1 : -len(ret.OPENING_SUFFIX)]] if step == "unlink" else [])
+    _age(hidden, LONG_AGO)
+    later = CaptureWriter(tmp_path, transport=fmt.STDIO, server="later")
+    later.write(frame(0))
+    later.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*left, *(p.name for p in later.paths)])
+
+
+def test_a_keeper_removes_the_hidden_file_of_a_recorder_killed_while_it_runs(tmp_path: Path) -> None:
+    """A recorder that runs for weeks sees other recorders come and go in its directory: the hidden file
+    of one killed while opening a part goes in its keeper's next round, not only at a later start."""
+    w = CaptureWriter(
+        tmp_path, transport=fmt.STDIO, server="srv", rotate_bytes=1500, retention=Retention(keep_bytes=1 << 30)
+    )
+    w.write(frame(0, size=100))
+    w.flush()
+    assert w.keeper is not None and w.keeper.flush(30)
+    opener, hidden = _opening(tmp_path, "link")
+    opener.kill()
+    opener.communicate()
+    _age(hidden, LONG_AGO)
+    parts = len(w.paths)
+    i = 1
+    while len(w.paths) == parts:  # a rotation: the keeper's round
+        w.write(frame(i, size=100))
+        w.flush()
+        i += 1
+    assert w.keeper.flush(30)
+    assert not hidden.exists()
+    w.close()
+
+
+@pytest.mark.parametrize("step", ["link", "flock"])
+def test_a_live_recorders_hidden_file_is_never_removed(tmp_path: Path, step: str) -> None:
+    """The criterion must never take the file of a recorder still opening its part: at `link` it holds
+    the file's lock (made old here, it is still left alone); at `flock` the file is unlocked for the
+    moment between two system calls, and young."""
+    opener, hidden = _opening(tmp_path, step)
+    try:
+        if step == "link":
+            _age(hidden, LONG_AGO)
+        later = CaptureWriter(tmp_path, transport=fmt.STDIO, server="later", retention=Retention(keep_bytes=1 << 30))
+        later.write(frame(0))
+        later.close()
+        assert hidden.exists()
+    finally:
+        out, _ = opener.communicate("go\n")
+    assert opener.returncode == 0 and out == "closed 2\n"  # its header and its record
+    (part,) = parts_of(tmp_path, opener.pid)
+    assert part.name.endswith(".000.jsonl") and not hidden.exists()
