@@ -1081,8 +1081,7 @@ def extract_lines(
     `joined`: the captures found joined after the file's own in the lines before `data` (the
     previous piece's `FileFacts.joined`); the facts carry them on with those `data` adds.
     """
-    facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header), joined=joined)
-    facts.transport = _transport(header)
+    facts = _lines_facts(path, header, joined)
     _, part = _read_piece(facts, data, first_line, data.count(b"\n"), False, options)
     facts.malformed = sorted(part.bad)
     _finish_chunk([part])
@@ -1093,6 +1092,24 @@ def extract_lines(
     facts.undecodable = int(counts.get_column("undecodable").sum())
     facts.messages = part.messages
     facts.traffic = part.traffic if part.traffic is not None else facts.traffic
+    return facts
+
+
+def malformed_lines(
+    path: str, data: bytes, first_line: int, header: dict[str, Any], options: LoadOptions | None = None
+) -> list[BadLine]:
+    """The malformed lines `extract_lines` finds in `data` (same arguments), found by the same reading
+    but with nothing paired or condensed: what a follower asks of a file's last line alone before it
+    reads that line with the lines before it (`analyzer.watch`), instead of reading them all twice
+    when the line is no record."""
+    _, part = _read_piece(_lines_facts(path, header), data, first_line, data.count(b"\n"), False, options)
+    return sorted(part.bad)
+
+
+def _lines_facts(path: str, header: dict[str, Any], joined: tuple[Joined, ...] = ()) -> FileFacts:
+    """The facts `extract_lines` fills, as a reading of the lines needs them (labels, transport)."""
+    facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header), joined=joined)
+    facts.transport = _transport(header)
     return facts
 
 

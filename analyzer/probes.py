@@ -388,6 +388,31 @@ def output_ended(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
     return on.get_column("_over").fill_null(False)
 
 
+def decided_by_answer(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
+    """Per row of `rows` (probes or initializes of `messages`, by their deciding line: `file_of_answer`
+    and `answer_line`): whether that line is an answer paired with a request in `messages`. Such an
+    outcome is rule 1's, which nothing read later replaces (a request's first answer is its answer), a
+    `garbage` one too: a body that is no JSON, a stdio line with the probe's id that is no JSON-RPC
+    answer (`erascope watch` decides it at once). False for garbage not paired with the request (a
+    stdout line, an event on its stream that is no JSON), which an answer within the timeout replaces,
+    for deaths and for no answer."""
+    located = rows.select(file=file_of_answer(), line=pl.col("answer_line").cast(pl.UInt32))
+    wanted = located.drop_nulls().unique()
+    if wanted.is_empty():
+        return pl.repeat(False, rows.height, eager=True, dtype=pl.Boolean())
+    answers = (
+        messages.lazy()
+        .filter(pl.col("req_seq").is_not_null() & pl.col("kind").is_in(("response", "error", "invalid")))
+        .select(pl.col("file").cast(pl.String), pl.col("line").cast(pl.UInt32))
+        .join(wanted.lazy(), on=["file", "line"], how="semi")
+        .unique()
+        .with_columns(_answer=pl.lit(True))
+        .collect()
+    )
+    on = located.join(answers, on=["file", "line"], how="left", maintain_order="left")
+    return on.get_column("_answer").fill_null(False)
+
+
 def handshake_only(col: str) -> pl.Expr:
     """A non-empty version list that names handshake versions alone (a legacy advertisement)."""
     versions = pl.col(col)

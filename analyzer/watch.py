@@ -188,6 +188,7 @@ from analyzer.load import (
     extract_lines,
     find_inputs,
     first_line,
+    malformed_lines,
     not_a_capture,
     not_regular,
     part_identity,
@@ -195,7 +196,7 @@ from analyzer.load import (
     read_open_header,
 )
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
-from analyzer.probes import DEFAULT_PROBE_TIMEOUT, output_ended
+from analyzer.probes import DEFAULT_PROBE_TIMEOUT, decided_by_answer, output_ended
 from analyzer.report import visible
 from analyzer.rules.context import request_style
 from analyzer.sources import COMPRESSED_SUFFIXES, FLOWS, HAR, CutStream, foreign_kind, open_stream, strip_compression
@@ -209,7 +210,9 @@ READ_LIMIT: Final = 64 << 20
 """Bytes read from one file in one round at most: a large backlog is taken in steps, each reported."""
 UNDECIDED_OUTCOME: Final = "no-answer"
 GARBAGE_OUTCOME: Final = "garbage"
-"""A probe outcome decided early: an answer within the timeout still replaces it."""
+"""A probe outcome decided early where the garbage is no answer (a stdout line, an event on the answer's
+stream): an answer within the timeout still replaces it. Garbage that is the answer (an HTTP body
+that is no JSON) is final (`analyzer.probes.decided_by_answer`)."""
 DIED_OUTCOME: Final = "connection-died"
 """Decided early too on stdio where the death is an `exit`: the answer can still be in the pipe."""
 FOREIGN: Final = {HAR: "a HAR file", FLOWS: "a mitmproxy dump"}
@@ -362,7 +365,8 @@ class _Part:
     grown: float = 0.0
     """When (wall clock) the part last had new lines: idle since, its capture time runs on with the clock."""
     gone: bool = False
-    """Its plain file was found missing (deleted, or compressed: `Watcher._follow` looked for the copy)."""
+    """Its plain file was missing from the last listing (deleted, or compressed: `Watcher._follow` looked
+    for the copy then); false again once the file is listed under its name again."""
     unterminated: bool = False
     """The last line read was the file's last, whole but for its newline (`Watcher._taken`): the newline,
     when it comes, ends that line; anything else means the line went on, and was not the record read
@@ -501,6 +505,9 @@ class Watcher:
                             files.append(copy)
                     continue
             elif (st.st_dev, st.st_ino) == part.inode:
+                # under its name again after a listing that missed it (a directory gone for a moment):
+                # its copy is looked for when the file is next missed, which may be its compressor's doing
+                part.gone = False
                 continue
             self._drop(part)
 
@@ -710,15 +717,20 @@ class Watcher:
         newline."""
         cut = data.rfind(b"\n") + 1
         part.unterminated = False
-        if data[cut:].rstrip().endswith(b"}"):  # only an object can read as a record
-            facts = extract_lines(part.path, data + b"\n", first, part.header, LoadOptions())
-            last = first + data.count(b"\n")
+        line, last, options = data[cut:], first + data.count(b"\n"), LoadOptions()
+        # Only an object can read as a record. The line is tested alone first, by the reading that
+        # extracting it does (nothing paired or condensed, a few ms): a read that stopped after a `}`
+        # inside a record then costs one extraction of the lines before it, not two (with the line,
+        # then without it). A line that reads alone can still be refused beside others (a lone
+        # surrogate beside a malformed line): the extraction with the lines before it decides, as before.
+        if line.rstrip().endswith(b"}") and not malformed_lines(part.path, line + b"\n", last, part.header, options):
+            facts = extract_lines(part.path, data + b"\n", first, part.header, options)
             if all(b.line != last for b in facts.malformed):
                 part.unterminated = True
                 return data, facts
         if cut == 0:
             return None
-        return data[:cut], extract_lines(part.path, data[:cut], first, part.header, LoadOptions())
+        return data[:cut], extract_lines(part.path, data[:cut], first, part.header, options)
 
     # --- analyzing -------------------------------------------------------------------------------
     def poll(self) -> list[WatchEvent]:
@@ -774,9 +786,10 @@ class Watcher:
         return self._results.verdicts(), self._results.findings()
 
     def _undecided(self, analysis: Analysis, now: float) -> set[str]:
-        """Servers with a probe or initialize unanswered, its server's output on the connection not
-        over (`analyzer.probes.output_ended`) and not yet past the timeout in its capture's time
-        (`_Part.now`); each is scheduled to be analyzed again when the timeout will have passed."""
+        """Servers with a probe or initialize unanswered (or with garbage that is not its answer), its
+        server's output on the connection not over (`analyzer.probes.output_ended`) and not yet past the
+        timeout in its capture's time (`_Part.now`); each is scheduled to be analyzed again when the
+        timeout will have passed."""
         waiting: set[str] = set()
         parts = self._parts_by_name()
         # a probe's garbage (a stdout line before its answer) is not its outcome while the answer can still
@@ -787,8 +800,11 @@ class Watcher:
         )
         for frame in (analysis.probes, analysis.inits):
             unanswered = frame.filter(pending)
-            # a server whose output is over can say nothing more: a banner, then death, is `broken` at once
-            unanswered = unanswered.filter(~output_ended(analysis.messages, unanswered)).select("server", "file", "ts")
+            # a server whose output is over can say nothing more: a banner, then death, is `broken` at
+            # once; and garbage that is the request's answer (an HTTP body that is no JSON) is rule 1's
+            # outcome already, which no answer read later replaces
+            final = output_ended(analysis.messages, unanswered) | decided_by_answer(analysis.messages, unanswered)
+            unanswered = unanswered.filter(~final).select("server", "file", "ts")
             waiting.update(
                 server for server, file, ts in unanswered.iter_rows() if self._may_come(parts, server, file, ts, now)
             )

@@ -1294,3 +1294,46 @@ def test_garbage_before_a_probes_answer_within_the_timeout_is_not_its_outcome(tm
     events += [e.as_json() for e in watcher.poll()]
     assert [e["era"] for e in events if e["event"] == "era"] == ["modern"], events
     assert reported(events) == expected(analyzed(live))
+
+
+def test_a_part_missed_by_one_listing_is_followed_into_its_copy_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round whose listing names nothing (the directory gone for a moment: an NFS hiccup, a
+    permission being changed) marks every plain part missing, and the part's copy is looked for once,
+    then. The part listed again was read on, but still counted as missing: when it really went (its
+    compressor done), its copy was not looked for, and what it holds past the lines read was never
+    read where no listing names it (a copy there before watch started, which a glob of plain names
+    does not name). Here a backlog taken in steps (`READ_LIMIT` a round), beside a copy a compressor
+    wrote before watch started and before it removed the plain part."""
+    monkeypatch.setattr("analyzer.watch.READ_LIMIT", 1000)
+    live = tmp_path / "live"
+    live.mkdir()
+    source = next((CORPUS / "rollout-split-http").glob("*.jsonl"))
+    data = source.read_bytes()
+    target = live / source.name
+    target.write_bytes(data)
+    (live / (source.name + ".zst")).write_bytes(zstd.compress(data))
+    clock = [1000.0]
+    watcher = Watcher([str(live / "*.jsonl")], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    read = watcher.bytes_read
+    assert 0 < read < len(data)
+    away = tmp_path / "away"
+    live.rename(away)  # the round's listing names nothing
+    clock[0] += 1
+    events += [e.as_json() for e in watcher.poll()]
+    assert watcher.bytes_read == read
+    away.rename(live)
+    clock[0] += 1
+    events += [e.as_json() for e in watcher.poll()]
+    assert read < watcher.bytes_read < len(data)  # listed again: read on from where it was
+    target.unlink()  # the compressor's last step: its copy holds the rest
+    for _ in range(len(data)):
+        before = watcher.bytes_read
+        clock[0] += 1
+        events += [e.as_json() for e in watcher.poll()]
+        if watcher.bytes_read == before:
+            break
+    assert watcher.bytes_read == len(data)
+    assert reported(events) == expected(analyzed(live))

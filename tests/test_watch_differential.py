@@ -405,3 +405,37 @@ def test_a_probe_without_a_time_is_decided_by_what_was_read(tmp_path: Path, answ
     assert reported(events) == expected(report)
     # decided before its answer came: the finding then withdrawn
     assert [e["event"] for e in events if e["rule"]] == ["finding", "withdrawn"] if answered else ["finding"]
+
+
+@pytest.mark.parametrize("cut", ["after a brace inside it", "short only of its newline"])
+def test_a_last_line_without_its_newline_costs_one_extraction(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    """A read that stops right after a `}` inside a record (the recorder's write not all on disk yet):
+    the lines read were extracted twice, once with that last line (to see whether it reads as a
+    record) and again without it. The line alone is tested first, and the lines are extracted once;
+    a line that is a record but for its newline is still read in the same round, in one extraction."""
+    import analyzer.watch
+
+    extract_lines = analyzer.watch.extract_lines
+    extracted: list[tuple[int, int]] = []  # (first line, lines) of each extraction
+
+    def counted(path: str, data: bytes, first: int, *args: Any, **kwargs: Any) -> Any:
+        extracted.append((first, data.count(b"\n")))
+        return extract_lines(path, data, first, *args, **kwargs)
+
+    monkeypatch.setattr(analyzer.watch, "extract_lines", counted)
+    live = tmp_path / "live"
+    live.mkdir()
+    whole = _probe_answered(newline=True)
+    answer = whole.rindex(b"\n", 0, len(whole) - 1) + 1  # the answer: the last line
+    at = whole.index(b"}", answer) + 1 if cut == "after a brace inside it" else len(whole) - 1
+    events, watcher = _watched_rounds(live, [whole[:at], whole[at:]])
+    if cut == "after a brace inside it":
+        assert extracted == [(1, 3), (4, 1)]  # lines 1-3 once, then the answer once it is whole
+    else:
+        assert extracted == [(1, 4)]  # the newline that comes later is no line of its own
+    assert (watcher.notes, watcher.bytes_read) == ([], len(whole))
+    report = analyzed(live)
+    assert [t["era"] for s in report["servers"] for t in s["timeline"]] == ["modern"]
+    assert reported(events) == expected(report)
