@@ -178,6 +178,7 @@ from addon.errors import EMPTY_PATH, ErascopeError
 from addon.format import cut_header
 from analyzer.condense import merge
 from analyzer.eras import ServerVerdict
+from analyzer.facts import Joined
 from analyzer.findings import Evidence, Finding, Severity
 from analyzer.load import (
     FileFacts,
@@ -371,6 +372,9 @@ class _Part:
     """The last line read was the file's last, whole but for its newline (`Watcher._taken`): the newline,
     when it comes, ends that line; anything else means the line went on, and was not the record read
     (the file is read again from its start)."""
+    joined: tuple[Joined, ...] = ()
+    """The captures found joined after the part's own in the lines read (`analyzer.facts.Joined`): the
+    next piece's rows are labelled by them too."""
     noted: int = 0
     """Lines whose malformed ones are noted already: those before a line that went on (`unterminated`)."""
 
@@ -680,6 +684,7 @@ class Watcher:
             if taken is None:
                 continue  # only the start of a line so far
             data, facts = taken
+            part.joined = facts.joined
             part.offset += len(data)
             part.lines += data.count(b"\n") + int(part.unterminated)
             self.bytes_read += len(data)
@@ -724,13 +729,13 @@ class Watcher:
         # then without it). A line that reads alone can still be refused beside others (a lone
         # surrogate beside a malformed line): the extraction with the lines before it decides, as before.
         if line.rstrip().endswith(b"}") and not malformed_lines(part.path, line + b"\n", last, part.header, options):
-            facts = extract_lines(part.path, data + b"\n", first, part.header, options)
+            facts = extract_lines(part.path, data + b"\n", first, part.header, options, part.joined)
             if all(b.line != last for b in facts.malformed):
                 part.unterminated = True
                 return data, facts
         if cut == 0:
             return None
-        return data[:cut], extract_lines(part.path, data[:cut], first, part.header, options)
+        return data[:cut], extract_lines(part.path, data[:cut], first, part.header, options, part.joined)
 
     # --- analyzing -------------------------------------------------------------------------------
     def poll(self) -> list[WatchEvent]:

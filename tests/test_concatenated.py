@@ -22,7 +22,9 @@ from analyzer import load
 from analyzer.compact import compact
 from analyzer.pipeline import analyze
 from analyzer.report import render_json
+from analyzer.watch import Watcher
 from tests.test_rotated_exchanges import SCENARIOS, by_seq, rewrite
+from tests.test_watch import analyzed, expected, replay, reported
 
 
 def by_text(report: dict[str, Any]) -> Any:
@@ -119,3 +121,19 @@ def test_an_archive_of_joined_captures_reads_as_the_file(tmp_path: Path) -> None
     from_file, from_archive = (render_json(analyze([str(p)])) for p in (both, tmp_path / "archive"))
     assert from_archive == from_file
     assert by_text(orjson.loads(from_file)) == report(*CORPUS)
+
+
+@pytest.mark.parametrize("names", [("auto-modern-stdio", "auto-legacy-stdio"), ("upgrade-http", "upgrade-stdio")])
+def test_watch_reads_joined_captures_as_analyze_does(tmp_path: Path, names: tuple[str, ...]) -> None:
+    """`watch` reads a growing file in pieces: a capture joined in an earlier round keeps its label in
+    the later ones."""
+    corpus = SCENARIOS[0].parent
+    (tmp_path / "src").mkdir()
+    (tmp_path / "live").mkdir()
+    joined = join(sorted(p for name in names for p in (corpus / name).glob("*.jsonl")), tmp_path / "src" / "j.jsonl")
+    clock = [1000.0]
+    watcher = Watcher([str(tmp_path / "live")], clock=lambda: clock[0])
+    events = replay([joined], tmp_path / "live", watcher, clock, seed=5)
+    final = analyzed(tmp_path / "live")
+    assert reported([e.as_json() for e in events]) == expected(final)
+    assert by_text(final) == report(*(p for name in names for p in sorted((corpus / name).glob("*.jsonl"))))
