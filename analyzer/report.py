@@ -8,9 +8,10 @@ end with a legend of the numbered files (`FileRefs`): long paths never sit insid
 
 Every string that comes from a capture (server keys, client names, versions, notes, messages, file
 names) is attacker-controlled. Text and markdown show control characters visibly (`visible`:
-`\x1b`, `\n`, `\u202e`), so a report never moves the cursor, retitles a window or hides a line;
-markdown also escapes what markdown and HTML would act on. json carries the exact strings (only
-lone surrogates, which UTF-8 cannot hold, become U+FFFD).
+`\x1b`, `\n`, `\u202e`, and `\u200b` for what is drawn as nothing), so a report never moves the
+cursor, retitles a window, hides a line or shows two strings alike; markdown also escapes what
+markdown and HTML would act on and what GitHub would link (`_md_text`). json carries the exact
+strings (only lone surrogates, which UTF-8 cannot hold, become U+FFFD).
 """
 
 from __future__ import annotations
@@ -726,18 +727,27 @@ _MD_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"} | {
 _MD_SPECIAL: Final = re.compile("[" + re.escape("".join(_MD_ESCAPES)) + "]")
 
 
-_MD_LINKS: Final = re.compile(r"(?i)(?<=www)\.|:(?=//)|@+")
-"""What GitHub-flavoured markdown links in plain text: `www.`, `scheme://`, and an `@` (an e-mail
-address, `mailto:`/`xmpp:`, or a mention that notifies an account)."""
+_MD_LINKS: Final = re.compile(r"(?i)(?<=www)\.|:(?=//)|(?:@|#[0-9]+|gh-[0-9]+|/(?:issues|pull|discussions)/[0-9]+)+")
+"""What GitHub links in plain text. Its markdown (cmark-gfm's autolink extension): `www.`, `scheme://`
+and e-mail addresses (`mailto:`, `xmpp:`). Then, in the rendered HTML, every text node outside
+`<a>`, `<code>` and `<pre>` (docs.github.com, "Autolinked references and URLs"): an `@` mention that
+notifies an account, `user@sha` and `owner/repo@sha` commits, and issue, pull request and discussion
+references `#26`, `GH-26`, `owner#26`, `owner/repo#26` (and `/issues/26`, `/pull/26`,
+`/discussions/26`, as GitHub Desktop links them). Those are matched after backslash escapes and
+entities are resolved (`\\#26` and `&#35;26` are links), so a run of `@`s and references is set in
+code. A bare commit SHA is left as it is: GitHub links it only to a commit of the repository the
+report is pasted in, and only if that commit exists, while code around every long number or hex id
+would make reports hard to read."""
 
 
 def _md_text(text: str) -> str:
     """Capture text as markdown that renders as exactly that text: HTML-significant characters as
     entities, markdown punctuation backslash-escaped (`|` too, so table cells stay whole), and
-    nothing a GFM renderer would make a link or a mention: the `.` of `www.` and the `:` of `://`
-    escaped, an `@` in code (e-mail autolinks are found after escapes are resolved)."""
+    nothing GitHub would make a link, a mention or a reference (`_MD_LINKS`): the `.` of `www.` and
+    the `:` of `://` escaped, `@` and `#26`/`GH-26` in code (one span for a run, as two side by side
+    would read as one span holding two backticks)."""
     text = _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
-    return _MD_LINKS.sub(lambda m: f"`{m[0]}`" if m[0][0] == "@" else "\\" + m[0], text)
+    return _MD_LINKS.sub(lambda m: "\\" + m[0] if m[0] in (".", ":") else f"`{m[0]}`", text)
 
 
 def _md_code(text: str, *, table: bool = False) -> str:

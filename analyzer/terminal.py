@@ -9,22 +9,73 @@ from __future__ import annotations
 import re
 from typing import Final
 
-_INVISIBLE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff]")
+_HIDDEN: Final = (
+    "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
+    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2060-\u2065\u206a-\u206f\u3164\ufeff\uffa0\ufff0-\ufffb"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e00ff\U000e01f0-\U000e0fff"
+)
 """What a terminal or an editor acts on instead of showing: C0 and C1 controls (ESC and CSI start
-escape sequences), DEL, bidi controls and line separators (they reorder or break what follows), and
-lone surrogates (UTF-8 cannot hold them)."""
+escape sequences), DEL, bidi controls and line separators (they reorder or break what follows), lone
+surrogates (UTF-8 cannot hold them); and what is drawn as nothing (Unicode's default ignorable code
+points), so that two strings never read the same and no text hides in one: the zero-width space,
+word joiner, byte order mark, soft hyphen, Hangul fillers, invisible operators, interlinear
+annotation marks and tag characters (`ASCII smuggling`: a sentence spelled in U+E0020..U+E007E)."""
+_JOINERS: Final = "\u200c\u200d"
+"""ZWNJ and ZWJ: they join emoji (man ZWJ woman ZWJ girl is one family) and shape the letters of many
+scripts (Persian, Devanagari), and join nothing else."""
+_SELECTORS: Final = "\u180b-\u180d\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef"
+"""Variation selectors: they pick the drawing of the character before them (U+26A0 U+FE0F is the
+emoji warning sign), and hide bytes when they follow anything else or one another."""
+_INVISIBLE: Final = re.compile(f"[{_HIDDEN}{_JOINERS}{_SELECTORS}]")
+_SELECTOR: Final = re.compile(f"[{_SELECTORS}]")
+_NO_BASE: Final = re.compile(f"[\\x00-\\x7f\\s{_HIDDEN}{_JOINERS}{_SELECTORS}]")
+"""What a selector or a joiner does not apply to: ASCII (a keycap aside), spaces, and the invisible."""
+_TAG_FLAG: Final = re.compile("\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f")
+"""A subdivision flag (black flag U+1F3F4, tag characters naming the region, CANCEL TAG U+E007F): the
+only place tags are kept."""
+_CONTROLS: Final = re.compile("[\x00-\x1f\x7f]")
+"""What `_INVISIBLE` finds in ASCII text (most of what a report shows), found faster."""
 _NAMED_ESCAPES: Final = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(m: re.Match[str]) -> str:
-    c = m[0]
-    return _NAMED_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+def _base(c: str) -> bool:
+    """`c` is a character a selector or a joiner acts on: drawn, and not ASCII."""
+    return bool(c) and not _NO_BASE.match(c)
+
+
+def _joins(text: str, i: int, flags: set[int]) -> bool:
+    """The selector, joiner or tag at `text[i]` is part of what a reader sees: a selector right after a
+    character it applies to (or in a keycap, `1` U+FE0F U+20E3), a joiner between two such characters
+    (after a selector too: heart U+FE0F ZWJ fire), a tag inside a subdivision flag (`flags`, its positions)."""
+    c, before = text[i], text[i - 1] if i else ""
+    if c in _JOINERS:
+        joined = _base(before) or (i > 1 and _SELECTOR.match(before) is not None and _base(text[i - 2]))
+        return joined and _base(text[i + 1 : i + 2])
+    if _SELECTOR.match(c):
+        keycap = c == "\ufe0f" and before != "" and before in "0123456789#*" and text[i + 1 : i + 2] == "\u20e3"
+        return _base(before) or keycap
+    return i in flags
+
+
+def _escape(c: str) -> str:
+    """`c` as Python writes it in a string: `\\x1b`, `\\u200b`, `\\U000e0041` (never `\\ue0041`, which reads
+    as U+E004 and a `1`)."""
+    o = ord(c)
+    return _NAMED_ESCAPES.get(c) or (f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
 
 
 def visible(text: str) -> str:
-    r"""`text` with every character a terminal would act on written as an escape: `\x1b`, `\n`,
-    `\u202e`, `\udcff`. Everything else (other scripts, emoji) is kept as it is."""
-    return _INVISIBLE.sub(_escape, text)
+    r"""`text` with every character a terminal would act on, or that is drawn as nothing, written as an
+    escape: `\x1b`, `\n`, `\u202e`, `\u200b`, `\U000e0041`, `\udcff`. Everything else (other scripts,
+    emoji) is kept as it is, with the joiners and selectors that make their letters and emoji."""
+    if text.isascii():
+        return _CONTROLS.sub(lambda m: _escape(m[0]), text)
+    if not _INVISIBLE.search(text):
+        return text
+    flags = set()
+    if "\U0001f3f4" in text:
+        flags = {i for m in _TAG_FLAG.finditer(text) for i in range(m.start() + 1, m.end())}
+    return _INVISIBLE.sub(lambda m: m[0] if _joins(text, m.start(), flags) else _escape(m[0]), text)
 
 
 _JSON_INVISIBLE: Final = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
