@@ -889,7 +889,8 @@ def verify_cmd(
     """Check the hash chains of captures: what was removed, changed, reordered or inserted, and where.
 
     Reports with file:line every line removed, changed, reordered or inserted, a rotated part missing,
-    and captures that were never closed (a crash, not tampering).
+    and captures that were never closed (a crash, not tampering). A file of captures joined
+    (cat a.jsonl b.jsonl) has each checked as in a file of its own.
 
     Exit status: 0 when nothing was found, 1 when a chain is broken, 2 when an input cannot be
     checked (unreadable, not a capture, keyed with a key not given). Example:

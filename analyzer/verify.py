@@ -21,6 +21,11 @@ recorder crashed or is still writing), and so was a file empty or holding a torn
 after it (the recorder stopped while starting the part), a file without a chain (and without sealed lines) predates
 chains, and parts missing before the first one present may have been removed by retention.
 
+A file may hold captures joined (`cat a.jsonl b.jsonl`; FORMAT.md, Ordering): a header after its first
+line starts another capture there, checked as in a file of its own, and a rotated part joined right
+after its previous part is linked to it there. A header does not restart the chain it is found in
+when the line after it goes on with that chain: it was inserted.
+
 Library code: returns a `Verification`, never prints; the CLI formats it.
 """
 
@@ -33,7 +38,7 @@ import itertools
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -117,7 +122,9 @@ class FileResult:
     file: str
     status: Status = Status.ERROR
     lines: int = 0
-    """Complete lines read."""
+    """Complete lines read: the number of the last one in the file (so the count, unless `line` > 1)."""
+    line: int = 1
+    """The file's line this capture's header is on: above 1 for a capture joined after another."""
     algorithm: str | None = None
     key_id: str | None = None
     part: int | None = None
@@ -137,10 +144,37 @@ class FileResult:
     """The part is empty or its header torn: a recorder stopped while starting it (`fmt.cut_header`)."""
     continued: bool = False
     """The next part's header starts from this part's final digest (so an unclosed end is not a crash)."""
+    follows: bool = False
+    """A rotated part joined after the part before it in the file (`cat x.000.jsonl x.001.jsonl`):
+    that one is its previous part, and the link between them is checked there, not by file name."""
+    identity: tuple[Any, ...] | None = None
+    """What the header says of the capture it is a part of (start, host, recorder pid): parts of one
+    capture share it."""
     error: str | None = None
     findings: list[Finding] = field(default_factory=list)
+    captures: list[FileResult] = field(default_factory=list)
+    """When the file holds captures joined (`cat a.jsonl b.jsonl`): each one (or each rotated part),
+    in file order, verified as in a file of its own; this result then sums them up. Empty otherwise."""
+
+    @property
+    def count(self) -> int:
+        """The capture's complete lines."""
+        return max(0, self.lines - self.line + 1)
+
+    @property
+    def units(self) -> list[FileResult]:
+        """What was verified apart in this file: its captures when joined, else itself."""
+        return self.captures or [self]
 
     def as_dict(self) -> dict[str, Any]:
+        out = self._fields()
+        # a joined capture's `lines` counts its own: its first is `line`
+        out["captures"] = [
+            {**c._fields(), "line": c.line, "lines": c.count, "follows": c.follows} for c in self.captures
+        ]
+        return out
+
+    def _fields(self) -> dict[str, Any]:
         return {
             "file": self.file,
             "status": self.status.value,
@@ -168,11 +202,11 @@ class Verification:
 
     @property
     def findings(self) -> list[Finding]:
-        return [f for r in self.files for f in r.findings]
+        return [f for r in self.files for c in r.units for f in c.findings]
 
     @property
     def tampered(self) -> bool:
-        return any(r.findings for r in self.files)
+        return any(c.findings for r in self.files for c in r.units)
 
     @property
     def errors(self) -> list[FileResult]:
@@ -204,14 +238,20 @@ def verify(paths: Iterable[str | Path], *, key: bytes | None = None) -> Verifica
     result = Verification(results)
     _check_links(result)
     for r in results:
-        if r.findings:
-            r.status = Status.TAMPERED
+        for c in r.units:
+            if c.findings:
+                c.status = Status.TAMPERED
+        if r.captures:
+            _sum_up(r)
     return result
 
 
 def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
-    """Check one file's chain (not its links to other parts)."""
+    """Check one file's chain (not its links to other parts, but those between rotated parts joined
+    in it). A file holding captures joined (`cat a.jsonl b.jsonl`) has each checked as in a file of
+    its own (`FileResult.captures`): a header after the first line starts another one there."""
     result = FileResult(file=path)
+    units = [result]
     try:
         # a FIFO named *.jsonl would block the read forever; an object at a URL is a regular file
         if not stat.S_ISREG(mode_size(path)[0]):
@@ -225,20 +265,84 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
                     raise _Unverifiable(
                         f"not an erascope capture (its first line is longer than {_HEADER_LIMIT} bytes)"
                     )
-                _check(result, first, iter(stream), key, whole=not (isinstance(raw, CutStream) and raw.cut))
+                lines = _Lines(enumerate(stream, 2))
+                whole = not (isinstance(raw, CutStream) and raw.cut)
+                _check_unit(result, first, lines, key, whole=whole, first_in_file=True)
+                # a capture's check stops only at the end of the file or at the header of the next one
+                for number, head in lines:
+                    unit = FileResult(file=path, line=number)
+                    _check_unit(unit, head, lines, key, whole=whole, first_in_file=False)
+                    unit.follows = _follows(units[-1], unit)
+                    units.append(unit)
             finally:
                 # also when the file cannot be checked: a cut stream is often why its header is not whole
                 if isinstance(raw, CutStream):
-                    result.cut = raw.cut
+                    result.cut = units[-1].cut = raw.cut
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and (packed := _compressed_since(path)) is not None:
             return verify_file(packed, key=key)
-        result.status = Status.ERROR
-        result.error = f"cannot read: {exc.strerror or exc}"
+        return _failed(path, result.cut, f"cannot read: {exc.strerror or exc}")
     except _Unverifiable as exc:
+        return _failed(path, result.cut, str(exc))
+    if len(units) == 1:
+        if result.error is not None and result.cut:
+            result.error = f"{result.error}; {result.cut}"
+        return result
+    joined = FileResult(file=path, cut=result.cut, captures=units)
+    _sum_up(joined)
+    return joined
+
+
+def _failed(path: str, cut: str | None, error: str) -> FileResult:
+    """The result of a file that could not be checked at all."""
+    return FileResult(file=path, cut=cut, error=f"{error}; {cut}" if cut else error)
+
+
+def _check_unit(
+    result: FileResult, first: bytes, lines: _Lines, key: bytes | None, *, whole: bool, first_in_file: bool
+) -> None:
+    """Check one capture (or part) of a file, from its header `first` up to the next header."""
+    try:
+        _check(result, first, lines, key, whole=whole)
+    except _Unverifiable as exc:
+        if first_in_file and isinstance(exc, _NotOurs):
+            raise  # the file is no capture this erascope reads: nothing in it is looked at further
+        # a capture that cannot be checked (keyed, another key…): the ones joined after it still are
         result.status = Status.ERROR
-        result.error = f"{exc}; {result.cut}" if result.cut else str(exc)
-    return result
+        result.error = str(exc)
+        for number, line in lines:
+            if _is_header(line):
+                lines.push((number, line))
+                break
+
+
+def _follows(before: FileResult, after: FileResult) -> bool:
+    """Whether the part `after`, joined right after `before` in a file, goes on with it: a rotated
+    part (`part` > 0) after the part whose `part-end` names a next part, or after a part of the same
+    capture (whose `part-end` may be lost). Its link to `before` is then checked in the file."""
+    if not isinstance(after.part, int) or isinstance(after.part, bool) or after.part <= 0:
+        return False
+    return before.next is not None or (before.identity is not None and before.identity == after.identity)
+
+
+def _sum_up(joined: FileResult) -> None:
+    """The file's verdict from its captures': tampered if any is, else an error, else the least its
+    chains vouch for (no chain, never closed); where its chains hold to, and where the file ends."""
+    units = joined.captures
+    joined.findings = sorted((f for c in units for f in c.findings), key=lambda f: (f.line or 0, f.kind))
+    statuses = {c.status for c in units}
+    order = (Status.TAMPERED, Status.ERROR, Status.NO_CHAIN, Status.UNCLOSED, Status.VERIFIED)
+    joined.status = Status.TAMPERED if joined.findings else next(s for s in order if s in statuses)
+    failed = next((c for c in units if c.error is not None), None)
+    joined.error = None if failed is None else f"line {failed.line}: {failed.error}"
+    first, last = units[0], units[-1]
+    algorithms = {(c.algorithm, c.key_id) for c in units}
+    joined.algorithm, joined.key_id = algorithms.pop() if len(algorithms) == 1 else (None, None)
+    joined.part, joined.previous, joined.chain_prev = first.part, first.previous, first.chain_prev
+    broken = next((c for c in units if c.findings or c.error is not None), last)
+    joined.intact_to = broken.intact_to
+    joined.lines, joined.next, joined.final = last.lines, last.next, last.final
+    joined.closed_at, joined.torn, joined.continued = last.closed_at, last.torn, last.continued
 
 
 def _compressed_since(path: str) -> str | None:
@@ -253,8 +357,50 @@ class _Unverifiable(Exception):
     """The file cannot be checked at all (not a capture, keyed with another key, …)."""
 
 
-class _NoHeader(_Unverifiable):
+class _NotOurs(_Unverifiable):
+    """The file's first line is no header of a capture this erascope reads."""
+
+
+class _NoHeader(_NotOurs):
     """The file's first line is not a header record."""
+
+
+class _Lines:
+    """A file's numbered lines after its first, read once, with room to give lines back: a capture's
+    check that meets the header of a capture joined after it leaves that header to the next check."""
+
+    __slots__ = ("_back", "_lines")
+
+    def __init__(self, lines: Iterator[tuple[int, bytes]]) -> None:
+        self._lines = lines
+        self._back: list[tuple[int, bytes]] = []
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        return self
+
+    def __next__(self) -> tuple[int, bytes]:
+        return self._back.pop() if self._back else next(self._lines)
+
+    def push(self, item: tuple[int, bytes]) -> None:
+        """Give `item` back: the next line read is it (the last pushed first)."""
+        self._back.append(item)
+
+    def stop(self) -> None:
+        """Read nothing more: the rest of the file is not checked."""
+        self._back.clear()
+        self._lines = iter(())
+
+
+def _is_header(line: bytes) -> bool:
+    """The line is a `header` record: inside a file, where a capture joined after another starts
+    (FORMAT.md, Ordering), as the analyzer reads it."""
+    if b'"header"' not in line:  # the cheap test first: most lines are traffic, and every line is tested
+        return False
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(record, dict) and record.get(fmt.F_TYPE) == fmt.HEADER
 
 
 @dataclass(slots=True)
@@ -275,7 +421,8 @@ class _Gap:
     turns up (it was moved ahead of it); None when it is not kept (`_OPENERS_KEPT`)."""
 
 
-def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes | None, *, whole: bool) -> None:
+def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None, *, whole: bool) -> None:
+    at = result.line
     try:
         header = _parse_header(first)
     except _NoHeader:
@@ -290,6 +437,8 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
         index = _headless(first)
         if index is None:
             raise
+        # without its header the chain cannot be followed, nor told from a capture joined after it
+        lines.stop()
         result.status = Status.TAMPERED
         result.lines = 1
         result.findings.append(
@@ -306,13 +455,18 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
         return
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
+    identity = tuple(header.get(name) for name in ("started", "host", "recorder_pid"))
+    result.identity = identity if any(value is not None for value in identity) else None
     algorithm = header.get(fmt.F_CHAIN_ALG)
     path = result.file
     if algorithm is None:
         result.status = Status.NO_CHAIN
-        result.lines = 1
-        sealed_at: int | None = 1 if chain.split(first) is not None else None
-        for number, line in enumerate(lines, 2):
+        result.lines = at
+        sealed_at: int | None = at if chain.split(first) is not None else None
+        for number, line in lines:
+            if _is_header(line):  # another capture joined after this one
+                lines.push((number, line))
+                break
             if line.endswith(b"\n"):
                 result.lines = number
                 if sealed_at is None and chain.split(line) is not None:
@@ -324,14 +478,14 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
                 Finding(
                     Kind.CHANGED,
                     path,
-                    1,
+                    at,
                     f"the header names no chain, but line {sealed_at} is sealed:"
                     " the header's chain fields were removed",
                 )
             )
         if key is not None:
             result.findings.append(
-                Finding(Kind.UNKEYED, path, 1, "no chain, although --key was given: anyone could have written it")
+                Finding(Kind.UNKEYED, path, at, "no chain, although --key was given: anyone could have written it")
             )
         return
     if not isinstance(algorithm, str) or algorithm not in chain.ALGORITHMS:
@@ -345,16 +499,17 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
         if chain.key_id(key) != result.key_id:
             # a key id is only a name: when the chain links under --key, it is the header that lies
             second = next(lines, None)
-            if second is None or not _links(chainer, first, second):
+            if second is not None:
+                lines.push(second)
+            if second is None or not _links(chainer, first, second[1]):
                 raise _Unverifiable(
                     f"the chain was made with another key (key id {result.key_id}; --key has {chain.key_id(key)})"
                 )
-            lines = itertools.chain([second], lines)
             result.findings.append(
                 Finding(
                     Kind.CHANGED,
                     path,
-                    1,
+                    at,
                     f"the header's {fmt.F_CHAIN_KEY_ID} {result.key_id} is not --key's ({chain.key_id(key)}),"
                     " yet the chain links under --key: the header was changed",
                 )
@@ -362,18 +517,18 @@ def _check(result: FileResult, first: bytes, lines: Iterator[bytes], key: bytes 
     else:
         if key is not None:
             result.findings.append(
-                Finding(Kind.UNKEYED, path, 1, "the chain is not keyed, although --key was given: anyone can forge it")
+                Finding(Kind.UNKEYED, path, at, "the chain is not keyed, although --key was given: anyone can forge it")
             )
         chainer = chain.Chainer(None, algorithm)
     start = chain.START
     if fmt.F_CHAIN_PREV in header:
         linked = chain.decode(header[fmt.F_CHAIN_PREV]) if isinstance(header[fmt.F_CHAIN_PREV], str) else None
         if linked is None:
-            result.findings.append(Finding(Kind.CHANGED, path, 1, f"the header's {fmt.F_CHAIN_PREV} is not a digest"))
+            result.findings.append(Finding(Kind.CHANGED, path, at, f"the header's {fmt.F_CHAIN_PREV} is not a digest"))
         else:
             start = linked
             result.chain_prev = linked
-    _walk(result, chainer, start, _numbered(first, lines))
+    _walk(result, chainer, start, first, lines)
 
 
 def _headless(first: bytes) -> int | None:
@@ -391,11 +546,6 @@ def _links(chainer: chain.Chainer, first: bytes, second: bytes) -> bool:
     return head is not None and tail is not None and chainer.digest(head[1], tail[2]) == tail[1]
 
 
-def _numbered(first: bytes, lines: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
-    yield 1, first
-    yield from enumerate(lines, 2)
-
-
 def _parse_header(first: bytes) -> dict[str, Any]:
     try:
         header = orjson.loads(first)
@@ -405,13 +555,13 @@ def _parse_header(first: bytes) -> dict[str, Any]:
         raise _NoHeader("not an erascope capture (its first line is not a header record)")
     value = header.get("format")
     if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
-        raise _Unverifiable("not an erascope capture (its header names no erascope format)")
+        raise _NotOurs("not an erascope capture (its header names no erascope format)")
     if fmt.parse_format_id(value) != fmt.FORMAT_MAJOR:
-        raise _Unverifiable(f"capture format {fmt.shown_format(value)} is not known to this erascope")
+        raise _NotOurs(f"capture format {fmt.shown_format(value)} is not known to this erascope")
     return header
 
 
-def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Iterator[tuple[int, bytes]]) -> None:
+def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, first: bytes, lines: _Lines) -> None:
     path = result.file
     findings = result.findings
     previous = start
@@ -421,8 +571,27 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
     gaps: list[_Gap] = []
     openers_room = _OPENERS_KEPT
     # what is wrong with the header is said already; its digest not matching adds nothing
-    header_changed = any(f.line == 1 and f.kind is Kind.CHANGED for f in findings)
-    for number, line in lines:
+    header_changed = any(f.line == result.line and f.kind is Kind.CHANGED for f in findings)
+    for number, line in itertools.chain([(result.line, first)], lines):
+        if number != result.line and _is_header(line):
+            if result.closed_at is None and (after := next(lines, None)) is not None:
+                lines.push(after)
+                if _continues(chainer, previous, expected, after[1]):
+                    # its next line goes on with this chain: the header starts no capture, it was put here
+                    result.lines = number
+                    findings.append(
+                        Finding(
+                            Kind.INSERTED,
+                            path,
+                            number,
+                            "a header record inside the capture (inserted or copied): the line after it goes on"
+                            " with this capture's chain",
+                        )
+                    )
+                    broken = True
+                    continue
+            lines.push((number, line))  # a capture joined after this one starts here
+            break
         if not line.endswith(b"\n"):  # only the last line can lack its newline
             if not _whole(line):
                 result.torn = number
@@ -500,7 +669,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
                 openers_room -= len(covered)
             gaps.append(gap)
             broken = True
-        elif not linked and covered is not None and not (number == 1 and header_changed):
+        elif not linked and covered is not None and not (number == result.line and header_changed):
             findings.append(
                 Finding(
                     Kind.CHANGED,
@@ -526,6 +695,12 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, lines: Itera
         result.status = Status.TAMPERED
     else:
         result.status = Status.VERIFIED if result.closed_at is not None else Status.UNCLOSED
+
+
+def _continues(chainer: chain.Chainer, previous: bytes, expected: int, line: bytes) -> bool:
+    """The line is sealed as the line expected next, after the line whose digest is `previous`."""
+    sealed = chain.split(line if line.endswith(b"\n") else line + b"\n")
+    return sealed is not None and sealed[0] == expected and chainer.digest(previous, sealed[2]) == sealed[1]
 
 
 def _renumbered(chainer: chain.Chainer, previous: bytes, covered: memoryview, index: int) -> bytes:
@@ -653,90 +828,150 @@ def _moved_up(result: FileResult, gap: _Gap) -> bool:
 
 
 def _check_links(result: Verification) -> None:
-    """Check the rotation links between the parts given, and that every part a link names exists."""
+    """Check the rotation links between the parts given, and that every part a link names exists.
+
+    Rotated parts joined in one file (`FileResult.follows`) are linked there, by their place: the
+    part that follows a `part-end` in the file is its next part, whatever its file was named."""
     # by folder, then name: two copies of a capture (a folder and its backup) are two sets of parts,
     # and a part of one must not stand in for the other's deleted part
     given: dict[str, dict[str, FileResult]] = {}
     unchecked: set[tuple[str, str]] = set()  # given, but not a chain this could check (its error is reported)
     for r in result.files:
         where = (_folder(r.file), strip_compression(os.path.basename(r.file)))
-        if r.error is None:
+        if r.error is None or r.captures:  # a file of captures joined is read, though one could not be checked
             given.setdefault(where[1], {}).setdefault(where[0], r)
         else:
             unchecked.add(where)
 
+    # the parts of a rotation joined in a file, by the name their file had: a part given apart names them
+    # (`cat x.001.jsonl x.002.jsonl > rest.jsonl` beside x.000.jsonl)
+    inside: dict[tuple[str, str], FileResult] = {}
+    for r in result.files:
+        for i, u in enumerate(r.captures):
+            name = _joined_name(r.captures[i - 1] if u.follows else None, u)
+            if name is not None and name not in given:
+                inside.setdefault((_folder(r.file), name), u)
+
     def linked(r: FileResult, name: str) -> FileResult | None:
         """The part given that `r`'s link to `name` names: beside `r`, or else in a folder that holds
-        no copy of `r` (the capture's older parts moved to another folder)."""
+        no copy of `r` (the capture's older parts moved to another folder), or joined in a file beside `r`."""
         copies = given.get(name, {})
         folder = _folder(r.file)
         if folder in copies:
             return copies[folder]
         own = given.get(strip_compression(os.path.basename(r.file)), {})
-        return next((p for f, p in copies.items() if f not in own), None)
+        return next((p for f, p in copies.items() if f not in own), inside.get((folder, name)))
 
     by_file = {r.file: r for r in result.files}
     present: dict[tuple[str, str], set[int]] = {}
     for name, copies in given.items():
         m = _PART_NAME.match(name)
         for folder, r in copies.items():
-            if m and r.part is not None:
-                present.setdefault((folder, m["capture"]), set()).add(r.part)
+            if m and r.units[0].part is not None:
+                present.setdefault((folder, m["capture"]), set()).add(r.units[0].part)
+    for (folder, name), u in inside.items():
+        if (m := _PART_NAME.match(name)) and u.part is not None:
+            present.setdefault((folder, m["capture"]), set()).add(u.part)
     missing: set[tuple[str, str]] = set()
     for name, folder, r in sorted((n, f, r) for n, copies in given.items() for f, r in copies.items()):
+        head = r.units[0]
         named = _PART_NAME.match(name) if PART_NAME.fullmatch(name) else None
-        if named and not r.findings and r.part is not None and int(named["part"]) != r.part:
+        if named and not head.findings and head.part is not None and int(named["part"]) != head.part:
             # another part (a link, a copy) under a part's name, its header as sealed: its links are not
             # that part's (a header changed to say so is found changed already)
-            r.findings.append(
+            head.findings.append(
                 Finding(
                     Kind.PART_LINK,
-                    r.file,
+                    head.file,
                     1,
-                    f"the file is named as part {int(named['part'])}, but its header is part {r.part}'s:"
+                    f"the file is named as part {int(named['part'])}, but its header is part {head.part}'s:"
                     " the part was replaced or renamed",
                 )
             )
             continue
-        if r.previous is not None:
-            before = linked(r, r.previous)
-            if before is not None:
-                _check_link(before, r)
-            elif (folder, r.previous) in unchecked:
-                result.notes.append(f"{r.file}: the previous part {r.previous} could not be checked; link not checked")
-            elif (folder, r.previous) in missing:
-                pass  # said already, by the part before it
-            elif (other := _given_under_another_name(r.file, r.previous, by_file)) is not None:
-                if _part_number(r.previous) == other.part:  # its own part, given under a wrong name
-                    _check_link(other, r)
-                else:
-                    missing.add((folder, r.previous))
-                    r.findings.append(Finding(Kind.PART_LINK, r.file, 1, _replaced(r.previous, other, "previous")))
-            elif _on_disk(r.file, r.previous):
-                result.notes.append(f"{r.file}: the previous part {r.previous} was not given; link not checked")
-            else:
-                m = _PART_NAME.match(name)
-                earlier = present.get((folder, m["capture"]), set()) if m else set()
-                if r.part is not None and any(p < r.part for p in earlier):
-                    missing.add((folder, r.previous))
-                    r.findings.append(
-                        Finding(Kind.PART_MISSING, r.file, 1, f"the previous part {r.previous} is missing")
+        units = r.units
+        for i, u in enumerate(units):
+            if u.error is not None:
+                continue  # its error is reported; so is a link to it from the part joined after it
+            if u.follows:
+                if units[i - 1].error is None:
+                    _check_link(units[i - 1], u, in_file=True)
+            elif u.previous is not None:
+                _check_previous(result, u, i == 0, name, folder, linked, by_file, present, unchecked, missing)
+            if u.next is None or (i + 1 < len(units) and units[i + 1].follows):
+                continue
+            if linked(u, u.next) is None and (folder, u.next) not in missing:
+                other = _given_under_another_name(u.file, u.next, by_file)
+                if other is not None and _part_number(u.next) != other.units[0].part:
+                    missing.add((folder, u.next))
+                    u.findings.append(Finding(Kind.PART_LINK, u.file, u.closed_at, _replaced(u.next, other, "next")))
+                elif other is None and not _on_disk(u.file, u.next):
+                    missing.add((folder, u.next))
+                    u.findings.append(
+                        Finding(Kind.PART_MISSING, u.file, u.closed_at, f"the next part {u.next} is missing")
                     )
-                else:
-                    result.notes.append(
-                        f"{r.file}: the capture's parts before part {r.part} are absent (removed by retention,"
-                        " or deleted); its chain starts from the digest its header names"
-                    )
-        if r.next is not None and linked(r, r.next) is None and (folder, r.next) not in missing:
-            other = _given_under_another_name(r.file, r.next, by_file)
-            if other is not None and _part_number(r.next) != other.part:
-                missing.add((folder, r.next))
-                r.findings.append(Finding(Kind.PART_LINK, r.file, r.closed_at, _replaced(r.next, other, "next")))
-            elif other is None and not _on_disk(r.file, r.next):
-                missing.add((folder, r.next))
-                r.findings.append(
-                    Finding(Kind.PART_MISSING, r.file, r.closed_at, f"the next part {r.next} is missing")
-                )
+
+
+def _check_previous(
+    result: Verification,
+    r: FileResult,
+    heads_file: bool,
+    name: str,
+    folder: str,
+    linked: Callable[[FileResult, str], FileResult | None],
+    by_file: dict[str, FileResult],
+    present: dict[tuple[str, str], set[int]],
+    unchecked: set[tuple[str, str]],
+    missing: set[tuple[str, str]],
+) -> None:
+    """Check the link from part `r` to the previous part its header names, in another file: `r`
+    heads its file, or is joined after a capture that is not its previous part."""
+    previous = r.previous
+    assert previous is not None
+    at = f"{r.file}" if r.line == 1 else f"{r.file}:{r.line}"
+    before = linked(r, previous)
+    if before is not None:
+        end = before.units[-1]  # the file's last part ends where the part after it starts
+        if end.error is None:
+            _check_link(end, r)
+        else:
+            result.notes.append(f"{at}: the previous part {previous} could not be checked; link not checked")
+    elif (folder, previous) in unchecked:
+        result.notes.append(f"{at}: the previous part {previous} could not be checked; link not checked")
+    elif (folder, previous) in missing:
+        pass  # said already, by the part before it
+    elif (other := _given_under_another_name(r.file, previous, by_file)) is not None:
+        if _part_number(previous) == other.units[-1].part:  # its own part, given under a wrong name
+            _check_link(other.units[-1], r)
+        else:
+            missing.add((folder, previous))
+            r.findings.append(Finding(Kind.PART_LINK, r.file, r.line, _replaced(previous, other, "previous")))
+    elif _on_disk(r.file, previous):
+        result.notes.append(f"{at}: the previous part {previous} was not given; link not checked")
+    else:
+        m = _PART_NAME.match(name) if heads_file else None
+        earlier = present.get((folder, m["capture"]), set()) if m else set()
+        if r.part is not None and any(p < r.part for p in earlier):
+            missing.add((folder, previous))
+            r.findings.append(Finding(Kind.PART_MISSING, r.file, r.line, f"the previous part {previous} is missing"))
+        else:
+            result.notes.append(
+                f"{at}: the capture's parts before part {r.part} are absent (removed by retention,"
+                " or deleted); its chain starts from the digest its header names"
+            )
+
+
+def _joined_name(before: FileResult | None, u: FileResult) -> str | None:
+    """The name the file of part `u`, joined in a file (after `before` when it follows it), had: the
+    name the part before it links to it by, or else the one its own links' names make for its part."""
+    if before is not None and before.next is not None:
+        return before.next
+    if not isinstance(u.part, int) or isinstance(u.part, bool) or u.part < 0:
+        return None
+    for link in (u.previous, u.next):
+        if link is not None and (m := _PART_NAME.match(link)):
+            return f"{m['capture']}.{u.part:03d}.jsonl"
+    return None
 
 
 def _given_under_another_name(beside: str, name: str, given: dict[str, FileResult]) -> FileResult | None:
@@ -771,15 +1006,21 @@ def _folder(path: str) -> str:
     return os.path.realpath(os.path.dirname(path) or ".")
 
 
-def _check_link(before: FileResult, after: FileResult) -> None:
+def _check_link(before: FileResult, after: FileResult, *, in_file: bool = False) -> None:
+    """Check that part `after` starts where part `before` ends: parts in files of their own, or
+    (`in_file`) joined one after the other in one file, named then by the line their header is on."""
+
+    def label(r: FileResult) -> str:
+        return f"the part on line {r.line}" if in_file else os.path.basename(r.file)
+
     if before.header_cut and after.algorithm is not None:
         what = "cut within its header" if before.torn else "empty"
         after.findings.append(
             Finding(
                 Kind.PART_LINK,
                 after.file,
-                1,
-                f"{os.path.basename(before.file)} is {what}, yet this part follows it: its records were removed",
+                after.line,
+                f"{label(before)} is {what}, yet this part follows it: its records were removed",
             )
         )
         return
@@ -789,8 +1030,10 @@ def _check_link(before: FileResult, after: FileResult) -> None:
         named = f" ({fmt.F_CHAIN_PREV} names this part's final digest)"
         for bare, chained, where in ((after, before, "before it"), (before, after, f"after it{named}")):
             if chained.algorithm is not None and bare.status is Status.NO_CHAIN:
-                why = f"the part has no chain, but {os.path.basename(chained.file)} {where} has one"
-                bare.findings.append(Finding(Kind.PART_LINK, bare.file, 1, f"{why}: this part's chain was removed"))
+                why = f"the part has no chain, but {label(chained)} {where} has one"
+                bare.findings.append(
+                    Finding(Kind.PART_LINK, bare.file, bare.line, f"{why}: this part's chain was removed")
+                )
                 break
         return
     if after.chain_prev is not None and before.final == after.chain_prev:
@@ -798,13 +1041,15 @@ def _check_link(before: FileResult, after: FileResult) -> None:
         if before.status is Status.UNCLOSED:
             before.status = Status.VERIFIED  # its closing record was lost, but the next part vouches for its end
         return
+    why = "that part's end was changed or cut"
+    if in_file and isinstance(before.part, int) and isinstance(after.part, int) and after.part != before.part + 1:
+        why = f"this is part {after.part}, after part {before.part}: the parts between them were removed or moved"
     after.findings.append(
         Finding(
             Kind.PART_LINK,
             after.file,
-            1,
-            f"the header does not start where {os.path.basename(before.file)} ends"
-            f" (line {before.lines}): that part's end was changed or cut",
+            after.line,
+            f"the header does not start where {label(before)} ends (line {before.lines}): {why}",
         )
     )
 
@@ -834,12 +1079,27 @@ def render_text(result: Verification) -> str:
     """The human report: one line per file, then each finding as `file:line: kind: message`."""
     out: list[str] = []
     for r in result.files:
-        out.append(f"{r.file}: {_describe(r)}")
-        out.extend(f"  {f.where}: {f.kind.value}: {f.message}" for f in r.findings)
+        if not r.captures:
+            out.append(f"{r.file}: {_describe(r)}")
+            out.extend(f"  {f.where}: {f.kind.value}: {f.message}" for f in r.findings)
+            continue
+        # each capture joined in the file, as its own file would be reported, under the file's verdict
+        out.append(f"{r.file}: {_joined(r)}: {_sum(r)}")
+        for c in r.captures:
+            rotated = isinstance(c.part, int) and (c.part > 0 or c.next is not None)
+            out.append(f"  line {c.line}: {f'part {c.part}: ' if rotated else ''}{_describe(c)}")
+            out.extend(f"    {f.where}: {f.kind.value}: {f.message}" for f in c.findings)
     out.extend(f"note: {note}" for note in result.notes)
     counts = result.counts()
+    joined = [r for r in result.files if r.captures]
     out.append(
-        f"{len(result.files)} file(s): "
+        f"{len(result.files)} file(s)"
+        + (
+            f" ({len(joined)} holding {sum(len(r.captures) for r in joined)} captures or parts joined)"
+            if joined
+            else ""
+        )
+        + ": "
         + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         + (f"; {len(result.findings)} finding(s): tampering" if result.tampered else "")
     )
@@ -857,6 +1117,32 @@ def render_json(result: Verification) -> str:
         return json_visible(orjson.dumps(scrubbed(doc, valid_unicode), option=orjson.OPT_INDENT_2).decode()) + "\n"
 
 
+def _joined(r: FileResult) -> str:
+    """What a file of captures joined holds: captures, or the parts of one."""
+    captures = sum(not c.follows for c in r.captures)
+    parts = len(r.captures)
+    if captures == parts:
+        return f"{captures} captures joined"
+    if captures == 1:
+        return f"{parts} parts of one capture joined"
+    return f"{captures} captures joined ({parts} parts)"
+
+
+def _sum(r: FileResult) -> str:
+    """The verdict of a file of captures joined, each one's said under it."""
+    match r.status:
+        case Status.VERIFIED:
+            return "verified"
+        case Status.TAMPERED:
+            return f"TAMPERED: {len(r.findings)} finding(s)"
+        case Status.ERROR:
+            return "not all could be checked"
+        case Status.NO_CHAIN:
+            return "not all carry a chain"
+        case _:
+            return "not all were closed (a crash, not tampering)"
+
+
 def _describe(r: FileResult) -> str:
     keyed = f"{r.algorithm}, key id {r.key_id}" if r.key_id else f"{r.algorithm or 'no chain named'}"
     final = chain.encode(r.final).decode() if r.final is not None else ""
@@ -865,11 +1151,11 @@ def _describe(r: FileResult) -> str:
     match r.status:
         case Status.VERIFIED if r.closed_at is None:
             return (
-                f"verified ({r.lines} lines, {keyed}): its closing record is missing but the next part starts from"
+                f"verified ({r.count} lines, {keyed}): its closing record is missing but the next part starts from"
                 f" its last line's digest{torn}{cut}"
             )
         case Status.VERIFIED:
-            return f"verified ({r.lines} lines, closed, {keyed}, final digest {final}){cut}"
+            return f"verified ({r.count} lines, closed, {keyed}, final digest {final}){cut}"
         case Status.UNCLOSED if r.header_cut:
             what = "its header (line 1) is torn" if r.torn else "empty"
             return (
@@ -890,7 +1176,7 @@ def _describe(r: FileResult) -> str:
                 " that point cannot be told from a cut"
             )
         case Status.NO_CHAIN:
-            return f"no chain ({r.lines} lines; made before captures carried one): not checked"
+            return f"no chain ({r.count} lines; made before captures carried one): not checked"
         case Status.TAMPERED:
             return f"TAMPERED: {len(r.findings)} finding(s) ({keyed}; chain intact up to line {r.intact_to})"
         case _:
