@@ -60,7 +60,10 @@ record line, in any piece, is read by it. Each piece:
    missing `type`, never an exception) marks the bad lines, and the good ones are scanned as NDJSON
    again, each row given back its line number. When the reader refuses that batch too (valid JSON
    with a field of the wrong type, such as a `seq` that is a string), halving the batch finds the
-   lines it refuses (`_refused`).
+   lines it refuses (`_refused`). `json_path_match` parses with serde_json, which refuses some
+   JSON the reader (simd-json) reads, such as a lone surrogate escape (`"\\ud800"`): the lines it
+   marks are asked of the reader too, in one reading, but for those certain to be refused
+   (`_read_by_the_reader`), and a line the reader reads without a `type` is bad.
 
 A line is thus judged by the same reading wherever it is and whatever else its file holds: a
 wrong type in a field the analysis never reads is not read, and an object `raw` is read as its
@@ -82,6 +85,7 @@ import bisect
 import glob
 import hashlib
 import io
+import json
 import os
 import re
 import stat
@@ -592,11 +596,23 @@ def _type_error(obj: dict[str, Any], fields: Iterable[str] = RECORD_SCHEMA) -> s
     return None
 
 
-def _why_refused(text: str, fields: Iterable[str]) -> str:
+def _decoded(text: str) -> Any:
+    """`text` decoded, for the types of its fields; None when it cannot be.
+
+    orjson is the fast one, but it refuses some JSON the reader reads (a lone surrogate escape):
+    Python's decoder reads those, so their types are judged without a reading each (`_halved`)."""
     try:
-        obj = orjson.loads(text)
-    except orjson.JSONDecodeError:  # deeper than orjson reads, say
-        return "a field does not fit the record schema"
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # deeper than Python reads, say
+        return None
+
+
+def _why_refused(text: str, fields: Iterable[str]) -> str:
+    obj = _decoded(text)
     return (isinstance(obj, dict) and _type_error(obj, fields)) or "a field does not fit the record schema"
 
 
@@ -609,14 +625,11 @@ def _checked_fields(options: LoadOptions | None) -> tuple[str, ...]:
 def _suspects(lines: pl.DataFrame, options: LoadOptions | None) -> dict[int, str]:
     """Positions in `lines` of the lines with a field of the wrong type, and why, judged in Python
     by the reader's own rules on the fields it reads (`_fits`): one decoding per line instead of a
-    reading per line. Lines orjson cannot decode are left to the reader."""
+    reading per line. Lines that cannot be decoded (`_decoded`) are left to the reader."""
     fields = _checked_fields(options)
     found = {}
     for n, text in enumerate(lines.get_column("text")):
-        try:
-            obj = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            continue
+        obj = _decoded(text)
         why = _type_error(obj, fields) if isinstance(obj, dict) else None
         if why is not None:
             found[n] = why
@@ -810,9 +823,21 @@ def _read_bad_piece(
     """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
     piece, not_utf8 = _without_invalid_utf8(piece, first_line)
     lines_lf = _lines_scan(piece, first_line)
-    reasons = lines_lf.filter(pl.col("rtype").is_null()).select("line", reason=_REASON).collect(engine="streaming")
-    bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
+    unread = (
+        lines_lf.filter(pl.col("rtype").is_null()).select("line", "text", reason=_REASON).collect(engine="streaming")
+    )
     good = lines_lf.filter(pl.col("rtype").is_not_null()).select("line", "text").collect(engine="streaming")
+    # `json_path_match` (serde_json) refuses lines the reader (simd-json) reads, such as a lone
+    # surrogate escape: the reader has the last word on them, as it has on a piece of good lines.
+    records, untyped = _read_by_the_reader(unread)
+    if records:
+        good = pl.concat([good, unread[records].select("line", "text")]).sort("line")
+    at = pl.int_range(pl.len())
+    reasons = unread.select(
+        "line",
+        reason=pl.when(at.is_in(untyped)).then(pl.lit("no record type")).otherwise("reason"),
+    ).filter(~at.is_in(records))
+    bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     # Nothing else wrong with the piece: the reader refused a field's type, so the lines are found
     # by their types before reading (one reading saved); otherwise only if the reader refuses.
     read = None if not bad else _read_lines(facts, good, options, robust)
@@ -835,7 +860,16 @@ def _read_bad_piece(
         read = _read_lines(facts, good.clear(), options, robust)
         assert read is not None
     counts, msgs, used = read
-    return used, _Piece(counts, msgs, bad)
+    types = _types(good) if counts.get_column("type").null_count() else None
+    if types is not None:
+        # `json_path_match` took the last of two `type` keys, the reader the first, a null one: a
+        # line without a record type, as the reader reads it (rare: only then is it asked)
+        untyped = types.is_null()
+        bad += [BadLine(facts.file, int(n), "no record type") for n in good.get_column("line").filter(untyped)]
+        read = _read_lines(facts, good.filter(~untyped), options, robust)
+        assert read is not None  # the lines it read already
+        counts, msgs, used = read
+    return used, _Piece(counts, msgs, sorted(bad))
 
 
 def _without_invalid_utf8(piece: bytes, first_line: int) -> tuple[bytes, set[int]]:
@@ -886,20 +920,154 @@ def _read_lines(
 
 
 def _refused(facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool) -> list[int]:
-    """The positions in `lines` of the lines the reading refuses, found by halving.
+    """The positions in `lines` of the lines the reading refuses, found by halving (`_halved`): by
+    the same reading as every other line (the fields the analysis reads, with their types)."""
+    return _halved(lines, lambda part: _read_lines(facts, part, options, robust) is not None)
+
+
+def _halved(lines: pl.DataFrame, reads: Callable[[pl.DataFrame], bool]) -> list[int]:
+    """The positions in `lines` (a batch `reads` refuses) of the lines `reads` refuses, found by halving.
 
     The NDJSON reader names no line when it refuses a batch; halving the batch until one line is
-    left finds them by the same reading as every other line (the fields the analysis reads, with
-    their types), in a few readings when they are few.
+    left finds them in a few readings when they are few.
     """
     if lines.height == 1:
         return [0]
     mid = lines.height // 2
     found = []
     for offset, part in ((0, lines.head(mid)), (mid, lines.slice(mid))):
-        if _read_lines(facts, part, options, robust) is None:
-            found += [offset + n for n in _refused(facts, part, options, robust)]
+        if not reads(part):
+            found += [offset + n for n in _halved(part, reads)]
     return found
+
+
+_TYPE_ONLY: Final = {"type": pl.String()}
+
+
+def _types(lines: pl.DataFrame) -> pl.Series | None:
+    """The `type` the NDJSON reader reads on each line of `lines` (`text`), or None when it refuses one.
+
+    Only `type` is asked for: the reader parses every line whole whatever the schema, so this is
+    its judgement of the JSON; the types of the other fields are judged when the records are read.
+    """
+    try:
+        types = pl.scan_ndjson("\n".join(lines.get_column("text")).encode(), schema=_TYPE_ONLY).collect()
+    except pl.exceptions.PolarsError:
+        return None
+    # blank lines are never asked about; a row count that moved anyway would misplace every line
+    return types.get_column("type") if types.height == lines.height else None
+
+
+def _read_by_the_reader(unread: pl.DataFrame) -> tuple[list[int], list[int]]:
+    """Of the lines `json_path_match` found no record type on (`line`, `text`, `reason`), the
+    positions of those the NDJSON reader reads as records, and of those it reads as objects without
+    a type ("no record type" whatever `json_path_match` made of them).
+
+    The two parsers differ: serde_json refuses a lone surrogate escape, a value nested deeper than
+    128 levels and takes the last of two `type` keys; simd-json takes them, up to 1024 levels, and
+    the first `type`. Every line that may be read (`_may_be_read`) is asked of the reader in one
+    reading; when it refuses some, halving finds them. The lines certain to be refused are never
+    asked, so a piece of many bad lines costs no reading per line.
+    """
+    shaped = (
+        pl.col("text").str.strip_chars(" \t\r").str.starts_with("{")
+        & pl.col("text").str.strip_chars(" \t\r").str.ends_with("}")
+        & (pl.col("reason") != "not a JSON object")
+    )
+    maybe = unread.with_row_index("_n").filter(shaped)
+    maybe = maybe.filter(pl.Series([_may_be_read(t) for t in maybe.get_column("text")], dtype=pl.Boolean))
+    if maybe.is_empty():
+        return [], []
+    types = _types(maybe)
+    if types is None:
+        refused = _halved(maybe, lambda part: _types(part) is not None)
+        maybe = maybe.with_row_index("_m").filter(~pl.col("_m").is_in(refused)).drop("_m")
+        types = None if maybe.is_empty() else _types(maybe)
+        if types is None:  # refused as a batch though no line alone is: never seen; they stay bad
+            return [], []
+    at = maybe.get_column("_n")
+    return at.filter(types.is_not_null()).to_list(), at.filter(types.is_null()).to_list()
+
+
+_MAX_DEPTH: Final = 1024
+"""The deepest nesting the NDJSON reader reads (simd-json: an object at 1024 levels is read, at 1025 refused)."""
+_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
+_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)  # NaN and Infinity: the reader refuses them
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(text)  # the reader refuses a number beyond a double's range
+    return value
+
+
+def _finite_int(text: str) -> float:
+    return _finite(text)  # a float: int() of many digits is slow, and refused past 4300 of them
+
+
+def _may_be_read(text: str) -> bool:
+    """Whether the NDJSON reader may read `text` as an object: False only when it certainly refuses it.
+
+    A line the reader refuses costs a reading of its own to find (`_halved`), a line it reads
+    nothing more; so this leaves to the reader whatever it is not sure of. Python's JSON decoder
+    takes what the reader takes (lone surrogate escapes included) and more: what more it takes
+    and the reader does not is refused here (NaN, numbers past a double's range, unpaired low
+    surrogates, nesting past `_MAX_DEPTH`).
+    """
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_finite_int)
+    except RecursionError:
+        return _depth(text) <= _MAX_DEPTH
+    except ValueError:  # JSONDecodeError is one
+        return False
+    if not isinstance(obj, dict):
+        return False
+    if "\\u" in text and not _surrogates_read(text):
+        return False
+    # deeper than the reader reads takes that many brackets (counted first: measuring costs more)
+    return text.count("[") + text.count("{") <= _MAX_DEPTH or _depth(text) <= _MAX_DEPTH
+
+
+def _surrogates_read(text: str) -> bool:
+    """Whether simd-json reads the `\\u` escapes of `text` (valid JSON): a high surrogate followed by
+    another escape must be followed by a low one; a low one must follow a high one. A high one followed
+    by anything else is read (as the reader reads it, not as a character)."""
+    escapes = list(_ESCAPE.finditer(text))
+    paired = False
+    for n, m in enumerate(escapes):
+        if paired:
+            paired = False
+            continue
+        if m.group(1) is None:
+            continue
+        code = int(m.group(1), 16)
+        if 0xDC00 <= code < 0xE000:
+            return False
+        if 0xD800 <= code < 0xDC00 and n + 1 < len(escapes):
+            after = escapes[n + 1]
+            if after.start() == m.end() and after.group(1) is not None:
+                if not 0xDC00 <= int(after.group(1), 16) < 0xE000:
+                    return False
+                paired = True
+    return True
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of objects and arrays in `text` (exact for valid JSON; any line that is
+    not is refused by the reader whatever this says)."""
+    depth = deepest = 0
+    for c in _STRING.sub("", text):
+        if c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
 
 
 def _read_pieces(
