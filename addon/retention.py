@@ -156,10 +156,7 @@ def open_locked(path: Path) -> int:
             # (`remove_stale_openings`), in the instant it removes it: this open then fails, reported.
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(hidden)
+            _discard(fd, hidden)
             raise
         if os.fstat(fd).st_nlink > 0:
             return _link_locked(fd, hidden, path)
@@ -183,12 +180,17 @@ def _link_locked(fd: int, hidden: Path, path: Path) -> int:
         else:
             os.unlink(hidden)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(hidden)
+        _discard(fd, hidden)
         raise
     return fd
+
+
+def _discard(fd: int, hidden: Path) -> None:
+    """Close and remove a new part that failed to open: nothing was written to it."""
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(hidden)
 
 
 def remove_stale_openings(directory: Path, now: float | None = None) -> int:

@@ -23,29 +23,13 @@ from analyzer.compact import compact
 from analyzer.pipeline import analyze
 from analyzer.report import render_json
 from analyzer.watch import Watcher
-from tests.test_rotated_exchanges import SCENARIOS, by_seq, rewrite
+from tests.test_rotated_exchanges import SCENARIOS, by_seq, located, rewrite
 from tests.test_watch import analyzed, expected, replay, reported
 
 
 def by_text(report: dict[str, Any]) -> Any:
-    """The report without its inputs, every evidence location replaced by the line it names."""
-    lines: dict[str, list[bytes]] = {}
-
-    def text(file: str, line: int) -> str:
-        if file not in lines:
-            lines[file] = Path(file).read_bytes().splitlines()
-        return lines[file][line - 1].decode()
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if isinstance(node.get("file"), str) and isinstance(node.get("line"), int):
-                return {"record": text(node["file"], node["line"]), "note": node.get("note")}
-            return {k: walk(v) for k, v in node.items() if k != "inputs"}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
-
-    return walk(report)
+    """The report without its inputs, every evidence location replaced by the text of the line it names."""
+    return located(report, "record", bytes.decode)
 
 
 def report(*paths: Path) -> Any:

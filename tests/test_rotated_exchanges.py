@@ -8,6 +8,7 @@ an answer's evidence must name the part and line the answer is on, not the reque
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ WRITER_FIELDS = frozenset(
 """Header fields the writer sets itself; the others (argv, redaction, …) are passed on."""
 
 
-def rewrite(capture: Path, out: Path, rotate_bytes: int) -> None:
+def rewrite(capture: Path, out: Path, rotate_bytes: int, key: bytes | None = None) -> list[Path]:
+    """`capture` written again into `out` by the real writer (chained; keyed with `key`): its parts, in order."""
     lines = [orjson.loads(line) for line in capture.read_bytes().splitlines() if line]
     header = lines[0]
     writer = CaptureWriter(
@@ -37,34 +39,40 @@ def rewrite(capture: Path, out: Path, rotate_bytes: int) -> None:
         server=header["server"],
         header_extra={k: v for k, v in header.items() if k not in WRITER_FIELDS},
         rotate_bytes=rotate_bytes,
+        chain_key=key,
     )
     for rec in lines[1:]:
         if rec["type"] not in (fmt.HEADER, fmt.PART_END):
             rec.pop(fmt.F_SEQ, None)
             writer.write(rec)
     writer.close()
+    return writer.paths
 
 
-def by_seq(report: dict[str, Any]) -> Any:
-    """The report with every evidence location replaced by the `seq` of the record it names."""
-    records: dict[tuple[str, int], Any] = {}
+def located(report: dict[str, Any], name: str, of: Callable[[bytes], Any]) -> Any:
+    """The report without its inputs, every evidence location replaced by `{name: of(the line it names)}`."""
+    lines: dict[str, list[bytes]] = {}
 
-    def seq(file: str, line: int) -> Any:
-        if (file, line) not in records:
-            text = Path(file).read_bytes().splitlines()[line - 1]
-            records[(file, line)] = orjson.loads(text)[fmt.F_SEQ]
-        return records[(file, line)]
+    def at(file: str, line: int) -> Any:
+        if file not in lines:
+            lines[file] = Path(file).read_bytes().splitlines()
+        return of(lines[file][line - 1])
 
     def walk(node: Any) -> Any:
         if isinstance(node, dict):
             if isinstance(node.get("file"), str) and isinstance(node.get("line"), int):
-                return {"seq": seq(node["file"], node["line"]), "note": node.get("note")}
+                return {name: at(node["file"], node["line"]), "note": node.get("note")}
             return {k: walk(v) for k, v in node.items() if k != "inputs"}
         if isinstance(node, list):
             return [walk(v) for v in node]
         return node
 
     return walk(report)
+
+
+def by_seq(report: dict[str, Any]) -> Any:
+    """The report with every evidence location replaced by the `seq` of the record it names."""
+    return located(report, "seq", lambda text: orjson.loads(text)[fmt.F_SEQ])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.name)

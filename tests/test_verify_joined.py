@@ -18,10 +18,8 @@ import orjson
 import pytest
 
 from addon import chain
-from addon import format as fmt
-from addon.writer import CaptureWriter
 from analyzer.verify import Kind, Status, Verification, verify
-from tests.test_rotated_exchanges import SCENARIOS, WRITER_FIELDS
+from tests.test_rotated_exchanges import SCENARIOS, rewrite
 
 KEY = b"joined-captures-audit-key-0123456789"
 FIRST = next(s for s in SCENARIOS if s.name == "auto-legacy-stdio")
@@ -30,22 +28,7 @@ SECOND = next(s for s in SCENARIOS if s.name == "auto-modern-http")
 
 def written(scenario: Path, out: Path, *, rotate_bytes: int = 1 << 30, key: bytes | None = None) -> list[Path]:
     """The scenario's capture written again by the real writer (chained; keyed with `key`): its parts, in order."""
-    records = [orjson.loads(line) for line in next(scenario.glob("*.jsonl")).read_bytes().splitlines() if line]
-    header = records[0]
-    writer = CaptureWriter(
-        out,
-        transport=header["transport"],
-        server=header["server"],
-        header_extra={k: v for k, v in header.items() if k not in WRITER_FIELDS},
-        rotate_bytes=rotate_bytes,
-        chain_key=key,
-    )
-    for rec in records[1:]:
-        if rec["type"] not in (fmt.HEADER, fmt.PART_END):
-            rec.pop(fmt.F_SEQ, None)
-            writer.write(rec)
-    writer.close()
-    return writer.paths
+    return rewrite(next(scenario.glob("*.jsonl")), out, rotate_bytes, key)
 
 
 def lines(path: Path) -> list[bytes]:
