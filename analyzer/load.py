@@ -743,10 +743,12 @@ def _note_joined(facts: FileFacts, plain: pl.LazyFrame, df: pl.DataFrame) -> boo
 
     A rotated part's header (`part` > 0: `cat x.000.jsonl x.001.jsonl`) goes on with the capture
     before it, whose `seq` numbers it continues. A reading read again (another plan, the robust id
-    reading) finds the same headers: a line noted already is not noted twice.
+    reading) finds the same headers: a line noted already is not noted twice (pieces are read in
+    order, so those are the lines up to the last capture noted).
     """
     heads = df.get_column("line").filter(df.get_column("_type") == fmt.HEADER)
-    lines = [n for n in heads.to_list() if n > 1 and all(n != j.line for j in facts.joined)]
+    noted = facts.joined[-1].line if facts.joined else 1
+    lines = heads.filter(heads > noted).to_list()
     if lines:
         if isinstance(facts, _Batch):
             raise _JoinedInBatch
