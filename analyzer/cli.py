@@ -643,7 +643,7 @@ def analyze_cmd(
         with _to_stdout():
             typer.echo(text, nl=False)
     inp = analysis.inputs
-    notes = len(inp.malformed) + len(inp.torn) + len(inp.skipped) + len(inp.errors) + len(inp.duplicates)
+    notes = sum(map(len, (inp.malformed, inp.torn, inp.skipped, inp.errors, inp.duplicates, inp.repeated)))
     if notes and not quiet and fmt != "text":
         typer.echo(
             f"erascope: {notes} input note(s) (malformed/torn lines, skipped, unreadable or duplicate files):"

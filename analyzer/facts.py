@@ -71,11 +71,22 @@ class Joined:
     """A capture that starts inside a file, after another one's records (files joined by `cat`, or
     by a log shipper appending them to one stream): from its header's line on, rows get its own
     capture label and transport. Its `seq` numbers start again (FORMAT.md, Ordering), so its rows
-    paired under the first capture's label would meet that capture's requests of the same `seq`."""
+    paired under the first capture's label would meet that capture's requests of the same `seq`.
+    A rotated part's header (`part` > 0) after its previous part is noted too, with the label of the
+    capture it goes on with: it names a capture part another input may hold (`analyzer.load.repeats`)."""
 
     line: int
     capture: str
     transport: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Repeated:
+    """Lines `first` to `last` of a file hold a capture part read already from `file`: not read again."""
+
+    first: int
+    last: int
+    file: str
 
 
 @dataclass(slots=True)
@@ -132,6 +143,8 @@ class FileFacts:
     report reads its messages again (their `raw` column), instead of the file `file` names."""
     joined: tuple[Joined, ...] = ()
     """The captures joined after this file's own (`cat a.jsonl b.jsonl`), as its reading finds them."""
+    repeated: tuple[Repeated, ...] = ()
+    """Its captures left out because an earlier input holds them (`analyzer.load.repeats`)."""
     placed: bool = False
     """Its reader decided already where the rows condensing moved out wait (written to the spill, or
     kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""

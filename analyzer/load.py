@@ -113,6 +113,7 @@ from analyzer.facts import (
     InputError,
     Joined,
     LoadOptions,
+    Repeated,
     display_name,
     finish,
     no_messages,
@@ -742,9 +743,9 @@ def _note_joined(facts: FileFacts, plain: pl.LazyFrame, df: pl.DataFrame) -> boo
     to `facts.joined`; whether the rows need labelling apart (some capture starts at or before them).
 
     A rotated part's header (`part` > 0: `cat x.000.jsonl x.001.jsonl`) goes on with the capture
-    before it, whose `seq` numbers it continues. A reading read again (another plan, the robust id
-    reading) finds the same headers: a line noted already is not noted twice (pieces are read in
-    order, so those are the lines up to the last capture noted).
+    before it, whose `seq` numbers it continues: noted with that capture's label. A reading read
+    again (another plan, the robust id reading) finds the same headers: a line noted already is not
+    noted twice (pieces are read in order, so those are the lines up to the last one noted).
     """
     heads = df.get_column("line").filter(df.get_column("_type") == fmt.HEADER)
     noted = facts.joined[-1].line if facts.joined else 1
@@ -755,7 +756,10 @@ def _note_joined(facts: FileFacts, plain: pl.LazyFrame, df: pl.DataFrame) -> boo
         found = plain.filter(pl.col("line").is_in(lines)).select("line", "transport", "part").collect()
         joined = list(facts.joined)
         for line, transport, part in found.sort("line").iter_rows():
-            if not part:
+            if part:  # the next part of the capture before it: its label goes on
+                before = joined[-1] if joined else Joined(1, display_name(facts.capture), facts.transport)
+                joined.append(Joined(int(line), before.capture, before.transport))
+            else:
                 label = f"{display_name(facts.capture)}@{line}"
                 joined.append(Joined(int(line), label, _transport({"transport": transport})))
         facts.joined = tuple(joined)
@@ -1080,9 +1084,11 @@ def _read_pieces(
     defer: bool = False,
     spill: Spill | None = None,
     opened: Opened | None = None,
+    leave_out: tuple[tuple[int, int], ...] = (),
 ) -> tuple[bool, list[_Piece] | None, int, bool]:
     """Every piece of the file, all with the same id reading: that reading, the pieces, the file's
-    line count, and whether its last line is complete (ends in a newline).
+    line count, and whether its last line is complete (ends in a newline). The lines of the
+    `leave_out` ranges (first, last) are not read (`repeats`).
 
     The robust id reading writes `1.0` where the fast one writes `1`, so a file whose pieces read
     ids differently would read differently from the file read whole. When a later piece needs the
@@ -1104,14 +1110,15 @@ def _read_pieces(
         for piece in read:
             complete = piece.endswith(b"\n")
             count = piece.count(b"\n") + (0 if complete else 1)
-            needed, part = _read_piece(facts, piece, lines + 1, count, robust, options)
-            if needed != robust:
-                if parts:
-                    return needed, None, 0, complete
-                robust = needed
-            parts.append(part)
+            for kept, first, n in _kept_lines(piece, lines + 1, count, leave_out):
+                needed, part = _read_piece(facts, kept, first, n, robust, options)
+                if needed != robust:
+                    if parts:
+                        return needed, None, 0, complete
+                    robust = needed
+                parts.append(part)
+                open_bytes += len(kept)
             lines += count
-            open_bytes += len(piece)
             if chunked and open_bytes >= CHUNK_BYTES:
                 _finish_chunk(parts[open_from:], spill)
                 open_from, open_bytes = len(parts), 0
@@ -1121,6 +1128,36 @@ def _read_pieces(
     elif chunked and open_from < len(parts):
         _finish_chunk(parts[open_from:], spill)
     return robust, parts, lines, complete
+
+
+def _kept_lines(
+    piece: bytes, first_line: int, count: int, leave_out: tuple[tuple[int, int], ...]
+) -> Iterator[tuple[bytes, int, int]]:
+    """`piece` (lines `first_line` on, `count` of them) without the lines of the `leave_out` ranges:
+    each run of lines kept, its first line and how many."""
+    last_line = first_line + count - 1
+    cuts = sorted((max(a, first_line), min(b, last_line)) for a, b in leave_out if a <= last_line and b >= first_line)
+    if not cuts:
+        yield piece, first_line, count
+        return
+    at, line = 0, first_line  # the offset where `line` starts
+    for first, last in cuts:
+        start = _line_start(piece, at, first - line)
+        if first > line:
+            yield piece[at:start], line, first - line
+        at, line = _line_start(piece, start, last - first + 1), last + 1
+    if line <= last_line:
+        yield piece[at:], line, last_line - line + 1
+
+
+def _line_start(piece: bytes, at: int, lines: int) -> int:
+    """The offset of the line `lines` lines after the one starting at `at` (the end past the last)."""
+    for _ in range(lines):
+        newline = piece.find(b"\n", at)
+        if newline < 0:
+            return len(piece)
+        at = newline + 1
+    return at
 
 
 def _finish_chunk(pieces: list[_Piece], spill: Spill | None = None) -> None:
@@ -1146,6 +1183,7 @@ def extract_file(
     defer: bool = False,
     spill: Spill | None = None,
     opened: Opened | None = None,
+    leave_out: tuple[Repeated, ...] = (),
 ) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
@@ -1158,6 +1196,7 @@ def extract_file(
     condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows
     condensing moves out are written there as each chunk is condensed (`analyzer.spill`).
     `opened`: the file opened already for its header (`Opened`), read from there and closed here.
+    `leave_out`: its lines holding capture parts read already from other files (`repeats`), not read.
     """
     if is_source_entry(path):  # the Parquet branch (`analyzer.archive`)
         return _read_archived([path], options, spill)[0]
@@ -1189,6 +1228,8 @@ def extract_file(
             return facts
         facts.identity = _identity(path, header)
         facts.transport = _transport(header)
+        facts.repeated = leave_out
+        ranges = tuple((r.first, r.last) for r in leave_out)
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
@@ -1196,7 +1237,7 @@ def extract_file(
         first_opened = opened
         while parts is None:  # read again (opened anew) when a later piece needs the robust reading
             robust, parts, total, complete = _read_pieces(
-                facts, robust, options, chunked, defer and chunked, spill, opened
+                facts, robust, options, chunked, defer and chunked, spill, opened, ranges
             )
             opened = None if parts is not None else first_opened.again()
     except OSError as exc:
@@ -1480,7 +1521,104 @@ def extract_files(
                 raise
     finish_pending(facts[unfinished:])
     spill_finished(facts[unfinished:])
+    facts, again = repeats(facts, options, spill)
+    spill_finished(again)
     return facts
+
+
+def repeats(
+    facts: list[FileFacts], options: LoadOptions | None = None, spill: Spill | None = None
+) -> tuple[list[FileFacts], list[FileFacts]]:
+    """`facts` with every capture part counted once, and the files read again for it.
+
+    A file of joined captures (`Joined`) names a part another input may hold: `cat a.jsonl b.jsonl >
+    both.jsonl` beside `b.jsonl`. Duplicates are left out before reading by each file's first header
+    (`_units`), which says nothing of the captures after it: here, in input order, the first file
+    holding a part keeps it; a later file holding nothing else is left out (`duplicate_of`), one
+    holding more is read again without the lines of the parts read already (`FileFacts.repeated`).
+    Only files holding more than one header, and files left out before reading (which may), are
+    looked into (`_headers_in`): files of one capture each cost nothing here.
+    """
+    segments = [_segments(f) for f in facts]
+    if all(len(s) <= 1 for s in segments):
+        return facts, []
+    owner: dict[bytes, str] = {}
+    out: list[FileFacts] = []
+    again: list[FileFacts] = []
+    for f, segs in zip(facts, segments, strict=True):
+        left: list[Repeated] = []
+        for first, last, keys in segs:
+            holder = next((owner[k] for k in keys if k in owner), None)
+            if holder is not None:
+                left.append(Repeated(first, last, holder))
+            for k in keys:
+                owner.setdefault(k, f.file)
+        if not left or (f.duplicate_of is not None and len(left) == len(segs)):
+            out.append(f)
+        elif len(left) == len(segs):
+            out.append(FileFacts(file=f.file, capture=f.capture, identity=f.identity, duplicate_of=left[0].file))
+        else:
+            try:
+                read = extract_file(f.file, options, spill=spill, leave_out=tuple(left))
+            except InputError as exc:
+                read = FileFacts(file=f.file, capture=f.capture, error=str(exc))
+            out.append(read)
+            again.append(read)
+    return out, again
+
+
+_LAST: Final = 1 << 62
+"""The last line of a capture that goes on to the end of its file, whatever its length."""
+
+
+def _segments(f: FileFacts) -> list[tuple[int, int, tuple[bytes, ...]]]:
+    """The capture parts a capture file holds, as (first line, last line, identity keys); nothing for
+    what is not a capture read line by line (skipped, an input error, HAR, an archive's entry)."""
+    if f.unit != "line" or f.archived or f.skipped is not None or f.error is not None:
+        return []
+    if f.duplicate_of is None and not f.joined:
+        return [(1, _LAST, f.identity)]
+    headers, lines = _headers_in(f.file)
+    starts = [1, *(line for line, _ in headers)]
+    ends = [start - 1 for start in starts[1:]] + [max(lines, starts[-1])]
+    keys = [f.identity, *((key,) if key is not None else () for _, key in headers)]
+    return list(zip(starts, ends, keys, strict=True))
+
+
+def _headers_in(path: str) -> tuple[list[tuple[int, bytes | None]], int]:
+    """The header records after a capture file's first line, as (line, `run_key`), and its line count.
+    Nothing when it cannot be read: its reading says why. A byte search finds the candidates, so a
+    file of one capture costs about what reading it from the page cache does."""
+    found: list[tuple[int, bytes | None]] = []
+    lines = 0
+    try:
+        with Opened(path) as f:
+            read = pieces(f.reader, PIECE_BYTES, f.head) if f.compressed else _pieces(f.reader, PIECE_BYTES)  # type: ignore[arg-type]
+            for piece in read:
+                before, at = lines, 0  # the lines before offset `at`
+                hit = piece.find(b'"header"')
+                while hit >= 0:
+                    start = piece.rfind(b"\n", 0, hit) + 1
+                    end = piece.find(b"\n", hit)
+                    end = len(piece) if end < 0 else end
+                    before += piece.count(b"\n", at, start)
+                    at = start
+                    header = _header_record(piece[start:end])
+                    if header is not None and before > 0:
+                        found.append((before + 1, run_key(header)))
+                    hit = piece.find(b'"header"', end)
+                lines += piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+    except (OSError, ErascopeError):
+        return [], 0
+    return found, lines
+
+
+def _header_record(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return record if isinstance(record, dict) and record.get(fmt.F_TYPE) == fmt.HEADER else None
 
 
 _SHARED_COUNTS: Final = 4096
@@ -1601,7 +1739,10 @@ def _unless_duplicate(
         # (reports name an archived file by its source) and the identity it had; else by its name.
         source, identity = (path.source, path.identity) if isinstance(path, EntryPath) else (None, ())
         facts = FileFacts(
-            file=source or path, capture=capture, identity=identity or _identity(path.removesuffix(".json"), {})
+            file=source or path,
+            capture=capture,
+            identity=identity or _identity(path.removesuffix(".json"), {}),
+            archived=True,
         )
         _drop_if_duplicate(facts, first_of)
         return facts if facts.duplicate_of is not None else path

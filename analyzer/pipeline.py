@@ -99,6 +99,9 @@ class Inputs:
     """(file, error) for files that could not be read (gone, unreadable, an unknown format): input errors."""
     duplicates: list[tuple[str, str]] = field(default_factory=list)
     """(file, file it repeats) for files left out because the same capture part was read from another file."""
+    repeated: list[tuple[str, int, int, str]] = field(default_factory=list)
+    """(file, first line, last line, file read for them): a capture part joined into a file and left
+    out of it, read from another file (`analyzer.load.repeats`)."""
     undecodable: list[tuple[str, int, int]] = field(default_factory=list)
     """(file, first line, count) of HTTP bodies kept as they came: they do not decode with their
     `Content-Encoding`, so what they say is not classified."""
@@ -170,6 +173,7 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         lost=sum(f.lost for f in read),
         errors=sorted((name(f.file), name(f.error)) for f in facts if f.error is not None),
         duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
+        repeated=sorted((name(f.file), r.first, r.last, name(r.file)) for f in read for r in f.repeated),
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),
         units={name(f.file): f.unit for f in read if f.unit != "line"},
         lines_from={name(f.file): f.file for f in read if f.unit == "line" and not f.archived},

@@ -146,6 +146,11 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
             **({"errors": [{"file": f, "error": e} for f, e in inp.errors]} if inp.errors else {}),
             **({"duplicates": [{"file": f, "duplicate_of": d} for f, d in inp.duplicates]} if inp.duplicates else {}),
             **(
+                {"repeated": [{"file": f, "lines": [a, b], "duplicate_of": d} for f, a, b, d in inp.repeated]}
+                if inp.repeated
+                else {}
+            ),
+            **(
                 {"undecodable": [{"file": f, "line": n, "count": c} for f, n, c in inp.undecodable]}
                 if inp.undecodable
                 else {}
@@ -365,6 +370,9 @@ def _input_notes(
     # the error names its file already (`cannot read …`), in words of its own
     notes.extend(f"input error: {esc(error)}" for _, error in inp.errors)
     notes.extend(f"left out {where(f)}: the same capture as {where(first)}" for f, first in inp.duplicates)
+    notes.extend(
+        f"left out {where(f)} lines {a}–{b}: the same capture as {where(first)}" for f, a, b, first in inp.repeated
+    )
     notes.extend(
         f"{count} HTTP {'body that does' if count == 1 else 'bodies that do'} not decode with its Content-Encoding"
         f" (read as captured, not classified): first at {where(f, line)}"

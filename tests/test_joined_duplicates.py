@@ -1,0 +1,174 @@
+"""A file of joined captures given beside one of the captures it holds (`cat a.jsonl b.jsonl >
+both.jsonl`, then `erascope analyze dir/` with `b.jsonl` still in it): every capture part counts once.
+
+Copies of a capture part are told apart by the identity its header names (`analyzer.load._identity`);
+a file's first header is known before the file is read, a joined capture's only once it is. The part
+read is the first in input order (sorted paths): a file wholly repeated is left out (`duplicates`),
+a joined file's capture read already from an earlier file is left out of it by its lines (`repeated`).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from analyzer import load
+from analyzer.pipeline import analyze
+from analyzer.report import render_json, render_text
+from tests.test_concatenated import join, report
+from tests.test_rotated_exchanges import SCENARIOS, rewrite
+
+CORPUS = SCENARIOS[0].parent
+A, B, C = (next((CORPUS / name).glob("*.jsonl")) for name in ("auto-modern-stdio", "auto-legacy-stdio", "upgrade-http"))
+
+
+def copy(src: Path, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(src.read_bytes())
+    return out
+
+
+def whole(*paths: Path) -> dict[str, Any]:
+    return orjson.loads(render_json(analyze([str(p) for p in paths])))
+
+
+def records(*paths: Path) -> int:
+    return whole(*paths)["inputs"]["records"]
+
+
+def test_a_capture_given_before_the_joined_file_holding_it_counts_once(tmp_path: Path) -> None:
+    """The joined file's first capture is another: it is read, and the capture given apart is left out of it."""
+    b = copy(B, tmp_path / "1-b.jsonl")
+    both = join([A, B], tmp_path / "2-both.jsonl")
+    got = whole(b, both)
+    assert got["totals"]["inits"] == whole(A, B)["totals"]["inits"]
+    assert report(b, both) == report(A, B)
+    assert got["inputs"]["records"] == records(A, B)
+    a_lines = len(A.read_bytes().splitlines())
+    b_lines = len(B.read_bytes().splitlines())
+    assert got["inputs"]["repeated"] == [
+        {"file": str(both), "lines": [a_lines + 1, a_lines + b_lines], "duplicate_of": str(b)}
+    ]
+    assert "duplicates" not in got["inputs"]
+
+
+def test_a_capture_given_before_the_joined_file_starting_with_it_loses_nothing(tmp_path: Path) -> None:
+    """The joined file's first header names a part read already: the file is not left out whole,
+    its other capture is read."""
+    a = copy(A, tmp_path / "1-a.jsonl")
+    both = join([A, B], tmp_path / "2-both.jsonl")
+    got = whole(a, both)
+    assert report(a, both) == report(A, B)
+    assert got["inputs"]["records"] == records(A, B)
+    assert got["inputs"]["repeated"] == [
+        {"file": str(both), "lines": [1, len(A.read_bytes().splitlines())], "duplicate_of": str(a)}
+    ]
+    assert str(both) in got["inputs"]["files"]
+
+
+def test_a_capture_given_after_the_joined_file_holding_it_is_left_out(tmp_path: Path) -> None:
+    both = join([A, B], tmp_path / "1-both.jsonl")
+    b = copy(B, tmp_path / "2-b.jsonl")
+    got = whole(both, b)
+    assert report(both, b) == report(A, B)
+    assert got["inputs"]["records"] == records(A, B)
+    assert got["inputs"]["duplicates"] == [{"file": str(b), "duplicate_of": str(both)}]
+    assert "repeated" not in got["inputs"]
+    assert str(b) not in got["inputs"]["files"]
+
+
+def test_two_joined_files_sharing_a_capture_count_it_once(tmp_path: Path) -> None:
+    ab = join([A, B], tmp_path / "1-ab.jsonl")
+    bc = join([B, C], tmp_path / "2-bc.jsonl")
+    got = whole(ab, bc)
+    assert report(ab, bc) == report(A, B, C)
+    assert got["inputs"]["records"] == records(A, B, C)
+    assert [r["duplicate_of"] for r in got["inputs"]["repeated"]] == [str(ab)]
+
+
+def test_a_compressed_copy_of_a_joined_file_is_read_for_what_it_adds(tmp_path: Path) -> None:
+    """Left out before reading by its first header (the same as `1-a.jsonl`'s), the compressed joined
+    file is still looked into for the captures after it."""
+    a = copy(A, tmp_path / "1-a.jsonl")
+    both = tmp_path / "2-both.jsonl.gz"
+    both.write_bytes(gzip.compress(A.read_bytes() + B.read_bytes()))
+    got = whole(a, both)
+    assert got["inputs"]["records"] == records(A, B)
+    assert got["totals"] == whole(A, B)["totals"]
+
+
+def test_a_rotated_part_joined_after_its_previous_part_and_given_apart_counts_once(tmp_path: Path) -> None:
+    """`cat x.000.jsonl x.001.jsonl > x.jsonl` beside `x.001.jsonl`: the second part's header goes on
+    with the first part's capture, and is the same part as the file given apart."""
+    parts = rewrite(C, tmp_path / "parts", rotate_bytes=1500)
+    assert len(parts) >= 3
+    joined = join(parts[:2], tmp_path / "0-joined.jsonl")
+    rest = [copy(p, tmp_path / "in" / p.name) for p in parts[1:]]
+    expected = whole(*parts)
+    got = whole(joined, *rest)
+    assert got["inputs"]["records"] == expected["inputs"]["records"]
+    assert got["totals"] == expected["totals"]
+    assert [r["duplicate_of"] for r in got["inputs"].get("duplicates", [])] == [str(joined)]
+
+
+@pytest.mark.parametrize("piece", [0, 700])
+def test_the_lines_left_out_fall_anywhere_in_a_piece(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
+) -> None:
+    """Read in pieces (not batched), a repeated capture's lines can start and end mid-piece."""
+    if piece:
+        monkeypatch.setattr(load, "SMALL_BYTES", 0)
+        monkeypatch.setattr(load, "PIECE_BYTES", piece)
+    b = copy(B, tmp_path / "1-b.jsonl")
+    abc = join([A, B, C], tmp_path / "2-abc.jsonl")
+    assert report(b, abc) == report(A, B, C)
+    assert records(b, abc) == records(A, B, C)
+
+
+def test_the_text_report_names_the_lines_left_out(tmp_path: Path) -> None:
+    b = copy(B, tmp_path / "1-b.jsonl")
+    both = join([A, B], tmp_path / "2-both.jsonl")
+    text = render_text(analyze([str(b), str(both)]))
+    a_lines = len(A.read_bytes().splitlines())
+    assert f"lines {a_lines + 1}" in text
+    assert "the same capture as" in text
+
+
+@pytest.mark.parametrize(
+    ("leave_out", "expected"),
+    [
+        ((), [(b"a\nb\nc\nd", 10, 4)]),
+        (((10, 10),), [(b"b\nc\nd", 11, 3)]),
+        (((11, 12),), [(b"a\n", 10, 1), (b"d", 13, 1)]),
+        (((13, 1 << 62),), [(b"a\nb\nc\n", 10, 3)]),
+        (((1, 11), (13, 20)), [(b"c\n", 12, 1)]),
+        (((1, 100),), []),
+        (((20, 30),), [(b"a\nb\nc\nd", 10, 4)]),
+    ],
+)
+def test_a_piece_without_the_lines_left_out(leave_out: tuple[tuple[int, int], ...], expected: list[Any]) -> None:
+    """Lines 10 to 13, the last one torn (no newline)."""
+    assert list(load._kept_lines(b"a\nb\nc\nd", 10, 4, leave_out)) == expected
+
+
+def test_files_of_one_capture_each_are_not_looked_into_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    looked: list[str] = []
+    monkeypatch.setattr(load, "_headers_in", lambda path: looked.append(path) or ([], 0))
+    analyze([str(CORPUS)])
+    assert looked == []
+
+
+def test_a_copy_left_out_is_looked_into_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = copy(A, tmp_path / "1-a.jsonl")
+    again = copy(A, tmp_path / "2-a.jsonl")
+    real = load._headers_in
+    looked: list[str] = []
+    monkeypatch.setattr(load, "_headers_in", lambda path: looked.append(path) or real(path))
+    got = whole(a, again)
+    assert looked == [str(again)]
+    assert got["inputs"]["duplicates"] == [{"file": str(again), "duplicate_of": str(a)}]
+    assert got["inputs"]["records"] == records(A)
