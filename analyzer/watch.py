@@ -807,7 +807,8 @@ class Watcher:
             unanswered = frame.filter(pending)
             # a server whose output is over can say nothing more: a banner, then death, is `broken` at
             # once; and garbage that is the request's answer (an HTTP body that is no JSON) is rule 1's
-            # outcome already, which no answer read later replaces
+            # outcome already, which no answer read later replaces (an `initialize`'s on its own event
+            # stream once the stream has ended: until then an undecodable end can still replace it)
             final = output_ended(analysis.messages, unanswered) | decided_by_answer(analysis.messages, unanswered)
             unanswered = unanswered.filter(~final).select("server", "file", "ts")
             waiting.update(
