@@ -10,8 +10,9 @@ Every string that comes from a capture (server keys, client names, versions, not
 names) is attacker-controlled. Text and markdown show control characters visibly (`visible`:
 `\x1b`, `\n`, `\u202e`, and `\u200b` for what is drawn as nothing), so a report never moves the
 cursor, retitles a window, hides a line or shows two strings alike; markdown also escapes what
-markdown and HTML would act on and what GitHub would link (`_md_text`). json carries the exact
-strings (only lone surrogates, which UTF-8 cannot hold, become U+FFFD).
+markdown and HTML would act on and what GitHub would link or draw as an emoji or as math
+(`_md_text`). json carries the exact strings (only lone surrogates, which UTF-8 cannot hold, become
+U+FFFD).
 """
 
 from __future__ import annotations
@@ -735,27 +736,76 @@ _MD_ESCAPES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"} | {
 _MD_SPECIAL: Final = re.compile("[" + re.escape("".join(_MD_ESCAPES)) + "]")
 
 
-_MD_LINKS: Final = re.compile(r"(?i)(?<=www)\.|:(?=//)|(?:@|#[0-9]+|gh-[0-9]+|/(?:issues|pull|discussions)/[0-9]+)+")
-"""What GitHub links in plain text. Its markdown (cmark-gfm's autolink extension): `www.`, `scheme://`
-and e-mail addresses (`mailto:`, `xmpp:`). Then, in the rendered HTML, every text node outside
-`<a>`, `<code>` and `<pre>` (docs.github.com, "Autolinked references and URLs"): an `@` mention that
-notifies an account, `user@sha` and `owner/repo@sha` commits, and issue, pull request and discussion
-references `#26`, `GH-26`, `owner#26`, `owner/repo#26` (and `/issues/26`, `/pull/26`,
-`/discussions/26`, as GitHub Desktop links them). Those are matched after backslash escapes and
-entities are resolved (`\\#26` and `&#35;26` are links), so a run of `@`s and references is set in
-code. A bare commit SHA is left as it is: GitHub links it only to a commit of the repository the
-report is pasted in, and only if that commit exists, while code around every long number or hex id
-would make reports hard to read."""
+_MD_AUTOLINKS: Final = re.compile(r"(?i)(?<=www)\.|:(?=//)")
+"""What GitHub-flavoured markdown links in plain text (cmark-gfm's autolink extension): `www.`,
+`scheme://` and e-mail addresses (`mailto:`, `xmpp:`). A backslash before the `.` or `:` stops it;
+an address's `@` is set in code (`_MD_LIVE`)."""
+_MD_LIVE: Final = re.compile(
+    r"(?i)@|\$|#[0-9]+|gh-[0-9]+|/(?:issues|pull|discussions)/[0-9]+"
+    r"|(?::(?![0-9]{1,2}:)[0-9a-z_+-]+)+:"
+    r"|(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])"
+)
+"""What GitHub acts on in the rendered HTML, in every text node outside `<a>`, `<code>` and `<pre>`
+(docs.github.com, "Autolinked references and URLs"), after backslash escapes and entities are
+resolved (`\\#26` and `&#35;26` are links), so only code stops it:
+
+- an `@` mention that notifies an account or a team, `user@sha` and `owner/repo@sha` commits;
+- issue, pull request and discussion references `#26`, `GH-26`, `owner#26`, `owner/repo#26` (and
+  `/issues/26`, `/pull/26`, `/discussions/26`, as GitHub Desktop links them);
+- emoji shortcodes (`:warning:`, `:+1:`; the emoji filter skips only `pre`, `code` and `tt`), also
+  one that follows an unknown name (`:foo:warning:`), hence a run of `:name:`s. Every gemoji name is
+  made of these characters, none of one or two digits: `12:30:45` is left as it is;
+- a commit SHA, 7 to 40 hex digits (digits alone too, `1234567`) as a word: a link when the
+  repository the report is pasted in has such a commit, which whoever wrote the capture can make
+  (a fork's commits are reachable from its parent). Ordinary long numbers are set in code too;
+- math between dollar signs, `$…$`, `$$…$$` and ``$`…`$`` (a ```` ```math ```` block cannot start:
+  backticks are escaped). This one is found while the markdown is parsed, left to right like any
+  inline, so it never starts inside a code span; GitHub's own way to write a dollar beside math is
+  `<span>$</span>`, not `\\$`, and whether a `$` pairs depends on the rest of the line, so every
+  `$` is set in code, a lone `$5` too."""
+
+
+def _md_live_spans(text: str) -> list[tuple[int, int]]:
+    """Where `_md_text` sets `text` in code (`_MD_LIVE`): one span for a run, as two side by side
+    would read as one span holding two backticks; a span that would start or end inside a word takes
+    the whole word, since its edge starts a text node where GitHub looks for a SHA (`#1deadbeef`)."""
+
+    def in_word(at: int) -> bool:  # `text[at - 1]` and `text[at]` are letters or digits of one word
+        pair = text[max(at - 1, 0) : at + 1]
+        return len(pair) == 2 and pair.isascii() and pair.isalnum()
+
+    spans: list[tuple[int, int]] = []
+    for m in _MD_LIVE.finditer(text):
+        start, end = m.span()
+        while in_word(start):
+            start -= 1
+        while in_word(end):
+            end += 1
+        if spans and start <= spans[-1][1]:
+            start = min(start, spans.pop()[0])
+        spans.append((start, end))
+    return spans
+
+
+def _md_plain(text: str) -> str:
+    """Capture text outside `_md_text`'s code spans: escaped, so it renders as that text."""
+    text = _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
+    return _MD_AUTOLINKS.sub(lambda m: "\\" + m[0], text)
 
 
 def _md_text(text: str) -> str:
     """Capture text as markdown that renders as exactly that text: HTML-significant characters as
     entities, markdown punctuation backslash-escaped (`|` too, so table cells stay whole), and
-    nothing GitHub would make a link, a mention or a reference (`_MD_LINKS`): the `.` of `www.` and
-    the `:` of `://` escaped, `@` and `#26`/`GH-26` in code (one span for a run, as two side by side
-    would read as one span holding two backticks)."""
-    text = _MD_SPECIAL.sub(lambda m: _MD_ESCAPES[m[0]], text)
-    return _MD_LINKS.sub(lambda m: "\\" + m[0] if m[0] in (".", ":") else f"`{m[0]}`", text)
+    nothing GitHub would make a link, a mention, a reference, an emoji or math: the `.` of `www.`
+    and the `:` of `://` escaped (`_MD_AUTOLINKS`), what GitHub finds whatever the escapes (and
+    every `$`) in code (`_MD_LIVE`)."""
+    out: list[str] = []
+    at = 0
+    for start, end in _md_live_spans(text):
+        out += [_md_plain(text[at:start]), _md_code(text[start:end])]
+        at = end
+    out.append(_md_plain(text[at:]))
+    return "".join(out)
 
 
 def _md_code(text: str, *, table: bool = False) -> str:

@@ -12,6 +12,15 @@ URLs"): `#26`, `GH-26`, `owner/repo#26`, `owner#26`, and `/issues/26`, `/pull/26
 and `<pre>`, after markdown's escapes and entities are resolved: `\\#26` and `&#35;26` are still
 links, so a capture's reference must end up in code too. `GitHubReferences` is that pass as a test
 sees it: a superset of GitHub's patterns (any preceding character, any case).
+
+Two more passes read the same text nodes: the emoji filter turns `:warning:` or `:+1:` into an
+emoji, and a word of 7 to 40 hex digits (`a5c3785`, also `user@a5c3785` and `owner/repo@a5c3785`)
+becomes a link to that commit when the repository the report is pasted in has one (digits alone
+included). Their tests match a superset too: any `:name:` of the characters gemoji names are made
+of (none of them one or two digits, so a time of day is not one), and any hex word of that length.
+
+GitHub also draws math between dollar signs; it is not in cmark-gfm, so its tests ask of the
+markdown that every `$` a capture holds is in code.
 """
 
 from __future__ import annotations
@@ -135,4 +144,129 @@ def test_ordinary_text_is_left_as_it_is(text: str) -> None:
     ],
 )
 def test_a_reference_is_set_in_code(text: str, markdown: str) -> None:
+    assert _md_text(text) == markdown
+
+
+SHA = "a5c3785ed8d6a35868bc169f07e40e889087fd2e"
+SHORTCODES = (
+    f":warning: deploy :+1: :white_check_mark:, see {SHA} or a5c3785 (and 1234567, DEADBEEF0),"
+    f" by jlord@a5c3785 in jlord/sheetsee.js@{SHA}; cc @someone and @org/team at 12:30:45"
+)
+SHORTCODE = re.compile(r"(?=(:(?![0-9]{1,2}:)[0-9A-Za-z_+-]+:))")
+"""Where GitHub's emoji filter could see a shortcode (overlapping: `:foo:warning:` holds one)."""
+COMMIT = re.compile(r"(?<![0-9A-Za-z])[0-9A-Fa-f]{7,40}(?![0-9A-Za-z])")
+"""A word GitHub links to a commit of that SHA prefix, if the repository has one."""
+
+
+@pytest.fixture(scope="module")
+def shortcodes(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("shortcodes")
+    cap = Cap(out, server="srv")
+    p = probe(1)
+    p["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": ":warning: " + SHA, "version": ":+1:"}
+    cap.c2s(p)
+    cap.s2c(err(1, -32601, SHORTCODES))
+    i = init(2)
+    i["params"]["clientInfo"] = {"name": ":warning: " + SHA, "version": ":+1:"}
+    cap.c2s(i)
+    cap.s2c(init_result(2, version=SHORTCODES))  # the versions cell
+    cap.c2s({"jsonrpc": "2.0", "id": 3, "method": "meth " + SHORTCODES, "params": {"_meta": dict(ENVELOPE)}})
+    cap.s2c(err(3, -32600, "Session not found " + SHORTCODES))  # the method, in an evidence note
+    cap.close()
+    return render(analyze([str(out)]), "markdown")
+
+
+def test_github_makes_no_emoji_commit_link_or_mention_of_what_the_capture_says(shortcodes: str) -> None:
+    html = cmarkgfm.github_flavored_markdown_to_html(shortcodes)
+    texts = GitHubReferences(html).texts
+    assert [m for t in texts for m in SHORTCODE.findall(t)] == []
+    assert [m for t in texts for m in COMMIT.findall(t)] == []
+    assert [t for t in texts if "@" in t] == []
+    # in code each reads as sent, and the text around it too
+    assert SHORTCODES in unescape(re.sub(r"<[^>]+>", "", html))
+    codes = set(re.findall(r"<code>(.*?)</code>", html))
+    assert {":warning:", ":+1:", ":white_check_mark:", SHA, "a5c3785", "1234567", "DEADBEEF0"} <= codes
+    assert {"@a5c3785", "@" + SHA, "@"} <= codes
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["12:30:45", "08:00:00.100Z", "a:b", "::", "std::vector", "123456", "abcdefg", "deadbeefx", SHA + "0",
+     "v1.2.3-rc.4", "2026-07-28"],
+)
+def test_text_github_leaves_alone_is_left_alone(text: str) -> None:
+    assert _md_text(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "markdown"),
+    [
+        (":warning:", "`:warning:`"),
+        ("ok :+1: :-1:", "ok `:+1:` `:-1:`"),
+        (":white_check_mark:", "`:white_check_mark:`"),  # no `\_` in code: it would be shown
+        ("a:foo:warning:b", "a`:foo:warning:`b"),  # no emoji `:foo:`, so GitHub goes on to `:warning:`
+        ("at 12:30:100:", "at 12:30`:100:`"),
+        ("`:warning:`", "\\``:warning:`\\`"),
+        (SHA, f"`{SHA}`"),
+        ("commit 1234567.", "commit `1234567`."),
+        ("jlord@a5c3785", "jlord`@a5c3785`"),
+        (f"jlord/sheetsee.js@{SHA}", f"jlord/sheetsee.js`@{SHA}`"),
+        ("a5c3785@x", "`a5c3785@`x"),
+        ("#1deadbeef", "`#1deadbeef`"),  # a span ending mid-word would start a text node at the SHA
+        ("cafe1234gh-5", "`cafe1234gh-5`"),
+    ],
+)
+def test_an_emoji_or_a_commit_is_set_in_code(text: str, markdown: str) -> None:
+    assert _md_text(text) == markdown
+
+
+MATH = "$\\frac{a}{b}$ and $$x$$ or $`x`$ costs $5; ```math"
+"""GitHub draws math between dollar signs (inline `$…$`, display `$$…$$`, and ``$`…`$``) and in a
+```` ```math ```` block. cmark-gfm has no math, so the tests read where each `$` ends up: in code,
+which GitHub's math never enters, or not. A lone `$` is in code too: one later in the line may pair
+with it, and GitHub's own escape for a dollar beside math is a `<span>`, not a backslash."""
+
+
+@pytest.fixture(scope="module")
+def math(tmp_path_factory: pytest.TempPathFactory) -> str:
+    out = tmp_path_factory.mktemp("math")
+    cap = Cap(out, server="srv")
+    p = probe(1)
+    p["params"]["_meta"]["io.modelcontextprotocol/clientInfo"] = {"name": "$$x^2$$", "version": "$5"}
+    cap.c2s(p)
+    cap.s2c(err(1, -32601, MATH))
+    i = init(2)
+    i["params"]["clientInfo"] = {"name": "$\\frac{a}{b}$", "version": "$`x`$"}
+    cap.c2s(i)
+    cap.s2c(init_result(2, version=MATH))  # the versions cell
+    cap.c2s({"jsonrpc": "2.0", "id": 3, "method": "meth " + MATH, "params": {"_meta": dict(ENVELOPE)}})
+    cap.s2c(err(3, -32600, "Session not found " + MATH))  # the method, in an evidence note
+    cap.close()
+    return render(analyze([str(out)]), "markdown")
+
+
+def test_github_draws_no_math_the_capture_says(math: str) -> None:
+    assert math.count("frac") >= 2 and "$5" in math, math
+    html = cmarkgfm.github_flavored_markdown_to_html(math)
+    assert [t for t in GitHubReferences(html).texts if "$" in t] == []
+    assert "<pre" not in html  # no ```math block either
+    # in code each `$` reads as sent, and the text around it too
+    assert MATH in unescape(re.sub(r"<[^>]+>", "", html))
+    assert {"$", "$$"} <= set(re.findall(r"<code>(.*?)</code>", html))
+
+
+@pytest.mark.parametrize(
+    ("text", "markdown"),
+    [
+        ("$\\frac{a}{b}$", "`$`\\\\frac{a}{b}`$`"),
+        ("$$x$$", "`$$`x`$$`"),
+        ("$`x`$", "`$`\\`x\\``$`"),
+        ("costs $5", "costs `$`5"),
+        ("5$", "5`$`"),
+        ("$deadbeef1", "`$deadbeef1`"),  # one span with the SHA next to it
+        ("a@$b", "a`@$`b"),
+        ("```math", "\\`\\`\\`math"),
+    ],
+)
+def test_a_dollar_sign_is_set_in_code(text: str, markdown: str) -> None:
     assert _md_text(text) == markdown
