@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import base64
 import codecs
+import json
 import re
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
@@ -340,3 +341,42 @@ def cut_header(first: bytes) -> bool:
     if first.endswith(b"\n"):
         return False
     return first.startswith(HEADER_START) or HEADER_START.startswith(first)
+
+
+DECIDING: Final = (F_TYPE, "format", "part")
+"""The keys that decide what a line is: a record's type, a header's format and `part` (whether a
+header joined after another capture goes on with it)."""
+_DECIDING_AS_WRITTEN: Final = tuple(b'"%s"' % key.encode() for key in DECIDING)
+
+
+def read_record(line: bytes) -> dict[str, Any] | None:
+    """The JSON object on `line`, its `DECIDING` keys read as the analyzer's NDJSON reader reads them
+    (the first of a key repeated); None when it is no object.
+
+    orjson keeps the last of a key repeated: `{"type":"frame","type":"header",...}` would be a header
+    to one reading and a frame to the reader that counts it. A recorder writes each key once, so only
+    a line written otherwise pays for a second reading: one whose bytes repeat such a key, or hold an
+    escape (a key spelled `"typ\\u0065"` is `type` to every parser). The other keys keep orjson's
+    reading: a hash chain's seal is the line's last `chain` (`addon.chain.split` takes it from the
+    line's end), and a line that repeats a key fails its digest whichever value is read.
+    """
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    if b"\\" not in line and all(line.count(key) < 2 for key in _DECIDING_AS_WRITTEN):
+        return record
+    try:
+        first = json.loads(line, object_pairs_hook=_first_of_each)
+    except (ValueError, RecursionError):  # deeper than Python reads: no record whose type can be told
+        return None
+    return record | {key: first[key] for key in DECIDING if key in first}
+
+
+def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        out.setdefault(key, value)
+    return out

@@ -385,11 +385,9 @@ def _transport(header: dict[str, Any]) -> str | None:
 
 
 def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
-    try:
-        header = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
+    # as the reader that counts this line reads it (the first of a key written twice)
+    header = fmt.read_record(first)
+    if header is None or header.get(fmt.F_TYPE) != fmt.HEADER:
         return None
     value = header.get("format")
     if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
@@ -1614,11 +1612,8 @@ def _headers_in(path: str) -> tuple[list[tuple[int, bytes | None]], int]:
 
 
 def _header_record(line: bytes) -> dict[str, Any] | None:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return record if isinstance(record, dict) and record.get(fmt.F_TYPE) == fmt.HEADER else None
+    record = fmt.read_record(line)
+    return record if record is not None and record.get(fmt.F_TYPE) == fmt.HEADER else None
 
 
 _SHARED_COUNTS: Final = 4096

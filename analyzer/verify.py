@@ -25,7 +25,7 @@ A file may hold captures joined (`cat a.jsonl b.jsonl`; FORMAT.md, Ordering): a 
 line starts another capture there, checked as in a file of its own, and a rotated part joined right
 after its previous part is linked to it there. A header does not restart the chain it is found in
 when the line after it goes on with that chain (it was inserted), nor when it is sealed as that
-chain's next line (it was changed). A line is a header as the analyzer reads it (`_as_read`).
+chain's next line (it was changed). A line is a header as the analyzer reads it (`addon.format.read_record`).
 
 Library code: returns a `Verification`, never prints; the CLI formats it.
 """
@@ -36,7 +36,6 @@ import bisect
 import contextlib
 import io
 import itertools
-import json
 import os
 import re
 import stat
@@ -67,12 +66,6 @@ _OPENERS_KEPT: Final = 16 << 20
 """Bytes of gap-opening lines kept for their check: a file of many gaps must not be held whole."""
 _HEADER_LIMIT: Final = 1 << 20
 """The longest first line read as a header."""
-_DECIDING: Final = (fmt.F_TYPE, "part")
-"""The keys that decide what a line is: its record type, and a joined header's `part` (whether it goes
-on with the capture before it, `_follows`). The analyzer's NDJSON reader takes the first of a key
-repeated, orjson the last: `_as_read` reads these as the analyzer does."""
-_TYPE_KEY, _PART_KEY = (b'"%s"' % key.encode() for key in _DECIDING)
-"""`_DECIDING` as written: a line holding each once (and no escape) repeats neither."""
 
 
 class Kind(StrEnum):
@@ -404,44 +397,8 @@ def _is_header(line: bytes) -> bool:
     (FORMAT.md, Ordering), as the analyzer reads it."""
     if b'"header"' not in line:  # the cheap test first: most lines are traffic, and every line is tested
         return False
-    record = _as_read(line)
+    record = fmt.read_record(line)
     return record is not None and record.get(fmt.F_TYPE) == fmt.HEADER
-
-
-def _as_read(line: bytes) -> dict[str, Any] | None:
-    """The JSON object on `line`, its keys that decide what the line is (`_DECIDING`) read as the
-    analyzer's NDJSON reader reads them (the first of a key repeated); None when it is no object.
-
-    orjson keeps the last of a key repeated: a line `{"type":"frame","type":"header",...}` would be a
-    header to verify, starting a capture there, and a frame to the analyzer. A recorder writes each
-    key once, so only a line written otherwise pays for a second reading: one whose bytes repeat such
-    a key, or hold an escape (a key spelled `"typ\\u0065"` is `type` to both parsers; headers, most of
-    the lines read here, seldom hold one). The other keys keep orjson's reading: the analyzer
-    ignores those verify reads (the links, the chain fields; a seal is the line's last `chain`, as
-    `chain.split` takes it from the line's end), and a line that repeats one fails its digest
-    whichever value is read.
-    """
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(record, dict):
-        return None
-    if b"\\" not in line and line.count(_TYPE_KEY) < 2 and line.count(_PART_KEY) < 2:
-        return record
-    try:
-        first = json.loads(line, object_pairs_hook=_first_of_each)
-    except (ValueError, RecursionError):  # deeper than Python reads: no record verify can tell the type of
-        return None
-    return record | {key: first[key] for key in _DECIDING if key in first}
-
-
-def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's members, the first of a key repeated kept (as the analyzer's reader keeps it)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        out.setdefault(key, value)
-    return out
 
 
 @dataclass(slots=True)
@@ -465,7 +422,7 @@ class _Gap:
 def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None, *, whole: bool) -> None:
     at = result.line
     try:
-        header = _parse_header(first, joined=at > 1)
+        header = _parse_header(first)
     except _NoHeader:
         if whole and fmt.cut_header(first):
             # what a crash while opening a part leaves; a part after this one would show it was emptied
@@ -588,17 +545,9 @@ def _links(chainer: chain.Chainer, first: bytes, second: bytes) -> bool:
     return head is not None and tail is not None and chainer.digest(head[1], tail[2]) == tail[1]
 
 
-def _parse_header(first: bytes, *, joined: bool) -> dict[str, Any]:
-    """The header record `first`: a file's first line (`joined` false) as the analyzer takes it for
-    the file's header (`analyzer.load._header_of`, with orjson), a header joined after it as the
-    analyzer's reader reads it (`_as_read`)."""
-    if joined:
-        header: Any = _as_read(first)
-    else:
-        try:
-            header = orjson.loads(first)
-        except orjson.JSONDecodeError:
-            header = None
+def _parse_header(first: bytes) -> dict[str, Any]:
+    """The header record `first`, as the analyzer reads it (`addon.format.read_record`)."""
+    header = fmt.read_record(first)
     if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
         raise _NoHeader("not an erascope capture (its first line is not a header record)")
     value = header.get("format")
@@ -780,7 +729,7 @@ def _gap_of(gaps: list[_Gap], index: int) -> _Gap | None:
 def _claimed_seal(line: bytes) -> tuple[int, bytes, bool] | None:
     """The (index, digest, is a `part-end`) a line's `chain` field claims when the line is a JSON object
     whose seal `chain.split` cannot take from its end, or None when it carries no seal."""
-    record = _as_read(line)
+    record = fmt.read_record(line)
     seal = record.get(fmt.F_CHAIN) if record is not None else None
     if not isinstance(seal, str):
         return None
