@@ -85,6 +85,7 @@ import bisect
 import glob
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -1131,10 +1132,15 @@ def _read_pieces(
 def _kept_lines(
     piece: bytes, first_line: int, count: int, leave_out: tuple[tuple[int, int], ...]
 ) -> Iterator[tuple[bytes, int, int]]:
-    """`piece` (lines `first_line` on, `count` of them) without the lines of the `leave_out` ranges:
-    each run of lines kept, its first line and how many."""
+    """`piece` (lines `first_line` on, `count` of them) without the lines of the `leave_out` ranges
+    (sorted, apart: `_merged`): each run of lines kept, its first line and how many."""
     last_line = first_line + count - 1
-    cuts = sorted((max(a, first_line), min(b, last_line)) for a, b in leave_out if a <= last_line and b >= first_line)
+    cuts = []
+    # found by bisection: a file of many captures read again has as many ranges, and as many pieces
+    for a, b in itertools.islice(leave_out, bisect.bisect_left(leave_out, first_line, key=lambda r: r[1]), None):
+        if a > last_line:
+            break
+        cuts.append((max(a, first_line), min(b, last_line)))
     if not cuts:
         yield piece, first_line, count
         return
@@ -1146,6 +1152,17 @@ def _kept_lines(
         at, line = _line_start(piece, start, last - first + 1), last + 1
     if line <= last_line:
         yield piece[at:], line, last_line - line + 1
+
+
+def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sorted line ranges, those that overlap or touch made one."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return tuple(out)
 
 
 def _line_start(piece: bytes, at: int, lines: int) -> int:
@@ -1227,7 +1244,7 @@ def extract_file(
         facts.identity = _identity(path, header)
         facts.transport = _transport(header)
         facts.repeated = leave_out
-        ranges = tuple((r.first, r.last) for r in leave_out)
+        ranges = _merged(sorted((r.first, r.last) for r in leave_out))
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
@@ -1545,15 +1562,20 @@ def repeats(
     again: list[FileFacts] = []
     for f, segs in zip(facts, segments, strict=True):
         left: list[Repeated] = []
+        kept = 0
         for first, last, keys in segs:
             holder = next((owner[k] for k in keys if k in owner), None)
-            if holder is not None:
+            if holder is None:
+                kept += 1
+            elif left and left[-1].file == holder and left[-1].last + 1 == first:
+                left[-1] = Repeated(left[-1].first, last, holder)  # one note for a run of copies
+            else:
                 left.append(Repeated(first, last, holder))
             for k in keys:
                 owner.setdefault(k, f.file)
-        if not left or (f.duplicate_of is not None and len(left) == len(segs)):
+        if not left or (f.duplicate_of is not None and not kept):
             out.append(f)
-        elif len(left) == len(segs):
+        elif not kept:
             out.append(FileFacts(file=f.file, capture=f.capture, identity=f.identity, duplicate_of=left[0].file))
         else:
             try:

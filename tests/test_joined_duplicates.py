@@ -172,3 +172,18 @@ def test_a_copy_left_out_is_looked_into_once(tmp_path: Path, monkeypatch: pytest
     assert looked == [str(again)]
     assert got["inputs"]["duplicates"] == [{"file": str(again), "duplicate_of": str(a)}]
     assert got["inputs"]["records"] == records(A)
+
+
+def test_ranges_left_out_are_merged() -> None:
+    assert load._merged([(1, 3), (4, 6), (8, 9), (9, 12), (20, 20)]) == ((1, 6), (8, 12), (20, 20))
+
+
+def test_a_run_of_captures_left_out_is_one_note(tmp_path: Path) -> None:
+    """A file of thousands of joined copies of a capture read already from another file."""
+    spawn = B.read_bytes()
+    one = copy(B, tmp_path / "1-one.jsonl")
+    many = tmp_path / "2-many.jsonl"
+    many.write_bytes(A.read_bytes() + spawn * 2000)
+    got = whole(one, many)
+    assert got["inputs"]["records"] == records(A, B)
+    assert len(got["inputs"]["repeated"]) == 1  # the 2,000 copies, one run of lines
