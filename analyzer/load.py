@@ -1573,7 +1573,10 @@ def repeats(
                 left.append(Repeated(first, last, holder))
             for k in keys:
                 owner.setdefault(k, f.file)
-        if not left or (f.duplicate_of is not None and not kept):
+        if not left:
+            out.append(f)
+        elif f.duplicate_of is not None and not kept:
+            f.duplicate_of = left[0].file  # the file read for it, not another copy left out
             out.append(f)
         elif not kept:
             out.append(FileFacts(file=f.file, capture=f.capture, identity=f.identity, duplicate_of=left[0].file))
@@ -1593,9 +1596,11 @@ _LAST: Final = 1 << 62
 
 def _segments(f: FileFacts) -> list[tuple[int, int, tuple[bytes, ...]]]:
     """The capture parts a capture file holds, as (first line, last line, identity keys); nothing for
-    what is not a capture read line by line (skipped, an input error, HAR, an archive's entry)."""
-    if f.unit != "line" or f.archived or f.skipped is not None or f.error is not None:
+    what holds none (skipped, an input error, HAR, an archive's entry left out before reading)."""
+    if f.unit != "line" or f.skipped is not None or f.error is not None:
         return []
+    if f.archived:  # its entry says what it held; its file may be gone: never looked into
+        return [] if f.duplicate_of is not None else [(1, _LAST, f.identity)]
     if f.duplicate_of is None and not f.joined:
         return [(1, _LAST, f.identity)]
     headers, lines = _headers_in(f.file)

@@ -187,3 +187,26 @@ def test_a_run_of_captures_left_out_is_one_note(tmp_path: Path) -> None:
     got = whole(one, many)
     assert got["inputs"]["records"] == records(A, B)
     assert len(got["inputs"]["repeated"]) == 1  # the 2,000 copies, one run of lines
+
+
+def test_an_archived_capture_counts_for_the_joined_file_after_it(tmp_path: Path) -> None:
+    """An archive's entry is never looked into again, but the part it holds is read: a joined file
+    after it leaves that part out."""
+    from analyzer.compact import compact
+
+    compact([str(copy(B, tmp_path / "src" / "b.jsonl"))], tmp_path / "0-archive", jobs=1)
+    both = join([A, B], tmp_path / "1-both.jsonl")
+    got = whole(tmp_path / "0-archive", both)
+    assert got["inputs"]["records"] == records(A, B)
+    assert [r["lines"][0] for r in got["inputs"]["repeated"]] == [len(A.read_bytes().splitlines()) + 1]
+
+
+def test_a_copy_left_out_names_the_file_read_for_it(tmp_path: Path) -> None:
+    both = join([A, B], tmp_path / "1-both.jsonl")
+    b = copy(B, tmp_path / "2-b.jsonl")
+    b_again = copy(B, tmp_path / "3-b.jsonl")
+    got = whole(both, b, b_again)
+    assert got["inputs"]["duplicates"] == [
+        {"file": str(b), "duplicate_of": str(both)},
+        {"file": str(b_again), "duplicate_of": str(both)},
+    ]
