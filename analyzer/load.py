@@ -95,7 +95,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, BinaryIO, Final
+from typing import Any, BinaryIO, Final, NamedTuple
 
 import orjson
 import polars as pl
@@ -446,7 +446,13 @@ def run_key(header: dict[str, Any]) -> bytes | None:
     run = tuple(header.get(k) for k in ("started", "host", "recorder_pid", "transport", "server", "part"))
     if run[0] is None or run[2] is None:
         return None
-    return _key(b"run:" + orjson.dumps(run))
+    try:
+        text = orjson.dumps(run)
+    except TypeError:
+        # an integer past 64 bits: `fmt.read_record` reads a line holding an escape with Python's
+        # decoder, which keeps it whole where orjson cannot write it
+        text = json.dumps(run, default=repr).encode()
+    return _key(b"run:" + text)
 
 
 def name_key(path: str) -> bytes | None:
@@ -747,22 +753,37 @@ def _note_joined(facts: FileFacts, plain: pl.LazyFrame, df: pl.DataFrame) -> boo
     noted twice (pieces are read in order, so those are the lines up to the last one noted).
     """
     heads = df.get_column("line").filter(df.get_column("_type") == fmt.HEADER)
-    noted = facts.joined[-1].line if facts.joined else 1
+    # read without some lines (`FileFacts.repeated`), a file holds the notes of their headers already
+    noted = facts.joined[-1].line if facts.joined and not facts.repeated else 1
     lines = heads.filter(heads > noted).to_list()
     if lines:
         if isinstance(facts, _Batch):
             raise _JoinedInBatch
         found = plain.filter(pl.col("line").is_in(lines)).select("line", "transport", "part").collect()
         joined = list(facts.joined)
-        for line, transport, part in found.sort("line").iter_rows():
-            if part:  # the next part of the capture before it: its label goes on
-                before = joined[-1] if joined else Joined(1, display_name(facts.capture), facts.transport)
-                joined.append(Joined(int(line), before.capture, before.transport))
-            else:
-                label = f"{display_name(facts.capture)}@{line}"
-                joined.append(Joined(int(line), label, _transport({"transport": transport})))
+        _note_heads(facts, joined, found.sort("line").iter_rows())
         facts.joined = tuple(joined)
     return bool(facts.joined)
+
+
+def _note_heads(facts: FileFacts, joined: list[Joined], heads: Iterable[tuple[int, Any, Any]]) -> None:
+    """Note the headers (line, transport, part; in line order) in `joined`, in line order, each once."""
+    for line, transport, part in heads:
+        at = bisect.bisect_left(joined, line, key=lambda j: j.line)
+        if at < len(joined) and joined[at].line == line:
+            continue
+        if _goes_on(part):  # the next part of the capture before it: its label goes on
+            before = joined[at - 1] if at else Joined(1, display_name(facts.capture), facts.transport)
+            note = Joined(int(line), before.capture, before.transport)
+        else:
+            note = Joined(int(line), f"{display_name(facts.capture)}@{line}", _transport({"transport": transport}))
+        joined.insert(at, note)
+
+
+def _goes_on(part: Any) -> bool:
+    """Whether a joined header's `part` makes it the next part of the capture before it: a number
+    other than 0, as the reader reads `part` (a line with any other value is no record to it)."""
+    return isinstance(part, int) and not isinstance(part, bool) and part != 0
 
 
 def _relabelled(facts: FileFacts, msgs: pl.DataFrame) -> pl.DataFrame:
@@ -1122,11 +1143,28 @@ def _read_pieces(
                 _finish_chunk(parts[open_from:], spill)
                 open_from, open_bytes = len(parts), 0
         facts.cut = f.cut
-    if defer and open_from == 0 and open_bytes <= PIECE_BYTES:
-        facts.pending = True  # a small file: left for `finish_pending`
+    if defer and open_from == 0 and open_bytes <= PIECE_BYTES and not facts.joined:
+        # a small file: left for `finish_pending`. Not one of joined captures: `repeats` may read it
+        # again, and a group's aggregates, its own among them, stay with the group's first file
+        facts.pending = True
     elif chunked and open_from < len(parts):
         _finish_chunk(parts[open_from:], spill)
     return robust, parts, lines, complete
+
+
+def _left_out_notes(
+    facts: FileFacts, heads: tuple[_Head, ...], ranges: tuple[tuple[int, int], ...]
+) -> tuple[Joined, ...]:
+    """The `Joined` notes of the headers in the lines left out (`ranges`), as reading every line makes
+    them: a rotated part read after a part left out goes on with that part's capture."""
+    notes: list[Joined] = []
+    _note_heads(facts, notes, ((h.line, h.transport, h.part) for h in heads))
+    return tuple(n for n in notes if _inside(ranges, n.line))
+
+
+def _inside(ranges: tuple[tuple[int, int], ...], line: int) -> bool:
+    at = bisect.bisect_right(ranges, line, key=lambda r: r[0]) - 1
+    return at >= 0 and ranges[at][1] >= line
 
 
 def _kept_lines(
@@ -1199,6 +1237,7 @@ def extract_file(
     spill: Spill | None = None,
     opened: Opened | None = None,
     leave_out: tuple[Repeated, ...] = (),
+    heads: tuple[_Head, ...] = (),
 ) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
@@ -1212,6 +1251,8 @@ def extract_file(
     condensing moves out are written there as each chunk is condensed (`analyzer.spill`).
     `opened`: the file opened already for its header (`Opened`), read from there and closed here.
     `leave_out`: its lines holding capture parts read already from other files (`repeats`), not read.
+    `heads`: the headers after its first line (`_headers_in`), given with `leave_out`: a rotated part
+    read after a part left out goes on with that part's capture, whose header is not read.
     """
     if is_source_entry(path):  # the Parquet branch (`analyzer.archive`)
         return _read_archived([path], options, spill)[0]
@@ -1245,6 +1286,7 @@ def extract_file(
         facts.transport = _transport(header)
         facts.repeated = leave_out
         ranges = _merged(sorted((r.first, r.last) for r in leave_out))
+        facts.joined = _left_out_notes(facts, heads, ranges)
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
@@ -1554,13 +1596,14 @@ def repeats(
     Only files holding more than one header, and files left out before reading (which may), are
     looked into (`_headers_in`): files of one capture each cost nothing here.
     """
-    segments = [_segments(f) for f in facts]
+    looked = [_segments(f) for f in facts]
+    segments = [segs for segs, _ in looked]
     if all(len(s) <= 1 for s in segments):
         return facts, []
     owner: dict[bytes, str] = {}
     out: list[FileFacts] = []
     again: list[FileFacts] = []
-    for f, segs in zip(facts, segments, strict=True):
+    for f, (segs, heads) in zip(facts, looked, strict=True):
         left: list[Repeated] = []
         kept = 0
         for first, last, keys in segs:
@@ -1582,7 +1625,7 @@ def repeats(
             out.append(FileFacts(file=f.file, capture=f.capture, identity=f.identity, duplicate_of=left[0].file))
         else:
             try:
-                read = extract_file(f.file, options, spill=spill, leave_out=tuple(left))
+                read = extract_file(f.file, options, spill=spill, leave_out=tuple(left), heads=tuple(heads))
             except InputError as exc:
                 read = FileFacts(file=f.file, capture=f.capture, error=str(exc))
             out.append(read)
@@ -1594,44 +1637,62 @@ _LAST: Final = 1 << 62
 """The last line of a capture that goes on to the end of its file, whatever its length."""
 
 
-def _segments(f: FileFacts) -> list[tuple[int, int, tuple[bytes, ...]]]:
-    """The capture parts a capture file holds, as (first line, last line, identity keys); nothing for
-    what holds none (skipped, an input error, HAR, an archive's entry left out before reading)."""
+def _segments(f: FileFacts) -> tuple[list[tuple[int, int, tuple[bytes, ...]]], list[_Head]]:
+    """The capture parts a capture file holds, as (first line, last line, identity keys), and the
+    headers after its first line; nothing for what holds none (skipped, an input error, HAR, an
+    archive's entry left out before reading)."""
     if f.unit != "line" or f.skipped is not None or f.error is not None:
-        return []
+        return [], []
     if f.archived:  # its entry says what it held; its file may be gone: never looked into
-        return [] if f.duplicate_of is not None else [(1, _LAST, f.identity)]
+        return ([] if f.duplicate_of is not None else [(1, _LAST, f.identity)]), []
     if f.duplicate_of is None and not f.joined:
-        return [(1, _LAST, f.identity)]
+        return [(1, _LAST, f.identity)], []
     headers, lines = _headers_in(f.file)
-    starts = [1, *(line for line, _ in headers)]
+    starts = [1, *(h.line for h in headers)]
     ends = [start - 1 for start in starts[1:]] + [max(lines, starts[-1])]
-    keys = [f.identity, *((key,) if key is not None else () for _, key in headers)]
-    return list(zip(starts, ends, keys, strict=True))
+    keys = [f.identity, *((h.key,) if h.key is not None else () for h in headers)]
+    return list(zip(starts, ends, keys, strict=True)), headers
 
 
-def _headers_in(path: str) -> tuple[list[tuple[int, bytes | None]], int]:
-    """The header records after a capture file's first line, as (line, `run_key`), and its line count.
-    Nothing when it cannot be read: its reading says why. A byte search finds the candidates, so a
-    file of one capture costs about what reading it from the page cache does."""
-    found: list[tuple[int, bytes | None]] = []
+class _Head(NamedTuple):
+    """A header after a capture file's first line (`_headers_in`)."""
+
+    line: int
+    key: bytes | None
+    """Its `run_key`."""
+    transport: Any
+    part: Any
+
+
+_HEADER_VALUE: Final = re.compile(
+    rb'"(?:h|\\u0068)(?:e|\\u0065)(?:a|\\u0061)(?:d|\\u0064)(?:e|\\u0065)(?:r|\\u0072)"'
+)
+"""`"header"` as JSON can spell it: any of its letters may be a `\\u` escape, which the reader decodes
+(their codes are all digits, so there is no other case to match)."""
+
+
+def _headers_in(path: str) -> tuple[list[_Head], int]:
+    """The header records after a capture file's first line, and its line count. Nothing when it
+    cannot be read: its reading says why. A byte search (`_HEADER_VALUE`) finds the candidates, so
+    a file of one capture costs about what reading it from the page cache does."""
+    found: list[_Head] = []
     lines = 0
     try:
         with Opened(path) as f:
             read = pieces(f.reader, PIECE_BYTES, f.head) if f.compressed else _pieces(f.reader, PIECE_BYTES)  # type: ignore[arg-type]
             for piece in read:
                 before, at = lines, 0  # the lines before offset `at`
-                hit = piece.find(b'"header"')
-                while hit >= 0:
-                    start = piece.rfind(b"\n", 0, hit) + 1
-                    end = piece.find(b"\n", hit)
+                hit = _HEADER_VALUE.search(piece)
+                while hit is not None:
+                    start = piece.rfind(b"\n", 0, hit.start()) + 1
+                    end = piece.find(b"\n", hit.start())
                     end = len(piece) if end < 0 else end
                     before += piece.count(b"\n", at, start)
                     at = start
                     header = _header_record(piece[start:end])
                     if header is not None and before > 0:
-                        found.append((before + 1, run_key(header)))
-                    hit = piece.find(b'"header"', end)
+                        found.append(_Head(before + 1, run_key(header), header.get("transport"), header.get("part")))
+                    hit = _HEADER_VALUE.search(piece, end)
                 lines += piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
     except (OSError, ErascopeError):
         return [], 0

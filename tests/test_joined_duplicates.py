@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import polars as pl
 import pytest
 
 from analyzer import load
@@ -210,3 +211,67 @@ def test_a_copy_left_out_names_the_file_read_for_it(tmp_path: Path) -> None:
         {"file": str(b), "duplicate_of": str(both)},
         {"file": str(b_again), "duplicate_of": str(both)},
     ]
+
+
+def _with_first_line(capture: Path, first: bytes) -> bytes:
+    return first + b"".join(capture.read_bytes().splitlines(keepends=True)[1:])
+
+
+def _header_of(capture: Path) -> bytes:
+    return capture.read_bytes().splitlines(keepends=True)[0]
+
+
+def test_a_part_past_64_bits_in_a_header_with_an_escape_is_no_crash(tmp_path: Path) -> None:
+    """A line holding an escape is read again by Python's decoder (`addon.format.read_record`), which
+    keeps an integer of any size, where orjson gives a float: the header's identity must still be made."""
+    hostile = _header_of(B).replace(b'"part":0', b'"part":%d' % 10**30).replace(b'"server":"', b'"server":"\\u0041')
+    first = tmp_path / "1-first.jsonl"
+    first.write_bytes(_with_first_line(B, hostile))
+    assert records(first) == records(B)
+    c = copy(C, tmp_path / "0-c.jsonl")
+    joined = tmp_path / "2-joined.jsonl"
+    joined.write_bytes(A.read_bytes() + _with_first_line(B, hostile) + C.read_bytes())
+    assert records(c, joined) == records(joined)
+
+
+def test_a_joined_header_whose_type_is_spelled_with_escapes_is_found(tmp_path: Path) -> None:
+    """`"h\\u0065ader"` is `header` to the reader: the capture it starts is known by its header like any other."""
+    escaped = _header_of(B).replace(b'"type":"header"', b'"type":"h\\u0065ader"')
+    both = tmp_path / "2-both.jsonl"
+    both.write_bytes(A.read_bytes() + _with_first_line(B, escaped))
+    assert records(both) == records(A, B)
+    a = copy(A, tmp_path / "1-a.jsonl")
+    assert records(a, both) == records(A, B)  # the file starts with a part read already: B not lost
+    b = copy(B, tmp_path / "1-b.jsonl")
+    assert records(b, both) == records(A, B)  # nor counted twice
+
+
+def test_a_joined_file_finished_with_other_small_files_is_counted_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files of at most a piece read alone are finished in groups whose aggregates go with one file
+    (`finish_pending`): a joined file read again must not leave its first reading's behind."""
+    monkeypatch.setattr(load, "SMALL_BYTES", 0)
+    c = copy(C, tmp_path / "0-c.jsonl")
+    b = copy(B, tmp_path / "1-b.jsonl")
+    both = join([A, B], tmp_path / "2-both.jsonl")
+    assert whole(c, b, both)["totals"] == whole(A, B, C)["totals"]
+    assert report(c, b, both) == report(A, B, C)
+
+
+def test_a_rotated_part_after_a_part_left_out_goes_on_with_that_parts_capture(tmp_path: Path) -> None:
+    """`cat a.jsonl x.000.jsonl x.001.jsonl` beside a copy of `x.000.jsonl`: the second part's rows are
+    the HTTP capture's, not the stdio capture's before it, as when the file is read whole."""
+    parts = rewrite(C, tmp_path / "parts", rotate_bytes=1500)
+    x0 = copy(parts[0], tmp_path / "in" / "1-x0.jsonl")
+    joined = join([A, *parts], tmp_path / "in" / "2-joined.jsonl")
+    start = len(A.read_bytes().splitlines()) + 1
+    after = start + len(parts[0].read_bytes().splitlines())
+
+    def labels(*paths: Path) -> set[tuple[str, str]]:
+        rows = load.combine(load.extract_files([str(p) for p in paths])).messages
+        rows = rows.filter((pl.col("file") == str(joined)) & (pl.col("line") >= after))
+        return set(rows.select(pl.col("capture", "transport").cast(pl.String)).iter_rows())
+
+    assert labels(joined) == {(f"{joined.name}@{start}", "http")}
+    assert labels(x0, joined) == labels(joined)
