@@ -28,9 +28,11 @@ the parts are read. `compact` writes them again whenever they are stale.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import itertools
 import os
+import stat
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +190,7 @@ def source_entries(archive: Path | str) -> list[str]:
         contents = {}
         for p in found:
             try:
-                contents[p] = Path(p).read_bytes()
+                contents[p] = _read_regular(p)
             except OSError as exc:
                 contents[p] = exc
     entries = []
@@ -258,10 +260,21 @@ def read_entry(path: Path | str) -> dict[str, Any]:
     content = path.take() if isinstance(path, EntryPath) else None
     if content is None:
         try:
-            content = read_bytes(path) if isinstance(path, str) and is_url(path) else Path(path).read_bytes()
+            content = read_bytes(path) if isinstance(path, str) and is_url(path) else _read_regular(path)
         except OSError as exc:
             raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
     return _parsed(str(path), content)
+
+
+def _read_regular(path: Path | str) -> bytes:
+    """The bytes of the regular file at `path`; `OSError` for anything else. An entry is named by
+    the archive's listing, not checked: opened without blocking and looked at before it is read, a
+    FIFO in its place is not waited on forever, nor a device (/dev/zero) read until memory runs out."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return f.read()
 
 
 def _parsed(path: str, content: bytes) -> dict[str, Any]:
@@ -290,6 +303,18 @@ def kept_parts(parts: Iterable[str], selection: Selection) -> list[str]:
         if (day is None or selection.keeps_day(day)) and (server is None or any(map(selection.keeps_server, keys))):
             kept.append(part)
     return kept
+
+
+PART_PREFIX: Final = "day="
+"""How every part's name (relative to its archive) starts."""
+
+
+def own_file(rel: str, prefix: str) -> bool:
+    """Whether `rel`, a name an entry gives, is a file of the archive's own layout under `prefix`
+    (`PART_PREFIX`, or `CONDENSED_DIR` and `/`). An entry is any JSON: an absolute name, or one
+    climbing out with `..`, would have the reader open (and the writer replace or delete) files of
+    another archive or any other file the user may read."""
+    return rel.startswith(prefix) and ".." not in rel.split("/")
 
 
 def _partition_of(part: str) -> tuple[str | None, str | None]:
@@ -384,22 +409,36 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
                 f"{entry_path}: names a part twice (written by an erascope that could lose the rows of"
                 " server keys sharing a partition); run `erascope compact` on the captures again"
             )
+        _check_own(entry_path, names, PART_PREFIX)
         facts.parts = tuple(located(p) for p in names)
         if not everything:
             names = kept_parts(names, selection)  # type: ignore[arg-type]
         parts = [located(p) for p in names]
         condensed, condensed_rows = None, 0
         if everything and condensed_current(entry):
-            condensed = {kind: (located(rel), int(rows)) for kind, (rel, rows) in entry["condensed"]["frames"].items()}
+            frames = {kind: (rel, rows) for kind, (rel, rows) in entry["condensed"]["frames"].items()}
+            _check_own(entry_path, [rel for rel, _ in frames.values()], CONDENSED_DIR + "/")
+            condensed = {kind: (located(rel), rows) for kind, (rel, rows) in frames.items()}
             if set(condensed) != set(CONDENSED_SCHEMAS):
                 raise ValueError(f"condensed frames {sorted(condensed)}")
-            condensed_rows = int(entry["condensed"]["rows"])
-            if condensed_rows < 0 or any(rows < 0 for _, rows in condensed.values()):
-                raise ValueError("a negative row count")
+            condensed_rows = entry["condensed"]["rows"]
+            # counts as compact writes them, not taken with `int()`: 1.5 would read as 1, and the
+            # report would count messages the archive does not hold, without an error
+            if not all(map(_count, [condensed_rows, *(rows for _, rows in condensed.values())])):
+                raise ValueError("a row count that is not a whole number of at least 0")
         lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
     return _Archived(facts, root, parts, lines, condensed, condensed_rows)
+
+
+def _check_own(entry_path: str, names: list[str], prefix: str) -> None:
+    """Raise `ErascopeError` when an entry names a file out of its archive's own layout (`own_file`)."""
+    for rel in names:
+        if not isinstance(rel, str) or not own_file(rel, prefix):
+            raise ErascopeError(
+                f"{entry_path}: malformed archive entry (names {rel!r}, not a file of the archive); {COMPACT_AGAIN}"
+            )
 
 
 def _every_file(f: _Archived) -> list[str]:

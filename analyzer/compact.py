@@ -24,6 +24,9 @@ deleted. A run cut short in between leaves the old entry reading exactly what it
 with. Bytes equal to the old file's keep its name: converting an unchanged input again (`--force`)
 writes the same archive.
 
+A local archive is written by one run at a time: another `compact` into it meanwhile is refused
+(`_held`; an archive at a URL has no lock, and its runs must not overlap).
+
 Only the same capture replaces an entry (`_same_capture`: the run its header names, which a renamed
 capture does not share); another one under its name is refused. A file that is not a capture (not
 an erascope capture, not a regular file) gets an entry saying why, as the report on the JSONL says
@@ -63,12 +66,14 @@ the archive's files in it.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
+import re
 import stat
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,6 +91,7 @@ from analyzer.archive import (
     CONDENSED_DIR,
     CONDENSED_SCHEMAS,
     PARQUET_SUFFIX,
+    PART_PREFIX,
     SOURCES_DIR,
     EntryPath,
     condensed_facts,
@@ -96,6 +102,7 @@ from analyzer.archive import (
     is_archive,
     is_source_entry,
     kept_parts,
+    own_file,
     read_entry,
     server_partition,
     source_entries,
@@ -276,14 +283,15 @@ def _atomic_write(path: Path, write: Any, renamed: Callable[[Path], Path] | None
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE))
             os.chmod(tmp, FILE_MODE)
             write(tmp)
+            os.chmod(tmp, FILE_MODE)  # in case the writer replaced the file instead
+            if renamed is not None:
+                path = renamed(tmp)
+            # inside the handler too: what holds the name may be no file (a directory put there)
+            os.replace(tmp, path)
         except (OSError, pl.exceptions.ComputeError) as exc:
             # a full disk reaches polars' Parquet writer as a ComputeError naming the OS error
             why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise ErascopeError(f"cannot write {path}: {why}") from None
-        os.chmod(tmp, FILE_MODE)  # in case the writer replaced the file instead
-        if renamed is not None:
-            path = renamed(tmp)
-        os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -313,10 +321,18 @@ def _write_new(out: Path, rel: str, write: Any, old: Named, digests: dict[str, s
     return _atomic_write(out / rel, write, digested).relative_to(out).as_posix()
 
 
-def _named(entry: dict[str, Any]) -> Named:
+def _own_names(name: str) -> re.Pattern[str]:
+    """The file names (last path segment) the archive files of the input archived as `name` have:
+    its parts and condensed frames, plain or with a content digest (`_write_new`)."""
+    kinds = "|".join(map(re.escape, CONDENSED_SCHEMAS))
+    return re.compile(rf"{re.escape(name)}(\.(?:{kinds}))?(\.[0-9a-f]{{{DIGEST_CHARS}}})?{re.escape(PARQUET_SUFFIX)}")
+
+
+def _named(entry: dict[str, Any], name: str) -> Named:
     """The archive files an entry names, relative (its parts and condensed frames), with their
-    recorded digests. Only names of the archive's own layout count: a malformed entry names no file
-    outside it to replace or delete."""
+    recorded digests. Only names of the archive's own layout count, and only the files of the input
+    archived as `name`: a malformed entry names no file outside the archive, nor another input's
+    file there, to replace or delete."""
     parts = entry.get("parts")
     condensed = entry.get("condensed")
     frames = condensed.get("frames") if isinstance(condensed, dict) else None
@@ -324,7 +340,12 @@ def _named(entry: dict[str, Any]) -> Named:
     names = [p for p in parts if isinstance(p, str)] if isinstance(parts, list) else []
     if isinstance(frames, dict):
         names += [f[0] for f in frames.values() if isinstance(f, list) and f and isinstance(f[0], str)]
-    own = (n for n in names if n.startswith(("day=", CONDENSED_DIR + "/")) and ".." not in n.split("/"))
+    mine = _own_names(name)
+    own = (
+        n
+        for n in names
+        if (own_file(n, PART_PREFIX) or own_file(n, CONDENSED_DIR + "/")) and mine.fullmatch(n.rsplit("/", 1)[-1])
+    )
     return {n: d if isinstance(d := digests.get(n), str) else None for n in sorted(own)}
 
 
@@ -352,7 +373,7 @@ def _write_parts(frame: pl.DataFrame, out: Path, name: str, old: Named, digests:
         ["_day", "_partition"], as_dict=True, maintain_order=True
     )
     for (day_value, partition_name), chunk in groups.items():
-        rel = f"day={day_value}/{partition_name}/{name}{PARQUET_SUFFIX}"
+        rel = f"{PART_PREFIX}{day_value}/{partition_name}/{name}{PARQUET_SUFFIX}"
         rows = as_strings(chunk.select(list(ARCHIVE_SCHEMA)))  # the archive keeps plain strings
         # row groups of a fraction of the reader's window: a window over a range of a big file's
         # lines skips the others by their `line` statistics instead of decoding them
@@ -382,9 +403,9 @@ def compact_file(
     name = archive_name(path)
     if old is None:
         entry_path = out / SOURCES_DIR / f"{name}.json"
-        old = _named(read_entry(entry_path)) if entry_path.is_file() else {}
+        old = _named(read_entry(entry_path), name) if entry_path.is_file() else {}
     entry, height = _convert(path, out, name, old)
-    for stale in sorted(set(old) - set(_named(entry))):
+    for stale in sorted(set(old) - set(_named(entry, name))):
         (out / stale).unlink(missing_ok=True)
     return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry))
 
@@ -439,11 +460,11 @@ def _compact_to_url(
     name = archive_name(path)
     entry_url = join(out, SOURCES_DIR, f"{name}.json")
     if old is None:
-        old = _named(read_entry(entry_url)) if storage.is_file(entry_url) else {}
+        old = _named(read_entry(entry_url), name) if storage.is_file(entry_url) else {}
     with tempfile.TemporaryDirectory(prefix="erascope-compact-", dir=temp_dir) as staging:
         entry, height = _convert(path, Path(staging), name, old)
         entry_path = Path(staging) / SOURCES_DIR / f"{name}.json"
-        data = _named(entry)
+        data = _named(entry, name)
         try:
             storage.put_files((str(Path(staging) / rel), join(out, rel)) for rel in data)
             storage.put_files([(str(entry_path), entry_url)])
@@ -584,7 +605,7 @@ def _archived_at_url(
             raise ErascopeError(f"{redact(url)}: not a readable archive entry ({content})")
         entry = read_entry(EntryPath(url, content))
         _refuse_other_capture(p, entry, out)
-        old[p] = _named(entry)
+        old[p] = _named(entry, archive_name(p))
         if not force and _unchanged(p, out, entry, url, listing):
             unchanged[p] = entry
     return unchanged, old
@@ -607,8 +628,8 @@ def compact(
     their results in order. `temp_dir`: where each file converted for a URL is staged (default: the
     system's temporary directory).
     `force` re-converts inputs that look unchanged. Raises `ErascopeError` for bad layouts (see the
-    module docstring), archives given as input, the loader's own input errors, and inputs none of
-    which is a capture (all `skipped`).
+    module docstring), archives given as input, the loader's own input errors, inputs none of
+    which is a capture (all `skipped`), and a local archive another run is writing (`_held`).
     """
     given = [str(p) for p in paths]
     if not str(out):
@@ -626,9 +647,58 @@ def compact(
         raise ErascopeError("no capture files to compact")
     names: dict[str, str] = {}
     for p in inputs:
-        other = names.setdefault(Path(p).name, p)
+        # by the name their archive files get, not the file name: names that differ only in bytes
+        # that are not UTF-8, or a long name's cut and digest, share it, and one would replace the other
+        other = names.setdefault(archive_name(p), p)
         if other != p:
-            raise ErascopeError(f"{other} and {p} share a file name; compact them into separate archives")
+            raise ErascopeError(
+                f"{other} and {p} share a file name in the archive ({archive_name(p)});"
+                " compact them into separate archives"
+            )
+    if isinstance(out, str):
+        return _compact(given, inputs, out, jobs, force, runner, temp_dir)
+    _check_layout(given, inputs, out)
+    _check_out_mode(out)
+    _private_dir(out / SOURCES_DIR)
+    with _held(out):
+        return _compact(given, inputs, out, jobs, force, runner, temp_dir)
+
+
+@contextlib.contextmanager
+def _held(out: Path) -> Iterator[None]:
+    """The local archive `out` held by this run (an exclusive `flock` on its `_sources`), or
+    `ErascopeError` while another run holds it. Each run names the files it writes after the entries
+    it read (`_write_new`): two runs converting a capture that changed between them wrote the same
+    names with other rows, and the entry left named another run's files beside its own accounting.
+    Readers do not take it: an entry is replaced whole, after the files it names."""
+    try:
+        fd = os.open(out / SOURCES_DIR, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise ErascopeError(f"cannot open the archive {out}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ErascopeError(
+                f"the archive {out} is being written by another `erascope compact`; run again when it is done"
+            ) from None
+        except OSError:
+            pass  # a filesystem without locks (some network ones): the run goes on unheld rather than not at all
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _compact(
+    given: list[str],
+    inputs: list[str],
+    out: Path | str,
+    jobs: int | None,
+    force: bool,
+    runner: Callable[[list[str], Path | str, list[Named | None]], list[Converted]] | None,
+    temp_dir: str | Path | None,
+) -> CompactResult:
+    """`compact` of `inputs` (found from `given`) once the layout is checked, and a local archive held."""
     if isinstance(out, str):
         _check_url_layout(given, inputs, out)
         listing = storage.files_under(out) if storage.is_dir(out) else set()
@@ -636,14 +706,11 @@ def compact(
         todo = [p for p in inputs if p not in unchanged]
         old: list[Named | None] = [entries[p] for p in todo]
     else:
-        _check_layout(given, inputs, out)
         archived: dict[str, tuple[dict[str, Any], str]] = {}  # input -> its entry there, read once
         for p in inputs:
             if (entry_path := out / SOURCES_DIR / f"{archive_name(p)}.json").is_file():
                 archived[p] = (read_entry(entry_path), str(entry_path))
                 _refuse_other_capture(p, archived[p][0], out)
-        _check_out_mode(out)
-        _private_dir(out / SOURCES_DIR)
         for p in out.rglob("*"):  # what an older, looser erascope wrote, too
             if not p.is_symlink():
                 os.chmod(p, DIR_MODE if p.is_dir() else FILE_MODE)
@@ -714,7 +781,8 @@ def _drop_superseded(out: Path | str, runs: dict[str, frozenset[bytes]], inputs:
                 continue
             if not part_runs & set(entry_identity(stale)):
                 continue
-            files = [where, *(join(url, r) if url else str(Path(out, r)) for r in sorted(_named(stale)))]
+            named = sorted(_named(stale, archive_name(spelling)))
+            files = [where, *(join(url, r) if url else str(Path(out, r)) for r in named)]
             if url:
                 try:
                     storage.remove(files)
