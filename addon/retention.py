@@ -26,8 +26,12 @@ All the other work here runs on a `PartKeeper` thread, never on a relay path or 
    `keep_days` or while the directory's capture parts total more than `keep_bytes`. A part whose
    lock is held (an open part) is skipped, never removed; the compressor holds the lock of the part
    it reads, so a part is never removed half-compressed either. Nor is a younger part of a capture
-   whose part was skipped: a capture loses its oldest parts, never its middle. The recorders sharing
-   a directory sweep it in turn (each holds the directory's `flock` while it lists and removes).
+   whose part was skipped: a capture loses its oldest parts, never its middle. A part counts as no
+   younger than the later parts of its capture: one written before the clock was stepped back goes
+   first all the same (`capture_parts`). A part that cannot be removed (EPERM, a read-only mount) holds its
+   capture's younger parts too, and is reported once per keeper. The recorders sharing
+   a directory sweep it in turn (each holds the directory's `flock` while it lists and removes); a
+   turn that does not come within `_SWEEP_WAIT` seconds is left out, never waited for without end.
 
 The bound therefore holds up to the open parts: right after a sweep the directory is within
 `keep_bytes` (when enough closed parts exist), and until the next rotation each running recorder's
@@ -82,6 +86,11 @@ _OPEN_ATTEMPTS: Final = 3
 _LOCK_RETRIES: Final = 50
 _LOCK_PAUSE: Final = 0.02
 _DAY: Final = 86400.0
+_SWEEP_WAIT: Final = 5.0
+"""Seconds a sweep waits for its turn (the directory's lock; another recorder's sweep holds it for
+milliseconds) before it leaves this round out. A process that holds it for good (a recorder stopped in
+the middle of a sweep, a script's `flock` on the directory) stopped the keeper for good: no more
+compression or sweeps, and the recorder's exit waited for the keeper."""
 
 _SIZE_UNITS: Final = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _DURATION_UNITS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": _DAY, "w": 7 * _DAY}
@@ -296,7 +305,14 @@ def compress_part(path: Path, retries: int | None = None) -> Path | None:
             with contextlib.suppress(OSError):
                 os.unlink(partial)
             raise
-        os.unlink(path)  # still under our lock: no sweep removed it meanwhile
+        try:
+            os.unlink(path)  # still under our lock: no sweep removed it meanwhile
+        except OSError:
+            # The part cannot be removed (immutable, a read-only mount): two copies of it would be
+            # counted twice toward `keep_bytes`, and the warning says the plain part is kept.
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+            raise
         return target
     finally:
         os.close(fd)
@@ -327,13 +343,24 @@ class Removed:
 
     def describe(self) -> str:
         """One log line."""
-        when = dt.datetime.fromtimestamp(self.mtime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            when = dt.datetime.fromtimestamp(self.mtime, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except (ValueError, OverflowError, OSError):
+            # a time no calendar year 1 to 9999 holds (file systems with 64-bit times store any): the
+            # line must still be logged, and the removals after it
+            when = f"at {self.mtime:.0f} seconds from 1970"
         return f"erascope: retention ({self.reason}) removed {self.path} ({self.size} bytes, last written {when})"
 
 
 def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
-    """The directory's capture parts as (mtime, name, size, path), oldest first."""
-    parts = []
+    """The directory's capture parts as (last written, name, size, path), oldest first.
+
+    A part was last written at its mtime, or before: no later than any later part of its capture
+    (the writer closes a part before it writes the next). Parts whose times say otherwise were written
+    by a clock stepped back meanwhile (NTP correcting a clock that ran ahead): such a part is taken as
+    old as its capture's oldest later part, so a capture is always taken in its parts' order.
+    """
+    parts: list[tuple[float, str, int, Path]] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:
@@ -345,6 +372,15 @@ def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
             st = entry.stat(follow_symlinks=False)
             if entry.is_file(follow_symlinks=False):
                 parts.append((st.st_mtime, entry.name, st.st_size, Path(entry.path)))
+    captures: dict[str, list[tuple[int, str, int]]] = {}
+    for i, (_, name, _, _) in enumerate(parts):
+        stem, number = _stem_and_number(name)
+        captures.setdefault(stem, []).append((number, name, i))
+    for members in captures.values():
+        latest = float("inf")
+        for _, _, i in sorted(members, reverse=True):  # the last part first
+            latest = min(latest, parts[i][0])
+            parts[i] = (latest, *parts[i][1:])
     # a capture's parts by number where their times tie (coarse file system clocks): `.1000` sorts
     # before `.999` as text, and removing it first would leave a hole in the middle of the capture
     parts.sort(key=lambda p: (p[0], *_stem_and_number(p[1]), p[1]))
@@ -358,12 +394,19 @@ def _stem_and_number(name: str) -> tuple[str, int]:
 
 
 def sweep(
-    directory: Path, *, keep_bytes: int | None, keep_days: float | None, now: float | None = None
+    directory: Path,
+    *,
+    keep_bytes: int | None,
+    keep_days: float | None,
+    now: float | None = None,
+    refused: Callable[[Path, OSError], None] | None = None,
 ) -> list[Removed]:
     """Remove the oldest closed parts of `directory` until the bounds hold; what was removed.
 
     Open parts (locked) are counted in the total but never removed, nor the younger parts of their
-    capture. Sweeps of one directory, in any process, take turns (`_sweeping`).
+    capture; so are parts that cannot be removed (EPERM, EACCES, a read-only mount), each told to
+    `refused`. Sweeps of one directory, in any process, take turns (`_sweeping`); raises
+    `TimeoutError` when the turn did not come within `_SWEEP_WAIT` seconds (nothing was removed).
     """
     if keep_bytes is None and keep_days is None:
         return []
@@ -391,13 +434,20 @@ def sweep(
                     total -= size  # another recorder's keeper removed or compressed it since the listing
                 continue
             try:
+                st = os.fstat(fd)  # what is removed, as it is now: its own time, not its capture's
                 os.unlink(path)  # under its lock: nobody is compressing or writing it
-            except OSError:
+            except FileNotFoundError:
+                total -= size  # removed meanwhile by someone who does not take the lock
+                continue
+            except OSError as exc:
+                held.add(capture)  # going on with its younger parts would leave a hole in the capture
+                if refused is not None:
+                    refused(path, exc)
                 continue
             finally:
                 os.close(fd)
             total -= size
-            removed.append(Removed(path, size, mtime, "keep-days" if too_old else "keep-bytes"))
+            removed.append(Removed(path, st.st_size, st.st_mtime, "keep-days" if too_old else "keep-bytes"))
     return removed
 
 
@@ -412,8 +462,19 @@ def _sweeping(directory: Path) -> Iterator[None]:
         yield  # no directory: nothing to sweep, `capture_parts` finds nothing
         return
     try:
-        with contextlib.suppress(OSError):  # a file system without flock: sweeps may overlap, as before
-            fcntl.flock(fd, fcntl.LOCK_EX)  # on the keeper thread: a sweep takes milliseconds
+        deadline = time.monotonic() + _SWEEP_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TimeoutError(
+                        errno.ETIMEDOUT, f"another process held its lock for {_SWEEP_WAIT:g} s", str(directory)
+                    ) from None
+                time.sleep(_LOCK_PAUSE)
+            except OSError:
+                break  # a file system without flock: sweeps may overlap, as before
         yield
     finally:
         os.close(fd)  # drops the lock
@@ -463,6 +524,10 @@ class PartKeeper:
         self._log = log
         self._warn = warn or log
         self._on_compressed = on_compressed
+        self._refused_paths: set[Path] = set()
+        """Parts a sweep could not remove, already reported."""
+        self._sweep_waited = False
+        """The last sweep found the directory locked by another process (reported)."""
         self._queue: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="erascope-keeper", daemon=True)
         self._thread.start()
@@ -539,6 +604,15 @@ class PartKeeper:
             if self._on_compressed is not None:
                 self._on_compressed(path, packed)
 
+    def _refused(self, path: Path, exc: OSError) -> None:
+        if path in self._refused_paths:
+            return  # said once: it is refused again in every round
+        self._refused_paths.add(path)
+        self._warn(
+            f"erascope: retention cannot remove {path}: {exc.strerror or exc}; it and the later parts of its"
+            " capture are kept, and the directory may stay over its bound"
+        )
+
     def _tidy(self) -> None:
         try:
             entries = list(os.scandir(self.directory))
@@ -556,7 +630,23 @@ class PartKeeper:
         # every round, not only at start: recorders sharing the directory come and go (and get killed)
         # while this one runs for weeks
         remove_stale_openings(self.directory)
-        for r in sweep(self.directory, keep_bytes=self.policy.keep_bytes, keep_days=self.policy.keep_days):
+        try:
+            removed = sweep(
+                self.directory,
+                keep_bytes=self.policy.keep_bytes,
+                keep_days=self.policy.keep_days,
+                refused=self._refused,
+            )
+        except TimeoutError as exc:
+            if not self._sweep_waited:  # said once while it lasts: every round waits for it again
+                self._sweep_waited = True
+                self._warn(
+                    f"erascope: retention skipped a sweep of {self.directory}: {exc.strerror};"
+                    " tried again after the next rotation"
+                )
+            return
+        self._sweep_waited = False
+        for r in removed:
             self.counters.removed += 1
             self.counters.removed_bytes += r.size
             self._log(r.describe())

@@ -27,12 +27,15 @@ after `timeout` seconds without progress, what the writer did not get to write).
 
 Rotation and retention: a part is rotated out when the next record would take it past
 `rotate_bytes`, or once it is `rotate_age` seconds old (also while no record comes: the writer
-thread wakes for it). The open part is locked (`addon.retention.open_locked`) so that retention, in
-this process or another, never removes it. Each closed part is handed to a `PartKeeper`, which
-compresses it and sweeps the directory on its own thread (see `addon.retention`). The hidden files
-of recorders killed while opening a part are removed by the keeper, or without one by the writer
-when it opens its first part (`addon.retention.remove_stale_openings`). `close()` leaves `paths`
-naming the parts as they are then: compressed, perhaps by another recorder's keeper.
+thread wakes for it). When the next part cannot be made (the directory not writable, out of inodes, a
+proxy out of file descriptors), the records go on into the open part, past the size or age, and a new
+part is tried again every `_ROTATE_RETRY` seconds; that is reported once. The open part is locked
+(`addon.retention.open_locked`) so that retention, in this process or another, never removes it.
+Each closed part is handed to a `PartKeeper`, which compresses it and sweeps the directory on its own
+thread (see `addon.retention`). The hidden files of recorders killed while opening a part are removed
+by the keeper, or without one by the writer when it opens its first part
+(`addon.retention.remove_stale_openings`). `close()` leaves `paths` naming the parts as they are
+then: compressed, perhaps by another recorder's keeper.
 
 Chain: every line is sealed with the hash chain of `addon.chain` (its digest covers the previous
 line's digest and the line's bytes as written); each part ends with a `part-end` record, whose
@@ -78,6 +81,10 @@ _BIG_LINE: Final = 64 << 10
 _PART_CHECK_INTERVAL: Final = 0.1
 """Seconds between checks that the open part still has a name (see `_check_part`): an `fstat` costs
 about as much as a small batch's write, so it is not made for every batch."""
+_ROTATE_RETRY: Final = 1.0
+"""Seconds between attempts to rotate after one failed to make the next part: the open part takes the
+records meanwhile (losing them would be worse than a part past `rotate_bytes`), and an idle writer
+thread whose part came of age does not try again in a loop."""
 _TEXT_BLOCK: Final = 1 << 20
 """Bytes of a long payload (`fmt.PieceText`) encoded at a time, at least (see `_text_blocks`)."""
 _TEXT_BLOCKS: Final = 512
@@ -292,6 +299,9 @@ class CaptureWriter:
         """1 when that line counts in `lost` until it is completed (a traffic record), else 0."""
         self._last_fsync = time.monotonic()
         self._part_opened = 0.0
+        self._rotate_retry = 0.0
+        """When a rotation that failed to make the next part is tried again (monotonic)."""
+        self._rotate_reported = False
         self._closed_bytes = 0
         """Bytes of the parts closed so far (`bytes_written` adds the open part's)."""
         self._bytes_lock = threading.Lock()
@@ -426,7 +436,7 @@ class CaptureWriter:
                 self._check_part()
                 if self._aged():
                     with contextlib.suppress(OSError):  # the next record retries, and reports
-                        self._open_next_part()
+                        self._rotate()
                 continue
             # Take what is queued already, so its lines go to the kernel in one system call.
             batch: list[dict[str, Any]] = []
@@ -451,7 +461,7 @@ class CaptureWriter:
                 self._check_part()
                 if self.rotate_age is not None and self._aged():
                     with contextlib.suppress(OSError):  # else the records' own write opens the part, or reports
-                        self._open_next_part()
+                        self._rotate()
                 self._write_records(batch)
                 if self._observer is not None:
                     self._observe(batch)
@@ -522,7 +532,9 @@ class CaptureWriter:
                     if not self._ready_for(line):
                         size = 0
                         continue
-                    limit = min(_BATCH_BYTES, self.rotate_bytes - self._part_bytes - self._end_bytes)
+                    limit = _BATCH_BYTES
+                    if self._rotate_retry <= time.monotonic():  # else the part grows past its size meanwhile
+                        limit = min(limit, self.rotate_bytes - self._part_bytes - self._end_bytes)
                 lines.append(line)
                 if len(line) >= _BIG_LINE:
                     # Written and let go before the next record is encoded: with two such lines alive
@@ -578,11 +590,14 @@ class CaptureWriter:
     def _ready_for(self, line: bytes | chain.Pieced) -> bool:
         """Open or rotate the part so that `line` fits in it. False (and counted) on failure."""
         try:
-            if self._fd is None or (
+            if self._fd is None:
+                self._open_next_part()
+            elif (
                 self._part_records > 1
                 and self._part_bytes + len(self._torn) + len(line) + _SEAL_BYTES + self._end_bytes > self.rotate_bytes
+                and self._rotate_retry <= time.monotonic()
             ):
-                self._open_next_part()
+                self._rotate()
             return True
         except OSError as exc:
             self._write_failed(exc)
@@ -667,16 +682,37 @@ class CaptureWriter:
 
     def _aged(self) -> bool:
         """Whether the open part, holding a record besides its header, is old enough to be rotated out
-        (by size, `_emit` decides)."""
+        (by size, `_emit` decides), and no failed rotation is waited out."""
         if self.rotate_age is None or self._fd is None or self._part_records <= 1:
             return False
-        return time.monotonic() - self._part_opened >= self.rotate_age
+        now = time.monotonic()
+        return now - self._part_opened >= self.rotate_age and now >= self._rotate_retry
 
     def _age_left(self) -> float | None:
         """Seconds until the open part comes of age (None: no age rotation, or nothing to rotate)."""
         if self.rotate_age is None or self._fd is None or self._part_records <= 1:
             return None
-        return max(0.0, self._part_opened + self.rotate_age - time.monotonic())
+        now = time.monotonic()
+        return max(0.0, self._part_opened + self.rotate_age - now, self._rotate_retry - now)
+
+    def _rotate(self) -> None:
+        """Start the next part in place of the open one. When the next part cannot be made, the open one
+        stays open and takes the records until a retry `_ROTATE_RETRY` seconds later; raises `OSError`
+        only when the open part was closed already (its closing record was written: nothing goes on)."""
+        try:
+            self._open_next_part()
+        except OSError as exc:
+            if self._fd is None:
+                raise
+            self._rotate_retry = time.monotonic() + _ROTATE_RETRY
+            if not self._rotate_reported and self._on_error is not None:
+                self._rotate_reported = True
+                self._on_error(
+                    f"erascope: cannot start a new capture part in {self.out_dir}: {exc}. Recording goes on in"
+                    f" {self.paths[-1].name} past its rotation size or age; a new part is tried every"
+                    f" {_ROTATE_RETRY:g} s"
+                )
+            return
 
     def _compressed(self, old: Path, new: Path) -> None:
         # on the keeper thread: `paths` names the files as they are now (a list item swap is atomic)
@@ -858,6 +894,9 @@ class CaptureWriter:
             self._part -= 1
             raise
         self.written += 1
+        # however it came (a rotation, or a removed part replaced), a new part has its full size again
+        self._rotate_retry = 0.0
+        self._rotate_reported = False
 
     def _fsync(self) -> None:
         if self._fd is not None:
