@@ -41,7 +41,7 @@ from addon.errors import ErascopeError
 from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
 from addon.redact import BODIES_FULL, BODY_POLICIES, ENDPOINT_URI_MAX, HttpRedaction, Redactor
 from addon.retention import Retention, parse_duration, parse_size
-from addon.sse import SseEvent, SseParser
+from addon.sse import SseEvent, SseParser, is_event_stream_type
 from addon.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, default_capture_dir
 
 logger = logging.getLogger("erascope")
@@ -70,8 +70,6 @@ F_DECODED_LEN: Final = "decoded_len"
 """With `truncated`: the full decoded size, null when decoding stopped at the bound."""
 F_MAX_BODY: Final = "max_body"
 """Header: the bound on recorded bytes per body or event."""
-
-SSE_CONTENT_TYPE: Final = "text/event-stream"
 
 # `how` values of sse.end, `kind` values of http.error
 HOW_CLEAN: Final = "clean"
@@ -175,8 +173,7 @@ def header(headers: http.Headers, name: bytes) -> str | None:
 
 def is_event_stream(response: http.Response) -> bool:
     """Whether a response is a server-sent event stream (by its content type)."""
-    content_type = header(response.headers, b"content-type") or ""
-    return content_type.split(";", 1)[0].strip().lower() == SSE_CONTENT_TYPE
+    return is_event_stream_type(header(response.headers, b"content-type") or "")
 
 
 _PATH_END: Final = re.compile(r"[?#]")

@@ -53,6 +53,8 @@ import orjson
 
 from addon import format as fmt
 from addon.errors import ErascopeError
+from addon.redact import ENDPOINT_URI_MAX
+from addon.sse import is_event_stream_type
 
 MODERN_VERSIONS: Final = frozenset({"2026-07-28"})
 """The modern protocol revisions (the analyzer's `analyzer.schema.MODERN_VERSIONS`)."""
@@ -102,6 +104,10 @@ _SSE_DEATHS: Final = frozenset({"upstream-reset", "error"})
 _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN})
 _STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
 _NOT_UPSTREAM: Final = "recorder-stopped"
+_ENDPOINT: Final = "endpoint"
+_SESSION_QUERY: Final = re.compile(r"[?&]session_id=([^&#\s]+)")
+"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer's
+`analyzer.messages._SESSION_QUERY`)."""
 _SCAN_LIMIT: Final = 32 << 10
 """Client messages shorter than this are searched for the two method names outright; longer ones are
 first read for their top-level members (`_method_may_match`), once, mostly by `str.find` of a quote."""
@@ -192,6 +198,8 @@ class _Pending:
     method: str
     id: bytes
     server: str
+    answer: tuple[str, str, bytes] | None = None
+    """HTTP: the `_answers` key an answer on another flow is looked up by."""
 
 
 class LiveStats:
@@ -204,7 +212,9 @@ class LiveStats:
         self.max_servers = max_servers
         self._lock = threading.Lock()
         self.flows = 0
-        self.sse_open = 0
+        self._streams: set[str] = set()
+        """HTTP: the flows of the event streams open, each counted from its streamed response until its
+        `sse.end`; a set, so that an end whose opening was not counted takes no other stream's count."""
         self.upstream_errors: dict[str, int] = {}
         self.outcomes: dict[str, dict[str, int]] = {}
         """Per server label, probe outcome → count."""
@@ -219,9 +229,14 @@ class LiveStats:
         self._garbage: set[str] = set()
         """stdio connections that wrote a non-JSON line while a request awaited its answer."""
         self._client_closed: set[str] = set()
-        self._answers: dict[tuple[str, bytes], tuple[str, ...]] = {}
-        """HTTP: (server label, id) → the pending key of that request, for an answer that comes on
-        another flow: the HTTP+SSE transport accepts a POST (202) and answers on the server's GET stream."""
+        self._answers: dict[tuple[str, str, bytes], tuple[str, ...]] = {}
+        """HTTP: ("s", GET flow, id) → the pending key of that request, for an answer that comes on
+        another flow: the HTTP+SSE transport accepts a POST (202) and answers on the stream of the POST's
+        session; ("l", server label, id) when the recorder did not see which stream that is."""
+        self._sessions: dict[str, str] = {}
+        """HTTP+SSE: session id → the GET flow whose `endpoint` event announced it (its POST URL's
+        `session_id`, as the analyzer joins them): every session numbers its requests from the same
+        start, so an id alone does not tell one session's answer from another's."""
         self._get_streams: set[str] = set()
         """HTTP flows whose request was a GET (a stream that may carry answers to other flows' POSTs)."""
 
@@ -272,10 +287,15 @@ class LiveStats:
                 elif not by_conn:
                     continue
             elif (
-                # nothing to settle when no probe awaits its answer, and no stream opens without `streamed`
+                # nothing to settle when no probe awaits its answer, and no stream opens without
+                # `streamed`; a stream's `endpoint` event names its session, for the answers to come
                 rtype in (_HTTP_RESPONSE, _SSE_EVENT)
                 and not awaiting
-                and (rtype == _SSE_EVENT or not (record.get("streamed") or gets))
+                and (
+                    record.get("sse_event") != _ENDPOINT
+                    if rtype == _SSE_EVENT
+                    else not (record.get("streamed") or gets)
+                )
             ):
                 continue
             with self._lock:
@@ -287,9 +307,13 @@ class LiveStats:
                         self._get_streams.add(str(record.get("flow")))
                     raw = record.get(fmt.F_RAW)
                     if isinstance(raw, str) and _may_call(raw):  # else no key to build
-                        self._request(("f", str(record.get("flow"))), raw, record.get(fmt.F_SERVER))
+                        key = ("f", str(record.get("flow")))
+                        if self._request(key, raw, record.get(fmt.F_SERVER)):
+                            self._await_elsewhere(key, record.get("url"))
                 elif rtype == fmt.HTTP_RESPONSE:
                     self._response(record)
+                elif rtype == fmt.SSE_EVENT and record.get("sse_event") == _ENDPOINT:
+                    self._announce(record)
                 elif rtype == fmt.SSE_EVENT:
                     pending = self._pending.get(("f", str(record.get("flow"))))
                     if pending is not None:
@@ -299,8 +323,8 @@ class LiveStats:
                     elif self._answers and str(record.get("flow")) in self._get_streams:
                         self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
-                    self.sse_open = max(0, self.sse_open - 1)
                     key = ("f", str(record.get("flow")))
+                    self._streams.discard(key[1])
                     if key in self._pending and record.get("undecodable") is not None:
                         self._died(key, UNDECODABLE)  # settled without an era, like a death
                     elif key in self._pending and record.get("how") in _SSE_DEATHS:
@@ -316,6 +340,7 @@ class LiveStats:
                         self._died(key, CONNECTION_DIED)
                     self._forget(key)
                     self._get_streams.discard(key[1])
+                    self._streams.discard(key[1])  # the flow is over, whether or not its stream's end came
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
@@ -331,9 +356,10 @@ class LiveStats:
             key = (*key, ident.decode())
         if len(self._pending) >= MAX_PENDING:
             self._forget(next(iter(self._pending)))
-        self._pending[key] = _Pending(msg["method"], ident, self._label(server))
+        pending = self._pending[key] = _Pending(msg["method"], ident, self._label(server))
         if key[0] == "f":
-            self._answers[(self._pending[key].server, ident)] = key
+            pending.answer = ("l", pending.server, ident)
+            self._answers[pending.answer] = key
         if key[0] == "c":
             self._by_conn.setdefault(key[1], set()).add(key)
         return True
@@ -342,7 +368,7 @@ class LiveStats:
         streamed = bool(record.get("streamed"))
         key = ("f", str(record.get("flow")))
         if streamed and _is_event_stream(record.get("headers")):
-            self.sse_open += 1
+            self._streams.add(key[1])
         else:
             self._get_streams.discard(key[1])  # no events come: only an event stream ends with sse.end
         if key not in self._pending:
@@ -404,10 +430,40 @@ class LiveStats:
         if not isinstance(msg, dict) or not ("result" in msg or "error" in msg):
             return
         ident = _id(msg)
-        label = self._key(record.get(fmt.F_SERVER))  # as `_label` gave it, without taking a new one
-        key = self._answers.get((label if label in self._labels else OTHER_SERVER, ident)) if ident else None
+        if ident is None:
+            return
+        key = self._answers.get(("s", str(record.get("flow")), ident))
+        if key is None:
+            label = self._key(record.get(fmt.F_SERVER))  # as `_label` gave it, without taking a new one
+            key = self._answers.get(("l", label if label in self._labels else OTHER_SERVER, ident))
         if key is not None:
             self._settle(key, msg, None)
+
+    def _announce(self, record: dict[str, Any]) -> None:
+        """A GET stream's `endpoint` event: the session whose POSTs it answers."""
+        flow = str(record.get("flow"))
+        raw = record.get(fmt.F_RAW)
+        if not isinstance(raw, str) or len(raw) > ENDPOINT_URI_MAX or flow not in self._get_streams:
+            return  # longer is no endpoint the recorder keeps as one, and a session kept must be small
+        found = _SESSION_QUERY.search(raw)
+        if found is None:
+            return
+        self._sessions[found.group(1)] = flow
+        if len(self._sessions) > MAX_PENDING:
+            del self._sessions[next(iter(self._sessions))]  # the oldest: its stream has most likely ended
+
+    def _await_elsewhere(self, key: tuple[str, ...], url: object) -> None:
+        """A remembered POST of an HTTP+SSE session: its answer is looked for on that session's stream
+        alone."""
+        found = _SESSION_QUERY.search(url) if isinstance(url, str) else None
+        stream = self._sessions.get(found.group(1)) if found is not None else None
+        pending = self._pending[key]
+        if stream is None or pending.answer is None:
+            return
+        if self._answers.get(pending.answer) == key:
+            del self._answers[pending.answer]
+        pending.answer = ("s", stream, pending.id)
+        self._answers[pending.answer] = key
 
     # --- deciding ---------------------------------------------------------------------------------
     def _settle(self, key: tuple[str, ...], msg: Any, status: int | None) -> None:
@@ -431,8 +487,8 @@ class LiveStats:
 
     def _forget(self, key: tuple[str, ...]) -> _Pending | None:
         pending = self._pending.pop(key, None)
-        if pending is not None and key[0] == "f" and self._answers.get((pending.server, pending.id)) == key:
-            del self._answers[(pending.server, pending.id)]
+        if pending is not None and pending.answer is not None and self._answers.get(pending.answer) == key:
+            del self._answers[pending.answer]
         if key[0] == "c":
             keys = self._by_conn.get(key[1])
             if keys is not None:
@@ -452,7 +508,7 @@ class LiveStats:
             }
             return {
                 "flows": self.flows,
-                "sse_open": self.sse_open,
+                "sse_open": len(self._streams),
                 "upstream_errors": dict(self.upstream_errors),
                 "servers": servers,
                 "server_labels_folded": self.folded,
@@ -593,12 +649,21 @@ def _id(msg: dict[str, Any]) -> bytes | None:
 
 
 def _is_event_stream(headers: object) -> bool:
+    """Whether a response record's headers make it a stream the recorder taps: as it decides, every
+    `Content-Type` field folded into one value (two such fields name no event stream)."""
     if not isinstance(headers, list):
         return False
-    for pair in headers:
-        if isinstance(pair, list | tuple) and len(pair) == 2 and str(pair[0]).lower() == "content-type":
-            return str(pair[1]).split(";", 1)[0].strip().lower() == "text/event-stream"
-    return False
+    values = [
+        str(pair[1])
+        for pair in headers
+        if isinstance(pair, list | tuple) and len(pair) == 2 and _ascii_lower(str(pair[0])) == "content-type"
+    ]
+    return bool(values) and is_event_stream_type(", ".join(values))
+
+
+def _ascii_lower(text: str) -> str:
+    # as the recorder lowers a header's name (bytes): `str.lower` turns the Kelvin sign into `k`
+    return text.lower() if text.isascii() else text
 
 
 # --- recorder counters: the writer's and the keeper's, with the live ones -------------------------------
@@ -647,18 +712,38 @@ _COUNTERS: Final = (
 
 class RecorderCollector:
     """A Prometheus collector over a recorder's counters (`snapshot()` as `LiveStats.snapshot` plus the
-    writer counters), read afresh at every scrape."""
+    writer counters), read afresh at every scrape.
+
+    A counter never goes down from one scrape to the next (Prometheus reads a drop as a restart, and
+    `increase()` then adds the whole count again): the writer's `lost` does, when a line a short write
+    tore is completed later, so each counter is served as the most it has been.
+    """
 
     def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
         self._snapshot = snapshot
+        self._lock = threading.Lock()  # the endpoint answers each scrape on a thread of its own
+        self._most: dict[str, float] = {}
+
+    def _rising(self, key: str, value: float) -> float:
+        with self._lock:
+            most = self._most[key] = max(self._most.get(key, 0), value)
+        return most
 
     def collect(self) -> Iterator[Any]:
         """Metric families for one scrape."""
+        return self._families(self._snapshot(), self._rising)
+
+    def describe(self) -> Iterator[Any]:
+        """The metric families without their counts: what the registry knows the collector by (a scrape
+        for some metrics, `/metrics?name[]=…`, reads only the collectors that name them)."""
+        return self._families({"sse_open": 0, "upstream_errors": {}, "servers": {}}, lambda _, value: value)
+
+    @staticmethod
+    def _families(s: dict[str, Any], rising: Callable[[str, float], float]) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        s = self._snapshot()
         for key, name, doc in _COUNTERS:
-            yield CounterMetricFamily(name, doc, value=s.get(key, 0))
+            yield CounterMetricFamily(name, doc, value=rising(key, s.get(key, 0)))
         yield GaugeMetricFamily("erascope_sse_streams_open", "SSE streams open through the proxy.", value=s["sse_open"])
         errors = CounterMetricFamily(
             "erascope_upstream_errors", "Flow failures by kind (HTTP: http.error; stdio: lifecycle).", labels=["kind"]
@@ -683,10 +768,15 @@ class RecorderCollector:
         yield era
 
 
+_PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
+"""A port: ASCII digits only (`str.isdigit` also takes `²`, which `int` refuses, and `٩`, which it reads
+as 9), and few of them, so `int` neither refuses nor works hard."""
+
+
 def parse_address(text: str, what: str = "--metrics") -> tuple[str, int]:
     """`HOST:PORT` (`[v6]:PORT`; `:PORT` for 127.0.0.1) as (host, port)."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
+    if not sep or not _PORT.fullmatch(port) or int(port) > 65535:
         raise ErascopeError(f"{what} must be HOST:PORT (e.g. 127.0.0.1:9464), not {text!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
@@ -704,6 +794,8 @@ class MetricsEndpoint:
             self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
         except OSError as exc:
             raise ErascopeError(f"cannot serve metrics on {listen}: {exc.strerror or exc}") from exc
+        except ValueError as exc:  # a host name the IDNA codec refuses (a label over 63 characters, `..`)
+            raise ErascopeError(f"--metrics host is not a host name: {listen!r} ({exc})") from exc
         bound = self._server.server_address
         self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
         """The bound address (port 0 picks a free one)."""

@@ -15,10 +15,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["SseEvent", "SseParser"]
+__all__ = ["SseEvent", "SseParser", "is_event_stream_type"]
 
 _MAX_COMMENTS = 8
+_CONTENT_TYPE = "text/event-stream"
+_HTTP_WHITESPACE = " \t"
 _BOM = b"\xef\xbb\xbf"
+
+
+def is_event_stream_type(content_type: str) -> bool:
+    """Whether a `Content-Type` value (several fields folded with ", ") names an event stream.
+
+    The recorder taps a response by this (`addon.http_recorder.is_event_stream`, on the header's bytes),
+    and the live counters count an open stream by it (`addon.metrics`, on the header as recorded, where
+    bytes that are not UTF-8 read as latin-1): only HTTP's own whitespace is stripped, and a character
+    that is not ASCII never lowers to one of the name's, so both decide alike whatever bytes came.
+    """
+    return content_type.split(";", 1)[0].strip(_HTTP_WHITESPACE).lower() == _CONTENT_TYPE
 
 
 @dataclass(slots=True)
