@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from addon.errors import ErascopeError
 from addon.http_recorder import HttpRecorder
+from addon.metrics import parse_address
 from addon.redact import BODIES_FULL, BODY_POLICIES, mask_urls
 from addon.writer import mitmproxy_confdir
 
@@ -83,11 +84,7 @@ class ProxyRun:
 
 def parse_listen(text: str) -> tuple[str, int]:
     """`HOST:PORT` (or `[v6]:PORT`, or `:PORT` for 127.0.0.1) as a (host, port) pair."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise ErascopeError(f"--listen must be HOST:PORT (e.g. {DEFAULT_LISTEN}), not {text!r}")
-    host = host.strip("[]") or "127.0.0.1"
-    return host, int(port)
+    return parse_address(text, "--listen", DEFAULT_LISTEN)
 
 
 def parse_upstream(url: str) -> tuple[str, str]:

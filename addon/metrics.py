@@ -773,11 +773,11 @@ _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
 as 9), and few of them, so `int` neither refuses nor works hard."""
 
 
-def parse_address(text: str, what: str = "--metrics") -> tuple[str, int]:
-    """`HOST:PORT` (`[v6]:PORT`; `:PORT` for 127.0.0.1) as (host, port)."""
+def parse_address(text: str, what: str = "--metrics", example: str = "127.0.0.1:9464") -> tuple[str, int]:
+    """`HOST:PORT` (`[v6]:PORT`; `:PORT` for 127.0.0.1) as (host, port); `what` and `example` word the error."""
     host, sep, port = text.rpartition(":")
     if not sep or not _PORT.fullmatch(port) or int(port) > 65535:
-        raise ErascopeError(f"{what} must be HOST:PORT (e.g. 127.0.0.1:9464), not {text!r}")
+        raise ErascopeError(f"{what} must be HOST:PORT (e.g. {example}), not {text!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 

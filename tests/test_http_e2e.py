@@ -25,6 +25,8 @@ import pytest
 from mcp import Client
 
 from addon import format as fmt
+from addon.errors import ErascopeError
+from addon.http_proxy import parse_listen
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -386,6 +388,21 @@ def test_record_http_cli_end_to_end(procs: list[Proc], clean_env: dict[str, str]
     assert frame.filter(pl.col("type") == fmt.SSE_END)["events"].to_list() == [
         r["events"] for r in records if r["type"] == fmt.SSE_END
     ]
+
+
+@pytest.mark.parametrize("port", ["\u00b2", "\u0669\u0664\u0666\u0664", "0" * 5000])
+def test_a_listen_port_of_other_digits_is_refused_with_the_reason(clean_env: dict[str, str], port: str) -> None:
+    """`str.isdigit` takes `²` (which `int` refuses: a traceback) and Arabic-Indic digits (which `int`
+    reads: `٩٤٦٤` listened on 9464), and 5,000 zeros made `int` work before the range check."""
+    with pytest.raises(ErascopeError, match="--listen must be HOST:PORT"):
+        parse_listen(f"127.0.0.1:{port}")
+    bad = subprocess.run(
+        [str(BIN / "erascope"), "record", "http", "--upstream", "http://127.0.0.1:1/mcp",
+         "--listen", f"127.0.0.1:{port}"],
+        capture_output=True, text=True, env=clean_env, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--listen must be HOST:PORT" in bad.stderr, bad.stderr
+    assert "Traceback" not in bad.stderr
 
 
 def test_record_http_cli_rejects_bad_input(clean_env: dict[str, str]) -> None:
