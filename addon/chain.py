@@ -19,6 +19,8 @@ from __future__ import annotations
 import binascii
 import hashlib
 import hmac
+import os
+import stat
 from pathlib import Path
 from typing import Final
 
@@ -85,14 +87,28 @@ def decode(text: str | bytes) -> bytes | None:
 
 def load_key(path: str | Path) -> bytes:
     """The chain key in `path`: the file's bytes, surrounding whitespace removed (so a key written by
-    `openssl rand -base64 32 > FILE` works as is). Raises `ErascopeError` when it is unreadable,
-    shorter than 16 bytes or longer than 1 MiB."""
+    `openssl rand -base64 32 > FILE` works as is); a pipe is read to its end. Raises `ErascopeError`
+    when it is unreadable, shorter than 16 bytes or longer than 1 MiB, or a pipe nothing was written to."""
     try:
-        # read within a bound: a big file given by mistake (or /dev/zero) must not be held whole
-        with Path(path).expanduser().open("rb") as f:
-            key = f.read(MAX_KEY_BYTES + 1)
+        # Opened without waiting: opening a FIFO no writer has open waits for one, forever when none
+        # comes. Then read as usual: a pipe whose writer is there (`--key <(pass show audit)`) is read
+        # whole, and one without a writer reads as empty.
+        fd = os.open(Path(path).expanduser(), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.set_blocking(fd, True)
+            fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
+            with open(fd, "rb", closefd=False) as f:
+                # read within a bound: a big file given by mistake (or /dev/zero) must not be held whole
+                key = f.read(MAX_KEY_BYTES + 1)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise ErascopeError(f"cannot read the chain key {path}: {exc.strerror or exc}") from exc
+    if fifo and not key:
+        raise ErascopeError(
+            f"the chain key {path} is a pipe with nothing written to it: give the key file itself,"
+            " or start what writes the key first"
+        )
     if len(key) > MAX_KEY_BYTES:
         raise ErascopeError(
             f"the chain key {path} is larger than 1 MiB: not a key file; use 16 or more random bytes"

@@ -66,6 +66,14 @@ _OPENERS_KEPT: Final = 16 << 20
 """Bytes of gap-opening lines kept for their check: a file of many gaps must not be held whole."""
 _HEADER_LIMIT: Final = 1 << 20
 """The longest first line read as a header."""
+_LAST_DIGEST_CHARACTERS: Final = frozenset(b"AEIMQUYcgkosw048")
+"""The base64 characters a digest's 43rd can be as written (`chain.encode`): its two low bits are unused, so zero."""
+FINDINGS_LIMIT: Final = 10_000
+"""The most breaks said of one capture: its check stops there (a compressed part of a few kilobytes can
+hold millions of bad lines, and each finding is held and printed)."""
+LINE_LIMIT: Final = 512 << 20
+"""The longest line checked (its newline included), as `erascope analyze` bounds a document: a line
+is held whole to be checked, and a compressed part of a few kilobytes can hold a line of gigabytes."""
 
 
 class Kind(StrEnum):
@@ -141,6 +149,8 @@ class FileResult:
     """The line number of an incomplete last line, if any."""
     cut: str | None = None
     """Why a compressed stream ended early, if it did."""
+    stopped: int | None = None
+    """The last line checked when the check stopped at `FINDINGS_LIMIT` findings: nothing after it was read."""
     header_cut: bool = False
     """The part is empty or its header torn: a recorder stopped while starting it (`fmt.cut_header`)."""
     continued: bool = False
@@ -187,6 +197,7 @@ class FileResult:
             "intact_to": self.intact_to,
             "torn_line": self.torn,
             "cut": self.cut,
+            "stopped_at": self.stopped,
             "final_digest": chain.encode(self.final).decode() if self.final is not None else None,
             "error": self.error,
             "findings": [f.as_dict() for f in self.findings],
@@ -266,7 +277,7 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
                     raise _Unverifiable(
                         f"not an erascope capture (its first line is longer than {_HEADER_LIMIT} bytes)"
                     )
-                lines = _Lines(enumerate(stream, 2))
+                lines = _Lines(_numbered(stream))
                 whole = not (isinstance(raw, CutStream) and raw.cut)
                 _check_unit(result, first, lines, key, whole=whole, first_in_file=True)
                 # a capture's check stops only at the end of the file or at the header of the next one
@@ -306,8 +317,9 @@ def _check_unit(
     try:
         _check(result, first, lines, key, whole=whole)
     except _Unverifiable as exc:
-        if first_in_file and isinstance(exc, _NotOurs):
-            raise  # the file is no capture this erascope reads: nothing in it is looked at further
+        if (first_in_file and isinstance(exc, _NotOurs)) or isinstance(exc, _TooLong):
+            # the file is no capture this erascope reads, or cannot be read on: nothing in it is looked at further
+            raise
         # a capture that cannot be checked (keyed, another key…): the ones joined after it still are
         result.status = Status.ERROR
         result.error = str(exc)
@@ -344,6 +356,7 @@ def _sum_up(joined: FileResult) -> None:
     joined.intact_to = broken.intact_to
     joined.lines, joined.next, joined.final = last.lines, last.next, last.final
     joined.closed_at, joined.torn, joined.continued = last.closed_at, last.torn, last.continued
+    joined.stopped = last.stopped  # a check that stops reads nothing more: its capture is the file's last
 
 
 def _compressed_since(path: str) -> str | None:
@@ -364,6 +377,25 @@ class _NotOurs(_Unverifiable):
 
 class _NoHeader(_NotOurs):
     """The file's first line is not a header record."""
+
+
+class _TooLong(_Unverifiable):
+    """A line is longer than `LINE_LIMIT`: the file is not checked further."""
+
+
+def _numbered(stream: io.BufferedReader) -> Iterator[tuple[int, bytes]]:
+    """The stream's lines after its first, numbered from 2, none longer than `LINE_LIMIT`. Raises
+    `_TooLong` at a longer one, read only up to the limit."""
+    for number in itertools.count(2):
+        line = stream.readline(LINE_LIMIT + 1)
+        if not line:
+            return
+        if len(line) > LINE_LIMIT:
+            raise _TooLong(
+                f"line {number} is longer than {LINE_LIMIT >> 20} MiB, more than verify holds to check a line:"
+                " the file is not checked"
+            )
+        yield number, line
 
 
 class _Lines:
@@ -569,7 +601,13 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, first: bytes
     openers_room = _OPENERS_KEPT
     # what is wrong with the header is said already; its digest not matching adds nothing
     header_changed = any(f.line == result.line and f.kind is Kind.CHANGED for f in findings)
+    moved = 0
     for number, line in itertools.chain([(result.line, first)], lines):
+        if len(findings) + len(gaps) + moved >= FINDINGS_LIMIT:
+            # every gap and line moved is a finding to come: the capture is tampered, and said where up to here
+            result.stopped = number - 1
+            lines.stop()
+            break
         # a capture's header is sealed as its line 1: a header sealed as the next line of the open chain
         # it is in is a line of that chain made a header (edited), and starts nothing
         if (
@@ -613,6 +651,18 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, first: bytes
         if sealed is not None:
             index, written, covered = sealed
             closing = line.startswith(_PART_END_PREFIX)
+            if line[-len(chain.TAIL) - 1] not in _LAST_DIGEST_CHARACTERS:
+                # the digest's text is the one part of a line no digest covers, and its last character has
+                # two bits a decoder ignores: set, the bytes changed and the digest read did not
+                findings.append(
+                    Finding(
+                        Kind.CHANGED,
+                        path,
+                        number,
+                        "its digest is not written as it was sealed (base64 with its unused bits set)",
+                    )
+                )
+                broken = True
         elif (claimed := _claimed_seal(line)) is not None:
             # the seal is there but no longer ends the line (a CRLF, a space, keys reordered): the bytes
             # changed, and the chain goes on from the seal, so one edited line is one finding, not a cascade
@@ -645,6 +695,7 @@ def _walk(result: FileResult, chainer: chain.Chainer, start: bytes, first: bytes
             gap = _gap_of(gaps, index)
             if gap is not None:
                 gap.moved[index] = number
+                moved += 1
                 gap.digests[index] = written
                 # checked against the line it follows when that one is known: moving one line up displaces
                 # all it jumped over, and an edit among them must not pass as part of the move
@@ -839,7 +890,12 @@ def _check_links(result: Verification) -> None:
     for r in result.files:
         where = (_folder(r.file), strip_compression(os.path.basename(r.file)))
         if r.error is None or r.captures:  # a file of captures joined is read, though one could not be checked
-            given.setdefault(where[1], {}).setdefault(where[0], r)
+            copies = given.setdefault(where[1], {})
+            # copies of one part under its name, plain and compressed (`x.000.jsonl`, `x.000.jsonl.zst`):
+            # the fullest stands for the part, not the first listed, which may be a copy taken while the
+            # part was written (each copy's own chain is checked all the same)
+            if where[0] not in copies or _fullness(r) > _fullness(copies[where[0]]):
+                copies[where[0]] = r
         else:
             unchecked.add(where)
 
@@ -873,21 +929,13 @@ def _check_links(result: Verification) -> None:
         if (m := _PART_NAME.match(name)) and u.part is not None:
             present.setdefault((folder, m["capture"]), set()).add(u.part)
     missing: set[tuple[str, str]] = set()
+    standing = {id(r) for copies in given.values() for r in copies.values()}
+    for r in result.files:
+        if id(r) not in standing and (r.error is None or r.captures):
+            # a copy that does not stand for its part is not linked, but must hold the part its name says
+            _misnamed(r, strip_compression(os.path.basename(r.file)))
     for name, folder, r in sorted((n, f, r) for n, copies in given.items() for f, r in copies.items()):
-        head = r.units[0]
-        named = _PART_NAME.match(name) if PART_NAME.fullmatch(name) else None
-        if named and not head.findings and head.part is not None and int(named["part"]) != head.part:
-            # another part (a link, a copy) under a part's name, its header as sealed: its links are not
-            # that part's (a header changed to say so is found changed already)
-            head.findings.append(
-                Finding(
-                    Kind.PART_LINK,
-                    head.file,
-                    1,
-                    f"the file is named as part {int(named['part'])}, but its header is part {head.part}'s:"
-                    " the part was replaced or renamed",
-                )
-            )
+        if _misnamed(r, name):
             continue
         units = r.units
         for i, u in enumerate(units):
@@ -910,6 +958,38 @@ def _check_links(result: Verification) -> None:
                     u.findings.append(
                         Finding(Kind.PART_MISSING, u.file, u.closed_at, f"the next part {u.next} is missing")
                     )
+
+
+def _misnamed(r: FileResult, name: str) -> bool:
+    """Say so when the file `r`, named `name` (without `.gz`/`.zst`), is another part (a link, a copy)
+    under a part's name, its header as sealed: its links are not that part's (a header changed to say
+    so is found changed already)."""
+    head = r.units[0]
+    named = _PART_NAME.match(name) if PART_NAME.fullmatch(name) else None
+    if not named or head.findings or head.part is None or int(named["part"]) == head.part:
+        return False
+    head.findings.append(
+        Finding(
+            Kind.PART_LINK,
+            head.file,
+            1,
+            f"the file is named as part {int(named['part'])}, but its header is part {head.part}'s:"
+            " the part was replaced or renamed",
+        )
+    )
+    return True
+
+
+def _fullness(r: FileResult) -> tuple[bool, bool, bool, int]:
+    """How much of its part a copy holds, for the copy to stand for it: the part its name says, an
+    intact chain, then a closed part, then more lines."""
+    number = _part_number(os.path.basename(r.file))
+    return (
+        number is None or number == r.units[0].part,
+        not r.findings and r.error is None,
+        r.units[-1].closed_at is not None,
+        r.lines,
+    )
 
 
 def _check_previous(
@@ -1178,6 +1258,11 @@ def _describe(r: FileResult) -> str:
         case Status.NO_CHAIN:
             return f"no chain ({r.count} lines; made before captures carried one): not checked"
         case Status.TAMPERED:
-            return f"TAMPERED: {len(r.findings)} finding(s) ({keyed}; chain intact up to line {r.intact_to})"
+            stopped = (
+                f"; not checked after line {r.stopped}: more than {FINDINGS_LIMIT} findings"
+                if r.stopped is not None
+                else ""
+            )
+            return f"TAMPERED: {len(r.findings)} finding(s) ({keyed}; chain intact up to line {r.intact_to}){stopped}"
         case _:
             return f"error: {r.error}"

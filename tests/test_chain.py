@@ -225,3 +225,33 @@ def test_a_chainer_refuses_an_unknown_algorithm_or_a_key_that_does_not_fit_it() 
     with pytest.raises(ValueError, match="takes no"):
         chain.Chainer(b"k" * 32, chain.SHA256)
     assert (chain.Chainer().alg, chain.Chainer(b"k" * 32).alg) == (chain.BLAKE3, chain.BLAKE3_KEYED)
+
+
+def test_a_key_file_nobody_writes_to_is_refused_not_waited_for(tmp_path: Path) -> None:
+    """`--key` naming a FIFO (a key meant to be piped in, by a writer not started): opening it
+    waited for a writer forever, and so did `verify` and the recorders (the host's server with them)."""
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "audit.key"
+    os.mkfifo(fifo)
+    code = "import sys; from analyzer.cli import main; sys.argv[0] = 'erascope'; main()"
+    # the timeout only guards the run against the hang this is about
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "verify", str(tmp_path), "--key", str(fifo)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"the chain key {fifo} is a pipe with nothing written to it" in proc.stderr
+    with pytest.raises(ErascopeError, match="a pipe with nothing written to it"):
+        chain.load_key(fifo)
+    # a pipe with its writer there (`--key <(pass show audit)`) is read as a file is
+    r, w = os.pipe()
+    os.write(w, b"0123456789abcdef0123\n")
+    os.close(w)
+    try:
+        assert chain.load_key(f"/dev/fd/{r}") == b"0123456789abcdef0123"
+    finally:
+        os.close(r)

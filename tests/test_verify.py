@@ -880,8 +880,10 @@ _MOVED_BACK = """
 import sys
 from pathlib import Path
 from addon import chain
+import analyzer.verify
 from analyzer.verify import Kind, verify
 k, path = int(sys.argv[1]), Path(sys.argv[2])
+analyzer.verify.FINDINGS_LIMIT = 4 * k  # every gap walked, none left unchecked
 digest = b"A" * chain.DIGEST_CHARS
 header = b'{"type":"header","format":"erascope/1","chain_alg":"blake3","chain":"1:%b"}\\n' % digest
 # odd indices first (each opens a gap), then the even ones (each moved back into its gap)
@@ -1025,3 +1027,133 @@ def test_a_part_whose_chain_was_stripped_inside_a_chained_rotation_is_tampering(
     assert (victim.name, "part-link", 1) in kinds(result), kinds(result)
     assert cli(str(tmp_path / "c")).returncode == 1
 
+
+
+@pytest.mark.parametrize(("early", "whole"), [("", ".zst"), (".gz", ".zst"), (".gz", "")])
+def test_an_early_copy_of_a_part_beside_the_part_itself_is_no_broken_link(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, early: str, whole: str
+) -> None:
+    """A copy of a part taken while it was written (its first lines: a backup, a copy compressed by
+    hand) beside the closed part under its own name (`x.000.jsonl` and `x.000.jsonl.zst`): the next
+    part's link was checked against whichever copy sorted first, the early one, and an untouched
+    capture was called tampered ("the header does not start where … ends")."""
+    from analyzer.sources import zstd
+
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    text = lines(parts[0])
+    packs = {"": lambda b: b, ".gz": gzip.compress, ".zst": zstd.compress}
+    parts[0].unlink()
+    parts[0].with_name(parts[0].name + whole).write_bytes(packs[whole](b"".join(text)))
+    parts[0].with_name(parts[0].name + early).write_bytes(packs[early](b"".join(text[:2])))
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert result.findings == [] and result.errors == []
+    statuses = {Path(r.file).name: r.status for r in result.files}
+    assert statuses.pop(parts[0].name + early) is Status.UNCLOSED
+    assert set(statuses.values()) == {Status.VERIFIED}
+    assert cli(str(tmp_path / "c"), "--key", str(key_file)).returncode == 0
+
+
+def test_a_compressed_copy_under_a_part_name_holding_another_part_is_said_so(
+    rotated_dir: Path, key_file: Path, tmp_path: Path
+) -> None:
+    """Part 0 compressed under part 3's name, beside part 3 itself (`x.003.jsonl`, `x.003.jsonl.zst`):
+    only the copy listed first was checked against its name, and the other read "verified"."""
+    from analyzer.sources import zstd
+
+    parts = copy_of(rotated_dir, tmp_path / "c")
+    stray = parts[3].with_name(parts[3].name + ".zst")
+    stray.write_bytes(zstd.compress(parts[0].read_bytes()))
+    result = verify([tmp_path / "c"], key=chain.load_key(key_file))
+    assert kinds(result) == [(stray.name, "part-link", 1)]
+    assert "named as part 3, but its header is part 0's" in result.findings[0].message
+
+
+@pytest.mark.parametrize("which", ["frame", "part-end"])
+def test_a_digest_written_with_its_unused_bits_set_is_a_changed_line(
+    stdio_dir: Path, tmp_path: Path, which: str
+) -> None:
+    """43 base64 characters carry 258 bits for a digest's 256: the last character's two low bits are
+    unused, and a decoder ignores them. Set, the line's bytes differ from what the recorder wrote, yet
+    the digest read is the same, and the capture read "verified"."""
+    alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    k = frame_line(text) if which == "frame" else len(text)
+    last = len(text[k - 1]) - len(chain.TAIL) - 1  # the digest's last character
+    line = bytearray(text[k - 1])
+    line[last] = alphabet[alphabet.index(line[last]) | 1]
+    text[k - 1] = bytes(line)
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", k)]
+    assert cli(str(path)).returncode == 1
+
+
+def zstd_bomb(first: bytes, size: int) -> bytes:
+    """`first`, then `size` bytes of `a` with no newline, as zstd: a frame of RLE blocks (4 bytes for
+    each 128 KiB), so a few hundred kilobytes stand for gigabytes."""
+    from analyzer.sources import zstd
+
+    block = 128 << 10
+    n = size // block
+    rle = (1 << 1 | block << 3).to_bytes(3, "little") + b"a"  # an RLE block: 128 KiB of one byte
+    last = (1 | 1 << 1 | block << 3).to_bytes(3, "little") + b"a"
+    # magic, a frame header (no content size, no checksum), a 128 KiB window (log 17: exponent 7)
+    frame = b"\x28\xb5\x2f\xfd\x00\x38" + rle * (n - 1) + last
+    return zstd.compress(first) + frame
+
+
+def test_a_line_longer_than_verify_holds_is_an_error_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
+    """A zstd bomb: a part of a few hundred kilobytes whose second line is gigabytes long. Its lines were
+    read whole, so verify ran out of memory (a MemoryError traceback, or an abort in the JSON reader)."""
+    import resource
+
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    zst = path.with_name(path.name + ".zst")
+    zst.write_bytes(zstd_bomb(lines(path)[0], 8 << 30))
+    path.unlink()
+
+    def bounded() -> None:  # a memory bound the machine has, so the run fails as a small machine would
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    # the timeout only guards the run
+    proc = subprocess.run(
+        [str(ERASCOPE), "verify", str(zst)], capture_output=True, text=True, timeout=300, preexec_fn=bounded
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert f"{zst}: error: line 2 is longer than 512 MiB" in proc.stdout
+
+
+def test_millions_of_bad_lines_are_not_each_held_as_a_finding(stdio_dir: Path, tmp_path: Path) -> None:
+    """A compressed part of a few kilobytes holding millions of short unsealed lines: each was held as a
+    finding (and printed), so verify ran out of memory on a file smaller than a page."""
+    import resource
+
+    from analyzer.sources import zstd
+
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    zst = path.with_name(path.name + ".zst")
+    packer = zstd.ZstdCompressor()
+    packed = [packer.compress(b"".join(text[:2]))]
+    packed += [packer.compress(b"{}\n" * (1 << 20)) for _ in range(6)]
+    zst.write_bytes(b"".join([*packed, packer.compress(b"".join(text[2:])), packer.flush()]))
+    path.unlink()
+
+    def bounded() -> None:  # a memory bound the machine has, so the run fails as a small machine would
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 29, 3 << 29))
+
+    # the timeout only guards the run
+    proc = subprocess.run(
+        [str(ERASCOPE), "verify", str(zst)], capture_output=True, text=True, timeout=300, preexec_fn=bounded
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    from analyzer.verify import FINDINGS_LIMIT
+
+    assert f"{zst}:3: inserted: a line without a chain digest" in proc.stdout
+    last = FINDINGS_LIMIT + 2
+    assert f"not checked after line {last}: more than {FINDINGS_LIMIT} findings" in proc.stdout
+    assert f":{last + 1}: " not in proc.stdout
+    (file,) = verify([zst]).files
+    assert (file.status, len(file.findings), file.stopped) == (Status.TAMPERED, FINDINGS_LIMIT, last)
