@@ -135,17 +135,23 @@ def test_an_entry_naming_condensed_frames_outside_its_archive_is_refused(tmp_pat
     assert _report(str(archive)) == _report(str(caps))
 
 
+def _archived_one(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A capture directory of one capture compacted into an archive: the directory, the archive, and
+    its capture's entry."""
+    caps = tmp_path / "caps"
+    _hand_written(caps / "cap.jsonl", "alpha")
+    archive = tmp_path / "archive"
+    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
+    return caps, archive, archive / "_sources" / "cap.jsonl.json"
+
+
 # --- an entry that is not a regular file -------------------------------------------------------
 @pytest.mark.e2e
 @pytest.mark.parametrize("kind", ["fifo", "endless-device"])
 def test_an_entry_that_is_no_regular_file_is_refused_not_read_forever(tmp_path: Path, kind: str) -> None:
     """`_sources/<name>.json` a FIFO (nobody writes it) or a link to /dev/zero: analyze waited on
     the FIFO forever, and read the device until memory ran out."""
-    caps = tmp_path / "caps"
-    _hand_written(caps / "cap.jsonl", "alpha")
-    archive = tmp_path / "archive"
-    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
-    entry = archive / "_sources" / "cap.jsonl.json"
+    caps, archive, entry = _archived_one(tmp_path)
     entry.unlink()
     os.mkfifo(entry) if kind == "fifo" else entry.symlink_to("/dev/zero")
     done = subprocess.run([*ERASCOPE, "analyze", str(archive), "-q"], capture_output=True, timeout=30)
@@ -157,11 +163,7 @@ def test_an_entry_that_is_no_regular_file_is_refused_not_read_forever(tmp_path: 
 
 
 def test_a_directory_in_place_of_an_entry_is_an_error_not_a_traceback(tmp_path: Path) -> None:
-    caps = tmp_path / "caps"
-    _hand_written(caps / "cap.jsonl", "alpha")
-    archive = tmp_path / "archive"
-    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
-    entry = archive / "_sources" / "cap.jsonl.json"
+    caps, archive, entry = _archived_one(tmp_path)
     entry.unlink()
     entry.mkdir()
     _refused(runner.invoke(app, ["analyze", str(archive), "-q"]), entry.name)
@@ -175,11 +177,7 @@ def test_a_directory_in_place_of_an_entry_is_an_error_not_a_traceback(tmp_path: 
 def test_condensed_row_counts_of_other_types_are_a_malformed_entry(tmp_path: Path, where: str, value: Any) -> None:
     """The counts were taken with `int()`: 1.5 read as 1 message (the report said 1 of 6 without an
     error), `"6"` and `true` as numbers, and compact found such an entry unchanged."""
-    caps = tmp_path / "caps"
-    _hand_written(caps / "cap.jsonl", "alpha")
-    archive = tmp_path / "archive"
-    assert runner.invoke(app, ["compact", str(caps), "--out", str(archive)]).exit_code == 0
-    path = archive / "_sources" / "cap.jsonl.json"
+    caps, archive, path = _archived_one(tmp_path)
     entry = orjson.loads(path.read_bytes())
     if where == "rows":
         entry["condensed"]["rows"] = value
