@@ -1153,7 +1153,7 @@ def _read_pieces(
 
 
 def _left_out_notes(
-    facts: FileFacts, heads: tuple[_Head, ...], ranges: tuple[tuple[int, int], ...]
+    facts: FileFacts, heads: tuple[Head, ...], ranges: tuple[tuple[int, int], ...]
 ) -> tuple[Joined, ...]:
     """The `Joined` notes of the headers in the lines left out (`ranges`), as reading every line makes
     them: a rotated part read after a part left out goes on with that part's capture."""
@@ -1237,7 +1237,7 @@ def extract_file(
     spill: Spill | None = None,
     opened: Opened | None = None,
     leave_out: tuple[Repeated, ...] = (),
-    heads: tuple[_Head, ...] = (),
+    heads: tuple[Head, ...] = (),
 ) -> FileFacts:
     """Read one capture file into its messages rows and its input accounting.
 
@@ -1340,6 +1340,8 @@ def extract_lines(
     header: dict[str, Any],
     options: LoadOptions | None = None,
     joined: tuple[Joined, ...] = (),
+    leave_out: tuple[Repeated, ...] = (),
+    heads: tuple[Head, ...] = (),
 ) -> FileFacts:
     """Complete lines of capture file `path` (`data` ends with a newline; its first line is line
     `first_line` of the file, whose header record is `header`) as facts of their own, paired and
@@ -1348,18 +1350,34 @@ def extract_lines(
 
     `joined`: the captures found joined after the file's own in the lines before `data` (the
     previous piece's `FileFacts.joined`); the facts carry them on with those `data` adds.
+    `leave_out` and `heads`: as `extract_file`'s, for the lines of `data` (a range may reach past them).
     """
     facts = _lines_facts(path, header, joined)
-    _, part = _read_piece(facts, data, first_line, data.count(b"\n"), False, options)
-    facts.malformed = sorted(part.bad)
-    _finish_chunk([part])
-    counts = part.counts.group_by("type").agg(pl.col("n", "undecodable").sum(), pl.col("lost").max())
+    ranges = _merged(sorted((r.first, r.last) for r in leave_out))
+    if leave_out:
+        facts.repeated = leave_out
+        # every header noted for its label (a rotated part goes on with the capture before it), the
+        # ones left out kept: reading notes the others
+        notes = list(joined)
+        _note_heads(facts, notes, ((h.line, h.transport, h.part) for h in heads))
+        before = {j.line for j in joined}
+        facts.joined = tuple(n for n in notes if n.line in before or _inside(ranges, n.line))
+    parts = [
+        _read_piece(facts, kept, first, n, False, options)[1]
+        for kept, first, n in _kept_lines(data, first_line, data.count(b"\n"), ranges)
+    ]
+    if not parts:
+        return facts  # every line left out
+    facts.malformed = sorted(b for part in parts for b in part.bad)
+    _finish_chunk(parts)
+    counts = pl.concat([part.counts for part in parts], how="vertical")
+    counts = counts.group_by("type").agg(pl.col("n", "undecodable").sum(), pl.col("lost").max())
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").iter_rows() if t is not None}
     facts.records = int(counts.get_column("n").sum())
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     facts.undecodable = int(counts.get_column("undecodable").sum())
-    facts.messages = part.messages
-    facts.traffic = part.traffic if part.traffic is not None else facts.traffic
+    facts.messages = parts[-1].messages
+    facts.traffic = parts[-1].traffic if parts[-1].traffic is not None else facts.traffic
     return facts
 
 
@@ -1637,7 +1655,7 @@ _LAST: Final = 1 << 62
 """The last line of a capture that goes on to the end of its file, whatever its length."""
 
 
-def _segments(f: FileFacts) -> tuple[list[tuple[int, int, tuple[bytes, ...]]], list[_Head]]:
+def _segments(f: FileFacts) -> tuple[list[tuple[int, int, tuple[bytes, ...]]], list[Head]]:
     """The capture parts a capture file holds, as (first line, last line, identity keys), and the
     headers after its first line; nothing for what holds none (skipped, an input error, HAR, an
     archive's entry left out before reading)."""
@@ -1654,8 +1672,8 @@ def _segments(f: FileFacts) -> tuple[list[tuple[int, int, tuple[bytes, ...]]], l
     return list(zip(starts, ends, keys, strict=True)), headers
 
 
-class _Head(NamedTuple):
-    """A header after a capture file's first line (`_headers_in`)."""
+class Head(NamedTuple):
+    """A header record found in a capture file's lines (`heads_in`)."""
 
     line: int
     key: bytes | None
@@ -1671,32 +1689,40 @@ _HEADER_VALUE: Final = re.compile(
 (their codes are all digits, so there is no other case to match)."""
 
 
-def _headers_in(path: str) -> tuple[list[_Head], int]:
+def _headers_in(path: str) -> tuple[list[Head], int]:
     """The header records after a capture file's first line, and its line count. Nothing when it
-    cannot be read: its reading says why. A byte search (`_HEADER_VALUE`) finds the candidates, so
-    a file of one capture costs about what reading it from the page cache does."""
-    found: list[_Head] = []
+    cannot be read: its reading says why. A byte search (`heads_in`) finds the candidates, so a file
+    of one capture costs about what reading it from the page cache does."""
+    found: list[Head] = []
     lines = 0
     try:
         with Opened(path) as f:
             read = pieces(f.reader, PIECE_BYTES, f.head) if f.compressed else _pieces(f.reader, PIECE_BYTES)  # type: ignore[arg-type]
             for piece in read:
-                before, at = lines, 0  # the lines before offset `at`
-                hit = _HEADER_VALUE.search(piece)
-                while hit is not None:
-                    start = piece.rfind(b"\n", 0, hit.start()) + 1
-                    end = piece.find(b"\n", hit.start())
-                    end = len(piece) if end < 0 else end
-                    before += piece.count(b"\n", at, start)
-                    at = start
-                    header = _header_record(piece[start:end])
-                    if header is not None and before > 0:
-                        found.append(_Head(before + 1, run_key(header), header.get("transport"), header.get("part")))
-                    hit = _HEADER_VALUE.search(piece, end)
+                found += (h for h in heads_in(piece, lines + 1) if h.line > 1)
                 lines += piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
     except (OSError, ErascopeError):
         return [], 0
     return found, lines
+
+
+def heads_in(piece: bytes, first_line: int) -> list[Head]:
+    """The header records among the lines of `piece` (whole lines, the first numbered `first_line`),
+    found by a byte search (`_HEADER_VALUE`) and read as the reader reads a line (`_header_record`)."""
+    found: list[Head] = []
+    before, at = first_line - 1, 0  # the lines before offset `at`
+    hit = _HEADER_VALUE.search(piece)
+    while hit is not None:
+        start = piece.rfind(b"\n", 0, hit.start()) + 1
+        end = piece.find(b"\n", hit.start())
+        end = len(piece) if end < 0 else end
+        before += piece.count(b"\n", at, start)
+        at = start
+        header = _header_record(piece[start:end])
+        if header is not None:
+            found.append(Head(before + 1, run_key(header), header.get("transport"), header.get("part")))
+        hit = _HEADER_VALUE.search(piece, end)
+    return found
 
 
 def _header_record(line: bytes) -> dict[str, Any] | None:

@@ -178,10 +178,11 @@ from addon.errors import EMPTY_PATH, ErascopeError
 from addon.format import cut_header
 from analyzer.condense import merge
 from analyzer.eras import ServerVerdict
-from analyzer.facts import Joined
+from analyzer.facts import Joined, Repeated
 from analyzer.findings import Evidence, Finding, Severity
 from analyzer.load import (
     FileFacts,
+    Head,
     InputError,
     LoadOptions,
     combine,
@@ -189,6 +190,7 @@ from analyzer.load import (
     extract_lines,
     find_inputs,
     first_line,
+    heads_in,
     malformed_lines,
     not_a_capture,
     not_regular,
@@ -377,6 +379,14 @@ class _Part:
     next piece's rows are labelled by them too."""
     noted: int = 0
     """Lines whose malformed ones are noted already: those before a line that went on (`unterminated`)."""
+    keys: list[bytes] = field(default_factory=list)
+    """The identity keys (`analyzer.load.run_key`) of the capture parts joined after the part's own
+    that it holds: a copy of one in a file of its own is left out (`Watcher._part_for`)."""
+    left_from: int | None = None
+    """The first line of the capture part joined into the file that is being left out, another file
+    (or this one, before) holding it (`Watcher._repeated`): up to the next header."""
+    left_holder: str = ""
+    """The file holding the part left out."""
 
     def now(self, wall: float) -> float:
         """The part's capture time now: its latest record, plus the time it has been idle since."""
@@ -525,7 +535,7 @@ class Watcher:
 
     def _drop(self, part: _Part) -> None:
         """Forget a part and what it contributed: its servers are analyzed again without it."""
-        for k in part.identity:
+        for k in (*part.identity, *part.keys):
             if self._parts.get(k) is part:
                 del self._parts[k]
         for path in [p for p, known in self._by_path.items() if known is part]:
@@ -580,6 +590,8 @@ class Watcher:
         identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
         if known is not None:
+            if not any(k in known.identity for k in identity):
+                return None  # a capture joined into a file read before: read there, as `analyze` does
             if os.path.exists(known.path) and known.path != path:
                 return None  # a copy of a part still being written (a compressor at work): the original is read
             self._moved[display_name(known.path)] = known
@@ -680,7 +692,7 @@ class Watcher:
             if not data:
                 continue  # None again: written over once more while read, the next round sees
             first = part.lines + 1
-            taken = self._taken(part, data, first)
+            taken = self._taken(part, data, first, *self._repeated(part, data, first))
             if taken is None:
                 continue  # only the start of a line so far
             data, facts = taken
@@ -713,13 +725,38 @@ class Watcher:
             touched |= servers
         return touched | self._dropped
 
+    def _repeated(self, part: _Part, data: bytes, first: int) -> tuple[tuple[Repeated, ...], tuple[Head, ...]]:
+        """The lines of `data` (read from `part`, its first line numbered `first`) to leave out, and the
+        headers among its whole lines: a capture part joined into the file (`cat a.jsonl b.jsonl >
+        both.jsonl`) that another file holds, or this one before it, is left out up to the next header,
+        as `analyze` leaves it out (`analyzer.load.repeats`). The first file holding a part keeps it:
+        here the first to show it, in `analyze` the first in input order; they agree when the files
+        are there when watch starts, or their copies come in input order."""
+        heads = tuple(h for h in heads_in(data[: data.rfind(b"\n") + 1], first) if h.line > 1)
+        left: list[Repeated] = []
+        for h in heads:
+            if part.left_from is not None:
+                left.append(Repeated(part.left_from, h.line - 1, part.left_holder))
+                part.left_from = None
+            holder = self._parts.get(h.key) if h.key is not None else None
+            if holder is not None:
+                part.left_from, part.left_holder = h.line, holder.path
+            elif h.key is not None:
+                self._parts[h.key] = part
+                part.keys.append(h.key)
+        if part.left_from is not None:  # to the last line read so far
+            left.append(Repeated(part.left_from, first + data.count(b"\n"), part.left_holder))
+        return tuple(left), heads
+
     @staticmethod
-    def _taken(part: _Part, data: bytes, first: int) -> tuple[bytes, FileFacts] | None:
+    def _taken(
+        part: _Part, data: bytes, first: int, leave_out: tuple[Repeated, ...] = (), heads: tuple[Head, ...] = ()
+    ) -> tuple[bytes, FileFacts] | None:
         """What of `data` (read from `part`, its first line numbered `first`) is read now, and its
-        facts; None when nothing is. A last line without its newline is read when it reads as a record,
-        as `analyze` reads it (captures/FORMAT.md: a line short only of its newline is written; no
-        shorter prefix of a record's line reads as one); torn or still being written, it waits for its
-        newline."""
+        facts, without the lines `leave_out` (`_repeated`); None when nothing is. A last line without
+        its newline is read when it reads as a record, as `analyze` reads it (captures/FORMAT.md: a
+        line short only of its newline is written; no shorter prefix of a record's line reads as one);
+        torn or still being written, it waits for its newline."""
         cut = data.rfind(b"\n") + 1
         part.unterminated = False
         line, last, options = data[cut:], first + data.count(b"\n"), LoadOptions()
@@ -729,13 +766,14 @@ class Watcher:
         # then without it). A line that reads alone can still be refused beside others (a lone
         # surrogate beside a malformed line): the extraction with the lines before it decides, as before.
         if line.rstrip().endswith(b"}") and not malformed_lines(part.path, line + b"\n", last, part.header, options):
-            facts = extract_lines(part.path, data + b"\n", first, part.header, options, part.joined)
+            facts = extract_lines(part.path, data + b"\n", first, part.header, options, part.joined, leave_out, heads)
             if all(b.line != last for b in facts.malformed):
                 part.unterminated = True
                 return data, facts
         if cut == 0:
             return None
-        return data[:cut], extract_lines(part.path, data[:cut], first, part.header, options, part.joined)
+        facts = extract_lines(part.path, data[:cut], first, part.header, options, part.joined, leave_out, heads)
+        return data[:cut], facts
 
     # --- analyzing -------------------------------------------------------------------------------
     def poll(self) -> list[WatchEvent]:
