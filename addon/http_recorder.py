@@ -180,7 +180,7 @@ _PATH_END: Final = re.compile(r"[?#]")
 """Where the path of a request target ends: at its query, or at a fragment a client sent anyway."""
 
 
-def server_key(flow: http.HTTPFlow) -> str:
+def server_key(flow: http.HTTPFlow, redaction: HttpRedaction) -> str:
     """Origin + path of the server a flow talks to: in reverse mode the configured upstream's origin.
 
     Taken from the mode rather than the request so that a balancing addon rewriting host/port per
@@ -188,8 +188,10 @@ def server_key(flow: http.HTTPFlow) -> str:
     out: they hold tokens (`#access_token=…`), and the key is written unredacted into every record
     and into the metrics' labels. Control bytes and bytes that are not UTF-8 are written `%XX`
     (`fmt.printable_key`): a client chooses the path, and the key must stay text for every reader.
+    A well-known credential in the path (`/mcp/sk-proj-…/sse`) is hashed as `redaction` hashes it in
+    `url`: the same token gives the same key on every flow.
     """
-    return _origin(flow) + fmt.printable_key(_PATH_END.split(flow.request.path, 1)[0])
+    return _origin(flow) + redaction.tokens(fmt.printable_key(_PATH_END.split(flow.request.path, 1)[0]))
 
 
 def _origin(flow: http.HTTPFlow) -> str:
@@ -223,8 +225,11 @@ class EndpointKeys:
     def __init__(self) -> None:
         self._keys: OrderedDict[str, str] = OrderedDict()
 
-    def announce(self, flow: http.HTTPFlow, data: bytes, stream_key: str) -> None:
-        """Note the endpoint an `endpoint` event's `data` names on `flow`, a stream keyed `stream_key`."""
+    def announce(self, flow: http.HTTPFlow, data: bytes, stream_key: str, redaction: HttpRedaction) -> None:
+        """Note the endpoint an `endpoint` event's `data` names on `flow`, a stream keyed `stream_key`.
+
+        The endpoint's key is made as `server_key` makes the key of a POST to it, under the same
+        `redaction`, or a token in the endpoint's path would keep the two apart."""
         if len(data) > ENDPOINT_URI_MAX:
             return
         try:
@@ -234,7 +239,7 @@ class EndpointKeys:
             return
         if (target.scheme, target.netloc) != (base.scheme, base.netloc):
             return
-        key = _origin(flow) + fmt.printable_key(target.path)
+        key = _origin(flow) + redaction.tokens(fmt.printable_key(target.path))
         if key != stream_key:
             self._keys[key] = stream_key
             self._keys.move_to_end(key)
@@ -499,7 +504,7 @@ class SseTap:
     def _parse(self, data: bytes) -> None:
         for event in self.parser.feed(data):
             if event.event == "endpoint":
-                self.recorder.endpoints.announce(self.flow, event.data, self.key)
+                self.recorder.endpoints.announce(self.flow, event.data, self.key, self.recorder.redaction)
             self.recorder.emit(sse_event_record(self.flow, self.events, event, self.recorder.redaction), self.key)
             self.events += 1
 
@@ -709,8 +714,9 @@ class HttpRecorder:
                 extra_headers=list(opts.erascope_redact_headers),
             )
             self.out_dir = Path(opts.erascope_dir).expanduser() if opts.erascope_dir else default_capture_dir()
-            # an operator's command line need not be UTF-8, nor free of control bytes: a key is text
-            self.server_name = fmt.printable_key(opts.erascope_server)
+            # an operator's command line need not be UTF-8, nor free of control bytes: a key is text;
+            # `record http` names the server by its upstream URL, whose path may hold a token
+            self.server_name = self.redaction.tokens(fmt.printable_key(opts.erascope_server))
             self.capture_server = self.server_name or _mode_server(opts.mode) or "http"
 
     def _configure_retention(self, opts: Any) -> None:
@@ -794,7 +800,7 @@ class HttpRecorder:
         st = self.flows.get(flow.id)
         if st is None:
             try:
-                key = self.server_name or self.endpoints.key(server_key(flow))
+                key = self.server_name or self.endpoints.key(server_key(flow, self.redaction))
             except Exception:  # an odd flow must not fail in a hook; the capture's key will do
                 key = self.capture_server
             st = self.flows[flow.id] = _FlowState(key=key, skip=self.filter is not None and not self.filter(flow))

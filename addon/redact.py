@@ -55,8 +55,7 @@ _PAIR_NAME = re.compile(r"\s*[A-Za-z_][\w .:-]*")
 (`Jet OLEDB:Database Password`) in theirs; a URL or a path is no name."""
 _PAIR_QUOTES: Final = {"{": "}", '"': '"', "'": "'"}
 """How a connection string's value holds a `;`: braced (ODBC, `}}` for a `}`) or quoted (ADO.NET, doubled)."""
-_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9_-])(?:"
+_TOKEN_SHAPES: Final = (
     r"gh[pousr]_[A-Za-z0-9]{36,}"  # GitHub tokens: 36 base62 characters after the prefix
     r"|github_pat_[A-Za-z0-9_]{80,}"  # GitHub fine-grained tokens: 22 + `_` + 59
     r"|sk-ant-[A-Za-z0-9_-]{32,}"  # Anthropic: sk-ant-api03-…, about 100 characters
@@ -66,11 +65,15 @@ _TOKEN = re.compile(
     r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab personal access tokens
     r"|AKIA[A-Z0-9]{16}"  # AWS access key ids: exactly 20 upper-case letters and digits
     r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys: exactly 39 characters
-    r")(?![A-Za-z0-9_-])"
 )
+_TOKEN = re.compile(rf"(?<![A-Za-z0-9_-])(?:{_TOKEN_SHAPES})(?![A-Za-z0-9_-])")
 """A well-known credential standing on its own, anywhere in an argument (`Bearer ghp_…`,
 `--config={"token":"ghp_…"}`). Each is a documented prefix *and* the length and characters of real
 tokens, and cannot be part of a longer word: `sk-learn`, `sk-notes.txt` or `ghp_cache` are not tokens."""
+_URL_PART_TOKEN = re.compile(
+    rf"(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{{2}}))(?:{_TOKEN_SHAPES})(?![A-Za-z0-9_-])"
+)
+"""`_TOKEN` in a URL's path, query or fragment: an escape (`/mcp%2Fghp_…`) ends the word before it too."""
 
 
 def _key_path() -> Path:
@@ -523,6 +526,8 @@ _HASH: Final = "hash"
 _URL: Final = "url"
 _SECRET: Final = "secret"
 _ACTION_CACHE: Final = 1024
+_AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*")
+"""A URL's scheme and authority (or a network-path reference's `//authority`): tokens are looked for after it."""
 
 
 class HttpRedaction:
@@ -559,6 +564,7 @@ class HttpRedaction:
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
             "userinfo": "password or lone user" if self.enabled else "off",
+            "url_tokens": "well-known credentials in path, query and fragment" if self.enabled else "off",
         }
 
     def header_value(self, name: str, value: str) -> str:
@@ -627,13 +633,31 @@ class HttpRedaction:
         puts a query in it (`#/callback?code=…`), and a request target should hold no `#` at all.
         A fragment without `name=value` pairs is left as it is. The password (or lone user) of a
         userinfo is hashed too, in the URL and in URLs inside it (`?next=https://u:pw@h/`): a
-        `Location` or `Referer` can carry one."""
+        `Location` or `Referer` can carry one. Last, a well-known credential (`_TOKEN`) anywhere after
+        the authority is hashed whole: hosted servers put keys in the path (`/mcp/sk-proj-…/sse`)."""
         if not self.enabled:
             return url
         if "@" in url:
             url = _redact_userinfo(url, self.redactor)
-        if "?" not in url and "#" not in url:
-            return url
+        if "?" in url or "#" in url:
+            url = self._query_and_fragment(url)
+        # after the query: a secret-named value is hashed there from its decoded bytes, and hashing its
+        # hash again would break the correlation with the same token in a header or a path
+        start = _AUTHORITY.match(url)
+        at = start.end() if start else 0
+        return url[:at] + self.tokens(url[at:])
+
+    def tokens(self, text: str) -> str:
+        """`text` (a URL's path, a server key) with every well-known credential in it hashed.
+
+        Only tokens of a documented shape (`_TOKEN`): any other path segment may be the server's
+        own name for a route, and hashing it would split or merge server keys. The hash is of the
+        token as written, as in command lines and `Authorization` headers, so they correlate."""
+        if not self.enabled:
+            return text
+        return _URL_PART_TOKEN.sub(lambda m: self.redactor.hash(m.group()), text)
+
+    def _query_and_fragment(self, url: str) -> str:
         before, hash_sep, fragment = url.partition("#")
         head, query_sep, query = before.partition("?")
         if query_sep:
@@ -650,15 +674,16 @@ class HttpRedaction:
     def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
         """An SSE event's data under the policy, and the policy applied.
 
-        A legacy `endpoint` event's URL gets its secret query values (the `session_id`) and its userinfo
-        hashed, and is then kept in both body modes: it is the transport's bookkeeping (where the client
-        POSTs), not content, and the analyzer reads it to join the stream's answers to their session
-        (reduced to a marker, a legacy server recorded with `metadata` read as broken). Data that is not
-        a URI of at most 2,048 bytes there is a body like any other.
+        A legacy `endpoint` event's URL gets its secret query values (the `session_id`), its userinfo
+        and the well-known credentials in its path hashed (as `url` does), and is then kept in both
+        body modes: it is the transport's bookkeeping (where the client POSTs), not content, and the
+        analyzer reads it to join the stream's answers to their session (reduced to a marker, a legacy
+        server recorded with `metadata` read as broken). Data that is not a URI of at most 2,048 bytes
+        there is a body like any other.
         """
         if event != "endpoint":
             return self.body(data)
-        if self.enabled and (b"?" in data or b"#" in data or b"@" in data):
+        if self.enabled:
             data = self.url(data.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
         return (data, BODIES_FULL) if _URI_REFERENCE.fullmatch(data) else self.body(data)
 

@@ -128,7 +128,7 @@ def flow_records(
     notes it (a dump writes a flow when it ends, after the POSTs of a stream's session: the keys are
     set once every flow is read, in `lines`).
     """
-    key = server_key(flow)
+    key = server_key(flow, redaction)
     req = flow.request
     out = [{**request_record(flow, redaction, max_body), fmt.F_TS: req.timestamp_start}]
     resp = flow.response
@@ -141,7 +141,7 @@ def flow_records(
             events = parser.feed(resp.get_content(strict=False) or b"")
             for n, event in enumerate(events):
                 if endpoints is not None and event.event == "endpoint":
-                    endpoints.announce(flow, event.data, key)
+                    endpoints.announce(flow, event.data, key, redaction)
                 out.append({**sse_event_record(flow, n, event, redaction), fmt.F_TS: end})
             how, message = HOW_CLEAN, None
             if flow.error is not None:

@@ -21,7 +21,7 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from addon import format as fmt
 from addon.http_recorder import EndpointKeys, HttpRecorder, classify_error, header, server_key
-from addon.redact import Redactor
+from addon.redact import HttpRedaction, Redactor
 
 PROBE = b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{}}}'
 SSE_HEADERS = http.Headers(((b"content-type", b"text/event-stream"), (b"mcp-session-id", b"sess-1")))
@@ -191,7 +191,7 @@ def test_the_announced_endpoints_are_bounded_oldest_first() -> None:
     keys = EndpointKeys()
     stream = tflow.tflow(req=tutils.treq(method=b"GET", path=b"/sse", host="127.0.0.1", port=8000, content=b""))
     for n in range(EndpointKeys.LIMIT + 1):  # a server may announce a path per session
-        keys.announce(stream, b"/messages/%d" % n, "stream")
+        keys.announce(stream, b"/messages/%d" % n, "stream", HttpRedaction(Redactor(b"unit-key")))
     assert keys.key("http://127.0.0.1:8000/messages/0") == "http://127.0.0.1:8000/messages/0"
     assert keys.key("http://127.0.0.1:8000/messages/1") == "stream"
     assert keys.key(f"http://127.0.0.1:8000/messages/{EndpointKeys.LIMIT}") == "stream"
@@ -489,13 +489,13 @@ def test_a_content_encoding_that_is_not_utf8_does_not_lose_the_request(rec, tmp_
 
 def test_server_key_default_is_origin_and_path() -> None:
     f = post_flow(path=b"/a/mcp?x=1")
-    assert server_key(f) == "http://127.0.0.1:8000/a/mcp"
+    assert server_key(f, HttpRedaction(Redactor(b"unit-key"))) == "http://127.0.0.1:8000/a/mcp"
 
 
 @pytest.mark.parametrize("target", [b"/mcp#access_token=s3cret", b"/mcp#/cb?code=s3cret", b"/mcp?x=1#token=s3cret"])
 def test_server_key_leaves_out_the_fragment(target: bytes) -> None:
     # a request target should hold no fragment, but a client can send one, with a token in it
-    assert server_key(post_flow(path=target)) == "http://127.0.0.1:8000/mcp"
+    assert server_key(post_flow(path=target), HttpRedaction(Redactor(b"unit-key"))) == "http://127.0.0.1:8000/mcp"
 
 
 @pytest.mark.parametrize(
@@ -507,7 +507,7 @@ def test_server_key_leaves_out_the_fragment(target: bytes) -> None:
     ],
 )
 def test_server_key_is_printable_text(target: bytes, key: str) -> None:
-    got = server_key(post_flow(path=target))
+    got = server_key(post_flow(path=target), HttpRedaction(Redactor(b"unit-key")))
     assert got == "http://127.0.0.1:8000" + key
     assert orjson.loads(orjson.dumps(got)) == got  # a capture line can hold it
 

@@ -8,7 +8,10 @@ import shlex
 from pathlib import Path
 
 import pytest
+from mitmproxy import http
+from mitmproxy.test import tflow
 
+from addon.http_recorder import server_key
 from addon.redact import BODIES_FULL, BODIES_METADATA, HttpRedaction, Redactor, redact_argv
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -57,6 +60,10 @@ def recorded(what: str, mode: str, example: str) -> str:
         return _shown(f"{name}: {red.header_value(name, value)}")
     if what == "url":
         return _shown(red.url(example))
+    if what == "server key":
+        flow = tflow.tflow()
+        flow.request = http.Request.make("POST", example)
+        return _shown(server_key(flow, red))
     if what == "sse endpoint":
         return _shown(red.sse_data("endpoint", example.encode())[0].decode())
     if what == "body":
@@ -66,7 +73,7 @@ def recorded(what: str, mode: str, example: str) -> str:
 
 def test_the_table_covers_every_mode_and_kind() -> None:
     assert {r[1] for r in ROWS} == {"--redact", "--no-redact", "--bodies full", "--bodies metadata", "stdio"}
-    assert {r[0] for r in ROWS} == {"header", "url", "sse endpoint", "body", "argv"}
+    assert {r[0] for r in ROWS} == {"header", "url", "server key", "sse endpoint", "body", "argv"}
 
 
 @pytest.mark.parametrize(("what", "mode", "example", "expected"), ROWS, ids=[f"{r[0]}:{r[2][:40]}" for r in ROWS])

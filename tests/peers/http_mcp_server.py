@@ -4,7 +4,11 @@ Under `mcp` 2.3.0 (the project venv) it is the dual-era `MCPServer`; under `mcp`
 (`.peers/legacy`) it is the legacy `FastMCP`. It binds 127.0.0.1 on a free port and prints
 `PORT <n>` on stdout once it accepts connections, so a test never races a fixed port.
 
-    python tests/peers/http_mcp_server.py [--stateless] [--name NAME]
+    python tests/peers/http_mcp_server.py [--stateless] [--name NAME] [--path PATH] [--transport sse]
+
+`--path` is where the Streamable HTTP endpoint is (default `/mcp`); with `--transport sse` (the
+deprecated HTTP+SSE transport) it is the prefix of its `/sse` stream and `/messages/` endpoint
+(default none). Hosted servers put a key in it (`/mcp/<key>/sse`).
 
 Tools: `echo(text)` returns the text; `slow(gate="")` sends one progress notification, then
 sleeps `--slow` seconds (default 1) or waits for the gate file, and returns "done" (its response
@@ -40,6 +44,8 @@ def main() -> None:
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--name", default="erascope-http-peer")
     parser.add_argument("--slow", type=float, default=1.0)
+    parser.add_argument("--path", default=None)
+    parser.add_argument("--transport", choices=["http", "sse"], default="http")
     args = parser.parse_args()
 
     server = make_server(args.name)
@@ -72,11 +78,19 @@ def main() -> None:
             await asyncio.sleep(0.05)
         return "gate-timeout"
 
-    if LEGACY:
+    if args.transport == "sse":
+        prefix = (args.path or "").rstrip("/")
+        if LEGACY:
+            server.settings.sse_path, server.settings.message_path = f"{prefix}/sse", f"{prefix}/messages/"
+            app = server.sse_app()
+        else:
+            app = server.sse_app(sse_path=f"{prefix}/sse", message_path=f"{prefix}/messages/")
+    elif LEGACY:
         server.settings.stateless_http = args.stateless
+        server.settings.streamable_http_path = args.path or "/mcp"
         app = server.streamable_http_app()
     else:
-        app = server.streamable_http_app(stateless_http=args.stateless)
+        app = server.streamable_http_app(stateless_http=args.stateless, streamable_http_path=args.path or "/mcp")
 
     import uvicorn
 

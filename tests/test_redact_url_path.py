@@ -1,0 +1,281 @@
+"""A well-known credential in a URL's path: hosted MCP servers put keys there (`/mcp/sk-proj-…/sse`).
+
+The path is the server key's (origin + path), so a token there reached every record's `server`,
+the `url` fields, the metrics' labels and every report. Unit level: the redaction functions, the
+addon under mitmproxy's `taddons`, and the HAR / mitmproxy dump importers. The real wiring is in
+tests/test_http_path_secret_e2e.py.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from mitmproxy import http
+from mitmproxy.addons.savehar import SaveHar
+from mitmproxy.io import FlowWriter
+from mitmproxy.test import taddons, tflow, tutils
+
+from addon import format as fmt
+from addon.http_recorder import EndpointKeys, HttpRecorder, server_key
+from addon.redact import HttpRedaction, Redactor, redact_argv
+from analyzer.foreign import convert, lines
+from analyzer.pipeline import analyze
+from analyzer.report import render_json
+from analyzer.sources import FLOWS, HAR
+from tests.test_messages import err, init, init_result, probe
+
+KEY = b"path-key"
+GHP = "ghp_s3cret0123456789abcdefghijABCDEFGHIJ"
+SKPROJ = "sk-proj-s3cret-Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv_Wx-YzAb1Cd2Ef3Gh4Ij5"
+GLPAT = "glpat-s3cretAbCdEfGhIj1234"
+SECRETS = (GHP, SKPROJ, GLPAT)
+
+
+def h(value: str) -> str:
+    return Redactor(KEY).hash(value)
+
+
+@pytest.fixture
+def red() -> HttpRedaction:
+    return HttpRedaction(Redactor(KEY))
+
+
+@pytest.fixture(autouse=True)
+def _redact_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ERASCOPE_REDACT_KEY", KEY.decode())
+
+
+def no_secret_in(data: bytes | str) -> None:
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    for secret in SECRETS:
+        assert secret not in text
+        assert secret[:24] not in text  # nor a piece of it (a file name's slug is cut at 40 characters)
+
+
+# --- the redaction function ------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        (f"https://mcp.example.com/mcp/{SKPROJ}/sse", f"https://mcp.example.com/mcp/{h(SKPROJ)}/sse"),
+        (f"https://h/api/{GHP}/mcp?page=2", f"https://h/api/{h(GHP)}/mcp?page=2"),
+        (f"/mcp/{GHP}/messages/?session_id=abc", f"/mcp/{h(GHP)}/messages/?session_id={h('abc')}"),
+        (f"/{GLPAT}", f"/{h(GLPAT)}"),
+        (f"/mcp%2F{GHP}/sse", f"/mcp%2F{h(GHP)}/sse"),  # an escaped slash ends the segment too
+        (f"/mcp/{GHP}.json", f"/mcp/{h(GHP)}.json"),
+        (f"//h/mcp/{GHP}", f"//h/mcp/{h(GHP)}"),
+        (f"https://h/mcp?next=/u/{GHP}", f"https://h/mcp?next=/u/{h(GHP)}"),  # in a value not named secret
+        (f"https://h/cb#/{GHP}", f"https://h/cb#/{h(GHP)}"),
+    ],
+)
+def test_a_well_known_token_in_a_url_path_is_hashed(red: HttpRedaction, url: str, expected: str) -> None:
+    assert red.url(url) == expected
+    no_secret_in(red.url(url))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://h/mcp/3f9a1c0e7b2d4f6a8c9e1b3d5f7a9c0e/sse",  # a random segment has no shape: it stays
+        "https://h/sk-learn/mcp",
+        "https://h/ghp_cache/mcp",
+        f"https://h/x{GHP}/mcp",  # part of a longer word: no token
+        "https://h/mcp#section-2",
+    ],
+)
+def test_other_path_segments_stay(red: HttpRedaction, url: str) -> None:
+    assert red.url(url) == url
+
+
+def test_a_token_hashes_alike_in_a_path_a_query_a_header_and_a_command_line(red: HttpRedaction) -> None:
+    in_path = red.url(f"https://h/mcp/{GHP}/sse")
+    assert h(GHP) in in_path
+    assert red.url(f"https://h/mcp?token={GHP}") == f"https://h/mcp?token={h(GHP)}"  # hashed once, not twice
+    assert red.header_value("Authorization", f"Bearer {GHP}") == f"Bearer {h(GHP)}"
+    assert red.header_value("Referer", f"https://app/u/{GHP}/cb") == f"https://app/u/{h(GHP)}/cb"
+    assert redact_argv(["srv", f"https://h/mcp/{GHP}/sse"], Redactor(KEY))[1] == f"https://h/mcp/{h(GHP)}/sse"
+
+
+def test_no_redact_records_the_path_as_it_is() -> None:
+    red = HttpRedaction(Redactor(KEY), enabled=False)
+    assert red.url(f"https://h/mcp/{GHP}/sse") == f"https://h/mcp/{GHP}/sse"
+    assert red.tokens(f"https://h/mcp/{GHP}/sse") == f"https://h/mcp/{GHP}/sse"
+    assert red.describe()["url_tokens"] == "off"
+
+
+def test_an_endpoint_event_without_a_query_gets_its_path_token_hashed(red: HttpRedaction) -> None:
+    data, policy = red.sse_data("endpoint", f"/mcp/{SKPROJ}/messages/".encode())
+    assert (data.decode(), policy) == (f"/mcp/{h(SKPROJ)}/messages/", "full")
+
+
+def test_the_capture_header_states_it(red: HttpRedaction) -> None:
+    assert red.describe()["url_tokens"] == "well-known credentials in path, query and fragment"
+
+
+# --- server keys -----------------------------------------------------------------------------------
+def _post(path: str) -> http.HTTPFlow:
+    req = tutils.treq(method=b"POST", path=path.encode(), host="127.0.0.1", port=8000, content=b"{}")
+    return tflow.tflow(req=req)
+
+
+def test_the_server_key_hashes_a_path_token(red: HttpRedaction) -> None:
+    assert server_key(_post(f"/api/{GHP}/mcp?x=1"), red) == f"http://127.0.0.1:8000/api/{h(GHP)}/mcp"
+    off = HttpRedaction(Redactor(KEY), enabled=False)
+    assert server_key(_post(f"/api/{GHP}/mcp"), off) == f"http://127.0.0.1:8000/api/{GHP}/mcp"
+
+
+def test_an_announced_endpoint_with_a_path_token_keys_its_posts_to_the_stream(red: HttpRedaction) -> None:
+    keys = EndpointKeys()
+    get = tutils.treq(method=b"GET", path=f"/mcp/{SKPROJ}/sse".encode(), host="127.0.0.1", port=8000, content=b"")
+    stream = tflow.tflow(req=get)
+    stream_key = server_key(stream, red)
+    keys.announce(stream, f"/mcp/{SKPROJ}/messages/?session_id=abc".encode(), stream_key, red)
+    post = server_key(_post(f"/mcp/{SKPROJ}/messages/?session_id=abc"), red)
+    assert keys.key(post) == stream_key
+    no_secret_in(stream_key)
+
+
+# --- the addon -------------------------------------------------------------------------------------
+def _capture(tmp_path: Path) -> tuple[bytes, list[dict[str, Any]]]:
+    files = sorted((tmp_path / "caps").glob("*.jsonl"))
+    data = b"".join(p.read_bytes() for p in files)
+    no_secret_in("".join(p.name for p in files))
+    return data, [orjson.loads(line) for line in data.splitlines()]
+
+
+def _exchange(addon: HttpRecorder, f: http.HTTPFlow) -> None:
+    addon.request(f)
+    f.response = tutils.tresp(
+        headers=http.Headers(((b"content-type", b"application/json"), (b"location", f"/u/{GHP}".encode()))),
+        content=b"{}",
+    )
+    addon.response(f)
+
+
+def test_the_recorder_hashes_a_path_token_in_url_and_server_on_every_flow(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"))
+        for _ in range(2):
+            _exchange(addon, _post(f"/api/{GHP}/mcp"))
+        addon.done()
+    data, records = _capture(tmp_path)
+    no_secret_in(data)
+    traffic = [r for r in records if r["type"] in (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)]
+    assert len(traffic) == 4
+    assert {r["server"] for r in traffic} == {f"http://127.0.0.1:8000/api/{h(GHP)}/mcp"}  # one stable key
+    assert [r["url"] for r in traffic if r["type"] == fmt.HTTP_REQUEST] == [
+        f"http://127.0.0.1:8000/api/{h(GHP)}/mcp"
+    ] * 2
+    assert ["location", f"/u/{h(GHP)}"] in traffic[1]["headers"]
+
+
+def test_the_recorder_with_redaction_off_keeps_the_path(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_redact=False)
+        _exchange(addon, _post(f"/api/{GHP}/mcp"))
+        addon.done()
+    records = [orjson.loads(line) for p in (tmp_path / "caps").glob("*.jsonl") for line in p.read_bytes().splitlines()]
+    request = next(r for r in records if r["type"] == fmt.HTTP_REQUEST)
+    assert request["url"] == f"http://127.0.0.1:8000/api/{GHP}/mcp"
+    assert request["server"] == f"http://127.0.0.1:8000/api/{GHP}/mcp"
+
+
+def test_a_server_name_holding_a_token_is_hashed(tmp_path: Path) -> None:
+    # `record http` names the server by its upstream URL when `--server` is not given
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"), erascope_server=f"https://h/mcp/{SKPROJ}/sse")
+        _exchange(addon, _post("/mcp"))
+        addon.done()
+    data, records = _capture(tmp_path)
+    no_secret_in(data)
+    assert {r.get("server") for r in records if r["type"] != fmt.PART_END} == {f"https://h/mcp/{h(SKPROJ)}/sse"}
+
+
+def test_the_http_sse_transport_under_a_path_token_is_one_server(tmp_path: Path) -> None:
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(addon, erascope_dir=str(tmp_path / "caps"))
+        stream = tflow.tflow(
+            req=tutils.treq(method=b"GET", path=f"/mcp/{SKPROJ}/sse".encode(), host="127.0.0.1", port=8000)
+        )
+        addon.request(stream)
+        stream.response = tutils.tresp(headers=http.Headers(((b"content-type", b"text/event-stream"),)), content=None)
+        addon.responseheaders(stream)
+        chunk = f"event: endpoint\r\ndata: /mcp/{SKPROJ}/messages/?session_id=abc\r\n\r\n".encode()
+        assert stream.response.stream(chunk) == chunk
+        _exchange(addon, _post(f"/mcp/{SKPROJ}/messages/?session_id=abc"))
+        stream.response.stream(b"")
+        addon.response(stream)
+        addon.done()
+    data, records = _capture(tmp_path)
+    no_secret_in(data)
+    traffic = [r for r in records if r["type"] not in (fmt.HEADER, fmt.PART_END)]
+    assert {r["server"] for r in traffic} == {f"http://127.0.0.1:8000/mcp/{h(SKPROJ)}/sse"}
+    (event,) = [r for r in traffic if r["type"] == fmt.SSE_EVENT]
+    assert event["raw"] == f"/mcp/{h(SKPROJ)}/messages/?session_id={h('abc')}"
+
+
+# --- the importers ---------------------------------------------------------------------------------
+BASE = f"http://127.0.0.1:8931/mcp/{SKPROJ}"
+
+
+def _session() -> list[http.HTTPFlow]:
+    """An HTTP+SSE session whose URLs hold a key: its stream, then the POSTs answered 202."""
+    start = 1796000000.0
+    stream = tflow.tflow(resp=True)
+    stream.request = http.Request.make("GET", f"{BASE}/sse", b"", {"accept": "text/event-stream"})
+    stream.request.timestamp_start, stream.request.timestamp_end = start, start + 0.001
+    events = f"event: endpoint\ndata: /mcp/{SKPROJ}/messages/?session_id=abc\n\n".encode()
+    events += b"event: message\ndata: " + orjson.dumps(err(1, -32601, "Method not found")) + b"\n\n"
+    events += b"event: message\ndata: " + orjson.dumps(init_result(2)) + b"\n\n"
+    stream.response = http.Response.make(200, events, {"content-type": "text/event-stream"})
+    stream.response.timestamp_start, stream.response.timestamp_end = start + 0.002, start + 3
+    flows = [stream]
+    for n, body in enumerate((probe(1), init(2)), start=1):
+        post = tflow.tflow(resp=True)
+        headers = {"content-type": "application/json"}
+        if body["method"] == "server/discover":
+            headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
+        post.request = http.Request.make("POST", f"{BASE}/messages/?session_id=abc", orjson.dumps(body), headers)
+        post.request.timestamp_start, post.request.timestamp_end = start + n, start + n + 0.001
+        post.response = http.Response.make(202, b"Accepted", {"content-type": "text/plain"})
+        post.response.timestamp_start = post.response.timestamp_end = start + n + 0.002
+        flows.append(post)
+    return flows
+
+
+def _file(kind: str, flows: list[http.HTTPFlow]) -> bytes:
+    if kind == HAR:
+        return orjson.dumps(SaveHar().make_har(flows))
+    out = io.BytesIO()
+    writer = FlowWriter(out)
+    for flow in flows:
+        writer.add(flow)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("kind", [HAR, FLOWS])
+def test_the_importers_hash_a_path_token_and_keep_the_session_one_server(tmp_path: Path, kind: str) -> None:
+    data = _file(kind, _session())
+    assert SKPROJ.encode() in data
+    written = b"\n".join(line for _, line in lines(convert(kind, io.BytesIO(data))))
+    no_secret_in(written)
+    keys = {orjson.loads(line).get("server") for line in written.splitlines()}
+    assert keys == {f"http://127.0.0.1:8931/mcp/{h(SKPROJ)}/sse"}
+    path = tmp_path / ("session.har" if kind == HAR else "session.flows")
+    path.write_bytes(data)
+    report = render_json(analyze([str(path)]))
+    no_secret_in(report)
+    (server,) = orjson.loads(report)["servers"]
+    assert server["server"] == f"http://127.0.0.1:8931/mcp/{h(SKPROJ)}/sse"
+    assert (server["transport"], server["probe_outcomes"], server["init_outcomes"]) == (
+        "http+sse",
+        {"legacy-answer": 1},
+        {"served": 1},
+    )
