@@ -430,13 +430,14 @@ def _masked_url(url: str) -> str:
     # user information: `token@` or `key:secret@` (a raw secret may hold `/`: up to the last `@`)
     if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
         rest = "***" + rest[at:]
+    rest = _URL_PART_TOKEN.sub("***", rest)
     return f"{scheme}://{rest}" + ("?***" if query else "")
 
 
 def mask_urls(text: str) -> str:
     """`text` (a URL, or a message naming URLs) as a log line or an error may show it: the secrets
-    a URL can carry replaced by `***`, user information (`s3://key:secret@bucket` → `s3://***@bucket`)
-    and the query (`?***`)."""
+    a URL can carry replaced by `***`, user information (`s3://key:secret@bucket` → `s3://***@bucket`),
+    a well-known credential in the path (`/mcp/sk-proj-…/sse` → `/mcp/***/sse`) and the query (`?***`)."""
     return _URL_TOKEN.sub(lambda m: _masked_url(m.group(0)), text)
 
 

@@ -399,10 +399,11 @@ def record_http(
         from addon.redact import mask_urls
 
         path = urlsplit(upstream).path
-        shown_upstream = mask_urls(upstream)  # its userinfo and query may hold credentials
         for host, port in addrs:
             shown = f"[{host}]" if ":" in host else host
-            typer.echo(f"erascope: listening on http://{shown}:{port}{path} -> {shown_upstream}", err=True)
+            # the upstream's userinfo, query and path may hold credentials (the path here too)
+            line = mask_urls(f"http://{shown}:{port}{path} -> {upstream}")
+            typer.echo(f"erascope: listening on {line}", err=True)
         typer.echo(f"erascope: writing captures to {where} (Ctrl-C to stop)", err=True)
 
     def metrics_ready(url: str) -> None:

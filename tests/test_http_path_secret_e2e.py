@@ -57,7 +57,7 @@ def test_record_http_hashes_a_key_in_the_upstream_path_in_records_metrics_and_re
         clean_env,
     )  # fmt: skip
     procs.append(cli)
-    listen = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+\S+) -> ").group(1)
+    listen = cli.wait_for(r"listening on (http://127\.0\.0\.1:\d+)\S* -> ").group(1) + path
     metrics = cli.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
     got = asyncio.run(session(listen, "auto", gate=tmp_path / "gate"))
     assert got["echo"] == "hello" and got["slow"] == "done"
@@ -69,6 +69,7 @@ def test_record_http_hashes_a_key_in_the_upstream_path_in_records_metrics_and_re
     with urllib.request.urlopen(metrics, timeout=10) as resp:
         assert GHP.encode() not in resp.read()
     assert cli.stop(signal.SIGINT) == 0
+    assert not [line for line in cli.lines if GHP in line]  # nor in what it printed (terminals, CI logs)
 
     assert_no_key(capdir, GHP)
     records = read_capture(capdir)

@@ -21,7 +21,7 @@ from mitmproxy.test import taddons, tflow, tutils
 
 from addon import format as fmt
 from addon.http_recorder import EndpointKeys, HttpRecorder, server_key
-from addon.redact import HttpRedaction, Redactor, redact_argv
+from addon.redact import HttpRedaction, Redactor, mask_urls, redact_argv
 from analyzer.foreign import convert, lines
 from analyzer.pipeline import analyze
 from analyzer.report import render_json
@@ -97,6 +97,15 @@ def test_a_token_hashes_alike_in_a_path_a_query_a_header_and_a_command_line(red:
     assert red.header_value("Authorization", f"Bearer {GHP}") == f"Bearer {h(GHP)}"
     assert red.header_value("Referer", f"https://app/u/{GHP}/cb") == f"https://app/u/{h(GHP)}/cb"
     assert redact_argv(["srv", f"https://h/mcp/{GHP}/sse"], Redactor(KEY))[1] == f"https://h/mcp/{h(GHP)}/sse"
+
+
+def test_a_url_shown_in_a_message_masks_a_path_token() -> None:
+    """Messages (`record http`'s start line, storage errors) show URLs through `mask_urls`, which masked
+    the userinfo and the query, not a key in the path: it went to the terminal and to CI logs."""
+    assert mask_urls(f"listening on http://127.0.0.1:1/api/{GHP}/mcp -> https://h/mcp/{SKPROJ}/sse?x=1") == (
+        "listening on http://127.0.0.1:1/api/***/mcp -> https://h/mcp/***/sse?***"
+    )
+    assert mask_urls("https://h/mcp/sk-learn/sse") == "https://h/mcp/sk-learn/sse"
 
 
 def test_no_redact_records_the_path_as_it_is() -> None:
