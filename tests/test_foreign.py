@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
@@ -389,15 +390,14 @@ def test_a_status_text_beyond_latin_1_does_not_lose_the_entry(tmp_path: Path) ->
     assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
 
 
-def _http_sse_session(minutes: float) -> list[http.HTTPFlow]:
-    """The deprecated HTTP+SSE transport as a proxy keeps it whole: a `GET /sse` stream open for
+def _http_sse_session(minutes: float, base: str = URL.removesuffix("/mcp")) -> list[http.HTTPFlow]:
+    """The deprecated HTTP+SSE transport as a proxy keeps it whole: a `GET {base}/sse` stream open for
     `minutes`, carrying the endpoint and every answer, and the client's POSTs answered 202."""
     start = 1796000000.0
-    base = URL.removesuffix("/mcp")
     stream = tflow.tflow(resp=True)
     stream.request = http.Request.make("GET", f"{base}/sse", b"", {"accept": "text/event-stream"})
     stream.request.timestamp_start, stream.request.timestamp_end = start, start + 0.001
-    events = b"event: endpoint\ndata: /messages/?session_id=abc\n\n"
+    events = f"event: endpoint\ndata: {urlsplit(base).path}/messages/?session_id=abc\n\n".encode()
     events += b"event: message\ndata: " + orjson.dumps(err(1, -32601, "Method not found")) + b"\n\n"
     events += b"event: message\ndata: " + orjson.dumps(init_result(2)) + b"\n\n"
     stream.response = http.Response.make(200, events, {"content-type": "text/event-stream"})

@@ -26,7 +26,7 @@ from analyzer.foreign import convert, lines
 from analyzer.pipeline import analyze
 from analyzer.report import render_json
 from analyzer.sources import FLOWS, HAR
-from tests.test_messages import err, init, init_result, probe
+from tests.test_foreign import _http_sse_session
 
 KEY = b"path-key"
 GHP = "ghp_s3cret0123456789abcdefghijABCDEFGHIJ"
@@ -236,27 +236,7 @@ BASE = f"http://127.0.0.1:8931/mcp/{SKPROJ}"
 
 def _session() -> list[http.HTTPFlow]:
     """An HTTP+SSE session whose URLs hold a key: its stream, then the POSTs answered 202."""
-    start = 1796000000.0
-    stream = tflow.tflow(resp=True)
-    stream.request = http.Request.make("GET", f"{BASE}/sse", b"", {"accept": "text/event-stream"})
-    stream.request.timestamp_start, stream.request.timestamp_end = start, start + 0.001
-    events = f"event: endpoint\ndata: /mcp/{SKPROJ}/messages/?session_id=abc\n\n".encode()
-    events += b"event: message\ndata: " + orjson.dumps(err(1, -32601, "Method not found")) + b"\n\n"
-    events += b"event: message\ndata: " + orjson.dumps(init_result(2)) + b"\n\n"
-    stream.response = http.Response.make(200, events, {"content-type": "text/event-stream"})
-    stream.response.timestamp_start, stream.response.timestamp_end = start + 0.002, start + 3
-    flows = [stream]
-    for n, body in enumerate((probe(1), init(2)), start=1):
-        post = tflow.tflow(resp=True)
-        headers = {"content-type": "application/json"}
-        if body["method"] == "server/discover":
-            headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
-        post.request = http.Request.make("POST", f"{BASE}/messages/?session_id=abc", orjson.dumps(body), headers)
-        post.request.timestamp_start, post.request.timestamp_end = start + n, start + n + 0.001
-        post.response = http.Response.make(202, b"Accepted", {"content-type": "text/plain"})
-        post.response.timestamp_start = post.response.timestamp_end = start + n + 0.002
-        flows.append(post)
-    return flows
+    return _http_sse_session(3 / 60, BASE)
 
 
 def _file(kind: str, flows: list[http.HTTPFlow]) -> bytes:
