@@ -190,7 +190,7 @@ def source_entries(archive: Path | str) -> list[str]:
         contents = {}
         for p in found:
             try:
-                contents[p] = _read_regular(p)
+                contents[p] = read_regular(p)
             except OSError as exc:
                 contents[p] = exc
     entries = []
@@ -260,13 +260,13 @@ def read_entry(path: Path | str) -> dict[str, Any]:
     content = path.take() if isinstance(path, EntryPath) else None
     if content is None:
         try:
-            content = read_bytes(path) if isinstance(path, str) and is_url(path) else _read_regular(path)
+            content = read_bytes(path) if isinstance(path, str) and is_url(path) else read_regular(path)
         except OSError as exc:
             raise ErascopeError(f"{path}: not a readable archive entry ({exc})") from None
     return _parsed(str(path), content)
 
 
-def _read_regular(path: Path | str) -> bytes:
+def read_regular(path: Path | str) -> bytes:
     """The bytes of the regular file at `path`; `OSError` for anything else. An entry is named by
     the archive's listing, not checked: opened without blocking and looked at before it is read, a
     FIFO in its place is not waited on forever, nor a device (/dev/zero) read until memory runs out."""

@@ -132,7 +132,8 @@ WaitForWorkersOption = Annotated[
         "--wait-for-workers",
         metavar="SECONDS",
         help="With --scheduler: how long to wait for the scheduler to have a worker, at the start and whenever"
-        " it has none left, before giving up with an error.",
+        " it has none left (or, mid-run, for a silent scheduler to answer; at least 10), before giving up with"
+        " an error.",
     ),
 ]
 WAIT_FOR_WORKERS_S = 60.0  # analyzer.cluster.WAIT_FOR_WORKERS_S, not imported: it brings polars and Dask along

@@ -17,8 +17,9 @@ The work splits exactly (analyzer/CLUSTER.md checks it rule by rule):
 Workers open the paths as the client names them: inputs and archive must be on a filesystem the
 client and every worker see under the same path (a shared mount), or at URLs every worker can read
 (and, for `compact --out`, write) with the credentials in its own environment. Each task checks that, and fails
-with a clear error instead of reading another file, and runs only on a worker with the client's
-erascope (`code_identity`): another one would analyze its shard its own way. A task whose worker
+with a clear error instead of reading another file or archive (`archive_identity`; a compact task's
+entry is looked for in the client's `--out`), and runs only on a worker with the client's erascope
+and polars (`code_identity`): another one would analyze its shard its own way. A task whose worker
 dies is run again by the scheduler elsewhere (up to its `allowed-failures`); a task that fails for
 good fails the whole run: the result accounts for every shard or there is no result.
 
@@ -32,6 +33,7 @@ import asyncio
 import dataclasses
 import functools
 import importlib.util
+import logging
 import os
 import threading
 import time
@@ -41,19 +43,35 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 import polars as pl
 
 from addon.errors import ErascopeError
-from analyzer.archive import COMPACT_AGAIN, NULL_SERVER, SOURCES_DIR, is_archive, server_of_partition
-from analyzer.compact import CompactResult, Converted, Named, compact, compact_file, source_fingerprint
+from analyzer.archive import (
+    COMPACT_AGAIN,
+    NULL_SERVER,
+    SOURCES_DIR,
+    is_archive,
+    read_regular,
+    server_of_partition,
+)
+from analyzer.compact import (
+    CompactResult,
+    Converted,
+    Named,
+    archive_name,
+    compact,
+    compact_file,
+    source_fingerprint,
+)
 from analyzer.condense import Traffic
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
 from analyzer.pipeline import Analysis, AnalyzeOptions, Inputs, analyze
 from analyzer.schema import MESSAGES_SCHEMA
-from analyzer.storage import is_url, part_sizes
+from analyzer.storage import glob, is_url, part_sizes, read_many, redact
 from analyzer.watch_shard import SessionLinks
 
 if TYPE_CHECKING:
@@ -80,36 +98,91 @@ def connect(address: str, wait_for_workers: float = WAIT_FOR_WORKERS_S) -> Itera
         raise ErascopeError(f"--scheduler needs the Dask engine, which is not installed: {INSTALL_HINT}")
     from distributed import Client
 
-    target = _scheduler_address(address)
+    target = _checked(address, _scheduler_address(address))
+    where = f"the Dask scheduler at {shown(address)}"
     try:
         kind = asyncio.run(asyncio.wait_for(_identify(target), CONNECT_TIMEOUT_S))
     except TimeoutError:
-        raise ErascopeError(
-            f"cannot reach the Dask scheduler at {address}: nothing answered as one within {CONNECT_TIMEOUT_S:g} s"
-        ) from None
+        raise ErascopeError(f"cannot reach {where}: nothing answered as one within {CONNECT_TIMEOUT_S:g} s") from None
     except (OSError, ValueError, TypeError) as exc:
-        raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        raise ErascopeError(f"cannot reach {where}: {shown(str(exc))}") from None
     if kind != "Scheduler":
         raise ErascopeError(
-            f"cannot reach the Dask scheduler at {address}: what answers there is {kind or 'not Dask'}, not a"
-            " scheduler (give the address `dask scheduler` prints, or its --scheduler-file)"
+            f"cannot reach {where}: what answers there is {kind or 'not Dask'}, not a scheduler (give the address"
+            " `dask scheduler` prints, or its --scheduler-file)"
         )
     try:
         client = Client(address=target, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError, ValueError, TypeError, ImportError) as exc:
-        raise ErascopeError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        raise ErascopeError(f"cannot reach {where}: {shown(str(exc))}") from None
     try:
         try:
             client.wait_for_workers(1, timeout=wait_for_workers)
         except TimeoutError:
             raise ErascopeError(
-                f"the Dask scheduler at {address} has no workers, and none joined within {wait_for_workers:g} s:"
-                f" start some (`dask worker {target}`), or wait longer with --wait-for-workers"
+                f"{where} has no workers, and none joined within {wait_for_workers:g} s: start some"
+                f" (`dask worker {target}`), or wait longer with --wait-for-workers"
             ) from None
+        except OSError:  # (after TimeoutError, one of them) a comm error: the scheduler died meanwhile
+            raise _lost(address, "while waiting for a worker") from None
         _check_workers(client)
         yield client
     finally:
+        _close(client)
+
+
+def _close(client: Client) -> None:
+    """Close `client` without Dask's log noise: after the scheduler is gone, closing cancels the
+    client's reconnecting coroutine, which logs that cancellation with a traceback on stderr (the
+    run's own error says what happened)."""
+    logger = logging.getLogger("distributed.client")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
         client.close()
+    finally:
+        logger.setLevel(level)
+
+
+def shown(address: str) -> str:
+    """`address` (or a message naming it) as messages show it: a password in it is not repeated."""
+    return redact(address)
+
+
+_SCHEMES: Final = ("tcp", "tls", "ws", "wss", "ucx")
+"""Dask's protocols that reach a scheduler in another process (`inproc` is one process's own)."""
+
+
+def _checked(address: str, target: str) -> str:
+    """`target` (what `address` names, `_scheduler_address`), or `ErascopeError` for an address no
+    scheduler can have: Dask's own errors for these were a bare `ValueError` text ("not enough
+    values to unpack"), a 10 s wait for a port out of range, or the password repeated in clear."""
+    named = f"--scheduler {shown(address)}"
+    if target != address:
+        named += f" (its scheduler file names {shown(target)})"
+    if shown(target) != target:
+        raise ErascopeError(
+            f"{named}: a Dask address carries no user, password or query; a scheduler that needs credentials"
+            " takes TLS certificates from the Dask configuration (tls://host:port)"
+        )
+    scheme, sep, rest = target.rpartition("://")
+    if not sep:
+        scheme, rest = "tcp", target  # Dask's default protocol
+    if scheme not in _SCHEMES:
+        raise ErascopeError(
+            f"{named}: {scheme or 'no'} protocol; a scheduler other processes reach is at"
+            f" {' or '.join(f'{p}://host:port' for p in _SCHEMES)}, or give its scheduler file"
+        )
+    try:
+        port = urlsplit(f"//{rest}").port
+    except ValueError as exc:  # a port out of range, not digits, or a bad IPv6 host
+        raise ErascopeError(f"{named}: {exc}; give host:port") from None
+    if port is None or port == 0:
+        raise ErascopeError(
+            f"{named}: no port{'' if sep else ', and no scheduler file at that path'}; give host:port (the port"
+            " `dask scheduler` prints) or its --scheduler-file"
+        )
+    return target
 
 
 def _scheduler_address(address: str) -> str:
@@ -122,7 +195,7 @@ def _scheduler_address(address: str) -> str:
         found = None
     if not isinstance(found, str):
         raise ErascopeError(
-            f"--scheduler {address} is a file but no scheduler file (the JSON `dask scheduler --scheduler-file`"
+            f"--scheduler {shown(address)} is a file but no scheduler file (the JSON `dask scheduler --scheduler-file`"
             " writes, naming the scheduler's address)"
         )
     return found
@@ -151,7 +224,9 @@ _CODE_SUFFIXES: Final = (".py", ".j2")
 @functools.cache
 def code_identity() -> str:
     """This erascope, as far as its results go: its version and a digest of its modules and report
-    templates (`addon`, `analyzer`), which tells apart two development trees of one version too."""
+    templates (`addon`, `analyzer`), which tells apart two development trees of one version too,
+    and the polars it runs on (any 2.x is allowed; each writes its version into every Parquet part,
+    and analyzes with its own behaviour)."""
     import hashlib
 
     import addon
@@ -164,10 +239,12 @@ def code_identity() -> str:
             digest.update(f"{package.name}/{path.relative_to(package).as_posix()}\0".encode())
             digest.update(path.read_bytes())
             digest.update(b"\0")
-    return f"{tool_version()} (code {digest.hexdigest()[:16]})"
+    return f"{tool_version()} (code {digest.hexdigest()[:16]}, polars {pl.__version__})"
 
 
-_SAME_ERASCOPE: Final = "install the client's erascope on every worker (and restart them); the run did not start"
+_SAME_ERASCOPE: Final = (
+    "install the client's erascope and polars on every worker (and restart them); the run did not start"
+)
 
 
 def _check_workers(client: Client) -> None:
@@ -195,27 +272,41 @@ def _same_erascope(expected: str) -> None:
     if (mine := code_identity()) != expected:
         raise ErascopeError(
             f"worker {os.uname().nodename} runs another erascope ({mine}) than the client ({expected}): install"
-            " the client's erascope on every worker (and restart them)"
+            " the client's erascope and polars on every worker (and restart them)"
         )
 
 
-def _gather(client: Client, futures: list[Any], what: list[str], wait_for_workers: float) -> list[Any]:
+def _gather(client: Client, address: str, futures: list[Any], what: list[str], wait_for_workers: float) -> list[Any]:
     """Every task's result, in order, or an `ErascopeError` naming the first task that failed for good,
     or saying that the scheduler had no worker for `wait_for_workers` seconds.
 
     An `ErascopeError` raised inside a task (bad input, --strict) comes back as it is. On Ctrl-C
     the tasks are given up like after any failure: the scheduler does not run what nobody waits for.
     """
+    from concurrent.futures import CancelledError
+
     from distributed import KilledWorker
 
     try:
-        _wait_while_workers(client, futures, wait_for_workers)
+        _wait_while_workers(client, address, futures, wait_for_workers)
         return client.gather(futures)
     except KilledWorker as exc:
         task = next((w for f, w in zip(futures, what, strict=True) if f.status == "error"), "a task")
         raise ErascopeError(
             f"{task}: the workers running it died too often ({exc}); the run did not complete and gives no"
             " result (running it again is safe). Check the workers' memory and logs"
+        ) from None
+    except CancelledError as exc:
+        # the scheduler died or became unreachable: the client cancels every future it held
+        # ("scheduler-connection-lost"); a future is cancelled for other reasons too (another client
+        # cancelling these keys), and none of them leaves a result for the task
+        reason = getattr(exc, "reason", "unknown")
+        if reason == "scheduler-connection-lost":
+            raise _lost(address) from None
+        task = next((w for f, w in zip(futures, what, strict=True) if f.cancelled()), "a task")
+        raise ErascopeError(
+            f"{task}: the Dask scheduler at {shown(address)} cancelled it ({reason}); the run did not complete"
+            " and gives no result (running it again is safe)"
         ) from None
     finally:
         # released, a task nobody else holds is forgotten by the scheduler, run or not (Ctrl-C too)
@@ -226,7 +317,7 @@ def _gather(client: Client, futures: list[Any], what: list[str], wait_for_worker
 _WORKER_CHECK_S: Final = 1.0
 
 
-def _wait_while_workers(client: Client, futures: list[Any], wait_for_workers: float) -> None:
+def _wait_while_workers(client: Client, address: str, futures: list[Any], wait_for_workers: float) -> None:
     """Return once every future is done; `ErascopeError` when the scheduler has had no worker for
     `wait_for_workers` seconds before that (its tasks would wait for one forever).
 
@@ -251,7 +342,19 @@ def _wait_while_workers(client: Client, futures: list[Any], wait_for_workers: fl
         f.add_done_callback(done)
     without_since: float | None = None
     while not all_done.wait(_WORKER_CHECK_S):
-        if client.nthreads():
+        # bounded: a scheduler that stopped answering (a stopped process, a host cut off without a
+        # reset) keeps its connection open, and neither this call nor the futures would ever return
+        silent = max(wait_for_workers, CONNECT_TIMEOUT_S)
+        try:
+            workers = client.nthreads(callback_timeout=silent)
+        except TimeoutError:
+            raise ErascopeError(
+                f"the Dask scheduler at {shown(address)} has not answered for {silent:g} s mid-run; the run did not"
+                " complete and gives no result (running it again is safe). Check the scheduler and its host"
+            ) from None
+        except OSError:  # a comm error: the scheduler is gone (the futures are cancelled too, or soon)
+            raise _lost(address) from None
+        if workers:
             without_since = None
             continue
         now = time.monotonic()
@@ -262,6 +365,13 @@ def _wait_while_workers(client: Client, futures: list[Any], wait_for_workers: fl
                 " the run did not complete and gives no result (running it again is safe). Start workers, or"
                 " wait longer with --wait-for-workers"
             )
+
+
+def _lost(address: str, when: str = "mid-run") -> ErascopeError:
+    return ErascopeError(
+        f"lost the connection to the Dask scheduler at {shown(address)} {when}; the run did not complete and gives"
+        " no result (running it again is safe). Check the scheduler's logs"
+    )
 
 
 # --- compact -------------------------------------------------------------------------------------
@@ -275,11 +385,12 @@ def _compact_task(
     fingerprint: dict[str, Any],
     old: Named | None = None,
     temp_dir: str | None = None,
-) -> Converted:
+) -> tuple[Converted, str | None]:
     """Run on a worker: compact one input file (a path or a URL) into the shared archive `out` (a
     directory or a URL): the worker reads the input and writes the archive's objects itself. `old`
     and `temp_dir` as for `compact_file` (the staging directory is the worker's); `identity`: the
-    client's `code_identity`."""
+    client's `code_identity`. With it, the digest of the entry written into a directory `out`
+    (`_entry_digest`), for the client to find it in its own view of `out`."""
     _same_erascope(identity)
     try:
         seen = source_fingerprint(path)
@@ -287,16 +398,46 @@ def _compact_task(
         raise ErascopeError(f"{path}: not readable on worker {os.uname().nodename} ({exc.strerror or exc}); inputs"
                             f" must be on {_SHARED}") from None
     if seen != fingerprint:
-        raise ErascopeError(f"{path} on worker {os.uname().nodename} is not the file the client sees (size or"
-                            f" version differ): inputs must be on {_SHARED}")
+        # either another file under the path, or this one changed since the client listed it: a
+        # capture still being written grows, and what the worker would read is not what the client saw
+        raise ErascopeError(
+            f"{path} on worker {os.uname().nodename} is not the file the client listed (its size or version"
+            f" differ): it changed since the client listed it (a capture still being written: compact again"
+            f" once it is closed), or the worker sees another file there (inputs must be on {_SHARED})"
+        )
     if is_url(out):
         if temp_dir is not None and not Path(temp_dir).is_dir():
             raise ErascopeError(f"--temp-dir {temp_dir} is not a directory on worker {os.uname().nodename}")
-        return compact_file(path, out, old, temp_dir)
+        return compact_file(path, out, old, temp_dir), None
     if not (Path(out) / SOURCES_DIR).is_dir():
         raise ErascopeError(f"--out {out} is not visible on worker {os.uname().nodename}: the archive must be on"
                             f" {_SHARED}")
-    return compact_file(path, Path(out), old)
+    converted = compact_file(path, Path(out), old)
+    return converted, _entry_digest(Path(out), path)
+
+
+def _entry_digest(out: Path, path: str) -> str | None:
+    """A digest of the entry for `path` in the archive directory `out` as this process sees it; None
+    when there is none (or it cannot be read)."""
+    import hashlib
+
+    try:
+        return hashlib.sha256(read_regular(out / SOURCES_DIR / f"{archive_name(path)}.json")).hexdigest()
+    except OSError:
+        return None
+
+
+def _written_here(out: Path, todo: list[str], digests: list[str | None]) -> None:
+    """`ErascopeError` unless the entry each worker wrote (`digests`, as the worker read it back) is the
+    one in the archive the client sees: a worker with an archive of its own under the same path
+    (its own disk) wrote there, and the client's archive lacks those inputs."""
+    for path, digest in zip(todo, digests, strict=True):
+        if _entry_digest(out, path) != digest:
+            raise ErascopeError(
+                f"--out {out}: the worker that compacted {redact(path)} wrote it into a directory of its own under that"
+                f" path, not the archive the client sees: the archive must be on {_SHARED}"
+                " (this archive may lack the inputs compacted elsewhere: compact them again)"
+            )
 
 
 def compact_on_cluster(
@@ -329,7 +470,10 @@ def compact_on_cluster(
                 pure=False,
                 key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
             )
-            return _gather(client, futures, [f"compacting {p}" for p in todo], wait_for_workers)
+            done = _gather(client, address, futures, [f"compacting {p}" for p in todo], wait_for_workers)
+            if not isinstance(archive, str):
+                _written_here(archive, todo, [digest for _, digest in done])
+            return [converted for converted, _ in done]
 
         return compact(paths, out, force=force, runner=run, temp_dir=temp_dir)
 
@@ -407,15 +551,33 @@ def _outcome_rows(counts: Counter[str]) -> pl.DataFrame:
 
 
 def _analyze_shard(
-    identity: str, shard: int, archive: str, servers: tuple[str, ...], options: AnalyzeOptions, marks: bool = False
+    identity: str,
+    shard: int,
+    archive: str,
+    seen: str,
+    servers: tuple[str, ...],
+    options: AnalyzeOptions,
+    marks: bool = False,
 ) -> ShardResult:
     """Run on a worker: the local pipeline on the archive, these server keys only (`identity`: the
-    client's `code_identity`; `marks`: a row per probe and initialize, for the html page)."""
+    client's `code_identity`; `seen`: the `archive_identity` the client planned the shards from;
+    `marks`: a row per probe and initialize, for the html page)."""
     _same_erascope(identity)
     if not is_archive(archive):
-        raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on a"
-                            " filesystem the client and the workers share, under the same path, or at a URL they"
-                            " can all read")
+        raise ErascopeError(f"archive {archive} is not visible on worker {os.uname().nodename}: it must be on"
+                            f" {_SHARED}")
+    # another archive under the same path (a disk of the worker's own), or this one compacted again
+    # since the client planned the shards: its servers are not those the shards were cut from, and
+    # the merged report would silently lack some (or their traffic would differ)
+    try:
+        mine = archive_identity(archive, archive_parts(archive))
+    except OSError as exc:
+        raise ErascopeError(f"archive {archive} on worker {os.uname().nodename}: {exc}") from None
+    if mine != seen:
+        raise ErascopeError(
+            f"archive {archive} on worker {os.uname().nodename} is not the archive the client sees (its entries or"
+            f" parts differ): it must be on {_SHARED}, and not be compacted into during the run"
+        )
     analysis = analyze([archive], dataclasses.replace(options, servers=servers))
     try:
         return ShardResult(
@@ -447,6 +609,37 @@ def archive_parts(archive: Path | str) -> list[tuple[str, str, int]]:
         for p in Path(archive).glob("day=*/server=*/*.parquet")
         if p.is_file()
     ]
+
+
+def archive_identity(archive: str, parts: list[tuple[str, str, int]]) -> str:
+    """What tells two views of the archive apart: each entry's name and bytes (what a run reads of its
+    inputs) and each Parquet part's name and size (`parts`, `archive_parts`), under the archive's path.
+    Two copies of one archive agree, wherever they are; an archive compacted again in between does
+    not. `ErascopeError` for an entry that cannot be read, as a local run says it."""
+    import hashlib
+
+    if is_url(archive):
+        found = glob(archive, f"{SOURCES_DIR}/*.json")
+        contents = read_many(found)
+    else:
+        found = [str(p) for p in (Path(archive) / SOURCES_DIR).glob("*.json")]
+        contents = {}
+        for p in found:
+            try:
+                contents[p] = read_regular(p)
+            except OSError as exc:
+                contents[p] = exc
+    root = archive.rstrip("/")
+    digest = hashlib.sha256()
+    for p in sorted(found):
+        content = contents[p]
+        if isinstance(content, OSError):
+            raise ErascopeError(f"{p}: not a readable archive entry ({content})")
+        digest.update(f"{p.removeprefix(root)}\0{len(content)}\0".encode())
+        digest.update(content)
+    for path, _, size in sorted(parts):
+        digest.update(f"{path.removeprefix(root)}\0{size}\0".encode())
+    return digest.hexdigest()
 
 
 def archive_servers(parts: list[tuple[str, str, int]]) -> dict[str | None, int]:
@@ -584,6 +777,7 @@ def analyze_on_cluster(
             )
         keys = {k: v for k, v in sizes.items() if k is not None and (options.servers is None or k in options.servers)}
         links = linked_servers(parts, keys) if keys else None
+        seen = archive_identity(archive, parts)
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ErascopeError(f"archive {paths[0]}: a part cannot be read ({exc}); {COMPACT_AGAIN}") from None
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
@@ -596,6 +790,7 @@ def analyze_on_cluster(
             [code_identity()] * len(plan),
             range(len(plan)),
             [archive] * len(plan),
+            [seen] * len(plan),
             plan,
             [remote] * len(plan),
             [marks] * len(plan),
@@ -603,7 +798,7 @@ def analyze_on_cluster(
             key=[f"erascope-shard-{token}-{i}" for i in range(len(plan))],
         )
         results = _gather(
-            client, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)], wait_for_workers
+            client, address, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)], wait_for_workers
         )
     return merge(results, plan)
 

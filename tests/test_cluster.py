@@ -153,6 +153,34 @@ def test_an_address_that_is_no_scheduler_is_an_input_error(cluster: Cluster, tmp
     assert address.encode() in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        ("tcp://alice:s3cret@127.0.0.1:{port}", "tcp://***@127.0.0.1:"),
+        ("tcp://127.0.0.1:{port}?token=s3cret", "?***"),
+        ("tcp://127.0.0.1:99999", "out of range"),
+        ("inproc://x", "inproc protocol"),
+        ("http://127.0.0.1:{port}", "http protocol"),
+        ("tcp://", "no port"),
+        ("scheduler.json", "no scheduler file at that path"),
+    ],
+)
+def test_an_address_no_scheduler_can_have_is_said_so(address: str, said: str, tmp_path: Path) -> None:
+    """A password in the address was printed in clear (in Dask's "invalid address" text too), a port
+    out of range waited for the connect timeout and then said nothing answered, and `inproc://`
+    gave Python's "not enough values to unpack"."""
+    address = address.format(port=_free_port())
+    result = subprocess.run(
+        [str(ERASCOPE), "compact", "captures/corpus", "--out", str(tmp_path / "a"), "--scheduler", address],
+        cwd=ROOT, capture_output=True, timeout=180,
+    )
+    err = result.stderr.decode()
+    assert result.returncode == 2, err
+    assert said in err, err
+    assert "s3cret" not in err and "Traceback" not in err, err
+    assert not (tmp_path / "a").exists()
+
+
 # --- analyze -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory: pytest.TempPathFactory, generated: Path) -> dict[str, Path]:
@@ -214,14 +242,15 @@ def test_a_shard_sends_back_a_row_per_probe_only_for_the_html_page(archives: dic
     marks need a row each, sent only for it. Run in process: what a worker returns."""
     from analyzer.cluster import _analyze_shard, code_identity
     from analyzer.pipeline import AnalyzeOptions, analyze
+    from tests.test_cluster_merge import seen
 
     archive = str(archives["generated"])
     local = analyze([archive], AnalyzeOptions())
     servers = tuple(sorted(v.server for v in local.servers))
     counts = {k: n for k, n in local.probes.get_column("outcome").cast(pl.String).value_counts().iter_rows()}
     assert local.probes.height > len(counts)  # more probes than outcomes: counts are the smaller
-    lean = _analyze_shard(code_identity(), 0, archive, servers, AnalyzeOptions())
-    full = _analyze_shard(code_identity(), 0, archive, servers, AnalyzeOptions(), marks=True)
+    lean = _analyze_shard(code_identity(), 0, archive, seen(archive), servers, AnalyzeOptions())
+    full = _analyze_shard(code_identity(), 0, archive, seen(archive), servers, AnalyzeOptions(), marks=True)
     assert lean.probes.height == len(counts) and full.probes.height == local.probes.height
     assert lean.inits.height < full.inits.height == local.inits.height
 
@@ -597,3 +626,171 @@ def test_an_archive_that_lost_a_partition_fails_on_the_cluster_as_locally(
     remote = erascope("analyze", archive, "--format", "json", "--quiet", "--scheduler", cluster.address, check=False)
     assert local.returncode == 2 and b"is incomplete" in local.stderr, local.stderr.decode()
     assert (remote.returncode, remote.stdout, remote.stderr) == (local.returncode, local.stdout, local.stderr)
+
+
+def _clients(client: Any) -> int:
+    return client.run_on_scheduler(lambda dask_scheduler: len(dask_scheduler.clients))
+
+
+@pytest.mark.parametrize("when", ["compact", "analyze", "waiting for a worker"])
+def test_a_scheduler_that_dies_mid_run_fails_with_a_clear_error(
+    tmp_path: Path, archives: dict[str, Path], generated: Path, when: str
+) -> None:
+    """The client's gather raised Dask's `FutureCancelledError` ("scheduler-connection-lost"), its
+    wait for a worker an `OSError`: a traceback and exit status 1, a CI gate's "findings"."""
+    args = (
+        ["analyze", str(archives["generated"]), "--format", "json", "--quiet"]
+        if when == "analyze"
+        else ["compact", str(generated), "--out", str(tmp_path / "out")]
+    )
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=0 if when.startswith("waiting") else 1) as c:
+        client, _sleeps = _block_the_workers(c.address, 600)
+        with client:
+            before = _clients(client)
+            proc = subprocess.Popen(
+                [str(ERASCOPE), *args, "--scheduler", c.address, "--wait-for-workers", "600"], cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )
+            if when.startswith("waiting"):
+                deadline = time.monotonic() + 120
+                while _clients(client) == before:  # erascope's client is connected, waiting for a worker
+                    assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                    time.sleep(0.05)
+            else:
+                _wait_for_tasks(client, proc)
+        os.killpg(c.scheduler.pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 2, err.decode()
+    assert out == b""  # no report, rather than a partial one
+    assert "lost the connection to the Dask scheduler" in err.decode(), err.decode()
+    assert b"Traceback" not in err, err.decode()
+
+
+@pytest.mark.parametrize("worker_sees", ["a copy", "another archive"])
+def test_workers_that_see_another_archive_under_its_path_are_refused(tmp_path: Path, worker_sees: str) -> None:
+    """Workers with a disk of their own under the archive's path (here `/proc/self/cwd/…`, which each
+    process resolves in its own directory) analyzed their archive in the shards the client cut from
+    its own: exit 0 and a report lacking the servers they did not have. A copy of the same archive is
+    the same archive."""
+    corpus = ROOT / "captures" / "corpus"
+    scenarios = sorted(p.name for p in corpus.iterdir() if p.is_dir())[:4]
+    client_dir, worker_dir = tmp_path / "client", tmp_path / "worker"
+    for directory, kept in ((client_dir, scenarios), (worker_dir, scenarios[:2])):
+        for name in kept:
+            shutil.copytree(corpus / name, directory / "caps" / name)
+    subprocess.run([str(ERASCOPE), "compact", "caps", "--out", "arch"], cwd=client_dir, check=True, capture_output=True)
+    if worker_sees == "a copy":
+        shutil.copytree(client_dir / "arch", worker_dir / "arch")
+    else:
+        subprocess.run([str(ERASCOPE), "compact", "caps", "--out", "arch"], cwd=worker_dir, check=True,
+                       capture_output=True)  # fmt: skip
+    archive = "/proc/self/cwd/arch"
+    args = [str(ERASCOPE), "analyze", archive, "--format", "json", "--quiet"]
+    local = subprocess.run(args, cwd=client_dir, capture_output=True, check=True, timeout=300).stdout
+    with dask_cluster(tmp_path / "cl", cwd=worker_dir) as c:
+        remote = subprocess.run([*args, "--scheduler", c.address], cwd=client_dir, capture_output=True, timeout=600)
+    err = remote.stderr.decode()
+    if worker_sees == "a copy":
+        assert remote.returncode == 0, err
+        assert remote.stdout == local
+    else:
+        assert remote.returncode == 2, err
+        assert remote.stdout == b""  # no report, rather than one without the servers the workers lack
+        assert "is not the archive the client sees" in err, err
+
+
+def test_compact_refuses_workers_that_write_another_archive_under_its_path(tmp_path: Path) -> None:
+    """Workers with an archive of their own under the `--out` path (a disk of their own; here
+    `/proc/self/cwd/…`, which each process resolves in its own directory) wrote the parts and
+    entries there: exit 0, "N file(s) compacted", and the client's archive held none of them."""
+    caps = tmp_path / "caps"
+    shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-http", caps)
+    client_dir, worker_dir = tmp_path / "client", tmp_path / "worker"
+    client_dir.mkdir()
+    # the workers' own archive, of other captures
+    subprocess.run([str(ERASCOPE), "compact", str(ROOT / "captures" / "corpus" / "auto-modern-stdio"), "--out",
+                    worker_dir / "arch"], check=True, capture_output=True)  # fmt: skip
+    with dask_cluster(tmp_path / "cl", cwd=worker_dir) as c:
+        result = subprocess.run(
+            [str(ERASCOPE), "compact", str(caps), "--out", "/proc/self/cwd/arch", "--scheduler", c.address],
+            cwd=client_dir, capture_output=True, timeout=600,
+        )
+    err = result.stderr.decode()
+    assert result.returncode == 2, err
+    assert "not the archive the client sees" in err, err
+    assert "Traceback" not in err
+
+
+def test_workers_running_another_polars_are_refused(tmp_path: Path, archives: dict[str, Path]) -> None:
+    """The workers' erascope was checked, not the polars it runs on (`polars>=2.1,<3`: workers
+    installed another day get another one): a worker's polars writes its version into every
+    Parquet part (the archive was not the local one, byte for byte) and analyzes with its own
+    behaviour. Here the workers' polars says it is another version."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import polars\n\npolars.__version__ = '2.999.0'\n")
+    path = os.pathsep.join(p for p in (str(shim), os.environ.get("PYTHONPATH")) if p)
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1, env={"PYTHONPATH": path}) as c:
+        analyzed = erascope("analyze", archives["corpus"], "--format", "json", "--quiet", "--scheduler", c.address,
+                            check=False)  # fmt: skip
+        compacted = erascope("compact", "captures/corpus", "--out", tmp_path / "a", "--scheduler", c.address,
+                             check=False)  # fmt: skip
+    for result in (analyzed, compacted):
+        assert result.returncode == 2, result.stderr.decode()
+        assert b"polars 2.999.0" in result.stderr, result.stderr.decode()
+    assert analyzed.stdout == b""
+    assert not list((tmp_path / "a").glob("day=*"))  # no worker wrote a part
+
+
+def test_an_input_that_changes_before_its_worker_reads_it_is_said_so(tmp_path: Path) -> None:
+    """A capture still being written grows between the client's listing and its worker's reading:
+    the run failed saying the worker sees another file and the inputs must be on a shared
+    filesystem, which they are."""
+    from distributed import Client, Event
+
+    caps = tmp_path / "caps"
+    shutil.copytree(ROOT / "captures" / "corpus" / "auto-modern-stdio", caps)
+    growing = sorted(caps.glob("*.jsonl"))[0]
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1) as c, Client(c.address, set_as_default=False) as client:
+        go = Event("erascope-test-go", client=client)
+        held = client.submit(go.wait, pure=False)  # the only worker thread, until the file has grown
+        proc = subprocess.Popen(
+            [str(ERASCOPE), "compact", str(caps), "--out", str(tmp_path / "out"), "--scheduler", c.address],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        _wait_for_tasks(client, proc)
+        with growing.open("ab") as f:
+            f.write(growing.read_bytes().splitlines(keepends=True)[-1])
+        go.set()
+        _out, err = proc.communicate(timeout=300)
+        held.release()
+    assert proc.returncode == 2, err.decode()
+    assert b"changed since the client listed it" in err, err.decode()
+    assert b"Traceback" not in err
+
+
+def test_a_scheduler_that_stops_answering_mid_run_fails_with_a_clear_error(
+    tmp_path: Path, archives: dict[str, Path]
+) -> None:
+    """A scheduler that stops answering without closing its connections (a stopped process, a host
+    cut off) left the run waiting for ever, past --wait-for-workers: the client's check of the
+    scheduler's workers had no time limit, nor had the wait for the tasks."""
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1) as c:
+        client, _sleeps = _block_the_workers(c.address, 600)
+        with client:
+            proc = subprocess.Popen(
+                [str(ERASCOPE), "analyze", str(archives["generated"]), "--format", "json", "--quiet", "--scheduler",
+                 c.address, "--wait-for-workers", "3"],
+                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            _wait_for_tasks(client, proc)
+        os.kill(c.scheduler.pid, signal.SIGSTOP)
+        try:
+            out, err = proc.communicate(timeout=300)  # a guard far above the bound: a hang fails the test
+        finally:
+            proc.kill()
+            os.kill(c.scheduler.pid, signal.SIGCONT)
+    assert proc.returncode == 2, err.decode()
+    assert out == b""
+    assert "has not answered" in err.decode(), err.decode()
+    assert b"Traceback" not in err, err.decode()

@@ -13,7 +13,15 @@ import orjson
 import pytest
 
 from addon.errors import ErascopeError
-from analyzer.cluster import _analyze_shard, archive_parts, archive_servers, code_identity, merge, shards_of
+from analyzer.cluster import (
+    _analyze_shard,
+    archive_identity,
+    archive_parts,
+    archive_servers,
+    code_identity,
+    merge,
+    shards_of,
+)
 from analyzer.pipeline import AnalyzeOptions
 from analyzer.report import render_json
 from bench.bench_cluster import synthetic_shards
@@ -21,6 +29,11 @@ from bench.generate import generate
 
 ROOT = Path(__file__).resolve().parent.parent
 ERASCOPE = Path(sys.executable).parent / "erascope"
+
+
+def seen(archive: str) -> str:
+    """The archive as the client sees it when it plans the shards (`_analyze_shard`'s check)."""
+    return archive_identity(archive, archive_parts(archive))
 
 
 def test_merge_of_whole_shards_has_every_server_once() -> None:
@@ -113,10 +126,11 @@ def test_a_shard_run_after_other_work_gives_the_local_report(tmp_path: Path) -> 
     other = str(tmp_path / "other-archive")
     subprocess.run([str(ERASCOPE), "compact", str(tmp_path / "other"), "--out", other], check=True, timeout=300)
     servers = tuple(k for k in archive_servers(archive_parts(other)) if k is not None)
-    _analyze_shard(identity, 0, other, servers, AnalyzeOptions())
+    _analyze_shard(identity, 0, other, seen(other), servers, AnalyzeOptions())
     keys = ("server-0", "server-1", "server-2", "server-3")
     for plan in ([keys], [(k,) for k in reversed(keys)], [("server-1", "server-3"), ("server-0", "server-2")]):
-        results = [_analyze_shard(identity, i, str(archive), p, AnalyzeOptions()) for i, p in enumerate(plan)]
+        view = seen(str(archive))
+        results = [_analyze_shard(identity, i, str(archive), view, p, AnalyzeOptions()) for i, p in enumerate(plan)]
         assert render_json(merge(results, plan)) == local, plan
 
 
@@ -140,4 +154,4 @@ def test_a_partition_gone_from_the_archive_fails_every_shard_as_the_local_run() 
         assert "upgrade-stdio-server" not in keys and "renamed" in keys  # what the plan is made of
         for shard in (("renamed",), tuple(k for k in keys if k != "renamed")):
             with pytest.raises(ErascopeError, match="is incomplete"):
-                _analyze_shard(code_identity(), 0, str(archive), shard, AnalyzeOptions())
+                _analyze_shard(code_identity(), 0, str(archive), seen(str(archive)), shard, AnalyzeOptions())
