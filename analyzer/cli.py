@@ -497,7 +497,11 @@ def analyze_cmd(
     jobs: Annotated[
         int | None,
         typer.Option(
-            "--jobs", "-j", min=1, metavar="N", help="Files read in parallel; default: one per core (same report)."
+            "--jobs",
+            "-j",
+            min=1,
+            metavar="N",
+            help="Files read in parallel; default: one per core (same report). Not with --scheduler.",
         ),
     ] = None,
     temp_dir: Annotated[
@@ -605,6 +609,7 @@ def analyze_cmd(
         progress.start()
     try:
         if scheduler is not None:
+            _no_jobs(jobs)
             from analyzer.cluster import analyze_on_cluster
 
             analysis = analyze_on_cluster(
@@ -706,7 +711,13 @@ def compact_cmd(
     ],
     jobs: Annotated[
         int | None,
-        typer.Option("--jobs", "-j", min=1, metavar="N", help="Files converted in parallel; default: one per core."),
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            metavar="N",
+            help="Files converted in parallel; default: one per core. Not with --scheduler.",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Convert again inputs that look unchanged.")] = False,
     scheduler: Annotated[
@@ -741,6 +752,7 @@ def compact_cmd(
 
     try:
         if scheduler is not None:
+            _no_jobs(jobs)
             from analyzer.cluster import compact_on_cluster
 
             result = compact_on_cluster(
@@ -939,6 +951,14 @@ def main() -> None:
         # and the exit status are as before. Only cyclic garbage left at exit goes uncollected, which
         # Python does not promise to finalize at exit anyway.
         gc.freeze()
+
+
+def _no_jobs(jobs: int | None) -> None:
+    if jobs is not None:  # a worker's threads are its own: each task would run that many more on it
+        raise ErascopeError(
+            "--jobs does not apply with --scheduler: each worker runs as many tasks at once as its threads"
+            " (`dask worker --nthreads N`)"
+        )
 
 
 def _positive_wait(seconds: float) -> float:

@@ -153,6 +153,21 @@ def test_an_address_that_is_no_scheduler_is_an_input_error(cluster: Cluster, tmp
     assert address.encode() in result.stderr
 
 
+@pytest.mark.parametrize("command", ["compact", "analyze"])
+def test_jobs_with_a_scheduler_is_refused(command: str, tmp_path: Path) -> None:
+    """`--jobs` with `--scheduler`: compact ignored it without a word, and analyze ran that many threads
+    in every shard, on workers that have their own (`dask worker --nthreads`)."""
+    args = ["--out", str(tmp_path / "a")] if command == "compact" else ["-q"]
+    result = subprocess.run(
+        [str(ERASCOPE), command, "captures/corpus", *args, "--jobs", "4", "--scheduler", f"tcp://127.0.0.1:{_free_port()}"],
+        cwd=ROOT, capture_output=True, timeout=180,
+    )  # fmt: skip
+    err = result.stderr.decode()
+    assert result.returncode == 2, err
+    assert "--jobs does not apply with --scheduler" in err and "Traceback" not in err, err
+    assert not (tmp_path / "a").exists()
+
+
 @pytest.mark.parametrize(
     ("address", "said"),
     [
