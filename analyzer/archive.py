@@ -177,11 +177,9 @@ class EntryPath(str):
         return content
 
 
-def source_entries(archive: Path | str) -> list[str]:
-    """The archive's per-input entries, in the order the inputs were found (their original paths).
-
-    Each entry is read once, here; its path (an `EntryPath`) carries its bytes to the reader. An
-    archive at a URL has its entries read together (concurrent requests)."""
+def entry_contents(archive: Path | str) -> dict[str, bytes]:
+    """The archive's `_sources` entries (their paths, as listed) with their bytes, each read once (at a
+    URL, together: concurrent requests). `ErascopeError` for one that cannot be read."""
     if isinstance(archive, str) and is_url(archive):
         found = glob(archive, f"{SOURCES_DIR}/*.json")
         contents: dict[str, bytes | OSError] = read_many(found)
@@ -193,11 +191,22 @@ def source_entries(archive: Path | str) -> list[str]:
                 contents[p] = read_regular(p)
             except OSError as exc:
                 contents[p] = exc
-    entries = []
+    read: dict[str, bytes] = {}
     for p in found:
         content = contents[p]
         if isinstance(content, OSError):
             raise ErascopeError(f"{p}: not a readable archive entry ({content})")
+        read[p] = content
+    return read
+
+
+def source_entries(archive: Path | str) -> list[str]:
+    """The archive's per-input entries, in the order the inputs were found (their original paths).
+
+    Each entry is read once, here; its path (an `EntryPath`) carries its bytes to the reader. An
+    archive at a URL has its entries read together (concurrent requests)."""
+    entries = []
+    for p, content in entry_contents(archive).items():
         entry = _parsed(p, content)
         if (wrong := malformed_fields(entry)) is not None:  # its `file` orders the entries, first
             raise ErascopeError(f"{p}: malformed archive entry ({wrong}); {COMPACT_AGAIN}")

@@ -53,6 +53,7 @@ from analyzer.archive import (
     COMPACT_AGAIN,
     NULL_SERVER,
     SOURCES_DIR,
+    entry_contents,
     is_archive,
     read_regular,
     server_of_partition,
@@ -71,7 +72,7 @@ from analyzer.eras import ServerVerdict
 from analyzer.findings import Finding
 from analyzer.pipeline import Analysis, AnalyzeOptions, Inputs, analyze
 from analyzer.schema import MESSAGES_SCHEMA
-from analyzer.storage import glob, is_url, part_sizes, read_many, redact
+from analyzer.storage import is_url, part_sizes, redact
 from analyzer.watch_shard import SessionLinks
 
 if TYPE_CHECKING:
@@ -618,23 +619,9 @@ def archive_identity(archive: str, parts: list[tuple[str, str, int]]) -> str:
     not. `ErascopeError` for an entry that cannot be read, as a local run says it."""
     import hashlib
 
-    if is_url(archive):
-        found = glob(archive, f"{SOURCES_DIR}/*.json")
-        contents = read_many(found)
-    else:
-        found = [str(p) for p in (Path(archive) / SOURCES_DIR).glob("*.json")]
-        contents = {}
-        for p in found:
-            try:
-                contents[p] = read_regular(p)
-            except OSError as exc:
-                contents[p] = exc
     root = archive.rstrip("/")
     digest = hashlib.sha256()
-    for p in sorted(found):
-        content = contents[p]
-        if isinstance(content, OSError):
-            raise ErascopeError(f"{p}: not a readable archive entry ({content})")
+    for p, content in sorted(entry_contents(archive).items()):
         digest.update(f"{p.removeprefix(root)}\0{len(content)}\0".encode())
         digest.update(content)
     for path, _, size in sorted(parts):
