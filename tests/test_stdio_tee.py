@@ -1481,17 +1481,32 @@ print(f"sigints={1 + more}", file=sys.stderr, flush=True)
 """
 
 
+_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP, signal.SIGTERM):\n"
+    "    signal.signal(s, signal.SIG_DFL)\n"
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+"""Run by `_on_a_terminal` before the session's program: its arguments, with those signals at their defaults."""
+
+
 def _on_a_terminal(argv: list[str], env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
     """Start `argv` leading a session whose controlling terminal is a new pty, as a terminal emulator
     starts a shell; returns the process and the pty's controlling side.
 
     util-linux `setsid --ctty` makes the pty the controlling terminal: `pty.fork` did it in a forked
-    copy of this multi-threaded process, which Python warns may deadlock the child.
+    copy of this multi-threaded process, which Python warns may deadlock the child. The session starts
+    with the terminal signals at their defaults, as a terminal emulator's shell does: an ignored signal
+    is inherited through exec, and a shell and the tee keep it ignored (as they should), so a test run
+    whose process came to ignore SIGQUIT saw Ctrl-\\ do nothing.
     """
     master, slave = os.openpty()
     try:
         setsid = shutil.which("setsid") or "/usr/bin/setsid"
-        proc = subprocess.Popen([setsid, "--ctty", *argv], stdin=slave, stdout=slave, stderr=slave, env=env)
+        proc = subprocess.Popen(
+            [setsid, "--ctty", sys.executable, "-c", _DEFAULT_SIGNALS, *argv],
+            stdin=slave, stdout=slave, stderr=slave, env=env,
+        )  # fmt: skip
     finally:
         os.close(slave)
     return proc, master
