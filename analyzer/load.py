@@ -1153,13 +1153,15 @@ def _read_pieces(
 
 
 def _left_out_notes(
-    facts: FileFacts, heads: tuple[Head, ...], ranges: tuple[tuple[int, int], ...]
+    facts: FileFacts, heads: tuple[Head, ...], ranges: tuple[tuple[int, int], ...], before: tuple[Joined, ...] = ()
 ) -> tuple[Joined, ...]:
-    """The `Joined` notes of the headers in the lines left out (`ranges`), as reading every line makes
-    them: a rotated part read after a part left out goes on with that part's capture."""
-    notes: list[Joined] = []
+    """`before` (the notes of the lines read earlier) with the `Joined` notes of the headers in the lines
+    left out (`ranges`), as reading every line makes them: a rotated part read after a part left out
+    goes on with that part's capture. Reading notes the other headers."""
+    notes = list(before)
     _note_heads(facts, notes, ((h.line, h.transport, h.part) for h in heads))
-    return tuple(n for n in notes if _inside(ranges, n.line))
+    kept = {j.line for j in before}
+    return tuple(n for n in notes if n.line in kept or _inside(ranges, n.line))
 
 
 def _inside(ranges: tuple[tuple[int, int], ...], line: int) -> bool:
@@ -1356,12 +1358,7 @@ def extract_lines(
     ranges = _merged(sorted((r.first, r.last) for r in leave_out))
     if leave_out:
         facts.repeated = leave_out
-        # every header noted for its label (a rotated part goes on with the capture before it), the
-        # ones left out kept: reading notes the others
-        notes = list(joined)
-        _note_heads(facts, notes, ((h.line, h.transport, h.part) for h in heads))
-        before = {j.line for j in joined}
-        facts.joined = tuple(n for n in notes if n.line in before or _inside(ranges, n.line))
+        facts.joined = _left_out_notes(facts, heads, ranges, joined)
     parts = [
         _read_piece(facts, kept, first, n, False, options)[1]
         for kept, first, n in _kept_lines(data, first_line, data.count(b"\n"), ranges)
