@@ -18,9 +18,11 @@ All the other work here runs on a `PartKeeper` thread, never on a relay path or 
 1. compress: a closed `x.000.jsonl` becomes `x.000.jsonl.zst` (written to a hidden temporary name,
    fsynced, renamed, keeping mode 0600 and the part's mtime), then the plain part is removed. The
    analyzer finds and reads `*.jsonl.zst` like the plain file (`analyzer.sources`). A failure to
-   compress leaves the plain part as it was and is reported. At start, the closed plain parts that
-   earlier runs left are compressed too, and partial outputs no keeper writes are removed (a keeper
-   killed mid-compression left both for good).
+   compress leaves the plain part as it was and is reported. A file already named `x.000.jsonl.zst`
+   is never replaced: holding the part's bytes (a keeper killed between the rename and the removal),
+   it stands for the part; holding anything else, it and the plain part both stay, reported. At
+   start, the closed plain parts that earlier runs left are compressed too, and partial outputs no
+   keeper writes are removed (a keeper killed mid-compression left both for good).
 2. sweep: capture parts of the directory (names the writer makes, plain or compressed) are taken
    oldest first by mtime (the time their last record was written) and removed while older than
    `keep_days` or while the directory's capture parts total more than `keep_bytes`. A part whose
@@ -28,10 +30,12 @@ All the other work here runs on a `PartKeeper` thread, never on a relay path or 
    it reads, so a part is never removed half-compressed either. Nor is a younger part of a capture
    whose part was skipped: a capture loses its oldest parts, never its middle. A part counts as no
    younger than the later parts of its capture: one written before the clock was stepped back goes
-   first all the same (`capture_parts`). A part that cannot be removed (EPERM, a read-only mount) holds its
-   capture's younger parts too, and is reported once per keeper. The recorders sharing
-   a directory sweep it in turn (each holds the directory's `flock` while it lists and removes); a
-   turn that does not come within `_SWEEP_WAIT` seconds is left out, never waited for without end.
+   first all the same (`capture_parts`). A part dated in the future (written while the clock ran
+   ahead) ages from when a sweep first found it so, not from its date (`_found_at`). A part that
+   cannot be removed (EPERM, a read-only mount) holds its capture's younger parts too, and is
+   reported once per keeper. The recorders sharing a directory sweep it in turn (each holds the
+   directory's `flock` while it lists and removes); a turn that does not come within `_SWEEP_WAIT`
+   seconds is left out, never waited for without end.
 
 The bound therefore holds up to the open parts: right after a sweep the directory is within
 `keep_bytes` (when enough closed parts exist), and until the next rotation each running recorder's
@@ -178,20 +182,26 @@ def open_locked(path: Path) -> int:
 def _link_locked(fd: int, hidden: Path, path: Path) -> int:
     """Give the locked, hidden new part `fd` (`hidden`) its name `path`, which must not exist; `fd`."""
     try:
-        try:
-            os.link(hidden, path)  # unlike rename, fails when `path` exists (the O_EXCL promise)
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
-                raise
-            if path.exists():  # a file system without hard links: rename, minding the promise
-                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path)) from exc
-            os.rename(hidden, path)
-        else:
-            os.unlink(hidden)
+        _rename_new(hidden, path)
     except BaseException:
         _discard(fd, hidden)
         raise
     return fd
+
+
+def _rename_new(source: Path, name: Path) -> None:
+    """Rename `source` to `name`, which must not exist: `FileExistsError` when it does (nothing changed).
+    A rename would replace whatever is there; a link fails instead."""
+    try:
+        os.link(source, name)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK):
+            raise
+        if os.path.lexists(name):  # a file system without hard links: rename, minding the promise
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(name)) from exc
+        os.rename(source, name)
+    else:
+        os.unlink(source)
 
 
 def _discard(fd: int, hidden: Path) -> None:
@@ -280,42 +290,83 @@ def compress_part(path: Path, retries: int | None = None) -> Path | None:
     """Compress the closed part `path` to `path.zst` and remove `path`; the compressed path, or None
     when `path` is gone or open (nothing done). `retries`: how often to wait for a lock held briefly
     (default `_LOCK_RETRIES`). Raises `OSError` / `zstd.ZstdError` when compressing fails: the plain
-    part is then left as it was and no partial output remains."""
+    part is then left as it was and no partial output remains.
+
+    A file already named `path.zst` is never replaced: when it holds the part's very bytes (a keeper
+    was killed after putting it there, before removing the plain part), it stands for the part and
+    only the plain part goes; when it holds anything else (a copy put back by hand, another tool's),
+    both stay and `FileExistsError` names it."""
     fd = _lock_closed(path, retries=_LOCK_RETRIES if retries is None else retries)
     if fd is None:
         return None
     target = path.with_name(path.name + ZSTD_SUFFIX)
-    partial = path.with_name(f".{target.name}{PARTIAL_SUFFIX}")
     try:
-        st = os.fstat(fd)
-        # A new file, never one found under this predictable name: opening a link planted there would
-        # overwrite the file it points to. What a killed keeper left there is removed first.
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with open(out, "wb", closefd=True) as sink, zstd.ZstdFile(sink, "wb", level=ZSTD_LEVEL) as z:
-                while chunk := os.read(fd, CHUNK):
-                    z.write(chunk)
-            with open(partial, "rb") as done:  # durable before the plain part goes
-                os.fsync(done.fileno())
-            os.utime(partial, ns=(st.st_atime_ns, st.st_mtime_ns))  # age and order stay those of the data
-            os.rename(partial, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(partial)
-            raise
+        placed = not os.path.lexists(target) and _write_compressed(fd, target)
+        if not placed and not _holds(target, fd):
+            raise FileExistsError(errno.EEXIST, "a different file already has its compressed name", str(target))
         try:
             os.unlink(path)  # still under our lock: no sweep removed it meanwhile
         except OSError:
             # The part cannot be removed (immutable, a read-only mount): two copies of it would be
             # counted twice toward `keep_bytes`, and the warning says the plain part is kept.
-            with contextlib.suppress(OSError):
-                os.unlink(target)
+            if placed:
+                with contextlib.suppress(OSError):
+                    os.unlink(target)
             raise
         return target
     finally:
         os.close(fd)
+
+
+def _write_compressed(fd: int, target: Path) -> bool:
+    """Write the part open at `fd` compressed, durably, under the new name `target`; False (nothing
+    written remains) when another file took that name meanwhile."""
+    st = os.fstat(fd)
+    partial = target.with_name(f".{target.name}{PARTIAL_SUFFIX}")
+    # A new file, never one found under this predictable name: opening a link planted there would
+    # overwrite the file it points to. What a killed keeper left there is removed first.
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(partial)
+    out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with open(out, "wb", closefd=True) as sink, zstd.ZstdFile(sink, "wb", level=ZSTD_LEVEL) as z:
+            while chunk := os.read(fd, CHUNK):
+                z.write(chunk)
+        with open(partial, "rb") as done:  # durable before the plain part goes
+            os.fsync(done.fileno())
+        os.utime(partial, ns=(st.st_atime_ns, st.st_mtime_ns))  # age and order stay those of the data
+        try:
+            _rename_new(partial, target)
+        except FileExistsError:
+            os.unlink(partial)
+            return False
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(partial)
+        raise
+    return True
+
+
+def _holds(packed: Path, fd: int) -> bool:
+    """Whether the regular file `packed` decompresses to exactly the bytes of the part open at `fd`."""
+    try:
+        src = os.open(packed, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(src).st_mode):
+            return False
+        offset = 0
+        with open(src, "rb", closefd=False) as raw, zstd.ZstdFile(raw, "rb") as unpacked:
+            while chunk := unpacked.read(CHUNK):
+                if os.pread(fd, len(chunk), offset) != chunk:
+                    return False
+                offset += len(chunk)
+        return offset == os.fstat(fd).st_size
+    except (OSError, EOFError, zstd.ZstdError):  # EOFError: a stream cut short
+        return False
+    finally:
+        os.close(src)
 
 
 def current_name(path: Path) -> Path | None:
@@ -352,14 +403,17 @@ class Removed:
         return f"erascope: retention ({self.reason}) removed {self.path} ({self.size} bytes, last written {when})"
 
 
-def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
+def capture_parts(directory: Path, now: float | None = None) -> list[tuple[float, str, int, Path]]:
     """The directory's capture parts as (last written, name, size, path), oldest first.
 
     A part was last written at its mtime, or before: no later than any later part of its capture
     (the writer closes a part before it writes the next). Parts whose times say otherwise were written
     by a clock stepped back meanwhile (NTP correcting a clock that ran ahead): such a part is taken as
-    old as its capture's oldest later part, so a capture is always taken in its parts' order.
+    old as its capture's oldest later part, so a capture is always taken in its parts' order. A part
+    dated after `now` (default: the present) counts as written when a sweep found it so (`_found_at`,
+    which may set that part's ctime).
     """
+    now = time.time() if now is None else now
     parts: list[tuple[float, str, int, Path]] = []
     try:
         entries = list(os.scandir(directory))
@@ -371,7 +425,8 @@ def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
         with contextlib.suppress(OSError):
             st = entry.stat(follow_symlinks=False)
             if entry.is_file(follow_symlinks=False):
-                parts.append((st.st_mtime, entry.name, st.st_size, Path(entry.path)))
+                when = st.st_mtime if st.st_mtime <= now else _found_at(Path(entry.path), st, now)
+                parts.append((when, entry.name, st.st_size, Path(entry.path)))
     captures: dict[str, list[tuple[int, str, int]]] = {}
     for i, (_, name, _, _) in enumerate(parts):
         stem, number = _stem_and_number(name)
@@ -385,6 +440,34 @@ def capture_parts(directory: Path) -> list[tuple[float, str, int, Path]]:
     # before `.999` as text, and removing it first would leave a hole in the middle of the capture
     parts.sort(key=lambda p: (p[0], *_stem_and_number(p[1]), p[1]))
     return parts
+
+
+def _found_at(path: Path, st: os.stat_result, now: float) -> float:
+    """When the part `path`, whose mtime (`st`) is after `now`, counts as last written: when its file
+    last changed (its ctime), at the latest `now`.
+
+    Such a part was written while the clock ran ahead, and the clock was set right since. Taken at its
+    date it would wait for that date plus `keep_days`: years, for a clock years ahead. Its ctime was
+    put ahead too (by the same writes), unless something changed the file since; the first sweep that
+    finds the part closed sets the ctime to the present (a `utime` to the times it has, which stay as
+    written), so the part ages from then on, across restarts too. The ctime serves only while the
+    part's own date is ahead: a sweep by a clock running behind (a machine started without its clock)
+    does the same to every part, and once the clock is right again they are judged by their own dates,
+    not aged by that clock's wrong present.
+    """
+    if st.st_ctime <= now:
+        return st.st_ctime
+    fd = _lock_closed(path)
+    if fd is None:
+        return now  # open (never removed anyway), or gone
+    try:
+        kept = os.fstat(fd)
+        os.utime(fd, ns=(kept.st_atime_ns, kept.st_mtime_ns))  # the kernel sets the ctime to the present
+        return min(os.fstat(fd).st_ctime, now)
+    except OSError:
+        return now  # not permitted (another user's part, immutable): found now, again next time
+    finally:
+        os.close(fd)
 
 
 def _stem_and_number(name: str) -> tuple[str, int]:
@@ -412,7 +495,7 @@ def sweep(
         return []
     now = time.time() if now is None else now
     with _sweeping(directory):
-        parts = capture_parts(directory)
+        parts = capture_parts(directory, now)
         total = sum(size for _, _, size, _ in parts)
         removed: list[Removed] = []
         held: set[str] = set()  # captures with a part that stays (open, being compressed): younger ones stay too

@@ -29,10 +29,17 @@ from addon import retention as ret
 from addon import writer as writer_module
 from addon.retention import PartKeeper, Removed, Retention, compress_part, sweep
 from addon.writer import CaptureWriter
+from analyzer.pipeline import analyze
+from analyzer.report import report_dict
 from analyzer.verify import verify
 from tests.peers.capture_tools import read_records
-from tests.test_retention import frame, old_part
+from tests.test_retention import _rotated_corpus, frame, old_part
 from tests.test_retention_e2e import REMOVED, Tee, compressed, records_of, stale_parts
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:
+    from backports import zstd
 
 DAY = 86400.0
 
@@ -99,6 +106,37 @@ def test_a_part_dated_in_the_future_goes_with_the_later_parts_of_its_capture(tmp
     assert [p.name for p in tmp_path.iterdir()] == [parts[2].name]
 
 
+def test_the_last_part_of_a_capture_dated_in_the_future_ages_out_under_keep_days(tmp_path: Path) -> None:
+    """A clock a month ahead while a capture's last part was written, then corrected: no later part bounds
+    that part's time, so `--keep-days 7` kept it 37 days (a clock years ahead: years). Dated in the
+    future, it ages from when its file last changed in the directory, now: it goes 7 days on, and its
+    time stays as written."""
+    now = time.time()
+    parts = [old_part(tmp_path, n, 100, age_days=0) for n in range(2)]
+    _at(parts[0], now - 10 * DAY)
+    _at(parts[1], now + 30 * DAY)
+    removed = sweep(tmp_path, keep_bytes=None, keep_days=7, now=now)
+    assert [r.path for r in removed] == parts[:1]
+    assert sweep(tmp_path, keep_bytes=None, keep_days=7, now=now + 6 * DAY) == []
+    assert parts[1].stat().st_mtime == pytest.approx(now + 30 * DAY)
+    removed = sweep(tmp_path, keep_bytes=None, keep_days=7, now=now + 8 * DAY)
+    assert [(r.path, r.reason) for r in removed] == [(parts[1], "keep-days")]
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_sweep_by_a_clock_running_behind_leaves_the_parts_their_own_times(tmp_path: Path) -> None:
+    """The sweep's clock a year behind (a machine started without its clock, before NTP): every part is
+    dated in its future. Had the sweep dated them at its own clock, they would be a year old once the
+    clock is right, and a part written yesterday would go at once."""
+    now = time.time()
+    part = _at(old_part(tmp_path, 0, 100, age_days=0), now - DAY)
+    times = (part.stat().st_atime_ns, part.stat().st_mtime_ns)
+    assert sweep(tmp_path, keep_bytes=None, keep_days=7, now=now - 365 * DAY) == []
+    assert (part.stat().st_atime_ns, part.stat().st_mtime_ns) == times  # the part's own times stay
+    assert sweep(tmp_path, keep_bytes=None, keep_days=7, now=now) == []
+    assert part.exists()
+
+
 def test_a_removal_dated_out_of_the_calendar_is_logged_with_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,8 +148,8 @@ def test_a_removal_dated_out_of_the_calendar_is_logged_with_the_rest(
     parts = [old_part(tmp_path, n, 100, age_days=3) for n in range(2)]
     listing = ret.capture_parts
 
-    def far_past(directory: Path) -> list[tuple[float, str, int, Path]]:
-        first, *rest = listing(directory)
+    def far_past(directory: Path, now: float) -> list[tuple[float, str, int, Path]]:
+        first, *rest = listing(directory, now)
         return [(-1e11, *first[1:]), *rest]
 
     monkeypatch.setattr(ret, "capture_parts", far_past)
@@ -176,6 +214,64 @@ def test_a_compressed_part_whose_plain_file_cannot_be_removed_stays_plain_alone(
         compress_part(path)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     assert path.read_bytes() == b"{}\n" * 100
+
+
+def _frames(first: int, count: int) -> bytes:
+    return b"".join(orjson.dumps(frame(i)) + b"\n" for i in range(first, count + first))
+
+
+@pytest.mark.parametrize("when", ["before", "while-compressing"])
+def test_compression_never_replaces_another_file_under_the_compressed_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A file already named `x.000.jsonl.zst` that holds something else (an older copy put back by hand,
+    a copy another tool made) was replaced by the part's compressed copy: its records were lost. Both
+    files stay as they are, and the warning names the one in the way."""
+    path = old_part(tmp_path, 0, 0, age_days=1)
+    path.write_bytes(_frames(0, 100))
+    target = compressed(path)
+    other = zstd.compress(_frames(100, 40))
+    if when == "before":
+        target.write_bytes(other)
+    else:  # put there by another process while the keeper writes its copy
+
+        class Racing(zstd.ZstdFile):
+            def write(self, data: bytes) -> int:  # type: ignore[override]
+                if not target.exists():
+                    target.write_bytes(other)
+                return super().write(data)
+
+        monkeypatch.setattr(ret.zstd, "ZstdFile", Racing)
+    warnings: list[str] = []
+    keeper = PartKeeper(tmp_path, Retention(compress=True), log=warnings.append, warn=warnings.append)
+    keeper.closed(path)
+    assert keeper.close(30)
+    assert path.read_bytes() == _frames(0, 100)
+    assert target.read_bytes() == other
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name, target.name]  # no partial output left
+    assert (keeper.counters.compressed, keeper.counters.compress_failures) == (0, 1)
+    (message,) = warnings
+    assert f"cannot compress {path}" in message and str(target) in message and "plain part is kept" in message
+
+
+def test_a_compression_cut_after_its_copy_was_in_place_is_finished_once(tmp_path: Path) -> None:
+    """A keeper killed between putting `x.000.jsonl.zst` in place and removing the plain part left the
+    part twice. The analyzer reads one of the two (copies of a part are read once); the next compression
+    takes the copy in place as its own and removes the plain part."""
+    plain = _rotated_corpus(tmp_path / "plain", "upgrade-http")
+    both = tmp_path / "both"
+    shutil.copytree(tmp_path / "plain", both)
+    first = both / plain[0].name
+    compressed(first).write_bytes(zstd.compress(first.read_bytes()))
+    got = report_dict(analyze([str(both)]))
+    want = report_dict(analyze([str(tmp_path / "plain")]))
+    assert [d["file"] for d in got["inputs"]["duplicates"]] == [str(compressed(first))]
+    assert got["inputs"]["records"] == want["inputs"]["records"] > 0
+    del got["inputs"], want["inputs"]
+    assert orjson.loads(orjson.dumps(got).decode().replace(str(both), str(tmp_path / "plain"))) == want
+    assert compress_part(first) == compressed(first)
+    assert sorted(p.name for p in both.iterdir()) == sorted([compressed(first).name, *(p.name for p in plain[1:])])
+    assert zstd.decompress(compressed(first).read_bytes()) == plain[0].read_bytes()
 
 
 # --- rotation that cannot start a new part ----------------------------------------------------------------

@@ -87,8 +87,8 @@ def test_a_part_gone_since_the_listing_no_longer_counts(tmp_path: Path, monkeypa
     parts = [old_part(tmp_path, n, 1000, age_days=10 - n) for n in range(6)]
     listing = capture_parts
 
-    def listed_then_one_removed(directory: Path) -> list[tuple[float, str, int, Path]]:
-        found = listing(directory)
+    def listed_then_one_removed(directory: Path, now: float) -> list[tuple[float, str, int, Path]]:
+        found = listing(directory, now)
         parts[0].unlink()  # another recorder's retention, right after this listing
         return found
 
