@@ -1,4 +1,4 @@
-"""The recorders' own health and what they see live: counters for the operator's monitoring.
+r"""The recorders' own health and what they see live: counters for the operator's monitoring.
 
 `LiveStats.observe_all` is given every record a recorder takes, batch by batch, on the capture writer's
 thread (never on a relay thread or the proxy's event loop), and keeps counters from them. `record http --metrics
@@ -37,16 +37,25 @@ Label cardinality stays bounded: labels are server keys, outcome names, error ki
 ids or paths. Server keys come from the traffic (in forward mode, from the request's host and path),
 so an attacker could invent any number of them: the first `max_servers` distinct keys (default 64)
 get a label of their own, longer keys are cut to 200 characters, and every later key is counted
-under the server label `other` (`erascope_server_labels_folded_total` counts those observations).
-Control characters and bytes that were not UTF-8 are written `%XX` in a label (`format.printable_key`).
+under the server label `<other>` (`erascope_server_labels_folded_total` counts those observations);
+an empty key is labelled `<empty>`. Control characters and bytes that were not UTF-8 are written
+`%XX` in a label (`format.printable_key`), bidi controls and what is drawn as nothing as the reports
+write them (`\u202e`, `\u200b`), a backslash `\\` and a leading `<` `\x3c`: no key is labelled as
+another key or as `<other>` (`server_label`).
+
+Request and answer are matched by id as JSON-RPC says: a string is no number (`"1"` is not `1`), and
+a number is its exact value, however it is written (`1.0` is `1`, as the analyzer reads it, and 2**64
+is not 2**64 + 1).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Final
 
 import orjson
@@ -84,7 +93,10 @@ LIVE_OUTCOMES: Final = (
 """Probe outcomes the recorders tell live (a subset of the analyzer's `PROBE_OUTCOMES`)."""
 
 DEFAULT_MAX_SERVERS: Final = 64
-OTHER_SERVER: Final = "other"
+OTHER_SERVER: Final = "<other>"
+"""The server label of the servers past the cap, which no server key is written as (`server_label`)."""
+EMPTY_SERVER: Final = "<empty>"
+"""The server label of an empty key (Prometheus takes a label whose value is empty for no label)."""
 MAX_LABEL: Final = 200
 MAX_PENDING: Final = 4096
 """Probes and `initialize` requests awaiting their answer that are remembered; the oldest is
@@ -193,6 +205,34 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     return GARBAGE, None
 
 
+_LABEL_ESCAPED: Final = re.compile(f"[\\\\{fmt.HIDDEN_CHARS}{fmt.JOINER_CHARS}{fmt.SELECTOR_CHARS}]|^<")
+
+
+def server_label(server: object) -> str:
+    r"""The label value of the server key `server`, cut to `MAX_LABEL` characters.
+
+    Prometheus labels must be UTF-8 (a lone surrogate failed every scrape) and dashboards show them as
+    they are: control characters and bytes that were not UTF-8 are written `%XX` (`format.printable_key`,
+    as in the records), and what a terminal or a browser acts on or draws as nothing as the reports write
+    it (`\u202e`, `\u200b`: `format.HIDDEN_CHARS`); a backslash is doubled and a leading `<` written
+    `\x3c`, so that two keys never get one label and none gets `OTHER_SERVER` or `EMPTY_SERVER`."""
+    if not isinstance(server, str) or not server:
+        return EMPTY_SERVER
+    key = fmt.printable_key(server)
+    if not (key.isascii() and "\\" not in key and not key.startswith("<")):
+        key = _LABEL_ESCAPED.sub(_escape, key)
+    return key[:MAX_LABEL]
+
+
+def _escape(match: re.Match[str]) -> str:
+    # as `analyzer.terminal.visible` writes a character (`\U000e0041`, never `\ue0041`)
+    char = match[0]
+    code = ord(char)
+    if char == "\\":
+        return "\\\\"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 @dataclass(slots=True)
 class _Pending:
     method: str
@@ -241,13 +281,8 @@ class LiveStats:
         """HTTP flows whose request was a GET (a stream that may carry answers to other flows' POSTs)."""
 
     # --- labels ---------------------------------------------------------------------------------
-    @staticmethod
-    def _key(server: object) -> str:
-        # Prometheus labels must be UTF-8 (a lone surrogate failed every scrape) and are read on terminals
-        return fmt.printable_key(server)[:MAX_LABEL] if isinstance(server, str) and server else OTHER_SERVER
-
     def _label(self, server: object) -> str:
-        key = self._key(server)
+        key = server_label(server)
         if key in self._labels:
             return key
         if len(self._labels) < self.max_servers:
@@ -317,8 +352,13 @@ class LiveStats:
                 elif rtype == fmt.SSE_EVENT:
                     pending = self._pending.get(("f", str(record.get("flow"))))
                     if pending is not None:
-                        msg = _json(record.get(fmt.F_RAW))
-                        if isinstance(msg, dict) and ("result" in msg or "error" in msg) and _id(msg) == pending.id:
+                        raw = record.get(fmt.F_RAW)
+                        msg = _json(raw)
+                        if (
+                            isinstance(msg, dict)
+                            and ("result" in msg or "error" in msg)
+                            and _id(msg, raw) == pending.id
+                        ):
                             self._settle(("f", str(record.get("flow"))), msg, None)
                     elif self._answers and str(record.get("flow")) in self._get_streams:
                         self._stream_answer(record)
@@ -349,7 +389,7 @@ class LiveStats:
         msg = _json(raw)
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
             return False
-        ident = _id(msg)
+        ident = _id(msg, raw)
         if ident is None:
             return False
         if key[0] == "c":
@@ -398,7 +438,7 @@ class LiveStats:
         if not isinstance(msg, dict):
             self._garbage.add(conn)  # garbage only if no answer comes before the connection dies
             return
-        ident = _id(msg)
+        ident = _id(msg, raw)
         if ident is not None and ("result" in msg or "error" in msg):
             key = ("c", conn, ident.decode())
             if key in keys:
@@ -426,15 +466,16 @@ class LiveStats:
     def _stream_answer(self, record: dict[str, Any]) -> None:
         """An event on a GET stream answering a request of its server POSTed on another flow (the
         HTTP+SSE transport; the answer may come before or after the POST's 202)."""
-        msg = _json(record.get(fmt.F_RAW))
+        raw = record.get(fmt.F_RAW)
+        msg = _json(raw)
         if not isinstance(msg, dict) or not ("result" in msg or "error" in msg):
             return
-        ident = _id(msg)
+        ident = _id(msg, raw)
         if ident is None:
             return
         key = self._answers.get(("s", str(record.get("flow")), ident))
         if key is None:
-            label = self._key(record.get(fmt.F_SERVER))  # as `_label` gave it, without taking a new one
+            label = server_label(record.get(fmt.F_SERVER))  # as `_label` gave it, without taking a new one
             key = self._answers.get(("l", label if label in self._labels else OTHER_SERVER, ident))
         if key is not None:
             self._settle(key, msg, None)
@@ -641,11 +682,55 @@ def _string_end(raw: str, i: int) -> int:
     return -1
 
 
-def _id(msg: dict[str, Any]) -> bytes | None:
+def _id(msg: dict[str, Any], raw: object) -> bytes | None:
+    """The id of the message `msg` (decoded from `raw`) as a key: a string as JSON text, a number as
+    `_number_id` writes it, so that `1` and `"1"` stay two ids and one number written two ways is one."""
     ident = msg.get("id")
     if isinstance(ident, bool) or not isinstance(ident, str | int | float):
         return None
+    if isinstance(ident, float):
+        return _number_id(raw)
     return orjson.dumps(ident)
+
+
+_INT_DIGITS: Final = 4300
+"""Digits an integer written otherwise is spelled out to at most: an id `1e999999999` must not become a
+gigabyte of zeros, and no integer id has more (the standard library's `json` refuses it by default,
+`sys.get_int_max_str_digits`)."""
+
+
+def _number_id(raw: object) -> bytes | None:
+    """The id of the JSON text `raw` when orjson read it as a float, as the exact number it writes.
+
+    orjson reads a fraction, an exponent and an integer beyond 64 bits as a float: 2**64 and 2**64 + 1
+    are then one id, and an answer to the one settled the other. The standard library's `json` reads
+    integers of any size, and fractions as `Decimal` here; an integer written otherwise (`1.0`, `1e2`,
+    `-0`) is written as its digits, as orjson writes an int (the analyzer's `id` reads them alike), any
+    other number as its digits without trailing zeros and its exponent. Rare (ids are integers within
+    64 bits and strings), so off the common path."""
+    text = b"".join(raw.utf8()) if isinstance(raw, fmt.PieceText) else raw
+    if not isinstance(text, str | bytes):
+        return None
+    try:
+        msg = json.loads(text, parse_float=Decimal)
+    except (ValueError, RecursionError, ArithmeticError):  # an integer too long for `int`, an exponent for `Decimal`
+        return None
+    ident = msg.get("id") if isinstance(msg, dict) else None
+    if isinstance(ident, int) and not isinstance(ident, bool):
+        return str(ident).encode()
+    if not isinstance(ident, Decimal):
+        return None
+    sign, digits, exponent = ident.as_tuple()
+    written = "".join(map(str, digits)).rstrip("0")
+    if not written:
+        return b"0"
+    if not isinstance(exponent, int):  # NaN or infinity, which JSON does not write
+        return None
+    exponent += len(digits) - len(written)
+    minus = "-" if sign else ""
+    if 0 <= exponent <= _INT_DIGITS - len(written):
+        return f"{minus}{written}{'0' * exponent}".encode()
+    return f"{minus}{written}e{exponent}".encode()
 
 
 def _is_event_stream(headers: object) -> bool:

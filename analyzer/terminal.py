@@ -9,26 +9,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-_HIDDEN: Final = (
-    "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069\ud800-\udfff"
-    "\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180e\u200b\u2060-\u2065\u206a-\u206f\u3164\ufeff\uffa0\ufff0-\ufffb"
-    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e00ff\U000e01f0-\U000e0fff"
-)
-"""What a terminal or an editor acts on instead of showing: C0 and C1 controls (ESC and CSI start
-escape sequences), DEL, bidi controls and line separators (they reorder or break what follows), lone
-surrogates (UTF-8 cannot hold them); and what is drawn as nothing (Unicode's default ignorable code
-points), so that two strings never read the same and no text hides in one: the zero-width space,
-word joiner, byte order mark, soft hyphen, Hangul fillers, invisible operators, interlinear
-annotation marks and tag characters (`ASCII smuggling`: a sentence spelled in U+E0020..U+E007E)."""
-_JOINERS: Final = "\u200c\u200d"
-"""ZWNJ and ZWJ: they join emoji (man ZWJ woman ZWJ girl is one family) and shape the letters of many
-scripts (Persian, Devanagari), and join nothing else."""
-_SELECTORS: Final = "\u180b-\u180d\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef"
-"""Variation selectors: they pick the drawing of the character before them (U+26A0 U+FE0F is the
-emoji warning sign), and hide bytes when they follow anything else or one another."""
-_INVISIBLE: Final = re.compile(f"[{_HIDDEN}{_JOINERS}{_SELECTORS}]")
-_SELECTOR: Final = re.compile(f"[{_SELECTORS}]")
-_NO_BASE: Final = re.compile(f"[\\x00-\\x7f\\s{_HIDDEN}{_JOINERS}{_SELECTORS}]")
+from addon.format import HIDDEN_CHARS, JOINER_CHARS, SELECTOR_CHARS
+
+_INVISIBLE: Final = re.compile(f"[{HIDDEN_CHARS}{JOINER_CHARS}{SELECTOR_CHARS}]")
+_SELECTOR: Final = re.compile(f"[{SELECTOR_CHARS}]")
+_NO_BASE: Final = re.compile(f"[\\x00-\\x7f\\s{HIDDEN_CHARS}{JOINER_CHARS}{SELECTOR_CHARS}]")
 """What a selector or a joiner does not apply to: ASCII (a keycap aside), spaces, and the invisible."""
 _TAG_FLAG: Final = re.compile("\U0001f3f4[\U000e0020-\U000e007e]+\U000e007f")
 """A subdivision flag (black flag U+1F3F4, tag characters naming the region, CANCEL TAG U+E007F): the
@@ -48,7 +33,7 @@ def _joins(text: str, i: int, flags: set[int]) -> bool:
     character it applies to (or in a keycap, `1` U+FE0F U+20E3), a joiner between two such characters
     (after a selector too: heart U+FE0F ZWJ fire), a tag inside a subdivision flag (`flags`, its positions)."""
     c, before = text[i], text[i - 1] if i else ""
-    if c in _JOINERS:
+    if c in JOINER_CHARS:
         joined = _base(before) or (i > 1 and _SELECTOR.match(before) is not None and _base(text[i - 2]))
         return joined and _base(text[i + 1 : i + 2])
     if _SELECTOR.match(c):

@@ -222,6 +222,87 @@ def test_ids_are_matched_by_value_and_type() -> None:
     assert s["servers"]["srv"] == {"era": "modern", "outcomes": {"discover-result": 1}}
 
 
+def with_id(ident: str, message: dict[str, Any]) -> str:
+    """`message` as a JSON-RPC message's text with the id `ident` written as it is (orjson writes no
+    integer beyond 64 bits, nor a number as `1e2`)."""
+    members = {k: v for k, v in message.items() if k not in ("jsonrpc", "id")}
+    return '{"jsonrpc":"2.0","id":' + ident + "," + orjson.dumps(members).decode()[1:]
+
+
+PROBE: dict[str, Any] = {"method": D, "params": {}}
+UNSUPPORTED: dict[str, Any] = {"error": {"code": -32022, "message": "Unsupported protocol version"}}
+
+
+@pytest.mark.parametrize(
+    ("asked", "other"),
+    [
+        ("18446744073709551617", "18446744073709551616"),  # beyond 64 bits orjson reads a float: one id
+        ("-9223372036854775809", "-9223372036854775810"),
+        ("123456789012345678901234567890", "123456789012345678901234567891"),
+        ("9007199254740993.0", "9007199254740992.0"),  # two numbers one float stands for
+        ("0.1", "0.1000000000000000055511151231257827"),
+        ("9007199254740993e0", "9007199254740992"),
+        ("9007199254740993", "9007199254740992"),  # within 64 bits: exact already
+        ('"18446744073709551617"', "18446744073709551617"),  # a string is no number
+        ("18446744073709551617", '"18446744073709551617"'),
+    ],
+)
+def test_ids_are_matched_exactly_past_64_bits_and_floats(asked: str, other: str) -> None:
+    """An answer to another request (-32022), then the probe's own DiscoverResult: the first settled the
+    probe when its id read as the same float."""
+    s = feed(
+        LiveStats(),
+        [
+            frame("a", fmt.C2S, with_id(asked, PROBE)),
+            frame("a", fmt.S2C, with_id(other, UNSUPPORTED)),
+            frame("a", fmt.S2C, with_id(asked, ok({"supportedVersions": [MODERN]}))),
+        ],
+    )
+    assert s["servers"]["srv"] == {"era": "modern", "outcomes": {"discover-result": 1}}
+
+
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [("1", "1.0"), ("100", "1e2"), ("0", "-0"), ("18446744073709551616", "1.8446744073709551616e19"), ("0.5", "5e-1")],
+)
+def test_a_number_id_is_answered_by_the_same_number_written_otherwise(asked: str, answered: str) -> None:
+    """As the analyzer pairs them (its `id` column reads `1.0` as `1`): one JSON number, one id."""
+    s = feed(
+        LiveStats(),
+        [frame("a", fmt.C2S, with_id(asked, PROBE)), frame("a", fmt.S2C, with_id(answered, err(-32602)))],
+    )
+    assert s["servers"]["srv"] == {"era": "legacy", "outcomes": {"legacy-answer": 1}}
+
+
+def test_ids_past_64_bits_on_an_http_sse_stream_settle_their_own_request() -> None:
+    """The HTTP+SSE transport answers on the session's stream, by id: an `initialize` numbered 2**64 and
+    a probe numbered 2**64 + 1 were one id, and the `initialize`'s result settled the probe."""
+    stream, session = "http://s/sse", "/messages/?session_id=hmac:aaa"
+    get = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "g", "method": "GET", "url": stream, fmt.F_SERVER: stream}
+    endpoint = {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "g", "sse_event": "endpoint", fmt.F_RAW: session}
+
+    def post(flow: str, text: str) -> list[dict[str, Any]]:
+        url = "http://s" + session
+        request = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, "method": "POST", "url": url, fmt.F_SERVER: stream}
+        return [{**request, fmt.F_RAW: text}, {**resp(flow, 202, "Accepted", server=stream), "headers": []}]
+
+    def answer(text: str) -> dict[str, Any]:
+        return {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "g", "sse_event": "message", fmt.F_SERVER: stream, fmt.F_RAW: text}
+
+    big, bigger = str(2**64), str(2**64 + 1)
+    s = feed(
+        LiveStats(),
+        [
+            get, resp("g", 200, sse=True, server=stream), endpoint,
+            *post("p1", with_id(big, {"method": INIT, "params": {}})),
+            *post("p2", with_id(bigger, PROBE)),
+            answer(with_id(big, ok({"protocolVersion": "2024-11-05"}))),
+            answer(with_id(bigger, err(-32601))),
+        ],
+    )  # fmt: skip
+    assert s["servers"][stream] == {"era": "legacy", "outcomes": {"legacy-answer": 1}}
+
+
 def test_server_labels_are_capped() -> None:
     stats = LiveStats(max_servers=3)
     records = []
@@ -229,9 +310,9 @@ def test_server_labels_are_capped() -> None:
         server = f"http://evil/{i}/" + "p" * 500
         records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, ok({"supportedVersions": [MODERN]}))]
     s = feed(stats, records)
-    assert len(s["servers"]) == 4 and "other" in s["servers"]
+    assert len(s["servers"]) == 4 and m.OTHER_SERVER in s["servers"]
     assert all(len(k) <= m.MAX_LABEL for k in s["servers"])
-    assert s["servers"]["other"]["outcomes"] == {"discover-result": 7}
+    assert s["servers"][m.OTHER_SERVER]["outcomes"] == {"discover-result": 7}
     assert s["server_labels_folded"] == 7
 
 
@@ -247,6 +328,79 @@ def test_server_labels_are_printable_text() -> None:
     registry.register(RecorderCollector(stats.snapshot))  # type: ignore[arg-type]
     text = generate_latest(registry).decode()  # raised UnicodeEncodeError: every scrape answered 500
     assert f'server="{label}"' in text and "\x1b" not in text
+
+
+def _exposed_servers(stats: LiveStats) -> dict[str, dict[str, float]]:
+    """Per `server` label of the exposition (read back by prometheus_client's parser), its outcomes."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RecorderCollector(stats.snapshot))  # type: ignore[arg-type]
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(generate_latest(registry).decode()):
+        for sample in fam.samples:
+            if "server" in sample.labels:
+                per = out.setdefault(sample.labels["server"], {})
+                if sample.name == "erascope_probe_outcomes_total":
+                    per[sample.labels["outcome"]] = sample.value
+    return out
+
+
+@pytest.mark.parametrize("key", ["other", "", "<other>", "<empty>"])
+def test_a_server_key_that_reads_as_the_fold_keeps_a_label_of_its_own(key: str) -> None:
+    """The servers past the cap are counted under one label: a server whose key was that label's text
+    (or empty, which was given it too) was merged with them, its legacy answer and their
+    DiscoverResults under one name."""
+    records = [req("f0", probe(), server=key), resp("f0", 400, err(-32600))]
+    for i in range(1, 4):  # the second gets the last label, the third and fourth are folded
+        server = f"http://s/{i}"
+        records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, ok({"supportedVersions": [MODERN]}))]
+    stats = LiveStats(max_servers=2)
+    s = feed(stats, records)
+    assert s["server_labels_folded"] == 2
+    exposed = _exposed_servers(stats)
+    assert len(exposed) == 3  # the key's, http://s/1's and the fold's
+    assert exposed["http://s/1"] == {"discover-result": 1}
+    assert sorted(sorted(outcomes.items()) for outcomes in exposed.values()) == [
+        [("discover-result", 1)],
+        [("discover-result", 2)],  # the fold's
+        [("legacy-answer", 1)],  # the key's
+    ]
+    assert all(label for label in exposed)  # an empty label value is no label at all to Prometheus
+
+
+HIDDEN = [
+    ("\u202e", r"\u202e"),  # RIGHT-TO-LEFT OVERRIDE
+    ("\u2066", r"\u2066"),  # LEFT-TO-RIGHT ISOLATE
+    ("\u200f", r"\u200f"),  # RIGHT-TO-LEFT MARK
+    ("\u061c", r"\u061c"),  # ARABIC LETTER MARK
+    ("\u200b", r"\u200b"),  # ZERO WIDTH SPACE
+    ("\u200d", r"\u200d"),  # ZERO WIDTH JOINER
+    ("\u2060", r"\u2060"),  # WORD JOINER
+    ("\ufeff", r"\ufeff"),  # BYTE ORDER MARK
+    ("\u00ad", r"\xad"),  # SOFT HYPHEN
+    ("\u2028", r"\u2028"),  # LINE SEPARATOR
+    ("\u3164", r"\u3164"),  # HANGUL FILLER
+    ("\ufe0f", r"\ufe0f"),  # VARIATION SELECTOR-16
+    ("\U000e0041", r"\U000e0041"),  # TAG LATIN CAPITAL LETTER A
+]
+
+
+@pytest.mark.parametrize(("char", "written"), HIDDEN)
+def test_server_labels_show_bidi_and_invisible_characters_as_escapes(char: str, written: str) -> None:
+    """As the reports write them (`analyzer.terminal.visible`): a dashboard showed the key acted on
+    (reordered) or without the character, two servers under one name. A key that holds the escape's
+    text itself keeps a label of its own."""
+    keys = [f"http://s/mcp{char}exe.evil", "http://s/mcpexe.evil", f"http://s/mcp{written}exe.evil"]
+    stats = LiveStats()
+    feed(
+        stats,
+        [r for i, k in enumerate(keys) for r in (req(f"f{i}", probe(), server=k), resp(f"f{i}", 400, err(-32600)))],
+    )
+    exposed = _exposed_servers(stats)
+    labels = [f"http://s/mcp{written}exe.evil", "http://s/mcpexe.evil", f"http://s/mcp\\{written}exe.evil"]
+    assert sorted(exposed) == sorted(labels)
+    assert all(outcomes == {"legacy-answer": 1} for outcomes in exposed.values())
 
 
 def test_pending_requests_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -308,7 +462,7 @@ def _long_lines(repeat: int, *, panic: int, more: bool) -> list[dict[str, Any]]:
     an `initialize` answered, and (`more`) two calls of another method; then garbage of `panic`
     characters from the second server."""
     dump = orjson.dumps
-    pad = {"note": "\u2019\u00e9\U0001f600 \"initialize\" " * repeat}
+    pad = {"note": '\u2019\u00e9\U0001f600 "initialize" ' * repeat}
     other = [
         frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 3, "method": "tools/call", **pad}).decode()),
         frame("a", fmt.C2S, dump({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "x": "y" * 70000}).decode()),

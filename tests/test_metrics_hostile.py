@@ -9,8 +9,10 @@ Scraped with prometheus_client's own parser. End to end (a live recorder): test_
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
+import socket
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -406,3 +408,109 @@ def test_the_recorders_sessions_keep_their_answers_apart(rec: HttpRecorder) -> N
     assert rec.writer.flush(10)
     (server,) = rec.stats.snapshot()["servers"].values()
     assert server == {"era": "legacy", "outcomes": {"legacy-answer": 1}}
+
+
+# --- end to end: ids past 64 bits and server keys that hide characters ----------------------------------------
+
+BIG = 2**64 + 1
+"""An id orjson reads as a float (beyond 64 bits): the same float as `BIG - 1`."""
+MODERN_RESULT = '"result":{"supportedVersions":["2026-07-28"],"capabilities":{},"resultType":"complete"}'
+
+
+class _HostileMcp(BaseHTTPRequestHandler):
+    """Answers each POSTed `server/discover` with a DiscoverResult; the probe numbered `BIG` in an event
+    stream whose first event answers `BIG - 1` (another request: -32022) and whose second answers it."""
+
+    def do_POST(self) -> None:
+        ident = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["id"]  # integers of any size
+        result = f'{{"jsonrpc":"2.0","id":{json.dumps(ident)},{MODERN_RESULT}}}'.encode()
+        self.send_response(200)
+        if ident == BIG:
+            other = f'{{"jsonrpc":"2.0","id":{BIG - 1},"error":{{"code":-32022,"message":"Unsupported"}}}}'.encode()
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b"event: message\ndata: " + other + b"\n\nevent: message\ndata: " + result + b"\n\n")
+        else:
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(result)))
+            self.end_headers()
+            self.wfile.write(result)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _probe_raw(port: int, target: bytes, ident: int) -> bytes:
+    """POST a probe numbered `ident` to the request target `target`, bytes as they are (a client may send any:
+    urllib refuses an id beyond 64 bits in orjson and a target that is not ASCII), and read the answer."""
+    body = b'{"jsonrpc":"2.0","id":%d,"method":"server/discover","params":{}}' % ident
+    head = b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" % target
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(head + b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+        answer = b""
+        while chunk := sock.recv(1 << 16):
+            answer += chunk
+    return answer
+
+
+@pytest.fixture
+def hostile_mcp() -> Iterator[int]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HostileMcp)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[1]
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+def _outcomes(s: Samples) -> dict[tuple[str, str], float]:
+    return {
+        (labels["server"], labels["outcome"]): v
+        for (name, pairs), v in s.items()
+        if name == "erascope_probe_outcomes_total" and (labels := dict(pairs))
+    }
+
+
+@pytest.mark.e2e
+def test_an_answer_to_another_id_past_64_bits_does_not_settle_the_probe(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path, hostile_mcp: int
+) -> None:
+    """orjson reads an integer beyond 64 bits as a float: 2**64 + 1 and 2**64 were one id, and the event
+    answering 2**64 (-32022) was counted as the probe's outcome, its era `modern-other-version`."""
+    proxy = start_mitmdump(procs, clean_env, hostile_mcp, tmp_path / "caps", "--set", "erascope_metrics=127.0.0.1:0")
+    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    answer = _probe_raw(proxy.port, b"/mcp", BIG)  # type: ignore[attr-defined]
+    assert b'"id":%d,"result"' % BIG in answer
+    s = settle(url, lambda s: sum(_outcomes(s).values()) >= 1)
+    key = f"http://127.0.0.1:{hostile_mcp}/mcp"
+    assert _outcomes(s) == {(key, "discover-result"): 1.0}
+    assert value(s, "erascope_server_era", server=key, era="modern") == 1.0
+    assert proxy.stop(signal.SIGINT) == 0
+
+
+@pytest.mark.e2e
+def test_scraped_server_labels_show_hidden_characters_and_keep_keys_apart(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path, hostile_mcp: int
+) -> None:
+    r"""A client chooses the path, and the path is part of the server key: a right-to-left override made
+    a dashboard show `/mcp\u202elive.exe` as `/mcpexe.evil`, and a zero-width space made two servers read
+    alike. Each is written as the reports write it (`\u202e`), and a key that holds that text itself (a
+    backslash, then `u202e`) keeps a label of its own."""
+    proxy = start_mitmdump(procs, clean_env, hostile_mcp, tmp_path / "caps", "--set", "erascope_metrics=127.0.0.1:0")
+    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    paths = {
+        "/mcp\u202elive.exe": "/mcp\\u202elive.exe",
+        "/mcp\u200b": "/mcp\\u200b",
+        "/mcp": "/mcp",
+        "/mcp\\u202elive.exe": "/mcp\\\\u202elive.exe",
+    }
+    for i, path in enumerate(paths, 1):
+        assert b'"resultType":"complete"' in _probe_raw(proxy.port, path.encode(), i)  # type: ignore[attr-defined]
+    s = settle(url, lambda s: sum(_outcomes(s).values()) >= len(paths))
+    origin = f"http://127.0.0.1:{hostile_mcp}"
+    assert _outcomes(s) == {(origin + label, "discover-result"): 1.0 for label in paths.values()}
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        exposition = resp.read().decode()
+    assert "\u202e" not in exposition and "\u200b" not in exposition
+    assert proxy.stop(signal.SIGINT) == 0
