@@ -903,11 +903,12 @@ def verify_cmd(
     """Check the hash chains of captures: what was removed, changed, reordered or inserted, and where.
 
     Reports with file:line every line removed, changed, reordered or inserted, a rotated part missing,
-    and captures that were never closed (a crash, not tampering). A file of captures joined
-    (cat a.jsonl b.jsonl) has each checked as in a file of its own.
+    and captures that were never closed (a crash, not tampering). A compressed part whose stream is
+    cut short or corrupt is cut (written whole, it was cut after: its lines after the cut are lost).
+    A file of captures joined (cat a.jsonl b.jsonl) has each checked as in a file of its own.
 
-    Exit status: 0 when nothing was found, 1 when a chain is broken, 2 when an input cannot be
-    checked (unreadable, not a capture, keyed with a key not given). Example:
+    Exit status: 0 when nothing was found, 1 when a chain is broken (or a compressed part cut), 2
+    when an input cannot be checked (unreadable, not a capture, keyed with a key not given). Example:
 
         erascope verify ~/.local/state/erascope/captures --key audit.key
     """
@@ -923,7 +924,7 @@ def verify_cmd(
             typer.echo(render_json(result), nl=False)
         else:
             typer.echo(render_text(result), nl=False)
-    if result.tampered:
+    if result.tampered or result.cut:
         raise typer.Exit(code=1)
     if result.errors:
         raise typer.Exit(code=2)

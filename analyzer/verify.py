@@ -19,7 +19,10 @@ and a part named by a `previous` or `next` link must exist. What is not tamperin
 a file without a `part-end` whose chain holds up to its last complete line was never closed (the
 recorder crashed or is still writing), and so was a file empty or holding a torn header with no part
 after it (the recorder stopped while starting the part), a file without a chain (and without sealed lines) predates
-chains, and parts missing before the first one present may have been removed by retention.
+chains, and parts missing before the first one present may have been removed by retention. A compressed
+part is another matter: the recorders write it whole (to a hidden name, then renamed into place), so one
+whose stream is cut short or corrupt before its chain is closed was **cut** after it was written, and its
+lines after the cut are lost.
 
 A file may hold captures joined (`cat a.jsonl b.jsonl`; FORMAT.md, Ordering): a header after its first
 line starts another capture there, checked as in a file of its own, and a rotated part joined right
@@ -98,6 +101,9 @@ class Status(StrEnum):
     UNCLOSED = "unclosed"
     """The chain holds up to the last complete line, but the part was never closed (crash, or still
     being written): not tampering, and the end of such a file cannot be vouched for."""
+    CUT = "cut"
+    """A compressed part whose stream ends early or is corrupt before its chain is closed: written whole,
+    it was cut after, and its lines after the cut are lost (its chain holds up to `intact_to`)."""
     NO_CHAIN = "no-chain"
     """The capture predates chains (or its chain was stripped): nothing to check."""
     TAMPERED = "tampered"
@@ -221,6 +227,11 @@ class Verification:
         return any(c.findings for r in self.files for c in r.units)
 
     @property
+    def cut(self) -> list[FileResult]:
+        """The captures or parts (`FileResult.units`) cut after they were written (`Status.CUT`)."""
+        return [c for r in self.files for c in r.units if c.status is Status.CUT]
+
+    @property
     def errors(self) -> list[FileResult]:
         return [r for r in self.files if r.status is Status.ERROR]
 
@@ -264,6 +275,7 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
     its own (`FileResult.captures`): a header after the first line starts another one there."""
     result = FileResult(file=path)
     units = [result]
+    cut: str | None = None
     try:
         # a FIFO named *.jsonl would block the read forever; an object at a URL is a regular file
         if not stat.S_ISREG(mode_size(path)[0]):
@@ -272,35 +284,42 @@ def verify_file(path: str, *, key: bytes | None = None) -> FileResult:
             stream = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
             try:
                 first = stream.readline(_HEADER_LIMIT)
+                if not first and not isinstance(raw, CutStream) and path.endswith(COMPRESSED_SUFFIXES):
+                    # read as plain, having not even the magic number a compressed stream starts with
+                    cut = result.cut = "the file is empty: its compressed stream was cut to nothing"
                 if len(first) == _HEADER_LIMIT and not first.endswith(b"\n"):
                     # a header is small: a file that is one huge line is refused before it is read whole
                     raise _Unverifiable(
                         f"not an erascope capture (its first line is longer than {_HEADER_LIMIT} bytes)"
                     )
                 lines = _Lines(_numbered(stream))
-                whole = not (isinstance(raw, CutStream) and raw.cut)
-                _check_unit(result, first, lines, key, whole=whole, first_in_file=True)
+                _check_unit(result, first, lines, key, first_in_file=True)
                 # a capture's check stops only at the end of the file or at the header of the next one
                 for number, head in lines:
                     unit = FileResult(file=path, line=number)
-                    _check_unit(unit, head, lines, key, whole=whole, first_in_file=False)
+                    _check_unit(unit, head, lines, key, first_in_file=False)
                     unit.follows = _follows(units[-1], unit)
                     units.append(unit)
             finally:
                 # also when the file cannot be checked: a cut stream is often why its header is not whole
                 if isinstance(raw, CutStream):
-                    result.cut = units[-1].cut = raw.cut
+                    # the file's last capture is where its stream ends: the ones before it are whole
+                    cut = units[-1].cut = raw.cut
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and (packed := _compressed_since(path)) is not None:
             return verify_file(packed, key=key)
-        return _failed(path, result.cut, f"cannot read: {exc.strerror or exc}")
+        return _failed(path, cut, f"cannot read: {exc.strerror or exc}")
     except _Unverifiable as exc:
-        return _failed(path, result.cut, str(exc))
+        return _failed(path, cut, str(exc))
+    last = units[-1]
+    if last.cut and last.status is Status.UNCLOSED:
+        # no crash leaves this: the recorders write a compressed part whole and rename it into place
+        last.status = Status.CUT
     if len(units) == 1:
         if result.error is not None and result.cut:
             result.error = f"{result.error}; {result.cut}"
         return result
-    joined = FileResult(file=path, cut=result.cut, captures=units)
+    joined = FileResult(file=path, cut=cut, captures=units)
     _sum_up(joined)
     return joined
 
@@ -310,12 +329,10 @@ def _failed(path: str, cut: str | None, error: str) -> FileResult:
     return FileResult(file=path, cut=cut, error=f"{error}; {cut}" if cut else error)
 
 
-def _check_unit(
-    result: FileResult, first: bytes, lines: _Lines, key: bytes | None, *, whole: bool, first_in_file: bool
-) -> None:
+def _check_unit(result: FileResult, first: bytes, lines: _Lines, key: bytes | None, *, first_in_file: bool) -> None:
     """Check one capture (or part) of a file, from its header `first` up to the next header."""
     try:
-        _check(result, first, lines, key, whole=whole)
+        _check(result, first, lines, key)
     except _Unverifiable as exc:
         if (first_in_file and isinstance(exc, _NotOurs)) or isinstance(exc, _TooLong):
             # the file is no capture this erascope reads, or cannot be read on: nothing in it is looked at further
@@ -339,12 +356,12 @@ def _follows(before: FileResult, after: FileResult) -> bool:
 
 
 def _sum_up(joined: FileResult) -> None:
-    """The file's verdict from its captures': tampered if any is, else an error, else the least its
-    chains vouch for (no chain, never closed); where its chains hold to, and where the file ends."""
+    """The file's verdict from its captures': tampered if any is, else cut, else an error, else the least
+    its chains vouch for (no chain, never closed); where its chains hold to, and where the file ends."""
     units = joined.captures
     joined.findings = sorted((f for c in units for f in c.findings), key=lambda f: (f.line or 0, f.kind))
     statuses = {c.status for c in units}
-    order = (Status.TAMPERED, Status.ERROR, Status.NO_CHAIN, Status.UNCLOSED, Status.VERIFIED)
+    order = (Status.TAMPERED, Status.CUT, Status.ERROR, Status.NO_CHAIN, Status.UNCLOSED, Status.VERIFIED)
     joined.status = Status.TAMPERED if joined.findings else next(s for s in order if s in statuses)
     failed = next((c for c in units if c.error is not None), None)
     joined.error = None if failed is None else f"line {failed.line}: {failed.error}"
@@ -451,14 +468,14 @@ class _Gap:
     turns up (it was moved ahead of it); None when it is not kept (`_OPENERS_KEPT`)."""
 
 
-def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None, *, whole: bool) -> None:
+def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -> None:
     at = result.line
     try:
         header = _parse_header(first)
     except _NoHeader:
-        if whole and fmt.cut_header(first):
+        if fmt.cut_header(first):
             # what a crash while opening a part leaves; a part after this one would show it was emptied
-            # (a compressed file cut short was cut after it was written: its error says so)
+            # (a compressed part is cut, not unclosed: `verify_file` says so once its stream is read)
             result.status = Status.UNCLOSED
             result.header_cut = True
             result.torn = 1 if first else None
@@ -1094,7 +1111,7 @@ def _check_link(before: FileResult, after: FileResult, *, in_file: bool = False)
         return f"the part on line {r.line}" if in_file else os.path.basename(r.file)
 
     if before.header_cut and after.algorithm is not None:
-        what = "cut within its header" if before.torn else "empty"
+        what = "cut within its header" if before.torn else "cut before its first line" if before.cut else "empty"
         after.findings.append(
             Finding(
                 Kind.PART_LINK,
@@ -1182,6 +1199,7 @@ def render_text(result: Verification) -> str:
         + ": "
         + ", ".join(f"{n} {status}" for status, n in counts.items() if n)
         + (f"; {len(result.findings)} finding(s): tampering" if result.tampered else "")
+        + (f"; {len(result.cut)} compressed part(s) cut after they were written: lines lost" if result.cut else "")
     )
     # file names and what a chain's records claim (algorithm, key id) come from the captures
     return "\n".join(visible(line) for line in out) + "\n"
@@ -1215,6 +1233,8 @@ def _sum(r: FileResult) -> str:
             return "verified"
         case Status.TAMPERED:
             return f"TAMPERED: {len(r.findings)} finding(s)"
+        case Status.CUT:
+            return f"CUT: {r.cut}; lines lost"
         case Status.ERROR:
             return "not all could be checked"
         case Status.NO_CHAIN:
@@ -1232,37 +1252,44 @@ def _describe(r: FileResult) -> str:
         case Status.VERIFIED if r.closed_at is None:
             return (
                 f"verified ({r.count} lines, {keyed}): its closing record is missing but the next part starts from"
-                f" its last line's digest{torn}{cut}"
+                f" its last line's digest{torn}"
             )
         case Status.VERIFIED:
             return f"verified ({r.count} lines, closed, {keyed}, final digest {final}){cut}"
         case Status.UNCLOSED if r.header_cut:
             what = "its header (line 1) is torn" if r.torn else "empty"
             return (
-                f"never closed: {what}{cut}. The recorder stopped before its header was written whole (a crash,"
+                f"never closed: {what}. The recorder stopped before its header was written whole (a crash,"
                 " or it is just starting): nothing to check, not tampering"
-            )
-        case Status.UNCLOSED if r.cut:
-            # the recorder writes a compressed part whole (renamed into place): a cut came after it
-            return (
-                f"cut: {r.cut}; the chain holds up to line {r.intact_to}, its last complete line{torn}"
-                f" ({keyed}). A compressed part is written whole, so this one was cut after it was written:"
-                " its lines after that point are lost"
             )
         case Status.UNCLOSED:
             return (
-                f"never closed: the chain holds up to line {r.intact_to}, its last complete line{torn}{cut}"
+                f"never closed: the chain holds up to line {r.intact_to}, its last complete line{torn}"
                 f" ({keyed}). The recorder crashed or is still writing: not tampering, but lines lost after"
                 " that point cannot be told from a cut"
             )
+        case Status.CUT if r.header_cut:
+            what = "its header (line 1) is torn" if r.torn else "not one line of it can be read"
+            return (
+                f"CUT: {r.cut}; {what}. A compressed part is written whole, so this one was cut after it was"
+                " written: all its lines are lost"
+            )
+        case Status.CUT:
+            return (
+                f"CUT: {r.cut}; the chain holds up to line {r.intact_to}, its last complete line{torn}"
+                f" ({keyed}). A compressed part is written whole, so this one was cut after it was written:"
+                " its lines after that point are lost"
+            )
         case Status.NO_CHAIN:
-            return f"no chain ({r.count} lines; made before captures carried one): not checked"
+            return f"no chain ({r.count} lines; made before captures carried one){cut}: not checked"
         case Status.TAMPERED:
             stopped = (
                 f"; not checked after line {r.stopped}: more than {FINDINGS_LIMIT} findings"
                 if r.stopped is not None
                 else ""
             )
-            return f"TAMPERED: {len(r.findings)} finding(s) ({keyed}; chain intact up to line {r.intact_to}){stopped}"
+            return (
+                f"TAMPERED: {len(r.findings)} finding(s) ({keyed}; chain intact up to line {r.intact_to}){stopped}{cut}"
+            )
         case _:
             return f"error: {r.error}"

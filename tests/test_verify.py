@@ -24,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from addon import chain
 from addon import format as fmt
+from addon.retention import compress_part
 from analyzer.verify import Kind, Status, Verification, verify
 from tests.conftest import subprocess_env
 from tests.peers.capture_tools import capture_files, read_records
@@ -697,22 +698,148 @@ def test_a_compressed_part_with_bytes_after_its_closing_record_says_it_is_cut(
     assert proc.returncode == 0 and "verified" in line and "gzip stream is corrupt" in line
 
 
-def test_a_compressed_part_cut_short_is_cut_not_a_crash(stdio_dir: Path, tmp_path: Path) -> None:
-    """The recorder writes a compressed part whole (renamed into place): cut short, it was cut after."""
-    (path,) = copy_of(stdio_dir, tmp_path / "c")
+def pack(path: Path, how: str) -> Path:
+    """The part `path` compressed whole beside itself, and removed: by the recorders' retention
+    (`compress_part`: one zstd frame, a single block for a part this small, so a cut anywhere leaves
+    nothing readable), by gzip, or by zstd in blocks of at most 1 KiB (a cut leaves the blocks before
+    it readable, as in a part of megabytes)."""
+    from analyzer.sources import zstd
+
+    if how == "retention":
+        out = compress_part(path)
+        assert out is not None
+        return out
     data = path.read_bytes()
-    gz = path.with_name(path.name + ".gz")
-    packed = gzip.compress(data, mtime=0)
-    gz.write_bytes(packed[: len(packed) * 2 // 3])
+    if how == "gzip":
+        out = path.with_name(path.name + ".gz")
+        out.write_bytes(gzip.compress(data, mtime=0))
+    else:
+        out = path.with_name(path.name + ".zst")
+        out.write_bytes(zstd.compress(data, options={zstd.CompressionParameter.window_log: 10}))
     path.unlink()
-    (file,) = verify([gz]).files
-    assert file.status is Status.UNCLOSED and file.cut is not None and "ends early" in file.cut
-    proc = cli(str(gz))
-    assert "the gzip stream ends early" in proc.stdout and "crashed" not in proc.stdout
-    # cut inside its header: the error says why the first line is not whole
-    gz.write_bytes(packed[:30])
-    (file,) = verify([gz]).files
-    assert file.status is Status.ERROR and file.error is not None and "ends early" in file.error
+    return out
+
+
+def cut_short(path: Path, keep: int | None = None) -> None:
+    """The file cut to its first `keep` bytes (two thirds of it by default)."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3 if keep is None else keep])
+
+
+def nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {status: n for status, n in counts.items() if n}
+
+
+@pytest.mark.parametrize("how", ["gzip", "zstd-blocks"])
+def test_a_compressed_part_cut_short_fails_where_its_chain_ends(stdio_dir: Path, tmp_path: Path, how: str) -> None:
+    """The recorders write a compressed part whole (to a hidden name, renamed into place): one cut short
+    was cut after it was written, and its lines after the cut are lost. It was said "cut" with a
+    crash's status (`unclosed`), and verify exited 0."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    n = len(lines(path))
+    part = pack(path, how)
+    cut_short(part)
+    proc = cli(str(part), "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = orjson.loads(proc.stdout)
+    (entry,) = report["files"]
+    assert entry["status"] == "cut" and "stream ends early (the file was cut short)" in entry["cut"]
+    assert 1 < entry["intact_to"] < n and entry["closed_at"] is None and entry["error"] is None
+    assert nonzero(report["counts"]) == {"cut": 1} and report["findings"] == []
+    proc = cli(str(part))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    head, total = proc.stdout.splitlines()
+    kind = "gzip" if how == "gzip" else "zstd"
+    assert head.startswith(
+        f"{part}: CUT: the {kind} stream ends early (the file was cut short); the chain holds up to line"
+        f" {entry['intact_to']}, its last complete line"
+    )
+    assert "cut after it was written: its lines after that point are lost" in head and "crashed" not in head
+    assert total == "1 file(s): 1 cut; 1 compressed part(s) cut after they were written: lines lost"
+
+
+@pytest.mark.parametrize(("how", "keep", "torn"), [("retention", 40, None), ("gzip", 150, 1)], ids=["zstd", "gzip"])
+def test_a_compressed_part_cut_in_its_header_fails(
+    stdio_dir: Path, tmp_path: Path, how: str, keep: int, torn: int | None
+) -> None:
+    """Cut before its header's end (a part of a few kilobytes is one zstd block: a cut anywhere leaves
+    nothing of it): not what a crash leaves in a part written whole. It was an error, "not an erascope
+    capture" (exit 2), as a file that is no capture."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    part = pack(path, how)
+    cut_short(part, keep)
+    proc = cli(str(part), "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = orjson.loads(proc.stdout)
+    (entry,) = report["files"]
+    assert (entry["status"], entry["lines"], entry["intact_to"], entry["torn_line"], entry["error"]) == (
+        "cut", 0, 0, torn, None
+    )  # fmt: skip
+    assert "stream ends early" in entry["cut"] and nonzero(report["counts"]) == {"cut": 1}
+    (head, _) = cli(str(part)).stdout.splitlines()
+    what = "its header (line 1) is torn" if torn else "not one line of it can be read"
+    assert head == (
+        f"{part}: CUT: the {'gzip' if torn else 'zstd'} stream ends early (the file was cut short); {what}."
+        " A compressed part is written whole, so this one was cut after it was written: all its lines are lost"
+    )
+
+
+def test_a_compressed_part_cut_to_nothing_fails(stdio_dir: Path, tmp_path: Path) -> None:
+    """Emptied, a compressed part read as an empty plain file: a part a crash left before its header
+    was written ("never closed", exit 0), though a compressed stream, even of nothing, has bytes."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    part = pack(path, "retention")
+    part.write_bytes(b"")
+    proc = cli(str(part), "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (entry,) = orjson.loads(proc.stdout)["files"]
+    assert (entry["status"], entry["lines"], entry["cut"]) == (
+        "cut", 0, "the file is empty: its compressed stream was cut to nothing"
+    )  # fmt: skip
+    assert cli(str(part)).stdout.startswith(
+        f"{part}: CUT: the file is empty: its compressed stream was cut to nothing; not one line of it can be read."
+    )
+
+
+@pytest.mark.parametrize("how", ["retention", "gzip"])
+def test_a_cut_compressed_part_followed_by_the_next_part_is_cut(
+    rotated_dir: Path, key_file: Path, tmp_path: Path, how: str
+) -> None:
+    """A rotation compressed, its second part cut: the next part's link breaks, and the cut part is said
+    cut, not never closed (gzip; `unclosed`) nor an input that cannot be checked (zstd, nothing of it
+    readable; `error`)."""
+    parts = [pack(p, how) for p in copy_of(rotated_dir, tmp_path / "c")]
+    cut_short(parts[1])
+    proc = cli(str(tmp_path / "c"), "--key", str(key_file), "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = orjson.loads(proc.stdout)
+    statuses = ["verified"] * len(parts)
+    statuses[1:3] = ["cut", "tampered"]
+    assert [(Path(f["file"]).name, f["status"]) for f in report["files"]] == [
+        (p.name, s) for p, s in zip(parts, statuses, strict=True)
+    ]
+    found = [(Path(f["file"]).name, f["kind"], f["line"]) for f in report["findings"]]
+    assert found == [(parts[2].name, "part-link", 1)]
+    out = cli(str(tmp_path / "c"), "--key", str(key_file)).stdout
+    assert f"{parts[1]}: CUT: the {'gzip' if how == 'gzip' else 'zstd'} stream ends early" in out
+    assert out.endswith(
+        f": {len(parts) - 2} verified, 1 cut, 1 tampered; 1 finding(s): tampering;"
+        " 1 compressed part(s) cut after they were written: lines lost\n"
+    )
+
+
+def test_a_part_never_closed_compressed_whole_is_never_closed(stdio_dir: Path, tmp_path: Path) -> None:
+    """Retention compresses a crashed recorder's part as it is: its stream is whole, and it stays a
+    crash (exit 0), as the plain part was."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    put(path, text[: len(text) // 2])
+    part = pack(path, "retention")
+    proc = cli(str(part), "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = orjson.loads(proc.stdout)["files"]
+    assert (entry["status"], entry["intact_to"], entry["cut"]) == ("unclosed", len(text) // 2, None)
+    assert f"{part}: never closed: the chain holds up to line {len(text) // 2}" in cli(str(part)).stdout
 
 
 def test_a_huge_first_line_is_refused_without_being_read_whole(tmp_path: Path) -> None:
@@ -1026,7 +1153,6 @@ def test_a_part_whose_chain_was_stripped_inside_a_chained_rotation_is_tampering(
     result = verify([tmp_path / "c"])
     assert (victim.name, "part-link", 1) in kinds(result), kinds(result)
     assert cli(str(tmp_path / "c")).returncode == 1
-
 
 
 @pytest.mark.parametrize(("early", "whole"), [("", ".zst"), (".gz", ".zst"), (".gz", "")])

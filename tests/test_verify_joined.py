@@ -9,6 +9,7 @@ found as it is found in the capture's own file: the same findings, on the joined
 
 from __future__ import annotations
 
+import gzip
 import re
 import subprocess
 import sys
@@ -238,6 +239,33 @@ def test_a_capture_cut_before_the_next_one_is_never_closed_as_a_file_cut_at_its_
     a, b = two
     result = verify([join([_end_cut(lines(a)), lines(b)], tmp_path / "both.jsonl")])
     assert result.findings == [] and result.files[0].captures[0].status is Status.UNCLOSED
+
+
+def test_captures_joined_in_a_compressed_file_cut_in_the_last_one_are_cut(
+    tmp_path: Path, two: tuple[Path, Path]
+) -> None:
+    """`cat a.jsonl.gz b.jsonl.gz > both.jsonl.gz` cut inside the second capture: compressed whole, the
+    file was cut after, and that capture's lines after the cut are lost. It read "not all were closed
+    (a crash, not tampering)", exit 0."""
+    a, b = two
+    first, second = (gzip.compress(p.read_bytes(), mtime=0) for p in (a, b))
+    both = tmp_path / "both.jsonl.gz"
+    both.write_bytes(first + second[: len(second) * 2 // 3])
+    proc = cli(str(both), "--format", "json")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    report = orjson.loads(proc.stdout)
+    (entry,) = report["files"]
+    assert entry["status"] == "cut" and "gzip stream ends early" in entry["cut"]
+    # the stream ends in the second capture: the first is whole
+    assert [(c["line"], c["status"], c["cut"]) for c in entry["captures"]] == [
+        (1, "verified", None),
+        (len(lines(a)) + 1, "cut", entry["cut"]),
+    ]
+    assert {status: n for status, n in report["counts"].items() if n} == {"cut": 1}
+    out = cli(str(both)).stdout.splitlines()
+    assert out[0] == f"{both}: 2 captures joined: CUT: the gzip stream ends early (the file was cut short); lines lost"
+    assert out[1].startswith("  line 1: verified (") and "ends early" not in out[1]
+    assert out[2].startswith(f"  line {len(lines(a)) + 1}: CUT: the gzip stream ends early")
 
 
 # --- headers inserted, forged or foreign ---------------------------------------------------------
