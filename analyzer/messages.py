@@ -52,12 +52,13 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 3
+EXTRACTION_VERSION: Final = 4
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
 3xx/4xx/5xx is `kind` error (was invalid). 3: an answer the recorder could not decode has the `event`
-`UNDECODABLE_BODY` or `UNDECODABLE_STREAM` (was `http-<status>`, `sse-end:<how>`)."""
+`UNDECODABLE_BODY` or `UNDECODABLE_STREAM` (was `http-<status>`, `sse-end:<how>`). 4: a lone surrogate
+escape in a record's string reads as its text, `\\ud800` (was U+0000; `analyzer.load`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"

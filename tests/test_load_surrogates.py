@@ -7,11 +7,16 @@ Such a record read fine in a piece of good lines but was called "not valid JSON"
 unrelated malformed line sat in the same piece. Each reading path is checked: a batch of small files
 (`analyze`), a file read alone in pieces, the archive (`erascope compact`) and `extract_lines`
 (`erascope watch`).
+
+The reader reads a lone surrogate escape as U+0000, as it reads `\\u0000`: keys that differ by one
+(`"s\\ud800"`, `"s\\udbff"`, `"s\\u0000"`) were one server, named `s\\x00`. They stay apart now, named
+as written, on every path, in every report format and in `watch`.
 """
 
 from __future__ import annotations
 
 import random
+import subprocess
 from pathlib import Path
 from typing import Any, Final
 
@@ -27,6 +32,8 @@ from analyzer.pipeline import analyze
 from analyzer.report import render_json
 from tests.test_concatenated import by_text
 from tests.test_rotated_exchanges import SCENARIOS
+from tests.test_watch import CORPUS as CORPUS_DIR
+from tests.test_watch import ERASCOPE, analyzed, expected, reported, watched_line_by_line
 
 CORPUS: Final = sorted(p for scenario in SCENARIOS for p in scenario.glob("*.jsonl"))
 SOME: Final = [p for p in CORPUS if p.parent.name in ("auto-modern-stdio", "auto-legacy-http", "upgrade-http")]
@@ -242,7 +249,9 @@ def test_lines_the_reader_refuses_are_not_each_asked_of_it(tmp_path: Path, monke
     text = [CORPUS[0].read_bytes().splitlines()[0].decode()]
     for n in range(40):
         text += refused
-        text.append('{"type":"frame","seq":' + str(n + 1) + ',"raw":"\\ud800"}')
+        # nested past serde_json's 128 levels: a lone surrogate escape is read as its text before
+        # `json_path_match` sees it (`load._lone_surrogates_as_text`), so no longer one of these
+        text.append('{"type":"frame","seq":' + str(n + 1) + ',"note":' + "[" * 200 + "]" * 200 + "}")
     path = tmp_path / "x.jsonl"
     path.write_text("\n".join(text) + "\n")
     facts = extract_file(str(path), load.LoadOptions(condense=False))
@@ -276,3 +285,164 @@ def test_no_line_the_reader_reads_is_left_unasked() -> None:
             continue
         raise AssertionError(f"read by the reader, but not asked: {text!r}")
     assert spared > 1000
+
+
+# --- a lone surrogate escape in a key ------------------------------------------------------------
+LONE: Final = {b"\\ud800": "s\\ud800", b"\\udbff": "s\\udbff", b"\\u0000": "s\x00"}
+"""Server keys as a capture writes them → as reports name them. The reader reads a lone high
+surrogate escape as U+0000: all three were one server, `s\\x00`, which the capture never named."""
+
+
+def lone_keyed(scenario: str, folder: Path, escape: bytes, n: int) -> list[Path]:
+    """The captures of `scenario` in `folder`, every record but the header keyed `s<escape>` instead
+    of the header's server (a header orjson cannot read is no header), each header another run (`n`)."""
+    folder.mkdir(parents=True)
+    paths = []
+    for source in sorted((CORPUS_DIR / scenario).glob("*.jsonl")):
+        lines = source.read_bytes().splitlines()
+        header = orjson.loads(lines[0])
+        was = b'"server":' + orjson.dumps(header["server"])
+        header["started"] = f"{n}-{header['started']}"
+        body = [line.replace(was, b'"server":"s' + escape + b'"') for line in lines[1:]]
+        path = folder / f"k{n}-{source.name}"
+        path.write_bytes(b"\n".join([orjson.dumps(header), *body]) + b"\n")
+        paths.append(path)
+    return paths
+
+
+def _servers(report: dict[str, Any]) -> dict[str, Any]:
+    """Each server's entry, findings and clients, with its captures' files and lines as evidence."""
+    out = {}
+    for entry in report["servers"]:
+        key = entry["server"]
+        findings = [f for f in report["findings"] if f["server"] == key]
+        clients = [c for c in report["clients"] if c["server"] == key]
+        out[key] = {"entry": entry, "findings": findings, "clients": clients}
+    return out
+
+
+@pytest.mark.parametrize("scenario", ["probe-storm-stdio", "legacy-client-modern-only-http"])
+def test_lone_surrogate_keys_stay_apart(tmp_path: Path, scenario: str) -> None:
+    """Three keys the reader reads alike (`s\\ud800`, `s\\udbff`, `s\\u0000`), in captures of their
+    own: three servers, each named as its capture writes it (`\\ud800` as that escape's text, as
+    `visible` shows a lone surrogate), each reported together as it is alone."""
+    alone = {}
+    for n, (escape, name) in enumerate(LONE.items()):
+        paths = lone_keyed(scenario, tmp_path / f"k{n}", escape, n)
+        servers = _servers(orjson.loads(render_json(analyze([str(p) for p in paths]))))
+        assert list(servers) == [name]
+        alone[name] = servers[name]
+    together = _servers(orjson.loads(render_json(analyze([str(tmp_path)]))))
+    assert together == alone
+
+
+def test_lone_surrogate_keys_on_every_reading_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The keys of one file, read in pieces of any size, beside a malformed line (the line path), by
+    a follower (`extract_lines`) and from an archive: the same three servers and connections. An
+    escape written in capitals (`\\uDBFF`) is the same JSON string, so the same key."""
+    source = sorted((CORPUS_DIR / "probe-storm-stdio").glob("*.jsonl"))[0].read_bytes().splitlines()
+    header = orjson.loads(source[0])
+    was = b'"server":' + orjson.dumps(header["server"])
+    conn = b'"conn":' + orjson.dumps(orjson.loads(source[1])["conn"])
+    lines = [source[0]]
+    for escape in (*LONE, b"\\uDBFF"):
+        # the same connection under each key: four connections, told apart by their ids alone
+        lines += [
+            line.replace(was, b'"server":"s' + escape + b'"').replace(conn, b'"conn":"c' + escape + b'"')
+            for line in source[1:]
+        ]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b"\n".join(lines) + b"\n")
+    beside = tmp_path / "beside.jsonl"
+    beside.write_bytes(b"\n".join([*lines[:2], INSERTED, *lines[2:]]) + b"\n")
+    conns = {(name, "c" + name[1:]) for name in LONE.values()}
+
+    def keys(facts: Any) -> set[tuple[str, str]]:
+        rows = as_strings(facts.messages)
+        return set(rows.select("server", "conn").unique().iter_rows())
+
+    for piece_bytes in (load.PIECE_BYTES, 700):
+        monkeypatch.setattr(load, "PIECE_BYTES", piece_bytes)
+        for path in (plain, beside):
+            facts = extract_file(str(path), load.LoadOptions(condense=False))
+            assert keys(facts) == conns
+        assert [b.line for b in extract_file(str(beside)).malformed] == [3]
+    body = b"\n".join(lines[1:]) + b"\n"
+    assert keys(extract_lines(str(plain), body, 2, header, load.LoadOptions(condense=False))) == conns
+    compact([str(plain)], tmp_path / "archive", jobs=1)
+    archived = orjson.loads(render_json(analyze([str(tmp_path / "archive")])))
+    assert {s["server"] for s in archived["servers"]} == set(LONE.values())
+    assert archived == orjson.loads(render_json(analyze([str(plain)]))) | {"inputs": archived["inputs"]}
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "html"])
+def test_lone_surrogate_keys_in_every_report_format(tmp_path: Path, fmt: str) -> None:
+    """`erascope analyze -f FORMAT -o OUT`: written, and the three servers named apart (a NUL shown
+    `\\x00`, as every control character is, where the format shows names as text)."""
+    for n, escape in enumerate(LONE):
+        lone_keyed("probe-storm-stdio", tmp_path / "caps" / f"k{n}", escape, n)
+    out = tmp_path / f"report.{fmt}"
+    done = subprocess.run(
+        [str(ERASCOPE), "analyze", str(tmp_path / "caps"), "-f", fmt, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    text = out.read_text(encoding="utf-8")
+    if fmt == "json":
+        assert {s["server"] for s in orjson.loads(text)["servers"]} == set(LONE.values())
+    else:
+        for shown in ("s\\ud800", "s\\udbff", "s\\x00"):
+            assert shown in text
+
+
+def test_lone_surrogate_keys_watched_as_analyzed(tmp_path: Path) -> None:
+    """`erascope watch` over the three keys' captures joined in one file, a line a round: the
+    findings and era changes `analyze` reports, under the three servers."""
+    lines = []
+    for n, escape in enumerate(LONE):
+        for path in lone_keyed("probe-storm-stdio", tmp_path / f"k{n}", escape, n)[:3]:
+            lines += path.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live"
+    events = watched_line_by_line(lines, live, "joined.jsonl", idle=3600)
+    report = analyzed(live)
+    assert {s["server"] for s in report["servers"]} == set(LONE.values())
+    assert reported(events) == expected(report)
+    assert {e["server"] for e in events} == set(LONE.values())
+
+
+def test_lone_surrogates_as_text_judge_no_line_otherwise() -> None:
+    """Over mutated corpus lines (escapes, backslashes, quotes): the reader reads a line written by
+    `_lone_surrogates_as_text` when it read it as it was, and then reads no U+0000 the line does not
+    spell (`\\u0000`); a high surrogate escape after an escaped backslash is text, left as it is."""
+    rng = random.Random(20261205)
+    pieces = ("\\ud800", "\\uDBFF", "\\udc00", "\\ud83d\\ude00", "\\u0041", "\\\\", "\\", '"', "\\n")
+    lines = [line.decode() for p in CORPUS[:6] for line in p.read_bytes().splitlines()]
+    schema = {"type": pl.String(), "server": pl.String(), "conn": pl.String(), "raw": pl.String()}
+    rewritten = 0
+    for _ in range(2000):
+        text = rng.choice(lines)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(text) + 1)
+            text = text[:at] + rng.choice(pieces) + text[at:]
+        line = text.encode()
+        written = load._lone_surrogates_as_text(line)
+        rewritten += written != line
+        try:
+            pl.read_ndjson(line, schema=schema)
+        except pl.exceptions.PolarsError:
+            with pytest.raises(pl.exceptions.PolarsError):
+                pl.read_ndjson(written, schema=schema)
+            continue
+        read = pl.read_ndjson(written, schema=schema).row(0)
+        if "\\u0000" not in text:
+            assert not any("\x00" in value for value in read if value is not None), text
+    assert rewritten > 300
+    assert (
+        load._lone_surrogates_as_text(b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}')
+        == b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}'
+    )
+    assert load._lone_surrogates_as_text(b'{"a":"\\\\\\uD800"}\n{"b":"\\ud800\\ud800"}') == (
+        b'{"a":"\\\\\\\\ud800"}\n{"b":"\\ud800\\ud800"}'
+    )
