@@ -132,7 +132,7 @@ WaitForWorkersOption = Annotated[
         "--wait-for-workers",
         metavar="SECONDS",
         help="With --scheduler: how long to wait for the scheduler to have a worker, at the start and whenever"
-        " it has none left (or, mid-run, for a silent scheduler to answer; at least 10), before giving up with"
+        " it has none left (or for a silent scheduler to answer, at any step; at least 10), before giving up with"
         " an error.",
     ),
 ]

@@ -92,8 +92,8 @@ def connect(address: str, wait_for_workers: float = WAIT_FOR_WORKERS_S) -> Itera
     """A Dask client of the scheduler at `address` (`tcp://host:port`, or a scheduler file's path).
 
     Raises `ErascopeError` when the engine is not installed, nothing at `address` answers as a
-    Dask scheduler within `CONNECT_TIMEOUT_S`, or the scheduler has no worker within `wait_for_workers`
-    seconds.
+    Dask scheduler within `CONNECT_TIMEOUT_S`, the scheduler has no worker within `wait_for_workers`
+    seconds, or leaves a call unanswered for `_answer_within(wait_for_workers)` seconds.
     """
     if importlib.util.find_spec("distributed") is None:
         raise ErascopeError(f"--scheduler needs the Dask engine, which is not installed: {INSTALL_HINT}")
@@ -117,19 +117,50 @@ def connect(address: str, wait_for_workers: float = WAIT_FOR_WORKERS_S) -> Itera
     except (OSError, TimeoutError, ValueError, TypeError, ImportError) as exc:
         raise ErascopeError(f"cannot reach {where}: {shown(str(exc))}") from None
     try:
-        try:
-            client.wait_for_workers(1, timeout=wait_for_workers)
-        except TimeoutError:
-            raise ErascopeError(
-                f"{where} has no workers, and none joined within {wait_for_workers:g} s: start some"
-                f" (`dask worker {target}`), or wait longer with --wait-for-workers"
-            ) from None
-        except OSError:  # (after TimeoutError, one of them) a comm error: the scheduler died meanwhile
-            raise _lost(address, "while waiting for a worker") from None
-        _check_workers(client)
+        # not Dask's `wait_for_workers`: it asks the scheduler with no time limit, and looks at its own
+        # only between answers
+        deadline = time.monotonic() + wait_for_workers
+        while not _nthreads(client, address, wait_for_workers, "while waiting for a worker"):
+            if time.monotonic() >= deadline:
+                raise ErascopeError(
+                    f"{where} has no workers, and none joined within {wait_for_workers:g} s: start some"
+                    f" (`dask worker {target}`), or wait longer with --wait-for-workers"
+                )
+            time.sleep(_WORKER_POLL_S)
+        _check_workers(client, address, wait_for_workers)
         yield client
     finally:
         _close(client)
+
+
+_WORKER_POLL_S: Final = 0.1
+"""Seconds between two looks at a scheduler without workers, for one to join (as Dask's own wait)."""
+
+
+def _answer_within(wait_for_workers: float) -> float:
+    """Seconds the scheduler may leave a call unanswered before the run fails: `wait_for_workers`,
+    at least `CONNECT_TIMEOUT_S`. A scheduler that stopped answering (a stopped process, a host cut
+    off without a reset) keeps its connections open, and Dask's calls to it have no time limit."""
+    return max(wait_for_workers, CONNECT_TIMEOUT_S)
+
+
+def _silent(address: str, seconds: float, when: str = "mid-run") -> ErascopeError:
+    return ErascopeError(
+        f"the Dask scheduler at {shown(address)} has not answered for {seconds:g} s {when}; the run did not complete"
+        " and gives no result (running it again is safe). Check the scheduler and its host"
+    )
+
+
+def _nthreads(client: Client, address: str, wait_for_workers: float, when: str = "mid-run") -> dict[str, int]:
+    """The scheduler's workers and their threads; `ErascopeError` when it does not answer within
+    `_answer_within(wait_for_workers)` seconds, or is gone."""
+    silent = _answer_within(wait_for_workers)
+    try:
+        return client.nthreads(callback_timeout=silent)
+    except TimeoutError:
+        raise _silent(address, silent, when) from None
+    except OSError:  # (after TimeoutError, one of them) a comm error: the scheduler is gone
+        raise _lost(address, when) from None
 
 
 def _close(client: Client) -> None:
@@ -248,14 +279,17 @@ _SAME_ERASCOPE: Final = (
 )
 
 
-def _check_workers(client: Client) -> None:
+def _check_workers(client: Client, address: str, wait_for_workers: float) -> None:
     """Refuse workers whose erascope is not the client's: they would analyze their shards, or write
     their archive files, their own way, and the report would not be the local one."""
     mine = code_identity()
+    silent = _answer_within(wait_for_workers)
     # any exception: what a worker without this erascope, or with an older one, raises unpickling
     # the check is anyone's guess
     try:
-        theirs = client.run(code_identity)
+        theirs = client.run(code_identity, callback_timeout=silent)
+    except TimeoutError:  # the bound's: the scheduler says a worker it cannot reach with an OSError
+        raise _silent(address, silent, "while checking the workers") from None
     except Exception as exc:
         raise ErascopeError(
             f"the workers cannot run this erascope ({type(exc).__name__}: {exc}), they run another erascope or"
@@ -290,7 +324,18 @@ def _gather(client: Client, address: str, futures: list[Any], what: list[str], w
 
     try:
         _wait_while_workers(client, address, futures, wait_for_workers)
-        return client.gather(futures)
+        # a task's own error first, from what the client holds (as Dask's gather raises it, asking the
+        # scheduler nothing): a TimeoutError of the gather below is then the bound's, not a task's (a
+        # read from object storage that timed out)
+        for f in futures:
+            if f.status in ("error", "cancelled"):
+                f.result()
+        # bounded: Dask's gather asks the scheduler for the results with no time limit
+        silent = _answer_within(wait_for_workers)
+        try:
+            return client.sync(lambda: client.gather(futures, asynchronous=True), callback_timeout=silent)
+        except TimeoutError:
+            raise _silent(address, silent, "when asked for the results") from None
     except KilledWorker as exc:
         task = next((w for f, w in zip(futures, what, strict=True) if f.status == "error"), "a task")
         raise ErascopeError(
@@ -342,20 +387,9 @@ def _wait_while_workers(client: Client, address: str, futures: list[Any], wait_f
     for f in futures:
         f.add_done_callback(done)
     without_since: float | None = None
+    # bounded (`_nthreads`): the futures of a scheduler that stopped answering would never be done
     while not all_done.wait(_WORKER_CHECK_S):
-        # bounded: a scheduler that stopped answering (a stopped process, a host cut off without a
-        # reset) keeps its connection open, and neither this call nor the futures would ever return
-        silent = max(wait_for_workers, CONNECT_TIMEOUT_S)
-        try:
-            workers = client.nthreads(callback_timeout=silent)
-        except TimeoutError:
-            raise ErascopeError(
-                f"the Dask scheduler at {shown(address)} has not answered for {silent:g} s mid-run; the run did not"
-                " complete and gives no result (running it again is safe). Check the scheduler and its host"
-            ) from None
-        except OSError:  # a comm error: the scheduler is gone (the futures are cancelled too, or soon)
-            raise _lost(address) from None
-        if workers:
+        if _nthreads(client, address, wait_for_workers):
             without_since = None
             continue
         now = time.monotonic()
@@ -769,7 +803,7 @@ def analyze_on_cluster(
         raise ErascopeError(f"archive {paths[0]}: a part cannot be read ({exc}); {COMPACT_AGAIN}") from None
     remote = dataclasses.replace(options, progress=None, spill_dir=None)
     with connect(address, wait_for_workers) as client:
-        count = shards or sum(client.nthreads().values()) or 1
+        count = shards or sum(_nthreads(client, address, wait_for_workers).values()) or 1
         plan = shards_of(keys, count, links) if keys else [tuple(options.servers or ())]
         token = _token()
         futures = client.map(

@@ -809,3 +809,108 @@ def test_a_scheduler_that_stops_answering_mid_run_fails_with_a_clear_error(
     assert out == b""
     assert "has not answered" in err.decode(), err.decode()
     assert b"Traceback" not in err, err.decode()
+
+
+def _stop_on(address: str, op: str, *, stream: bool = False) -> None:
+    """Make the scheduler at `address` stop its own process (SIGSTOP) when a client next asks it `op`
+    (`broadcast`: run a function on the workers; `gather`: send the tasks' results; with `stream`, a
+    message of the client's stream, such as `client-releases-keys`): a scheduler frozen at that
+    exact step of a run, however fast the run goes."""
+    from distributed import Client
+
+    def stop_on(dask_scheduler: Any, op: str, stream: bool) -> None:
+        import os
+        import signal
+
+        def stopped(**_msg: Any) -> None:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+        (dask_scheduler.stream_handlers if stream else dask_scheduler.handlers)[op] = stopped
+
+    with Client(address, timeout=10, set_as_default=False) as client:
+        client.run_on_scheduler(stop_on, op=op, stream=stream)
+
+
+def _run_against(c: Cluster, *args: str | Path, stop_once_connected: bool = False) -> tuple[int, bytes, bytes, bool]:
+    """erascope `args` with `--scheduler` `c` and `--wait-for-workers 10`: its exit status, stdout,
+    stderr, and whether the scheduler was stopped when it ended. With `stop_once_connected`, the
+    scheduler is stopped as soon as erascope's client is connected to it. A guard far above every
+    bound: a run that hangs fails the test instead of stalling it; the scheduler is continued (and
+    killed by `dask_cluster`) whatever happens."""
+    from distributed import Client
+
+    argv = [str(ERASCOPE), *map(str, args), "--scheduler", c.address, "--wait-for-workers", "10"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if stop_once_connected:
+            with Client(c.address, timeout=10, set_as_default=False) as client:
+                before = _clients(client)
+                deadline = time.monotonic() + 120
+                while _clients(client) == before:
+                    assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+                    time.sleep(0.05)
+            os.kill(c.scheduler.pid, signal.SIGSTOP)
+        out, err = proc.communicate(timeout=120)
+        # the state field of /proc/PID/stat, after the command's name in parentheses
+        stopped = Path(f"/proc/{c.scheduler.pid}/stat").read_text().rpartition(")")[2].split()[0] == "T"
+    finally:
+        proc.kill()
+        proc.wait()
+        os.kill(c.scheduler.pid, signal.SIGCONT)
+    return proc.returncode, out, err, stopped
+
+
+@pytest.mark.parametrize("when", ["waiting for a worker", "checking the workers"])
+def test_a_scheduler_that_stops_answering_before_the_tasks_fails_with_a_clear_error(tmp_path: Path, when: str) -> None:
+    """A scheduler that stopped answering right after the client connected hung the run for good:
+    Dask's wait for a worker asks the scheduler with no time limit (its timeout is looked at only
+    between answers), and so does the check of the workers' erascope (`Client.run`)."""
+    waiting = when == "waiting for a worker"
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=0 if waiting else 1) as c:
+        if not waiting:
+            _stop_on(c.address, "broadcast")
+        code, out, err, stopped = _run_against(
+            c, "compact", "captures/corpus", "--out", tmp_path / "out", stop_once_connected=waiting
+        )
+    assert stopped
+    assert code == 2, err.decode()
+    assert out == b""
+    assert f"has not answered for 10 s while {when}" in err.decode(), err.decode()
+    assert b"Traceback" not in err, err.decode()
+    assert not list((tmp_path / "out").glob("day=*"))  # no task ran
+
+
+@pytest.mark.parametrize("command", ["compact", "analyze"])
+def test_a_scheduler_that_stops_answering_once_the_tasks_ended_fails_with_a_clear_error(
+    tmp_path: Path, archives: dict[str, Path], command: str
+) -> None:
+    """A scheduler that stopped answering after the last task ended, when the client asked it for
+    the results, hung the run for good: Dask's gather has no time limit."""
+    args = (
+        ["compact", "captures/corpus", "--out", tmp_path / "out"]
+        if command == "compact"
+        else ["analyze", archives["corpus"], "--format", "json", "--quiet"]
+    )
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1) as c:
+        _stop_on(c.address, "gather")
+        code, out, err, stopped = _run_against(c, *args)
+    assert stopped  # at the gather: the tasks had ended
+    assert code == 2, err.decode()
+    assert out == b""  # no report: the results never came
+    assert "has not answered for 10 s" in err.decode(), err.decode()
+    assert b"Traceback" not in err, err.decode()
+
+
+def test_a_scheduler_that_stops_answering_once_the_results_are_in_does_not_fail_the_run(
+    tmp_path: Path, archives: dict[str, Path]
+) -> None:
+    """The results are all in the client's hands when it lets the scheduler forget them: a scheduler
+    that stops answering then takes nothing from the run, whose report is the local one."""
+    local = erascope("analyze", archives["corpus"], "--format", "json", "--quiet").stdout
+    with dask_cluster(tmp_path / "cl", cwd=ROOT, workers=1) as c:
+        _stop_on(c.address, "client-releases-keys", stream=True)
+        code, out, err, stopped = _run_against(c, "analyze", archives["corpus"], "--format", "json", "--quiet")
+    assert stopped
+    assert code == 0, err.decode()
+    assert out == local
+    assert b"Traceback" not in err, err.decode()
