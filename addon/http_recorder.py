@@ -188,10 +188,15 @@ def server_key(flow: http.HTTPFlow, redaction: HttpRedaction) -> str:
     out: they hold tokens (`#access_token=…`), and the key is written unredacted into every record
     and into the metrics' labels. Control bytes and bytes that are not UTF-8 are written `%XX`
     (`fmt.printable_key`): a client chooses the path, and the key must stay text for every reader.
-    A well-known credential in the path (`/mcp/sk-proj-…/sse`) is hashed as `redaction` hashes it in
-    `url`: the same token gives the same key on every flow.
+    A well-known credential in the host or the path (`/mcp/sk-proj-…/sse`), plain or percent-encoded,
+    is hashed as `redaction` hashes it in `url`: the same token gives the same key on every flow.
     """
-    return _origin(flow) + redaction.tokens(fmt.printable_key(_PATH_END.split(flow.request.path, 1)[0]))
+    return _key(flow, _PATH_END.split(flow.request.path, 1)[0], redaction)
+
+
+def _key(flow: http.HTTPFlow, path: str, redaction: HttpRedaction) -> str:
+    """The server key of `path` on the flow's origin, as `server_key` makes it."""
+    return redaction.tokens(_origin(flow) + fmt.printable_key(path))
 
 
 def _origin(flow: http.HTTPFlow) -> str:
@@ -239,7 +244,7 @@ class EndpointKeys:
             return
         if (target.scheme, target.netloc) != (base.scheme, base.netloc):
             return
-        key = _origin(flow) + redaction.tokens(fmt.printable_key(target.path))
+        key = _key(flow, target.path, redaction)
         if key != stream_key:
             self._keys[key] = stream_key
             self._keys.move_to_end(key)
@@ -296,7 +301,7 @@ def request_record(
         "http_version": req.http_version,
         F_HEADERS: redaction.headers(_fields(req.headers)),
         "client": _address(flow.client_conn.peername),
-        "sni": flow.client_conn.sni,
+        "sni": redaction.tokens(flow.client_conn.sni) if flow.client_conn.sni else None,  # the host's name
         "t_request": req.timestamp_start,
     }
     rec.update(_body(req, redaction, max_body))
@@ -373,7 +378,12 @@ def sse_end_record(
 
 
 def error_record(
-    flow: http.HTTPFlow, *, last_activity: float | None = None, idle_timeout: float | None = None, now: float
+    flow: http.HTTPFlow,
+    redaction: HttpRedaction,
+    *,
+    last_activity: float | None = None,
+    idle_timeout: float | None = None,
+    now: float,
 ) -> dict[str, Any]:
     """The `http.error` record of a failed flow (pure: no I/O).
 
@@ -384,6 +394,9 @@ def error_record(
 
     Words that name no side (`_SIDELESS`) are the client's when the request was still being read
     (`failed_reading_request`): `kind` is then `client-gone`, not `upstream-reset`.
+
+    The message is recorded redacted (`HttpRedaction.text`): mitmproxy's words may quote the host or
+    the URL, with what they carry.
     """
     message = flow.error.msg if flow.error else "unknown error"
     kind = classify_error(message)
@@ -394,7 +407,7 @@ def error_record(
         fmt.F_CONN: flow.client_conn.id,
         F_FLOW: flow.id,
         "kind": kind,
-        "error": message,
+        "error": redaction.text(message),
         "phase": "response" if flow.response is not None else "request",
         F_PEER: _address(flow.server_conn.peername),
     }
@@ -423,18 +436,19 @@ def stopped_record(flow: http.HTTPFlow) -> dict[str, Any]:
     }
 
 
-def connect_error_record(client: Any, server: Any) -> dict[str, Any]:
+def connect_error_record(client: Any, server: Any, redaction: HttpRedaction) -> dict[str, Any]:
     """An `http.error` of phase `connect`: the upstream could not be reached before any request
-    (no `flow`; pure: no I/O)."""
+    (no `flow`; pure: no I/O). Its `peer` is the address tried, a host's name that may hold a token."""
     message = server.error or "cannot connect"
+    peer = _address(server.address)
     return {
         fmt.F_TYPE: fmt.HTTP_ERROR,
         fmt.F_CONN: client.id,
         F_FLOW: None,
         "kind": classify_error(message),
-        "error": message,
+        "error": redaction.text(message),
         "phase": "connect",
-        F_PEER: _address(server.address),
+        F_PEER: redaction.tokens(peer) if peer else peer,
         "client": _address(client.peername),
     }
 
@@ -717,7 +731,8 @@ class HttpRecorder:
             # an operator's command line need not be UTF-8, nor free of control bytes: a key is text;
             # `record http` names the server by its upstream URL, whose path may hold a token
             self.server_name = self.redaction.tokens(fmt.printable_key(opts.erascope_server))
-            self.capture_server = self.server_name or _mode_server(opts.mode) or "http"
+            # the reverse upstream names the capture (its header, its file name): a token in its host is hashed
+            self.capture_server = self.server_name or self.redaction.tokens(_mode_server(opts.mode) or "") or "http"
 
     def _configure_retention(self, opts: Any) -> None:
         try:
@@ -856,10 +871,10 @@ class HttpRecorder:
 
     def _write_connect_error(self, data: Any) -> None:
         mode = data.client.proxy_mode
-        key = self.server_name or (
+        key = self.server_name or self.redaction.tokens(
             mode.data.rstrip("/") if isinstance(mode, ReverseMode) else f"http://{_address(data.server.address)}"
         )
-        self.emit(connect_error_record(data.client, data.server), key)
+        self.emit(connect_error_record(data.client, data.server, self.redaction), key)
 
     def request(self, flow: http.HTTPFlow) -> None:
         st = self._state(flow)
@@ -916,7 +931,9 @@ class HttpRecorder:
         if st.tap is not None and st.tap.last_chunk is not None:
             activity.append(st.tap.last_chunk)
         idle_timeout = getattr(ctx.options, "tcp_timeout", None)  # declared by the proxyserver addon
-        rec = error_record(flow, last_activity=max(activity, default=None), idle_timeout=idle_timeout, now=time.time())
+        rec = error_record(
+            flow, self.redaction, last_activity=max(activity, default=None), idle_timeout=idle_timeout, now=time.time()
+        )
         if st.tap is not None:
             tap_how = stream_end_how(rec["kind"])
             st.tap.finish(tap_how, rec["error"])

@@ -15,6 +15,7 @@ import os
 import re
 import secrets
 import tempfile
+from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -73,7 +74,47 @@ tokens, and cannot be part of a longer word: `sk-learn`, `sk-notes.txt` or `ghp_
 _URL_PART_TOKEN = re.compile(
     rf"(?:(?<![A-Za-z0-9_-])|(?<=%[0-9A-Fa-f]{{2}}))(?:{_TOKEN_SHAPES})(?![A-Za-z0-9_-])"
 )
-"""`_TOKEN` in a URL's path, query or fragment: an escape (`/mcp%2Fghp_…`) ends the word before it too."""
+"""`_TOKEN` in a URL: an escape (`/mcp%2Fghp_…`) ends the word before it too."""
+_TOKEN_SHAPE = re.compile(f"(?:{_TOKEN_SHAPES})")
+"""A token's shape without its bounds, to tell quickly that a text holds none (the common case): its
+search skips ahead to the characters a token can start with, which the bounds `_URL_PART_TOKEN`
+checks first at every character keep it from doing (several times slower on a URL)."""
+_ASCII_ESCAPE = re.compile(r"%[0-7][0-9A-Fa-f]")
+"""A `%XX` escape of an ASCII character: the only ones a token (ASCII throughout) can be spelled with."""
+
+
+def _sub_url_tokens(text: str, replace: Callable[[str], str]) -> str:
+    """`text` (a URL or a part of one) with each well-known credential in it (`_URL_PART_TOKEN`)
+    replaced by `replace(token)`, written plainly or with characters percent-encoded.
+
+    A server decodes `%XX` before it reads a path or a query value, so `/api/ghp%5F…` and
+    `/api/%67hp_…` carry the token `ghp_…`: such a token is found in the text decoded once, and the
+    whole of its encoded spelling is replaced by `replace` of the decoded token, which is what the
+    plain spelling gives (the rest of `text` stays as it came). Decoding only when a `%` is there
+    keeps this off the common path."""
+    if "%" in text:
+        text = _sub_encoded_tokens(text, replace)
+    elif not _TOKEN_SHAPE.search(text):
+        return text
+    return _URL_PART_TOKEN.sub(lambda m: replace(m.group()), text)
+
+
+def _sub_encoded_tokens(text: str, replace: Callable[[str], str]) -> str:
+    decoded = _ASCII_ESCAPE.sub(lambda m: chr(int(m.group()[1:], 16)), text)
+    if decoded == text or not _TOKEN_SHAPE.search(decoded):
+        return text
+    # where each escape's character stands in `decoded`: every escape before it is two characters shorter
+    escapes = [m.start() - 2 * i for i, m in enumerate(_ASCII_ESCAPE.finditer(text))]
+    out: list[str] = []
+    done = 0
+    for m in _URL_PART_TOKEN.finditer(decoded):
+        start = m.start() + 2 * bisect_left(escapes, m.start())
+        end = m.end() + 2 * bisect_left(escapes, m.end())
+        out.append(text[done:start])
+        out.append(replace(m.group()))
+        done = end
+    out.append(text[done:])
+    return "".join(out)
 
 
 def _key_path() -> Path:
@@ -348,8 +389,11 @@ SECRET_HEADER_SUFFIXES: Final = ("-token", "_token", "-key", "_key", "-secret", 
 """Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`) is
 hashed as a credential too: vendors invent such headers faster than a list can follow."""
 
-URL_HEADERS: Final = ("referer", "location", "content-location", ":path")
+URL_HEADERS: Final = ("referer", "location", "content-location", ":path", "origin")
 """Headers holding a URL: their secret query values are hashed like the request URL's."""
+
+HOST_HEADERS: Final = ("host", ":authority", "x-forwarded-host", "forwarded")
+"""Headers naming a host: a well-known credential in it (`ghp_….example.com`) is hashed as in a URL's host."""
 
 HASHED_HEADERS: Final = ("mcp-session-id",)
 """Not secrets, but bearer-like handles: hashed so sessions still correlate across records."""
@@ -430,14 +474,15 @@ def _masked_url(url: str) -> str:
     # user information: `token@` or `key:secret@` (a raw secret may hold `/`: up to the last `@`)
     if at >= 0 and (":" in rest[:at] or "/" not in rest[:at]):
         rest = "***" + rest[at:]
-    rest = _URL_PART_TOKEN.sub("***", rest)
+    rest = _sub_url_tokens(rest, lambda _: "***")
     return f"{scheme}://{rest}" + ("?***" if query else "")
 
 
 def mask_urls(text: str) -> str:
     """`text` (a URL, or a message naming URLs) as a log line or an error may show it: the secrets
     a URL can carry replaced by `***`, user information (`s3://key:secret@bucket` → `s3://***@bucket`),
-    a well-known credential in the path (`/mcp/sk-proj-…/sse` → `/mcp/***/sse`) and the query (`?***`)."""
+    a well-known credential in the host or the path, percent-encoded or not (`/mcp/sk-proj-…/sse` →
+    `/mcp/***/sse`), and the query (`?***`)."""
     return _URL_TOKEN.sub(lambda m: _masked_url(m.group(0)), text)
 
 
@@ -526,9 +571,8 @@ _KEEP: Final = "keep"
 _HASH: Final = "hash"
 _URL: Final = "url"
 _SECRET: Final = "secret"
+_TOKENS: Final = "tokens"
 _ACTION_CACHE: Final = 1024
-_AUTHORITY = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*:)?//[^/?#]*")
-"""A URL's scheme and authority (or a network-path reference's `//authority`): tokens are looked for after it."""
 
 
 class HttpRedaction:
@@ -565,7 +609,12 @@ class HttpRedaction:
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
             "userinfo": "password or lone user" if self.enabled else "off",
-            "url_tokens": "well-known credentials in path, query and fragment" if self.enabled else "off",
+            "url_tokens": (
+                "well-known credentials in host, path, query and fragment, also percent-encoded"
+                if self.enabled
+                else "off"
+            ),
+            "host_headers": list(HOST_HEADERS) if self.enabled else [],
         }
 
     def header_value(self, name: str, value: str) -> str:
@@ -583,6 +632,8 @@ class HttpRedaction:
             return self.redactor.hash(value)
         if action is _URL:
             return self.url(value)
+        if action is _TOKENS:
+            return self.tokens(value)
         low = name.lower()
         if low in ("cookie", "set-cookie"):
             return self._cookie(value, low == "set-cookie")
@@ -607,6 +658,8 @@ class HttpRedaction:
             return _HASH
         if low in URL_HEADERS:
             return _URL
+        if low in HOST_HEADERS:
+            return _TOKENS
         return _KEEP
 
     def _cookie(self, value: str, set_cookie: bool) -> str:
@@ -634,8 +687,9 @@ class HttpRedaction:
         puts a query in it (`#/callback?code=…`), and a request target should hold no `#` at all.
         A fragment without `name=value` pairs is left as it is. The password (or lone user) of a
         userinfo is hashed too, in the URL and in URLs inside it (`?next=https://u:pw@h/`): a
-        `Location` or `Referer` can carry one. Last, a well-known credential (`_TOKEN`) anywhere after
-        the authority is hashed whole: hosted servers put keys in the path (`/mcp/sk-proj-…/sse`)."""
+        `Location` or `Referer` can carry one. Last, a well-known credential (`_TOKEN`) anywhere in it
+        is hashed whole: hosted servers put keys in the path (`/mcp/sk-proj-…/sse`), tunnels and
+        per-tenant gateways in the host (`ghp_….example.com`)."""
         if not self.enabled:
             return url
         if "@" in url:
@@ -644,19 +698,29 @@ class HttpRedaction:
             url = self._query_and_fragment(url)
         # after the query: a secret-named value is hashed there from its decoded bytes, and hashing its
         # hash again would break the correlation with the same token in a header or a path
-        start = _AUTHORITY.match(url)
-        at = start.end() if start else 0
-        return url[:at] + self.tokens(url[at:])
+        return self.tokens(url)
 
     def tokens(self, text: str) -> str:
-        """`text` (a URL's path, a server key) with every well-known credential in it hashed.
+        """`text` (a URL or a part of it, a host, a server key) with every well-known credential in it
+        hashed, written plainly or percent-encoded (`ghp%5F…`).
 
         Only tokens of a documented shape (`_TOKEN`): any other path segment may be the server's
         own name for a route, and hashing it would split or merge server keys. The hash is of the
-        token as written, as in command lines and `Authorization` headers, so they correlate."""
+        token as a server reads it (decoded), as in command lines and `Authorization` headers, so
+        they correlate, and every spelling of one token gives one server key."""
         if not self.enabled:
             return text
-        return _URL_PART_TOKEN.sub(lambda m: self.redactor.hash(m.group()), text)
+        return _sub_url_tokens(text, self.redactor.hash)
+
+    def text(self, text: str) -> str:
+        """A message (mitmproxy's flow error) as it may be recorded: each URL in it redacted as `url`
+        redacts one, and a well-known credential anywhere else hashed (a host quoted alone,
+        `Connection to ghp_….example.com:443 failed`). The words stay."""
+        if not self.enabled:
+            return text
+        if "://" in text:
+            text = _URL_TOKEN.sub(lambda m: self.url(m.group()), text)
+        return self.tokens(text)
 
     def _query_and_fragment(self, url: str) -> str:
         before, hash_sep, fragment = url.partition("#")

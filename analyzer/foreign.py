@@ -145,15 +145,15 @@ def flow_records(
                 out.append({**sse_event_record(flow, n, event, redaction), fmt.F_TS: end})
             how, message = HOW_CLEAN, None
             if flow.error is not None:
-                message = flow.error.msg
-                how = stream_end_how(error_record(flow, now=end)["kind"])
+                failed = error_record(flow, redaction, now=end)
+                how, message = stream_end_how(failed["kind"]), failed["error"]
             sse_end = sse_end_record(flow, how, len(events), incomplete=parser.pending, error=message)
             out.append({**sse_end, "t_end": end, fmt.F_TS: end})
         else:
             out.append({**response_record(flow, redaction, streamed=False, max_body=max_body), fmt.F_TS: start})
     if flow.error is not None:  # after the stream's end, as the recorder writes a stream cut by an error
         when = flow.error.timestamp or req.timestamp_end or req.timestamp_start
-        out.append({**error_record(flow, now=when), fmt.F_TS: when})
+        out.append({**error_record(flow, redaction, now=when), fmt.F_TS: when})
     for rec in out:
         rec[fmt.F_SERVER] = key
     return out

@@ -10,7 +10,9 @@ hashed there as everywhere else, and the HTTP+SSE transport's POSTs still join t
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
+import socket
 import sys
 import urllib.request
 from pathlib import Path
@@ -25,7 +27,17 @@ from addon import format as fmt
 from addon.redact import Redactor
 from analyzer.pipeline import analyze
 from analyzer.report import render_json
-from tests.test_http_e2e import BIN, META, MODERN_HEADERS, Proc, read_capture, session, start_mitmdump, start_server
+from tests.test_http_e2e import (
+    BIN,
+    META,
+    MODERN_HEADERS,
+    RECORDER,
+    Proc,
+    read_capture,
+    session,
+    start_mitmdump,
+    start_server,
+)
 from tests.test_metrics_e2e import era, settle
 
 pytestmark = pytest.mark.e2e
@@ -128,3 +140,75 @@ def test_no_redact_records_a_key_in_the_path_as_it_is(
     (request,) = [r for r in read_capture(capdir) if r["type"] == fmt.HTTP_REQUEST]
     assert request["url"] == f"http://127.0.0.1:{port}{path}"
     assert request["server"] == f"http://127.0.0.1:{port}{path}"
+
+
+def _discover(url: str) -> int:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}
+    headers = {**MODERN_HEADERS, "mcp-method": "server/discover"}
+    req = urllib.request.Request(url, data=orjson.dumps(body), headers=headers, method="POST")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return resp.status
+
+
+def _escaped(token: str, at: int) -> str:
+    return token[:at] + f"%{ord(token[at]):02X}" + token[at + 1 :]
+
+
+def test_a_percent_encoded_key_in_the_path_is_hashed_and_keyed_as_the_plain_one(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The server decodes the path before routing: `/api/ghp%5F…/mcp` and `/api/%67hp_…/mcp` reach
+    the endpoint at `/api/ghp_…/mcp`, and were recorded in clear (and as two more servers)."""
+    path = f"/api/{GHP}/mcp"
+    port = start_server(procs, clean_env, sys.executable, "--path", path)
+    capdir = tmp_path / "caps"
+    proxy = start_mitmdump(procs, clean_env, port, capdir)
+    base = f"http://127.0.0.1:{proxy.port}"  # type: ignore[attr-defined]
+    query = f"?api%5Fkey=s3cret-query-value&next={_escaped(SKPROJ, 2)}"
+    for spelled in (path, f"/api/{_escaped(GHP, 3)}/mcp{query}", f"/api/{_escaped(GHP, 0)}/mcp"):
+        assert _discover(base + spelled) == 200
+    assert proxy.stop(signal.SIGINT) == 0
+
+    for secret in (GHP, _escaped(GHP, 3), _escaped(GHP, 0), _escaped(SKPROJ, 2), "s3cret-query-value"):
+        assert_no_key(capdir, secret)
+    records = read_capture(capdir)
+    key = f"http://127.0.0.1:{port}/api/{hashed(GHP)}/mcp"
+    assert {r["server"] for r in records if r["type"] in (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)} == {key}
+    assert [r["url"] for r in records if r["type"] == fmt.HTTP_REQUEST] == [
+        key,
+        f"{key}?api%5Fkey={hashed('s3cret-query-value')}&next={hashed(SKPROJ)}",
+        key,
+    ]
+
+
+def test_a_forward_proxy_hashes_a_key_in_the_host_name(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A forward (regular mode) proxy: the client names the host, here one named after a key (as
+    tunnels and per-tenant gateways do), which does not resolve. The host was recorded in clear in
+    `url`, `Host`, `server` and the capture's file name; the proxy's error is recorded redacted too."""
+    host = f"{GHP}.invalid"
+    capdir = tmp_path / "caps"
+    argv = [
+        str(BIN / "mitmdump"), "--listen-host", "127.0.0.1", "--listen-port", "0", "--flow-detail", "0",
+        "--set", f"confdir={tmp_path / 'mitmproxy-conf'}", "-s", str(RECORDER), "--set", f"erascope_dir={capdir}",
+    ]  # fmt: skip
+    proxy = Proc(argv, clean_env, merge_stderr=True)
+    procs.append(proxy)
+    port = int(proxy.wait_for(r"listening at 127\.0\.0\.1:(\d+)").group(1))
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        head = f"POST http://{host}/mcp HTTP/1.1\r\nHost: {host}\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+        s.sendall(head.encode() + b"{}")
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    assert re.match(rb"HTTP/1\.1 502 ", answer)  # the proxy's own answer: the name does not resolve
+    assert proxy.stop(signal.SIGINT) == 0
+
+    assert_no_key(capdir, GHP)
+    records = read_capture(capdir)
+    (request,) = [r for r in records if r["type"] == fmt.HTTP_REQUEST]
+    assert request["url"] == f"http://{hashed(GHP)}.invalid/mcp"
+    assert ["Host", f"{hashed(GHP)}.invalid"] in request["headers"]
+    (error,) = [r for r in records if r["type"] == fmt.HTTP_ERROR]
+    assert {request["server"], error["server"]} == {f"http://{hashed(GHP)}.invalid/mcp"}

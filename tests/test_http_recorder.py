@@ -633,17 +633,20 @@ def test_every_field_written_is_documented_and_in_the_analyzer_schema(rec, tmp_p
     assert base64.b64decode(encoded["raw_b64"]) == b"\xff" and encoded["len"] == 1 and encoded["wire_len"] > 1
 
 
+RED = HttpRedaction(Redactor(b"unit-key"))
+
+
 def test_client_disconnected_after_idle_timeout_is_a_timeout() -> None:
     from addon.http_recorder import error_record
 
     f = post_flow()
     f.error = Error("Client disconnected.")
-    idle = error_record(f, last_activity=1000.0, idle_timeout=600, now=1600.1)
+    idle = error_record(f, RED, last_activity=1000.0, idle_timeout=600, now=1600.1)
     assert (idle["kind"], idle["idle_s"]) == ("timeout", 600.1)
-    left = error_record(f, last_activity=1000.0, idle_timeout=600, now=1010.0)
+    left = error_record(f, RED, last_activity=1000.0, idle_timeout=600, now=1010.0)
     assert left["kind"] == "client-gone" and "idle_s" not in left
     f.error = Error("server closed connection")
-    assert error_record(f, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"
+    assert error_record(f, RED, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"
 
 
 
@@ -677,7 +680,7 @@ def test_error_side_from_the_flow_when_the_words_fit_either_peer(
     f.request.stream = streamed
     f.response = json_response(b"{}") if response else None
     f.error = Error(message)
-    assert error_record(f, now=1.0)["kind"] == kind
+    assert error_record(f, RED, now=1.0)["kind"] == kind
 
 @pytest.mark.parametrize("bodies", ["full", "metadata"])
 def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_path: Path, bodies: str) -> None:

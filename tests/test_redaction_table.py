@@ -64,6 +64,8 @@ def recorded(what: str, mode: str, example: str) -> str:
         flow = tflow.tflow()
         flow.request = http.Request.make("POST", example)
         return _shown(server_key(flow, red))
+    if what == "error":
+        return _shown(red.text(example))
     if what == "sse endpoint":
         return _shown(red.sse_data("endpoint", example.encode())[0].decode())
     if what == "body":
@@ -73,7 +75,7 @@ def recorded(what: str, mode: str, example: str) -> str:
 
 def test_the_table_covers_every_mode_and_kind() -> None:
     assert {r[1] for r in ROWS} == {"--redact", "--no-redact", "--bodies full", "--bodies metadata", "stdio"}
-    assert {r[0] for r in ROWS} == {"header", "url", "server key", "sse endpoint", "body", "argv"}
+    assert {r[0] for r in ROWS} == {"header", "url", "server key", "error", "sse endpoint", "body", "argv"}
 
 
 @pytest.mark.parametrize(("what", "mode", "example", "expected"), ROWS, ids=[f"{r[0]}:{r[2][:40]}" for r in ROWS])
