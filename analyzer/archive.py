@@ -24,6 +24,14 @@ as the JSONL reader gives them (rotated parts are paired across files by `analyz
 as for JSONL). They are a cache of the parts, used only when written by this erascope's condensing
 (`CONDENSE_VERSION`) and polars (the flow keys are polars hashes): otherwise, and for a selection,
 the parts are read. `compact` writes them again whenever they are stale.
+
+The entry of a file of joined captures (`cat a.jsonl b.jsonl > both.jsonl`) lists each capture
+part it holds (`captures`: lines, identity keys, what its records add to the accounting), and such a
+file is read on its own. When another input holds one of them (`analyzer.load.repeats`),
+`read_without` reads the file again from its parts without that part's lines, its accounting added
+up from the parts kept, as the JSONL reader reads the file without them. An entry without
+`captures` is of a file of one capture, or from an erascope that named only the first (read so, and
+converted again by the next `compact`: `captures_listed`).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from urllib.parse import quote, unquote
 import orjson
 import polars as pl
 
+from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.condense import (
     ANSWERS_SCHEMA,
@@ -54,7 +63,7 @@ from analyzer.condense import (
     condense,
     spilled,
 )
-from analyzer.facts import CHUNK_ROWS, BadLine, FileFacts, set_relinked
+from analyzer.facts import CHUNK_ROWS, BadLine, CapturePart, FileFacts, Repeated, records_of, set_relinked
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_categoricals, bounded_time, in_times, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
@@ -157,6 +166,8 @@ class EntryPath(str):
     """The input file the entry archives, as the archive's reports name it."""
     identity: tuple[bytes, ...]
     """What names the archived capture part (`entry_identity`), for telling copies apart before reading."""
+    captures: tuple[CapturePart, ...]
+    """The capture parts of an archived file of joined captures (`entry_captures`)."""
     lines: int | None
     """The complete lines the archived file held (its records and malformed lines), as
     `analyzer.load.fullest_first` counts a capture file's; None when the entry does not say."""
@@ -166,6 +177,7 @@ class EntryPath(str):
         self.content = content
         self.source = entry.get("file") if entry is not None and isinstance(entry.get("file"), str) else None
         self.identity = entry_identity(entry) if entry is not None else ()
+        self.captures = entry_captures(entry) if entry is not None else ()
         records, malformed = (entry.get("records"), entry.get("malformed")) if entry is not None else (None, None)
         ok = _count(records) and isinstance(malformed, list)
         self.lines = records + len(malformed) if ok else None
@@ -245,9 +257,58 @@ def malformed_fields(entry: dict[str, Any]) -> str | None:
         "torn": not entry.get("torn") or _bad_line(entry.get("torn")),
         "unit": entry.get("unit", "line") in _UNITS,
         "parts": isinstance(parts := entry.get("parts"), list) and all(isinstance(p, str) for p in parts),
+        "captures": entry.get("captures") is None
+        or (isinstance(captures := entry.get("captures"), list) and all(map(_capture_part, captures))),
     }
     wrong = [name for name, good in ok.items() if not good]
     return f"{', '.join(wrong)}: missing or not as `erascope compact` writes" if wrong else None
+
+
+def _capture_part(value: Any) -> bool:
+    """Whether an item of an entry's `captures` is as `compact` writes it (`entry_captures`)."""
+    if not isinstance(value, dict):
+        return False
+    lines, counts, first = value.get("lines"), value.get("counts"), value.get("undecodable_line")
+    return (
+        isinstance(lines, list)
+        and len(lines) == 2
+        and all(map(_count, lines))
+        and isinstance(value.get("identity"), list)
+        and isinstance(counts, dict)
+        and all(isinstance(k, str) and _count(v) for k, v in counts.items())
+        and _count(value.get("lost"))
+        and _count(value.get("undecodable"))
+        and (first is None or _count(first))
+    )
+
+
+def entry_captures(entry: dict[str, Any]) -> tuple[CapturePart, ...]:
+    """The capture parts an entry of a file of joined captures lists (`analyzer.load.capture_parts`);
+    empty for a file of one capture, an entry from an erascope that did not list them, or a malformed
+    list (`malformed_fields` names it)."""
+    captures = entry.get("captures") if isinstance(entry, dict) else None
+    if not isinstance(captures, list) or not all(map(_capture_part, captures)):
+        return ()
+    return tuple(
+        CapturePart(
+            first=c["lines"][0],
+            last=c["lines"][1],
+            identity=entry_identity(c),
+            counts=dict(c["counts"]),
+            lost=c["lost"],
+            undecodable=c["undecodable"],
+            undecodable_line=c["undecodable_line"],
+        )
+        for c in captures
+    )
+
+
+def captures_listed(entry: dict[str, Any]) -> bool:
+    """Whether an entry says all a copy of one of its capture parts needs: a file of one header needs
+    nothing more than its `identity`, one of joined captures its `captures` (an erascope before them
+    named only the first, by which an archive counted the others' copies twice)."""
+    counts = entry.get("counts")
+    return "captures" in entry or not isinstance(counts, dict) or counts.get(fmt.HEADER, 0) <= 1
 
 
 def entry_identity(entry: dict[str, Any]) -> tuple[bytes, ...]:
@@ -359,6 +420,8 @@ class _Archived:
     """Its `_condensed` frames (path, rows) when they are current and the analysis reads every row."""
     condensed_rows: int = 0
     """Message rows before condensing (`Traffic.rows`)."""
+    leave_out: tuple[tuple[int, int], ...] = ()
+    """Lines (first, last) whose rows are not read: capture parts another input holds (`read_without`)."""
 
 
 def condensed_stamp() -> dict[str, Any]:
@@ -372,16 +435,23 @@ def condensed_current(entry: dict[str, Any]) -> bool:
     return isinstance(condensed, dict) and all(condensed.get(k) == v for k, v in condensed_stamp().items())
 
 
-def _archived(entry_path: str, selection: Selection | None) -> _Archived:
+def _archived(entry_path: str, selection: Selection | None, leave_out: tuple[Repeated, ...] = ()) -> _Archived:
     """An entry's accounting as `extract_file` gave it when the file was compacted, and its parts."""
     remote = is_url(entry_path)
     # `Path` would fold a URL's `//`: an archive at a URL is joined as text
     root = entry_path.rsplit("/", 2)[0] if remote else str(Path(entry_path).parent.parent)
-    return archived_entry(read_entry(entry_path), str(entry_path), root, selection)
+    return archived_entry(read_entry(entry_path), str(entry_path), root, selection, leave_out)
 
 
-def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection: Selection | None) -> _Archived:
-    """`_archived` of an entry already read (`compact` reads the one it is about to write)."""
+def archived_entry(
+    entry: dict[str, Any],
+    entry_path: str,
+    root: str,
+    selection: Selection | None,
+    leave_out: tuple[Repeated, ...] = (),
+) -> _Archived:
+    """`_archived` of an entry already read (`compact` reads the one it is about to write).
+    `leave_out`: the lines of the capture parts (`entry_captures`) not to read (`read_without`)."""
     remote = is_url(root)
     everything = selection is None or selection.everything
     if not same_extraction(entry):
@@ -411,6 +481,8 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
             unit=entry.get("unit", "line"),  # HAR entries, dump flows; archives before them hold lines
             identity=entry_identity(entry),
             archived=True,
+            captures=entry_captures(entry),
+            entry=str(entry_path),
         )
         names = list(entry["parts"])
         if len(set(names)) != len(names):
@@ -438,7 +510,34 @@ def archived_entry(entry: dict[str, Any], entry_path: str, root: str, selection:
         lines = facts.records + len(facts.malformed) + (1 if facts.torn else 0)
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise ErascopeError(f"{entry_path}: malformed archive entry ({exc!r})") from None
-    return _Archived(facts, root, parts, lines, condensed, condensed_rows)
+    ranges = tuple(sorted((r.first, r.last) for r in leave_out))
+    if ranges:  # the condensed frames hold every part's rows: the parts are read
+        _without_lines(facts, ranges)
+        condensed, condensed_rows = None, 0
+    return _Archived(facts, root, parts, lines, condensed, condensed_rows, ranges)
+
+
+def _inside(ranges: tuple[tuple[int, int], ...], line: int) -> bool:
+    return any(first <= line <= last for first, last in ranges)
+
+
+def _without_lines(facts: FileFacts, ranges: tuple[tuple[int, int], ...]) -> None:
+    """`facts`' accounting without the capture parts that start in `ranges`, as the JSONL reader counts
+    the file read without their lines (`analyzer.load.repeats`): added up from what the entry lists
+    per part (`entry_captures`)."""
+    kept = [c for c in facts.captures if not _inside(ranges, c.first)]
+    counts: dict[str, int] = {}
+    for c in kept:
+        for rtype, n in c.counts.items():
+            counts[rtype] = counts.get(rtype, 0) + n
+    facts.counts = dict(sorted(counts.items()))
+    facts.records = records_of(facts.counts)
+    facts.lost = max((c.lost for c in kept), default=0)
+    facts.undecodable = sum(c.undecodable for c in kept)
+    facts.undecodable_line = min((c.undecodable_line for c in kept if c.undecodable_line is not None), default=None)
+    facts.malformed = [b for b in facts.malformed if not _inside(ranges, b.line)]
+    if facts.torn is not None and _inside(ranges, facts.torn.line):
+        facts.torn = None
 
 
 def _check_own(entry_path: str, names: list[str], prefix: str) -> None:
@@ -464,7 +563,7 @@ def current_whole(entry: dict[str, Any], entry_path: str, root: str, listing: se
         _check_present([archived], _every_file, None if listing is None else {archived.root: listing})
     except ErascopeError:
         return False
-    return archived.condensed is not None
+    return archived.condensed is not None and captures_listed(entry)
 
 
 def _check_present(
@@ -548,6 +647,11 @@ def _scan(window: _Window, selection: Selection | None) -> pl.LazyFrame:
     ).select(*MESSAGES_SCHEMA, "_part").with_columns(bounded_time("ts"))
     if window.lines is not None:
         rows = rows.filter(pl.col("line").is_between(*window.lines, closed="left"))
+    left_out = [(f, r) for f in window.files for r in f.leave_out]
+    if left_out:
+        rows = rows.filter(
+            ~pl.any_horizontal((pl.col("_part").is_in(f.parts) & pl.col("line").is_between(*r)) for f, r in left_out)
+        )
     if selection is not None and not selection.everything:
         rows = rows.filter(selection.expr())
     if len(window.files) > 1:
@@ -592,6 +696,19 @@ def read_entries(
     else:
         _read_rows(files, selection, spill)
     return [f.facts for f in files]
+
+
+def read_without(
+    entry_path: str, leave_out: tuple[Repeated, ...], selection: Selection | None, spill: Spill | None
+) -> FileFacts:
+    """The `FileFacts` of an archived file of joined captures read without the lines of the capture
+    parts `leave_out` names (another input holds them), as the JSONL reader reads the file without
+    them: from its parts, whatever its condensed frames hold."""
+    archived = _archived(entry_path, selection, leave_out)
+    archived.facts.repeated = leave_out
+    _check_present([archived], _every_file)
+    _read_rows([archived], selection, spill)
+    return archived.facts
 
 
 def condensed_facts(entry: dict[str, Any], entry_path: str, root: str) -> FileFacts:

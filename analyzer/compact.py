@@ -10,7 +10,8 @@ payload `raw`, written as Parquet partitioned by UTC day and server:
 
 The `_sources` entry holds what the report needs besides the rows (records per type, malformed and
 torn lines, lost records, why a file was skipped, the capture part's identity, by which a copy is
-read once: `analyzer.load._identity`), so `erascope analyze DIR` gives the same report
+read once: `analyzer.load._identity`; for a file of joined captures, each part's lines, identity
+and records, `captures`: `analyzer.load.capture_parts`), so `erascope analyze DIR` gives the same report
 as `erascope analyze` on the JSONL files (evidence keeps pointing at the original file:line). It is
 written last, after the Parquet parts, so an interrupted run leaves no half-registered file.
 
@@ -109,6 +110,7 @@ from analyzer.archive import (
 )
 from analyzer.load import (
     LoadOptions,
+    capture_parts,
     display_name,
     extract_file,
     find_inputs,
@@ -441,6 +443,19 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
         "extraction": EXTRACTION_VERSION,
         "parts": sorted(parts),
     }
+    if captures := capture_parts(facts):
+        # a file of joined captures: each part, so that a copy of any of them is read once (`analyzer.archive`)
+        entry["captures"] = [
+            {
+                "lines": [c.first, c.last],
+                "identity": [key.hex() for key in c.identity],
+                "counts": c.counts,
+                "lost": c.lost,
+                "undecodable": c.undecodable,
+                "undecodable_line": c.undecodable_line,
+            }
+            for c in captures
+        ]
     del facts  # its rows and payloads are written: they go before the parts are read back
     entry["condensed"] = _write_condensed(entry, str(entry_path), out, name, old, digests)
     entry["digests"] = dict(sorted(digests.items()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import polars as pl
 
@@ -89,6 +89,33 @@ class Repeated:
     file: str
 
 
+class CapturePart(NamedTuple):
+    """One capture part of a file of joined captures, with what its lines add to the file's
+    accounting: what an archive entry keeps of each (`analyzer.compact`), so that the lines of a part
+    another input holds are left out of the archived file as `analyzer.load.repeats` leaves them out
+    of its JSONL."""
+
+    first: int
+    last: int
+    """Its lines, `first` to `last` (its header's line to the line before the next header's)."""
+    identity: tuple[bytes, ...]
+    """What names it (`analyzer.load._identity` of its header; empty for a header written by hand)."""
+    counts: dict[str, int]
+    """Its well-formed records per record type."""
+    lost: int
+    """Records the recorder reported lost in it."""
+    undecodable: int
+    """HTTP bodies in it that do not decode with their `Content-Encoding`."""
+    undecodable_line: int | None
+    """The first such body's line."""
+
+
+def records_of(counts: dict[str, int]) -> int:
+    """Records that count as read: all but a hash chain's `part-end` records, which are bookkeeping
+    like the chain itself, so a capture counts the same with or without its chain."""
+    return sum(n for rtype, n in counts.items() if rtype != fmt.PART_END)
+
+
 @dataclass(slots=True)
 class FileFacts:
     """What one capture file contributes: its messages rows and its input accounting.
@@ -145,6 +172,10 @@ class FileFacts:
     """The captures joined after this file's own (`cat a.jsonl b.jsonl`), as its reading finds them."""
     repeated: tuple[Repeated, ...] = ()
     """Its captures left out because an earlier input holds them (`analyzer.load.repeats`)."""
+    captures: tuple[CapturePart, ...] = ()
+    """Archived, a file of joined captures: the capture parts its entry lists (`analyzer.archive`)."""
+    entry: str = ""
+    """Archived: its `_sources` entry, read again without the lines of a repeated capture part."""
     placed: bool = False
     """Its reader decided already where the rows condensing moved out wait (written to the spill, or
     kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""

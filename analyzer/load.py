@@ -107,13 +107,14 @@ import polars as pl
 from addon import format as fmt
 from addon.errors import EMPTY_PATH, ErascopeError
 from analyzer import storage
-from analyzer.archive import EntryPath, is_archive, is_source_entry, read_entries, source_entries
+from analyzer.archive import EntryPath, is_archive, is_source_entry, read_entries, read_without, source_entries
 from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
 from analyzer.facts import (
     CHUNK_ROWS,
     NO_MESSAGES,
     NO_TRAFFIC,
     BadLine,
+    CapturePart,
     FileFacts,
     InputError,
     Joined,
@@ -122,6 +123,7 @@ from analyzer.facts import (
     display_name,
     finish,
     no_messages,
+    records_of,
     relink,
     set_relinked,
 )
@@ -571,12 +573,6 @@ _REASON: Final = (
 
 
 _INT64: Final = range(-(1 << 63), 1 << 63)
-
-
-def _records(counts: dict[str, int]) -> int:
-    """Records that count as read: all but a hash chain's `part-end` records, which are bookkeeping
-    like the chain itself, so a capture counts the same with or without its chain."""
-    return sum(n for rtype, n in counts.items() if rtype != fmt.PART_END)
 
 
 def _fits(value: Any, dtype: pl.DataType) -> bool:
@@ -1389,7 +1385,7 @@ def extract_file(
         .agg(pl.col("n", "undecodable").sum(), pl.col("lost").max(), pl.col("undecodable_line").min())
     )
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
-    facts.records = _records(facts.counts)
+    facts.records = records_of(facts.counts)
     facts.lost = int(counts.filter(pl.col("type") == fmt.CAPTURE_ERROR).get_column("lost").max() or 0)
     facts.undecodable = int(counts.get_column("undecodable").sum())
     first = counts.get_column("undecodable_line").min()
@@ -1499,7 +1495,7 @@ def _extract_foreign(facts: FileFacts, kind: str, options: LoadOptions | None) -
         raise InputError(f"{facts.file}: its records do not fit the capture schema")
     counts, msgs, _ = read
     facts.counts = {str(t): int(n) for t, n in counts.select("type", "n").sort("type").iter_rows()}
-    facts.records = _records(facts.counts)
+    facts.records = records_of(facts.counts)
     facts.messages = msgs
     opts = options or LoadOptions()
     if not opts.keep_raw:
@@ -1707,6 +1703,11 @@ def repeats(
             out.append(f)
         elif not kept:
             out.append(FileFacts(file=f.file, capture=f.capture, identity=f.identity, duplicate_of=left[0].file))
+        elif f.archived:  # its entry lists its parts: read again from the archive without their lines
+            read = read_without(f.entry, tuple(left), options.selection if options is not None else None, spill)
+            read.identity = f.identity
+            out.append(read)
+            again.append(read)
         else:
             try:
                 read = extract_file(f.file, options, spill=spill, leave_out=tuple(left), heads=tuple(heads))
@@ -1728,6 +1729,8 @@ def _segments(f: FileFacts) -> tuple[list[tuple[int, int, tuple[bytes, ...]]], l
     if f.unit != "line" or f.skipped is not None or f.error is not None:
         return [], []
     if f.archived:  # its entry says what it held; its file may be gone: never looked into
+        if f.captures:
+            return [(c.first, c.last, c.identity) for c in f.captures], []
         return ([] if f.duplicate_of is not None else [(1, _LAST, f.identity)]), []
     if f.duplicate_of is None and not f.joined:
         return [(1, _LAST, f.identity)], []
@@ -1770,6 +1773,67 @@ def _headers_in(path: str) -> tuple[list[Head], int]:
     except (OSError, ErascopeError):
         return [], 0
     return found, lines
+
+
+def capture_parts(facts: FileFacts) -> tuple[CapturePart, ...]:
+    """The capture parts of a file `extract_file` read (`facts`), each with what its lines add to the
+    file's accounting, as reading the file without the others' lines counts it (`repeats`); nothing
+    for a file holding one header or none. Only a file holding more reads its lines again, here."""
+    if facts.unit != "line" or facts.counts.get(fmt.HEADER, 0) <= 1:
+        return ()
+    headers, lines = _headers_in(facts.file)
+    if not headers:
+        return ()
+    starts = [1, *(h.line for h in headers)]
+    ends = [start - 1 for start in starts[1:]] + [max(lines, starts[-1])]
+    keys = [facts.identity, *((h.key,) if h.key is not None else () for h in headers)]
+    member = FileFacts(file=facts.file, capture=facts.capture, transport=facts.transport)
+    frames: list[pl.DataFrame] = []
+    before = 0
+    with Opened(facts.file) as f:
+        read = pieces(f.reader, PIECE_BYTES, f.head) if f.compressed else _pieces(f.reader, PIECE_BYTES)  # type: ignore[arg-type]
+        for piece in read:
+            count = piece.count(b"\n") + (0 if piece.endswith(b"\n") else 1)
+            first, at = before + 1, bisect.bisect_right(starts, before + 1) - 1
+            upto = bisect.bisect_right(starts, before + count)
+            # each part in the piece a member of a batch: one reading of the piece counts every
+            # record for its part (`_Batch.locate`), however many parts it holds
+            batch = _Batch(file=facts.file, members=[member] * (upto - at), starts=[first, *starts[at + 1 : upto]])
+            counts = _read_piece(batch, piece, first, count, False, None)[1].counts
+            begins = pl.lit(pl.Series(batch.starts, dtype=pl.Int64)).gather(pl.col("_f"))
+            frames.append(
+                counts.select(
+                    "type",
+                    "n",
+                    "lost",
+                    "undecodable",
+                    part=pl.col("_f").cast(pl.Int64) + at,
+                    undecodable_line=pl.col("undecodable_line").cast(pl.Int64) + begins - 1,
+                )
+            )
+            before += count
+    summed = (
+        pl.concat(frames)
+        .group_by("part", "type")
+        .agg(pl.col("n", "undecodable").sum(), pl.col("lost").max(), pl.col("undecodable_line").min())
+        .sort("part", "type")
+    )
+    counts_of: list[dict[str, int]] = [{} for _ in starts]
+    lost, undecodable = [0] * len(starts), [0] * len(starts)
+    undecodable_line: list[int | None] = [None] * len(starts)
+    for at, rtype, n, most, bodies, line in summed.select(
+        "part", "type", "n", "lost", "undecodable", "undecodable_line"
+    ).iter_rows():
+        counts_of[at][str(rtype)] = int(n)
+        if rtype == fmt.CAPTURE_ERROR:
+            lost[at] = int(most or 0)
+        if bodies:
+            undecodable[at] += int(bodies)
+            undecodable_line[at] = min(int(line), undecodable_line[at] or int(line))
+    return tuple(
+        CapturePart(*part)
+        for part in zip(starts, ends, keys, counts_of, lost, undecodable, undecodable_line, strict=True)
+    )
 
 
 def heads_in(piece: bytes, first_line: int) -> list[Head]:
@@ -1871,6 +1935,13 @@ def _units(
                     yield _Entries(entries)
                     entries = []
                 yield unit
+            elif isinstance(path, EntryPath) and path.captures:
+                # read alone: `repeats` may read it again without some lines, and what files read
+                # together share goes with one of them
+                if entries:
+                    yield _Entries(entries)
+                    entries = []
+                yield _Entries([path])
             else:
                 entries.append(path)
             continue
@@ -1918,8 +1989,16 @@ def _unless_duplicate(
             capture=capture,
             identity=identity or _identity(path.removesuffix(".json"), {}),
             archived=True,
+            # a file of joined captures whose first is read already may hold others (`repeats`)
+            captures=path.captures if isinstance(path, EntryPath) else (),
+            entry=str(path),
         )
         _drop_if_duplicate(facts, first_of)
+        for part in facts.captures[1:]:
+            # the parts joined after its first are known too: a later entry repeating one is left out
+            # before it is read with others, whose rows go with one of them (`analyzer.archive.read_entries`)
+            for key in part.identity:
+                first_of.setdefault(key, facts.file)
         return facts if facts.duplicate_of is not None else path
     if data is None and _not_regular_quietly(path):
         return path

@@ -123,10 +123,13 @@ def _refused(result: Any, *names: str) -> None:
         lambda e: e.update(torn=[1, 2, 3]),
         lambda e: e.update(unit=5),
         lambda e: e.update(parts=[5]),
+        lambda e: e.update(captures="x"),
+        lambda e: e.update(captures=[{"lines": [1], "identity": [], "counts": {}, "lost": 0, "undecodable": 0}]),
     ],
     ids=[
         "no-file", "file-int", "file-null", "records-str", "records-negative", "lost-str", "skipped-int",
         "capture-list", "transport-int", "counts-str", "malformed-types", "torn-three", "unit-int", "parts-int",
+        "captures-str", "captures-one-line",
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("selected", [False, True], ids=["everything", "selection"])

@@ -275,3 +275,167 @@ def test_a_rotated_part_after_a_part_left_out_goes_on_with_that_parts_capture(tm
 
     assert labels(joined) == {(f"{joined.name}@{start}", "http")}
     assert labels(x0, joined) == labels(joined)
+
+
+# --- archives ------------------------------------------------------------------------------------
+# Each case names its inputs as `src/1-….jsonl` and `src/2-….jsonl`; an input archived apart is the
+# archive `src/N-….arc` (its entry sorts where its file does), and one archive of both is `arc`. The
+# report on them must be the report on the two JSONL files, byte for byte: the inputs' notes too.
+_ARCHIVED = {
+    "one archive": ("arc", "arc"),
+    "two archives": ("own", "own"),
+    "joined file archived": ("jsonl", "own"),
+    "capture apart archived": ("own", "jsonl"),
+}
+"""How the capture given apart and the joined file are given: both in one archive, each in an
+archive of its own, or one archived and the other as its JSONL."""
+
+
+def _cli_report(*args: str) -> bytes:
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    result = CliRunner().invoke(app, ["analyze", *args, "--format", "json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return result.stdout_bytes
+
+
+def _cli_compact(out: Path, *paths: Path) -> None:
+    from typer.testing import CliRunner
+
+    from analyzer.cli import app
+
+    result = CliRunner().invoke(app, ["compact", *map(str, paths), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("archived", list(_ARCHIVED))
+@pytest.mark.parametrize("apart", ["first", "second"], ids=["apart-is-joined-first", "apart-is-joined-second"])
+@pytest.mark.parametrize("order", ["apart-before", "joined-before"])
+def test_an_archive_counts_a_joined_capture_given_apart_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, archived: str, apart: str, order: str
+) -> None:
+    """`cat a.jsonl b.jsonl > both.jsonl` beside a copy of `a.jsonl` or `b.jsonl`, compacted: the
+    archive's report is the JSONL files' (`erascope analyze both.jsonl b.jsonl`), each capture
+    counted once, the repeated lines or the copy named as there."""
+    monkeypatch.chdir(tmp_path)
+    (Path("src")).mkdir()
+    n_apart, n_joined = ("1", "2") if order == "apart-before" else ("2", "1")
+    given = copy(A if apart == "first" else B, Path(f"src/{n_apart}-apart.jsonl"))
+    both = join([A, B], Path(f"src/{n_joined}-both.jsonl"))
+    expected = _cli_report(str(given), str(both))
+    how_apart, how_joined = _ARCHIVED[archived]
+    if how_apart == "arc":
+        _cli_compact(Path("arc"), given, both)
+        inputs = ["arc"]
+    else:
+        inputs = []
+        for path, how in ((given, how_apart), (both, how_joined)):
+            if how == "own":
+                _cli_compact(path.with_suffix(".arc"), path)
+                inputs.append(str(path.with_suffix(".arc")))
+            else:
+                inputs.append(str(path))
+    got = _cli_report(*inputs)
+    assert orjson.loads(got)["inputs"] == orjson.loads(expected)["inputs"]
+    assert got == expected
+
+
+@pytest.mark.parametrize("read", ["--since", "rows"], ids=["selection", "stale-condensed-frames"])
+def test_an_archive_read_by_its_rows_counts_a_joined_capture_given_apart_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    """Read from its parts (a selection, condensed frames of another erascope), an archive reads files
+    together and gives their rows to one of them: a copy left out must not take the others' rows along."""
+    from analyzer import archive as archive_reader
+
+    monkeypatch.chdir(tmp_path)
+    Path("src").mkdir()
+    files = [join([A, B], Path("src/1-both.jsonl")), copy(B, Path("src/2-b.jsonl")), copy(C, Path("src/3-c.jsonl"))]
+    _cli_compact(Path("arc"), Path("src"))
+    args = ["--since", "2000-01-01"] if read == "--since" else []
+    expected = _cli_report(*map(str, files), *args)
+    if read == "rows":
+        monkeypatch.setattr(archive_reader, "condensed_current", lambda entry: False)
+    assert _cli_report("arc", *args) == expected
+    duplicates = orjson.loads(expected)["inputs"]["duplicates"]
+    assert duplicates == [{"file": "src/2-b.jsonl", "duplicate_of": "src/1-both.jsonl"}]
+
+
+def test_the_lines_left_out_of_an_archived_file_take_their_bad_lines_along(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture given apart has a malformed line and a torn last line; the joined file holds it
+    last: left out of the archived joined file, they are named once, in the copy read."""
+    monkeypatch.chdir(tmp_path)
+    Path("src").mkdir()
+    lines = B.read_bytes().splitlines(keepends=True)
+    damaged = b"".join([*lines[:5], b"{not json\n", *lines[5:]])[:-20]  # torn: its last line cut short
+    apart = Path("src/1-b.jsonl")
+    apart.write_bytes(damaged)
+    both = Path("src/2-both.jsonl")
+    both.write_bytes(A.read_bytes() + damaged)
+    expected = _cli_report(str(apart), str(both))
+    inputs = orjson.loads(expected)["inputs"]
+    assert [m["file"] for m in inputs["malformed"]] == [str(apart)]
+    assert [t["file"] for t in inputs["torn"]] == [str(apart)]
+    _cli_compact(Path("arc"), apart, both)
+    assert _cli_report("arc") == expected
+
+
+def _entry(archive: Path, name: str) -> Path:
+    return archive / "_sources" / f"{name}.json"
+
+
+def test_only_an_entry_of_joined_captures_lists_them(tmp_path: Path) -> None:
+    """A file of one capture costs its entry nothing more: what names its capture part is its `identity`."""
+    copy(B, tmp_path / "src" / "b.jsonl")
+    join([A, B], tmp_path / "src" / "both.jsonl")
+    _cli_compact(tmp_path / "arc", tmp_path / "src")
+    assert "captures" not in orjson.loads(_entry(tmp_path / "arc", "b.jsonl").read_bytes())
+    listed = orjson.loads(_entry(tmp_path / "arc", "both.jsonl").read_bytes())["captures"]
+    a_lines = len(A.read_bytes().splitlines())
+    assert [c["lines"] for c in listed] == [[1, a_lines], [a_lines + 1, a_lines + len(B.read_bytes().splitlines())]]
+    assert sum(sum(c["counts"].values()) for c in listed) == records(A, B)
+
+
+def test_an_entry_written_before_captures_were_listed_is_read_and_converted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An archive from an erascope that named a joined file's first capture alone reads as it did
+    (its later captures' copies counted twice), and the next `compact` converts that file again."""
+    monkeypatch.chdir(tmp_path)
+    Path("src").mkdir()
+    files = [copy(B, Path("src/1-b.jsonl")), join([A, B], Path("src/2-both.jsonl"))]
+    expected = _cli_report(*map(str, files))
+    _cli_compact(Path("arc"), Path("src"))
+    entry = _entry(Path("arc"), "2-both.jsonl")
+    older = orjson.loads(entry.read_bytes())
+    del older["captures"]
+    entry.write_bytes(orjson.dumps(older))
+    assert orjson.loads(_cli_report("arc"))["inputs"]["records"] == records(A, B) + records(B)
+    from analyzer.compact import compact
+
+    result = compact([Path("src")], Path("arc"), jobs=1)
+    assert result.written == ["src/2-both.jsonl"]
+    assert result.unchanged == ["src/1-b.jsonl"]
+    assert _cli_report("arc") == expected
+
+
+def test_an_entry_lists_the_same_captures_whatever_the_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read in pieces, a part's lines may start and end mid-piece, and a piece may hold many parts."""
+    from analyzer.compact import compact
+
+    lines = B.read_bytes().splitlines(keepends=True)
+    src = tmp_path / "src" / "abc.jsonl"
+    src.parent.mkdir()
+    src.write_bytes(A.read_bytes() + b"".join([*lines[:5], b"{not json\n", *lines[5:]]) + C.read_bytes() * 2)
+    entries = []
+    for piece in (load.PIECE_BYTES, 700):
+        monkeypatch.setattr(load, "PIECE_BYTES", piece)
+        compact([str(src)], tmp_path / f"arc-{piece}", jobs=1)
+        entries.append(orjson.loads(_entry(tmp_path / f"arc-{piece}", "abc.jsonl").read_bytes()))
+    assert entries[0]["captures"] == entries[1]["captures"]
+    assert len(entries[0]["captures"]) == 4
+    assert sum(sum(c["counts"].values()) for c in entries[0]["captures"]) == entries[0]["records"]
