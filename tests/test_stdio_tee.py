@@ -578,10 +578,18 @@ def test_ten_megabyte_line_both_ways(tmp_path: Path, clean_env: dict[str, str]) 
 
 LONG_ANSWER = """
 import os, sys, time
-piece, count, answers = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3])
+piece, count, answers, capture = sys.argv[1].encode(), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+line = 70 + len(piece) * count
 for n in range(answers):
     if n:
-        time.sleep(2)  # the tee has written the answer before and waits for the next line
+        # the next line only once the tee has written the one before (its record is longer than the
+        # line) and waits for another: a fixed pause was too short on a loaded machine
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and sum(
+            os.path.getsize(os.path.join(capture, f)) for f in os.listdir(capture) if f.endswith(".jsonl")
+        ) < n * line:
+            time.sleep(0.05)
+        time.sleep(1)
     os.write(1, b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"')
     for _ in range(count):  # written as it is made: the server never holds the line
         view = memoryview(piece)
@@ -589,8 +597,8 @@ for n in range(answers):
             view = view[os.write(1, view) :]
     os.write(1, b'"}]}}\\n')
 """
-"""A server that answers `answers` times, 2 s apart, with one line of `count` times the JSON text
-`piece`, and exits."""
+"""A server that answers `answers` times with one line of `count` times the JSON text `piece`, each
+after the tee wrote the one before to the capture directory `capture`, and exits."""
 
 TEXT_PIECE = 'A tool\u2019s output \u2014 \\"quoted\\", on lines\\n\\t' * 64
 """JSON string content as a tool result holds it: escapes (which a capture escapes once more), and
@@ -628,7 +636,7 @@ def _answer_through_tee(
     hundreds of megabytes once a test before has read a long capture; both readings were then pytest's."""
     server = "import sys; sys.stdin.buffer.read()\n" + LONG_ANSWER if closed_first else LONG_ANSWER
     answer = out.parent / f"{out.name}.answer"
-    cmd = tee_cmd(out, PY, "-c", server, TEXT_PIECE, str(count), str(answers))
+    cmd = tee_cmd(out, PY, "-c", server, TEXT_PIECE, str(count), str(answers), str(out))
     done = subprocess.run(
         [PY, "-c", CLIENT, "1" if closed_first else "0", str(answer), *cmd], env=env, capture_output=True,
         check=True, timeout=300,
@@ -680,8 +688,9 @@ def test_a_long_line_after_the_client_closed_stdin_is_held_about_once(
 
 
 def test_a_long_line_is_let_go_before_the_next_one_is_read(tmp_path: Path, clean_env: dict[str, str]) -> None:
-    """Two long answers 2 s apart: the writer held the first one's encoded record while it waited for
-    the next record, so the second line was read and encoded beside it (twice the line at the peak).
+    """Two long answers, the second sent once the first is written: the writer held the first one's
+    encoded record while it waited for the next record, so the second line was read and encoded beside
+    it (twice the line at the peak).
     The peak stays below 1.6 times one line."""
     count = (64 << 20) // len(TEXT_PIECE.encode())
     base, _ = _answer_through_tee(tmp_path / "small", clean_env, 1, answers=2)
