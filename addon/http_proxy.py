@@ -175,10 +175,13 @@ class _Startup:
         get the proxy's 502, recorded as `http.error` (the analyzer's `upstream-unreachable`)."""
         why = await upstream_problem(self.origin)
         if why is not None:
+            # masked as the start line masks the upstream: a credential in the host name must not
+            # reach terminals and CI logs
+            shown = urlsplit(mask_urls(f"{urlsplit(self.origin).scheme}://{_authority(self.origin)}")).netloc
             logger.warning(
                 "upstream %s does not answer (%s): clients will get the proxy's 502 until it does",
-                _authority(self.origin),
-                why,
+                shown,
+                mask_urls(why),
             )
 
 

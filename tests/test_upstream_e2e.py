@@ -78,3 +78,18 @@ def test_live_upstream_gives_no_warning(
     cli.wait_for(r"writing captures to")
     assert cli.stop(signal.SIGINT) == 0
     assert not any("does not answer" in line for line in cli.lines), cli.lines
+
+
+def test_a_token_in_the_upstream_host_is_masked_in_the_warning(
+    procs: list[Proc],
+    tmp_path: Path,
+    clean_env: dict[str, str],
+) -> None:
+    """The start line masks a well-known credential in the upstream's host name; the warning that the
+    upstream does not answer printed that host as it was, to terminals and CI logs."""
+    token = "ghp_" + "A1b2" * 9
+    cli, _listen = record_http(procs, f"http://{token}.invalid:9/mcp", tmp_path / "caps", clean_env)
+    warning = cli.wait_for(WARNING)
+    assert warning.group(1) == "***.invalid:9"
+    assert cli.stop(signal.SIGINT) == 0
+    assert not any(token in line for line in cli.lines), cli.lines
