@@ -61,6 +61,7 @@ from typing import Any, Final
 import orjson
 
 from addon import format as fmt
+from addon.characters import HIDDEN_CHARS, JOINER_CHARS, SELECTOR_CHARS
 from addon.errors import ErascopeError
 from addon.redact import ENDPOINT_URI_MAX
 from addon.sse import is_event_stream_type
@@ -205,7 +206,7 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     return GARBAGE, None
 
 
-_LABEL_ESCAPED: Final = re.compile(f"[\\\\{fmt.HIDDEN_CHARS}{fmt.JOINER_CHARS}{fmt.SELECTOR_CHARS}]|^<")
+_LABEL_ESCAPED: Final = re.compile(f"[\\\\{HIDDEN_CHARS}{JOINER_CHARS}{SELECTOR_CHARS}]|^<")
 
 
 def server_label(server: object) -> str:
@@ -214,7 +215,7 @@ def server_label(server: object) -> str:
     Prometheus labels must be UTF-8 (a lone surrogate failed every scrape) and dashboards show them as
     they are: control characters and bytes that were not UTF-8 are written `%XX` (`format.printable_key`,
     as in the records), and what a terminal or a browser acts on or draws as nothing as the reports write
-    it (`\u202e`, `\u200b`: `format.HIDDEN_CHARS`); a backslash is doubled and a leading `<` written
+    it (`\u202e`, `\u200b`: `characters.HIDDEN_CHARS`); a backslash is doubled and a leading `<` written
     `\x3c`, so that two keys never get one label and none gets `OTHER_SERVER` or `EMPTY_SERVER`."""
     if not isinstance(server, str) or not server:
         return EMPTY_SERVER

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from addon.format import HIDDEN_CHARS, JOINER_CHARS, SELECTOR_CHARS
+from addon.characters import HIDDEN_CHARS, JOINER_CHARS, SELECTOR_CHARS
 
 _INVISIBLE: Final = re.compile(f"[{HIDDEN_CHARS}{JOINER_CHARS}{SELECTOR_CHARS}]")
 _SELECTOR: Final = re.compile(f"[{SELECTOR_CHARS}]")
