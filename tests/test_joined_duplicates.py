@@ -439,3 +439,26 @@ def test_an_entry_lists_the_same_captures_whatever_the_pieces(tmp_path: Path, mo
     assert entries[0]["captures"] == entries[1]["captures"]
     assert len(entries[0]["captures"]) == 4
     assert sum(sum(c["counts"].values()) for c in entries[0]["captures"]) == entries[0]["records"]
+
+
+def test_a_joined_header_holding_a_lone_surrogate_escape_is_compacted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A capture joined after another, its server key holding a lone surrogate escape (`"s\\ud800"`),
+    and a malformed line after it: the reader reads its header (the escape as its text), the header
+    search did not (orjson refuses the escape), and `compact` stopped with a traceback when it counted
+    the file's captures apart. The archive reads as the JSONL."""
+    monkeypatch.chdir(tmp_path)
+    Path("src").mkdir()
+    server = orjson.loads(_header_of(B))["server"]
+    lone = B.read_bytes().replace(f'"server":"{server}"'.encode(), b'"server":"s\\ud800"')
+    assert lone != B.read_bytes()
+    both = Path("src/both.jsonl")
+    # the malformed line has the piece read line by line; the capture after it is one the search finds
+    both.write_bytes(A.read_bytes() + lone + b"{not json\n" + C.read_bytes())
+    expected = _cli_report(str(both))
+    _cli_compact(Path("arc"), both)
+    assert _cli_report("arc") == expected
+    report = orjson.loads(expected)
+    assert [bad["line"] for bad in report["inputs"]["malformed"]] == [len((A.read_bytes() + lone).splitlines()) + 1]
+    assert "s\\ud800" in [s["server"] for s in report["servers"]]
