@@ -63,7 +63,7 @@ from analyzer.condense import (
     condense,
     spilled,
 )
-from analyzer.facts import CHUNK_ROWS, BadLine, CapturePart, FileFacts, Repeated, records_of, set_relinked
+from analyzer.facts import CHUNK_ROWS, BadLine, CapturePart, FileFacts, Repeated, inside, records_of, set_relinked
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_categoricals, bounded_time, in_times, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
@@ -517,15 +517,11 @@ def archived_entry(
     return _Archived(facts, root, parts, lines, condensed, condensed_rows, ranges)
 
 
-def _inside(ranges: tuple[tuple[int, int], ...], line: int) -> bool:
-    return any(first <= line <= last for first, last in ranges)
-
-
 def _without_lines(facts: FileFacts, ranges: tuple[tuple[int, int], ...]) -> None:
     """`facts`' accounting without the capture parts that start in `ranges`, as the JSONL reader counts
     the file read without their lines (`analyzer.load.repeats`): added up from what the entry lists
     per part (`entry_captures`)."""
-    kept = [c for c in facts.captures if not _inside(ranges, c.first)]
+    kept = [c for c in facts.captures if not inside(ranges, c.first)]
     counts: dict[str, int] = {}
     for c in kept:
         for rtype, n in c.counts.items():
@@ -535,8 +531,8 @@ def _without_lines(facts: FileFacts, ranges: tuple[tuple[int, int], ...]) -> Non
     facts.lost = max((c.lost for c in kept), default=0)
     facts.undecodable = sum(c.undecodable for c in kept)
     facts.undecodable_line = min((c.undecodable_line for c in kept if c.undecodable_line is not None), default=None)
-    facts.malformed = [b for b in facts.malformed if not _inside(ranges, b.line)]
-    if facts.torn is not None and _inside(ranges, facts.torn.line):
+    facts.malformed = [b for b in facts.malformed if not inside(ranges, b.line)]
+    if facts.torn is not None and inside(ranges, facts.torn.line):
         facts.torn = None
 
 

@@ -11,6 +11,7 @@ neither source, and neither source depends on the other's reading.
 
 from __future__ import annotations
 
+import bisect
 import os
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
@@ -108,6 +109,12 @@ class CapturePart(NamedTuple):
     """HTTP bodies in it that do not decode with their `Content-Encoding`."""
     undecodable_line: int | None
     """The first such body's line."""
+
+
+def inside(ranges: tuple[tuple[int, int], ...], line: int) -> bool:
+    """Whether `line` is in one of `ranges` (first, last; sorted and apart, as lines left out are)."""
+    at = bisect.bisect_right(ranges, line, key=lambda r: r[0]) - 1
+    return at >= 0 and ranges[at][1] >= line
 
 
 def records_of(counts: dict[str, int]) -> int:

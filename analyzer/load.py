@@ -122,6 +122,7 @@ from analyzer.facts import (
     Repeated,
     display_name,
     finish,
+    inside,
     no_messages,
     records_of,
     relink,
@@ -1226,12 +1227,7 @@ def _left_out_notes(
     notes = list(before)
     _note_heads(facts, notes, ((h.line, h.transport, h.part) for h in heads))
     kept = {j.line for j in before}
-    return tuple(n for n in notes if n.line in kept or _inside(ranges, n.line))
-
-
-def _inside(ranges: tuple[tuple[int, int], ...], line: int) -> bool:
-    at = bisect.bisect_right(ranges, line, key=lambda r: r[0]) - 1
-    return at >= 0 and ranges[at][1] >= line
+    return tuple(n for n in notes if n.line in kept or inside(ranges, n.line))
 
 
 def _kept_lines(
