@@ -393,9 +393,9 @@ def _transport(header: dict[str, Any]) -> str | None:
 
 
 def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
-    # as the reader that counts this line reads it (the first of a key written twice)
-    header = fmt.read_record(first)
-    if header is None or header.get(fmt.F_TYPE) != fmt.HEADER:
+    # as the reader reads the line, and a header further down the file (`_header_record`)
+    header = _header_record(first)
+    if header is None:
         return None
     value = header.get("format")
     if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
@@ -424,11 +424,8 @@ def not_a_capture(path: str, first: bytes) -> str:
             else "its header is torn: the recorder stopped while writing it (a crash); nothing to read"
         )
     why = "not an erascope capture (first line is not an erascope header)"
-    try:
-        obj = orjson.loads(first)
-    except orjson.JSONDecodeError:
-        obj = None
-    if isinstance(obj, dict) and "jsonrpc" in obj:
+    obj = read_line(first)
+    if obj is not None and "jsonrpc" in obj:
         return (
             f"{why}: it looks like a plain JSON-RPC log; {_READS}: run the server behind"
             " `erascope record stdio` (or the proxy `erascope record http`) to record one"
@@ -1857,10 +1854,18 @@ def heads_in(piece: bytes, first_line: int) -> list[Head]:
 
 
 def _header_record(line: bytes) -> dict[str, Any] | None:
-    # as the reader reads the line: a lone surrogate escape as its text (orjson refuses the escape, and a
-    # header the reader reads but the search did not find made a file's captures miscounted)
-    record = fmt.read_record(_line_as_text(line) if b"\\u" in line else line)
+    # as the reader reads the line (a header the reader reads but the search did not find made a
+    # file's captures miscounted; one on a file's first line left the file skipped, its records lost)
+    record = read_line(line)
     return record if record is not None and record.get(fmt.F_TYPE) == fmt.HEADER else None
+
+
+def read_line(line: bytes) -> dict[str, Any] | None:
+    """The JSON object on `line` as the reader reads it: a lone surrogate escape as its text
+    (`_lone_surrogates_as_text`; orjson refuses the escape), the keys that decide what the line is
+    the first of each (`fmt.read_record`). None when it is no object, as for an escape the reader
+    refuses too (a low surrogate alone, a high one before an escape that is not a low one)."""
+    return fmt.read_record(_line_as_text(line) if b"\\u" in line else line)
 
 
 _SHARED_COUNTS: Final = 4096

@@ -16,8 +16,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-import orjson
-
 from addon import format as fmt
 from addon.errors import ErascopeError
 
@@ -27,15 +25,17 @@ _HEADER_LIMIT: Final = 1 << 20
 
 def is_capture(path: Path) -> bool:
     """True when the file's first line is an erascope header (any format version), decompressed as
-    the analyzer reads it: a capture logrotate compressed is a capture too."""
+    the analyzer reads it: a capture logrotate compressed is a capture too, and one whose header the
+    analyzer reads and orjson refuses (a lone surrogate escape) is one."""
+    from analyzer.load import read_line
     from analyzer.sources import first_line
 
     try:
-        header = orjson.loads(first_line(str(path), _HEADER_LIMIT))
-    except (OSError, orjson.JSONDecodeError):
+        header = read_line(first_line(str(path), _HEADER_LIMIT))
+    except OSError:
         return False
     return (
-        isinstance(header, dict)
+        header is not None
         and header.get(fmt.F_TYPE) == fmt.HEADER
         and isinstance(header.get("format"), str)
         and header["format"].startswith(fmt.FORMAT_NAME + "/")

@@ -28,7 +28,7 @@ A file may hold captures joined (`cat a.jsonl b.jsonl`; FORMAT.md, Ordering): a 
 line starts another capture there, checked as in a file of its own, and a rotated part joined right
 after its previous part is linked to it there. A header does not restart the chain it is found in
 when the line after it goes on with that chain (it was inserted), nor when it is sealed as that
-chain's next line (it was changed). A line is a header as the analyzer reads it (`addon.format.read_record`).
+chain's next line (it was changed). A line is a header as the analyzer reads it (`analyzer.load.read_line`).
 
 Library code: returns a `Verification`, never prints; the CLI formats it.
 """
@@ -55,7 +55,7 @@ from addon import chain
 from addon import format as fmt
 from addon.errors import ErascopeError
 from addon.retention import PART_NAME
-from analyzer.load import find_inputs
+from analyzer.load import find_inputs, read_line
 from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
 from analyzer.storage import is_url, mode_size
@@ -446,7 +446,7 @@ def _is_header(line: bytes) -> bool:
     (FORMAT.md, Ordering), as the analyzer reads it."""
     if b'"header"' not in line:  # the cheap test first: most lines are traffic, and every line is tested
         return False
-    record = fmt.read_record(line)
+    record = read_line(line)
     return record is not None and record.get(fmt.F_TYPE) == fmt.HEADER
 
 
@@ -595,8 +595,9 @@ def _links(chainer: chain.Chainer, first: bytes, second: bytes) -> bool:
 
 
 def _parse_header(first: bytes) -> dict[str, Any]:
-    """The header record `first`, as the analyzer reads it (`addon.format.read_record`)."""
-    header = fmt.read_record(first)
+    """The header record `first`, as the analyzer reads it (`analyzer.load.read_line`): its values are
+    read for what they say, the chain covers the line's bytes whatever that is."""
+    header = read_line(first)
     if not isinstance(header, dict) or header.get(fmt.F_TYPE) != fmt.HEADER:
         raise _NoHeader("not an erascope capture (its first line is not a header record)")
     value = header.get("format")

@@ -295,7 +295,8 @@ surrogate escape as U+0000: all three were one server, `s\\x00`, which the captu
 
 def lone_keyed(scenario: str, folder: Path, escape: bytes, n: int) -> list[Path]:
     """The captures of `scenario` in `folder`, every record but the header keyed `s<escape>` instead
-    of the header's server (a header orjson cannot read is no header), each header another run (`n`)."""
+    of the header's server (the header keeps its own: only records hold the escape), each header
+    another run (`n`)."""
     folder.mkdir(parents=True)
     paths = []
     for source in sorted((CORPUS_DIR / scenario).glob("*.jsonl")):
