@@ -669,7 +669,9 @@ def read_entries(
     facts are read from them. Otherwise the rows of all of them, paired and condensed together (see
     the module docstring), go with the first file read; the others keep their own accounting and
     share empty frames, as the JSONL reader's batches of small files do: rows read together are
-    paired together, which a mix of both ways would not do for a capture's parts. With a `spill`,
+    paired together, which a mix of both ways would not do for a capture's parts. The first names
+    the others (`FileFacts.read_with`): when one of them is left out as a copy (`analyzer.load.repeats`:
+    a file of joined captures read before holds its capture), the others are read again. With a `spill`,
     the rows condensing moves out are written there window by window. Raises `ErascopeError` for a
     malformed or incomplete archive.
     """
@@ -750,6 +752,7 @@ def _read_rows(files: list[_Archived], selection: Selection | None, spill: Spill
     holder = next((f for f in facts if f.was_read), None)
     if holder is not None and traffics:
         set_relinked(holder, frames, traffics)
+        holder.read_with = tuple(f.entry for f in facts if f is not holder and f.was_read)
 
 
 def _names(window: _Window, limit: int = 3) -> str:

@@ -186,6 +186,12 @@ class FileFacts:
     placed: bool = False
     """Its reader decided already where the rows condensing moved out wait (written to the spill, or
     kept in memory: `analyzer.archive.read_entries`): `extract_files` does not spill them again."""
+    read_with: tuple[str, ...] = ()
+    """The files read together with it whose rows or `Traffic` it holds too (an archived file named by
+    its `entry`, any other by its path): archive entries read by their rows (`analyzer.archive.read_entries`),
+    small captures read in one batch or finished together (`analyzer.load`). When it or one of them is
+    left out as a copy of a capture part another input holds, the others are read again without it
+    (`analyzer.load.repeats`)."""
 
     @property
     def was_read(self) -> bool:

@@ -1542,6 +1542,9 @@ def _finish_group(files: list[FileFacts]) -> None:
         # the group's aggregates go with its first file: `merge` adds up every file's anyway
         own = moved.get(display_name(f.file))
         f.traffic = replace(traffic, requests=own) if n == 0 else Traffic(requests=own)
+    # what they add to the aggregates cannot be taken out again: a copy among them left out has the
+    # others read again (`repeats`)
+    files[0].read_with = tuple(f.file for f in files[1:])
 
 
 def _read_archived(entries: list[str], options: LoadOptions | None, spill: Spill | None) -> list[FileFacts]:
@@ -1668,6 +1671,10 @@ def repeats(
     holding more is read again without the lines of the parts read already (`FileFacts.repeated`).
     Only files holding more than one header, and files left out before reading (which may), are
     looked into (`_headers_in`): files of one capture each cost nothing here.
+
+    Files read together give what they share to the first (`FileFacts.read_with`: the rows of archive
+    entries read by their rows and of a batch of small files, the aggregates of small files finished
+    together): when one of them is left out, the others are read again without it (`_read_again_with`).
     """
     looked = [_segments(f) for f in facts]
     segments = [segs for segs, _ in looked]
@@ -1676,6 +1683,7 @@ def repeats(
     owner: dict[bytes, str] = {}
     out: list[FileFacts] = []
     again: list[FileFacts] = []
+    left_out: set[str] = set()  # the files left out whole (`_read_key`)
     for f, (segs, heads) in zip(facts, looked, strict=True):
         left: list[Repeated] = []
         kept = 0
@@ -1696,6 +1704,7 @@ def repeats(
             out.append(f)
         elif not kept:
             out.append(FileFacts(file=f.file, capture=f.capture, identity=f.identity, duplicate_of=left[0].file))
+            left_out.add(_read_key(f))
         elif f.archived:  # its entry lists its parts: read again from the archive without their lines
             read = read_without(f.entry, tuple(left), options.selection if options is not None else None, spill)
             read.identity = f.identity
@@ -1708,7 +1717,41 @@ def repeats(
                 read = FileFacts(file=f.file, capture=f.capture, error=str(exc))
             out.append(read)
             again.append(read)
+    groups = [{_read_key(f), *f.read_with} for f in facts if f.read_with]
+    taken: set[str] = set().union(*(group for group in groups if group & left_out))
+    if taken:
+        again += _read_again_with(out, taken, options, spill)
     return out, again
+
+
+def _read_key(f: FileFacts) -> str:
+    """What `FileFacts.read_with` names a file by: an archived file by its entry, any other by its path."""
+    return f.entry if f.archived else f.file
+
+
+def _read_again_with(
+    facts: list[FileFacts], taken: set[str], options: LoadOptions | None, spill: Spill | None
+) -> list[FileFacts]:
+    """The files of `facts` read together with one left out (`taken`, `_read_key`), read again
+    without it (`facts` changed in place): archive entries together, the others each alone, as
+    `repeats` reads a file again; the files read. Each holds one capture part (a file of joined
+    captures is read alone), so it is read or left out whole."""
+    at = [n for n, f in enumerate(facts) if f.was_read and _read_key(f) in taken]
+    entries = [n for n in at if facts[n].archived]
+    read: dict[int, FileFacts] = {}
+    if entries:
+        selection = options.selection if options is not None else None
+        read = dict(zip(entries, read_entries([facts[n].entry for n in entries], selection, spill), strict=True))
+    for n in at:
+        f = facts[n]
+        if n not in read:
+            try:
+                read[n] = extract_file(f.file, options, spill=spill)
+            except InputError as exc:
+                read[n] = FileFacts(file=f.file, capture=f.capture, error=str(exc))
+        read[n].identity = f.identity
+        facts[n] = read[n]
+    return [read[n] for n in at]
 
 
 _LAST: Final = 1 << 62
@@ -2106,7 +2149,8 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
 
     Each file gets its own counts and bad lines, judged as reading it alone judges them; the rows
     (paired and condensed: every file is a capture of its own, keyed apart) and `Traffic` of the
-    batch go with its first file, the others share empty ones. A batch that needs the robust id
+    batch go with its first file, which names the others (`FileFacts.read_with`: `repeats` reads them
+    again when one is left out as a copy), the others share empty ones. A batch that needs the robust id
     reading is read again file by file, from the bytes read already, so each file reads its ids as
     it does alone.
     """
@@ -2178,6 +2222,7 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
         kept, traffic = condense(pair_responses(part.messages))
         members[0].messages = kept
         members[0].traffic = spilled(traffic, spill) if spill is not None else traffic
+        members[0].read_with = tuple(m.file for m in members[1:])
     return [item.facts for item in items]
 
 

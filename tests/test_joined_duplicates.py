@@ -259,6 +259,22 @@ def test_a_joined_file_finished_with_other_small_files_is_counted_once(
     assert report(c, b, both) == report(A, B, C)
 
 
+@pytest.mark.parametrize("small", [30_000, 0], ids=["read-in-a-batch", "finished-together"])
+@pytest.mark.parametrize("names", [("2-b", "3-c"), ("3-b", "2-c")], ids=["copy-first", "copy-last"])
+def test_a_copy_read_with_other_files_after_the_joined_file_holding_it_keeps_their_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small: int, names: tuple[str, str]
+) -> None:
+    """`both.jsonl` (`cat a.jsonl b.jsonl`, read alone) before `b.jsonl` and `c.jsonl`, read together:
+    in one batch (rows and aggregates go with its first file) or finished in one group (aggregates go
+    with its first file). The copy of `b` left out must neither take `c`'s along nor leave its own."""
+    monkeypatch.setattr(load, "SMALL_BYTES", small)  # 0: every file read alone, the small ones finished together
+    both = join([A, B], tmp_path / "1-both.jsonl")
+    assert both.stat().st_size > 30_000 > max(B.stat().st_size, C.stat().st_size)
+    b, c = copy(B, tmp_path / f"{names[0]}.jsonl"), copy(C, tmp_path / f"{names[1]}.jsonl")
+    assert whole(both, b, c)["totals"] == whole(A, B, C)["totals"]
+    assert report(both, b, c) == report(A, B, C)
+
+
 def test_a_rotated_part_after_a_part_left_out_goes_on_with_that_parts_capture(tmp_path: Path) -> None:
     """`cat a.jsonl x.000.jsonl x.001.jsonl` beside a copy of `x.000.jsonl`: the second part's rows are
     the HTTP capture's, not the stdio capture's before it, as when the file is read whole."""
@@ -361,6 +377,44 @@ def test_an_archive_read_by_its_rows_counts_a_joined_capture_given_apart_once(
     assert _cli_report("arc", *args) == expected
     duplicates = orjson.loads(expected)["inputs"]["duplicates"]
     assert duplicates == [{"file": "src/2-b.jsonl", "duplicate_of": "src/1-both.jsonl"}]
+
+
+@pytest.mark.parametrize(
+    "read",
+    ["--since", "--server", "rows", "condensed"],
+    ids=["selection", "server", "stale-condensed-frames", "condensed-frames"],
+)
+@pytest.mark.parametrize("order", ["joined-before", "archive-before"])
+@pytest.mark.parametrize("names", [("2-b", "3-c"), ("3-b", "2-c")], ids=["copy-holds-the-rows", "other-holds-the-rows"])
+def test_an_archive_beside_a_joined_file_holding_one_of_its_captures_keeps_the_others_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read: str, order: str, names: tuple[str, str]
+) -> None:
+    """`both.jsonl` (`cat a.jsonl b.jsonl`) given beside an archive of `b.jsonl` and `c.jsonl`: the
+    archive's entries are read before `both.jsonl` is known to hold `b`, and read by their rows they
+    are read together, their rows given to the first. The copy left out must neither take `c`'s rows
+    along nor leave its own with `c`'s: the report is the JSONL files' (27 of the 54 messages were
+    lost when `both.jsonl` sorted first)."""
+    from analyzer import archive as archive_reader
+
+    monkeypatch.chdir(tmp_path)
+    # the archive's entries sort among the inputs where the files they archive sort among the JSONL
+    arc, archived = ("z-arc", "zsrc") if order == "joined-before" else ("0-arc", "asrc")
+    Path("src").mkdir()
+    Path(archived).mkdir()
+    both = join([A, B], Path("src/1-both.jsonl"))
+    apart = sorted([copy(B, Path(f"{archived}/{names[0]}.jsonl")), copy(C, Path(f"{archived}/{names[1]}.jsonl"))])
+    _cli_compact(Path(arc), Path(archived))
+    server = orjson.loads(_header_of(C))["server"]
+    args = {"--since": ["--since", "2000-01-01"], "--server": ["--server", server]}.get(read, [])
+    expected = _cli_report(str(both), *map(str, apart), *args)
+    if read == "rows":
+        monkeypatch.setattr(archive_reader, "condensed_current", lambda entry: False)
+    got = _cli_report(str(both), arc, *args)
+    assert orjson.loads(got)["totals"] == orjson.loads(expected)["totals"]
+    assert got == expected
+    if order == "joined-before":
+        duplicates = orjson.loads(expected)["inputs"]["duplicates"]
+        assert duplicates == [{"file": f"{archived}/{names[0]}.jsonl", "duplicate_of": "src/1-both.jsonl"}]
 
 
 def test_the_lines_left_out_of_an_archived_file_take_their_bad_lines_along(
