@@ -28,7 +28,8 @@ A file may hold captures joined (`cat a.jsonl b.jsonl`; FORMAT.md, Ordering): a 
 line starts another capture there, checked as in a file of its own, and a rotated part joined right
 after its previous part is linked to it there. A header does not restart the chain it is found in
 when the line after it goes on with that chain (it was inserted), nor when it is sealed as that
-chain's next line (it was changed). A line is a header as the analyzer reads it (`analyzer.load.read_line`).
+chain's next line (it was changed). A line is read as the analyzer reads it (`analyzer.load.read_line`):
+whether it is a header, the seal it claims when that no longer ends it, a `part-end`'s `next`.
 
 Library code: returns a `Verification`, never prints; the CLI formats it.
 """
@@ -797,8 +798,11 @@ def _gap_of(gaps: list[_Gap], index: int) -> _Gap | None:
 
 def _claimed_seal(line: bytes) -> tuple[int, bytes, bool] | None:
     """The (index, digest, is a `part-end`) a line's `chain` field claims when the line is a JSON object
-    whose seal `chain.split` cannot take from its end, or None when it carries no seal."""
-    record = fmt.read_record(line)
+    (as the analyzer reads it, `analyzer.load.read_line`) whose seal `chain.split` cannot take from its
+    end, or None when it carries no seal."""
+    # orjson refuses a lone surrogate escape: a reformatted line holding one was called inserted, and one
+    # first in a part whose header was removed made the file no capture
+    record = read_line(line)
     seal = record.get(fmt.F_CHAIN) if record is not None else None
     if not isinstance(seal, str):
         return None
@@ -838,11 +842,10 @@ def _appended(path: str, number: int, closed_at: int, what: str) -> Finding:
 
 
 def _read_part_end(result: FileResult, line: bytes) -> None:
-    try:
-        record = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return
-    if isinstance(record, dict) and isinstance(record.get(fmt.F_NEXT), str):
+    # as the analyzer reads the line: orjson refuses a lone surrogate escape, and the `next` of a
+    # `part-end` holding one was lost (the part taken for its rotation's last, a missing next part unsaid)
+    record = read_line(line)
+    if record is not None and isinstance(record.get(fmt.F_NEXT), str):
         result.next = record[fmt.F_NEXT]
 
 
