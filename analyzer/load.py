@@ -67,7 +67,9 @@ record line, in any piece, is read by it. Each piece:
 
 Before either path, a piece's lone surrogate escapes (`"\\ud800"`, which the reader reads as U+0000,
 as it reads `"\\u0000"`) are written as their text (`_lone_surrogates_as_text`), so keys that differ
-by one stay apart.
+by one stay apart. A payload's own (in `raw`'s text) are written so where its fields are read
+(`analyzer.messages.messages_from_records`), and only in a piece the same search found one in: `raw`
+stays as written.
 
 A line is thus judged by the same reading wherever it is and whatever else its file holds: a
 wrong type in a field the analysis never reads is not read, and an object `raw` is read as its
@@ -134,10 +136,12 @@ from analyzer.messages import (
     HTTP_RECORD_TYPES,
     MESSAGE_RECORD_TYPES,
     is_batch,
+    lone_surrogates_as_text,
     messages_from_records,
     pair_responses,
     read_fields,
     spread_batch_answers,
+    surrogates_read,
 )
 from analyzer.schema import RECORD_SCHEMA
 from analyzer.sources import (
@@ -647,6 +651,7 @@ def _read(
     robust: bool,
     batches: bool = False,
     http: bool = True,
+    surrogates: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
 
@@ -659,6 +664,7 @@ def _read(
 
     `http=False` reads with the plan that leaves out the HTTP and SSE expressions (see
     `messages_from_records`); records of those types read that way are read again with `http=True`.
+    `surrogates=False`: no record holds a high surrogate's escape (`_lone_surrogates_as_text`).
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
@@ -694,6 +700,7 @@ def _read(
             extra=extra,
             batches=batches,
             http=http,
+            surrogates=surrogates,
         )
         try:
             df = rows.collect(engine="streaming")
@@ -706,7 +713,7 @@ def _read(
                 return None
             df = df.drop("_bad_headers")
         if not batches and df.get_column("_batch").any():
-            return _read(facts, plain, options, attempt, batches=True, http=http)
+            return _read(facts, plain, options, attempt, batches=True, http=http, surrogates=surrogates)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
         # records are counted once, not once per batch member
         record = pl.col("_member") == 0 if batches else pl.lit(True)
@@ -720,7 +727,8 @@ def _read(
         counts = counts.rename({"_type": "type"})
         types = counts.get_column("type")
         if not http and (types.is_in(HTTP_RECORD_TYPES).any() or types.null_count()):
-            return _read(facts, plain, options, robust, batches)  # rows of those types need the whole plan
+            # rows of those types need the whole plan
+            return _read(facts, plain, options, robust, batches, surrogates=surrogates)
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
@@ -798,10 +806,15 @@ def _relabelled(facts: FileFacts, msgs: pl.DataFrame) -> pl.DataFrame:
 
 
 def _read_lists(
-    facts: FileFacts, records: pl.LazyFrame, options: LoadOptions | None, robust: bool, http: bool = True
+    facts: FileFacts,
+    records: pl.LazyFrame,
+    options: LoadOptions | None,
+    robust: bool,
+    http: bool = True,
+    surrogates: bool = True,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """`_read` of records whose `headers` are lists (never None then)."""
-    read = _read(facts, records, options, robust, http=http)
+    read = _read(facts, records, options, robust, http=http, surrogates=surrogates)
     assert read is not None
     return read
 
@@ -827,11 +840,12 @@ def _read_piece(
 ) -> tuple[bool, _Piece]:
     """Read one piece (`lines` lines); returns it and whether it needed the robust id reading."""
     http = _http_plan(facts)
-    piece = _lone_surrogates_as_text(piece)
+    piece, surrogates = _lone_surrogates_as_text(piece)
     try:
-        read = _read(facts, _fast_scan(piece, first_line, headers_as_text=True), options, robust, http=http)
+        scan = _fast_scan(piece, first_line, headers_as_text=True)
+        read = _read(facts, scan, options, robust, http=http, surrogates=surrogates)
         if read is None:  # headers the text cannot carry exactly: read them as lists
-            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http)
+            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, surrogates)
         counts, msgs, used = read
         # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
         # without `type` reads as nulls: both send the piece to the line path.
@@ -839,11 +853,11 @@ def _read_piece(
             return used, _Piece(counts, msgs, [])
     except pl.exceptions.PolarsError:
         pass
-    return _read_bad_piece(facts, piece, first_line, robust, options)
+    return _read_bad_piece(facts, piece, first_line, robust, options, surrogates)
 
 
 def _read_bad_piece(
-    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None
+    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None, surrogates: bool
 ) -> tuple[bool, _Piece]:
     """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
     piece, not_utf8 = _without_invalid_utf8(piece, first_line)
@@ -865,7 +879,7 @@ def _read_bad_piece(
     bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     # Nothing else wrong with the piece: the reader refused a field's type, so the lines are found
     # by their types before reading (one reading saved); otherwise only if the reader refuses.
-    read = None if not bad else _read_lines(facts, good, options, robust)
+    read = None if not bad else _read_lines(facts, good, options, robust, surrogates)
     for by_type in (True, False):
         if read is not None:
             break
@@ -875,14 +889,15 @@ def _read_bad_piece(
             refused = _suspects(good, options)
         else:
             fields = _checked_fields(options)
-            refused = {n: _why_refused(good.item(n, "text"), fields) for n in _refused(facts, good, options, robust)}
+            found = _refused(facts, good, options, robust, surrogates)
+            refused = {n: _why_refused(good.item(n, "text"), fields) for n in found}
         numbers = good.get_column("line")
         bad += [BadLine(facts.file, int(numbers[n]), why) for n, why in refused.items()]
         good = good.with_row_index("_n").filter(~pl.col("_n").is_in(list(refused))).drop("_n")
-        read = _read_lines(facts, good, options, robust)
+        read = _read_lines(facts, good, options, robust, surrogates)
     if read is None:  # refused as a batch though no line alone is: never seen, but never fatal
         bad += [BadLine(facts.file, int(n), "refused with the lines around it") for n in good.get_column("line")]
-        read = _read_lines(facts, good.clear(), options, robust)
+        read = _read_lines(facts, good.clear(), options, robust, surrogates)
         assert read is not None
     counts, msgs, used = read
     types = _types(good) if counts.get_column("type").null_count() else None
@@ -891,7 +906,7 @@ def _read_bad_piece(
         # line without a record type, as the reader reads it (rare: only then is it asked)
         untyped = types.is_null()
         bad += [BadLine(facts.file, int(n), "no record type") for n in good.get_column("line").filter(untyped)]
-        read = _read_lines(facts, good.filter(~untyped), options, robust)
+        read = _read_lines(facts, good.filter(~untyped), options, robust, surrogates)
         assert read is not None  # the lines it read already
         counts, msgs, used = read
     return used, _Piece(counts, msgs, sorted(bad))
@@ -925,7 +940,7 @@ def _without_invalid_utf8(piece: bytes, first_line: int) -> tuple[bytes, set[int
 
 
 def _read_lines(
-    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, surrogates: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """`_read` of record lines (`line`, `text`) scanned as NDJSON again; None when the reader refuses one."""
     if lines.is_empty():
@@ -939,15 +954,17 @@ def _read_lines(
             .drop("_n")
         )
     try:
-        return _read_lists(facts, records, options, robust)
+        return _read_lists(facts, records, options, robust, surrogates=surrogates)
     except pl.exceptions.PolarsError:
         return None
 
 
-def _refused(facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool) -> list[int]:
+def _refused(
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, surrogates: bool
+) -> list[int]:
     """The positions in `lines` of the lines the reading refuses, found by halving (`_halved`): by
     the same reading as every other line (the fields the analysis reads, with their types)."""
-    return _halved(lines, lambda part: _read_lines(facts, part, options, robust) is not None)
+    return _halved(lines, lambda part: _read_lines(facts, part, options, robust, surrogates) is not None)
 
 
 def _halved(lines: pl.DataFrame, reads: Callable[[pl.DataFrame], bool]) -> list[int]:
@@ -1017,7 +1034,6 @@ def _read_by_the_reader(unread: pl.DataFrame) -> tuple[list[int], list[int]]:
 _MAX_DEPTH: Final = 1024
 """The deepest nesting the NDJSON reader reads (simd-json: an object at 1024 levels is read, at 1025 refused)."""
 _STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
-_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 
 
 def _refuse_constant(name: str) -> Any:
@@ -1052,44 +1068,22 @@ def _may_be_read(text: str) -> bool:
         return False
     if not isinstance(obj, dict):
         return False
-    if "\\u" in text and not _surrogates_read(text):
+    if "\\u" in text and not surrogates_read(text):
         return False
     # deeper than the reader reads takes that many brackets (counted first: measuring costs more)
     return text.count("[") + text.count("{") <= _MAX_DEPTH or _depth(text) <= _MAX_DEPTH
 
 
-def _surrogates_read(text: str) -> bool:
-    """Whether simd-json reads the `\\u` escapes of `text` (valid JSON): a high surrogate followed by
-    another escape must be followed by a low one; a low one must follow a high one. A high one followed
-    by anything else is read (as the reader reads it, not as a character)."""
-    escapes = list(_ESCAPE.finditer(text))
-    paired = False
-    for n, m in enumerate(escapes):
-        if paired:
-            paired = False
-            continue
-        if m.group(1) is None:
-            continue
-        code = int(m.group(1), 16)
-        if 0xDC00 <= code < 0xE000:
-            return False
-        if 0xD800 <= code < 0xDC00 and n + 1 < len(escapes):
-            after = escapes[n + 1]
-            if after.start() == m.end() and after.group(1) is not None:
-                if not 0xDC00 <= int(after.group(1), 16) < 0xE000:
-                    return False
-                paired = True
-    return True
-
-
-_HIGH_ESCAPE: Final = re.compile(rb"\\u[dD][89abAB]")
+_HIGH_ESCAPE: Final = re.compile(rb"\\u(?:[dD][89abAB]|005[cC])")
 """A high surrogate's escape, or the same text after an escaped backslash (`\\\\ud83d` in a payload
-that escapes its emoji): `_starts_escape` tells them apart."""
+that escapes its emoji): `_starts_escape` tells them apart. Or a backslash's escape (`\\u005c`),
+which may stand for the backslash of a payload's own escape."""
 
 
-def _lone_surrogates_as_text(piece: bytes) -> bytes:
+def _lone_surrogates_as_text(piece: bytes) -> tuple[bytes, bool]:
     r"""`piece` with every lone surrogate escape the reader reads written as the escape's text: `"\ud800"`
-    becomes `"\\ud800"`, in small letters (`\uD800` is the same JSON string).
+    becomes `"\\ud800"`, in small letters (`\uD800` is the same JSON string); and whether a payload
+    in it may hold one (`analyzer.messages.messages_from_records`'s `surrogates`).
 
     The reader reads a high surrogate escape no low one follows as U+0000, so `"s\ud800"`,
     `"s\udbff"` and `"s\u0000"` were one server key (one connection, one client), named `s\x00`:
@@ -1100,12 +1094,18 @@ def _lone_surrogates_as_text(piece: bytes) -> bytes:
     reader refuses stays as it is (a low surrogate alone, a high one before an escape that is not a
     low one): no line is judged otherwise.
 
+    A payload's own escapes (`raw`'s text) are the messages reading's to write so (`raw` stays as
+    written): the same search finds them, behind an escaped backslash (`\\ud800`, `\u005cud800`),
+    and an escape of the line's that is written as its text becomes one; a piece without any tells it
+    so, and no payload of it is searched again.
+
     A piece without a high surrogate's escape costs one search: 4 to 8 ms of CPU per 8 MiB, against
     160 to 570 ms for reading it (bench/README.md, 2026-12-05); only the lines holding one are decoded.
     """
-    found = [m.start() for m in _HIGH_ESCAPE.finditer(piece) if _starts_escape(piece, m.start())]
+    escapes = [m.start() for m in _HIGH_ESCAPE.finditer(piece)]
+    found = [at for at in escapes if piece[at + 2] != 0x30 and _starts_escape(piece, at)]  # not `\u005c`
     if not found:
-        return piece
+        return piece, bool(escapes)
     parts, done = [], 0
     for at in found:
         if at < done:  # in a line written already
@@ -1115,7 +1115,7 @@ def _lone_surrogates_as_text(piece: bytes) -> bytes:
         parts += [piece[done:start], _line_as_text(piece[start:end])]
         done = end
     parts.append(piece[done:])
-    return b"".join(parts)
+    return b"".join(parts), True
 
 
 def _starts_escape(data: bytes, at: int) -> bool:
@@ -1132,18 +1132,8 @@ def _line_as_text(line: bytes) -> bytes:
         text = line.decode("utf-8")
     except UnicodeDecodeError:  # no line the reader reads
         return line
-    if not _surrogates_read(text):
-        return line
-    return _ESCAPE.sub(lambda m: _as_text(text, m), text).encode("utf-8")
-
-
-def _as_text(text: str, escape: re.Match[str]) -> str:
-    """An escape of `text` as `_lone_surrogates_as_text` writes it: a high surrogate's that no
-    other `\\u` escape follows (in a line `_surrogates_read` reads, a low one would) as its text."""
-    code = escape.group(1)
-    if code is None or not 0xD800 <= int(code, 16) < 0xDC00 or text.startswith("\\u", escape.end()):
-        return escape.group()
-    return "\\\\u" + code.lower()
+    written = lone_surrogates_as_text(text)
+    return line if written is text else written.encode("utf-8")
 
 
 def _depth(text: str) -> int:

@@ -10,6 +10,9 @@ JSON-RPC ids are kept as JSON text so that `1` and `"1"` stay distinct: `json_pa
 both as `1`, so a number-looking id is taken as a string only when the payload holds it quoted
 (`"id":"1"` or `"id": "1"`) and not bare (`"id":1,`); a payload holding both (an id nested in the
 params or result) is parsed to read its own top-level `id`.
+
+A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
+`analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all.
 """
 
 from __future__ import annotations
@@ -52,13 +55,16 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 4
+EXTRACTION_VERSION: Final = 5
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
 3xx/4xx/5xx is `kind` error (was invalid). 3: an answer the recorder could not decode has the `event`
 `UNDECODABLE_BODY` or `UNDECODABLE_STREAM` (was `http-<status>`, `sse-end:<how>`). 4: a lone surrogate
-escape in a record's string reads as its text, `\\ud800` (was U+0000; `analyzer.load`)."""
+escape in a record's string reads as its text, `\\ud800` (was U+0000; `analyzer.load`). 5: so does one
+in a payload (was U+0000, or no message on the robust reading), and the robust reading reads an id
+again from its payload where `json_path_match` writes it otherwise (a string `"1.0"` read as the
+number `1`, a number past 2**53 a unit off)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -68,6 +74,11 @@ _TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
 _JSON_SPACE: Final = " \t\r\n"
 
 _NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
+_INTEGER: Final = r"^(0|-?[1-9]\d*)$"
+_SURROGATE: Final = r"\\u[dD][89abAB][0-9a-fA-F]{2}(?:[^\\]|\\[^u]|$)"
+"""A high surrogate's escape no other escape follows in a payload, or its text after an escaped
+backslash: the payloads `lone_surrogates_as_text` is asked about (a pair, an escaped emoji, is not)."""
+_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
 
 
@@ -80,15 +91,66 @@ def _top_level_id_is_string(payload: str) -> bool:
     return isinstance(obj, dict) and isinstance(obj.get("id"), str)
 
 
-def _integer_id_text(payload: str) -> str | None:
-    """The payload's own `id` as the fast reading writes an integer (every digit, `-0` as `0`), or
-    None when it is not an integer (a float keeps the reading's text)."""
+class _Written(str):
+    """A number's text as a payload writes it (`_written_id`)."""
+
+
+def _written_id(payload: str) -> str | None:
+    """The payload's own `id` as it is written when it is a number (`-0`, `1.50`, `1e2`, every digit
+    of `9007199254740993.0`), or None when it is not a number."""
     try:
-        obj = json.loads(payload)  # the standard library's: integers of any size
+        obj = json.loads(payload, parse_int=_Written, parse_float=_Written)  # the standard library's
     except (ValueError, RecursionError):
         return None
     value = obj.get("id") if isinstance(obj, dict) else None
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+    return str(value) if isinstance(value, _Written) else None
+
+
+def surrogates_read(text: str) -> bool:
+    """Whether simd-json reads the `\\u` escapes of `text` (valid JSON): a high surrogate followed by
+    another escape must be followed by a low one; a low one must follow a high one. A high one followed
+    by anything else is read (as the reader reads it, not as a character)."""
+    escapes = list(_ESCAPE.finditer(text))
+    paired = False
+    for n, m in enumerate(escapes):
+        if paired:
+            paired = False
+            continue
+        if m.group(1) is None:
+            continue
+        code = int(m.group(1), 16)
+        if 0xDC00 <= code < 0xE000:
+            return False
+        if 0xD800 <= code < 0xDC00 and n + 1 < len(escapes):
+            after = escapes[n + 1]
+            if after.start() == m.end() and after.group(1) is not None:
+                if not 0xDC00 <= int(after.group(1), 16) < 0xE000:
+                    return False
+                paired = True
+    return True
+
+
+def lone_surrogates_as_text(text: str) -> str:
+    r"""`text` (JSON) with every lone surrogate escape simd-json reads written as the escape's text:
+    `"\ud800"` becomes `"\\ud800"`, in small letters (`\uD800` is the same JSON string); `text`
+    itself when it holds none, or one the reader refuses (`surrogates_read`: nothing is read otherwise).
+
+    Of a capture's line before the reader reads it (`analyzer.load`), and of a payload before its
+    fields are read: the reader reads a lone high surrogate escape as U+0000 and `json_path_match`
+    not at all, so names and ids that differ by one would read as one, or as nothing.
+    """
+    if not surrogates_read(text):
+        return text
+    return _ESCAPE.sub(lambda m: _as_text(text, m), text)
+
+
+def _as_text(text: str, escape: re.Match[str]) -> str:
+    """An escape of `text` as `lone_surrogates_as_text` writes it: a high surrogate's that no
+    other `\\u` escape follows (in a text `surrogates_read` reads, a low one would) as its text."""
+    code = escape.group(1)
+    if code is None or not 0xD800 <= int(code, 16) < 0xDC00 or text.startswith("\\u", escape.end()):
+        return escape.group()
+    return "\\\\u" + code.lower()
 
 
 def batch_members(text: str) -> list[str] | None:
@@ -279,6 +341,7 @@ def messages_from_records(
     extra: dict[str, pl.Expr] | None = None,
     batches: bool = False,
     http: bool = True,
+    surrogates: bool = True,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -310,9 +373,17 @@ def messages_from_records(
     piece's instructions): on records of every other type its rows are the same, on records of
     `HTTP_RECORD_TYPES` wrong, so the caller checks the types it read and reads again with
     `http=True` when any is there (`analyzer.load`). It adds the column `HTTP_READS`.
+
+    The fields are read from each payload with its lone surrogate escapes as their text
+    (`lone_surrogates_as_text`, in Python, on the payloads that hold a high surrogate's escape);
+    `raw` itself stays as written. `surrogates=False` says no record holds the text of one
+    (`\\u[dD][89abAB]`, as `analyzer.load` knows of a piece by its search for them) and saves a
+    search of every payload.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
-    steps, columns = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http)
+    steps, columns = _plan(
+        robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http, surrogates=surrogates
+    )
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
     lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
     for step in steps:
@@ -331,7 +402,7 @@ def _label(value: str | pl.Expr | None) -> pl.Expr:
 
 @functools.cache
 def _plan(
-    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True
+    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True, surrogates: bool = True
 ) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
     """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
     of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
@@ -345,24 +416,30 @@ def _plan(
     is_payload = rtype.is_in((fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT))
     is_json = is_payload & raw.str.contains(r"^\s*\{")
     # Paths are applied to a masked input (null where not needed), never masked afterwards: a
-    # `when().then(path(raw))` would still parse every row.
-    steps: list[dict[str, pl.Expr]] = [{"_json": pl.when(is_json).then(raw), "_is_json": is_json.fill_null(False)}]
+    # `when().then(path(raw))` would still parse every row. Every field of a payload is read from
+    # `_json`, the payload with its lone surrogate escapes as their text (rare rows, in Python).
+    payload = pl.when(is_json).then(raw)
+    if surrogates:
+        lone = pl.when(is_json & raw.str.contains(_SURROGATE)).then(raw)
+        payload = pl.coalesce(lone.map_elements(lone_surrogates_as_text, pl.String()), payload)
+    body = pl.col("_json")
+    steps: list[dict[str, pl.Expr]] = [{"_json": payload, "_is_json": is_json.fill_null(False)}]
     if robust:
-        steps.append({"_id": _path(pl.col("_json"), "$.id"), "_method": _path(pl.col("_json"), "$.method")})
-        # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`), the fast
-        # reading as its value (`1`, `100`): read again the fast way, a number id's text does not
-        # depend on whether another line of the piece made it be read robustly
-        number_id = pl.when(pl.col("_id").str.contains(_NUMBER)).then(pl.col("_id"))
-        exact = (pl.lit("[") + number_id + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
-        # and an integer beyond 64 bits as a float (`1.8446744073709552e+19`), `-0` as `-0.0`, where
-        # the fast reading keeps every digit (and reads `0`): those rare rows' ids come from their payload
-        inexact = pl.col("_id").str.contains(r"^-?\d(\.\d+)?e\+\d+$|^-0\.0$")
-        integer = pl.when(inexact).then(pl.col("_json")).map_elements(_integer_id_text, pl.String())
-        steps.append({"_id": pl.coalesce(integer, exact, pl.col("_id"))})
+        steps.append({"_id": _path(body, "$.id"), "_method": _path(body, "$.method")})
+        # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for
+        # `-0`, `1.8446744073709552e+19` for an integer beyond 64 bits), reads some past 2**53 a
+        # unit off (`9007199254740993.0` as ...994), and writes a string as it is (`"1.0"`, `"007"`).
+        # An id it writes as an integer is one either way; any other number-looking one is read
+        # again from the payload as written (rare rows, in Python), and a number then the fast way:
+        # an id's text does not depend on whether another line of the piece made it be read robustly
+        other = pl.col("_id").str.contains(_NUMBER) & ~pl.col("_id").str.contains(_INTEGER)
+        written = pl.when(other).then(body).map_elements(_written_id, pl.String())
+        exact = (pl.lit("[") + written + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
+        steps.append({"_id": pl.coalesce(exact, pl.col("_id"))})
     else:
         fields = pl.col("_fields")
         meta = fields.struct.field("params").struct.field("_meta")
-        steps.append({"_fields": pl.col("_json").str.json_decode(_FIELDS)})
+        steps.append({"_fields": body.str.json_decode(_FIELDS)})
         steps.append(
             {
                 "_id": fields.struct.field("id"),
@@ -374,7 +451,7 @@ def _plan(
             }
         )
     # The error object, only where one can be: a payload without a method that mentions it.
-    error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(pl.col("_json"))
+    error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(body)
     steps.append({"_error": _path(error_text, "$.error")})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`), so the payload's text decides only
@@ -391,7 +468,7 @@ def _plan(
         }
     )
     maybe = pl.col("_maybe")
-    maybe_quoted = pl.when(maybe).then(raw)
+    maybe_quoted = pl.when(maybe).then(body)
     maybe_id = pl.when(maybe).then(pl.col("_id"))
 
     def holds(*forms: tuple[str, str]) -> pl.Expr:
@@ -409,7 +486,7 @@ def _plan(
     )
     quoted, unquoted = pl.col("_quoted"), pl.col("_unquoted")
     both = quoted & unquoted
-    exact = pl.when(both).then(raw).map_elements(_top_level_id_is_string, pl.Boolean())
+    exact = pl.when(both).then(body).map_elements(_top_level_id_is_string, pl.Boolean())
     id_quoted = pl.when(both).then(exact.fill_null(False)).otherwise(quoted)
     as_number = pl.col("_num") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
@@ -515,7 +592,7 @@ def _plan(
         raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
     )
     if robust:  # the fast reading decoded these with the id
-        steps.append({"_meta": _path(pl.when(is_req).then(raw), "$.params._meta")})
+        steps.append({"_meta": _path(pl.when(is_req).then(body), "$.params._meta")})
         steps.append(
             {
                 "_meta_version": _path(pl.col("_meta"), f"$['{META_PV}']"),
@@ -528,8 +605,8 @@ def _plan(
         {
             "_data": _path(pl.col("_error"), "$.data"),
             "_emsg": _path(pl.col("_error"), "$.message"),
-            "_ptext": _path(pl.when(is_init_req).then(raw), "$.params"),
-            "_rtext": _path(pl.when(maybe_versions).then(raw), "$.result"),
+            "_ptext": _path(pl.when(is_init_req).then(body), "$.params"),
+            "_rtext": _path(pl.when(maybe_versions).then(body), "$.result"),
         }
     )
     data = pl.col("_data")
@@ -636,7 +713,9 @@ def _plan(
     if not http:
         # The reader checks a field's type only when the query reads it (and any value fits a
         # String): the fields of other types only the left-out expressions read are read here.
-        full = _plan(robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True)
+        full = _plan(
+            robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True, surrogates=surrogates
+        )
         unread = _fields(*full) - _fields(tuple(steps), typed)
         typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))
     return tuple(steps), typed

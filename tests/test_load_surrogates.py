@@ -428,7 +428,7 @@ def test_lone_surrogates_as_text_judge_no_line_otherwise() -> None:
             at = rng.randrange(len(text) + 1)
             text = text[:at] + rng.choice(pieces) + text[at:]
         line = text.encode()
-        written = load._lone_surrogates_as_text(line)
+        written, _ = load._lone_surrogates_as_text(line)
         rewritten += written != line
         try:
             pl.read_ndjson(line, schema=schema)
@@ -441,9 +441,167 @@ def test_lone_surrogates_as_text_judge_no_line_otherwise() -> None:
             assert not any("\x00" in value for value in read if value is not None), text
     assert rewritten > 300
     assert (
-        load._lone_surrogates_as_text(b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}')
+        load._lone_surrogates_as_text(b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}')[0]
         == b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}'
     )
-    assert load._lone_surrogates_as_text(b'{"a":"\\\\\\uD800"}\n{"b":"\\ud800\\ud800"}') == (
+    assert load._lone_surrogates_as_text(b'{"a":"\\\\\\uD800"}\n{"b":"\\ud800\\ud800"}')[0] == (
         b'{"a":"\\\\\\\\ud800"}\n{"b":"\\ud800\\ud800"}'
     )
+
+
+# --- a lone surrogate escape inside a payload ----------------------------------------------------
+PAYLOAD_LONE: Final = {rb"\\ud800": "c\\ud800", rb"\\udbff": "c\\udbff", rb"\\u0000": "c\x00"}
+"""A client name's first letters as the payload writes them (in a capture line, behind the escaped
+backslash of `raw`'s text) → the name read. Both JSON parsers of the payload read a lone high
+surrogate escape otherwise: the fast one as U+0000, `json_path_match` not at all (the payload was
+no message on the robust reading)."""
+OBJECT_ID: Final = '{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list"}'
+"""A payload whose id is an object: its piece is read the robust way (`messages_from_records`)."""
+
+
+def client_named(scenario: str, folder: Path, escape: bytes, n: int, *, robust: bool = False) -> list[Path]:
+    """The captures of `scenario` in `folder`, each client's name starting `c<escape>`, each header
+    another run and each connection another (`n`); with `robust`, a copy of each file's first payload
+    record with an object id as its last."""
+    folder.mkdir(parents=True)
+    paths = []
+    for source in sorted((CORPUS_DIR / scenario).glob("*.jsonl")):
+        lines = source.read_bytes().splitlines()
+        header = orjson.loads(lines[0])
+        header["started"] = f"{n}-{header['started']}"
+        body = [
+            line.replace(b'clientInfo\\":{\\"name\\":\\"', b'clientInfo\\":{\\"name\\":\\"c' + escape).replace(
+                b'"conn":"', f'"conn":"{n}-'.encode()
+            )
+            for line in lines[1:]
+        ]
+        if robust:
+            record = orjson.loads(next(line for line in body if b'"raw":"{' in line))
+            body.append(orjson.dumps(record | {"raw": OBJECT_ID, "seq": 999999}))
+        path = folder / f"c{n}-{source.name}"
+        path.write_bytes(b"\n".join([orjson.dumps(header), *body]) + b"\n")
+        paths.append(path)
+    return paths
+
+
+def _clients(report: dict[str, Any]) -> dict[str, Any]:
+    """The report's clients by name, those named `c…` (the ones renamed)."""
+    return {c["identity"]["name"]: c for c in report["clients"] if (c["identity"]["name"] or "").startswith("c")}
+
+
+@pytest.mark.parametrize("robust", [False, True], ids=["fast", "robust"])
+@pytest.mark.parametrize("scenario", ["probe-storm-stdio", "upgrade-stdio", "upgrade-http"])
+def test_lone_surrogates_in_payloads_stay_apart(tmp_path: Path, scenario: str, robust: bool) -> None:
+    """Client names that differ by a lone surrogate escape (`c\\ud800`, `c\\udbff`, `c\\u0000`) in the
+    payload: three clients, each named as its payload writes it, alike on the fast and the robust
+    reading (an object id elsewhere in the file), together as alone; `\\uDBFF` is `\\udbff`."""
+    alone = {}
+    for n, (escape, name) in enumerate(PAYLOAD_LONE.items()):
+        paths = client_named(scenario, tmp_path / "caps" / f"c{n}", escape, n, robust=robust)
+        clients = _clients(orjson.loads(render_json(analyze([str(p) for p in paths]))))
+        assert {c[: len(name)] for c in clients} == {name}
+        alone.update(clients)
+    together = _clients(orjson.loads(render_json(analyze([str(tmp_path / "caps")]))))
+    assert set(together) == set(alone)
+    if scenario.endswith("-stdio"):  # HTTP copies share their sessions: their clients' counts add up
+        assert together == alone
+    paths = client_named(scenario, tmp_path / "upper", b"\\\\uDBFF", 9, robust=robust)
+    assert {c[:7] for c in _clients(orjson.loads(render_json(analyze([str(p) for p in paths]))))} == {"c\\udbff"}
+
+
+def test_lone_surrogates_in_payloads_read_alike_on_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One file of the three names' captures, read whole, in small pieces (some robust, some not:
+    an object id in one of them), beside a malformed line, by a follower (`extract_lines`) and from
+    an archive: the same client names, and the archive's `raw` is the payload as written."""
+    lines: list[bytes] = []
+    for n, escape in enumerate(PAYLOAD_LONE):
+        for path in client_named("upgrade-stdio", tmp_path / f"c{n}", escape, n, robust=n == 1)[:2]:
+            lines += path.read_bytes().splitlines()
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b"\n".join(lines) + b"\n")
+    beside = tmp_path / "beside.jsonl"
+    beside.write_bytes(b"\n".join([*lines[:2], INSERTED, *lines[2:]]) + b"\n")
+    names = {"c\\ud800mcp", "c\\udbffmcp", "c\x00mcp"}
+
+    def named(facts: Any) -> set[str]:
+        return set(as_strings(facts.messages).get_column("client_name").drop_nulls())
+
+    for piece_bytes in (load.PIECE_BYTES, 2000):
+        monkeypatch.setattr(load, "PIECE_BYTES", piece_bytes)
+        for path in (plain, beside):
+            assert named(extract_file(str(path), load.LoadOptions(condense=False))) == names
+    header = orjson.loads(lines[0])
+    body = b"\n".join(lines[1:]) + b"\n"
+    assert named(extract_lines(str(plain), body, 2, header, load.LoadOptions(condense=False))) == names
+    kept = extract_file(str(plain), load.LoadOptions(condense=False, keep_raw=True)).messages
+    assert (
+        kept.filter(pl.col("client_name").cast(pl.String) == "c\\ud800mcp")
+        .get_column("raw")
+        .str.contains('clientInfo":{"name":"c\\ud800mcp"', literal=True)
+        .all()
+    )
+    compact([str(plain)], tmp_path / "archive", jobs=1)
+    archived = orjson.loads(render_json(analyze([str(tmp_path / "archive")])))
+    assert set(_clients(archived)) == names
+    assert archived == orjson.loads(render_json(analyze([str(plain)]))) | {"inputs": archived["inputs"]}
+
+
+def _frame(raw: bytes, direction: str, seq: int) -> bytes:
+    return (
+        b'{"type":"frame","conn":"c1","raw":"' + raw + b'","dir":"' + direction.encode() + b'","ts":'
+        + str(1796002214.0 + seq).encode() + b',"server":"s","seq":' + str(seq).encode() + b"}"
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("robust", [False, True], ids=["fast", "robust"])
+def test_ids_and_methods_with_lone_surrogates_pair_apart(tmp_path: Path, robust: bool) -> None:
+    """Requests `"a\\ud800"` and `"a\\udbff"` (methods `m\\ud800` and `m\\u0000`), then an answer to
+    the first: it answers `m\\ud800`, not the later request its id read alike with."""
+    header = orjson.loads(sorted((CORPUS_DIR / "probe-storm-stdio").glob("*.jsonl"))[0].read_bytes().splitlines()[0])
+    lines = [
+        orjson.dumps(header),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\ud800\",\"method\":\"m\\ud800\"}", "c2s", 1),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\udbff\",\"method\":\"m\\u0000\"}", "c2s", 2),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\ud800\",\"result\":{}}", "s2c", 3),
+    ]
+    if robust:
+        lines.append(_frame(OBJECT_ID.replace('"', '\\"').encode(), "c2s", 4))
+    path = tmp_path / "ids.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    rows = as_strings(extract_file(str(path), load.LoadOptions(condense=False)).messages).sort("line")
+    assert rows.select("id", "method", "kind", "req_line").rows()[:3] == [
+        ('"a\\\\ud800"', "m\\ud800", "request", None),
+        ('"a\\\\udbff"', "m\x00", "request", None),
+        ('"a\\\\ud800"', "m\\ud800", "response", 2),
+    ]
+
+
+def test_payload_surrogates_watched_as_analyzed(tmp_path: Path) -> None:
+    """`erascope watch` over the three names' captures joined in one file, a line a round: the
+    findings and era changes `analyze` reports, and its three clients."""
+    lines = []
+    for n, escape in enumerate(PAYLOAD_LONE):
+        for path in client_named("upgrade-stdio", tmp_path / f"c{n}", escape, n, robust=n == 2)[:2]:
+            lines += path.read_bytes().splitlines(keepends=True)
+    live = tmp_path / "live"
+    events = watched_line_by_line(lines, live, "joined.jsonl", idle=3600)
+    report = analyzed(live)
+    assert set(_clients(report)) == {"c\\ud800mcp", "c\\udbffmcp", "c\x00mcp"}
+    assert reported(events) == expected(report)
+
+
+def test_a_payload_escape_behind_a_backslash_written_as_an_escape(tmp_path: Path) -> None:
+    """A line may write the backslash of a payload's escape as an escape of its own (`\\u005c`, any
+    JSON writer may): the payload holds the same lone surrogate escape, read as its text the same way,
+    alone in its file as beside one written plainly."""
+    header = orjson.loads(sorted((CORPUS_DIR / "probe-storm-stdio").glob("*.jsonl"))[0].read_bytes().splitlines()[0])
+    spelled = {rb"\\ud800": "m\\ud800", rb"\u005cud800": "m\\ud800", rb"\u005Cudbff": "m\\udbff"}
+    frames = [
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"method\":\"m" + e + rb"\"}", "c2s", n + 1) for n, e in enumerate(spelled)
+    ]
+    names = list(spelled.values())
+    for n, (lines, methods) in enumerate([*(([f], [m]) for f, m in zip(frames, names, strict=True)), (frames, names)]):
+        path = tmp_path / f"{n}.jsonl"
+        path.write_bytes(b"\n".join([orjson.dumps(header), *lines]) + b"\n")
+        rows = as_strings(extract_file(str(path), load.LoadOptions(condense=False)).messages).sort("line")
+        assert rows.get_column("method").to_list() == methods
