@@ -108,6 +108,7 @@ import polars as pl
 
 from addon import format as fmt
 from addon.errors import EMPTY_PATH, ErascopeError
+from addon.jsontext import MAX_DEPTH, finite, refuse_constant, surrogates_read
 from analyzer import storage
 from analyzer.archive import EntryPath, is_archive, is_source_entry, read_entries, read_without, source_entries
 from analyzer.condense import Traffic, concat_rows, condense, merge, spilled
@@ -141,7 +142,6 @@ from analyzer.messages import (
     pair_responses,
     read_fields,
     spread_batch_answers,
-    surrogates_read,
 )
 from analyzer.schema import RECORD_SCHEMA
 from analyzer.sources import (
@@ -1031,24 +1031,11 @@ def _read_by_the_reader(unread: pl.DataFrame) -> tuple[list[int], list[int]]:
     return at.filter(types.is_not_null()).to_list(), at.filter(types.is_null()).to_list()
 
 
-_MAX_DEPTH: Final = 1024
-"""The deepest nesting the NDJSON reader reads (simd-json: an object at 1024 levels is read, at 1025 refused)."""
 _STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(name)  # NaN and Infinity: the reader refuses them
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(text)  # the reader refuses a number beyond a double's range
-    return value
-
-
 def _finite_int(text: str) -> float:
-    return _finite(text)  # a float: int() of many digits is slow, and refused past 4300 of them
+    return finite(text)  # a float: int() of many digits is slow, and refused past 4300 of them
 
 
 def _may_be_read(text: str) -> bool:
@@ -1058,12 +1045,12 @@ def _may_be_read(text: str) -> bool:
     nothing more; so this leaves to the reader whatever it is not sure of. Python's JSON decoder
     takes what the reader takes (lone surrogate escapes included) and more: what more it takes
     and the reader does not is refused here (NaN, numbers past a double's range, unpaired low
-    surrogates, nesting past `_MAX_DEPTH`).
+    surrogates, nesting past `MAX_DEPTH`).
     """
     try:
-        obj = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite, parse_int=_finite_int)
+        obj = json.loads(text, parse_constant=refuse_constant, parse_float=finite, parse_int=_finite_int)
     except RecursionError:
-        return _depth(text) <= _MAX_DEPTH
+        return _depth(text) <= MAX_DEPTH
     except ValueError:  # JSONDecodeError is one
         return False
     if not isinstance(obj, dict):
@@ -1071,7 +1058,7 @@ def _may_be_read(text: str) -> bool:
     if "\\u" in text and not surrogates_read(text):
         return False
     # deeper than the reader reads takes that many brackets (counted first: measuring costs more)
-    return text.count("[") + text.count("{") <= _MAX_DEPTH or _depth(text) <= _MAX_DEPTH
+    return text.count("[") + text.count("{") <= MAX_DEPTH or _depth(text) <= MAX_DEPTH
 
 
 _HIGH_ESCAPE: Final = re.compile(rb"\\u(?:[dD][89abAB]|005[cC])")

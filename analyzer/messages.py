@@ -26,6 +26,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
+from addon.jsontext import ESCAPE, surrogates_read
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -78,7 +79,6 @@ _INTEGER: Final = r"^(0|-?[1-9]\d*)$"
 _SURROGATE: Final = r"\\u[dD][89abAB][0-9a-fA-F]{2}(?:[^\\]|\\[^u]|$)"
 """A high surrogate's escape no other escape follows in a payload, or its text after an escaped
 backslash: the payloads `lone_surrogates_as_text` is asked about (a pair, an escaped emoji, is not)."""
-_ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
 
 
@@ -106,30 +106,6 @@ def _written_id(payload: str) -> str | None:
     return str(value) if isinstance(value, _Written) else None
 
 
-def surrogates_read(text: str) -> bool:
-    """Whether simd-json reads the `\\u` escapes of `text` (valid JSON): a high surrogate followed by
-    another escape must be followed by a low one; a low one must follow a high one. A high one followed
-    by anything else is read (as the reader reads it, not as a character)."""
-    escapes = list(_ESCAPE.finditer(text))
-    paired = False
-    for n, m in enumerate(escapes):
-        if paired:
-            paired = False
-            continue
-        if m.group(1) is None:
-            continue
-        code = int(m.group(1), 16)
-        if 0xDC00 <= code < 0xE000:
-            return False
-        if 0xD800 <= code < 0xDC00 and n + 1 < len(escapes):
-            after = escapes[n + 1]
-            if after.start() == m.end() and after.group(1) is not None:
-                if not 0xDC00 <= int(after.group(1), 16) < 0xE000:
-                    return False
-                paired = True
-    return True
-
-
 def lone_surrogates_as_text(text: str) -> str:
     r"""`text` (JSON) with every lone surrogate escape simd-json reads written as the escape's text:
     `"\ud800"` becomes `"\\ud800"`, in small letters (`\uD800` is the same JSON string); `text`
@@ -141,7 +117,7 @@ def lone_surrogates_as_text(text: str) -> str:
     """
     if not surrogates_read(text):
         return text
-    return _ESCAPE.sub(lambda m: _as_text(text, m), text)
+    return ESCAPE.sub(lambda m: _as_text(text, m), text)
 
 
 def _as_text(text: str, escape: re.Match[str]) -> str:

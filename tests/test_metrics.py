@@ -548,3 +548,68 @@ def test_an_answer_the_recorder_cannot_decode_is_counted_as_such() -> None:
         ],
     )
     assert s["servers"]["http://s/mcp"] == {"era": "unknown", "outcomes": {"undecodable": 2}}
+
+
+# --- lone surrogate escapes: the live counters read what the analyzer reads ------------------------------------
+
+
+def _analyzed(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The analyzer's era and probe outcomes of `records` written as a stdio capture, as the counters hold them."""
+    from analyzer.pipeline import analyze  # polars: only where a test compares with the analyzer
+    from analyzer.report import report_dict
+
+    with CaptureWriter(tmp_path / "cap", transport=fmt.STDIO, server="srv") as w:
+        w.write({fmt.F_TYPE: fmt.LIFECYCLE, fmt.F_CONN: "a", fmt.F_EVENT: fmt.EV_SPAWN})
+        for r in records:
+            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
+    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
+    return {"era": server["era"], "outcomes": server["probe_outcomes"]}
+
+
+LONE = "\\ud800"
+"""A lone surrogate's escape as a message's JSON text holds it: valid JSON (RFC 8259 allows it), which
+orjson refuses and the analyzer reads."""
+RELEASE = ok({"supportedVersions": [MODERN]})
+ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+WELL_FORMED = {"method": D, "params": {"_meta": ENVELOPE}}
+"""A probe the analyzer takes as well formed: a legacy answer to it is `legacy-answer`, not `malformed-probe`."""
+NAMED = {"method": D, "params": {"_meta": ENVELOPE, "c": "?"}}
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", NAMED).replace("?", "c" + LONE)),
+                frame("a", fmt.S2C, with_id("1", RELEASE)),
+            ],
+            {"era": "modern", "outcomes": {"discover-result": 1}},
+            id="in-the-probe",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, '{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad c' + LONE + '"}}'),
+            ],
+            {"era": "legacy", "outcomes": {"legacy-answer": 1}},
+            id="in-the-answer",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id('"a' + LONE + '"', WELL_FORMED)),
+                frame("a", fmt.S2C, with_id('"a\\udbff"', UNSUPPORTED)),  # another request's answer
+                frame("a", fmt.S2C, with_id('"a' + LONE + '"', RELEASE)),
+            ],
+            {"era": "modern", "outcomes": {"discover-result": 1}},
+            id="in-the-ids",
+        ),
+    ],
+)
+def test_messages_holding_a_lone_surrogate_escape_are_counted_as_the_analyzer_reads_them(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, Any]
+) -> None:
+    """orjson refuses such a message: a probe holding one was never counted, and an answer holding one
+    left its probe pending, where the analyzer reads both."""
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+    assert _analyzed(tmp_path, records) == expected
