@@ -12,7 +12,10 @@ both as `1`, so a number-looking id is taken as a string only when the payload h
 params or result) is parsed to read its own top-level `id`.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
-`analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all.
+`analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all. Its `id`,
+`method` or `params` written twice reads as the first for the id, method and envelope, as the fast
+reading (simd-json) reads them: `json_path_match` reads the last, so the robust reading reads those
+from the payload without the later copy (`_first_members`).
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from __future__ import annotations
 import functools
 import json
 import re
-from typing import Final
+from typing import Any, Final
 
 import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.jsontext import ESCAPE, surrogates_read
+from addon.jsontext import ESCAPE, refuse_constant, surrogates_read
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -56,7 +59,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 5
+EXTRACTION_VERSION: Final = 6
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -65,7 +68,9 @@ until `compact` converts their captures again. 2: JSON that is no JSON-RPC messa
 escape in a record's string reads as its text, `\\ud800` (was U+0000; `analyzer.load`). 5: so does one
 in a payload (was U+0000, or no message on the robust reading), and the robust reading reads an id
 again from its payload where `json_path_match` writes it otherwise (a string `"1.0"` read as the
-number `1`, a number past 2**53 a unit off)."""
+number `1`, a number past 2**53 a unit off). 6: a top-level key a payload writes twice reads as its
+first on both readings (the robust one read the last `id`, `method` and `params._meta`, and both the
+last `id`'s type: `"id":"1","id":1` read as the number `1`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -82,11 +87,20 @@ backslash: the payloads `lone_surrogates_as_text` is asked about (a pair, an esc
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
 
 
+def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's members as the fast reading (simd-json) reads them: the first of a key written twice,
+    as the format has readers do (the standard library and orjson keep the last)."""
+    members: dict[str, Any] = {}
+    for key, value in pairs:
+        members.setdefault(key, value)
+    return members
+
+
 def _top_level_id_is_string(payload: str) -> bool:
     """Whether the payload's own `id` (not one nested in its params or result) is a JSON string."""
     try:
-        obj = orjson.loads(payload)
-    except orjson.JSONDecodeError:
+        obj = json.loads(payload, object_pairs_hook=_first_of_each, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
         return False
     return isinstance(obj, dict) and isinstance(obj.get("id"), str)
 
@@ -99,11 +113,52 @@ def _written_id(payload: str) -> str | None:
     """The payload's own `id` as it is written when it is a number (`-0`, `1.50`, `1e2`, every digit
     of `9007199254740993.0`), or None when it is not a number."""
     try:
-        obj = json.loads(payload, parse_int=_Written, parse_float=_Written)  # the standard library's
+        obj = json.loads(payload, object_pairs_hook=_first_of_each, parse_int=_Written, parse_float=_Written)
     except (ValueError, RecursionError):
         return None
     value = obj.get("id") if isinstance(obj, dict) else None
     return str(value) if isinstance(value, _Written) else None
+
+
+def _first_members(payload: str) -> str | None:
+    """The payload (a JSON object) without the later of its top-level members whose key it writes
+    twice, each other character as written: what `json_path_match`, which reads the last of such a
+    key, is given to read the first. None when it writes no key twice, or is no JSON (kept so)."""
+    try:
+        orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    seen: set[str] = set()
+    dropped: list[tuple[int, int]] = []
+    depth, key_next, comma, dropping = 0, False, 0, False
+    for token in _TOKENS.finditer(payload):
+        mark = token.group()
+        if mark[0] == '"':
+            if depth == 1 and key_next:
+                key_next = False
+                key = json.loads(mark)  # as written: `"\u0069d"` is `id` too
+                dropping = key in seen  # never the first member: a comma is before it
+                seen.add(key)
+            continue
+        if depth == 1 and mark in ",}" and dropping:
+            dropped.append((comma, token.start()))
+            dropping = False
+        if mark in "[{":
+            depth += 1
+            key_next = depth == 1
+        elif mark in "]}":
+            depth -= 1
+            if depth == 0:
+                break
+        elif depth == 1:
+            comma, key_next = token.start(), True
+    if not dropped:
+        return None
+    kept, at = [], 0
+    for start, end in dropped:
+        kept.append(payload[at:start])
+        at = end
+    return "".join(kept) + payload[at:]
 
 
 def lone_surrogates_as_text(text: str) -> str:
@@ -400,8 +455,14 @@ def _plan(
         payload = pl.coalesce(lone.map_elements(lone_surrogates_as_text, pl.String()), payload)
     body = pl.col("_json")
     steps: list[dict[str, pl.Expr]] = [{"_json": payload, "_is_json": is_json.fill_null(False)}]
+    own = pl.col("_own")  # the robust reading's payload where it writes a top-level key twice
     if robust:
-        steps.append({"_id": _path(body, "$.id"), "_method": _path(body, "$.method")})
+        # `json_path_match` reads the last of a key written twice, the fast reading the first: those
+        # rare payloads (a key spelled twice, or with an escape) are read without their later copies
+        twice = pl.any_horizontal(body.str.count_matches(f'"{key}"\\s*:') > 1 for key in ("id", "method", "params"))
+        twice = twice | body.str.contains(r'\\u[^"]*"\s*:')
+        steps.append({"_own": pl.coalesce(pl.when(twice).then(body).map_elements(_first_members, pl.String()), body)})
+        steps.append({"_id": _path(own, "$.id"), "_method": _path(own, "$.method")})
         # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for
         # `-0`, `1.8446744073709552e+19` for an integer beyond 64 bits), reads some past 2**53 a
         # unit off (`9007199254740993.0` as ...994), and writes a string as it is (`"1.0"`, `"007"`).
@@ -409,7 +470,7 @@ def _plan(
         # again from the payload as written (rare rows, in Python), and a number then the fast way:
         # an id's text does not depend on whether another line of the piece made it be read robustly
         other = pl.col("_id").str.contains(_NUMBER) & ~pl.col("_id").str.contains(_INTEGER)
-        written = pl.when(other).then(body).map_elements(_written_id, pl.String())
+        written = pl.when(other).then(own).map_elements(_written_id, pl.String())
         exact = (pl.lit("[") + written + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
         steps.append({"_id": pl.coalesce(exact, pl.col("_id"))})
     else:
@@ -568,7 +629,7 @@ def _plan(
         raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
     )
     if robust:  # the fast reading decoded these with the id
-        steps.append({"_meta": _path(pl.when(is_req).then(body), "$.params._meta")})
+        steps.append({"_meta": _path(pl.when(is_req).then(own), "$.params._meta")})
         steps.append(
             {
                 "_meta_version": _path(pl.col("_meta"), f"$['{META_PV}']"),

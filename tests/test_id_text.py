@@ -196,3 +196,39 @@ def test_a_probe_answered_with_id_1_0_reads_alike_beside_an_object_id(tmp_path: 
         outcomes[name] = result.probes.filter(pl.col("server") == "s").get_column("outcome").cast(pl.String).to_list()
     assert outcomes["alone"] == ["discover-result"]
     assert outcomes["beside"] == outcomes["alone"]
+
+
+_TWICE = [
+    '{"jsonrpc":"2.0","id":1.0,"id":2.5,"method":"x"}',
+    '{"jsonrpc":"2.0","id":2.5,"id":1.0,"method":"x"}',
+    '{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}',
+    '{"jsonrpc":"2.0","id":-0,"id":7,"method":"x"}',
+    '{"jsonrpc":"2.0","id":"a","id":1.5,"method":"x"}',
+    '{"jsonrpc":"2.0","id":1.5,"id":"1.0","method":"x"}',
+    '{"jsonrpc":"2.0","id":1.5,"id":null,"method":"x"}',
+    '{"jsonrpc":"2.0","id":null,"id":1.5,"method":"x"}',
+    '{"jsonrpc":"2.0","id":1.5,"\\u0069d":2.5,"method":"x"}',
+    '{"jsonrpc":"2.0","id":"1","id":1,"method":"x"}',
+    '{"jsonrpc":"2.0","id":1,"id":"1","method":"x"}',
+    '{"jsonrpc":"2.0","id":1.5,"id":2.5,"result":{}}',
+    '{"jsonrpc":"2.0","id":3,"method":"x","method":"y"}',
+    '{"jsonrpc":"2.0","id":4,"method":"x","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"A"}},'
+    '"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"B"}}}',
+]
+
+
+def test_a_key_written_twice_reads_as_its_first_on_both_readings() -> None:
+    """A payload may write `id` (or `method`, `params`) twice: the fast reading takes the first, as the
+    format says readers do, and the robust one took the last (`json_path_match`, and the standard
+    library reading a number id again), so a line elsewhere in the piece (an object id) changed which
+    request an answer settles."""
+    records = _frames(_TWICE)
+    fast = messages_from_records(records, file="f", capture="c", transport="stdio", robust=False)
+    robust = messages_from_records(records, file="f", capture="c", transport="stdio", robust=True)
+    first = fast.select("id", "method", "meta_version").collect().rows()
+    assert robust.select("id", "method", "meta_version").collect().rows() == first
+    assert [row[:2] for row in first] == [
+        ("1", "x"), ("2.5", "x"), ("1", "x"), ("0", "x"), ('"a"', "x"), ("1.5", "x"), ("1.5", "x"), (None, "x"),
+        ("1.5", "x"), ('"1"', "x"), ("1", "x"), ("1.5", None), ("3", "x"), ("4", "x"),
+    ]  # fmt: skip
+    assert first[-1][2] == "A"
