@@ -8,8 +8,11 @@ A module of its own: the addon cannot import the analyzer (polars in mitmproxy).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Final
+
+import orjson
 
 MAX_DEPTH: Final = 1024
 """The deepest nesting the reader reads (simd-json: an object at 1024 levels is read, at 1025 refused)."""
@@ -53,3 +56,29 @@ def surrogates_read(text: str) -> bool:
                     return False
                 paired = True
     return True
+
+
+def loads(text: str | bytes) -> Any:
+    """`text` as orjson reads it or, when it holds a lone high surrogate's escape the reader reads
+    (`"c\\ud800"`, valid JSON which orjson refuses), as the standard library reads it: each such escape a
+    surrogate of its own. Raises `ValueError` for what orjson refuses otherwise, as the reader does (a
+    constant, a number beyond a double, nesting too deep). Rare, and off the common path: the standard
+    library reads only a text orjson refused."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            decoded = text.decode("utf-8") if isinstance(text, bytes) else text  # a BOM stays, and is refused
+        except UnicodeDecodeError:
+            raise ValueError("not UTF-8") from None
+        if not HIGH_SURROGATE.search(decoded) or not surrogates_read(decoded):
+            raise
+    try:
+        return json.loads(decoded, parse_constant=refuse_constant, parse_float=finite, parse_int=_int)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+
+
+def _int(text: str) -> int:
+    finite(text)  # as the reader, which reads an integer as a double past 64 bits
+    return int(text)

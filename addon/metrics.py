@@ -149,31 +149,9 @@ def _json(raw: object) -> Any:
     elif not isinstance(raw, str):
         return None
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _with_lone_surrogates(raw)
-
-
-def _with_lone_surrogates(raw: str | bytes) -> Any:
-    """The message `raw` holding a lone high surrogate's escape (`"c\\ud800"`, valid JSON), which orjson
-    refuses and the analyzer reads: as the standard library reads it (a surrogate character, one of its
-    own per escape), where the analyzer's reader reads it too (`addon.jsontext`). Rare, and off the
-    common path: only a message orjson refused is looked at."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw  # a BOM stays, and is refused
-    except UnicodeDecodeError:
+        return jsontext.loads(raw)  # a lone surrogate's escape read as the analyzer reads it
+    except ValueError:
         return None
-    if not jsontext.HIGH_SURROGATE.search(text) or not jsontext.surrogates_read(text):
-        return None
-    try:
-        return json.loads(text, parse_constant=jsontext.refuse_constant, parse_float=jsontext.finite, parse_int=_int)
-    except (ValueError, RecursionError):  # what orjson and the reader refuse besides
-        return None
-
-
-def _int(text: str) -> int:
-    jsontext.finite(text)  # as the reader, which reads an integer as a double past 64 bits
-    return int(text)
 
 
 def _code(msg: dict[str, Any]) -> int | None:
@@ -715,7 +693,7 @@ def _id(msg: dict[str, Any], raw: object) -> bytes | None:
     if isinstance(ident, float):
         return _number_id(raw)
     if isinstance(ident, int):
-        return str(ident).encode()  # as orjson writes one, also past 64 bits (`_with_lone_surrogates` reads those)
+        return str(ident).encode()  # as orjson writes one, also past 64 bits (`jsontext.loads` reads those)
     if _SURROGATE.search(ident):
         # as the analyzer reads such an id: each lone surrogate as its escape's text
         ident = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", ident)

@@ -65,6 +65,7 @@ from addon.http_recorder import (
 )
 from addon.redact import HttpRedaction, Redactor
 from addon.sse import SseParser
+from analyzer.messages import lone_surrogates_as_text
 from analyzer.sources import FLOWS, HAR
 
 MAX_WHOLE_BYTES: Final = 1 << 29
@@ -520,12 +521,14 @@ def lines(converted: Converted) -> Iterator[tuple[int, bytes]]:
 
 
 def _ids(record: dict[str, Any], *, answers: bool) -> list[bytes]:
-    """The ids (JSON text) of the requests a record's message sends, or of the answers it carries."""
+    """The ids (JSON text) of the requests a record's message sends, or of the answers it carries, read
+    as the analyzer reads them: a lone surrogate's escape (`"r\\ud800"`, which orjson refuses) as its
+    text, not as no id at all."""
     raw = record.get(fmt.F_RAW)
     if not isinstance(raw, str):
         return []
     try:
-        doc = orjson.loads(raw)
+        doc = orjson.loads(lone_surrogates_as_text(raw))
     except orjson.JSONDecodeError:
         return []
     out = []

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import io
+import json
 import stat
 from collections import Counter
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ from bokeh.resources import Resources
 from bokeh.transform import dodge
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from addon.jsontext import loads
 from analyzer.findings import Evidence
 from analyzer.pipeline import Analysis
 from analyzer.report import (
@@ -362,8 +364,8 @@ def _record_text(raw: bytes) -> tuple[Any, str]:
     """The record parsed (None when it is no JSON) and shown as `_pretty` shows it, whole."""
     record: Any = None
     try:
-        record = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        record = loads(raw)
+    except ValueError:
         text = raw.decode("utf-8", "replace")
     else:
         text = _pretty_record(record) or raw.decode("utf-8", "replace")
@@ -385,9 +387,12 @@ def _dumps(value: Any) -> str | None:
     except TypeError:  # a lone surrogate in a string, or the nesting
         pass
     try:
-        return orjson.dumps(scrubbed(value, valid_unicode), option=orjson.OPT_INDENT_2).decode()
+        orjson.dumps(scrubbed(value, valid_unicode))
     except (TypeError, RecursionError):
         return None
+    # lone surrogates (`addon.jsontext.loads`): written as they are, for `visible` to show each as its escape, not
+    # as U+FFFD, which would hide that the message spelled one
+    return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 def _pretty_record(record: Any) -> str | None:
@@ -400,8 +405,8 @@ def _pretty_record(record: Any) -> str | None:
     if not isinstance(raw, str) or meta is None:
         return _dumps(record)
     try:
-        message: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        message: Any = loads(raw)
+    except ValueError:
         body = raw  # not JSON (stderr, garbage): as captured
     else:
         body = _dumps(message) or raw

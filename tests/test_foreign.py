@@ -649,3 +649,44 @@ def test_a_base64_body_is_read_exactly_or_not_at_all(tmp_path: Path, wrapped: bo
         (2, "the response body is not valid base64 (its encoding says it is): not read, never guessed")
     ]
     assert _outcomes([bad]) == ({"discover-result": 1}, {})
+
+
+def _spelled(flows: list[http.HTTPFlow], spellings: dict[bytes, bytes]) -> list[http.HTTPFlow]:
+    """`flows` with their bodies' text respelled (`"id":1,` → `"id":"r\\ud800",`): text orjson would
+    not write (a lone surrogate's escape), as a client or server may send it."""
+    for flow in flows:
+        for message in (flow.request, flow.response):
+            if message is not None and message.content:
+                for old, new in spellings.items():
+                    message.content = message.content.replace(old, new)
+    return flows
+
+
+@pytest.mark.parametrize("kind", ["har", "flows"])
+def test_answers_holding_a_lone_surrogate_escape_are_placed_on_a_long_stream(tmp_path: Path, kind: str) -> None:
+    """JSON allows `\\ud800` inside a message (a probe's id so spelled, an error message, a client's
+    name), and the analyzer reads it as its escape's text: the answers' ids were read with orjson,
+    which refuses the escape, so such an answer kept the stream's end, minutes late, and the probe
+    read `no-answer`, where the same traffic spelled otherwise reads a prompt legacy answer."""
+    lone = {
+        b'"id":1,': b'"id":"r\\ud800",',
+        b'"id":2,': b'"id":"r\\u0000",',
+        b"Method not found": b"Method \\ud800 not found",
+        b'"name":"test-client"': b'"name":"c\\ud800"',
+    }
+    plain = {b'"id":1,': b'"id":"r1",', b'"id":2,': b'"id":"r2",'}
+    reports = {}
+    for name, spellings in (("lone", lone), ("plain", plain)):
+        flows = _spelled(_http_sse_session(5), spellings)
+        path = tmp_path / f"{name}.{kind}"
+        if kind == "har":
+            path.write_bytes(orjson.dumps(_har(flows)))
+        else:
+            _dump(path, flows)
+        reports[name] = report_dict(analyze([str(path)]))
+    for report in reports.values():
+        assert report["inputs"]["malformed"] == []
+        assert report["totals"]["probe_outcomes"] == {"legacy-answer": 1}
+        assert report["totals"]["init_outcomes"] == {"served": 1}
+        assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"]
+    assert "c\\ud800" in {c["identity"]["name"] for c in reports["lone"]["clients"]}

@@ -644,3 +644,29 @@ def test_a_message_nested_too_deep_to_pretty_print_is_shown_as_captured(tmp_path
     payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
     texts = [p["text"] for p in payloads.values()]
     assert any("[[[[" in t and "server/discover" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("where", ["message", "record"])
+def test_a_record_holding_a_lone_surrogate_escape_is_pretty_printed_as_written(tmp_path: Path, where: str) -> None:
+    """JSON allows `\\ud800` (a client naming itself `c\\ud800`, or a record field so spelled), and the
+    analyzer reads it: orjson refuses it, so the cited record was shown as one raw line, its message
+    not laid out, where any other record is pretty-printed. The escape is shown as written."""
+    raw = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"name":"cLONE"}}'
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+    base = {"type": "frame", "conn": "c1", "server": "lone", "nl": True}
+    records = [
+        {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "part": 0,
+         "server": "lone", "seq": 0, "ts": 1_800_000_000.0, "mono": 0.0},
+        {**base, "dir": "c2s", "raw": raw if where == "message" else raw.replace("LONE", ""), "len": len(raw),
+         "seq": 1, "ts": 1_800_000_000.1, "mono": 0.1, **({"extra": "xLONE"} if where == "record" else {})},
+        {**base, "dir": "s2c", "raw": answer, "len": len(answer), "seq": 2, "ts": 1_800_000_000.2, "mono": 0.2},
+    ]  # fmt: skip
+    path = tmp_path / "lone.jsonl"
+    # in the message, the escape is the payload's own (`\\ud800` in the line); in a record field, the line's
+    lone = b"\\\\ud800" if where == "message" else b"\\ud800"
+    path.write_bytes(b"".join(orjson.dumps(r).replace(b"LONE", lone) + b"\n" for r in records))
+    payloads = _json_block(render_html(analyze([str(path)])), "page-data")["payloads"]
+    (text,) = [p["text"] for p in payloads.values() if "server/discover" in p["text"]]
+    assert '  "method": "server/discover",' in text, text  # laid out, not the line as captured
+    assert '"name": "c\\ud800"' in text if where == "message" else '"extra": "x\\ud800"' in text, text
+    assert "\ufffd" not in text
