@@ -13,6 +13,13 @@ How it stays proportional to the new bytes:
   A plain file is known by its inode too: one replaced, rewritten (truncated, its header changed) or
   renamed to another listed name is read from its start as a new part, and the old part dropped
   (`Watcher._follow`), as `analyze` afterwards reads the files as they are then.
+- Copies of one capture part (a copy under another name, a file of joined captures holding it) are
+  read once, from the file first in input order holding it, as `analyze` reads them
+  (`analyzer.load.repeats`): a copy written after the one read but named before it takes the part
+  over, and the file read until then is read again from its start without it (`Watcher._part_for`,
+  `Watcher._repeated`); a file whose first capture part another file keeps is read for the parts
+  joined after it. Copies under one name (a part and its compressed copy) are one part, and a file
+  gone keeps what it contributed.
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the traffic of the server
   keys the new lines touched (a row of theirs kept or condensed away): of a part holding other
@@ -381,12 +388,17 @@ class _Part:
     """Lines whose malformed ones are noted already: those before a line that went on (`unterminated`)."""
     keys: list[bytes] = field(default_factory=list)
     """The identity keys (`analyzer.load.run_key`) of the capture parts joined after the part's own
-    that it holds: a copy of one in a file of its own is left out (`Watcher._part_for`)."""
+    that it holds: a copy of one in a file of its own later in input order is left out
+    (`Watcher._part_for`)."""
     left_from: int | None = None
-    """The first line of the capture part joined into the file that is being left out, another file
-    (or this one, before) holding it (`Watcher._repeated`): up to the next header."""
+    """The first line of the capture part in the file that is being left out, another file (or this
+    one, before) holding it (`Watcher._repeated`): up to the next header. Line 1 when it is the file's
+    own capture part (`Watcher._part_for`), whose identity keys then name the file holding it."""
     left_holder: str = ""
     """The file holding the part left out."""
+    holders: list[_Part] = field(default_factory=list)
+    """The parts holding a copy left out here: when one is dropped, this one is read again
+    (`Watcher._drop`), as another file may keep the copy now, or this one."""
 
     def now(self, wall: float) -> float:
         """The part's capture time now: its latest record, plus the time it has been idle since."""
@@ -545,6 +557,12 @@ class Watcher:
         for piece in part.pieces:
             self._identities.touch(piece_connections(piece))
         self._dropped |= part.servers
+        # the parts that left out a copy this one held: read again from their starts (later in input
+        # order, so later this round), but for one whose file is gone, which keeps what it contributed
+        dependents = {id(p): p for p in self._by_path.values() if any(h is part for h in p.holders)}
+        for other in dependents.values():
+            if os.path.exists(other.path):
+                self._drop(other)
 
     def _part_for(self, path: str) -> _Part | None:
         part = self._by_path.get(path)
@@ -589,18 +607,34 @@ class Watcher:
         inode = None if _is_compressed(path) else (st.st_dev, st.st_ino)
         identity = part_identity(path, header) or (os.fsencode("path:" + path),)
         known = next((self._parts[k] for k in identity if k in self._parts), None)
+        plain = self._by_path.get(strip_compression(path)) if inode is None else None
+        if plain is not None and plain.identity == identity:
+            # its compressed copy: found by name too, as a part whose first capture another file holds
+            # has no identity keys of its own (below)
+            known = plain
+        held_by = None
         if known is not None:
-            if not any(k in known.identity for k in identity):
-                return None  # a capture joined into a file read before: read there, as `analyze` does
-            if os.path.exists(known.path) and known.path != path:
+            own = any(k in known.identity for k in identity)
+            if own and (known.path == path or not os.path.exists(known.path)):
+                self._moved[display_name(known.path)] = known
+                known.path, known.compressed, known.seen_size, known.inode = path, _is_compressed(path), -1, inode
+                self._by_path[path] = known
+                return known
+            if own and _same_name(path, known.path):
                 return None  # a copy of a part still being written (a compressor at work): the original is read
-            self._moved[display_name(known.path)] = known
-            known.path, known.compressed, known.seen_size, known.inode = path, _is_compressed(path), -1, inode
-            self._by_path[path] = known
-            return known
+            if _kept_before(path, known.path):
+                # `analyze` keeps this file's copy: the other file is read again, without it
+                self._drop(known)
+            else:
+                # read there, as `analyze` does; what this file holds after it is read here
+                held_by = known
         part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path), inode=inode)
-        for k in identity:
-            self._parts[k] = part
+        if held_by is None:
+            for k in identity:
+                self._parts[k] = part
+        else:
+            part.left_from, part.left_holder = 1, held_by.path
+            part.holders.append(held_by)
         self._by_path[path] = part
         return part
 
@@ -729,9 +763,9 @@ class Watcher:
         """The lines of `data` (read from `part`, its first line numbered `first`) to leave out, and the
         headers among its whole lines: a capture part joined into the file (`cat a.jsonl b.jsonl >
         both.jsonl`) that another file holds, or this one before it, is left out up to the next header,
-        as `analyze` leaves it out (`analyzer.load.repeats`). The first file holding a part keeps it:
-        here the first to show it, in `analyze` the first in input order; they agree when the files
-        are there when watch starts, or their copies come in input order."""
+        as `analyze` leaves it out (`analyzer.load.repeats`). The first file in input order holding a
+        part keeps it, as in `analyze`: a file showing a part that a file later in that order was
+        read for takes it over, and that file is read again without it (`_kept_before`)."""
         heads = tuple(h for h in heads_in(data[: data.rfind(b"\n") + 1], first) if h.line > 1)
         left: list[Repeated] = []
         for h in heads:
@@ -739,8 +773,15 @@ class Watcher:
                 left.append(Repeated(part.left_from, h.line - 1, part.left_holder))
                 part.left_from = None
             holder = self._parts.get(h.key) if h.key is not None else None
+            if holder is not None and holder is not part and _kept_before(part.path, holder.path):
+                # `analyze` keeps this file's copy: the other file is read again, without it (it comes
+                # later in input order, so later in this round)
+                self._drop(holder)
+                holder = None
             if holder is not None:
                 part.left_from, part.left_holder = h.line, holder.path
+                if holder is not part:
+                    part.holders.append(holder)
             elif h.key is not None:
                 self._parts[h.key] = part
                 part.keys.append(h.key)
@@ -1058,6 +1099,20 @@ def _never_followed(path: str) -> str | None:
     if not first.endswith(b"\n"):
         return None  # what its first line is cannot be told before it ends
     return not_a_capture(path, first)
+
+
+def _same_name(path: str, other: str) -> bool:
+    """Whether two files are copies under one name (a part and its compressed copy, or copies under
+    the recorder's name elsewhere, which `analyze` ranks by their lines: `analyzer.load.fullest_first`)."""
+    return os.path.basename(strip_compression(path)) == os.path.basename(strip_compression(other))
+
+
+def _kept_before(path: str, other: str) -> bool:
+    """Whether `analyze` keeps the copy of a capture part in the file at `path` rather than the one in
+    `other`, read so far: the first in input order (`analyzer.load.repeats`, in sorted order as `_files`
+    lists them). Copies under one name are not ranked by their names (`_same_name`): the one read
+    stays; so does one whose file is gone, which keeps what it contributed (`Watcher._follow`)."""
+    return not _same_name(path, other) and path < other and os.path.exists(other)
 
 
 def _is_compressed(path: str) -> bool:
