@@ -63,7 +63,17 @@ from analyzer.condense import (
     condense,
     spilled,
 )
-from analyzer.facts import CHUNK_ROWS, BadLine, CapturePart, FileFacts, Repeated, inside, records_of, set_relinked
+from analyzer.facts import (
+    CHUNK_ROWS,
+    BadLine,
+    CapturePart,
+    FileFacts,
+    Refused,
+    Repeated,
+    inside,
+    records_of,
+    set_relinked,
+)
 from analyzer.messages import EXTRACTION_VERSION, MEMBER_SLOTS, as_categoricals, bounded_time, in_times, pair_responses
 from analyzer.schema import MESSAGES_SCHEMA
 from analyzer.selection import Selection
@@ -259,9 +269,23 @@ def malformed_fields(entry: dict[str, Any]) -> str | None:
         "parts": isinstance(parts := entry.get("parts"), list) and all(isinstance(p, str) for p in parts),
         "captures": entry.get("captures") is None
         or (isinstance(captures := entry.get("captures"), list) and all(map(_capture_part, captures))),
+        "refused": entry.get("refused") is None
+        or (isinstance(refused := entry.get("refused"), list) and all(map(_refused, refused))),
     }
     wrong = [name for name, good in ok.items() if not good]
     return f"{', '.join(wrong)}: missing or not as `erascope compact` writes" if wrong else None
+
+
+def _refused(value: Any) -> bool:
+    """Whether an item of an entry's `refused` is as `compact` writes it: [first, last, why, error]."""
+    return (
+        isinstance(value, list)
+        and len(value) == 4
+        and _count(value[0])
+        and _count(value[1])
+        and isinstance(value[2], str)
+        and isinstance(value[3], bool)
+    )
 
 
 def _capture_part(value: Any) -> bool:
@@ -280,6 +304,15 @@ def _capture_part(value: Any) -> bool:
         and _count(value.get("undecodable"))
         and (first is None or _count(first))
     )
+
+
+def entry_refused(entry: dict[str, Any]) -> tuple[Refused, ...]:
+    """The captures joined in an entry's file that were not read (`analyzer.facts.FileFacts.refused`);
+    empty for an entry naming none, or a malformed list (`malformed_fields` names it)."""
+    refused = entry.get("refused") if isinstance(entry, dict) else None
+    if not isinstance(refused, list) or not all(map(_refused, refused)):
+        return ()
+    return tuple(Refused(*r) for r in refused)
 
 
 def entry_captures(entry: dict[str, Any]) -> tuple[CapturePart, ...]:
@@ -482,6 +515,9 @@ def archived_entry(
             identity=entry_identity(entry),
             archived=True,
             captures=entry_captures(entry),
+            # the captures joined in the file that were not read (`analyzer.load.extract_file`): named as
+            # the file's reading names them
+            refused=entry_refused(entry),
             entry=str(entry_path),
         )
         names = list(entry["parts"])

@@ -764,12 +764,17 @@ def compact_cmd(
         raise _fail(exc) from None
     for path, why in result.skipped:  # named with why, as `analyze` notes them; not counted as compacted
         typer.echo(f"erascope: skipped {visible(path)}: {visible(why)}", err=True)
+    for _, error in result.errors:  # names its file and line already, as `analyze` names it
+        typer.echo(f"erascope: error: {visible(error)}", err=True)
     skipped = f" {len(result.skipped)} skipped," if result.skipped else ""
     typer.echo(
         f"erascope: {len(result.written)} file(s) compacted ({result.rows} rows, {result.parts} Parquet part(s)),"
         f"{skipped} {len(result.unchanged)} unchanged, into {out}",
         err=True,
     )
+    if result.errors:
+        # as for a file of such a format alone: what a cron job archives is not all it was given
+        raise typer.Exit(code=2)
 
 
 @app.command("rules", cls=_Command)

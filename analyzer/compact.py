@@ -11,7 +11,8 @@ payload `raw`, written as Parquet partitioned by UTC day and server:
 The `_sources` entry holds what the report needs besides the rows (records per type, malformed and
 torn lines, lost records, why a file was skipped, the capture part's identity, by which a copy is
 read once: `analyzer.load._identity`; for a file of joined captures, each part's lines, identity
-and records, `captures`: `analyzer.load.capture_parts`), so `erascope analyze DIR` gives the same report
+and records, `captures`: `analyzer.load.capture_parts`; the captures joined in it that were not read,
+`refused`: `analyzer.facts.Refused`), so `erascope analyze DIR` gives the same report
 as `erascope analyze` on the JSONL files (evidence keeps pointing at the original file:line). It is
 written last, after the Parquet parts, so an interrupted run leaves no half-registered file.
 
@@ -99,6 +100,7 @@ from analyzer.archive import (
     condensed_stamp,
     current_whole,
     entry_identity,
+    entry_refused,
     extract_archived,
     is_archive,
     is_source_entry,
@@ -108,6 +110,7 @@ from analyzer.archive import (
     server_partition,
     source_entries,
 )
+from analyzer.facts import Refused
 from analyzer.load import (
     LoadOptions,
     capture_parts,
@@ -154,6 +157,11 @@ class CompactResult:
     """Input files that are not read as captures (not an erascope capture, not a regular file), each
     with why, as `analyze` notes them. Their entries record it, so a report on the archive names them
     too; they are not among the files `written` or `unchanged`."""
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """Captures joined in an input file whose header names a format major this erascope does not know,
+    each with what `analyze` names it by: not archived, the file's other captures are (its entry names
+    them, so a report on the archive does too). A joined capture whose header names no erascope format
+    is among the `skipped` so, its file among the `written` or `unchanged`."""
     parts: int = 0
     """Parquet files written in this run."""
     rows: int = 0
@@ -172,6 +180,8 @@ class Converted(NamedTuple):
     runs: frozenset[bytes] = frozenset()
     """The recording run and part its header names (`analyzer.load.run_key`); empty for a header
     written by hand, which only its name identifies."""
+    refused: tuple[Refused, ...] = ()
+    """The captures joined in it that were not read (`analyzer.facts.FileFacts.refused`)."""
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -409,7 +419,7 @@ def compact_file(
     entry, height = _convert(path, out, name, old)
     for stale in sorted(set(old) - set(_named(entry, name))):
         (out / stale).unlink(missing_ok=True)
-    return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry))
+    return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry), entry_refused(entry))
 
 
 def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any], int]:
@@ -431,6 +441,7 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
         "counts": dict(sorted(facts.counts.items())),
         "malformed": [[b.line, b.reason] for b in facts.malformed],
         "torn": [facts.torn.line, facts.torn.reason] if facts.torn else None,
+        **({"refused": [[r.first, r.last, r.why, r.error] for r in facts.refused]} if facts.refused else {}),
         "lost": facts.lost,
         "undecodable": facts.undecodable,
         "undecodable_line": facts.undecodable_line,
@@ -486,7 +497,7 @@ def _compact_to_url(
             storage.remove(join(out, rel) for rel in sorted(set(old) - set(data)))
         except OSError as exc:
             raise ErascopeError(f"cannot write the archive {redact(out)}: {exc}") from None
-    return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry))
+    return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry), entry_refused(entry))
 
 
 def _runs(path: str, entry: dict[str, Any]) -> frozenset[bytes]:
@@ -748,18 +759,23 @@ def _compact(
     _drop_superseded(out, runs, inputs, listing)
     # in input order: a file skipped is named with why each time, as `analyze` names it, whether its
     # entry was written now or is unchanged
+    refused: list[tuple[str, Refused]] = []
     for p in inputs:
         if p in converted:
-            parts, rows, skipped, _ = converted[p]
+            parts, rows, skipped, _, joined = converted[p]
             result.parts += parts
             result.rows += rows
         else:
-            skipped = unchanged[p].get("skipped")
+            skipped, joined = unchanged[p].get("skipped"), entry_refused(unchanged[p])
         if isinstance(skipped, str):
             result.skipped.append((p, skipped))
         else:
             (result.written if p in converted else result.unchanged).append(p)
-    if len(result.skipped) == len(inputs):
+        refused += ((p, r) for r in joined)
+    whole = len(result.skipped)
+    for p, r in refused:
+        (result.errors if r.error else result.skipped).append((p, r.note(p)))
+    if whole == len(inputs):
         # nothing to analyze, as `analyze` fails on the same inputs: an exit 0 would tell a cron job
         # or a CI step that captures were archived
         skipped = [f"{redact(p)}: {why}" for p, why in result.skipped]

@@ -90,6 +90,29 @@ class Repeated:
     file: str
 
 
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """Lines `first` to `last` of a file hold a capture joined after another whose header (on line
+    `first`) this erascope does not read (FORMAT.md, Versioning): none of them is read, as none of a
+    file so headed is. `error` tells an unknown format major (an input error) from a header naming no
+    erascope format (no capture: skipped)."""
+
+    first: int
+    last: int
+    why: str
+    """What is wrong with the header, without where it is (`note` says that)."""
+    error: bool
+
+    def note(self, file: str) -> str:
+        """What the inputs' errors (`error`) or skipped files name it by, in `file` (as reports name it)."""
+        if self.error:
+            return f"{file}:{self.first}: {self.why} (lines {self.first}–{self.last} not read)"
+        return (
+            f"lines {self.first}–{self.last}: not an erascope capture (the header on line {self.first},"
+            f" joined after another capture, {self.why})"
+        )
+
+
 class CapturePart(NamedTuple):
     """One capture part of a file of joined captures, with what its lines add to the file's
     accounting: what an archive entry keeps of each (`analyzer.compact`), so that the lines of a part
@@ -179,6 +202,9 @@ class FileFacts:
     """The captures joined after this file's own (`cat a.jsonl b.jsonl`), as its reading finds them."""
     repeated: tuple[Repeated, ...] = ()
     """Its captures left out because an earlier input holds them (`analyzer.load.repeats`)."""
+    refused: tuple[Refused, ...] = ()
+    """Its captures joined after another that are not read, their headers naming a format this
+    erascope does not read (`analyzer.load.extract_file`)."""
     captures: tuple[CapturePart, ...] = ()
     """Archived, a file of joined captures: the capture parts its entry lists (`analyzer.archive`)."""
     entry: str = ""

@@ -122,6 +122,7 @@ from analyzer.facts import (
     InputError,
     Joined,
     LoadOptions,
+    Refused,
     Repeated,
     display_name,
     finish,
@@ -401,16 +402,55 @@ def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     header = _header_record(first)
     if header is None:
         return None
-    value = header.get("format")
-    if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
+    refusal = format_refusal(header.get("format"))
+    if refusal is None:
+        return header
+    why, error = refusal
+    if not error:
         return None
-    major = fmt.parse_format_id(value)
-    if major != fmt.FORMAT_MAJOR:
-        raise InputError(
-            f"{path}: capture format {fmt.shown_format(value)} is not supported by this erascope"
+    raise InputError(f"{path}: {why}")
+
+
+def format_refusal(value: Any) -> tuple[str, bool] | None:
+    """Why a header's capture is not read, by its `format` (FORMAT.md, Versioning), and whether that is an
+    input error (an erascope major this erascope does not know) rather than no erascope capture at all;
+    None for a format this erascope reads. A file's first header and one joined further down alike."""
+    if not isinstance(value, str) or not value.startswith(fmt.FORMAT_NAME + "/"):
+        return "names no erascope format", False
+    if fmt.parse_format_id(value) != fmt.FORMAT_MAJOR:
+        return (
+            f"capture format {fmt.shown_format(value)} is not supported by this erascope"
             f" (it reads {fmt.FORMAT_ID}); upgrade erascope to analyze it"
-        )
-    return header
+        ), True
+    return None
+
+
+def _refused_parts(heads: Iterable[Head], lines: int = 0) -> tuple[Refused, ...]:
+    """The captures joined in a file (`heads`: its headers after line 1, in order) whose header names a
+    format this erascope does not read: each up to the next header, the last to the end of the file
+    (line `lines`, or unbounded when 0: `extract_file` bounds it once the file is read)."""
+    heads = list(heads)
+    found: list[Refused] = []
+    for n, h in enumerate(heads):
+        refusal = format_refusal(h.format)
+        if refusal is not None:
+            last = heads[n + 1].line - 1 if n + 1 < len(heads) else max(lines, h.line) if lines else _LAST
+            found.append(Refused(h.line, last, *refusal))
+    return tuple(found)
+
+
+class _RefusedJoined(Exception):
+    """A capture joined in a file names a format this erascope does not read: the file is read again
+    without its lines (`extract_file`), which only a search of the whole file can bound."""
+
+
+def _refuses_any(facts: FileFacts, piece: bytes, first_line: int, noted: set[int]) -> bool:
+    """Whether a capture whose header the reading of `piece` just noted (`facts.joined`, beyond the lines
+    `noted`) names a format this erascope does not read: the header read as `heads_in` reads it."""
+    new = {j.line for j in facts.joined} - noted
+    if not new:
+        return False
+    return any(h.line in new and format_refusal(h.format) is not None for h in heads_in(piece, first_line))
 
 
 _READS: Final = (
@@ -759,8 +799,9 @@ def _note_joined(facts: FileFacts, plain: pl.LazyFrame, df: pl.DataFrame) -> boo
     noted twice (pieces are read in order, so those are the lines up to the last one noted).
     """
     heads = df.get_column("line").filter(df.get_column("_type") == fmt.HEADER)
-    # read without some lines (`FileFacts.repeated`), a file holds the notes of their headers already
-    noted = facts.joined[-1].line if facts.joined and not facts.repeated else 1
+    # read without some lines (`FileFacts.repeated`, `FileFacts.refused`), a file holds the notes of
+    # their headers already
+    noted = facts.joined[-1].line if facts.joined and not (facts.repeated or facts.refused) else 1
     lines = heads.filter(heads > noted).to_list()
     if lines:
         if isinstance(facts, _Batch):
@@ -1145,10 +1186,14 @@ def _read_pieces(
     spill: Spill | None = None,
     opened: Opened | None = None,
     leave_out: tuple[tuple[int, int], ...] = (),
+    refuse: bool = True,
 ) -> tuple[bool, list[_Piece] | None, int, bool]:
     """Every piece of the file, all with the same id reading: that reading, the pieces, the file's
     line count, and whether its last line is complete (ends in a newline). The lines of the
-    `leave_out` ranges (first, last) are not read (`repeats`).
+    `leave_out` ranges (first, last) are not read (`repeats`, `Refused`).
+
+    `refuse`: a capture joined whose header names a format this erascope does not read raises
+    `_RefusedJoined` (False once its lines are left out already).
 
     The robust id reading writes `1.0` where the fast one writes `1`, so a file whose pieces read
     ids differently would read differently from the file read whole. When a later piece needs the
@@ -1171,7 +1216,10 @@ def _read_pieces(
             complete = piece.endswith(b"\n")
             count = piece.count(b"\n") + (0 if complete else 1)
             for kept, first, n in _kept_lines(piece, lines + 1, count, leave_out):
+                noted = {j.line for j in facts.joined} if refuse else set()
                 needed, part = _read_piece(facts, kept, first, n, robust, options)
+                if refuse and _refuses_any(facts, kept, first, noted):
+                    raise _RefusedJoined
                 if needed != robust:
                     if parts:
                         return needed, None, 0, complete
@@ -1290,6 +1338,10 @@ def extract_file(
     `leave_out`: its lines holding capture parts read already from other files (`repeats`), not read.
     `heads`: the headers after its first line (`_headers_in`), given with `leave_out`: a rotated part
     read after a part left out goes on with that part's capture, whose header is not read.
+
+    A capture joined whose header names a format this erascope does not read (FORMAT.md, Versioning) is
+    not read, up to the next header (`FileFacts.refused`): the file is read again without its lines
+    when its reading finds one, or without them at once when `heads` are given.
     """
     if is_source_entry(path):  # the Parquet branch (`analyzer.archive`)
         return _read_archived([path], options, spill)[0]
@@ -1322,25 +1374,38 @@ def extract_file(
         facts.identity = _identity(path, header)
         facts.transport = _transport(header)
         facts.repeated = leave_out
-        ranges = _merged(sorted((r.first, r.last) for r in leave_out))
-        facts.joined = _left_out_notes(facts, heads, ranges)
+        searched = bool(heads)
+        facts.refused = _refused_parts(heads) if searched else ()
         robust = False
         parts: list[_Piece] | None = None
         opts = options or LoadOptions()
         chunked = opts.condense and not opts.keep_raw
         first_opened = opened
         while parts is None:  # read again (opened anew) when a later piece needs the robust reading
-            robust, parts, total, complete = _read_pieces(
-                facts, robust, options, chunked, defer and chunked, spill, opened, ranges
-            )
+            ranges = _merged(sorted((r.first, r.last) for r in (*leave_out, *facts.refused)))
+            facts.joined = _left_out_notes(facts, heads, ranges)
+            try:
+                robust, parts, total, complete = _read_pieces(
+                    facts, robust, options, chunked, defer and chunked, spill, opened, ranges, not searched
+                )
+            except _RefusedJoined:
+                # rare: the headers of the whole file bound the captures not read, and it is read again
+                heads, lines = _headers_in(path)
+                searched = True
+                facts.refused, facts.cut, facts.pending = _refused_parts(heads, lines), None, False
+                if not facts.refused:  # its lines are no longer those just read: never read them as erascope/1's
+                    raise InputError(f"cannot read {path}: it changed while it was read") from None
+                robust, parts = False, None
             opened = None if parts is not None else first_opened.again()
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     finally:
         if opened is not None:
             opened.close()
+    # a capture refused at the end of the file ends with it
+    facts.refused = tuple(replace(r, last=min(r.last, max(total, r.first))) for r in facts.refused)
     if not parts:
-        return facts  # emptied since its header was read
+        return facts  # emptied since its header was read, or every line left out
     for b in sorted(b for part in parts for b in part.bad):
         if b.line == total and not complete:  # the last line without its newline: cut while written
             cut = f"; {facts.cut}" if facts.cut else ""
@@ -1379,6 +1444,7 @@ def extract_lines(
     joined: tuple[Joined, ...] = (),
     leave_out: tuple[Repeated, ...] = (),
     heads: tuple[Head, ...] = (),
+    refused: tuple[Refused, ...] = (),
 ) -> FileFacts:
     """Complete lines of capture file `path` (`data` ends with a newline; its first line is line
     `first_line` of the file, whose header record is `header`) as facts of their own, paired and
@@ -1388,10 +1454,12 @@ def extract_lines(
     `joined`: the captures found joined after the file's own in the lines before `data` (the
     previous piece's `FileFacts.joined`); the facts carry them on with those `data` adds.
     `leave_out` and `heads`: as `extract_file`'s, for the lines of `data` (a range may reach past them).
+    `refused`: the lines of captures joined whose header names a format this erascope does not read
+    (`FileFacts.refused`, as `extract_file` finds them): not read either; the caller names them.
     """
     facts = _lines_facts(path, header, joined)
-    ranges = _merged(sorted((r.first, r.last) for r in leave_out))
-    if leave_out:
+    ranges = _merged(sorted((r.first, r.last) for r in (*leave_out, *refused)))
+    if leave_out or refused:
         facts.repeated = leave_out
         facts.joined = _left_out_notes(facts, heads, ranges, joined)
     parts = [
@@ -1664,7 +1732,11 @@ def repeats(
     for f, (segs, heads) in zip(facts, looked, strict=True):
         left: list[Repeated] = []
         kept = 0
+        refused = {h.line for h in heads if format_refusal(h.format) is not None}
         for first, last, keys in segs:
+            if first in refused:  # not read, so held by no input: named wherever it is
+                kept += 1
+                continue
             holder = next((owner[k] for k in keys if k in owner), None)
             if holder is None:
                 kept += 1
@@ -1762,6 +1834,8 @@ class Head(NamedTuple):
     """Its `run_key`."""
     transport: Any
     part: Any
+    format: Any = None
+    """Its `format`, as the reader reads it (`format_refusal` tells whether its capture is read)."""
 
 
 _HEADER_VALUE: Final = re.compile(
@@ -1791,7 +1865,8 @@ def _headers_in(path: str) -> tuple[list[Head], int]:
 def capture_parts(facts: FileFacts) -> tuple[CapturePart, ...]:
     """The capture parts of a file `extract_file` read (`facts`), each with what its lines add to the
     file's accounting, as reading the file without the others' lines counts it (`repeats`); nothing
-    for a file holding one header or none. Only a file holding more reads its lines again, here."""
+    for a file holding one header or none. Only a file holding more reads its lines again, here.
+    The captures it did not read (`FileFacts.refused`) are none of them."""
     if facts.unit != "line" or facts.counts.get(fmt.HEADER, 0) <= 1:
         return ()
     headers, lines = _headers_in(facts.file)
@@ -1848,9 +1923,11 @@ def capture_parts(facts: FileFacts) -> tuple[CapturePart, ...]:
         if bodies:
             undecodable[at] += int(bodies)
             undecodable_line[at] = min(int(line), undecodable_line[at] or int(line))
+    refused = {r.first for r in facts.refused}  # their lines were not read: no part of the file
     return tuple(
         CapturePart(*part)
         for part in zip(starts, ends, keys, counts_of, lost, undecodable, undecodable_line, strict=True)
+        if part[0] not in refused
     )
 
 
@@ -1868,7 +1945,9 @@ def heads_in(piece: bytes, first_line: int) -> list[Head]:
         at = start
         header = _header_record(piece[start:end])
         if header is not None:
-            found.append(Head(before + 1, run_key(header), header.get("transport"), header.get("part")))
+            found.append(
+                Head(before + 1, run_key(header), header.get("transport"), header.get("part"), header.get("format"))
+            )
         hit = _HEADER_VALUE.search(piece, end)
     return found
 

@@ -92,11 +92,13 @@ class Inputs:
     malformed: list[BadLine]
     torn: list[BadLine]
     skipped: list[tuple[str, str]]
-    """(file, reason) for files that are not erascope captures or not regular files (FIFOs, dangling links)."""
+    """(file, reason) for files that are not erascope captures or not regular files (FIFOs, dangling links),
+    and for the lines of a file read that a header naming no erascope format starts (`FileFacts.refused`)."""
     lost: int = 0
     """Records the recorders reported lost (capture-error records)."""
     errors: list[tuple[str, str]] = field(default_factory=list)
-    """(file, error) for files that could not be read (gone, unreadable, an unknown format): input errors."""
+    """(file, error) for files that could not be read (gone, unreadable, an unknown format), and for the
+    captures joined in a file read whose format major is unknown (`FileFacts.refused`): input errors."""
     duplicates: list[tuple[str, str]] = field(default_factory=list)
     """(file, file it repeats) for files left out because the same capture part was read from another file."""
     repeated: list[tuple[str, int, int, str]] = field(default_factory=list)
@@ -169,9 +171,17 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         records=sum(f.records for f in read),
         malformed=sorted(bad(b) for f in read for b in f.malformed),
         torn=sorted(bad(f.torn) for f in read if f.torn is not None),
-        skipped=sorted((name(f.file), name(f.skipped)) for f in facts if f.skipped is not None),
+        skipped=sorted(
+            [(name(f.file), name(f.skipped)) for f in facts if f.skipped is not None]
+            # the lines a joined header naming no erascope format starts are no capture, as such a file is none
+            + [(name(f.file), name(r.note(f.file))) for f in read for r in f.refused if not r.error]
+        ),
         lost=sum(f.lost for f in read),
-        errors=sorted((name(f.file), name(f.error)) for f in facts if f.error is not None),
+        errors=sorted(
+            [(name(f.file), name(f.error)) for f in facts if f.error is not None]
+            # a capture joined whose major this erascope does not know is refused, as such a file is
+            + [(name(f.file), name(r.note(f.file))) for f in read for r in f.refused if r.error]
+        ),
         duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
         repeated=sorted((name(f.file), r.first, r.last, name(r.file)) for f in read for r in f.repeated),
         undecodable=sorted((name(f.file), f.undecodable_line or 0, f.undecodable) for f in read if f.undecodable),

@@ -185,7 +185,7 @@ from addon.errors import EMPTY_PATH, ErascopeError
 from addon.format import cut_header
 from analyzer.condense import merge
 from analyzer.eras import ServerVerdict
-from analyzer.facts import Joined, Repeated
+from analyzer.facts import Joined, Refused, Repeated
 from analyzer.findings import Evidence, Finding, Severity
 from analyzer.load import (
     FileFacts,
@@ -197,6 +197,7 @@ from analyzer.load import (
     extract_lines,
     find_inputs,
     first_line,
+    format_refusal,
     heads_in,
     malformed_lines,
     not_a_capture,
@@ -399,6 +400,9 @@ class _Part:
     holders: list[_Part] = field(default_factory=list)
     """The parts holding a copy left out here: when one is dropped, this one is read again
     (`Watcher._drop`), as another file may keep the copy now, or this one."""
+    refused_from: Refused | None = None
+    """The capture joined into the file whose header names a format this erascope does not read, being
+    left out (`Watcher._repeated`): up to the next header, as `analyze` leaves it out."""
 
     def now(self, wall: float) -> float:
         """The part's capture time now: its latest record, plus the time it has been idle since."""
@@ -759,19 +763,35 @@ class Watcher:
             touched |= servers
         return touched | self._dropped
 
-    def _repeated(self, part: _Part, data: bytes, first: int) -> tuple[tuple[Repeated, ...], tuple[Head, ...]]:
-        """The lines of `data` (read from `part`, its first line numbered `first`) to leave out, and the
-        headers among its whole lines: a capture part joined into the file (`cat a.jsonl b.jsonl >
-        both.jsonl`) that another file holds, or this one before it, is left out up to the next header,
-        as `analyze` leaves it out (`analyzer.load.repeats`). The first file in input order holding a
-        part keeps it, as in `analyze`: a file showing a part that a file later in that order was
-        read for takes it over, and that file is read again without it (`_kept_before`)."""
+    def _repeated(
+        self, part: _Part, data: bytes, first: int
+    ) -> tuple[tuple[Repeated, ...], tuple[Head, ...], tuple[Refused, ...]]:
+        """The lines of `data` (read from `part`, its first line numbered `first`) to leave out, the
+        headers among its whole lines, and the lines of the captures refused: a capture part joined into
+        the file (`cat a.jsonl b.jsonl > both.jsonl`) that another file holds, or this one before it, is
+        left out up to the next header, as `analyze` leaves it out (`analyzer.load.repeats`). The first
+        file in input order holding a part keeps it, as in `analyze`: a file showing a part that a file
+        later in that order was read for takes it over, and that file is read again without it
+        (`_kept_before`). A capture joined whose header names a format this erascope does not read is
+        not read either, up to the next header (`analyzer.load.extract_file`), and is noted."""
         heads = tuple(h for h in heads_in(data[: data.rfind(b"\n") + 1], first) if h.line > 1)
         left: list[Repeated] = []
+        refused: list[Refused] = []
         for h in heads:
             if part.left_from is not None:
                 left.append(Repeated(part.left_from, h.line - 1, part.left_holder))
                 part.left_from = None
+            if part.refused_from is not None:
+                refused.append(replace(part.refused_from, last=h.line - 1))
+                part.refused_from = None
+            refusal = format_refusal(h.format)
+            if refusal is not None:
+                part.refused_from = Refused(h.line, h.line, *refusal)
+                if h.line > part.noted:
+                    why = refusal[0] if refusal[1] else f"not an erascope capture (its header {refusal[0]})"
+                    where = f"{display_name(part.path)}:{h.line}"
+                    self.notes.append(f"{where}: {why}; the capture joined there is not read")
+                continue
             holder = self._parts.get(h.key) if h.key is not None else None
             if holder is not None and holder is not part and _kept_before(part.path, holder.path):
                 # `analyze` keeps this file's copy: the other file is read again, without it (it comes
@@ -785,16 +805,24 @@ class Watcher:
             elif h.key is not None:
                 self._parts[h.key] = part
                 part.keys.append(h.key)
+        end = first + data.count(b"\n")
         if part.left_from is not None:  # to the last line read so far
-            left.append(Repeated(part.left_from, first + data.count(b"\n"), part.left_holder))
-        return tuple(left), heads
+            left.append(Repeated(part.left_from, end, part.left_holder))
+        if part.refused_from is not None:
+            refused.append(replace(part.refused_from, last=end))
+        return tuple(left), heads, tuple(refused)
 
     @staticmethod
     def _taken(
-        part: _Part, data: bytes, first: int, leave_out: tuple[Repeated, ...] = (), heads: tuple[Head, ...] = ()
+        part: _Part,
+        data: bytes,
+        first: int,
+        leave_out: tuple[Repeated, ...] = (),
+        heads: tuple[Head, ...] = (),
+        refused: tuple[Refused, ...] = (),
     ) -> tuple[bytes, FileFacts] | None:
         """What of `data` (read from `part`, its first line numbered `first`) is read now, and its
-        facts, without the lines `leave_out` (`_repeated`); None when nothing is. A last line without
+        facts, without the lines `leave_out` and `refused` (`_repeated`); None when nothing is. A last line without
         its newline is read when it reads as a record, as `analyze` reads it (captures/FORMAT.md: a
         line short only of its newline is written; no shorter prefix of a record's line reads as one);
         torn or still being written, it waits for its newline."""
@@ -807,13 +835,17 @@ class Watcher:
         # then without it). A line that reads alone can still be refused beside others (a lone
         # surrogate beside a malformed line): the extraction with the lines before it decides, as before.
         if line.rstrip().endswith(b"}") and not malformed_lines(part.path, line + b"\n", last, part.header, options):
-            facts = extract_lines(part.path, data + b"\n", first, part.header, options, part.joined, leave_out, heads)
+            facts = extract_lines(
+                part.path, data + b"\n", first, part.header, options, part.joined, leave_out, heads, refused
+            )
             if all(b.line != last for b in facts.malformed):
                 part.unterminated = True
                 return data, facts
         if cut == 0:
             return None
-        facts = extract_lines(part.path, data[:cut], first, part.header, options, part.joined, leave_out, heads)
+        facts = extract_lines(
+            part.path, data[:cut], first, part.header, options, part.joined, leave_out, heads, refused
+        )
         return data[:cut], facts
 
     # --- analyzing -------------------------------------------------------------------------------
