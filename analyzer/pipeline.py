@@ -171,16 +171,16 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         records=sum(f.records for f in read),
         malformed=sorted(bad(b) for f in read for b in f.malformed),
         torn=sorted(bad(f.torn) for f in read if f.torn is not None),
-        skipped=sorted(
-            [(name(f.file), name(f.skipped)) for f in facts if f.skipped is not None]
+        skipped=_by_line(
+            [(name(f.file), 0, name(f.skipped)) for f in facts if f.skipped is not None]
             # the lines a joined header naming no erascope format starts are no capture, as such a file is none
-            + [(name(f.file), name(r.note(f.file))) for f in read for r in f.refused if not r.error]
+            + [(name(f.file), r.first, name(r.note(f.file))) for f in read for r in f.refused if not r.error]
         ),
         lost=sum(f.lost for f in read),
-        errors=sorted(
-            [(name(f.file), name(f.error)) for f in facts if f.error is not None]
+        errors=_by_line(
+            [(name(f.file), 0, name(f.error)) for f in facts if f.error is not None]
             # a capture joined whose major this erascope does not know is refused, as such a file is
-            + [(name(f.file), name(r.note(f.file))) for f in read for r in f.refused if r.error]
+            + [(name(f.file), r.first, name(r.note(f.file))) for f in read for r in f.refused if r.error]
         ),
         duplicates=sorted((name(f.file), name(f.duplicate_of)) for f in facts if f.duplicate_of is not None),
         repeated=sorted((name(f.file), r.first, r.last, name(r.file)) for f in read for r in f.repeated),
@@ -191,6 +191,12 @@ def _inputs(facts: list[FileFacts]) -> Inputs:
         foreign_from={name(f.file): (f.file, f.digest.hex()) for f in read if f.unit != "line" and not f.archived},
         chained=sum(1 for f in read if f.counts.get(fmt.PART_END)),
     )
+
+
+def _by_line(notes: list[tuple[str, int, str]]) -> list[tuple[str, str]]:
+    """(file, note) pairs in the order of their files, then of the lines they name (0: the whole file):
+    sorted as text, a capture refused on line 139 came before one on line 29."""
+    return [(file, note) for file, _, note in sorted(notes)]
 
 
 def _errors(inputs: Inputs) -> list[str]:
@@ -258,7 +264,8 @@ def analyze_facts(
     """
     inputs = _inputs(facts)
     if opts.strict and (inputs.errors or inputs.skipped):
-        raise ErascopeError(f"input files not read (--strict): {listed(_errors(inputs) + _skipped(inputs))}")
+        not_read = listed(_errors(inputs) + _skipped(inputs))
+        raise ErascopeError(f"inputs not read, in whole or in part (--strict): {not_read}")
     headers = sum(f.counts.get("header", 0) for f in facts if f.was_read)
     if inputs.records - headers <= 0:  # headers alone hold no traffic
         where = ", ".join(path_list) if path_list else "(no paths)"

@@ -126,6 +126,8 @@ def test_a_refused_joined_capture_fails_only_under_strict(tmp_path: Path) -> Non
     code, out = _cli("analyze", str(joined), "--strict")
     assert code == 2
     assert f"{joined}:{lines(A) + 1}: capture format 'erascope/2' is not supported" in out
+    assert "input files not read" not in out  # the file was read, but for that capture
+    assert "inputs not read, in whole or in part (--strict)" in out
 
 
 def test_a_file_of_refused_captures_alone_holds_no_records(tmp_path: Path) -> None:
@@ -219,3 +221,15 @@ def test_verify_says_a_joined_captures_format_is_not_known_as_of_its_own_file(tm
         (lines(a) + 1, Status.ERROR, alone.error),
     ]
     assert file.findings == []
+
+
+def test_refused_captures_are_named_in_the_order_of_their_lines(tmp_path: Path) -> None:
+    """Each by its file, then its first line: sorted as text, line 139 came before line 29."""
+    b2 = with_format(B, tmp_path / "b2.jsonl", "erascope/2")
+    b3 = with_format(B, tmp_path / "b3.jsonl", "erascope/3")
+    joined = join([A, b2, *[b3] * 9], tmp_path / "joined.jsonl")
+    other = with_format(B, tmp_path / "b2-alone.jsonl", "erascope/2")
+    got = whole(joined, other)
+    firsts = [lines(A) + 1 + n * lines(B) for n in range(10)]
+    named = [e["error"].split(": capture format")[0] for e in got["inputs"]["errors"]]
+    assert named == [str(other), *(f"{joined}:{at}" for at in firsts)]
