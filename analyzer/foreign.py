@@ -528,9 +528,14 @@ def _ids(record: dict[str, Any], *, answers: bool) -> list[bytes]:
     if not isinstance(raw, str):
         return []
     try:
-        doc = orjson.loads(lone_surrogates_as_text(raw))
+        doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return []
+        # only a text orjson refused can hold such an escape: the search of every escape is not paid
+        # by every message of a stream
+        try:
+            doc = orjson.loads(lone_surrogates_as_text(raw))
+        except orjson.JSONDecodeError:
+            return []
     out = []
     for msg in doc if isinstance(doc, list) else [doc]:
         if not isinstance(msg, dict) or msg.get("id") is None:
