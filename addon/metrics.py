@@ -13,9 +13,10 @@ What is counted:
   `http.error` kinds but `recorder-stopped`; stdio: `spawn-failed`, `server-stdin-broken`), and the
   retention work (parts compressed, compression failures, parts and bytes removed);
 - per server, the outcome of every `server/discover` probe (the analyzer's outcome names:
-  `discover-result`, `unsupported-version`, `modern-error`, `legacy-answer`, `garbage`,
-  `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`, `gateway-error`,
-  `undecodable`;
+  `discover-result`, `unsupported-version`, `modern-error`, `legacy-answer`, `malformed-probe` (a
+  legacy-looking answer to a probe without its envelope or, over HTTP, its version and method
+  headers), `garbage`, `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`,
+  `gateway-error`, `undecodable`;
   `no-answer` needs a timeout and is left to the analyzer), and the server's current era.
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
@@ -27,11 +28,12 @@ implies, nothing more (a dual-era server shows the era of whatever was asked las
 | a DiscoverResult naming handshake versions only | `legacy` |
 | -32022 / -32004 (UnsupportedProtocolVersion) to a probe or an `initialize` | `modern-other-version` |
 | -32020 / -32021 to a probe | `modern` |
-| a legacy error to a probe (-32601, -32602, -32600, -32000, HTTP 4xx without a JSON-RPC body) | `legacy` |
+| a legacy error to a well-formed probe (-32601, -32602, -32600, -32000, HTTP 4xx without a JSON-RPC body) | `legacy` |
 | a result to `initialize` | `legacy` |
 
-Other answers (garbage, a dead connection, a gateway's answer) leave the era as it was; a server not
-yet decided is `unknown`.
+Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed probe,
+which a dual-era server's legacy side gives) leave the era as it was; a server not yet decided is
+`unknown`.
 
 Label cardinality stays bounded: labels are server keys, outcome names, error kinds and eras, never
 ids or paths. Server keys come from the traffic (in forward mode, from the request's host and path),
@@ -88,9 +90,11 @@ GARBAGE: Final = "garbage"
 CONNECTION_DIED: Final = "connection-died"
 UNDECODABLE: Final = "undecodable"
 """An answer the recorder could not decode (its `undecodable` field): answered, unread."""
+MALFORMED_PROBE: Final = "malformed-probe"
+"""A legacy-looking answer to a probe that was not well formed (`_well_formed`): it proves nothing."""
 LIVE_OUTCOMES: Final = (
-    DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, GARBAGE, CONNECTION_DIED,
-    "auth-required", "rate-limited", "redirected", "gateway-error", UNDECODABLE,
+    DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, MALFORMED_PROBE, GARBAGE,
+    CONNECTION_DIED, "auth-required", "rate-limited", "redirected", "gateway-error", UNDECODABLE,
 )  # fmt: skip
 """Probe outcomes the recorders tell live (a subset of the analyzer's `PROBE_OUTCOMES`)."""
 
@@ -113,6 +117,9 @@ _HTTP_RESPONSE: Final = fmt.HTTP_RESPONSE
 _SSE_EVENT: Final = fmt.SSE_EVENT
 _DISCOVER: Final = "server/discover"
 _INITIALIZE: Final = "initialize"
+_META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+_META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+_PROBE_HEADERS: Final = frozenset({"mcp-protocol-version", "mcp-method"})
 _HTTP_DEATHS: Final = frozenset({"connection-refused", "upstream-reset", "timeout", "other"})
 _SSE_DEATHS: Final = frozenset({"upstream-reset", "error"})
 _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN})
@@ -242,6 +249,27 @@ class _Pending:
     server: str
     answer: tuple[str, str, bytes] | None = None
     """HTTP: the `_answers` key an answer on another flow is looked up by."""
+    well_formed: bool = True
+    """A probe's: `_well_formed`."""
+
+
+def _well_formed(msg: dict[str, Any], headers: object) -> bool:
+    """Whether a probe is well formed as the analyzer reads it (`analyzer.probes`): its `params._meta`
+    names a protocol version and client capabilities, and over HTTP (`headers` not None) its headers
+    name a version and a method. A dual-era server routes a probe without them to its legacy side
+    (WIRE-FACTS: one SDK routes on the version header alone), so a legacy error to it says nothing."""
+    params = msg.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if not isinstance(meta, dict) or meta.get(_META_VERSION) is None or meta.get(_META_CAPABILITIES) is None:
+        return False
+    if headers is None:
+        return True
+    names = {
+        pair[0].lower()
+        for pair in (headers if isinstance(headers, list) else ())
+        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)
+    }
+    return names >= _PROBE_HEADERS
 
 
 class LiveStats:
@@ -345,7 +373,7 @@ class LiveStats:
                     raw = record.get(fmt.F_RAW)
                     if isinstance(raw, str) and _may_call(raw):  # else no key to build
                         key = ("f", str(record.get("flow")))
-                        if self._request(key, raw, record.get(fmt.F_SERVER)):
+                        if self._request(key, raw, record.get(fmt.F_SERVER), record.get("headers", [])):
                             self._await_elsewhere(key, record.get("url"))
                 elif rtype == fmt.HTTP_RESPONSE:
                     self._response(record)
@@ -386,8 +414,9 @@ class LiveStats:
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
-    def _request(self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object) -> bool:
-        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`)."""
+    def _request(self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object, headers: object = None) -> bool:
+        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`);
+        `headers`: an HTTP request's (None on stdio)."""
         msg = _json(raw)
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
             return False
@@ -399,6 +428,8 @@ class LiveStats:
         if len(self._pending) >= MAX_PENDING:
             self._forget(next(iter(self._pending)))
         pending = self._pending[key] = _Pending(msg["method"], ident, self._label(server))
+        if pending.method == _DISCOVER:
+            pending.well_formed = _well_formed(msg, headers)
         if key[0] == "f":
             pending.answer = ("l", pending.server, ident)
             self._answers[pending.answer] = key
@@ -514,6 +545,8 @@ class LiveStats:
         if pending is None:
             return
         outcome, era = answer_outcome(pending.method, msg, status)
+        if outcome == LEGACY_ANSWER and not pending.well_formed:
+            outcome, era = MALFORMED_PROBE, None  # a modern answer to it still proves modern
         self._count(pending, outcome, era)
 
     def _died(self, key: tuple[str, ...], outcome: str) -> None:

@@ -75,7 +75,10 @@ def test_answer_outcome_table(method: str, msg: Any, status: int | None, expecte
 
 
 def req(flow: str, msg: dict[str, Any], server: str = SERVER) -> dict[str, Any]:
-    return {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, fmt.F_SERVER: server, fmt.F_RAW: orjson.dumps(msg).decode()}
+    """An HTTP request record of `msg`, with the headers a modern client sends."""
+    headers = [["mcp-protocol-version", MODERN], ["mcp-method", str(msg.get("method"))]]
+    raw = orjson.dumps(msg).decode()
+    return {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, fmt.F_SERVER: server, fmt.F_RAW: raw, "headers": headers}
 
 
 def resp(flow: str, status: int, body: Any = None, *, sse: bool = False, server: str = SERVER) -> dict[str, Any]:
@@ -88,7 +91,8 @@ def resp(flow: str, status: int, body: Any = None, *, sse: bool = False, server:
 
 
 def probe(i: Any = 1, version: str = MODERN) -> dict[str, Any]:
-    meta = {"io.modelcontextprotocol/protocolVersion": version}
+    """A well-formed probe (its envelope: a version and the client's capabilities)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": version, "io.modelcontextprotocol/clientCapabilities": {}}
     return {"jsonrpc": "2.0", "id": i, "method": D, "params": {"_meta": meta}}
 
 
@@ -229,7 +233,7 @@ def with_id(ident: str, message: dict[str, Any]) -> str:
     return '{"jsonrpc":"2.0","id":' + ident + "," + orjson.dumps(members).decode()[1:]
 
 
-PROBE: dict[str, Any] = {"method": D, "params": {}}
+PROBE: dict[str, Any] = {"method": D, "params": {"_meta": probe()["params"]["_meta"]}}
 UNSUPPORTED: dict[str, Any] = {"error": {"code": -32022, "message": "Unsupported protocol version"}}
 
 
@@ -284,6 +288,7 @@ def test_ids_past_64_bits_on_an_http_sse_stream_settle_their_own_request() -> No
     def post(flow: str, text: str) -> list[dict[str, Any]]:
         url = "http://s" + session
         request = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, "method": "POST", "url": url, fmt.F_SERVER: stream}
+        request["headers"] = [["mcp-protocol-version", MODERN], ["mcp-method", D]]  # a well-formed probe's
         return [{**request, fmt.F_RAW: text}, {**resp(flow, 202, "Accepted", server=stream), "headers": []}]
 
     def answer(text: str) -> dict[str, Any]:
@@ -613,3 +618,78 @@ def test_messages_holding_a_lone_surrogate_escape_are_counted_as_the_analyzer_re
     left its probe pending, where the analyzer reads both."""
     assert feed(LiveStats(), records)["servers"].get("srv") == expected
     assert _analyzed(tmp_path, records) == expected
+
+
+# --- malformed probes: a legacy-looking answer to one proves nothing ------------------------------------------
+
+BARE: dict[str, Any] = {"method": D}
+"""A `server/discover` without the envelope (a client that forgot `params._meta`)."""
+NO_CAPABILITIES: dict[str, Any] = {
+    "method": D,
+    "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}},
+}
+LEGACY_REFUSAL: dict[str, Any] = {"error": {"code": -32602, "message": "Invalid request parameters", "data": ""}}
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [frame("a", fmt.C2S, with_id("1", BARE)), frame("a", fmt.S2C, with_id("1", LEGACY_REFUSAL))],
+            {"era": "unknown", "outcomes": {"malformed-probe": 1}},
+            id="no-envelope",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", NO_CAPABILITIES)),
+                frame("a", fmt.S2C, with_id("1", {"error": {"code": -32601, "message": "Method not found"}})),
+            ],
+            {"era": "unknown", "outcomes": {"malformed-probe": 1}},
+            id="no-client-capabilities",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, with_id("1", RELEASE)),
+                frame("a", fmt.C2S, with_id("2", BARE)),
+                frame("a", fmt.S2C, with_id("2", LEGACY_REFUSAL)),
+            ],
+            {"era": "modern", "outcomes": {"discover-result": 1, "malformed-probe": 1}},
+            id="keeps-the-era",
+        ),
+        # guards: a malformed probe's modern answers still prove modern, as in the analyzer
+        pytest.param(
+            [frame("a", fmt.C2S, with_id("1", BARE)), frame("a", fmt.S2C, with_id("1", RELEASE))],
+            {"era": "modern", "outcomes": {"discover-result": 1}},
+            id="modern-answer",
+        ),
+    ],
+)
+def test_a_malformed_probe_is_counted_as_the_analyzer_counts_it(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, Any]
+) -> None:
+    """A probe without its envelope can land on a dual-era server's legacy path: its legacy error says
+    nothing of the server's era. The counters called it `legacy-answer` and turned the era to `legacy`."""
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+    assert _analyzed(tmp_path, records) == expected
+
+
+def test_an_http_probe_without_the_version_headers_is_malformed() -> None:
+    """Over HTTP a well-formed probe also names its version and method in headers: an SDK routes on
+    the version header alone, so an enveloped probe without it is answered by a dual-era server's
+    legacy path (400, -32600 "Missing session ID")."""
+    envelope = {"jsonrpc": "2.0", "id": 1, **WELL_FORMED}
+    modern = [["mcp-protocol-version", MODERN], ["mcp-method", D]]
+    cases = {
+        "none": [],
+        "version only": modern[:1],
+        "both": modern,
+        "both, as sent": [[k.upper(), v] for k, v in modern],
+    }
+    got = {
+        name: feed(LiveStats(), [{**req("f1", envelope), "headers": h}, resp("f1", 400, err(-32600))])["servers"]
+        for name, h in cases.items()
+    }
+    malformed = {"http://s/mcp": {"era": "unknown", "outcomes": {"malformed-probe": 1}}}
+    legacy = {"http://s/mcp": {"era": "legacy", "outcomes": {"legacy-answer": 1}}}
+    assert got == {"none": malformed, "version only": malformed, "both": legacy, "both, as sent": legacy}

@@ -193,6 +193,39 @@ def test_scrape_mitmdump_addon_through_a_rollout(procs: list[Proc], clean_env: d
     assert proxy.stop(signal.SIGINT) == 0
 
 
+def test_a_probe_without_the_version_header_leaves_the_era_modern(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The dual-era SDK server routes a POST on its version header alone: an enveloped probe without it
+    lands on the legacy side and is refused there (400, -32600 "Missing session ID"). That says nothing
+    of the server's era: the counters called it `legacy-answer` and turned a modern server `legacy`."""
+    port = start_server(procs, clean_env)
+    capdir = tmp_path / "caps"
+    proxy = start_mitmdump(procs, clean_env, port, capdir, "--set", "erascope_metrics=127.0.0.1:0")
+    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    via = f"http://127.0.0.1:{proxy.port}/mcp"  # type: ignore[attr-defined]
+    key = f"http://127.0.0.1:{port}/mcp"
+
+    asyncio.run(session(via, "auto", gate=tmp_path / "gate"))
+    s = settle(url, lambda s: outcome(s, key, "discover-result") >= 1)
+    assert era(s, key) == "modern"
+
+    probe = {"jsonrpc": "2.0", "id": 7, "method": "server/discover", "params": {"_meta": META}}
+    headers = {k: v for k, v in MODERN_HEADERS.items() if k != "mcp-protocol-version"}
+    status, body = post(via, probe, headers)
+    assert status == 400 and orjson.loads(body)["error"]["code"] == -32600  # the legacy side's refusal
+    s = settle(url, lambda s: outcome(s, key, "malformed-probe") >= 1)
+    assert outcome(s, key, "malformed-probe") == 1 and outcome(s, key, "legacy-answer") == 0
+    assert era(s, key) == "modern"
+    assert proxy.stop(signal.SIGINT) == 0
+
+    # the analyzer reads the capture alike
+    (server,) = report_dict(analyze([str(capdir)]))["servers"]
+    live = {k[1]: v for k, v in s.items() if k[0] == "erascope_probe_outcomes_total"}
+    assert server["probe_outcomes"] == {dict(labels)["outcome"]: int(n) for labels, n in live.items()}
+    assert server["probe_outcomes"] == {"discover-result": 1, "malformed-probe": 1}
+
+
 def test_metrics_port_in_use_is_an_option_error(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
     port = start_server(procs, clean_env)
     proxy = start_mitmdump(procs, clean_env, port, tmp_path / "caps", "--set", "erascope_metrics=127.0.0.1:0")

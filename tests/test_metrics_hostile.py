@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 import orjson
 import pytest
@@ -329,13 +329,22 @@ def _get(flow: str, session: str) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
+ENVELOPE: Final = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+"""A well-formed probe's `params._meta`: a legacy answer to it is `legacy-answer` (else `malformed-probe`)."""
+PROBE_HEADERS: Final = (("mcp-protocol-version", "2026-07-28"), ("mcp-method", "server/discover"))
+"""And its headers."""
+
+
 def _post(flow: str, session: str, message: dict[str, Any]) -> list[dict[str, Any]]:
     """A POST of the session, accepted (the answer comes on the session's stream)."""
     url = f"http://127.0.0.1:8000/messages/?session_id={session}"
     return [
         {
             fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, "method": "POST", "url": url, fmt.F_SERVER: SSE_SERVER,
-            fmt.F_RAW: orjson.dumps(message).decode(),
+            fmt.F_RAW: orjson.dumps(message).decode(), "headers": [list(h) for h in PROBE_HEADERS],
         },
         {
             fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": flow, "status": 202, "streamed": False, "headers": [],
@@ -356,7 +365,7 @@ def test_an_answer_on_another_sessions_stream_does_not_settle_a_probe(method: st
     probe (a `discover-result`), or settled the second's `initialize` in place of the probe, whose own
     answer then went uncounted."""
     stats = LiveStats()
-    probe = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}
+    probe = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}}
     other = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"protocolVersion": "2024-11-05"}}
     stats.observe_all(
         [
@@ -383,10 +392,11 @@ def test_the_recorders_sessions_keep_their_answers_apart(rec: HttpRecorder) -> N
         return f
 
     def post(session: str, message: dict[str, Any]) -> None:
+        headers = [(k.encode(), v.encode()) for k, v in PROBE_HEADERS] if message["method"] == "server/discover" else []
         f = tflow.tflow(
             req=tutils.treq(
                 method=b"POST", path=f"/messages/?session_id={session}".encode(), host="127.0.0.1", port=8000,
-                headers=http.Headers(((b"content-type", b"application/json"),)), content=orjson.dumps(message),
+                headers=http.Headers(((b"content-type", b"application/json"), *headers)), content=orjson.dumps(message),
             )
         )  # fmt: skip
         rec.request(f)
@@ -398,7 +408,7 @@ def test_the_recorders_sessions_keep_their_answers_apart(rec: HttpRecorder) -> N
         f.response.stream(b"event: message\r\ndata: " + orjson.dumps({"jsonrpc": "2.0", **message}) + b"\r\n\r\n")
 
     g1, g2 = stream("aaaa1111"), stream("bbbb2222")
-    post("aaaa1111", {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}})
+    post("aaaa1111", {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": ENVELOPE}})
     post("bbbb2222", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     answer(g2, {"id": 1, "result": {"tools": []}})
     assert rec.writer is not None and rec.writer.flush(10)
