@@ -355,15 +355,53 @@ def read_har(stream: BinaryIO) -> Converted:
 def _json(data: bytes) -> Any:
     """The JSON document, also when a string in it escapes a lone surrogate (`"\\ud800"`): valid JSON
     that JavaScript's `JSON.stringify` writes and orjson refuses whole. The standard library reads it,
-    and the one entry holding such a string is then noted as not read, not the file. Raises
-    `orjson.JSONDecodeError`."""
+    and each such surrogate is then read as its text (`_surrogates_as_text`): the entry holding it is
+    read like any other. Raises `orjson.JSONDecodeError`."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         try:
-            return json.loads(data, parse_constant=_no_constant)
+            doc = json.loads(data, parse_constant=_no_constant)
         except (ValueError, RecursionError):  # what orjson refused for its own reason (depth, NaN, syntax)
             raise exc from None
+    # only a document orjson refused can hold one: the strings of a clean one are not searched
+    _surrogates_as_text(doc)
+    return doc
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+"""A lone surrogate in a string the standard library read (it reads an escaped pair as one character)."""
+_NOT_A_BYTE: Final = re.compile("[\ud800-\udc7f\udd00-\udfff]")
+"""One but U+DC80–U+DCFF: mitmproxy's HAR export writes a byte that is no UTF-8 so (`surrogateescape`),
+and the fields that stand for the wire's bytes (headers, reason phrase, method, bodies) are read back
+as that byte, as its dump of the same flow is read."""
+_TEXT_FIELDS: Final = frozenset({"_error", "serverIPAddress", "connection"})
+"""The strings of an entry that a record holds as text, not as the wire's bytes: no surrogate stays in them."""
+
+
+def _escaped(surrogate: re.Match[str]) -> str:
+    return f"\\u{ord(surrogate.group()):04x}"
+
+
+def _surrogates_as_text(doc: Any) -> None:
+    """Each lone surrogate in the strings of `doc` written as the text of its escape, in small letters
+    (`"\\uD800"` reads `\\ud800`), as the analyzer reads one in a capture (`lone_surrogates_as_text`):
+    no capture line can hold the surrogate itself, and the entry holding it was not read. A byte
+    mitmproxy's export wrote stays (`_NOT_A_BYTE`), but in the fields that are text (`_TEXT_FIELDS`).
+    In place, one node at a time: a document nested as deep as the standard library reads would
+    exceed Python's recursion limit."""
+    nodes = [doc]
+    while nodes:
+        node = nodes.pop()
+        if not isinstance(node, dict | list):
+            continue
+        for key in node.keys() if isinstance(node, dict) else range(len(node)):
+            value = node[key]
+            if isinstance(value, str):
+                if not value.isascii():
+                    node[key] = (_SURROGATE if key in _TEXT_FIELDS else _NOT_A_BYTE).sub(_escaped, value)
+            else:
+                nodes.append(value)
 
 
 def _no_constant(name: str) -> Any:

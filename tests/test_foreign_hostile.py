@@ -11,7 +11,9 @@ headers as they were sent) bypassed it.
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -20,8 +22,12 @@ from mitmproxy.io import FlowWriter
 from mitmproxy.test import tflow
 from typer.testing import CliRunner
 
+from analyzer import foreign
 from analyzer.cli import app
-from tests.test_foreign import _flows, _har
+from analyzer.load import extract_file
+from analyzer.pipeline import analyze
+from analyzer.report import report_dict
+from tests.test_foreign import URL, _flows, _har
 from tests.test_messages import init, init_result
 
 SECRET = "sk-live-TOPSECRET-0123456789"
@@ -114,3 +120,161 @@ def test_a_flow_written_twice_is_read_once_not_left_unanswered(tmp_path: Path) -
     assert report["inputs"]["malformed"] and all(
         m["reason"].startswith("the same flow as flow ") for m in report["inputs"]["malformed"]
     )
+
+
+# --- a lone surrogate escape outside the payload -----------------------------------------------------
+def _status_text(entry: dict[str, Any]) -> None:
+    entry["response"]["statusText"] = "OKLONE"
+
+
+def _response_error(entry: dict[str, Any]) -> None:  # Chrome's failed request
+    entry["response"].update(status=0, statusText="", _error="net::ERR_CONNECTION_RESETLONE")
+
+
+def _entry_error(entry: dict[str, Any]) -> None:
+    entry["response"].update(status=0, statusText="")
+    entry["_error"] = "net::ERR_CONNECTION_RESETLONE"
+
+
+def _url(entry: dict[str, Any]) -> None:  # the query: the server key leaves it out
+    entry["request"]["url"] += "?q=LONE"
+
+
+def _request_header(entry: dict[str, Any]) -> None:
+    entry["request"]["headers"].append({"name": "x-LONE", "value": "vLONE"})
+
+
+def _response_header(entry: dict[str, Any]) -> None:
+    entry["response"]["headers"].append({"name": "x-LONE", "value": "vLONE"})
+
+
+def _server_ip(entry: dict[str, Any]) -> None:
+    entry["serverIPAddress"] = "127.0.0.1LONE"
+
+
+def _connection(entry: dict[str, Any]) -> None:
+    entry["connection"] = "7LONE"
+
+
+def _request_body(entry: dict[str, Any]) -> None:  # inside a JSON string of the message
+    post = entry["request"]["postData"]
+    post["text"] = post["text"].replace('"test-client"', '"test-clientLONE"')
+
+
+def _response_body(entry: dict[str, Any]) -> None:
+    content = entry["response"]["content"]
+    content["text"] = content["text"].replace('"srv"', '"srvLONE"')
+
+
+SPOTS = {
+    f.__name__.lstrip("_"): f
+    for f in (
+        _status_text,
+        _response_error,
+        _entry_error,
+        _url,
+        _request_header,
+        _response_header,
+        _server_ip,
+        _connection,
+        _request_body,
+        _response_body,
+    )
+}
+
+
+def _har_spelled(path: Path, spot: str, escape: bytes) -> Path:
+    """The probe (entry 1) and the initialize (entry 2), `escape` in one of entry 2's strings."""
+    doc = _har(_flows())
+    SPOTS[spot](doc["log"]["entries"][1])
+    assert orjson.dumps(doc).count(b"LONE") >= 1
+    path.write_bytes(orjson.dumps(doc).replace(b"LONE", escape))
+    return path
+
+
+def _report(path: Path) -> dict[str, Any]:
+    return report_dict(analyze([str(path)]))
+
+
+def _read(path: Path) -> tuple[dict[str, Any], dict[str, int], int]:
+    facts = extract_file(str(path))
+    return _report(path), facts.counts, facts.messages.height
+
+
+def _lines(path: Path) -> bytes:
+    """The capture lines the HAR file reads as."""
+    return b"\n".join(line for _, line in foreign.lines(foreign.read_har(io.BytesIO(path.read_bytes()))))
+
+
+@pytest.mark.parametrize("escape", [b"\\ud800", b"\\uDC00"], ids=["high", "low-capitals"])
+@pytest.mark.parametrize("spot", list(SPOTS))
+def test_a_lone_surrogate_escape_outside_the_payload_loses_no_message(tmp_path: Path, spot: str, escape: bytes) -> None:
+    """JSON allows `\\ud800` in any string (JavaScript's JSON.stringify writes one; a gateway cutting an
+    error message in the middle of a pair leaves one): the entry holding it was noted as not read, its
+    MCP messages lost. It reads as the same entry without it (the same servers and messages), and as
+    the entry holding the escape's text in small letters, as the analyzer reads one in a capture (in a
+    body, the message then holds the escape, and reads as a capture's message holding it)."""
+    as_text = b"\\" + escape.lower()
+    lone = _har_spelled(tmp_path / "lone.har", spot, escape)
+    plain = _har_spelled(tmp_path / "plain.har", spot, b"")
+    text = _har_spelled(tmp_path / "text.har", spot, as_text)
+    (report, counts, messages), (want, want_counts, want_messages) = _read(lone), _read(plain)
+    assert report["inputs"]["malformed"] == want["inputs"]["malformed"] == []
+    assert (counts, messages) == (want_counts, want_messages)
+    assert [s["server"] for s in report["servers"]] == [s["server"] for s in want["servers"]] == [URL]
+    assert report["totals"]["probe_outcomes"] == want["totals"]["probe_outcomes"] == {"discover-result": 1}
+    outcomes = ("probe_outcomes", "init_outcomes")
+    assert [report["totals"][k] for k in outcomes] == [_report(text)["totals"][k] for k in outcomes]
+    if not spot.endswith("_body"):
+        assert report["totals"]["init_outcomes"] == want["totals"]["init_outcomes"]
+    assert orjson.dumps(escape.lower().decode())[1:-1] in _lines(lone)  # the text, as a record holds it
+
+
+@pytest.mark.parametrize("spot", ["response_error", "entry_error", "server_ip", "connection"])
+def test_a_surrogate_mitmproxy_writes_for_a_byte_reads_as_text_where_no_bytes_are(tmp_path: Path, spot: str) -> None:
+    """mitmproxy's HAR export writes a byte that is no UTF-8 as U+DC80–U+DCFF (`\\udce9`), read back as
+    that byte in the wire's fields; an error message, an address or a connection are text, where it
+    lost the entry."""
+    lone = _har_spelled(tmp_path / "lone.har", spot, b"\\udce9")
+    plain = _har_spelled(tmp_path / "plain.har", spot, b"")
+    (report, counts, messages), (want, want_counts, want_messages) = _read(lone), _read(plain)
+    assert report["inputs"]["malformed"] == []
+    assert (counts, messages) == (want_counts, want_messages)
+    assert report["totals"]["init_outcomes"] == want["totals"]["init_outcomes"]
+    assert b"\\\\udce9" in _lines(lone)
+
+
+def test_a_lone_surrogate_beside_mitmproxys_bytes_loses_no_entry(tmp_path: Path) -> None:
+    """One document, a header byte mitmproxy's export wrote (`\\udce9`, read as the byte, as its dump
+    reads it) and a lone surrogate escape in another entry's reason phrase: both entries are read."""
+    flows = _flows()
+    flows[0].request.headers[b"user-agent"] = b"caf\xe9-client/1"
+    doc = _har(flows)
+    doc["log"]["entries"][1]["response"]["statusText"] = "OKLONE"
+    path = tmp_path / "mixed.har"
+    path.write_bytes(json.dumps(doc).encode().replace(b"LONE", b"\\ud800"))  # as mitmproxy writes it
+    assert b"caf\\udce9" in path.read_bytes() and b"OK\\ud800" in path.read_bytes()
+    converted = foreign.read_har(io.BytesIO(path.read_bytes()))
+    assert converted.unread == []
+    records = [rec for _, rec in converted.records]
+    (probe_request,) = [r for r in records if r["type"] == "http.request" and "discover" in r["raw"]]
+    assert ["user-agent", "café-client/1"] in [list(h) for h in probe_request["headers"]]
+    assert [r["reason"] for r in records if r["type"] == "http.response"] == ["OK", "OK\\ud800"]
+    report = _report(path)
+    assert report["inputs"]["malformed"] == []
+    assert (report["totals"]["probe_outcomes"], report["totals"]["init_outcomes"]) == (
+        {"discover-result": 1},
+        {"served": 1},
+    )
+
+
+def test_a_clean_har_is_read_by_orjson_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The standard library's parser and the surrogate search are for a document orjson refused only."""
+    data = orjson.dumps(_har(_flows()))
+
+    def refused(*_: Any, **__: Any) -> Any:
+        raise AssertionError("a clean HAR went through the standard library's parser")
+
+    monkeypatch.setattr(foreign.json, "loads", refused)
+    converted = foreign.read_har(io.BytesIO(data))
+    assert converted.unread == [] and len(converted.records) == 6
