@@ -15,7 +15,8 @@ What is counted:
 - per server, the outcome of every `server/discover` probe (the analyzer's outcome names:
   `discover-result`, `unsupported-version`, `modern-error`, `legacy-answer`, `malformed-probe` (a
   legacy-looking answer to a probe without its envelope or, over HTTP, its version and method
-  headers), `garbage`, `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`,
+  headers), `cross-era-refusal` (stdio: -32600 to a probe on a connection a served `initialize`
+  opened), `garbage`, `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`,
   `gateway-error`, `undecodable`;
   `no-answer` needs a timeout and is left to the analyzer), and the server's current era.
 
@@ -32,8 +33,8 @@ implies, nothing more (a dual-era server shows the era of whatever was asked las
 | a result to `initialize` | `legacy` |
 
 Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed probe,
-which a dual-era server's legacy side gives) leave the era as it was; a server not yet decided is
-`unknown`.
+which a dual-era server's legacy side gives, a cross-era refusal) leave the era as it was; a server
+not yet decided is `unknown`.
 
 Label cardinality stays bounded: labels are server keys, outcome names, error kinds and eras, never
 ids or paths. Server keys come from the traffic (in forward mode, from the request's host and path),
@@ -92,8 +93,11 @@ UNDECODABLE: Final = "undecodable"
 """An answer the recorder could not decode (its `undecodable` field): answered, unread."""
 MALFORMED_PROBE: Final = "malformed-probe"
 """A legacy-looking answer to a probe that was not well formed (`_well_formed`): it proves nothing."""
+CROSS_ERA: Final = "cross-era-refusal"
+"""-32600 to a stdio probe sent on a connection a served `initialize` opened (`analyzer.probes.CROSS_ERA`):
+a dual-era server serves a connection in the era of its first request, so it says nothing of the server."""
 LIVE_OUTCOMES: Final = (
-    DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, MALFORMED_PROBE, GARBAGE,
+    DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, MALFORMED_PROBE, CROSS_ERA, GARBAGE,
     CONNECTION_DIED, "auth-required", "rate-limited", "redirected", "gateway-error", UNDECODABLE,
 )  # fmt: skip
 """Probe outcomes the recorders tell live (a subset of the analyzer's `PROBE_OUTCOMES`)."""
@@ -251,6 +255,8 @@ class _Pending:
     """HTTP: the `_answers` key an answer on another flow is looked up by."""
     well_formed: bool = True
     """A probe's: `_well_formed`."""
+    order: int = 0
+    """stdio: which request of the recorder's this was (`LiveStats._opened`)."""
 
 
 def _well_formed(msg: dict[str, Any], headers: object) -> bool:
@@ -299,6 +305,10 @@ class LiveStats:
         self._garbage: set[str] = set()
         """stdio connections that wrote a non-JSON line while a request awaited its answer."""
         self._client_closed: set[str] = set()
+        self._requests = 0
+        self._opened: dict[str, int] = {}
+        """stdio connections a served `initialize` opened → that request's `_Pending.order`: a probe
+        sent after it and refused -32600 is `CROSS_ERA`."""
         self._answers: dict[tuple[str, str, bytes], tuple[str, ...]] = {}
         """HTTP: ("s", GET flow, id) → the pending key of that request, for an answer that comes on
         another flow: the HTTP+SSE transport accepts a POST (202) and answers on the stream of the POST's
@@ -435,6 +445,8 @@ class LiveStats:
             self._answers[pending.answer] = key
         if key[0] == "c":
             self._by_conn.setdefault(key[1], set()).add(key)
+            self._requests += 1
+            pending.order = self._requests
         return True
 
     def _response(self, record: dict[str, Any]) -> None:
@@ -489,6 +501,7 @@ class LiveStats:
         if client_ended or event in (fmt.EV_CLIENT_EOF, fmt.EV_STDOUT_BROKEN):
             self._client_closed.add(conn)
         if event in _STDIO_DEATHS:
+            self._opened.pop(conn, None)
             outcome = GARBAGE if conn in self._garbage else CONNECTION_DIED
             for key in list(self._by_conn.get(conn, ())):
                 if conn in self._client_closed:
@@ -547,6 +560,16 @@ class LiveStats:
         outcome, era = answer_outcome(pending.method, msg, status)
         if outcome == LEGACY_ANSWER and not pending.well_formed:
             outcome, era = MALFORMED_PROBE, None  # a modern answer to it still proves modern
+        elif key[0] == "c":
+            conn = key[1]
+            if pending.method == _INITIALIZE and era == ERA_LEGACY:
+                self._opened[conn] = min(self._opened.get(conn, pending.order), pending.order)
+            elif (
+                outcome == LEGACY_ANSWER
+                and _code(msg) == -32600
+                and self._opened.get(conn, pending.order) < pending.order
+            ):
+                outcome, era = CROSS_ERA, None
         self._count(pending, outcome, era)
 
     def _died(self, key: tuple[str, ...], outcome: str) -> None:

@@ -121,6 +121,26 @@ def test_initialize_refused_on_a_connection_a_probe_opened_modern_leaves_the_ser
     assert [f["rule"] for f in report["findings"]] == ["misread-modern"]
 
 
+def test_a_probe_refused_on_a_legacy_connection_is_counted_as_the_analyzer_counts_it(
+    tmp_path: Path, clean_env: dict[str, str], modern_py: Path
+) -> None:
+    # A client that opened its connection legacy probes on it anyway: -32600, the connection's era
+    # lock. The tee's closing record counted it `legacy-answer`; the analyzer calls it
+    # `cross-era-refusal`, no era evidence.
+    out = tmp_path / "captures"
+    legacy = Spawn(out, clean_env, dual_server(modern_py))
+    legacy.send(initialize(1))
+    assert "result" in legacy.answer(1)
+    legacy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    legacy.send(probe(2))
+    assert legacy.answer(2)["error"]["code"] == -32600
+    assert legacy.close() == 0
+
+    end = lifecycle(read_records(out), fmt.EV_RECORDER_END)
+    (server,) = analyze(out, clean_env)["servers"]
+    assert end[fmt.F_COUNTERS]["servers"]["dual"]["outcomes"] == server["probe_outcomes"] == {"cross-era-refusal": 1}
+
+
 def _modern_spawn(out: Path, env: dict[str, str], modern_py: Path, *, call: bool = False) -> None:
     """A spawn a modern client opens with a probe (and one tool call)."""
     spawn = Spawn(out, env, dual_server(modern_py))

@@ -693,3 +693,59 @@ def test_an_http_probe_without_the_version_headers_is_malformed() -> None:
     malformed = {"http://s/mcp": {"era": "unknown", "outcomes": {"malformed-probe": 1}}}
     legacy = {"http://s/mcp": {"era": "legacy", "outcomes": {"legacy-answer": 1}}}
     assert got == {"none": malformed, "version only": malformed, "both": legacy, "both, as sent": legacy}
+
+
+def _served(conn: str, ident: str) -> list[dict[str, Any]]:
+    return [
+        frame(conn, fmt.C2S, with_id(ident, {"method": INIT, "params": {"protocolVersion": "2025-11-25"}})),
+        frame(conn, fmt.S2C, with_id(ident, ok({"protocolVersion": "2025-11-25"}))),
+    ]
+
+
+HANDSHAKE_ERA: dict[str, Any] = {
+    "error": {"code": -32600, "message": "this connection serves the handshake protocol era"}
+}
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [
+                *_served("a", "1"),
+                frame("a", fmt.C2S, with_id("2", WELL_FORMED)),
+                frame("a", fmt.S2C, with_id("2", HANDSHAKE_ERA)),
+            ],
+            {"cross-era-refusal": 1},
+            id="after-initialize",
+        ),
+        # guards: the same refusal on another connection, and a legacy server's -32601 there
+        pytest.param(
+            [
+                *_served("a", "1"),
+                frame("b", fmt.C2S, with_id("2", WELL_FORMED)),
+                frame("b", fmt.S2C, with_id("2", HANDSHAKE_ERA)),
+            ],
+            {"legacy-answer": 1},
+            id="another-connection",
+        ),
+        pytest.param(
+            [
+                *_served("a", "1"),
+                frame("a", fmt.C2S, with_id("2", WELL_FORMED)),
+                frame("a", fmt.S2C, with_id("2", {"error": {"code": -32601, "message": "Method not found"}})),
+            ],
+            {"legacy-answer": 1},
+            id="method-not-found",
+        ),
+    ],
+)
+def test_a_probe_refused_on_a_connection_initialize_opened_is_counted_as_the_analyzer_counts_it(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """A dual-era stdio server serves a connection in the era of its first request and refuses a probe on
+    one a served `initialize` opened (-32600): the analyzer's `cross-era-refusal`, which the counters
+    called `legacy-answer`."""
+    records = [event("a", fmt.EV_SPAWN), *records]
+    assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == expected
+    assert _analyzed(tmp_path, records)["outcomes"] == expected
