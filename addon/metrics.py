@@ -257,6 +257,8 @@ class _Pending:
     """A probe's: `_well_formed`."""
     order: int = 0
     """stdio: which request of the recorder's this was (`LiveStats._opened`)."""
+    garbage: bool = False
+    """stdio: the server wrote a line that is no JSON object since this was sent."""
 
 
 def _well_formed(msg: dict[str, Any], headers: object) -> bool:
@@ -302,8 +304,6 @@ class LiveStats:
         """HTTP: ("f", flow); stdio: ("c", conn, id as JSON)."""
         self._by_conn: dict[str, set[tuple[str, ...]]] = {}
         """stdio: the pending keys of each connection."""
-        self._garbage: set[str] = set()
-        """stdio connections that wrote a non-JSON line while a request awaited its answer."""
         self._client_closed: set[str] = set()
         self._requests = 0
         self._opened: dict[str, int] = {}
@@ -481,7 +481,9 @@ class LiveStats:
             return
         msg = _json(raw)
         if not isinstance(msg, dict):
-            self._garbage.add(conn)  # garbage only if no answer comes before the connection dies
+            # garbage for the requests it came after, if no answer comes before the connection dies
+            for key in keys:
+                self._pending[key].garbage = True
             return
         ident = _id(msg, raw)
         if ident is not None and ("result" in msg or "error" in msg):
@@ -502,12 +504,13 @@ class LiveStats:
             self._client_closed.add(conn)
         if event in _STDIO_DEATHS:
             self._opened.pop(conn, None)
-            outcome = GARBAGE if conn in self._garbage else CONNECTION_DIED
             for key in list(self._by_conn.get(conn, ())):
-                if conn in self._client_closed:
+                if self._pending[key].garbage:
+                    self._died(key, GARBAGE)  # what the server wrote says it, whoever left first
+                elif conn in self._client_closed:
                     self._forget(key)  # the client left first: the death proves nothing
                 else:
-                    self._died(key, outcome)
+                    self._died(key, CONNECTION_DIED)
 
     def _stream_answer(self, record: dict[str, Any]) -> None:
         """An event on a GET stream answering a request of its server POSTed on another flow (the
@@ -594,7 +597,6 @@ class LiveStats:
                 keys.discard(key)
                 if not keys:
                     del self._by_conn[key[1]]
-                    self._garbage.discard(key[1])
         return pending
 
     # --- reading ----------------------------------------------------------------------------------

@@ -749,3 +749,74 @@ def test_a_probe_refused_on_a_connection_initialize_opened_is_counted_as_the_ana
     records = [event("a", fmt.EV_SPAWN), *records]
     assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == expected
     assert _analyzed(tmp_path, records)["outcomes"] == expected
+
+
+GARBAGE_LINE = "panic: not initialized"
+INITIALIZE: dict[str, Any] = {"method": INIT, "params": {"protocolVersion": "2025-11-25"}}
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", INITIALIZE)),
+                frame("a", fmt.S2C, GARBAGE_LINE),
+                frame("a", fmt.C2S, with_id("2", WELL_FORMED)),
+                event("a", fmt.EV_EXIT),
+            ],
+            {"connection-died": 1},
+            id="garbage-before-the-probe",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, GARBAGE_LINE),
+                frame("a", fmt.C2S, with_id("2", WELL_FORMED)),
+                event("a", fmt.EV_EXIT),
+            ],
+            {"garbage": 1, "connection-died": 1},
+            id="one-probe-before-one-after",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, GARBAGE_LINE),
+                event("a", fmt.EV_CLIENT_EOF),
+                event("a", fmt.EV_EXIT),
+            ],
+            {"garbage": 1},
+            id="the-client-left-after-garbage",
+        ),
+        # guards
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, GARBAGE_LINE),
+                event("a", fmt.EV_EXIT),
+            ],
+            {"garbage": 1},
+            id="garbage-then-death",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                event("a", fmt.EV_CLIENT_EOF),
+                event("a", fmt.EV_EXIT),
+            ],
+            {},
+            id="the-client-left-first",
+        ),
+    ],
+)
+def test_garbage_is_counted_for_the_probes_it_came_after(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """A line that is no JSON on a connection made every probe pending there at its death `garbage`,
+    also one sent after that line; the analyzer counts it for the probes it came after (a probe sent
+    since is `connection-died`), whether or not the client left before the death."""
+    records = [event("a", fmt.EV_SPAWN), *records]
+    assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == expected
+    analyzed = _analyzed(tmp_path, records)["outcomes"]
+    analyzed.pop("no-answer", None)  # a timeout's outcome, left to the analyzer
+    assert analyzed == expected
