@@ -29,7 +29,7 @@ implies, nothing more (a dual-era server shows the era of whatever was asked las
 | a DiscoverResult naming handshake versions only | `legacy` |
 | -32022 / -32004 (UnsupportedProtocolVersion) to a probe or an `initialize` | `modern-other-version` |
 | -32020 / -32021 to a probe | `modern` |
-| a legacy error to a well-formed probe (-32601, -32602, -32600, -32000, HTTP 4xx without a JSON-RPC body) | `legacy` |
+| a legacy error to a well-formed probe (-32601, -32602, -32600, -32000; HTTP 4xx/5xx without one) | `legacy` |
 | a result to `initialize` | `legacy` |
 
 Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed probe,
@@ -203,8 +203,10 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     if method == _INITIALIZE:
         return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg else None)
     if not isinstance(msg, dict):
-        if status is not None and 400 <= status <= 499:
-            return LEGACY_ANSWER, ERA_LEGACY  # a legacy HTTP server's bare 400 (or middleware's)
+        if status is not None and 400 <= status <= 599:
+            # a legacy HTTP server's bare 400 (or middleware's), or a 5xx but a gateway's: an answer
+            # other than the probe's, which the client falls back to legacy on, as the analyzer reads it
+            return LEGACY_ANSWER, ERA_LEGACY
         return GARBAGE, None
     if "result" in msg:
         result = msg["result"]
@@ -462,12 +464,16 @@ class LiveStats:
         status = status if isinstance(status, int) else None
         if streamed and gate_outcome(status, None) is None:
             return  # the answer comes in the stream's events
-        if status == 202 and not isinstance(_json(record.get(fmt.F_RAW)), dict):
+        if status == 202:
             return  # accepted (the SDK's body is `Accepted`): HTTP+SSE answers on the server's stream
         if record.get("undecodable") is not None and (status is None or status < 300):
             self._died(key, UNDECODABLE)  # the status alone says nothing of the era
             return
-        self._settle(key, _json(record.get(fmt.F_RAW)), status)
+        raw = record.get(fmt.F_RAW)
+        if not raw and status is not None and 200 <= status < 300:
+            self._forget(key)  # answers nothing: the analyzer's `no-answer`, which is left to it
+            return
+        self._settle(key, _json(raw), status)
 
     def _frame(self, record: dict[str, Any]) -> None:
         conn = str(record.get(fmt.F_CONN))

@@ -820,3 +820,46 @@ def test_garbage_is_counted_for_the_probes_it_came_after(
     analyzed = _analyzed(tmp_path, records)["outcomes"]
     analyzed.pop("no-answer", None)  # a timeout's outcome, left to the analyzer
     assert analyzed == expected
+
+
+def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, int]:
+    """The analyzer's probe outcomes of `records` written as an HTTP capture, but `no-answer` (a
+    timeout's outcome, left to the analyzer)."""
+    from analyzer.pipeline import analyze
+    from analyzer.report import report_dict
+
+    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
+        for r in records:
+            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
+    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
+    return {k: v for k, v in server["probe_outcomes"].items() if k != "no-answer"}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "expected"),
+    [
+        pytest.param(200, None, {}, id="200-no-body"),
+        pytest.param(200, "", {}, id="200-empty"),
+        pytest.param(204, None, {}, id="204"),
+        pytest.param(202, ok({"supportedVersions": [MODERN]}), {}, id="202-result"),
+        pytest.param(202, err(-32600), {}, id="202-error"),
+        pytest.param(500, None, {"legacy-answer": 1}, id="500-no-body"),
+        pytest.param(500, "Internal Server Error", {"legacy-answer": 1}, id="500-text"),
+        pytest.param(501, "", {"legacy-answer": 1}, id="501-empty"),
+        # guards
+        pytest.param(200, "Bad Gateway", {"garbage": 1}, id="200-text"),
+        pytest.param(503, "", {"gateway-error": 1}, id="503-empty"),
+        pytest.param(400, "", {"legacy-answer": 1}, id="400-empty"),
+        pytest.param(200, ok({"supportedVersions": [MODERN]}), {"discover-result": 1}, id="200-result"),
+    ],
+)
+def test_http_answers_that_say_nothing_are_counted_as_the_analyzer_counts_them(
+    tmp_path: Path, status: int, body: Any, expected: dict[str, int]
+) -> None:
+    """A 2xx without a body is no answer to the analyzer (the counters said `garbage`), and a 202 is
+    none whatever its body (README: the answer comes on another stream of the session; the counters
+    read a JSON-RPC body in it). A 5xx without a JSON-RPC error but a gateway's is an answer other than
+    the probe's, which a client falls back to legacy on: `legacy-answer` (the counters said `garbage`)."""
+    records = [req("f1", probe(1)), resp("f1", status, body)]
+    assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
+    assert _analyzed_http(tmp_path, records) == expected
