@@ -773,7 +773,7 @@ def compact_cmd(
         err=True,
     )
     if result.errors:
-        # as for a file of such a format alone: what a cron job archives is not all it was given
+        # after the summary, as `analyze` reports what it read: what a cron job archives is not all it was given
         raise typer.Exit(code=2)
 
 

@@ -32,7 +32,10 @@ A local archive is written by one run at a time: another `compact` into it meanw
 Only the same capture replaces an entry (`_same_capture`: the run its header names, which a renamed
 capture does not share); another one under its name is refused. A file that is not a capture (not
 an erascope capture, not a regular file) gets an entry saying why, as the report on the JSONL says
-it, and is `skipped`, not compacted: inputs none of which is a capture are an error.
+it, and is `skipped`, not compacted: inputs none of which is a capture are an error. A file whose
+header names an erascope format major this erascope does not know gets no entry: it is among the
+run's `errors`, named as `analyze` names it, beside the captures joined in other files that are not
+archived, and the other inputs are archived.
 
 Partitions use percent-encoded server keys (hive style, lossless); readers take the true value
 from the `server` column inside the files, so the directory names are for pruning and for humans. Each
@@ -110,7 +113,7 @@ from analyzer.archive import (
     server_partition,
     source_entries,
 )
-from analyzer.facts import Refused
+from analyzer.facts import Refused, UnknownMajor
 from analyzer.load import (
     LoadOptions,
     capture_parts,
@@ -158,10 +161,13 @@ class CompactResult:
     with why, as `analyze` notes them. Their entries record it, so a report on the archive names them
     too; they are not among the files `written` or `unchanged`."""
     errors: list[tuple[str, str]] = field(default_factory=list)
-    """Captures joined in an input file whose header names a format major this erascope does not know,
-    each with what `analyze` names it by: not archived, the file's other captures are (its entry names
-    them, so a report on the archive does too). A joined capture whose header names no erascope format
-    is among the `skipped` so, its file among the `written` or `unchanged`."""
+    """Input files whose header names a format major this erascope does not know, and captures joined
+    in an input file whose header names one, each with what `analyze` names it by, in input order (a
+    file's captures by line). Neither is archived, and the other inputs are. Such a file gets no entry
+    and is not among the `written` or `unchanged`; a file of such captures is, and its other captures
+    are archived (its entry names them, so a report on the archive does too). A joined capture whose
+    header names no erascope format is among the `skipped` so, its file among the `written` or
+    `unchanged`."""
     parts: int = 0
     """Parquet files written in this run."""
     rows: int = 0
@@ -182,6 +188,9 @@ class Converted(NamedTuple):
     written by hand, which only its name identifies."""
     refused: tuple[Refused, ...] = ()
     """The captures joined in it that were not read (`analyzer.facts.FileFacts.refused`)."""
+    error: str | None = None
+    """Why none of it was read, as `analyze` names it: its header names a format major this erascope
+    does not know (`analyzer.facts.UnknownMajor`). Nothing was written for it."""
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -416,7 +425,10 @@ def compact_file(
     if old is None:
         entry_path = out / SOURCES_DIR / f"{name}.json"
         old = _named(read_entry(entry_path), name) if entry_path.is_file() else {}
-    entry, height = _convert(path, out, name, old)
+    try:
+        entry, height = _convert(path, out, name, old)
+    except UnknownMajor as exc:
+        return Converted(0, 0, None, error=str(exc))
     for stale in sorted(set(old) - set(_named(entry, name))):
         (out / stale).unlink(missing_ok=True)
     return Converted(len(entry["parts"]), height, entry["skipped"], _runs(path, entry), entry_refused(entry))
@@ -488,7 +500,10 @@ def _compact_to_url(
     if old is None:
         old = _named(read_entry(entry_url), name) if storage.is_file(entry_url) else {}
     with tempfile.TemporaryDirectory(prefix="erascope-compact-", dir=temp_dir) as staging:
-        entry, height = _convert(path, Path(staging), name, old)
+        try:
+            entry, height = _convert(path, Path(staging), name, old)
+        except UnknownMajor as exc:
+            return Converted(0, 0, None, error=str(exc))
         entry_path = Path(staging) / SOURCES_DIR / f"{name}.json"
         data = _named(entry, name)
         try:
@@ -654,8 +669,9 @@ def compact(
     their results in order. `temp_dir`: where each file converted for a URL is staged (default: the
     system's temporary directory).
     `force` re-converts inputs that look unchanged. Raises `ErascopeError` for bad layouts (see the
-    module docstring), archives given as input, the loader's own input errors, inputs none of
-    which is a capture (all `skipped`), and a local archive another run is writing (`_held`).
+    module docstring), archives given as input, the loader's own input errors (but a file of a format
+    major this erascope does not know: among the result's `errors`), inputs none of which is a
+    capture (all `skipped`), and a local archive another run is writing (`_held`).
     """
     given = [str(p) for p in paths]
     if not str(out):
@@ -759,12 +775,15 @@ def _compact(
     _drop_superseded(out, runs, inputs, listing)
     # in input order: a file skipped is named with why each time, as `analyze` names it, whether its
     # entry was written now or is unchanged
-    refused: list[tuple[str, Refused]] = []
+    refused: list[tuple[str, Refused | str]] = []
     for p in inputs:
         if p in converted:
-            parts, rows, skipped, _, joined = converted[p]
+            parts, rows, skipped, _, joined, error = converted[p]
             result.parts += parts
             result.rows += rows
+            if error is not None:  # none of it read, nothing written: named with the joined captures refused
+                refused.append((p, error))
+                continue
         else:
             skipped, joined = unchanged[p].get("skipped"), entry_refused(unchanged[p])
         if isinstance(skipped, str):
@@ -774,7 +793,10 @@ def _compact(
         refused += ((p, r) for r in joined)
     whole = len(result.skipped)
     for p, r in refused:
-        (result.errors if r.error else result.skipped).append((p, r.note(p)))
+        if isinstance(r, str):
+            result.errors.append((p, r))
+        else:
+            (result.errors if r.error else result.skipped).append((p, r.note(p)))
     if whole == len(inputs):
         # nothing to analyze, as `analyze` fails on the same inputs: an exit 0 would tell a cron job
         # or a CI step that captures were archived

@@ -43,6 +43,12 @@ class InputError(ErascopeError):
     still can. `extract_files` notes it on the file's `FileFacts.error` and goes on."""
 
 
+class UnknownMajor(InputError):
+    """An input file's header names an erascope format major this erascope does not know (FORMAT.md,
+    Versioning): none of it is read. Told apart from the other input errors by `compact`, which names
+    it and archives the other inputs, as `analyze` reads them."""
+
+
 @dataclass(frozen=True, order=True)
 class BadLine:
     """A capture line that could not be used: where, and why."""

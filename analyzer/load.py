@@ -124,6 +124,7 @@ from analyzer.facts import (
     LoadOptions,
     Refused,
     Repeated,
+    UnknownMajor,
     display_name,
     finish,
     inside,
@@ -408,7 +409,7 @@ def _header_of(path: str, first: bytes) -> dict[str, Any] | None:
     why, error = refusal
     if not error:
         return None
-    raise InputError(f"{path}: {why}")
+    raise UnknownMajor(f"{path}: {why}")
 
 
 def format_refusal(value: Any) -> tuple[str, bool] | None:
@@ -1329,7 +1330,7 @@ def extract_file(
     Independent of every other file (safe to run in parallel). A file whose first line is not an
     erascope header, and a path that is not a regular file (a FIFO would block), are returned with
     `skipped` set. Raises `InputError` for an unreadable or vanished file or an unknown format major
-    version (`extract_files` notes it and reads the other files).
+    version (`UnknownMajor`; `extract_files` notes it and reads the other files).
 
     `defer=True` leaves a file of at most `PIECE_BYTES` `pending` (read, not yet paired and
     condensed): `finish_pending` finishes many such files at once. With a `spill`, the rows

@@ -83,6 +83,20 @@ def test_compact_on_the_cluster_writes_the_local_archive(
     assert _tree(tmp_path / "cluster") == _tree(tmp_path / "local")  # the same files, entries included
 
 
+def test_compact_on_the_cluster_names_every_refused_input_as_locally(cluster: Cluster, tmp_path: Path) -> None:
+    """A whole file of an unknown major among the inputs, and a capture of one joined into another file:
+    the workers archive the rest, and the run names both, as the local run does."""
+    from tests.test_joined_formats import _refused_inputs
+
+    caps, *_ = _refused_inputs(tmp_path)
+    local = erascope("compact", caps, "--out", tmp_path / "local", check=False)
+    remote = erascope("compact", caps, "--out", tmp_path / "cluster", "--scheduler", cluster.address, check=False)
+    assert (remote.returncode, local.returncode) == (2, 2), remote.stderr.decode()
+    assert remote.stderr.replace(b"/cluster", b"/local") == local.stderr
+    assert remote.stderr.count(b"capture format 'erascope/2' is not supported") == 2
+    assert _tree(tmp_path / "cluster") == _tree(tmp_path / "local")
+
+
 def test_compact_refuses_inputs_the_workers_do_not_see(tmp_path: Path) -> None:
     # workers in another directory: the relative path names nothing there (or another file)
     src = tmp_path / "caps"

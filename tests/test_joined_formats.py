@@ -162,6 +162,53 @@ def test_compact_names_the_refused_capture(tmp_path: Path) -> None:
     assert code == 2
 
 
+def _refused_inputs(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
+    """A directory of inputs: a whole file of an unknown major, named first; a file with a capture of
+    an unknown major joined in it; a capture read whole, named after the refused file."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    alone = with_format(C, caps / "c2.jsonl", "erascope/2")
+    joined = join([A, with_format(B, tmp_path / "b2.jsonl", "erascope/2")], caps / "joined.jsonl")
+    last = join([B], caps / "z.jsonl")
+    return caps, alone, joined, last
+
+
+def _errors(out: str) -> list[str]:
+    return [line.removeprefix("erascope: error: ") for line in out.splitlines() if line.startswith("erascope: error: ")]
+
+
+@pytest.mark.parametrize("jobs", ["1", "4"])
+def test_compact_names_every_refused_input_beside_a_file_of_an_unknown_major(tmp_path: Path, jobs: str) -> None:
+    """A whole file of an unknown major among the inputs stopped compact with its error alone: the
+    refused capture joined into another file went unnamed, as did the summary, and the inputs after
+    it went unarchived. The other inputs are archived, every refused one named as `analyze` names it."""
+    caps, alone, joined, last = _refused_inputs(tmp_path)
+    archive = tmp_path / "archive"
+    code, out = _cli("compact", str(caps), "--out", str(archive), "--jobs", jobs)
+    named = [e["error"] for e in whole(caps)["inputs"]["errors"]]
+    assert [e.split(": capture format")[0] for e in named] == [str(alone), f"{joined}:{lines(A) + 1}"]
+    assert _errors(out) == named
+    assert "erascope: 2 file(s) compacted (" in out
+    assert code == 2
+    from_archive, from_files = (render_json(analyze([str(p)])) for p in (archive, caps))
+    read = orjson.loads(from_archive)
+    assert read["servers"] == orjson.loads(from_files)["servers"]
+    assert from_archive == render_json(analyze([str(joined), str(last)]))  # the archive reads all but the refused file
+    assert B_SERVER in servers(read)  # from the capture after the refused file
+    code, out = _cli("compact", str(caps), "--out", str(archive), "--jobs", jobs)
+    assert (code, _errors(out)) == (2, named)
+    assert "erascope: 0 file(s) compacted (0 rows, 0 Parquet part(s)), 2 unchanged" in out
+
+
+def test_compact_of_a_file_of_an_unknown_major_alone_names_it(tmp_path: Path) -> None:
+    alone = with_format(C, tmp_path / "c2.jsonl", "erascope/2")
+    code, out = _cli("compact", str(alone), "--out", str(tmp_path / "archive"))
+    assert _errors(out) == [e["error"] for e in whole(alone, A)["inputs"]["errors"]] != []
+    assert "erascope: 0 file(s) compacted (0 rows, 0 Parquet part(s)), 0 unchanged" in out
+    assert code == 2
+    assert not any((tmp_path / "archive").rglob("*.json"))
+
+
 def test_watch_does_not_read_the_refused_capture(tmp_path: Path) -> None:
     live = tmp_path / "live"
     live.mkdir()

@@ -327,6 +327,24 @@ def test_local_captures_compacted_to_a_url(captures: tuple[Path, str], s3_env: d
     assert inside.returncode == 2 and b"choose --out outside it" in inside.stderr
 
 
+def test_a_file_of_an_unknown_major_compacted_to_a_url_is_named_as_locally(
+    captures: tuple[Path, str], s3_env: dict[str, str], tmp_path: Path
+) -> None:
+    """Staged and uploaded, the other inputs are archived and every refused one is named, as locally
+    (`captures`: the bucket)."""
+    from tests.test_joined_formats import _refused_inputs
+
+    caps, *_ = _refused_inputs(tmp_path)
+    archive = f"s3://{BUCKET}/refused/archive"
+    remote = erascope(s3_env, "compact", caps, "--out", archive)
+    local = erascope(s3_env, "compact", caps, "--out", tmp_path / "archive")
+    assert (remote.returncode, local.returncode) == (2, 2), remote.stderr.decode()
+    assert remote.stderr.replace(archive.encode(), str(tmp_path / "archive").encode()) == local.stderr
+    assert remote.stderr.count(b"capture format 'erascope/2' is not supported") == 2
+    here = erascope(s3_env, "analyze", tmp_path / "archive", "-f", "json")
+    assert erascope(s3_env, "analyze", archive, "-f", "json").stdout == here.stdout
+
+
 def test_an_upload_cut_short_is_never_read_as_complete(
     captures: tuple[Path, str], s3_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
