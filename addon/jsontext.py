@@ -18,9 +18,8 @@ MAX_DEPTH: Final = 1024
 """The deepest nesting the reader reads (simd-json: an object at 1024 levels is read, at 1025 refused)."""
 ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 """A backslash escape of JSON text; group 1 is a `\\u` escape's code."""
-HIGH_SURROGATE: Final = re.compile(r"\\u[dD][89abAB]")
-"""A high surrogate's escape, or the same text after an escaped backslash (`surrogates_read` tells
-them apart)."""
+SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+"""A surrogate's escape, high or low, or the same text after an escaped backslash."""
 
 
 def refuse_constant(name: str) -> Any:
@@ -35,9 +34,11 @@ def finite(text: str) -> float:
 
 
 def surrogates_read(text: str) -> bool:
-    """Whether the reader reads the `\\u` escapes of `text` (valid JSON): a high surrogate followed by
-    another escape must be followed by a low one; a low one must follow a high one. A high one followed
-    by anything else is read (as the reader reads it, not as a character)."""
+    """Whether the NDJSON reader itself reads the `\\u` escapes of `text` (valid JSON): a high surrogate
+    followed by another escape must be followed by a low one; a low one must follow a high one. A high
+    one followed by anything else is read (as U+0000). The analyzer writes every lone one as its text
+    before the reader reads a line (`analyzer.messages.lone_surrogates_as_text`), so that it reads them
+    all; this tells what the reader refuses of a text as it stands."""
     escapes = list(ESCAPE.finditer(text))
     paired = False
     for n, m in enumerate(escapes):
@@ -59,11 +60,12 @@ def surrogates_read(text: str) -> bool:
 
 
 def loads(text: str | bytes) -> Any:
-    """`text` as orjson reads it or, when it holds a lone high surrogate's escape the reader reads
-    (`"c\\ud800"`, valid JSON which orjson refuses), as the standard library reads it: each such escape a
-    surrogate of its own. Raises `ValueError` for what orjson refuses otherwise, as the reader does (a
-    constant, a number beyond a double, nesting too deep). Rare, and off the common path: the standard
-    library reads only a text orjson refused."""
+    """`text` as orjson reads it or, when it holds a lone surrogate's escape (`"c\\ud800"`, a low one
+    alone as `"c\\udc00"`, a high one before another escape as `"c\\ud800\\u0041"`: valid JSON which
+    orjson refuses, and the analyzer reads as the escape's text), as the standard library reads it: each
+    such escape a surrogate of its own. Raises `ValueError` for what orjson refuses otherwise, as the
+    reader does (a constant, a number beyond a double, nesting too deep). Rare, and off the common
+    path: the standard library reads only a text orjson refused."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -71,7 +73,7 @@ def loads(text: str | bytes) -> Any:
             decoded = text.decode("utf-8") if isinstance(text, bytes) else text  # a BOM stays, and is refused
         except UnicodeDecodeError:
             raise ValueError("not UTF-8") from None
-        if not HIGH_SURROGATE.search(decoded) or not surrogates_read(decoded):
+        if not SURROGATE.search(decoded):
             raise
     try:
         return json.loads(decoded, parse_constant=refuse_constant, parse_float=finite, parse_int=_int)

@@ -66,10 +66,11 @@ record line, in any piece, is read by it. Each piece:
    (`_read_by_the_reader`), and a line the reader reads without a `type` is bad.
 
 Before either path, a piece's lone surrogate escapes (`"\\ud800"`, which the reader reads as U+0000,
-as it reads `"\\u0000"`) are written as their text (`_lone_surrogates_as_text`), so keys that differ
-by one stay apart. A payload's own (in `raw`'s text) are written so where its fields are read
-(`analyzer.messages.messages_from_records`), and only in a piece the same search found one in: `raw`
-stays as written.
+as it reads `"\\u0000"`; a low one alone, `"\\udc00"`, or a high one before an escape that is not a low
+one, which it refuses) are written as their text (`_lone_surrogates_as_text`), so keys that differ
+by one stay apart, and a line JSON allows is read. A payload's own (in `raw`'s text) are written so
+where its fields are read (`analyzer.messages.messages_from_records`), and only in a piece the same
+search found one in: `raw` stays as written.
 
 A line is thus judged by the same reading wherever it is and whatever else its file holds: a
 wrong type in a field the analysis never reads is not read, and an object `raw` is read as its
@@ -705,7 +706,7 @@ def _read(
 
     `http=False` reads with the plan that leaves out the HTTP and SSE expressions (see
     `messages_from_records`); records of those types read that way are read again with `http=True`.
-    `surrogates=False`: no record holds a high surrogate's escape (`_lone_surrogates_as_text`).
+    `surrogates=False`: no record holds a surrogate's escape (`_lone_surrogates_as_text`).
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
@@ -1103,35 +1104,42 @@ def _may_be_read(text: str) -> bool:
     return text.count("[") + text.count("{") <= MAX_DEPTH or _depth(text) <= MAX_DEPTH
 
 
-_HIGH_ESCAPE: Final = re.compile(rb"\\u(?:[dD][89abAB]|005[cC])")
-"""A high surrogate's escape, or the same text after an escaped backslash (`\\\\ud83d` in a payload
+_SURROGATE_ESCAPE: Final = re.compile(
+    rb"\\u(?:[dD][89abAB]|005[cC]"
+    # a low one's, but not right after a high one's escape (a line's own pair, found by its high
+    # one) or its text in a payload (an escaped emoji's second half, found by its first)
+    rb"|(?<!(?<!\\)\\u[dD][89abAB][0-9a-fA-F]{2}\\u)(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u)[dD][c-fC-F])"
+)
+"""A surrogate's escape, or the same text after an escaped backslash (`\\\\ud83d` in a payload
 that escapes its emoji): `_starts_escape` tells them apart. Or a backslash's escape (`\\u005c`),
 which may stand for the backslash of a payload's own escape."""
 
 
 def _lone_surrogates_as_text(piece: bytes) -> tuple[bytes, bool]:
-    r"""`piece` with every lone surrogate escape the reader reads written as the escape's text: `"\ud800"`
-    becomes `"\\ud800"`, in small letters (`\uD800` is the same JSON string); and whether a payload
-    in it may hold one (`analyzer.messages.messages_from_records`'s `surrogates`).
+    r"""`piece` with every lone surrogate escape written as the escape's text: `"\ud800"` becomes
+    `"\\ud800"`, in small letters (`\uD800` is the same JSON string); and whether a payload in it may
+    hold one (`analyzer.messages.messages_from_records`'s `surrogates`).
 
     The reader reads a high surrogate escape no low one follows as U+0000, so `"s\ud800"`,
     `"s\udbff"` and `"s\u0000"` were one server key (one connection, one client), named `s\x00`:
     a name the capture never wrote. As its text, each is a key of its own, named as `visible` shows
     a lone surrogate; as with a file name's odd byte written `\xff` (`display_name`), the same text
     written plainly (`"s\\ud800"`) is the same key. Done to a piece before anything reads it, so
-    every path and every reading (`analyze`, `watch`, `compact`) reads the same values. A line the
-    reader refuses stays as it is (a low surrogate alone, a high one before an escape that is not a
-    low one): no line is judged otherwise.
+    every path and every reading (`analyze`, `watch`, `compact`, `verify`'s `read_line`) reads the
+    same values. The escapes the reader refuses (a low surrogate alone, `"s\udc00"`, a high one before
+    an escape that is not a low one, `"s\ud800\u0041"`) are written so too: a line JSON allows, which
+    the reader refused for them alone, is read, as every other reading of a line reads it; a line it
+    refuses for anything else is refused still.
 
     A payload's own escapes (`raw`'s text) are the messages reading's to write so (`raw` stays as
     written): the same search finds them, behind an escaped backslash (`\\ud800`, `\u005cud800`),
     and an escape of the line's that is written as its text becomes one; a piece without any tells it
     so, and no payload of it is searched again.
 
-    A piece without a high surrogate's escape costs one search: 4 to 8 ms of CPU per 8 MiB, against
+    A piece without a surrogate's escape costs one search: 4 to 8 ms of CPU per 8 MiB, against
     160 to 570 ms for reading it (bench/README.md, 2026-12-05); only the lines holding one are decoded.
     """
-    escapes = [m.start() for m in _HIGH_ESCAPE.finditer(piece)]
+    escapes = [m.start() for m in _SURROGATE_ESCAPE.finditer(piece)]
     found = [at for at in escapes if piece[at + 2] != 0x30 and _starts_escape(piece, at)]  # not `\u005c`
     if not found:
         return piece, bool(escapes)
@@ -1141,7 +1149,7 @@ def _lone_surrogates_as_text(piece: bytes) -> tuple[bytes, bool]:
             continue
         start, end = piece.rfind(b"\n", 0, at) + 1, piece.find(b"\n", at)
         end = len(piece) if end < 0 else end
-        parts += [piece[done:start], _line_as_text(piece[start:end])]
+        parts += [piece[done:start], line_as_text(piece[start:end])]
         done = end
     parts.append(piece[done:])
     return b"".join(parts), True
@@ -1155,8 +1163,9 @@ def _starts_escape(data: bytes, at: int) -> bool:
     return (at - start) % 2 == 0
 
 
-def _line_as_text(line: bytes) -> bytes:
-    """`line` with its lone surrogate escapes as their text (see `_lone_surrogates_as_text`)."""
+def line_as_text(line: bytes) -> bytes:
+    """`line` with its lone surrogate escapes as their text (see `_lone_surrogates_as_text`): the line
+    the reader reads."""
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:  # no line the reader reads
@@ -1962,10 +1971,10 @@ def _header_record(line: bytes) -> dict[str, Any] | None:
 
 def read_line(line: bytes) -> dict[str, Any] | None:
     """The JSON object on `line` as the reader reads it: a lone surrogate escape as its text
-    (`_lone_surrogates_as_text`; orjson refuses the escape), the keys that decide what the line is
-    the first of each (`fmt.read_record`). None when it is no object, as for an escape the reader
-    refuses too (a low surrogate alone, a high one before an escape that is not a low one)."""
-    return fmt.read_record(_line_as_text(line) if b"\\u" in line else line)
+    (`_lone_surrogates_as_text`; orjson refuses the escape), a low one alone and a high one before an
+    escape that is not a low one too, the keys that decide what the line is the first of each
+    (`fmt.read_record`). None when it is no object."""
+    return fmt.read_record(line_as_text(line) if b"\\u" in line else line)
 
 
 _SHARED_COUNTS: Final = 4096

@@ -12,10 +12,11 @@ both as `1`, so a number-looking id is taken as a string only when the payload h
 params or result) is parsed to read its own top-level `id`.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
-`analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all. Its `id`,
-`method` or `params` written twice reads as the first for the id, method and envelope, as the fast
-reading (simd-json) reads them: `json_path_match` reads the last, so the robust reading reads those
-from the payload without the later copy (`_first_members`).
+`analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
+`"c\\udc00"` or `"c\\ud800\\u0041"` not at all. Its `id`, `method` or `params` written twice reads
+as the first for the id, method and envelope, as the fast reading (simd-json) reads them:
+`json_path_match` reads the last, so the robust reading reads those from the payload without the
+later copy (`_first_members`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.jsontext import ESCAPE, refuse_constant, surrogates_read
+from addon.jsontext import ESCAPE, refuse_constant
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -59,7 +60,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 6
+EXTRACTION_VERSION: Final = 7
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -70,7 +71,9 @@ in a payload (was U+0000, or no message on the robust reading), and the robust r
 again from its payload where `json_path_match` writes it otherwise (a string `"1.0"` read as the
 number `1`, a number past 2**53 a unit off). 6: a top-level key a payload writes twice reads as its
 first on both readings (the robust one read the last `id`, `method` and `params._meta`, and both the
-last `id`'s type: `"id":"1","id":1` read as the number `1`)."""
+last `id`'s type: `"id":"1","id":1` read as the number `1`). 7: a low surrogate escape alone
+(`"\\udc00"`) or a high one before an escape that is not a low one (`"\\ud800\\u0041"`) reads as its
+text too, in a record (was a malformed line) and in a payload (was no message on either reading)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -81,9 +84,13 @@ _JSON_SPACE: Final = " \t\r\n"
 
 _NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
 _INTEGER: Final = r"^(0|-?[1-9]\d*)$"
-_SURROGATE: Final = r"\\u[dD][89abAB][0-9a-fA-F]{2}(?:[^\\]|\\[^u]|$)"
-"""A high surrogate's escape no other escape follows in a payload, or its text after an escaped
-backslash: the payloads `lone_surrogates_as_text` is asked about (a pair, an escaped emoji, is not)."""
+_HIGH: Final = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
+_LOW: Final = r"\\u[dD][c-fC-F]"
+_LONE_HIGH: Final = _HIGH + r"(?:[^\\]|\\[^u]|\\u[^dD]|\\u[dD][^c-fC-F]|$)|\\\\u[dD][89abAB]"
+"""A high surrogate's escape no low one's follows in a payload, or its text after an escaped backslash
+(a low one's escape after that text is alone). With a low one's escape no high one's precedes (more
+`_LOW` than pairs), the payloads `lone_surrogates_as_text` is asked about (a pair, an escaped emoji,
+is not)."""
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
 
 
@@ -162,26 +169,47 @@ def _first_members(payload: str) -> str | None:
 
 
 def lone_surrogates_as_text(text: str) -> str:
-    r"""`text` (JSON) with every lone surrogate escape simd-json reads written as the escape's text:
-    `"\ud800"` becomes `"\\ud800"`, in small letters (`\uD800` is the same JSON string); `text`
-    itself when it holds none, or one the reader refuses (`surrogates_read`: nothing is read otherwise).
+    r"""`text` (JSON) with every lone surrogate escape written as the escape's text: `"\ud800"` becomes
+    `"\\ud800"`, in small letters (`\uD800` is the same JSON string); so does a low one alone
+    (`"\udc00"`) and a high one before an escape that is not a low one (`"\ud800\u0041"` becomes
+    `"\\ud800\u0041"`); a pair (`"\ud83d\ude00"`, an escaped emoji) stays. `text` itself when it
+    holds none.
 
     Of a capture's line before the reader reads it (`analyzer.load`), and of a payload before its
-    fields are read: the reader reads a lone high surrogate escape as U+0000 and `json_path_match`
-    not at all, so names and ids that differ by one would read as one, or as nothing.
+    fields are read: the reader reads a lone high surrogate escape as U+0000, refuses the others, and
+    `json_path_match` reads none, so names and ids that differ by one would read as one, or as nothing.
     """
-    if not surrogates_read(text):
+    lone = _lone_escapes(text)
+    if not lone:
         return text
-    return ESCAPE.sub(lambda m: _as_text(text, m), text)
+    parts, done = [], 0
+    for at in lone:
+        parts += [text[done:at], "\\\\u", text[at + 2 : at + 6].lower()]
+        done = at + 6
+    parts.append(text[done:])
+    return "".join(parts)
 
 
-def _as_text(text: str, escape: re.Match[str]) -> str:
-    """An escape of `text` as `lone_surrogates_as_text` writes it: a high surrogate's that no
-    other `\\u` escape follows (in a text `surrogates_read` reads, a low one would) as its text."""
-    code = escape.group(1)
-    if code is None or not 0xD800 <= int(code, 16) < 0xDC00 or text.startswith("\\u", escape.end()):
-        return escape.group()
-    return "\\\\u" + code.lower()
+def _lone_escapes(text: str) -> list[int]:
+    """Where each lone surrogate escape of `text` starts: a high surrogate's no low one's follows at
+    once, a low one's no high one's precedes so (every escape is found from the text's start, so one
+    after an escaped backslash is told from that text)."""
+    surrogates = []
+    for m in ESCAPE.finditer(text):
+        code = m.group(1)
+        if code is not None and 0xD800 <= (value := int(code, 16)) < 0xE000:
+            surrogates.append((m.start(), value))
+    lone, n = [], 0
+    while n < len(surrogates):
+        at, value = surrogates[n]
+        if value < 0xDC00 and n + 1 < len(surrogates):
+            after, low = surrogates[n + 1]
+            if after == at + 6 and low >= 0xDC00:
+                n += 2  # a pair: one character
+                continue
+        lone.append(at)
+        n += 1
+    return lone
 
 
 def batch_members(text: str) -> list[str] | None:
@@ -406,9 +434,9 @@ def messages_from_records(
     `http=True` when any is there (`analyzer.load`). It adds the column `HTTP_READS`.
 
     The fields are read from each payload with its lone surrogate escapes as their text
-    (`lone_surrogates_as_text`, in Python, on the payloads that hold a high surrogate's escape);
+    (`lone_surrogates_as_text`, in Python, on the payloads that hold a lone surrogate's escape);
     `raw` itself stays as written. `surrogates=False` says no record holds the text of one
-    (`\\u[dD][89abAB]`, as `analyzer.load` knows of a piece by its search for them) and saves a
+    (`\\u[dD][89a-fA-F]`, as `analyzer.load` knows of a piece by its search for them) and saves a
     search of every payload.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
@@ -451,7 +479,11 @@ def _plan(
     # `_json`, the payload with its lone surrogate escapes as their text (rare rows, in Python).
     payload = pl.when(is_json).then(raw)
     if surrogates:
-        lone = pl.when(is_json & raw.str.contains(_SURROGATE)).then(raw)
+        # a low one's escape is alone unless a high one's is right before it: more of them than pairs.
+        # Counted, as each pattern starts with the escape's text, which polars' regex finds fast: one
+        # pattern for a low one's escape after anything but a high one's cost 10 times the search
+        pairs = raw.str.count_matches(_HIGH + _LOW)
+        lone = pl.when(is_json & (raw.str.contains(_LONE_HIGH) | (raw.str.count_matches(_LOW) > pairs))).then(raw)
         payload = pl.coalesce(lone.map_elements(lone_surrogates_as_text, pl.String()), payload)
     body = pl.col("_json")
     steps: list[dict[str, pl.Expr]] = [{"_json": payload, "_is_json": is_json.fill_null(False)}]

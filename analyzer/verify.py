@@ -56,7 +56,7 @@ from addon import chain
 from addon import format as fmt
 from addon.errors import ErascopeError
 from addon.retention import PART_NAME
-from analyzer.load import find_inputs, read_line
+from analyzer.load import find_inputs, line_as_text, read_line
 from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.sources import COMPRESSED_SUFFIXES, CutStream, open_stream, strip_compression
 from analyzer.storage import is_url, mode_size
@@ -828,10 +828,12 @@ def _whole(line: bytes) -> bool:
 
 
 def _read_by_analyze(line: bytes) -> bool:
-    """Whether `erascope analyze`'s NDJSON reader (`analyzer.load`) takes `line` for a record."""
+    """Whether `erascope analyze`'s NDJSON reader (`analyzer.load`) takes `line` for a record, its lone
+    surrogate escapes written as their text first, as `analyze` writes them (the reader refuses a low
+    one alone)."""
     try:
         line.decode()
-        frame = pl.read_ndjson(io.BytesIO(line), schema={fmt.F_TYPE: pl.String()})
+        frame = pl.read_ndjson(io.BytesIO(line_as_text(line)), schema={fmt.F_TYPE: pl.String()})
     except Exception:  # polars raises errors of its own (ComputeError, …) for what it cannot read
         return False  # analyze reads such a line as torn, as verify does
     return frame.height == 1 and frame.item(0, fmt.F_TYPE) is not None

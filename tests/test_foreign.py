@@ -663,17 +663,26 @@ def _spelled(flows: list[http.HTTPFlow], spellings: dict[bytes, bytes]) -> list[
     return flows
 
 
+@pytest.mark.parametrize(
+    ("escape", "text"),
+    [(b"\\ud800", "\\ud800"), (b"\\udc00", "\\udc00"), (b"\\ud800\\u0041", "\\ud800A")],
+    ids=["high", "low", "high-before-other"],
+)
 @pytest.mark.parametrize("kind", ["har", "flows"])
-def test_answers_holding_a_lone_surrogate_escape_are_placed_on_a_long_stream(tmp_path: Path, kind: str) -> None:
+def test_answers_holding_a_lone_surrogate_escape_are_placed_on_a_long_stream(
+    tmp_path: Path, kind: str, escape: bytes, text: str
+) -> None:
     """JSON allows `\\ud800` inside a message (a probe's id so spelled, an error message, a client's
     name), and the analyzer reads it as its escape's text: the answers' ids were read with orjson,
     which refuses the escape, so such an answer kept the stream's end, minutes late, and the probe
-    read `no-answer`, where the same traffic spelled otherwise reads a prompt legacy answer."""
+    read `no-answer`, where the same traffic spelled otherwise reads a prompt legacy answer. A low
+    surrogate's escape alone, or a high one's before another escape, read so too: the analyzer
+    refused those messages as well."""
     lone = {
-        b'"id":1,': b'"id":"r\\ud800",',
+        b'"id":1,': b'"id":"r' + escape + b'",',
         b'"id":2,': b'"id":"r\\u0000",',
-        b"Method not found": b"Method \\ud800 not found",
-        b'"name":"test-client"': b'"name":"c\\ud800"',
+        b"Method not found": b"Method " + escape + b" not found",
+        b'"name":"test-client"': b'"name":"c' + escape + b'"',
     }
     plain = {b'"id":1,': b'"id":"r1",', b'"id":2,': b'"id":"r2",'}
     reports = {}
@@ -690,4 +699,4 @@ def test_answers_holding_a_lone_surrogate_escape_are_placed_on_a_long_stream(tmp
         assert report["totals"]["probe_outcomes"] == {"legacy-answer": 1}
         assert report["totals"]["init_outcomes"] == {"served": 1}
         assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"]
-    assert "c\\ud800" in {c["identity"]["name"] for c in reports["lone"]["clients"]}
+    assert "c" + text in {c["identity"]["name"] for c in reports["lone"]["clients"]}

@@ -4,8 +4,9 @@ The reader reads such a header when a capture joined after another holds it (993
 records keyed so (their values as the escape's text, `load._lone_surrogates_as_text`); orjson refuses
 the escape, and every reading of a file's first line went through it: the file was skipped as "not a
 capture", its records lost, by `analyze`, `compact` and `watch`, and `verify` called it no capture.
-The header on line 1 is read as it is further down a file, on every path; a line the reader refuses
-too (a low surrogate alone, a high one before an escape that is not a low one) is still no header.
+The header on line 1 is read as it is further down a file, on every path; so is one holding an escape
+the reader refuses (a low surrogate alone, a high one before an escape that is not a low one), which
+was no header at all: the escape is read as its text there too.
 """
 
 from __future__ import annotations
@@ -165,17 +166,33 @@ def test_a_plain_json_rpc_log_is_still_named_so(tmp_path: Path) -> None:
     assert "plain JSON-RPC log" in load.not_a_capture(str(path), load.first_line(str(path)))
 
 
-@pytest.mark.parametrize("escape", [b"\\udc00", b"\\ud800\\u0041"], ids=["low-alone", "high-before-other"])
-def test_a_header_the_reader_refuses_is_still_no_header(tmp_path: Path, escape: bytes) -> None:
-    """Skipped by `analyze` and `watch`'s reading, an error for `verify`: said, no traceback."""
+@pytest.mark.parametrize(
+    ("escape", "named"),
+    [(b"\\udc00", "s\\udc00"), (b"\\uDFFF", "s\\udfff"), (b"\\ud800\\u0041", "s\\ud800A")],
+    ids=["low-alone", "low-in-capitals", "high-before-other"],
+)
+def test_a_header_holding_an_escape_the_reader_refuses_is_read_as_its_text(
+    tmp_path: Path, escape: bytes, named: str
+) -> None:
+    """A low surrogate escape alone, or a high one before an escape that is not a low one: the reader
+    refuses such a line, so the file was skipped as "not an erascope capture" (`analyze`, `watch`'s
+    reading, `verify`), its records lost. Each is read as the escape's text, as a lone high one is:
+    the capture is analyzed under that server, its chain verified."""
     path = lone_headed(SOURCES[0], tmp_path / "caps" / SOURCES[0].name, escape)
-    assert load.read_header(str(path)) is None
-    facts = load.extract_file(str(path))
-    assert facts.skipped is not None and facts.skipped.startswith("not an erascope capture")
-    (file,) = verify([path]).files
-    assert file.status is Status.ERROR and file.error is not None and "not an erascope capture" in file.error
-    for command in ("analyze", "verify"):
-        done = subprocess.run([str(ERASCOPE), command, str(path)], capture_output=True, text=True, timeout=120)
-        assert done.returncode != 0
-        assert "not an erascope capture" in done.stdout + done.stderr
-        assert "Traceback" not in done.stderr
+    header = load.read_header(str(path))
+    assert header is not None and header["server"] == named
+    facts = load.extract_file(str(path), load.LoadOptions(condense=False))
+    assert facts.skipped is None and facts.malformed == []
+    assert facts.records == len(path.read_bytes().splitlines())
+    assert set(facts.messages.get_column("server").cast(str).unique()) == {named}
+    (part,) = written(FIRST, tmp_path / "w")
+    sealed = resealed(part, tmp_path / "lone" / part.name, escape)
+    (file,) = verify([sealed]).files
+    assert (file.status, file.findings, file.error) == (Status.VERIFIED, [], None)
+    for command, target in (("analyze", path), ("verify", sealed)):
+        done = subprocess.run([str(ERASCOPE), command, str(target)], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (
+        named
+        in subprocess.run([str(ERASCOPE), "analyze", str(path)], capture_output=True, text=True, timeout=120).stdout
+    )

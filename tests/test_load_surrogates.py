@@ -10,7 +10,9 @@ unrelated malformed line sat in the same piece. Each reading path is checked: a 
 
 The reader reads a lone surrogate escape as U+0000, as it reads `\\u0000`: keys that differ by one
 (`"s\\ud800"`, `"s\\udbff"`, `"s\\u0000"`) were one server, named `s\\x00`. They stay apart now, named
-as written, on every path, in every report format and in `watch`.
+as written, on every path, in every report format and in `watch`. A low surrogate escape alone
+(`"s\\udc00"`) or a high one before an escape that is not a low one (`"s\\ud800\\u0041"`), which the
+reader refuses, is read so too: its line, its payload, its key, as a lone high one is.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import orjson
 import polars as pl
 import pytest
 
+from addon.jsontext import surrogates_read
 from analyzer import load
 from analyzer.compact import compact
 from analyzer.load import extract_file, extract_lines
@@ -192,8 +195,10 @@ def test_the_same_line_in_many_pieces_with_many_bad_lines(tmp_path: Path, monkey
     [
         ('{"type":"frame","type":null,"seq":5}', True),  # json_path_match takes the last key, the reader the first
         ('{"type":null,"type":"frame","seq":5}', False),
-        ('{"type":"frame","seq":5,"raw":"\\udc00"}', False),  # a low surrogate alone: the reader refuses it
-        ('{"type":"frame","seq":5,"raw":"\\ud800\\u0041"}', False),
+        # a low surrogate alone, a high one before another escape: the reader refuses them, but reads
+        # the line with them as their text, as every reading does
+        ('{"type":"frame","seq":5,"raw":"\\udc00"}', True),
+        ('{"type":"frame","seq":5,"raw":"\\ud800\\u0041"}', True),
         ('{"type":"frame","seq":5,"raw":"\\ud800\\n"}', True),
         ('{"type":"frame","seq":5,"raw":"\\\\udc00"}', True),
         ('{"type":"frame","seq":5,"raw":"\\ud83d\\ude00"}', True),
@@ -235,8 +240,6 @@ def test_lines_the_reader_refuses_are_not_each_asked_of_it(tmp_path: Path, monke
         "{",
         "not json",
         '{"type":"frame"} x',
-        '{"type":"frame","raw":"\\udc00"}',
-        '{"type":"frame","raw":"\\ud800\\ud800"}',
         '{"type":"frame","ts":NaN}',
         '{"type":"frame","ts":-Infinity}',
         '{"type":"frame","ts":1e400}',
@@ -249,8 +252,9 @@ def test_lines_the_reader_refuses_are_not_each_asked_of_it(tmp_path: Path, monke
     text = [CORPUS[0].read_bytes().splitlines()[0].decode()]
     for n in range(40):
         text += refused
-        # nested past serde_json's 128 levels: a lone surrogate escape is read as its text before
-        # `json_path_match` sees it (`load._lone_surrogates_as_text`), so no longer one of these
+        # nested past serde_json's 128 levels: a lone surrogate escape (a low one alone, a high one
+        # before another escape too) is read as its text before `json_path_match` sees it
+        # (`load._lone_surrogates_as_text`), so no longer one of these
         text.append('{"type":"frame","seq":' + str(n + 1) + ',"note":' + "[" * 200 + "]" * 200 + "}")
     path = tmp_path / "x.jsonl"
     path.write_text("\n".join(text) + "\n")
@@ -291,6 +295,9 @@ def test_no_line_the_reader_reads_is_left_unasked() -> None:
 LONE: Final = {b"\\ud800": "s\\ud800", b"\\udbff": "s\\udbff", b"\\u0000": "s\x00"}
 """Server keys as a capture writes them → as reports name them. The reader reads a lone high
 surrogate escape as U+0000: all three were one server, `s\\x00`, which the capture never named."""
+REFUSED: Final = {b"\\udc00": "s\\udc00", b"\\ud800\\u0041": "s\\ud800A", b"\\u0000": "s\x00", b"": "s"}
+"""Server keys the reader refuses (a low surrogate escape alone, a high one before an escape that is not
+a low one): every line holding one was malformed, the capture's records lost."""
 
 
 def lone_keyed(scenario: str, folder: Path, escape: bytes, n: int) -> list[Path]:
@@ -337,16 +344,21 @@ def test_lone_surrogate_keys_stay_apart(tmp_path: Path, scenario: str) -> None:
     assert together == alone
 
 
-def test_lone_surrogate_keys_on_every_reading_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("spelled", "capitals"), [(LONE, b"\\uDBFF"), (REFUSED, b"\\uDC00")], ids=["high", "low-or-before-another"]
+)
+def test_lone_surrogate_keys_on_every_reading_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelled: dict[bytes, str], capitals: bytes
+) -> None:
     """The keys of one file, read in pieces of any size, beside a malformed line (the line path), by
-    a follower (`extract_lines`) and from an archive: the same three servers and connections. An
-    escape written in capitals (`\\uDBFF`) is the same JSON string, so the same key."""
+    a follower (`extract_lines`) and from an archive: the same servers and connections, each named
+    as written. An escape written in capitals (`\\uDBFF`) is the same JSON string, so the same key."""
     source = sorted((CORPUS_DIR / "probe-storm-stdio").glob("*.jsonl"))[0].read_bytes().splitlines()
     header = orjson.loads(source[0])
     was = b'"server":' + orjson.dumps(header["server"])
     conn = b'"conn":' + orjson.dumps(orjson.loads(source[1])["conn"])
     lines = [source[0]]
-    for escape in (*LONE, b"\\uDBFF"):
+    for escape in (*spelled, capitals):
         # the same connection under each key: four connections, told apart by their ids alone
         lines += [
             line.replace(was, b'"server":"s' + escape + b'"').replace(conn, b'"conn":"c' + escape + b'"')
@@ -356,7 +368,7 @@ def test_lone_surrogate_keys_on_every_reading_path(tmp_path: Path, monkeypatch: 
     plain.write_bytes(b"\n".join(lines) + b"\n")
     beside = tmp_path / "beside.jsonl"
     beside.write_bytes(b"\n".join([*lines[:2], INSERTED, *lines[2:]]) + b"\n")
-    conns = {(name, "c" + name[1:]) for name in LONE.values()}
+    conns = {(name, "c" + name[1:]) for name in spelled.values()}
 
     def keys(facts: Any) -> set[tuple[str, str]]:
         rows = as_strings(facts.messages)
@@ -372,7 +384,8 @@ def test_lone_surrogate_keys_on_every_reading_path(tmp_path: Path, monkeypatch: 
     assert keys(extract_lines(str(plain), body, 2, header, load.LoadOptions(condense=False))) == conns
     compact([str(plain)], tmp_path / "archive", jobs=1)
     archived = orjson.loads(render_json(analyze([str(tmp_path / "archive")])))
-    assert {s["server"] for s in archived["servers"]} == set(LONE.values())
+    assert {s["server"] for s in archived["servers"]} == set(spelled.values())
+    assert archived["inputs"]["malformed"] == []
     assert archived == orjson.loads(render_json(analyze([str(plain)]))) | {"inputs": archived["inputs"]}
 
 
@@ -415,13 +428,14 @@ def test_lone_surrogate_keys_watched_as_analyzed(tmp_path: Path) -> None:
 
 def test_lone_surrogates_as_text_judge_no_line_otherwise() -> None:
     """Over mutated corpus lines (escapes, backslashes, quotes): the reader reads a line written by
-    `_lone_surrogates_as_text` when it read it as it was, and then reads no U+0000 the line does not
-    spell (`\\u0000`); a high surrogate escape after an escaped backslash is text, left as it is."""
+    `_lone_surrogates_as_text` when it read it as it was, or refused it for a lone surrogate escape
+    alone (a low one, a high one before another escape), and then reads no U+0000 the line does not
+    spell (`\\u0000`); a surrogate escape after an escaped backslash is text, left as it is."""
     rng = random.Random(20261205)
-    pieces = ("\\ud800", "\\uDBFF", "\\udc00", "\\ud83d\\ude00", "\\u0041", "\\\\", "\\", '"', "\\n")
+    pieces = ("\\ud800", "\\uDBFF", "\\udc00", "\\uDFFF", "\\ud83d\\ude00", "\\u0041", "\\\\", "\\", '"', "\\n")
     lines = [line.decode() for p in CORPUS[:6] for line in p.read_bytes().splitlines()]
     schema = {"type": pl.String(), "server": pl.String(), "conn": pl.String(), "raw": pl.String()}
-    rewritten = 0
+    rewritten = newly = 0
     for _ in range(2000):
         text = rng.choice(lines)
         for _ in range(rng.randint(1, 4)):
@@ -430,22 +444,30 @@ def test_lone_surrogates_as_text_judge_no_line_otherwise() -> None:
         line = text.encode()
         written, _ = load._lone_surrogates_as_text(line)
         rewritten += written != line
+        assert surrogates_read(written.decode()), text  # no escape left that the reader refuses
         try:
             pl.read_ndjson(line, schema=schema)
         except pl.exceptions.PolarsError:
-            with pytest.raises(pl.exceptions.PolarsError):
-                pl.read_ndjson(written, schema=schema)
-            continue
-        read = pl.read_ndjson(written, schema=schema).row(0)
+            if surrogates_read(text):  # refused for another reason than its surrogate escapes: still refused
+                with pytest.raises(pl.exceptions.PolarsError):
+                    pl.read_ndjson(written, schema=schema)
+                continue
+            try:
+                read = pl.read_ndjson(written, schema=schema).row(0)
+            except pl.exceptions.PolarsError:  # refused for another reason too
+                continue
+            newly += 1
+        else:
+            read = pl.read_ndjson(written, schema=schema).row(0)
         if "\\u0000" not in text:
             assert not any("\x00" in value for value in read if value is not None), text
-    assert rewritten > 300
+    assert rewritten > 300 and newly > 50
     assert (
-        load._lone_surrogates_as_text(b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}')[0]
-        == b'{"a":"\\\\ud800","b":"\\uD800\\udc00"}'
+        load._lone_surrogates_as_text(b'{"a":"\\\\ud800","b":"\\uD800\\udc00","c":"\\\\udc00"}')[0]
+        == b'{"a":"\\\\ud800","b":"\\uD800\\udc00","c":"\\\\udc00"}'
     )
-    assert load._lone_surrogates_as_text(b'{"a":"\\\\\\uD800"}\n{"b":"\\ud800\\ud800"}')[0] == (
-        b'{"a":"\\\\\\\\ud800"}\n{"b":"\\ud800\\ud800"}'
+    assert load._lone_surrogates_as_text(b'{"a":"\\\\\\uD800"}\n{"b":"\\ud800\\ud800\\uDC00\\udc00"}')[0] == (
+        b'{"a":"\\\\\\\\ud800"}\n{"b":"\\\\ud800\\ud800\\uDC00\\\\udc00"}'
     )
 
 
@@ -455,6 +477,16 @@ PAYLOAD_LONE: Final = {rb"\\ud800": "c\\ud800", rb"\\udbff": "c\\udbff", rb"\\u0
 backslash of `raw`'s text) → the name read. Both JSON parsers of the payload read a lone high
 surrogate escape otherwise: the fast one as U+0000, `json_path_match` not at all (the payload was
 no message on the robust reading)."""
+PAYLOAD_REFUSED: Final = {
+    rb"\\udc00": "c\\udc00",
+    rb"\\uDFFF": "c\\udfff",
+    rb"\\ud800\\u0041": "c\\ud800A",
+    rb"\\\\ud800\\udc00": "c\\ud800\\udc00",
+    rb"\\u0000": "c\x00",
+}
+"""As `PAYLOAD_LONE`, escapes both JSON parsers of the payload refuse (a low surrogate alone, also after
+the text of a high one, or a high one before an escape that is not a low one): the message was invalid
+on both readings, its client unnamed."""
 OBJECT_ID: Final = '{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list"}'
 """A payload whose id is an object: its piece is read the robust way (`messages_from_records`)."""
 
@@ -489,14 +521,17 @@ def _clients(report: dict[str, Any]) -> dict[str, Any]:
     return {c["identity"]["name"]: c for c in report["clients"] if (c["identity"]["name"] or "").startswith("c")}
 
 
+@pytest.mark.parametrize("spellings", [PAYLOAD_LONE, PAYLOAD_REFUSED], ids=["high", "low-or-before-another"])
 @pytest.mark.parametrize("robust", [False, True], ids=["fast", "robust"])
 @pytest.mark.parametrize("scenario", ["probe-storm-stdio", "upgrade-stdio", "upgrade-http"])
-def test_lone_surrogates_in_payloads_stay_apart(tmp_path: Path, scenario: str, robust: bool) -> None:
-    """Client names that differ by a lone surrogate escape (`c\\ud800`, `c\\udbff`, `c\\u0000`) in the
-    payload: three clients, each named as its payload writes it, alike on the fast and the robust
-    reading (an object id elsewhere in the file), together as alone; `\\uDBFF` is `\\udbff`."""
+def test_lone_surrogates_in_payloads_stay_apart(
+    tmp_path: Path, scenario: str, robust: bool, spellings: dict[bytes, str]
+) -> None:
+    """Client names that differ by a lone surrogate escape (`c\\ud800`, `c\\udbff`, `c\\u0000`; `c\\udc00`,
+    `c\\ud800\\u0041`) in the payload: a client each, named as its payload writes it, alike on the fast
+    and the robust reading (an object id elsewhere in the file), together as alone; `\\uDBFF` is `\\udbff`."""
     alone = {}
-    for n, (escape, name) in enumerate(PAYLOAD_LONE.items()):
+    for n, (escape, name) in enumerate(spellings.items()):
         paths = client_named(scenario, tmp_path / "caps" / f"c{n}", escape, n, robust=robust)
         clients = _clients(orjson.loads(render_json(analyze([str(p) for p in paths]))))
         assert {c[: len(name)] for c in clients} == {name}
@@ -573,6 +608,35 @@ def test_ids_and_methods_with_lone_surrogates_pair_apart(tmp_path: Path, robust:
         ('"a\\\\ud800"', "m\\ud800", "request", None),
         ('"a\\\\udbff"', "m\x00", "request", None),
         ('"a\\\\ud800"', "m\\ud800", "response", 2),
+    ]
+
+
+@pytest.mark.parametrize("robust", [False, True], ids=["fast", "robust"])
+def test_ids_and_methods_with_low_surrogates_alone_pair_apart(tmp_path: Path, robust: bool) -> None:
+    """Requests `"a\\udc00"`, `"a\\udc01"` and `"a"` (methods `m\\udc00`, `m\\ud800\\u0041`, `m`), then an
+    answer to the first: each read as the escapes' text, as a lone high one is (both readings refused
+    the first two, invalid messages, and the answer with them), the answer answering the first alone."""
+    header = orjson.loads(sorted((CORPUS_DIR / "probe-storm-stdio").glob("*.jsonl"))[0].read_bytes().splitlines()[0])
+    lines = [
+        orjson.dumps(header),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\udc00\",\"method\":\"m\\udc00\"}", "c2s", 1),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\udc01\",\"method\":\"m\\ud800\\u0041\"}", "c2s", 2),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"m\"}", "c2s", 3),
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\udc00\",\"result\":{}}", "s2c", 4),
+        # a low one after a high one's text (the escaped backslash's): alone too
+        _frame(rb"{\"jsonrpc\":\"2.0\",\"id\":\"a\\\\ud800\\udc00\",\"method\":\"m\\uDFFF\\ud800\"}", "c2s", 5),
+    ]
+    if robust:
+        lines.append(_frame(OBJECT_ID.replace('"', '\\"').encode(), "c2s", 6))
+    path = tmp_path / "ids.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    rows = as_strings(extract_file(str(path), load.LoadOptions(condense=False)).messages).sort("line")
+    assert rows.select("id", "method", "kind", "req_line").rows()[:5] == [
+        ('"a\\\\udc00"', "m\\udc00", "request", None),
+        ('"a\\\\udc01"', "m\\ud800A", "request", None),
+        ('"a"', "m", "request", None),
+        ('"a\\\\udc00"', "m\\udc00", "response", 2),
+        ('"a\\\\ud800\\\\udc00"', "m\\udfff\\ud800", "request", None),
     ]
 
 

@@ -609,6 +609,42 @@ NAMED = {"method": D, "params": {"_meta": ENVELOPE, "c": "?"}}
             {"era": "modern", "outcomes": {"discover-result": 1}},
             id="in-the-ids",
         ),
+        # a low surrogate's escape alone, a high one's before an escape that is no low one: orjson and
+        # the reader refused both, so the analyzer and the counters lost such messages alike
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", NAMED).replace("?", "c\\udc00")),
+                frame("a", fmt.S2C, with_id("1", RELEASE)),
+            ],
+            {"era": "modern", "outcomes": {"discover-result": 1}},
+            id="low-in-the-probe",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", NAMED).replace("?", "c\\ud800\\u0041")),
+                frame("a", fmt.S2C, with_id("1", RELEASE)),
+            ],
+            {"era": "modern", "outcomes": {"discover-result": 1}},
+            id="high-before-another-in-the-probe",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, '{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad c\\udfff"}}'),
+            ],
+            {"era": "legacy", "outcomes": {"legacy-answer": 1}},
+            id="low-in-the-answer",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id('"a\\udc00"', WELL_FORMED)),
+                frame("a", fmt.S2C, with_id('"a\\udc01"', UNSUPPORTED)),  # other requests' answers
+                frame("a", fmt.S2C, with_id('"a"', UNSUPPORTED)),
+                frame("a", fmt.S2C, with_id('"a\\udc00"', RELEASE)),
+            ],
+            {"era": "modern", "outcomes": {"discover-result": 1}},
+            id="low-in-the-ids",
+        ),
     ],
 )
 def test_messages_holding_a_lone_surrogate_escape_are_counted_as_the_analyzer_reads_them(

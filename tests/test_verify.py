@@ -1100,17 +1100,21 @@ def test_lines_moved_up_are_named_not_every_line_they_jumped_over(stdio_dir: Pat
     )
 
 
-def test_a_forged_last_line_analyze_reads_is_not_taken_for_a_torn_one(stdio_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("escape", [b"\\ud800", b"\\udc00", b"\\ud800\\u0041"], ids=["high", "low", "high-before"])
+def test_a_forged_last_line_analyze_reads_is_not_taken_for_a_torn_one(
+    stdio_dir: Path, tmp_path: Path, escape: bytes
+) -> None:
     """Cut the closing lines (a crash looks the same) and append a record without its newline that
-    orjson refuses (a lone surrogate escape) but the analyzer's reader takes: verify called it torn,
-    the capture `never closed`, exit 0, while `analyze` read the forged record."""
+    orjson refuses (a lone surrogate escape; a low one alone, or a high one before another escape,
+    which the analyzer reads as their text) but the analyzer reads: verify called it torn, the
+    capture `never closed`, exit 0, while `analyze` read the forged record."""
     (path,) = copy_of(stdio_dir, tmp_path / "c")
     text = lines(path)[:-2]  # part-end and recorder-end
     last = orjson.loads(text[-1])
     forged = orjson.dumps(
         {fmt.F_TYPE: fmt.FRAME, fmt.F_SEQ: last[fmt.F_SEQ] + 1, fmt.F_CONN: last.get(fmt.F_CONN), fmt.F_DIR: fmt.S2C,
          **fmt.payload_fields(b"Traceback (most recent call last): forged"), "ts": last["ts"] + 0.001}
-    )[:-1] + b',"pad":"\\ud800"}'  # fmt: skip
+    )[:-1] + b',"pad":"' + escape + b'"}'  # fmt: skip
     put(path, [*text, forged])
     from analyzer.pipeline import analyze
 
