@@ -18,8 +18,15 @@ How it stays proportional to the new bytes:
   (`analyzer.load.repeats`): a copy written after the one read but named before it takes the part
   over, and the file read until then is read again from its start without it (`Watcher._part_for`,
   `Watcher._repeated`); a file whose first capture part another file keeps is read for the parts
-  joined after it. Copies under one name (a part and its compressed copy) are one part, and a file
-  gone keeps what it contributed.
+  joined after it. Copies under one name in one directory (a part and its compressed copy) are one
+  part, read from the plain file until it goes, and a file gone keeps what it contributed. Of copies
+  under a recorder's file name in two directories, `analyze` reads the one holding the most complete
+  lines (`analyzer.load.fullest_first`): the copies not read have their lines counted as they grow
+  (`Watcher._count_copy`, the new bytes only), and one that ranks before the file read takes the
+  part over (`Watcher._take_fuller_copies`). A finding a copy taking a part over holds is the one
+  reported from the other copy: it is found by its lines as lines of the capture part
+  (`Watcher._part_line`), and reported once more as a `finding-update` naming the report it
+  replaces, as when its first line moves.
 - Every verdict and finding is a function of one server key's traffic. A round analyzes again
   (`analyzer.pipeline.analyze_facts`, the pipeline `analyze` runs) only the traffic of the server
   keys the new lines touched (a row of theirs kept or condensed away): of a part holding other
@@ -155,7 +162,8 @@ an answer), so it is reported in the round that reads it. Each era change is rep
 server, era and deciding line), each finding once (by rule, server, client and first evidence line); when
 more traffic adds evidence to a finding reported already (a storm or a split going on), it is
 reported again as `finding-update` with all its evidence so far (naming the report it `replaces`
-when a line read later went ahead of its first one), so the last report of each finding
+when a line read later went ahead of its first one, or its capture part is read from another copy
+now), so the last report of each finding
 has the evidence `analyze` gives it on the same files (its message, counts and spans, is as of that
 report: a count that grows without new evidence shown is not reported again). Evidence names each
 line's file as it is when the event is printed (`Watcher._named_now`): a part compressed since its
@@ -165,6 +173,7 @@ move alone is not reported (an update per finding per rotation would carry nothi
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import errno
 import glob
@@ -200,11 +209,13 @@ from analyzer.load import (
     format_refusal,
     heads_in,
     malformed_lines,
+    name_key,
     not_a_capture,
     not_regular,
     part_identity,
     read_header,
     read_open_header,
+    run_key,
 )
 from analyzer.pipeline import Analysis, AnalyzeOptions, analyze_facts
 from analyzer.probes import DEFAULT_PROBE_TIMEOUT, decided_by_answer, output_ended
@@ -317,6 +328,10 @@ class _Reported:
     """Its evidence (as `_same_data`): when it grows, the finding is reported again."""
     finding: Finding
     """The finding as reported: what a `withdrawn` event names."""
+    lines: frozenset[_Line] = frozenset()
+    """Its evidence by file and line (`_same_data`) and as lines of capture parts (`Watcher._part_line`),
+    whatever file held them: a report whose first line moved, or whose capture part is now read from
+    another copy, is found by them (`_moved`)."""
 
     @property
     def first(self) -> Evidence | None:
@@ -331,15 +346,15 @@ def _first_line(f: Finding) -> tuple[str, int] | None:
 
 def _moved(
     gone: dict[tuple[str, int] | None, _Reported],
-    evidence: tuple[tuple[str, int], ...],
+    lines: frozenset[_Line],
     reported: dict[tuple[str, int] | None, _Reported],
 ) -> Evidence | None:
-    """The first evidence printed for a finding of `evidence` when its first line moved: a line read
-    later joined it ahead of the others (an answer written before its request). That report is one
-    of its rule, server and client's `reported` that this round's analysis no longer has (`gone`),
-    and shares evidence with it; its entry goes."""
-    lines = set(evidence)
-    shared = {first: len(lines & set(r.evidence)) for first, r in gone.items()}
+    """The first evidence printed for a finding of evidence `lines` (`Watcher._part_line`) when its
+    first line moved: a line read later joined it ahead of the others (an answer written before its
+    request), or its capture part is read from another copy now, the one `analyze` keeps (its lines
+    there). That report is one of its rule, server and client's `reported` that this round's analysis
+    no longer has (`gone`), and shares evidence with it; its entry goes."""
+    shared = {first: len(lines & r.lines) for first, r in gone.items()}
     # the report sharing the most lines (then the first by line, for a fixed choice)
     old = min((k for k, n in shared.items() if n), key=lambda k: (-shared[k], str(k)), default=None)
     return None if old is None else reported.pop(old).first
@@ -348,6 +363,10 @@ def _moved(
 def _same_data(e: Evidence) -> tuple[str, int]:
     """Evidence as a key that a part and its compressed copy share."""
     return strip_compression(e.file), e.line
+
+
+_Line = tuple[object, int]
+"""A line of a capture part, whichever file holds it (`Watcher._part_line`)."""
 
 
 @dataclass
@@ -403,10 +422,39 @@ class _Part:
     refused_from: Refused | None = None
     """The capture joined into the file whose header names a format this erascope does not read, being
     left out (`Watcher._repeated`): up to the next header, as `analyze` leaves it out."""
+    heads: list[tuple[int, bytes | None]] = field(default_factory=list)
+    """The file's headers read so far, by line: (its line, the key of its capture part, as copies of
+    the part share it: `analyzer.load.run_key`, else the part's identity; None for a joined header
+    naming no run). What `Watcher._part_line` numbers a line of the part by."""
+    behind: bool = False
+    """The last read stopped short of the file's end (`READ_LIMIT`): it holds more complete lines
+    than those read, and is not ranked against its copies by them (`Watcher._take_fuller_copies`)."""
+    listed: int = 0
+    """The round that last listed its file and read it (`Watcher._read_file`)."""
 
     def now(self, wall: float) -> float:
         """The part's capture time now: its latest record, plus the time it has been idle since."""
         return self.horizon + max(0.0, wall - self.grown)
+
+
+@dataclass
+class _Copy:
+    """A copy of a part followed, under the part's recorder file name in another directory (plain or
+    compressed), not read: `analyze` reads the copy holding the most complete lines
+    (`analyzer.load.fullest_first`), so its lines are counted, from where they were counted last
+    (`Watcher._count_copy`), and ranked against the part's (`Watcher._take_fuller_copies`)."""
+
+    path: str
+    of: _Part
+    """The part read instead, as the last count found it."""
+    lines: int = 0
+    """Its complete (newline-ended) lines, as `fullest_first` counts them (decompressed)."""
+    offset: int = 0
+    """Bytes of the plain file counted."""
+    file: tuple[int, int] | None = None
+    """The plain file's (st_dev, st_ino), or the compressed one's (size, mtime_ns), when counted."""
+    round: int = 0
+    """The round that last listed and counted it: a copy no longer listed is forgotten."""
 
 
 class Watcher:
@@ -457,6 +505,10 @@ class Watcher:
         """Every server's verdict and findings as of the round that last analyzed it (`analyzer.watch_shard`)."""
         self.analyzed: set[ServerKey] = set()
         """The server keys the last round analyzed (the others' results were carried)."""
+        self._copies_of_name: dict[str, _Copy] = {}
+        """The copies of parts under their recorder file names not read, by path (`_Copy`)."""
+        self._round = 0
+        """Rounds read so far (`_read_round`)."""
         self._copies_at_start = self._copies()
         """The compressed files the globs' plain names matched when watch started: history the globs
         do not name, unlike a part written since (`_files`)."""
@@ -625,14 +677,26 @@ class Watcher:
                 self._by_path[path] = known
                 return known
             if own and _same_name(path, known.path):
-                return None  # a copy of a part still being written (a compressor at work): the original is read
-            if _kept_before(path, known.path):
+                if os.path.dirname(path) == os.path.dirname(known.path):
+                    # a part and its compressed copy (a compressor at work): one part, read from the
+                    # file read until it goes, then from the copy past the lines read (above)
+                    return None
+                if name_key(path) is not None:
+                    # copies under the recorder's name in two directories: `analyze` reads the one
+                    # holding the most lines, the first in input order of those holding as many;
+                    # counted here, ranked once the round has read the part (`_take_fuller_copies`)
+                    self._count_copy(path, known)
+                    return None
+                if path > known.path:
+                    return None  # under another name copies are not ranked by their lines: input order
+            if (own and _same_name(path, known.path)) or _kept_before(path, known.path):
                 # `analyze` keeps this file's copy: the other file is read again, without it
                 self._drop(known)
             else:
                 # read there, as `analyze` does; what this file holds after it is read here
                 held_by = known
         part = _Part(path=path, identity=identity, header=header, compressed=_is_compressed(path), inode=inode)
+        part.heads.append((1, run_key(header) or identity[0]))
         if held_by is None:
             for k in identity:
                 self._parts[k] = part
@@ -665,6 +729,7 @@ class Watcher:
                     reads.append(more)
                 # bytes after the last newline are the file's last line only at its end, not where a read stopped
                 at_end = f.tell() == os.fstat(f.fileno()).st_size
+            part.behind = not at_end
             # Its header, read after the lines: a rewrite writes its header first, so one unchanged
             # then vouches for the bytes read before it, even when the rewrite landed between the
             # round's look at the file and this read (read from the old offset: the new capture's
@@ -695,6 +760,7 @@ class Watcher:
         part.seen_size = size
         out = bytearray()
         skipped = 0
+        part.behind = False
         with open_stream(part.path) as raw:
             f = io.BufferedReader(raw) if isinstance(raw, CutStream) else raw
             for line in f:
@@ -704,64 +770,147 @@ class Watcher:
                 out += line  # a line without its newline ends the stream read so far: `_taken` judges it
                 if len(out) >= READ_LIMIT:
                     part.seen_size = -1  # more to read next round
+                    part.behind = True
                     break
         return bytes(out)
 
     def _read_round(self) -> set[ServerKey]:
         """Read every file's new complete lines; the server keys they touched (None for rows without one)."""
+        self._round += 1
         files = self._files()
         self._follow(files)
         touched: set[ServerKey] = set()
         for path in files:
-            part = self._part_for(path)
-            if part is None or part.path != path:
-                continue
-            try:
-                data = self._read_new(part)
-                if data is None:
-                    # another file now: what was read of the part goes, and the file is read from its start
-                    self._drop(part)
-                    old, part = part, self._part_for(path)
-                    if part is not None and old.unterminated and part.identity == old.identity:
-                        part.noted = old.lines - 1  # only its last line went on: the lines before are as noted
-                    data = self._read_new(part) if part is not None else None
-            except OSError:
-                continue  # gone since it was listed (rotated, compressed, removed): the next round sees
-            if not data:
-                continue  # None again: written over once more while read, the next round sees
-            first = part.lines + 1
-            taken = self._taken(part, data, first, *self._repeated(part, data, first))
-            if taken is None:
-                continue  # only the start of a line so far
-            data, facts = taken
-            part.joined = facts.joined
-            part.offset += len(data)
-            part.lines += data.count(b"\n") + int(part.unterminated)
-            self.bytes_read += len(data)
-            part.grown = self.clock()
-            latest = facts.messages.get_column("ts").max()
-            if isinstance(latest, float):
-                part.horizon = max(part.horizon, latest)
-            connections = piece_connections(facts)
-            self._identities.touch(connections)
-            self._links.add(piece_sessions(facts))
-            part.pieces.append(facts)
-            if len(part.pieces) > MERGE_PIECES:
-                part.pieces = [_merged(part.pieces)]
-            self.records += facts.records
-            for bad in facts.malformed:
-                if bad.line > part.noted:
-                    self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
-            # every server with a row in the piece, kept or condensed: a server whose new lines were
-            # all condensed away (moved requests, dropped bookkeeping) has a new last-seen time, requests
-            # rows without a key too (`None`): `analyze` reports their findings, so watch must as well
-            servers = piece_servers(facts, connections)
-            server = part.header.get("server")
-            if not servers and isinstance(server, str):
-                servers = {server}
-            part.servers |= servers
-            touched |= servers
+            touched |= self._read_file(path)
+        if self._take_fuller_copies():
+            # a part now read from its copy under another directory's name: that file is read from its
+            # start, and the files whose copies the part left out (`_drop`) are read again, this round
+            for path in files:
+                touched |= self._read_file(path)
         return touched | self._dropped
+
+    def _read_file(self, path: str) -> set[ServerKey]:
+        """Read the new complete lines of the file at `path` (listed this round); the server keys they touched."""
+        part = self._part_for(path)
+        if part is None or part.path != path:
+            return set()
+        part.listed = self._round
+        try:
+            data = self._read_new(part)
+            if data is None:
+                # another file now: what was read of the part goes, and the file is read from its start
+                self._drop(part)
+                old, part = part, self._part_for(path)
+                if part is not None and old.unterminated and part.identity == old.identity:
+                    part.noted = old.lines - 1  # only its last line went on: the lines before are as noted
+                data = self._read_new(part) if part is not None else None
+        except OSError:
+            return set()  # gone since it was listed (rotated, compressed, removed): the next round sees
+        if not data:
+            return set()  # None again: written over once more while read, the next round sees
+        first = part.lines + 1
+        taken = self._taken(part, data, first, *self._repeated(part, data, first))
+        if taken is None:
+            return set()  # only the start of a line so far
+        data, facts = taken
+        part.joined = facts.joined
+        part.offset += len(data)
+        part.lines += data.count(b"\n") + int(part.unterminated)
+        self.bytes_read += len(data)
+        part.grown = self.clock()
+        latest = facts.messages.get_column("ts").max()
+        if isinstance(latest, float):
+            part.horizon = max(part.horizon, latest)
+        connections = piece_connections(facts)
+        self._identities.touch(connections)
+        self._links.add(piece_sessions(facts))
+        part.pieces.append(facts)
+        if len(part.pieces) > MERGE_PIECES:
+            part.pieces = [_merged(part.pieces)]
+        self.records += facts.records
+        for bad in facts.malformed:
+            if bad.line > part.noted:
+                self.notes.append(f"{display_name(bad.file)}:{bad.line}: {bad.reason}")
+        # every server with a row in the piece, kept or condensed: a server whose new lines were
+        # all condensed away (moved requests, dropped bookkeeping) has a new last-seen time, requests
+        # rows without a key too (`None`): `analyze` reports their findings, so watch must as well
+        servers = piece_servers(facts, connections)
+        server = part.header.get("server")
+        if not servers and isinstance(server, str):
+            servers = {server}
+        part.servers |= servers
+        return servers
+
+    def _count_copy(self, path: str, part: _Part) -> None:
+        """Count the complete lines of `path`, a copy of `part` under its recorder file name not read
+        (`_Copy`): of a plain file, those written since the last count (the file read from its start
+        when it is another one now, or shorter); of a compressed one, all of them, decompressed, when
+        its size or time changed."""
+        copy = self._copies_of_name.get(path)
+        if copy is None:
+            copy = self._copies_of_name[path] = _Copy(path, part)
+        copy.of, copy.round = part, self._round
+        try:
+            if _is_compressed(path):
+                st = os.stat(path)
+                if (st.st_size, st.st_mtime_ns) != copy.file:
+                    copy.file = (st.st_size, st.st_mtime_ns)
+                    with open_stream(path) as f:  # a cut stream ends where it stops making sense
+                        copy.lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+                return
+            with open(path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if (st.st_dev, st.st_ino) != copy.file or st.st_size < copy.offset:
+                    copy.file, copy.offset, copy.lines = (st.st_dev, st.st_ino), 0, 0
+                f.seek(copy.offset)
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    copy.lines += chunk.count(b"\n")
+                    copy.offset += len(chunk)
+        except OSError:
+            copy.round = 0  # gone since it was listed: as if not listed
+
+    def _take_fuller_copies(self) -> bool:
+        """Read each part from the copy under its recorder file name that `analyze` reads: the one
+        holding the most complete lines, of those holding as many the first in input order
+        (`analyzer.load.fullest_first`). A copy counted this round (`_count_copy`) that ranks before
+        the part's file, read to its end, takes the part over: the part is dropped (its servers
+        analyzed again, the files leaving out copies it held read again: `_drop`) and the copy read
+        from its start in this round; the file read until then is counted as a copy from there on.
+        Whether any part was taken over. Each round ranks the counts alone: no file is read for it."""
+        best: dict[int, _Copy] = {}
+        for path, copy in list(self._copies_of_name.items()):
+            part = copy.of
+            if copy.round != self._round or path in self._by_path or self._by_path.get(part.path) is not part:
+                del self._copies_of_name[path]  # not listed, read now, or its part is no longer read
+                continue
+            other = best.get(id(part))
+            if other is None or (copy.lines, other.path) > (other.lines, copy.path):
+                best[id(part)] = copy
+        taken = False
+        for copy in best.values():
+            part = copy.of
+            if part.listed != self._round or part.behind:
+                continue  # its file not listed, or not read to its end: its lines are not all counted
+            if (copy.lines, part.path) <= (part.lines - int(part.unterminated), copy.path):
+                continue
+            del self._copies_of_name[copy.path]
+            self._drop(part)
+            taken = True
+            now = self._part_for(copy.path)
+            if now is None:
+                continue  # not readable now: the file read until then is read again this round
+            if part.inode is not None and os.path.exists(part.path):
+                # the file read until then: its lines counted already (the last, whole but for its
+                # newline, is not one of them until the newline comes)
+                self._copies_of_name[part.path] = _Copy(
+                    part.path,
+                    now,
+                    lines=part.lines - int(part.unterminated),
+                    offset=part.offset,
+                    file=part.inode,
+                    round=self._round,
+                )
+        return taken
 
     def _repeated(
         self, part: _Part, data: bytes, first: int
@@ -778,6 +927,7 @@ class Watcher:
         left: list[Repeated] = []
         refused: list[Refused] = []
         for h in heads:
+            part.heads.append((h.line, h.key))
             if part.left_from is not None:
                 left.append(Repeated(part.left_from, h.line - 1, part.left_holder))
                 part.left_from = None
@@ -1029,18 +1179,24 @@ class Watcher:
             if f.server in touched and f.server not in undecided and (f.rule, f.server, f.client) not in held
         ]
         current = {(f.rule, f.server, f.client, _first_line(f)) for f in shown}
+        parts = None  # `_parts_by_name`, once a finding is reported
         for f in shown:
             reported = self._findings.setdefault((f.rule, f.server, f.client), {})
             first, evidence = _first_line(f), tuple(_same_data(e) for e in f.evidence)
             before = reported.get(first)
             if before is not None and before.evidence == evidence:
                 continue
+            if parts is None:
+                parts = self._parts_by_name()
+            # by file and line as before (a file written over at the same lines), and as lines of the
+            # capture part, which another copy holds too
+            lines = frozenset(evidence).union(self._part_line(parts, e) for e in f.evidence)
             replaces = None
             if before is None:
                 gone = {k: r for k, r in reported.items() if (f.rule, f.server, f.client, k) not in current}
-                replaces = _moved(gone, evidence, reported)
+                replaces = _moved(gone, lines, reported)
             kind = FINDING_UPDATE if before is not None or replaces is not None else FINDING
-            reported[first] = _Reported(evidence, f)
+            reported[first] = _Reported(evidence, f, lines)
             events.append(
                 WatchEvent(
                     kind,
@@ -1075,6 +1231,23 @@ class Watcher:
                 )
         events.sort(key=lambda e: (e.ts if e.ts is not None else float("inf"), e.kind, e.server))
         return [self._named_now(e) for e in events] if self._moved else events
+
+    @staticmethod
+    def _part_line(parts: dict[str, _Part], e: Evidence) -> _Line:
+        """The line `e` names as a line of its capture part: the part's key (its header's run, as
+        `analyzer.load.run_key`, the key its copies share) and the line's number in it. A copy of
+        the part in another file (another name, a file of joined captures, the copy under the
+        recorder's name `analyze` keeps) holds that line too, at its own number: a finding read
+        from there is the one reported from here (`_moved`). A line of a file not followed is its
+        file and number, as `_same_data`."""
+        part = parts.get(e.file)
+        if part is None or not part.heads:
+            return _same_data(e)
+        at = bisect.bisect_right(part.heads, e.line, key=lambda h: h[0]) - 1
+        if at < 0:
+            return _same_data(e)
+        line, key = part.heads[at]
+        return (key if key is not None else (strip_compression(e.file), line)), e.line - line
 
     def _named_now(self, event: WatchEvent) -> WatchEvent:
         """`event` with each evidence line named by the file its part is in now: lines read from a
@@ -1142,8 +1315,10 @@ def _same_name(path: str, other: str) -> bool:
 def _kept_before(path: str, other: str) -> bool:
     """Whether `analyze` keeps the copy of a capture part in the file at `path` rather than the one in
     `other`, read so far: the first in input order (`analyzer.load.repeats`, in sorted order as `_files`
-    lists them). Copies under one name are not ranked by their names (`_same_name`): the one read
-    stays; so does one whose file is gone, which keeps what it contributed (`Watcher._follow`)."""
+    lists them). Copies under one name are not ranked here (`_same_name`, `Watcher._part_for`): a part
+    and its compressed copy are one part; in two directories, under a recorder's name by their lines
+    (`Watcher._take_fuller_copies`), under another by input order. One whose file is gone stays,
+    keeping what it contributed (`Watcher._follow`)."""
     return not _same_name(path, other) and path < other and os.path.exists(other)
 
 
