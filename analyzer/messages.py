@@ -60,7 +60,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 7
+EXTRACTION_VERSION: Final = 8
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -73,7 +73,9 @@ number `1`, a number past 2**53 a unit off). 6: a top-level key a payload writes
 first on both readings (the robust one read the last `id`, `method` and `params._meta`, and both the
 last `id`'s type: `"id":"1","id":1` read as the number `1`). 7: a low surrogate escape alone
 (`"\\udc00"`) or a high one before an escape that is not a low one (`"\\ud800\\u0041"`) reads as its
-text too, in a record (was a malformed line) and in a payload (was no message on either reading)."""
+text too, in a record (was a malformed line) and in a payload (was no message on either reading).
+8: an SSE event without data (a resumable stream's priming event) is no message (was an invalid one,
+garbage to the request whose stream it was on)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -607,6 +609,10 @@ def _plan(
         .then(pl.lit("error"))  # an empty or plain-text 3xx/4xx/5xx: an error without a JSON-RPC code
         .when(rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE)) & empty_body)
         .then(pl.lit("lifecycle"))  # GET/DELETE, 202 Accepted: HTTP-level events, not messages
+        # an event without data: a resumable stream's first (an id to reconnect from), `retry:` alone;
+        # no message (a browser dispatches none), so no garbage (`raw` absent: bytes that are no UTF-8)
+        .when((rtype == fmt.SSE_EVENT) & (raw == ""))
+        .then(pl.lit("lifecycle"))
         .otherwise(pl.lit("invalid"))
     )
     # The recorder kept as it came an answer it could not decode (`undecodable`): answered, unread.

@@ -241,6 +241,31 @@ def test_http_non_json_200_is_garbage(tmp_path: Path) -> None:
     assert outcomes(cap.close()) == ["garbage"]
 
 
+@pytest.mark.parametrize("ending", ["open", "upstream-reset", "clean"])
+def test_an_event_without_data_on_the_probes_stream_is_not_garbage(tmp_path: Path, ending: str) -> None:
+    """A server that can resume its streams first sends an event with an id and no data (2025-11-25:
+    "prime the client to reconnect"); `retry:` alone and an event with no `data:` line are such events
+    too, none of them a message (a browser dispatches none). It was read as garbage: the probe's outcome
+    `garbage`, and `probe-kills-server` raised against a server that did nothing wrong."""
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 200, streamed=True)
+    cap.record({"type": "sse.event", "flow": "f1", "dir": "s2c", "index": 0, "sse_id": "s1_0", "raw": "", "len": 0})
+    if ending != "open":
+        cap.record({"type": "sse.end", "flow": "f1", "how": ending, "events": 1})
+    expected = {"open": "no-answer", "upstream-reset": "connection-died", "clean": "no-answer"}[ending]
+    assert outcomes(cap.close()) == [expected]
+
+
+def test_an_event_of_data_that_is_no_json_on_the_probes_stream_is_garbage(tmp_path: Path) -> None:
+    # the guard: data that is there and no message still is
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 200, streamed=True)
+    cap.sse("f1", 0, "panic: not initialized")
+    assert outcomes(cap.close()) == ["garbage"]
+
+
 def test_http_json_that_is_no_jsonrpc_message_reads_as_plain_text(tmp_path: Path) -> None:
     # on an error status, an HTTP error like plain text: a framework's 405, a `--bodies metadata`
     # marker standing for a plain-text body (both were `garbage`: a broken server); on a 200, garbage
