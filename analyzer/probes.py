@@ -83,8 +83,10 @@ server before it records the last frames still in the pipe (captures/FORMAT.md, 
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
 _STREAM_START: Final = "sse-start"
 """The messages frame's `event` of an `http.response` that starts an event stream (`streamed`)."""
-_NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped"})
-"""The recorder stopping ends the observation of a flow, not the server's connection."""
+_NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped", "http-error:client-gone"})
+"""The recorder stopping ends the observation of a flow, not the server's connection; a client hanging
+up ends it by the client's doing (its timeout cancelling the request), as a client leaving first does on
+stdio (`_CLIENT_GONE`)."""
 _REQUEST_KEYS: Final = ("file", "line", "server", "transport", "conn", "flow", "ts", "id")
 """Columns the probe and initialize frames take from the request row as they are."""
 _REQUEST_COLUMNS: Final = (

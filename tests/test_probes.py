@@ -206,6 +206,20 @@ def test_connection_died_http(tmp_path: Path) -> None:
     assert outcomes(cap.close()) == ["connection-died", "connection-died", "discover-result"]
 
 
+def test_a_client_hanging_up_is_not_a_dead_connection(tmp_path: Path) -> None:
+    """`client-gone`: the client hung up (its probe timeout cancelled the request, or its process went)
+    before the answer came. The server did nothing wrong, as on stdio when the client leaves first; the
+    probe was read as `connection-died`, the evidence of `misread-crash` and `probe-kills-server`."""
+    cap = Cap(tmp_path, transport="http")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.record({"type": "http.error", "flow": "f1", "kind": "client-gone", "error": "Client disconnected."}, dt=3)
+    cap.http_request("f2", probe(2), headers=modern_headers())
+    cap.http_response("f2", 200, streamed=True)
+    cap.record({"type": "sse.end", "flow": "f2", "how": "client-gone", "events": 0}, dt=3)
+    cap.record({"type": "http.error", "flow": "f2", "kind": "client-gone", "error": "Client disconnected."})
+    assert outcomes(cap.close()) == ["no-answer", "no-answer"]
+
+
 def test_recorder_stopping_is_not_a_dead_connection(tmp_path: Path) -> None:
     """`recorder-stopped` ends the observation of an open flow; the server did nothing wrong."""
     cap = Cap(tmp_path, transport="http")
