@@ -165,6 +165,12 @@ def _json(raw: object) -> Any:
         return None
 
 
+def _is_message(msg: Any) -> bool:
+    """Whether `msg` (decoded JSON) is a JSON-RPC message as the analyzer tells one from what is none
+    (`analyzer.messages`' kinds): a request or notification, an error, a result with an id."""
+    return isinstance(msg, dict) and ("method" in msg or "error" in msg or ("result" in msg and "id" in msg))
+
+
 def _code(msg: dict[str, Any]) -> int | None:
     err = msg.get("error")
     code = err.get("code") if isinstance(err, dict) else None
@@ -260,7 +266,8 @@ class _Pending:
     order: int = 0
     """stdio: which request of the recorder's this was (`LiveStats._opened`)."""
     garbage: bool = False
-    """stdio: the server wrote a line that is no JSON object since this was sent."""
+    """The server wrote what is no JSON-RPC message since this was sent: a line that is no JSON object
+    (stdio), an event with data that is none on the request's own stream (HTTP)."""
 
 
 def _well_formed(msg: dict[str, Any], headers: object) -> bool:
@@ -402,6 +409,10 @@ class LiveStats:
                             and _id(msg, raw) == pending.id
                         ):
                             self._settle(("f", str(record.get("flow"))), msg, None)
+                        elif raw != "" and not _is_message(msg):
+                            # garbage if no answer comes before the stream ends (an event without
+                            # data, a resumable stream's priming one, is none)
+                            pending.garbage = True
                     elif self._answers and str(record.get("flow")) in self._get_streams:
                         self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
@@ -409,6 +420,8 @@ class LiveStats:
                     self._streams.discard(key[1])
                     if key in self._pending and record.get("undecodable") is not None:
                         self._died(key, UNDECODABLE)  # settled without an era, like a death
+                    elif key in self._pending and self._pending[key].garbage:
+                        self._died(key, GARBAGE)  # however the stream ended
                     elif key in self._pending and record.get("how") in _SSE_DEATHS:
                         self._died(key, CONNECTION_DIED)
                     self._forget(key)
@@ -418,7 +431,9 @@ class LiveStats:
                     if kind != _NOT_UPSTREAM:
                         self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
                     key = ("f", str(record.get("flow")))
-                    if key in self._pending and kind in _HTTP_DEATHS:
+                    if key in self._pending and self._pending[key].garbage:
+                        self._died(key, GARBAGE)  # its stream's garbage, whoever ended the flow
+                    elif key in self._pending and kind in _HTTP_DEATHS:
                         self._died(key, CONNECTION_DIED)
                     self._forget(key)
                     self._get_streams.discard(key[1])

@@ -899,3 +899,43 @@ def test_http_answers_that_say_nothing_are_counted_as_the_analyzer_counts_them(
     records = [req("f1", probe(1)), resp("f1", status, body)]
     assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
     assert _analyzed_http(tmp_path, records) == expected
+
+
+def _sse_event(flow: str, raw: str, index: int = 0) -> dict[str, Any]:
+    return {fmt.F_TYPE: fmt.SSE_EVENT, "flow": flow, "index": index, "sse_event": "message", fmt.F_RAW: raw}
+
+
+def _sse_end(flow: str, how: str) -> dict[str, Any]:
+    return {fmt.F_TYPE: fmt.SSE_END, "flow": flow, "how": how, "events": 1}
+
+
+@pytest.mark.parametrize(
+    ("events", "how", "expected"),
+    [
+        pytest.param([GARBAGE_LINE], "upstream-reset", {"garbage": 1}, id="garbage-then-reset"),
+        pytest.param([GARBAGE_LINE], "clean", {"garbage": 1}, id="garbage-then-end"),
+        pytest.param(['{"no":"message"}'], "clean", {"garbage": 1}, id="json-no-message"),
+        # guards
+        pytest.param(
+            [GARBAGE_LINE, orjson.dumps(ok({"supportedVersions": [MODERN]})).decode()],
+            "clean",
+            {"discover-result": 1},
+            id="garbage-then-answer",
+        ),
+        pytest.param([""], "upstream-reset", {"connection-died": 1}, id="no-data-then-reset"),
+    ],
+)
+def test_garbage_on_a_probes_event_stream_is_counted_as_the_analyzer_counts_it(
+    tmp_path: Path, events: list[str], how: str, expected: dict[str, int]
+) -> None:
+    """Events on a probe's stream that are no JSON-RPC message and no answer after them: the analyzer's
+    `garbage` (a broken server), which the counters never counted (`connection-died` when the stream
+    died, nothing when it ended)."""
+    records = [
+        req("f1", probe(1)),
+        resp("f1", 200, sse=True),
+        *(_sse_event("f1", raw, i) for i, raw in enumerate(events)),
+        _sse_end("f1", how),
+    ]
+    assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
+    assert _analyzed_http(tmp_path, records) == expected
