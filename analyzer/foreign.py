@@ -10,7 +10,8 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
   turned into a mitmproxy flow by mitmproxy's own `mitmproxy.io.har.request_to_flow`, then its
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
   `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
-  that function leaves out.
+  that function leaves out. It takes an ASCII URL only: a target that is not (`?name=café`, mitmproxy's
+  export's `\udce9` for a byte) is set on the flow apart, as the recorder would have seen it (`_ascii_url`).
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
@@ -41,7 +42,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Final
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 from mitmproxy import connection, http
@@ -461,15 +462,20 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
     if failed:  # request_to_flow needs a response; the failure is the flow's error instead
         entry = {**entry, "response": {"status": 502, "httpVersion": "", "headers": [], "content": {}}}
     request = entry["request"]
+    url, target = _ascii_url(request.get("url"))
     entry = {
         **entry,
-        "request": {**request, "headers": _wire_headers(request.get("headers"))},
+        "request": {**request, "url": url, "headers": _wire_headers(request.get("headers"))},
         "response": {**entry["response"], "headers": _wire_headers(entry["response"].get("headers"))},
     }
     text = (request.get("postData") or {}).get("text")
     if text is not None and not isinstance(text, str):
         raise TypeError("postData.text is not text")
     flow = request_to_flow({**entry, "time": entry.get("time") or 0})
+    if target is not None:
+        # the target's bytes, as the recorder would have seen them: the URL's text as UTF-8, and a byte
+        # mitmproxy's export wrote `\udce9` as that byte (the path's setter encodes `surrogateescape`)
+        flow.request.path = target if target.startswith("/") else "/" + target  # as mitmproxy's parse
     if (request.get("postData") or {}).get("encoding") == "base64" and text:
         flow.request.content = base64.b64decode(text)
     started = dt.datetime.fromisoformat(str(entry["startedDateTime"]).replace("Z", "+00:00"))
@@ -508,6 +514,19 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
             except UnicodeEncodeError:
                 flow.response.data.reason = status_text.encode("utf-8", "surrogateescape")
     return flow
+
+
+def _ascii_url(url: Any) -> tuple[Any, str | None]:
+    """The URL mitmproxy's HAR reader is given, and the request target to set on its flow after it.
+
+    That reader takes an ASCII URL only (it encodes the parsed URL strictly), where a browser or a
+    tool writes an IRI's path or query value as text (`?name=café`) and mitmproxy's own export a byte
+    that is no UTF-8 as `\\udce9`: it is given the origin alone, and the target is set apart. A clean
+    URL is handed over as it is (one `isascii`); one whose host is not ASCII is still refused."""
+    if not isinstance(url, str) or url.isascii():
+        return url, None
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc, "", "", "")), urlunsplit(("", "", *parts[2:]))
 
 
 class _WireText(str):

@@ -10,6 +10,7 @@ headers as they were sent) bypassed it.
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
@@ -27,7 +28,7 @@ from analyzer.cli import app
 from analyzer.load import extract_file
 from analyzer.pipeline import analyze
 from analyzer.report import report_dict
-from tests.test_foreign import URL, _flows, _har
+from tests.test_foreign import URL, _dump, _flows, _har
 from tests.test_messages import init, init_result
 
 SECRET = "sk-live-TOPSECRET-0123456789"
@@ -278,3 +279,80 @@ def test_a_clean_har_is_read_by_orjson_alone(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(foreign.json, "loads", refused)
     converted = foreign.read_har(io.BytesIO(data))
     assert converted.unread == [] and len(converted.records) == 6
+
+
+# --- a URL that is not ASCII -------------------------------------------------------------------------
+TARGETS = {
+    # name: (the request target's bytes, its ASCII twin, the server key and the `url` the recorder writes)
+    "query": (b"/mcp?name=caf\xc3\xa9", b"/mcp?name=cafe", URL, URL + "?name=café"),
+    "path": (b"/caf\xc3\xa9/mcp", b"/cafe/mcp", "http://127.0.0.1:8931/café/mcp", "http://127.0.0.1:8931/café/mcp"),
+    "byte": (b"/mcp\xe9?name=caf\xe9", b"/mcpe?name=cafe", URL + "%E9", URL + "%E9?name=caf%E9"),
+}
+
+
+def _targeted(target: bytes) -> list[http.HTTPFlow]:
+    flows = _flows()
+    for flow in flows:
+        flow.request.path = target
+    return flows
+
+
+def _messages(path: Path) -> list[tuple[Any, ...]]:
+    """What each message is, in no order: a HAR's times are mitmproxy's export's, in milliseconds."""
+    return sorted(extract_file(str(path)).messages.select("server", "dir", "kind", "id", "method").rows(), key=repr)
+
+
+def _request_urls(converted: foreign.Converted) -> list[tuple[Any, ...]]:
+    return [(r["server"], r["url"], r.get("url_b64")) for _, r in converted.records if r["type"] == "http.request"]
+
+
+@pytest.mark.parametrize(
+    ("name", "writer"),
+    [("query", "escaped"), ("query", "utf-8"), ("path", "escaped"), ("path", "utf-8"), ("byte", "escaped")],
+)
+def test_a_har_url_that_is_not_ascii_loses_no_message(tmp_path: Path, name: str, writer: str) -> None:
+    """mitmproxy's HAR reader takes only an ASCII URL: an entry whose URL held `é` (an IRI path or query
+    value, as browsers and tools write one) or the `\\udce9` mitmproxy's export writes for a byte that
+    is no UTF-8 was noted as not read, its messages lost. It reads as the recorder would have recorded
+    the request (the URL's text as the target's UTF-8, such a byte as that byte), and as the dump of
+    the same flows reads: the same server key, messages, `url` and `url_b64`. A byte has no UTF-8
+    spelling: only an escape (`caf\\udce9`) writes it."""
+    target, ascii_target, key, url = TARGETS[name]
+    doc = _har(_targeted(target))
+    har = tmp_path / "export.har"
+    # the standard library escapes every character that is not ASCII (`caf\u00e9`), as mitmproxy's export does
+    har.write_bytes(json.dumps(doc).encode() if writer == "escaped" else orjson.dumps(doc))
+    twin = tmp_path / "twin.har"
+    twin.write_bytes(orjson.dumps(_har(_targeted(ascii_target))))
+    dump = _dump(tmp_path / "dump.flows", _targeted(target))
+
+    report = _report(har)
+    assert report["inputs"]["malformed"] == []
+    assert [s["server"] for s in report["servers"]] == [key]
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert report["totals"]["init_outcomes"] == _report(twin)["totals"]["init_outcomes"] == {"served": 1}
+    messages = _messages(har)
+    assert len(messages) == len(_messages(twin)) == 6
+    assert messages == _messages(dump)
+    urls = _request_urls(foreign.read_har(io.BytesIO(har.read_bytes())))
+    assert urls == _request_urls(foreign.read_flows(io.BytesIO(dump.read_bytes())))
+    b64 = base64.b64encode(b"http://127.0.0.1:8931" + target).decode() if name == "byte" else None
+    assert urls == [(key, url, b64)] * 2
+
+
+def test_a_har_url_that_is_ascii_is_read_as_mitmproxy_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A clean URL goes to mitmproxy's own reader as it is: no other reading of it is paid."""
+    calls: list[str] = []
+    real = foreign.request_to_flow
+
+    def seen(entry: dict[str, Any]) -> http.HTTPFlow:
+        calls.append(entry["request"]["url"])
+        return real(entry)
+
+    monkeypatch.setattr(foreign, "request_to_flow", seen)
+    doc = _har(_flows())
+    doc["log"]["entries"][1]["request"]["url"] = URL + "?a=%C3%A9;p#f"
+    converted = foreign.read_har(io.BytesIO(orjson.dumps(doc)))
+    assert converted.unread == []
+    assert calls == [URL, URL + "?a=%C3%A9;p#f"]
+    assert _request_urls(converted)[1] == (URL, URL + "?a=%C3%A9;p#f", None)
