@@ -18,7 +18,9 @@ What is counted:
   headers), `cross-era-refusal` (stdio: -32600 to a probe on a connection a served `initialize`
   opened), `garbage`, `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`,
   `gateway-error`, `undecodable`;
-  `no-answer` needs a timeout and is left to the analyzer), and the server's current era.
+  `no-answer` needs a timeout and is left to the analyzer; `garbage` is counted when the connection
+  or stream it came on ends without an answer, where the analyzer also counts it after its timeout),
+  and the server's current era.
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
 implies, nothing more (a dual-era server shows the era of whatever was asked last):
