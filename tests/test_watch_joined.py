@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from analyzer.watch import Watcher
+from analyzer.watch import Watcher, WatchEvent
 from tests.test_watch import CORPUS, ERASCOPE, Watch, analyzed, expected, replay, reported
 from tests.test_watch import watches as watches  # the fixture
 
@@ -238,6 +238,14 @@ def _two_directories(tmp_path: Path) -> tuple[Path, Path]:
     return dirs
 
 
+def _rounds(watcher: Watcher, clock: list[float]) -> list[WatchEvent]:
+    """A round a second on, then one past the probe timeout (unanswered probes are decided)."""
+    clock[0] += 1
+    events = watcher.poll()
+    clock[0] += 30
+    return events + watcher.poll()
+
+
 def _files_named(events: list[dict[str, Any]]) -> set[str]:
     """The files every finding's last report names."""
     last = {}
@@ -264,14 +272,8 @@ def test_copies_of_one_name_in_two_directories(tmp_path: Path, fuller: int, writ
     for path, data in copies:
         path.write_bytes(data)
         if written != "together":
-            clock[0] += 1
-            events += watcher.poll()
-            clock[0] += 30
-            events += watcher.poll()
-    clock[0] += 1
-    events += watcher.poll()
-    clock[0] += 30
-    events += watcher.poll()
+            events += _rounds(watcher, clock)
+    events += _rounds(watcher, clock)
     assert watcher.notes == []
     printed = [e.as_json() for e in events]
     assert _storm(printed).startswith("20 probes")
@@ -333,10 +335,7 @@ def test_copies_of_another_name_in_two_directories_are_read_in_input_order(tmp_p
     events = []
     for path, data in ((dirs[1] / "b.jsonl", full), (dirs[0] / "b.jsonl", early)):
         path.write_bytes(data)
-        clock[0] += 1
-        events += watcher.poll()
-        clock[0] += 30
-        events += watcher.poll()
+        events += _rounds(watcher, clock)
     assert watcher.notes == []
     printed = [e.as_json() for e in events]
     assert _storm(printed).startswith("10 probes")
