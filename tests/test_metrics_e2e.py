@@ -120,13 +120,19 @@ def open_streams(capdir: Path) -> list[str]:
     ]
 
 
-def test_scrape_mitmdump_addon_through_a_rollout(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
-    port = start_server(procs, clean_env)
+def _scraped_proxy(procs: list[Proc], env: dict[str, str], tmp_path: Path) -> tuple[Proc, Path, str, str, str]:
+    """A real dual-era server behind `mitmdump` with the addon serving metrics: the proxy, its capture
+    directory, the metrics URL, the URL clients reach the server at, and the server's key."""
+    port = start_server(procs, env)
     capdir = tmp_path / "caps"
-    proxy = start_mitmdump(procs, clean_env, port, capdir, "--set", "erascope_metrics=127.0.0.1:0")
+    proxy = start_mitmdump(procs, env, port, capdir, "--set", "erascope_metrics=127.0.0.1:0")
     url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
     via = f"http://127.0.0.1:{proxy.port}/mcp"  # type: ignore[attr-defined]
-    key = f"http://127.0.0.1:{port}/mcp"
+    return proxy, capdir, url, via, f"http://127.0.0.1:{port}/mcp"
+
+
+def test_scrape_mitmdump_addon_through_a_rollout(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
+    proxy, capdir, url, via, key = _scraped_proxy(procs, clean_env, tmp_path)
 
     first = scrape(url)
     assert value(first, "erascope_flows_total") == 0 and era(first, key) is None
@@ -199,12 +205,7 @@ def test_a_probe_without_the_version_header_leaves_the_era_modern(
     """The dual-era SDK server routes a POST on its version header alone: an enveloped probe without it
     lands on the legacy side and is refused there (400, -32600 "Missing session ID"). That says nothing
     of the server's era: the counters called it `legacy-answer` and turned a modern server `legacy`."""
-    port = start_server(procs, clean_env)
-    capdir = tmp_path / "caps"
-    proxy = start_mitmdump(procs, clean_env, port, capdir, "--set", "erascope_metrics=127.0.0.1:0")
-    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
-    via = f"http://127.0.0.1:{proxy.port}/mcp"  # type: ignore[attr-defined]
-    key = f"http://127.0.0.1:{port}/mcp"
+    proxy, capdir, url, via, key = _scraped_proxy(procs, clean_env, tmp_path)
 
     asyncio.run(session(via, "auto", gate=tmp_path / "gate"))
     s = settle(url, lambda s: outcome(s, key, "discover-result") >= 1)
