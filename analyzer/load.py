@@ -2312,17 +2312,41 @@ def combine(facts: list[FileFacts]) -> Loaded:
     each file getting back its own slice.
     """
     read = [f for f in facts if f.was_read and f.messages.height]
-    by_capture: dict[str, list[FileFacts]] = {}
-    for f in facts:
-        # a part condensed to nothing still takes part: its moved requests can be answered later
-        if f.was_read and (f.messages.height or f.traffic.requests is not None):
-            by_capture.setdefault(f.capture, []).append(f)
-    for parts in by_capture.values():
+    for parts in _capture_groups(facts):
         if len(parts) > 1:
             _relink_parts(parts)
     frames = [f.messages for f in read]
     messages = pl.concat(frames, how="vertical", rechunk=False) if frames else no_messages()
     return Loaded(messages=messages, files=facts, traffic=merge([f.traffic for f in facts if f.was_read]))
+
+
+def _capture_groups(facts: list[FileFacts]) -> list[list[FileFacts]]:
+    """The files read whose rows share a capture, each group in input order.
+
+    A file's rows are its capture's, but for archive entries read by their rows: those go with the
+    first entry read (`analyzer.archive.read_entries`), of whatever capture, so that entry holds the
+    captures of every entry read with it, and is relinked with their other parts."""
+    capture_of = {f.entry: f.capture for f in facts if f.archived}
+    group_of: dict[str, int] = {}  # capture -> its group
+    groups: list[list[int]] = []
+    for n, f in enumerate(facts):
+        # a part condensed to nothing still takes part: its moved requests can be answered later
+        if not (f.was_read and (f.messages.height or f.traffic.requests is not None)):
+            continue
+        held = {f.capture}
+        if f.archived:
+            held.update(capture_of[e] for e in f.read_with if e in capture_of)
+        joined = sorted({group_of[c] for c in held if c in group_of})
+        into = joined[0] if joined else len(groups)
+        if not joined:
+            groups.append([])
+        for other in joined[1:]:  # the file's captures were in groups apart: one group now
+            groups[into] += groups[other]
+            groups[other] = []
+            group_of.update(dict.fromkeys([c for c, g in group_of.items() if g == other], into))
+        groups[into].append(n)
+        group_of.update((c, into) for c in held)
+    return [[facts[n] for n in sorted(group)] for group in groups if group]
 
 
 def _relink_parts(parts: list[FileFacts]) -> None:

@@ -259,6 +259,48 @@ def test_a_capture_without_messages_beside_others(tmp_path: Path) -> None:
     assert _report(str(archive)) == _report(str(caps))
 
 
+def _header(transport: str, started: str, part: int, previous: str | None) -> dict:
+    return {"type": "header", "format": "erascope/1", "transport": transport, "server": "srv", "started": started,
+            "part": part, "previous": previous, "recorder_pid": 7, "seq": 0, "ts": 1800000000.0}  # fmt: skip
+
+
+@pytest.mark.parametrize("selection", [["--server", "srv"], ["--since", "2027-01-15T00:00:00Z"], []])
+def test_a_rotated_part_read_with_another_captures_file_is_paired_with_its_next_part(
+    tmp_path: Path, selection: list[str]
+) -> None:
+    """A selection reads an archive's rows, several files' rows going with the first one read: a
+    rotated part's request went with another capture's file (read first, by its name) and was never
+    paired with its answer in the next part (read alone, a file of joined captures), `no-answer`
+    where the JSONL files give `discover-result`."""
+    caps = tmp_path / "caps"
+    caps.mkdir()
+    a, b = "20270115T080000.000000Z_srv_7_aaaaaa.%03d.jsonl", "20270115T070000.000000Z_srv_7_bbbbbb.%03d.jsonl"
+    probe = orjson.dumps(
+        {"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+    ).decode()  # fmt: skip
+    answer = orjson.dumps({"jsonrpc": "2.0", "id": 3, "result": {"supportedVersions": ["2026-07-28"]}}).decode()
+    flow = {"conn": "k", "flow": "f", "server": "srv"}
+    files = {
+        a % 1: [_header("http", "2027-01-15T08:00:00+00:00", 1, a % 0),
+                {"type": "http.request", **flow, "dir": "c2s", "method": "POST", "url": "http://h/mcp", "raw": probe,
+                 "headers": [["MCP-Protocol-Version", "2026-07-28"], ["Mcp-Method", "server/discover"]],
+                 "ts": 1800000001.0, "seq": 1}],
+        a % 2: [_header("http", "2027-01-15T08:00:00+00:00", 2, a % 1),
+                {"type": "http.response", **flow, "dir": "s2c", "status": 200, "headers": [], "streamed": False,
+                 "peer": "10.0.0.1:80", "raw": answer, "ts": 1800000002.0, "seq": 2},
+                _header("stdio", "2027-01-15T07:00:00+00:00", 0, None)],  # another capture's first part joined
+        b % 6: [_header("stdio", "2027-01-15T07:00:00+00:00", 6, b % 5)],
+    }  # fmt: skip
+    for name, records in files.items():
+        (caps / name).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    archive = tmp_path / "archive"
+    compact([str(caps)], archive, jobs=1)
+    jsonl = _report(str(caps), *selection)
+    assert orjson.loads(jsonl)["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert _report(str(archive), *selection) == jsonl
+
+
 def test_raw_and_extracted_columns_match_the_capture(caps: Path, tmp_path: Path) -> None:
     archive = tmp_path / "archive"
     compact([str(caps)], archive, jobs=1)
