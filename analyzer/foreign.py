@@ -11,7 +11,7 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
   `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
   that function leaves out. It takes an ASCII URL only: a target that is not (`?name=café`, mitmproxy's
-  export's `\udce9` for a byte) is set on the flow apart, as the recorder would have seen it (`_ascii_url`).
+  export's `\\udce9` for a byte) is set on the flow apart, as the recorder would have seen it (`_ascii_url`).
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
