@@ -17,10 +17,19 @@ What is counted:
   legacy-looking answer to a probe without its envelope or, over HTTP, its version and method
   headers), `cross-era-refusal` (stdio: -32600 to a probe on a connection a served `initialize`
   opened), `garbage`, `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`,
-  `gateway-error`, `undecodable`;
-  `no-answer` needs a timeout and is left to the analyzer; `garbage` is counted when the connection
-  or stream it came on ends without an answer, where the analyzer also counts it after its timeout),
-  and the server's current era.
+  `gateway-error`, `undecodable`, and `no-answer`), and the server's current era.
+
+Probes are timed as the analyzer times them, by the records' own `ts` (`PROBE_TIMEOUT`, the analyzer's
+default `--probe-timeout`): garbage and a death count only within the timeout, and an answer after it
+only for a client that waited (it sent that server nothing else since the probe, on any connection
+or flow, and did not close the connection); else the probe had no answer. An outcome is counted once
+nothing that comes later could change it: `no-answer` when the connection dies after the timeout,
+when the client left before the server died, or when the client sends that server something else
+after the timeout; a probe whose HTTP flow ended without an answer waits for that (a resumed stream
+may still bring its answer). `garbage` is counted when the connection or stream it came on ends
+without an answer, or when the client moves on after the timeout. The analyzer also decides what is
+still open when its input ends (garbage once the timeout ran out, else `no-answer`): a probe the
+counters hold undecided is in no count yet.
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
 implies, nothing more (a dual-era server shows the era of whatever was asked last):
@@ -56,6 +65,7 @@ is not 2**64 + 1).
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -91,6 +101,8 @@ MODERN_ERROR: Final = "modern-error"
 LEGACY_ANSWER: Final = "legacy-answer"
 GARBAGE: Final = "garbage"
 CONNECTION_DIED: Final = "connection-died"
+NO_ANSWER: Final = "no-answer"
+"""No answer before the client gave up (`PROBE_TIMEOUT`), told once nothing can change that any more."""
 UNDECODABLE: Final = "undecodable"
 """An answer the recorder could not decode (its `undecodable` field): answered, unread."""
 MALFORMED_PROBE: Final = "malformed-probe"
@@ -100,11 +112,14 @@ CROSS_ERA: Final = "cross-era-refusal"
 a dual-era server serves a connection in the era of its first request, so it says nothing of the server."""
 LIVE_OUTCOMES: Final = (
     DISCOVER_RESULT, UNSUPPORTED_VERSION, MODERN_ERROR, LEGACY_ANSWER, MALFORMED_PROBE, CROSS_ERA, GARBAGE,
-    CONNECTION_DIED, "auth-required", "rate-limited", "redirected", "gateway-error", UNDECODABLE,
+    CONNECTION_DIED, NO_ANSWER, "auth-required", "rate-limited", "redirected", "gateway-error", UNDECODABLE,
 )  # fmt: skip
 """Probe outcomes the recorders tell live (a subset of the analyzer's `PROBE_OUTCOMES`)."""
 
 DEFAULT_MAX_SERVERS: Final = 64
+PROBE_TIMEOUT: Final = 10.0
+"""Seconds a client waits for a probe's answer: the analyzer's default `--probe-timeout`
+(`analyzer.probes.DEFAULT_PROBE_TIMEOUT`, the `mcp` 2.3.0 client's)."""
 OTHER_SERVER: Final = "<other>"
 """The server label of the servers past the cap, which no server key is written as (`server_label`)."""
 EMPTY_SERVER: Final = "<empty>"
@@ -268,8 +283,37 @@ class _Pending:
     order: int = 0
     """stdio: which request of the recorder's this was (`LiveStats._opened`)."""
     garbage: bool = False
-    """The server wrote what is no JSON-RPC message since this was sent: a line that is no JSON object
-    (stdio), an event with data that is none on the request's own stream (HTTP)."""
+    """The server wrote what is no JSON-RPC message since this was sent, within the timeout: a line that
+    is no JSON object (stdio), an event with data that is none on the request's own stream (HTTP)."""
+    deadline: float = math.inf
+    """A probe's: when its timeout ran out (the request's `ts` + the timeout); never for a record
+    without a time, nor for an `initialize` (clients wait for it)."""
+    moved: bool = False
+    """A probe's: the client has since sent its server another request or notification (on any
+    connection or flow): an answer after the deadline then comes too late (`_gave_up`)."""
+
+
+def _ts(record: dict[str, Any]) -> float | None:
+    """When the recorder took `record` (None without a time: such a record is never late)."""
+    ts = record.get(fmt.F_TS)
+    return float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
+
+
+def _in_time(pending: _Pending, record: dict[str, Any]) -> bool:
+    ts = _ts(record)
+    return ts is None or ts <= pending.deadline
+
+
+def _is_call(raw: object) -> bool:
+    """Whether the client message `raw` is a request or a notification (a batch holding one counts),
+    the analyzer's "anything else sent to that server". A long line is not decoded for this: it counts
+    when it names a `method` member anywhere."""
+    if raw.__class__ is fmt.PieceText:
+        return raw.holds(b'"method"')  # type: ignore[attr-defined]
+    msg = _json(raw)
+    if isinstance(msg, dict):
+        return isinstance(msg.get("method"), str)
+    return isinstance(msg, list) and any(isinstance(m, dict) and isinstance(m.get("method"), str) for m in msg)
 
 
 def _well_formed(msg: dict[str, Any], headers: object) -> bool:
@@ -297,8 +341,9 @@ class LiveStats:
     Thread-safe: `snapshot()` may run on any thread (the metrics server's) while records arrive.
     """
 
-    def __init__(self, max_servers: int = DEFAULT_MAX_SERVERS) -> None:
+    def __init__(self, max_servers: int = DEFAULT_MAX_SERVERS, probe_timeout: float = PROBE_TIMEOUT) -> None:
         self.max_servers = max_servers
+        self.probe_timeout = probe_timeout
         self._lock = threading.Lock()
         self.flows = 0
         self._streams: set[str] = set()
@@ -313,6 +358,9 @@ class LiveStats:
         self._labels: set[str] = set()
         self._pending: dict[tuple[str, ...], _Pending] = {}
         """HTTP: ("f", flow); stdio: ("c", conn, id as JSON)."""
+        self._probes: dict[str, set[tuple[str, ...]]] = {}
+        """Per server label, the pending keys of its probes: the client's next message to that server
+        times them (`_moved`)."""
         self._by_conn: dict[str, set[tuple[str, ...]]] = {}
         """stdio: the pending keys of each connection."""
         self._client_closed: set[str] = set()
@@ -344,6 +392,11 @@ class LiveStats:
         self.eras.setdefault(OTHER_SERVER, ERA_UNKNOWN)
         return OTHER_SERVER
 
+    def _known_label(self, server: object) -> str:
+        """`server`'s label as `_label` gave it, without taking a new one."""
+        label = server_label(server)
+        return label if label in self._labels else OTHER_SERVER
+
     # --- observing --------------------------------------------------------------------------------
     def observe(self, record: dict[str, Any]) -> None:
         """Take one record into the counters (records of every type may come; unknown ones are ignored)."""
@@ -353,16 +406,18 @@ class LiveStats:
         """`observe` each of `records`, in order: what the capture writer calls with each batch it
         takes, so a record that changes nothing costs no call of its own."""
         # never replaced, changed on this thread only
-        by_conn, awaiting, gets = self._by_conn, self._pending, self._get_streams
+        by_conn, awaiting, gets, probes = self._by_conn, self._pending, self._get_streams, self._probes
         for record in records:
             rtype = record.get(_TYPE)
             if rtype == _FRAME:
                 # the common case, decided without the lock and with module-level names only (this runs
                 # for every line): a line that is neither a probe, nor an initialize, nor a possible
-                # answer to one (only this thread changes `_by_conn`)
+                # answer to one (only this thread changes `_by_conn`), nor, while a probe awaits its
+                # answer, a client message that may time it out
                 if record.get(_DIR) == _C2S:
-                    raw = record.get(_RAW)
-                    if raw.__class__ is not str:
+                    if probes:
+                        pass
+                    elif (raw := record.get(_RAW)).__class__ is not str:
                         if raw.__class__ is not fmt.PieceText or not _long_may_call(raw):
                             continue
                     elif len(raw) < _SCAN_LIMIT:
@@ -392,9 +447,10 @@ class LiveStats:
                     if record.get("method") == "GET":
                         self._get_streams.add(str(record.get("flow")))
                     raw = record.get(fmt.F_RAW)
-                    if isinstance(raw, str) and _may_call(raw):  # else no key to build
+                    if isinstance(raw, str):
                         key = ("f", str(record.get("flow")))
-                        if self._request(key, raw, record.get(fmt.F_SERVER), record.get("headers", [])):
+                        headers = record.get("headers", [])
+                        if self._client_message(key, raw, record.get(fmt.F_SERVER), _ts(record), headers):
                             self._await_elsewhere(key, record.get("url"))
                 elif rtype == fmt.HTTP_RESPONSE:
                     self._response(record)
@@ -410,8 +466,8 @@ class LiveStats:
                             and ("result" in msg or "error" in msg)
                             and _id(msg, raw) == pending.id
                         ):
-                            self._settle(("f", str(record.get("flow"))), msg, None)
-                        elif raw != "" and not _is_message(msg):
+                            self._settle(("f", str(record.get("flow"))), msg, None, _ts(record))
+                        elif raw != "" and not _is_message(msg) and _in_time(pending, record):
                             # garbage if no answer comes before the stream ends (an event without
                             # data, a resumable stream's priming one, is none)
                             pending.garbage = True
@@ -421,12 +477,12 @@ class LiveStats:
                     key = ("f", str(record.get("flow")))
                     self._streams.discard(key[1])
                     if key in self._pending and record.get("undecodable") is not None:
-                        self._died(key, UNDECODABLE)  # settled without an era, like a death
+                        self._died(key, UNDECODABLE, _ts(record))  # settled without an era, like a death
                     elif key in self._pending and self._pending[key].garbage:
-                        self._died(key, GARBAGE)  # however the stream ended
+                        self._died(key, GARBAGE, None)  # however the stream ended
                     elif key in self._pending and record.get("how") in _SSE_DEATHS:
-                        self._died(key, CONNECTION_DIED)
-                    self._forget(key)
+                        self._died(key, CONNECTION_DIED, _ts(record))
+                    self._ended(key)
                     self._get_streams.discard(key[1])
                 elif rtype == fmt.HTTP_ERROR:
                     kind = str(record.get("kind"))
@@ -434,18 +490,33 @@ class LiveStats:
                         self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
                     key = ("f", str(record.get("flow")))
                     if key in self._pending and self._pending[key].garbage:
-                        self._died(key, GARBAGE)  # its stream's garbage, whoever ended the flow
+                        self._died(key, GARBAGE, None)  # its stream's garbage, whoever ended the flow
                     elif key in self._pending and kind in _HTTP_DEATHS:
-                        self._died(key, CONNECTION_DIED)
-                    self._forget(key)
+                        self._died(key, CONNECTION_DIED, _ts(record))
+                    self._ended(key)
                     self._get_streams.discard(key[1])
                     self._streams.discard(key[1])  # the flow is over, whether or not its stream's end came
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
-    def _request(self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object, headers: object = None) -> bool:
-        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`);
-        `headers`: an HTTP request's (None on stdio)."""
+    def _client_message(
+        self, key: tuple[str, ...], raw: object, server: object, ts: float | None, headers: object = None
+    ) -> bool:
+        """A message from the client: the move that times out its server's pending probes (`_moved`)
+        when it is a request or a notification, and remembered when it is a probe or an `initialize`
+        (`_request`); whether it was remembered. `headers`: an HTTP request's (None on stdio)."""
+        if self._probes:
+            label = self._known_label(server)
+            if label in self._probes and _is_call(raw):
+                self._moved(label, ts)
+        if raw.__class__ is fmt.PieceText:
+            return _long_may_call(raw) and self._request(key, raw, server, ts, headers)  # type: ignore[arg-type]
+        return raw.__class__ is str and _may_call(raw) and self._request(key, raw, server, ts, headers)  # type: ignore[arg-type]
+
+    def _request(
+        self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object, ts: float | None, headers: object = None
+    ) -> bool:
+        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`)."""
         msg = _json(raw)
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
             return False
@@ -459,6 +530,9 @@ class LiveStats:
         pending = self._pending[key] = _Pending(msg["method"], ident, self._label(server))
         if pending.method == _DISCOVER:
             pending.well_formed = _well_formed(msg, headers)
+            if ts is not None:
+                pending.deadline = ts + self.probe_timeout
+            self._probes.setdefault(pending.server, set()).add(key)
         if key[0] == "f":
             pending.answer = ("l", pending.server, ident)
             self._answers[pending.answer] = key
@@ -484,20 +558,19 @@ class LiveStats:
         if status == 202:
             return  # accepted (the SDK's body is `Accepted`): HTTP+SSE answers on the server's stream
         if record.get("undecodable") is not None and (status is None or status < 300):
-            self._died(key, UNDECODABLE)  # the status alone says nothing of the era
+            self._died(key, UNDECODABLE, _ts(record))  # the status alone says nothing of the era
             return
         raw = record.get(fmt.F_RAW)
         if not raw and status is not None and 200 <= status < 300:
-            self._forget(key)  # answers nothing: the analyzer's `no-answer`, which is left to it
+            self._ended(key)  # answers nothing
             return
-        self._settle(key, _json(raw), status)
+        self._settle(key, _json(raw), status, _ts(record))
 
     def _frame(self, record: dict[str, Any]) -> None:
         conn = str(record.get(fmt.F_CONN))
         raw = record.get(fmt.F_RAW)
         if record.get(fmt.F_DIR) == fmt.C2S:
-            # the unlocked part of `observe` let through only text that `_may_call` holds for
-            self._request(("c", conn), raw, record.get(fmt.F_SERVER))
+            self._client_message(("c", conn), raw, record.get(fmt.F_SERVER), _ts(record))
             return
         keys = self._by_conn.get(conn)
         if not keys:
@@ -506,13 +579,14 @@ class LiveStats:
         if not isinstance(msg, dict):
             # garbage for the requests it came after, if no answer comes before the connection dies
             for key in keys:
-                self._pending[key].garbage = True
+                if _in_time(self._pending[key], record):
+                    self._pending[key].garbage = True
             return
         ident = _id(msg, raw)
         if ident is not None and ("result" in msg or "error" in msg):
             key = ("c", conn, ident.decode())
             if key in keys:
-                self._settle(key, msg, None)
+                self._settle(key, msg, None, _ts(record))
 
     def _lifecycle(self, record: dict[str, Any]) -> None:
         event = record.get(fmt.F_EVENT)
@@ -529,11 +603,11 @@ class LiveStats:
             self._opened.pop(conn, None)
             for key in list(self._by_conn.get(conn, ())):
                 if self._pending[key].garbage:
-                    self._died(key, GARBAGE)  # what the server wrote says it, whoever left first
+                    self._died(key, GARBAGE, None)  # what the server wrote says it, whoever left first
                 elif conn in self._client_closed:
-                    self._forget(key)  # the client left first: the death proves nothing
+                    self._unanswered(key)  # the client left first: the death proves nothing
                 else:
-                    self._died(key, CONNECTION_DIED)
+                    self._died(key, CONNECTION_DIED, _ts(record))
 
     def _stream_answer(self, record: dict[str, Any]) -> None:
         """An event on a GET stream answering a request of its server POSTed on another flow (the
@@ -547,10 +621,9 @@ class LiveStats:
             return
         key = self._answers.get(("s", str(record.get("flow")), ident))
         if key is None:
-            label = server_label(record.get(fmt.F_SERVER))  # as `_label` gave it, without taking a new one
-            key = self._answers.get(("l", label if label in self._labels else OTHER_SERVER, ident))
+            key = self._answers.get(("l", self._known_label(record.get(fmt.F_SERVER)), ident))
         if key is not None:
-            self._settle(key, msg, None)
+            self._settle(key, msg, None, _ts(record))
 
     def _announce(self, record: dict[str, Any]) -> None:
         """A GET stream's `endpoint` event: the session whose POSTs it answers."""
@@ -579,7 +652,10 @@ class LiveStats:
         self._answers[pending.answer] = key
 
     # --- deciding ---------------------------------------------------------------------------------
-    def _settle(self, key: tuple[str, ...], msg: Any, status: int | None) -> None:
+    def _settle(self, key: tuple[str, ...], msg: Any, status: int | None, ts: float | None) -> None:
+        if self._gave_up(key, ts):
+            self._unanswered(key)
+            return
         pending = self._forget(key)
         if pending is None:
             return
@@ -598,10 +674,54 @@ class LiveStats:
                 outcome, era = CROSS_ERA, None
         self._count(pending, outcome, era)
 
-    def _died(self, key: tuple[str, ...], outcome: str) -> None:
+    def _died(self, key: tuple[str, ...], outcome: str, ts: float | None) -> None:
+        """Settle `key` without an era: `outcome` when it came at `ts` in time (a death after the
+        timeout is none, a late undecodable answer is none when the client gave up)."""
+        pending = self._pending.get(key)
+        if pending is None:
+            return
+        if outcome == CONNECTION_DIED and ts is not None and ts > pending.deadline:
+            outcome = NO_ANSWER  # the client had given up by then; garbage came not in time either
+        elif outcome == UNDECODABLE and self._gave_up(key, ts):
+            self._unanswered(key)
+            return
+        self._forget(key)
+        self._count(pending, outcome if pending.method == _DISCOVER else None, None)
+
+    def _gave_up(self, key: tuple[str, ...], ts: float | None) -> bool:
+        """Whether what came for `key` at `ts` came after its probe's timeout to a client that had moved
+        on (sent that server something else, or closed the connection's stdin or stdout): no answer to
+        it then. A client that waits longer (the TypeScript client's 60 s) still takes a late answer."""
+        pending = self._pending.get(key)
+        return (
+            pending is not None
+            and ts is not None
+            and ts > pending.deadline
+            and (pending.moved or (key[0] == "c" and key[1] in self._client_closed))
+        )
+
+    def _unanswered(self, key: tuple[str, ...]) -> None:
+        """Settle `key` as no answer came to it: `garbage` if the server wrote some in time, else
+        `no-answer` (for a probe: an `initialize` has no outcome counted)."""
         pending = self._forget(key)
-        if pending is not None:
-            self._count(pending, outcome if pending.method == _DISCOVER else None, None)
+        if pending is not None and pending.method == _DISCOVER:
+            self._count(pending, GARBAGE if pending.garbage else NO_ANSWER, None)
+
+    def _moved(self, label: str, ts: float | None) -> None:
+        """The client sent server `label` a request or notification at `ts`: its probes still pending
+        take no late answer any more, and those past their deadline are decided now."""
+        for key in list(self._probes.get(label, ())):
+            pending = self._pending[key]
+            pending.moved = True
+            if ts is not None and ts > pending.deadline:
+                self._unanswered(key)
+
+    def _ended(self, key: tuple[str, ...]) -> None:
+        """`key`'s flow ended: nothing more comes on it. A probe stays pending: its answer may still
+        come on a stream that resumes it (`_stream_answer`), and `_moved` decides it."""
+        pending = self._pending.get(key)
+        if pending is not None and pending.method != _DISCOVER:
+            self._forget(key)
 
     def _count(self, pending: _Pending, outcome: str | None, era: str | None) -> None:
         if outcome is not None:
@@ -614,6 +734,12 @@ class LiveStats:
         pending = self._pending.pop(key, None)
         if pending is not None and pending.answer is not None and self._answers.get(pending.answer) == key:
             del self._answers[pending.answer]
+        if pending is not None and pending.method == _DISCOVER:
+            probes = self._probes.get(pending.server)
+            if probes is not None:
+                probes.discard(key)
+                if not probes:
+                    del self._probes[pending.server]
         if key[0] == "c":
             keys = self._by_conn.get(key[1])
             if keys is not None:

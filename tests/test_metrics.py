@@ -210,7 +210,8 @@ def test_stdio_outcomes_banner_garbage_and_death() -> None:
     assert s["upstream_errors"] == {"server-stdin-broken": 1}
     assert s["servers"]["srv"] == {
         "era": "legacy",
-        "outcomes": {"legacy-answer": 1, "garbage": 1, "connection-died": 1},
+        # d and e: the client left before the death, and nothing came: no answer
+        "outcomes": {"legacy-answer": 1, "garbage": 1, "connection-died": 1, "no-answer": 2},
     }
 
 
@@ -537,7 +538,8 @@ def test_a_death_after_the_host_stopped_the_server_is_no_crash() -> None:
             event("b", fmt.EV_EXIT),
         ],
     )
-    assert s["servers"]["srv"] == {"era": "unknown", "outcomes": {"connection-died": 1}}
+    # a: nothing came before the host ended the server, so no answer
+    assert s["servers"]["srv"] == {"era": "unknown", "outcomes": {"no-answer": 1, "connection-died": 1}}
 
 
 def test_an_answer_the_recorder_cannot_decode_is_counted_as_such() -> None:
@@ -840,7 +842,7 @@ INITIALIZE: dict[str, Any] = {"method": INIT, "params": {"protocolVersion": "202
                 event("a", fmt.EV_CLIENT_EOF),
                 event("a", fmt.EV_EXIT),
             ],
-            {},
+            {"no-answer": 1},
             id="the-client-left-first",
         ),
     ],
@@ -853,9 +855,7 @@ def test_garbage_is_counted_for_the_probes_it_came_after(
     since is `connection-died`), whether or not the client left before the death."""
     records = [event("a", fmt.EV_SPAWN), *records]
     assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == expected
-    analyzed = _analyzed(tmp_path, records)["outcomes"]
-    analyzed.pop("no-answer", None)  # a timeout's outcome, left to the analyzer
-    assert analyzed == expected
+    assert _analyzed(tmp_path, records)["outcomes"] == expected
 
 
 def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, int]:
@@ -939,3 +939,188 @@ def test_garbage_on_a_probes_event_stream_is_counted_as_the_analyzer_counts_it(
     ]
     assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
     assert _analyzed_http(tmp_path, records) == expected
+
+
+def at(ts: float, record: dict[str, Any]) -> dict[str, Any]:
+    """`record` as the recorder stamped it at `ts` seconds."""
+    return {**record, fmt.F_TS: 1_800_000_000.0 + ts}
+
+
+TOOLS_LIST: dict[str, Any] = {"method": "tools/list", "params": {}}
+INITIALIZED: dict[str, Any] = {"method": "notifications/initialized"}
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), at(11, event("a", fmt.EV_EXIT))],
+            {"no-answer": 1},
+            id="death-after-the-timeout",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(11, frame("a", fmt.S2C, GARBAGE_LINE)),
+                at(12, event("a", fmt.EV_EXIT)),
+            ],
+            {"no-answer": 1},
+            id="garbage-after-the-timeout",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(1, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
+                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
+            ],
+            {"no-answer": 1},
+            id="late-answer-after-the-client-moved-on",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(1, frame("a", fmt.C2S, orjson.dumps(INITIALIZED).decode())),
+                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
+            ],
+            {"no-answer": 1},
+            id="late-answer-after-a-notification",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(11, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
+            ],
+            {"no-answer": 1},
+            id="the-client-moved-on-after-the-timeout",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(11, frame("a", fmt.C2S, with_id("2", WELL_FORMED))),
+                at(11.1, frame("a", fmt.S2C, with_id("2", RELEASE))),
+            ],
+            {"no-answer": 1, "discover-result": 1},
+            id="a-probe-storm",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(0.5, event("b", fmt.EV_SPAWN)),
+                at(1, frame("b", fmt.C2S, with_id("1", TOOLS_LIST))),
+                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
+            ],
+            {"no-answer": 1},
+            id="moved-on-on-another-connection",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(1, event("a", fmt.EV_CLIENT_EOF)),
+                at(2, event("a", fmt.EV_EXIT)),
+            ],
+            {"no-answer": 1},
+            id="the-client-left-first",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(1, event("a", fmt.EV_CLIENT_EOF)),
+                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
+                at(13, event("a", fmt.EV_EXIT)),
+            ],
+            {"no-answer": 1},
+            id="late-answer-after-the-client-left",
+        ),
+        # guards
+        pytest.param(
+            [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), at(30, frame("a", fmt.S2C, with_id("1", RELEASE)))],
+            {"discover-result": 1},
+            id="late-answer-the-client-waited-for",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(1, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
+                at(10, frame("a", fmt.S2C, with_id("1", RELEASE))),
+            ],
+            {"discover-result": 1},
+            id="moved-on-answered-in-time",
+        ),
+        pytest.param(
+            [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), at(10, event("a", fmt.EV_EXIT))],
+            {"connection-died": 1},
+            id="death-within-the-timeout",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(9, frame("a", fmt.S2C, GARBAGE_LINE)),
+                at(11, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
+            ],
+            {"garbage": 1},
+            id="garbage-in-time-then-the-client-moved-on",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
+                at(1, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
+                at(5, frame("a", fmt.S2C, with_id("2", {"result": {"tools": []}}))),
+            ],
+            {},
+            id="moved-on-still-undecided",
+        ),
+    ],
+)
+def test_probes_are_timed_as_the_analyzer_times_them(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """The counters read the records' times as the analyzer reads them (`--probe-timeout`, 10 s by
+    default): an answer, garbage or death after the timeout is none once the client moved on (sent
+    that server anything else, or left), and a probe is `no-answer` as soon as nothing can change
+    that any more. Before, a late answer or death counted as if it were in time, and `no-answer` was
+    never told live."""
+    records = [at(-1, event("a", fmt.EV_SPAWN)), *records]
+    assert feed(LiveStats(), records)["servers"].get("srv", {}).get("outcomes", {}) == expected
+    analyzed = _analyzed(tmp_path, records)["outcomes"]
+    if expected == {}:
+        assert analyzed == {"no-answer": 1}  # undecided live: an answer may still come
+    else:
+        assert analyzed == expected
+
+
+@pytest.mark.parametrize(
+    ("ending", "expected"),
+    [
+        pytest.param([resp("f1", 200, "")], {"no-answer": 1}, id="empty-answer"),
+        pytest.param([resp("f1", 200, sse=True), _sse_end("f1", "clean")], {"no-answer": 1}, id="stream-ended"),
+        pytest.param(
+            [resp("f1", 200, sse=True), at(11, _sse_end("f1", "upstream-reset"))], {"no-answer": 1}, id="late-reset"
+        ),
+        # guard
+        pytest.param(
+            [resp("f1", 200, sse=True), at(9, _sse_end("f1", "upstream-reset"))],
+            {"connection-died": 1},
+            id="reset-in-time",
+        ),
+    ],
+)
+def test_an_http_probe_left_unanswered_is_no_answer_once_the_client_moved_on(
+    tmp_path: Path, ending: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """A probe's flow that ended without an answer stays undecided (a resumed stream may still bring
+    it) until the client sends that server something else after the timeout: then it is `no-answer`,
+    as the analyzer says; before, the counters forgot it."""
+    records = [
+        at(0, req("f1", probe(1))),
+        *(r if fmt.F_TS in r else at(0.1, r) for r in ending),
+        at(12, req("f2", {"jsonrpc": "2.0", "id": 2, **TOOLS_LIST})),
+    ]
+    assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
+    from analyzer.pipeline import analyze
+    from analyzer.report import report_dict
+
+    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
+        for r in records:
+            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
+    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
+    assert server["probe_outcomes"] == expected

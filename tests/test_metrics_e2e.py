@@ -282,10 +282,13 @@ def test_stdio_closing_record_holds_the_counters_and_analyze_reads_it(
     assert counters["flows"] == 1 and counters["upstream_errors"] == {}
     server = records[0][fmt.F_SERVER]
     # a loaded machine can make the client give up on its probe and fall back before the answer
-    # comes (then -32022 to `initialize` and a second probe): count what the capture shows
+    # comes (then -32022 to `initialize` and a second probe; the first one's late answer is then
+    # `no-answer`): count what the capture shows, as the analyzer counts it
     probes = [r for r in jsonrpc(records, fmt.C2S) if r.get("method") == "server/discover"]
     assert probes
-    assert counters["servers"] == {server: {"era": "modern", "outcomes": {"discover-result": len(probes)}}}
+    (analyzed,) = report_dict(analyze([str(out)]))["servers"]
+    assert counters["servers"] == {server: {"era": "modern", "outcomes": analyzed["probe_outcomes"]}}
+    assert analyzed["probe_outcomes"].get("discover-result") and sum(analyzed["probe_outcomes"].values()) == len(probes)
     assert counters["parts_removed"] == 0 and "sse_open" not in counters
 
     # The analyzer reads it as one more lifecycle record of the spawn: one more record and message
@@ -315,3 +318,20 @@ def test_stdio_closing_record_counts_a_failed_spawn(tmp_path: Path, clean_env: d
     assert records[-2][fmt.F_EVENT] == fmt.EV_RECORDER_END
     assert records[-2][fmt.F_COUNTERS]["upstream_errors"] == {"spawn-failed": 1}
     assert records[-2][fmt.F_COUNTERS]["flows"] == 0
+
+
+def test_stdio_closing_record_counts_a_probe_the_server_never_answered(
+    tmp_path: Path, clean_env: dict[str, str], modern_py: Path, legacy_py: Path
+) -> None:
+    """A server hung on the probe: the real `mcp` 2.3.0 client gives up after its 10 s and falls back
+    to `initialize`, which a real `mcp` 1.30.0 server serves. The counters say `no-answer`, as the
+    analyzer does (they told nothing before: no outcome at all for that probe)."""
+    out = tmp_path / "captures"
+    hung = [str(modern_py), str(PEERS / "swallow_discover.py"), str(legacy_py), str(PEERS / "legacy_stdio_server.py")]
+    got = anyio.run(call_add, through_tee(hung, out, clean_env))
+    assert got["text"] == ["5"] and got["protocol_version"] != "2026-07-28"
+    records = only_capture(out)
+    counters = records[-2][fmt.F_COUNTERS]
+    (server,) = report_dict(analyze([str(out)]))["servers"]
+    assert server["probe_outcomes"] == {"no-answer": 1}
+    assert counters["servers"] == {records[0][fmt.F_SERVER]: {"era": "legacy", "outcomes": {"no-answer": 1}}}
