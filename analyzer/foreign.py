@@ -11,7 +11,8 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
   `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
   that function leaves out. It takes an ASCII URL only: a target that is not (`?name=café`, mitmproxy's
-  export's `\\udce9` for a byte) is set on the flow apart, as the recorder would have seen it (`_ascii_url`).
+  export's `\\udce9` for a byte) is set on the flow apart, as the recorder would have seen it, and a host
+  written as text (`café.example`) is given in its IDNA form (`_ascii_url`).
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
@@ -33,6 +34,7 @@ from __future__ import annotations
 import base64
 import bisect
 import codecs
+import contextlib
 import datetime as dt
 import hashlib
 import itertools
@@ -522,11 +524,19 @@ def _ascii_url(url: Any) -> tuple[Any, str | None]:
     That reader takes an ASCII URL only (it encodes the parsed URL strictly), where a browser or a
     tool writes an IRI's path or query value as text (`?name=café`) and mitmproxy's own export a byte
     that is no UTF-8 as `\\udce9`: it is given the origin alone, and the target is set apart. A clean
-    URL is handed over as it is (one `isascii`); one whose host is not ASCII is still refused."""
+    URL is handed over as it is (one `isascii`). A host written as text (`café.example`, as mitmproxy
+    itself gives and exports a host sent in its IDNA form) is given in that form, which the reader
+    decodes back, as it decodes a host read off the wire; one IDNA refuses, or text in the user part,
+    is left for the reader to refuse."""
     if not isinstance(url, str) or url.isascii():
         return url, None
     parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc, "", "", "")), urlunsplit(("", "", *parts[2:]))
+    user, at, host = parts.netloc.rpartition("@")
+    if not host.isascii():
+        with contextlib.suppress(UnicodeError):  # else no host name: the reader refuses it, the entry noted
+            host = host.encode("idna").decode("ascii")
+    origin = urlunsplit((parts.scheme, user + at + host, "", "", ""))
+    return origin, urlunsplit(("", "", *parts[2:]))
 
 
 class _WireText(str):

@@ -340,6 +340,54 @@ def test_a_har_url_that_is_not_ascii_loses_no_message(tmp_path: Path, name: str,
     assert urls == [(key, url, b64)] * 2
 
 
+@pytest.mark.parametrize("writer", ["escaped", "utf-8"])
+@pytest.mark.parametrize(
+    ("wire", "host"), [("xn--caf-dma.example", "café.example"), ("xn--bcher-kva.example", "bücher.example")]
+)
+def test_a_har_url_whose_host_is_not_ascii_is_read_as_its_wire_host(
+    tmp_path: Path, writer: str, wire: str, host: str
+) -> None:
+    """mitmproxy gives a host sent in its IDNA form (`xn--caf-dma.example`) as text (`café.example`),
+    and its HAR export writes that text in the URL, as tools that write an IRI do: such an entry was
+    noted as not read, its messages lost. It reads as the recorder recorded the request, as the
+    dump of the same flows reads: the same server key, messages and `url`."""
+    flows = _flows()
+    for flow in flows:
+        flow.request.host = wire.encode().decode("idna")  # as mitmproxy reads the host's bytes off the wire
+    assert flows[0].request.host == host
+    doc = _har(flows)
+    assert all(f"//{host}:8931/" in entry["request"]["url"] for entry in doc["log"]["entries"])
+    har = tmp_path / "export.har"
+    har.write_bytes(json.dumps(doc).encode() if writer == "escaped" else orjson.dumps(doc))
+    dump = _dump(tmp_path / "dump.flows", flows)
+
+    report = _report(har)
+    assert report["inputs"]["malformed"] == []
+    assert [s["server"] for s in report["servers"]] == [f"http://{host}:8931/mcp"] == _servers(dump)
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+    assert _messages(har) == _messages(dump)
+    urls = _request_urls(foreign.read_har(io.BytesIO(har.read_bytes())))
+    assert urls == _request_urls(foreign.read_flows(io.BytesIO(dump.read_bytes())))
+
+
+def _servers(path: Path) -> list[str]:
+    return [s["server"] for s in _report(path)["servers"]]
+
+
+@pytest.mark.parametrize("url", ["https://mcp.\u00e4" + "a" * 70 + ".com/mcp", "https://z\u00f6@mcp.example.com/mcp"])
+def test_a_har_url_that_no_host_can_be_made_of_is_noted(tmp_path: Path, url: str) -> None:
+    """A host IDNA refuses (a label over 63 characters) stays a located entry that could not be read,
+    and so does text in the URL's user part; the rest of the file is read."""
+    doc = _har(_flows())
+    doc["log"]["entries"][1]["request"]["url"] = "URL"
+    har = tmp_path / "export.har"
+    har.write_bytes(orjson.dumps(doc).replace(b'"URL"', b'"' + url.encode() + b'"'))
+    report = _report(har)
+    assert [m["line"] for m in report["inputs"]["malformed"]] == [2]
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+
+
 def test_a_har_url_that_is_ascii_is_read_as_mitmproxy_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A clean URL goes to mitmproxy's own reader as it is: no other reading of it is paid."""
     calls: list[str] = []

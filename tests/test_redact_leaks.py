@@ -96,13 +96,14 @@ def _har_entry(url: str, at: str) -> dict[str, Any]:
 
 
 def test_a_har_entry_that_cannot_be_read_is_noted_without_its_url(tmp_path: Path) -> None:
-    """mitmproxy cannot build a flow of a URL whose host holds a character beyond ASCII; the note
+    """mitmproxy cannot build a flow of a URL whose user part holds a character beyond ASCII; the note
     quoted the exception, which holds the whole URL it failed on, `api_key` and all. (One whose query
-    holds such a character is read, as the recorder would have seen it: its secrets redacted.)"""
+    or host holds such a character is read, as the recorder would have seen it: its secrets redacted.)"""
     entries = [
         _har_entry("https://mcp.example.com/mcp?api_key=NoteSecret01", "2026-12-01T10:00:00Z"),
-        _har_entry("https://mcp.ex\u00e4mple.com/mcp?user=Zo&api_key=NoteSecret02", "2026-12-01T10:00:01Z"),
+        _har_entry("https://z\u00f6@mcp.ex\u00e4mple.com/mcp?user=Zo&api_key=NoteSecret02", "2026-12-01T10:00:01Z"),
         _har_entry("https://mcp.example.com/mcp?user=Zo\u00eb&api_key=NoteSecret03", "2026-12-01T10:00:02Z"),
+        _har_entry("https://mcp.ex\u00e4mple.com/mcp?api_key=NoteSecret04", "2026-12-01T10:00:03Z"),
     ]
     path = tmp_path / "gateway.har"
     path.write_bytes(orjson.dumps({"log": {"version": "1.2", "creator": {"name": "gw"}, "entries": entries}}))
