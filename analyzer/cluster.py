@@ -492,23 +492,34 @@ def compact_on_cluster(
     with connect(address, wait_for_workers) as client:
 
         def run(todo: list[str], archive: Path | str, old: list[Named | None]) -> list[Converted]:
-            prints = [source_fingerprint(p) for p in todo]
+            # a file gone since it was listed is gone for the client too: named as a local run names it
+            gone: dict[str, Converted] = {}
+            prints = {}
+            for p in todo:
+                try:
+                    prints[p] = source_fingerprint(p)
+                except OSError as exc:
+                    gone[p] = Converted(0, 0, None, error=f"cannot read {redact(p)}: {exc.strerror or exc}")
+            sent = [(p, o) for p, o in zip(todo, old, strict=True) if p not in gone]
+            if not sent:
+                return [gone[p] for p in todo]
             token = _token()
             futures = client.map(
                 _compact_task,
-                [code_identity()] * len(todo),
-                todo,
-                [archive if isinstance(archive, str) else str(archive.absolute())] * len(todo),
-                prints,
-                old,
-                [None if temp_dir is None else str(temp_dir)] * len(todo),
+                [code_identity()] * len(sent),
+                [p for p, _ in sent],
+                [archive if isinstance(archive, str) else str(archive.absolute())] * len(sent),
+                [prints[p] for p, _ in sent],
+                [o for _, o in sent],
+                [None if temp_dir is None else str(temp_dir)] * len(sent),
                 pure=False,
-                key=[f"erascope-compact-{token}-{i}" for i in range(len(todo))],
+                key=[f"erascope-compact-{token}-{i}" for i in range(len(sent))],
             )
-            done = _gather(client, address, futures, [f"compacting {p}" for p in todo], wait_for_workers)
+            done = _gather(client, address, futures, [f"compacting {p}" for p, _ in sent], wait_for_workers)
             if not isinstance(archive, str):
-                _written_here(archive, todo, [digest for _, digest in done])
-            return [converted for converted, _ in done]
+                _written_here(archive, [p for p, _ in sent], [digest for _, digest in done])
+            converted = {p: c for (p, _), (c, _) in zip(sent, done, strict=True)}
+            return [gone[p] if p in gone else converted[p] for p in todo]
 
         return compact(paths, out, force=force, runner=run, temp_dir=temp_dir)
 

@@ -33,9 +33,11 @@ Only the same capture replaces an entry (`_same_capture`: the run its header nam
 capture does not share); another one under its name is refused. A file that is not a capture (not
 an erascope capture, not a regular file) gets an entry saying why, as the report on the JSONL says
 it, and is `skipped`, not compacted: inputs none of which is a capture are an error. A file whose
-header names an erascope format major this erascope does not know gets no entry: it is among the
-run's `errors`, named as `analyze` names it, beside the captures joined in other files that are not
-archived, and the other inputs are archived.
+header names an erascope format major this erascope does not know, or that cannot be read (gone
+since it was listed, unreadable, a compressed stream corrupt before its header ends, changed while
+read: `analyzer.facts.InputError`), gets no entry: it is among the run's `errors`, named as `analyze`
+names it, beside the captures joined in other files that are not archived, and the other inputs are
+archived; the next run tries it again.
 
 Partitions use percent-encoded server keys (hive style, lossless); readers take the true value
 from the `server` column inside the files, so the directory names are for pruning and for humans. Each
@@ -113,7 +115,7 @@ from analyzer.archive import (
     server_partition,
     source_entries,
 )
-from analyzer.facts import Refused, UnknownMajor
+from analyzer.facts import InputError, Refused
 from analyzer.load import (
     LoadOptions,
     capture_parts,
@@ -189,8 +191,9 @@ class Converted(NamedTuple):
     refused: tuple[Refused, ...] = ()
     """The captures joined in it that were not read (`analyzer.facts.FileFacts.refused`)."""
     error: str | None = None
-    """Why none of it was read, as `analyze` names it: its header names a format major this erascope
-    does not know (`analyzer.facts.UnknownMajor`). Nothing was written for it."""
+    """Why none of it was read, as `analyze` names it (`analyzer.facts.InputError`): it cannot be read
+    (gone, unreadable, a compressed stream corrupt before its header ends, changed while read) or its
+    header names a format major this erascope does not know. Nothing was written for it."""
 
 
 # --- writing -------------------------------------------------------------------------------------
@@ -427,7 +430,7 @@ def compact_file(
         old = _named(read_entry(entry_path), name) if entry_path.is_file() else {}
     try:
         entry, height = _convert(path, out, name, old)
-    except UnknownMajor as exc:
+    except InputError as exc:
         return Converted(0, 0, None, error=str(exc))
     for stale in sorted(set(old) - set(_named(entry, name))):
         (out / stale).unlink(missing_ok=True)
@@ -439,7 +442,10 @@ def _convert(path: str, out: Path, name: str, old: Named) -> tuple[dict[str, Any
     never over other bytes the old entry (naming `old`) names (`_write_new`): the entry and its rows."""
     entry_path = out / SOURCES_DIR / f"{name}.json"
     digests: dict[str, str] = {}
-    fingerprint = source_fingerprint(path)
+    try:
+        fingerprint = source_fingerprint(path)
+    except OSError as exc:  # gone since it was listed (a recorder compressed or removed it), or unreadable
+        raise InputError(f"cannot read {redact(path)}: {exc.strerror or exc}") from None
     facts = extract_file(path, LoadOptions(keep_raw=True))
     parts = _write_parts(facts.messages, out, name, old, digests)
     height = facts.messages.height
@@ -502,7 +508,7 @@ def _compact_to_url(
     with tempfile.TemporaryDirectory(prefix="erascope-compact-", dir=temp_dir) as staging:
         try:
             entry, height = _convert(path, Path(staging), name, old)
-        except UnknownMajor as exc:
+        except InputError as exc:
             return Converted(0, 0, None, error=str(exc))
         entry_path = Path(staging) / SOURCES_DIR / f"{name}.json"
         data = _named(entry, name)

@@ -97,6 +97,23 @@ def test_compact_on_the_cluster_names_every_refused_input_as_locally(cluster: Cl
     assert _tree(tmp_path / "cluster") == _tree(tmp_path / "local")
 
 
+def test_compact_on_the_cluster_names_the_inputs_it_cannot_read_as_locally(cluster: Cluster, tmp_path: Path) -> None:
+    """A gzip stream gone bad and a file gone since it was listed: the workers archive the rest, and
+    the run names both, as the local run does."""
+    from tests.test_compact_hostile import _corrupt_gzip, _hand_written
+
+    caps = tmp_path / "caps"
+    _hand_written(caps / "a.jsonl", "srv-a")
+    _corrupt_gzip(caps / "bad.jsonl.gz", _hand_written(tmp_path / "b.jsonl", "srv-b"))
+    (caps / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    local = erascope("compact", caps, "--out", tmp_path / "local", check=False)
+    remote = erascope("compact", caps, "--out", tmp_path / "cluster", "--scheduler", cluster.address, check=False)
+    assert (remote.returncode, local.returncode) == (2, 2), remote.stderr.decode()
+    assert remote.stderr.replace(b"/cluster", b"/local") == local.stderr
+    assert local.stderr.count(b"erascope: error: ") == 2 and b"1 file(s) compacted" in local.stderr
+    assert _tree(tmp_path / "cluster") == _tree(tmp_path / "local")
+
+
 def test_compact_refuses_inputs_the_workers_do_not_see(tmp_path: Path) -> None:
     # workers in another directory: the relative path names nothing there (or another file)
     src = tmp_path / "caps"

@@ -245,3 +245,60 @@ def test_an_entry_naming_another_inputs_part_does_not_have_compact_delete_it(tmp
     assert result.exit_code == 0, result.output
     assert (archive / b["parts"][0]).is_file()
     assert _report(str(archive)) == _report(str(caps))
+
+
+# --- an input that cannot be read among others ----------------------------------------------------
+def _corrupt_gzip(path: Path, capture: Path) -> Path:
+    """`capture` gzipped, its deflate stream corrupted from its start (a copy gone bad): not even
+    the header can be read."""
+    import gzip
+
+    data = bytearray(gzip.compress(capture.read_bytes(), mtime=0))
+    data[10:40] = bytes(b ^ 0xFF for b in data[10:40])  # past gzip's own 10-byte header
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_input_that_cannot_be_read_is_named_and_the_others_archived(tmp_path: Path, jobs: str) -> None:
+    """`analyze` names a file it cannot read (a gzip stream gone bad) and reads the others; `compact`
+    stopped at it with its error alone, archiving none of the others (those converted before it
+    were, by chance of order). It archives the others, names the file among the errors, prints its
+    summary and exits 2; the file gets no entry, so the next run tries it again."""
+    caps = tmp_path / "caps"
+    a = _hand_written(caps / "a.jsonl", "srv-a")
+    _corrupt_gzip(caps / "bad.jsonl.gz", _hand_written(tmp_path / "b.jsonl", "srv-b", requests=200))
+    _hand_written(caps / "z.jsonl", "srv-z")
+    archive = tmp_path / "archive"
+    analyzed = runner.invoke(app, ["analyze", str(caps), "--format", "json", "--quiet"])
+    assert analyzed.exit_code == 0 and "bad.jsonl.gz" in analyzed.stderr + analyzed.stdout
+
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive), "--jobs", jobs])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("erascope: error: ")]
+    assert len(errors) == 1 and "bad.jsonl.gz" in errors[0] and "gzip" in errors[0], result.stderr
+    assert "erascope: 2 file(s) compacted (" in result.stderr, result.stderr
+    assert not (archive / "_sources" / f"{archive_name(str(caps / 'bad.jsonl.gz'))}.json").exists()
+    assert _servers(_report(str(archive))) == ["srv-a", "srv-z"]
+    assert _servers(_report(str(archive))) == _servers(_report(str(a), str(caps / "z.jsonl")))
+
+    again = runner.invoke(app, ["compact", str(caps), "--out", str(archive), "--jobs", jobs])
+    assert again.exit_code == 2 and "bad.jsonl.gz" in again.stderr, again.output
+    assert "erascope: 0 file(s) compacted (0 rows, 0 Parquet part(s)), 2 unchanged" in again.stderr, again.stderr
+
+
+def test_an_input_gone_since_it_was_listed_is_named_not_a_traceback(tmp_path: Path) -> None:
+    """A file listed but gone when its turn came (a recorder compressed or removed it; here, a link
+    to nothing) ended `compact` with a traceback. It is named among the errors, as `analyze` names
+    it, and the others are archived."""
+    caps = tmp_path / "caps"
+    _hand_written(caps / "a.jsonl", "srv-a")
+    (caps / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    archive = tmp_path / "archive"
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert f"erascope: error: cannot read {caps / 'gone.jsonl'}: No such file or directory" in result.stderr
+    assert "erascope: 1 file(s) compacted (" in result.stderr, result.stderr
+    assert _servers(_report(str(archive))) == ["srv-a"]
