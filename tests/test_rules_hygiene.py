@@ -18,6 +18,20 @@ def test_unnamed_versions_on_probe_and_initialize() -> None:
     assert [e.line for e in f.evidence] == [probe + 1, init + 1]
 
 
+def test_unnamed_versions_of_a_refused_initialize_is_timed_at_the_refusal() -> None:
+    """An `initialize` refused with -32022 and no versions is both an error message and a refused
+    `initialize` on the same line: the two rows were made one by whichever polars kept, the
+    request's time or the answer's, so the finding's time (and its place among the findings) changed
+    from run to run. It is the refusal's, as its evidence's line is."""
+    s = Scenario()
+    c = s.conn("api", "c1")
+    init = c.init(5.0, "refused-unnamed", answer_after=0.5)
+    for _ in range(20):
+        [f] = run_rules(s.analysis(), only=["unnamed-versions"])
+        assert [e.line for e in f.evidence] == [init + 1] and f.details["count"] == 1
+        assert f.ts == s.start + 5.5
+
+
 def test_named_versions_are_fine() -> None:
     s = Scenario()
     c = s.conn("api", "c1")

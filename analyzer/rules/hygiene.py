@@ -54,7 +54,10 @@ def unnamed_versions(ctx: RuleContext) -> pl.DataFrame:
     inits = ctx.inits.filter(pl.col("outcome") == "refused-unnamed").select(
         "server", file=file_of_answer(), line=pl.coalesce("answer_line", "line"), ts="ts"
     )
-    rows = pl.concat([errors, inits], how="vertical_relaxed").unique(["file", "line"])
+    # an `initialize` refused so is both: one row, the error's, timed when the refusal came
+    rows = pl.concat([errors, inits], how="vertical_relaxed").unique(
+        ["file", "line"], keep="first", maintain_order=True
+    )
     return _per_server(rows, "refusal without supported versions")
 
 
