@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from addon.errors import ErascopeError
 from addon.http_recorder import HttpRecorder
-from addon.metrics import parse_address
+from addon.metrics import PROBE_TIMEOUT, parse_address
 from addon.redact import BODIES_FULL, BODY_POLICIES, mask_urls
 from addon.writer import mitmproxy_confdir
 
@@ -70,6 +70,8 @@ class ReverseProxyConfig:
     """Remove closed parts whose last record is older than this many days."""
     chain_key: Path | None = None
     """A key file: the capture's hash chain is keyed (keyed BLAKE3); default unkeyed BLAKE3."""
+    probe_timeout: float = PROBE_TIMEOUT
+    """Seconds a client waits for a probe's answer, for the live probe outcomes."""
 
 
 @dataclass(slots=True)
@@ -254,6 +256,7 @@ async def _serve(
             erascope_keep_days="" if config.keep_days is None else repr(float(config.keep_days)),
             erascope_metrics=config.metrics or "",
             erascope_chain_key=str(config.chain_key) if config.chain_key else "",
+            erascope_probe_timeout=repr(float(config.probe_timeout)),
         )
     except exceptions.OptionsError as exc:
         recorder.done()  # releases the metrics port, if an earlier option opened it
@@ -279,7 +282,7 @@ _FLAGS: Final = {
     "erascope_redact_headers": "--redact-header", "erascope_max_body": "--max-body",
     "erascope_rotate_size": "--rotate-size", "erascope_rotate_age": "--rotate-age", "erascope_compress": "--compress",
     "erascope_keep_bytes": "--keep-bytes", "erascope_keep_days": "--keep-days", "erascope_metrics": "--metrics",
-    "erascope_chain_key": "--key",
+    "erascope_chain_key": "--key", "erascope_probe_timeout": "--probe-timeout",
 }  # fmt: skip
 """The addon's options (`addon.http_recorder`) by the flags of `erascope record http` that set them."""
 _OPTION_NAME = re.compile(r"\berascope_[a-z_]+\b")

@@ -16,6 +16,7 @@ recording never raises into the proxy: a failure is logged once at error level a
 from __future__ import annotations
 
 import logging
+import math
 import re
 import secrets
 import sys
@@ -38,7 +39,7 @@ except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout th
 from addon import chain
 from addon.bodies import DECODE_ERRORS, DEFAULT_MAX_BODY, StreamDecoder, bounded_body, undecodable_name
 from addon.errors import ErascopeError
-from addon.metrics import LiveStats, MetricsEndpoint, add_counters, writer_counters
+from addon.metrics import PROBE_TIMEOUT, LiveStats, MetricsEndpoint, add_counters, writer_counters
 from addon.redact import BODIES_FULL, BODY_POLICIES, ENDPOINT_URI_MAX, HttpRedaction, Redactor
 from addon.retention import Retention, parse_duration, parse_size
 from addon.sse import SseEvent, SseParser, is_event_stream_type
@@ -634,6 +635,13 @@ class HttpRecorder:
             " HOST:PORT at /metrics; empty: off.",
         )
         loader.add_option(
+            "erascope_probe_timeout",
+            str,
+            repr(PROBE_TIMEOUT),
+            "Seconds a client waits for a probe's answer, for the live probe outcomes the metrics count"
+            " (as `erascope analyze --probe-timeout`).",
+        )
+        loader.add_option(
             "erascope_rotate_size", str, "256m", "Start a new capture part when the open one would pass this size."
         )
         loader.add_option(
@@ -698,6 +706,16 @@ class HttpRecorder:
             self._configure_retention(opts)
         if "erascope_metrics" in updated:
             self._configure_metrics(opts.erascope_metrics)
+        if "erascope_probe_timeout" in updated:
+            try:
+                timeout = float(opts.erascope_probe_timeout)
+            except ValueError:
+                timeout = math.nan
+            if not 0 < timeout < math.inf:
+                raise exceptions.OptionsError(
+                    f"erascope_probe_timeout must be a positive number of seconds, not {opts.erascope_probe_timeout!r}"
+                )
+            self.stats.probe_timeout = timeout  # read by the writer's thread as each probe is taken
         if "erascope_chain_key" in updated:
             try:
                 self.chain_key = chain.load_key(opts.erascope_chain_key) if opts.erascope_chain_key else None

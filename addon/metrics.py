@@ -19,8 +19,8 @@ What is counted:
   opened), `garbage`, `connection-died`, and for HTTP `auth-required`, `rate-limited`, `redirected`,
   `gateway-error`, `undecodable`, and `no-answer`), and the server's current era.
 
-Probes are timed as the analyzer times them, by the records' own `ts` (`PROBE_TIMEOUT`, the analyzer's
-default `--probe-timeout`): garbage and a death count only within the timeout, and an answer after it
+Probes are timed as the analyzer times them, by the records' own `ts` and `LiveStats.probe_timeout`
+(the recorders' `--probe-timeout`, by default the analyzer's 10 s): garbage and a death count only within the timeout, and an answer after it
 only for a client that waited (it sent that server nothing else since the probe, on any connection
 or flow, and did not close the connection); else the probe had no answer. An outcome is counted once
 nothing that comes later could change it: `no-answer` when the connection dies after the timeout,

@@ -38,6 +38,7 @@ import contextlib
 import errno
 import fcntl
 import heapq
+import math
 import os
 import secrets
 import select
@@ -55,7 +56,7 @@ from typing import Any, BinaryIO, Final
 from addon import format as fmt
 from addon.command_key import server_key
 from addon.errors import ErascopeError
-from addon.metrics import LiveStats, writer_counters
+from addon.metrics import PROBE_TIMEOUT, LiveStats, writer_counters
 from addon.redact import Redactor
 from addon.retention import Retention
 from addon.writer import CaptureWriter, default_capture_dir
@@ -756,6 +757,7 @@ class StdioTee:
         rotate_age: float | None = None,
         retention: Retention | None = None,
         chain_key: bytes | None = None,
+        probe_timeout: float = PROBE_TIMEOUT,
     ) -> None:
         if not cmd:
             raise ErascopeError("no server command given; usage: erascope record stdio [OPTIONS] -- CMD [ARGS...]")
@@ -763,6 +765,8 @@ class StdioTee:
             raise ErascopeError(f"--linger must be >= 0 seconds, got {linger}")
         if not grace > 0:
             raise ErascopeError(f"--grace must be > 0 seconds, got {grace}")
+        if not 0 < probe_timeout < math.inf:
+            raise ErascopeError(f"--probe-timeout must be a positive number of seconds, got {probe_timeout}")
         self.cmd = list(cmd)
         self.linger = linger
         self.grace = grace
@@ -778,8 +782,9 @@ class StdioTee:
         self.server = fmt.printable_key(server or server_key(self.argv))
         self.conn = f"stdio-{os.getpid()}-{secrets.token_hex(4)}"
         extra = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
-        self.stats = LiveStats()
-        """Counters kept from the records on the writer's thread, written into `recorder-end`."""
+        self.stats = LiveStats(probe_timeout=probe_timeout)
+        """Counters kept from the records on the writer's thread, written into `recorder-end`; probes
+        timed out after `probe_timeout` seconds, as the analyzer's `--probe-timeout` times them."""
         self.writer = CaptureWriter(
             out_dir if out_dir is not None else default_capture_dir(),
             transport=fmt.STDIO,
@@ -1380,6 +1385,7 @@ def run_tee(
     rotate_age: float | None = None,
     retention: Retention | None = None,
     chain_key: bytes | None = None,
+    probe_timeout: float = PROBE_TIMEOUT,
     restore_signals: bool = True,
 ) -> int:
     """Run `cmd` as a recorded stdio server between `stdin_fd`/`stdout_fd` and the server.
@@ -1413,5 +1419,6 @@ def run_tee(
         rotate_age=rotate_age,
         retention=retention,
         chain_key=chain_key,
+        probe_timeout=probe_timeout,
     )
     return tee.run(restore_signals=restore_signals)

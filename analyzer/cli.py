@@ -126,6 +126,15 @@ KeepDaysOption = Annotated[
     float | None,
     typer.Option("--keep-days", metavar="DAYS", help="Remove closed parts whose last record is older than DAYS."),
 ]
+ProbeTimeoutLiveOption = Annotated[
+    float,
+    typer.Option(
+        "--probe-timeout",
+        metavar="SECONDS",
+        help="Seconds a client waits for a probe's answer, for the live probe outcomes (as `analyze"
+        " --probe-timeout`).",
+    ),
+]
 WaitForWorkersOption = Annotated[
     float,
     typer.Option(
@@ -246,6 +255,7 @@ def record_stdio(
     keep_bytes: KeepBytesOption = None,
     keep_days: KeepDaysOption = None,
     key: ChainKeyOption = None,
+    probe_timeout: ProbeTimeoutLiveOption = 10.0,  # addon.metrics.PROBE_TIMEOUT, the analyzer's default
 ) -> None:
     """Run an MCP stdio server behind a byte-exact recording tee.
 
@@ -282,6 +292,7 @@ def record_stdio(
             rotate_age=parse_duration(rotate_age, "--rotate-age") if rotate_age is not None else None,
             retention=retention,
             chain_key=chain_key,
+            probe_timeout=probe_timeout,
             restore_signals=False,  # a signal as we exit must not replace the server's status
         )
     except ErascopeError as exc:
@@ -353,6 +364,7 @@ def record_http(
     keep_bytes: KeepBytesOption = None,
     keep_days: KeepDaysOption = None,
     key: ChainKeyOption = None,
+    probe_timeout: ProbeTimeoutLiveOption = 10.0,  # addon.metrics.PROBE_TIMEOUT, the analyzer's default
 ) -> None:
     """Run a recording reverse proxy (mitmproxy) in front of an MCP Streamable HTTP server.
 
@@ -387,6 +399,7 @@ def record_http(
         keep_bytes=keep_bytes,
         keep_days=keep_days,
         chain_key=key,
+        probe_timeout=probe_timeout,
     )
     where = out or default_capture_dir()
     removals = logging.getLogger("erascope.retention")  # what retention removed, shown as it is

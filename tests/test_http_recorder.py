@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,9 +128,9 @@ def test_sse_stream_is_teed_unchanged_and_recorded_per_event(rec, tmp_path: Path
     tap = f.response.stream
     assert callable(tap)
     chunks = [
-        b"event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"",
+        b'event: message\r\ndata: {"jsonrpc":"2.0","method":"notifications/progress"',
         b"}\r",
-        b"\n\r\nid: 9\r\nretry: 500\r\nevent: message\r\ndata: {\"id\":1}\r\n\r\n",
+        b'\n\r\nid: 9\r\nretry: 500\r\nevent: message\r\ndata: {"id":1}\r\n\r\n',
         b"",
     ]
     assert [tap(c) for c in chunks] == chunks  # the client gets exactly what the server sent
@@ -518,6 +519,9 @@ def test_server_key_is_printable_text(target: bytes, key: str) -> None:
         ("erascope_filter", "~q ~~(", "erascope_filter"),
         ("erascope_bodies", "everything", "erascope_bodies|Invalid choice|everything"),
         ("erascope_redact_headers", ["x-ok", "bad name"], "erascope_redact_headers"),
+        ("erascope_probe_timeout", "0", "erascope_probe_timeout"),
+        ("erascope_probe_timeout", "soon", "erascope_probe_timeout"),
+        ("erascope_probe_timeout", "nan", "erascope_probe_timeout"),
     ],
 )
 def test_bad_options_raise_options_error(option: str, value: Any, match: str) -> None:
@@ -649,7 +653,6 @@ def test_client_disconnected_after_idle_timeout_is_a_timeout() -> None:
     assert error_record(f, RED, last_activity=1000.0, idle_timeout=600, now=1700.0)["kind"] == "upstream-reset"
 
 
-
 @pytest.mark.parametrize(
     ("message", "request_done", "streamed", "response", "kind"),
     [
@@ -681,6 +684,7 @@ def test_error_side_from_the_flow_when_the_words_fit_either_peer(
     f.response = json_response(b"{}") if response else None
     f.error = Error(message)
     assert error_record(f, RED, now=1.0)["kind"] == kind
+
 
 @pytest.mark.parametrize("bodies", ["full", "metadata"])
 def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_path: Path, bodies: str) -> None:
@@ -722,3 +726,21 @@ def test_legacy_endpoint_event_and_secret_headers_never_reach_the_capture(tmp_pa
 def test_header_lookup_is_mitmproxys_get(fields: tuple[tuple[bytes, bytes], ...], name: bytes) -> None:
     headers = http.Headers(fields)
     assert header(headers, name) == headers.get(name.decode())
+
+
+@pytest.mark.parametrize(("timeout", "outcomes"), [("0.2", {"no-answer": 1}), (None, {})])
+def test_probe_timeout_option_times_the_live_outcomes(tmp_path: Path, timeout: str | None, outcomes: dict) -> None:
+    """`erascope_probe_timeout` (`record http --probe-timeout`) is the timeout the live counters time
+    probes by: a client that sends its server something else half a second after an unanswered probe
+    gave up on it past 0.2 s; within the default 10 s it may still take a late answer (undecided)."""
+    addon = HttpRecorder()
+    with taddons.context(addon) as tctx:
+        tctx.configure(
+            addon, erascope_dir=str(tmp_path / "caps"), **({"erascope_probe_timeout": timeout} if timeout else {})
+        )
+        addon.request(post_flow())  # never answered
+        time.sleep(0.5)
+        addon.request(post_flow(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}'))
+        addon.done()
+    (server,) = addon.stats.snapshot()["servers"].values()
+    assert server["outcomes"] == outcomes

@@ -26,7 +26,7 @@ from mcp import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from addon import format as fmt
-from analyzer.pipeline import analyze
+from analyzer.pipeline import AnalyzeOptions, analyze
 from analyzer.report import report_dict
 from tests.peers.capture_tools import jsonrpc, only_capture, read_records
 from tests.test_http_e2e import (
@@ -335,3 +335,34 @@ def test_stdio_closing_record_counts_a_probe_the_server_never_answered(
     (server,) = report_dict(analyze([str(out)]))["servers"]
     assert server["probe_outcomes"] == {"no-answer": 1}
     assert counters["servers"] == {records[0][fmt.F_SERVER]: {"era": "legacy", "outcomes": {"no-answer": 1}}}
+
+
+@pytest.mark.parametrize(("timeout", "outcome"), [(["--probe-timeout", "1"], "no-answer"), ([], "connection-died")])
+def test_stdio_closing_record_times_probes_as_told(
+    tmp_path: Path, clean_env: dict[str, str], timeout: list[str], outcome: str
+) -> None:
+    """`--probe-timeout` times the live outcomes as `analyze --probe-timeout` times them: a server that
+    dies 2 s after an unanswered probe is `connection-died` within the default 10 s, `no-answer`
+    past 1 s."""
+    probe = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}})
+    proc = subprocess.Popen(
+        [str(BIN / "erascope"), "record", "stdio", "--out", str(tmp_path), "--linger", "0", *timeout, "--",
+         "sh", "-c", "sleep 2; exit 1"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write(probe + b"\n")
+    proc.stdin.flush()
+    try:
+        proc.wait(timeout=60)  # the client holds stdin open until the tee is done
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert proc.stderr is not None
+    assert proc.returncode == 1, proc.stderr.read()
+    records = only_capture(tmp_path)
+    counters = records[-2][fmt.F_COUNTERS]
+    assert counters["servers"] == {records[0][fmt.F_SERVER]: {"era": "unknown", "outcomes": {outcome: 1}}}
+    options = AnalyzeOptions(probe_timeout=float(timeout[1])) if timeout else AnalyzeOptions()
+    (server,) = report_dict(analyze([str(tmp_path)], options))["servers"]
+    assert server["probe_outcomes"] == {outcome: 1}

@@ -397,6 +397,8 @@ def test_mixed_plain_and_compressed_parts_are_one_capture(tmp_path: Path) -> Non
         (["--rotate-size", "big"], "--rotate-size must be a positive size"),
         (["--keep-bytes", "-5"], "--keep-bytes must be a positive size"),
         (["--keep-days", "0"], "--keep-days must be positive"),
+        (["--probe-timeout", "0"], "--probe-timeout must be a positive number of seconds"),
+        (["--probe-timeout", "-1"], "--probe-timeout must be a positive number of seconds"),
     ],
 )
 def test_record_stdio_refuses_bad_retention_values_before_spawning(
@@ -425,6 +427,8 @@ def test_record_http_refuses_bad_metrics_and_retention_values(clean_env: dict[st
         (["--rotate-age", "soon"], "--rotate-age must be a positive duration"),
         (["--keep-bytes", "0"], "--keep-bytes must be a positive size"),
         (["--keep-days", "-1"], "--keep-days must be a positive number of days"),
+        (["--probe-timeout", "0"], "--probe-timeout must be a positive number of seconds"),
+        (["--probe-timeout", "-1"], "--probe-timeout must be a positive number of seconds"),
     ]:
         bad = subprocess.run([*base, *extra], capture_output=True, text=True, env=clean_env, timeout=60)
         assert bad.returncode == 2 and message in bad.stderr, (extra, bad.stderr)
