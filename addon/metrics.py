@@ -20,16 +20,21 @@ What is counted:
   `gateway-error`, `undecodable`, and `no-answer`), and the server's current era.
 
 Probes are timed as the analyzer times them, by the records' own `ts` and `LiveStats.probe_timeout`
-(the recorders' `--probe-timeout`, by default the analyzer's 10 s): garbage and a death count only within the timeout, and an answer after it
-only for a client that waited (it sent that server nothing else since the probe, on any connection
-or flow, and did not close the connection); else the probe had no answer. An outcome is counted once
-nothing that comes later could change it: `no-answer` when the connection dies after the timeout,
-when the client left before the server died, or when the client sends that server something else
-after the timeout; a probe whose HTTP flow ended without an answer waits for that (a resumed stream
-may still bring its answer). `garbage` is counted when the connection or stream it came on ends
-without an answer, or when the client moves on after the timeout. The analyzer also decides what is
-still open when its input ends (garbage once the timeout ran out, else `no-answer`): a probe the
-counters hold undecided is in no count yet.
+(the recorders' `--probe-timeout`, by default the analyzer's 10 s): garbage and a death count only
+within the timeout, and an answer after it only for a client that waited (it sent that server
+nothing else since the probe, on any connection or flow, and did not close the connection); else the
+probe had no answer. An outcome is counted once nothing that comes later could change it:
+`no-answer` when the connection dies after the timeout, when the client left before the server died,
+or when the client sends that server something else after the timeout; a probe whose HTTP flow ended
+without an answer waits for that (a resumed stream may still bring its answer). `garbage` is counted
+when the connection or stream it came on ends without an answer, or when the client moves on after
+the timeout. The analyzer also decides what is still open when its input ends (garbage once the
+timeout ran out, else `no-answer`): a probe the counters hold undecided is in no count yet.
+
+On stdio, a JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is
+counted, an answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC
+message (`{}`, an id without a result) is garbage. An HTTP request's batch is not told apart (one
+flow, one key).
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
 implies, nothing more (a dual-era server shows the era of whatever was asked last):
@@ -516,13 +521,30 @@ class LiveStats:
     def _request(
         self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object, ts: float | None, headers: object = None
     ) -> bool:
-        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`)."""
+        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`), or
+        each one a stdio batch holds (an HTTP flow has one key: a batch's are not told apart)."""
         msg = _json(raw)
-        if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or "id" not in msg:
+        if not isinstance(msg, list):
+            ident = _id(msg, raw) if isinstance(msg, dict) else None
+            return self._take(key, msg, ident, server, ts, headers) is not None
+        if key[0] != "c":
             return False
-        ident = _id(msg, raw)
-        if ident is None:
-            return False
+        taken: list[_Pending] = []
+        for index, member in enumerate(msg):
+            if taken and isinstance(member, dict) and isinstance(member.get("method"), str):
+                for pending in taken:
+                    pending.moved = True  # sent after those probes, as the batch's order has it
+            ident = _id(member, raw, index) if isinstance(member, dict) else None
+            if (pending := self._take(key, member, ident, server, ts, headers)) is not None:
+                taken.append(pending)
+        return bool(taken)
+
+    def _take(
+        self, key: tuple[str, ...], msg: Any, ident: bytes | None, server: object, ts: float | None, headers: object
+    ) -> _Pending | None:
+        """Remember the message `msg` (its id `ident`) when it is a probe or an `initialize`."""
+        if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or ident is None:
+            return None
         if key[0] == "c":
             key = (*key, ident.decode())
         if len(self._pending) >= MAX_PENDING:
@@ -540,7 +562,7 @@ class LiveStats:
             self._by_conn.setdefault(key[1], set()).add(key)
             self._requests += 1
             pending.order = self._requests
-        return True
+        return pending
 
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
@@ -576,17 +598,22 @@ class LiveStats:
         if not keys:
             return
         msg = _json(raw)
-        if not isinstance(msg, dict):
+        batch = isinstance(msg, list)
+        members = msg if batch else [msg]
+        garbage = not members  # `[]` holds no message
+        for index, member in enumerate(members):
+            if not _is_message(member):
+                garbage = True  # a line that is no JSON, or JSON that is no JSON-RPC message
+            elif "result" in member or "error" in member:
+                ident = _id(member, raw, index if batch else None)
+                key = ("c", conn, ident.decode()) if ident is not None else None
+                if key is not None and key in self._by_conn.get(conn, ()):
+                    self._settle(key, member, None, _ts(record))
+        if garbage:
             # garbage for the requests it came after, if no answer comes before the connection dies
-            for key in keys:
+            for key in self._by_conn.get(conn, ()):
                 if _in_time(self._pending[key], record):
                     self._pending[key].garbage = True
-            return
-        ident = _id(msg, raw)
-        if ident is not None and ("result" in msg or "error" in msg):
-            key = ("c", conn, ident.decode())
-            if key in keys:
-                self._settle(key, msg, None, _ts(record))
 
     def _lifecycle(self, record: dict[str, Any]) -> None:
         event = record.get(fmt.F_EVENT)
@@ -798,6 +825,8 @@ def _method_may_match(raw: str) -> bool:
     i = _WS.match(raw).end()
     if i >= n:
         return False  # blank: not JSON
+    if raw[i] == "[":
+        return True  # a batch: a member may be either (stdio reads them)
     if raw[i] != "{":
         return raw[i] not in _NOT_OBJECT  # JSON that is no object is no message (and a BOM is left to orjson)
     ws = _WS.match
@@ -891,14 +920,15 @@ def _string_end(raw: str, i: int) -> int:
     return -1
 
 
-def _id(msg: dict[str, Any], raw: object) -> bytes | None:
-    """The id of the message `msg` (decoded from `raw`) as a key: a string as JSON text, a number as
-    `_number_id` writes it, so that `1` and `"1"` stay two ids and one number written two ways is one."""
+def _id(msg: dict[str, Any], raw: object, index: int | None = None) -> bytes | None:
+    """The id of the message `msg` (decoded from `raw`, or its member `index` when `raw` is a batch) as
+    a key: a string as JSON text, a number as `_number_id` writes it, so that `1` and `"1"` stay two
+    ids and one number written two ways is one."""
     ident = msg.get("id")
     if isinstance(ident, bool) or not isinstance(ident, str | int | float):
         return None
     if isinstance(ident, float):
-        return _number_id(raw)
+        return _number_id(raw, index)
     if isinstance(ident, int):
         return str(ident).encode()  # as orjson writes one, also past 64 bits (`jsontext.loads` reads those)
     if _SURROGATE.search(ident):
@@ -916,7 +946,7 @@ gigabyte of zeros, and no integer id has more (the standard library's `json` ref
 `sys.get_int_max_str_digits`)."""
 
 
-def _number_id(raw: object) -> bytes | None:
+def _number_id(raw: object, index: int | None = None) -> bytes | None:
     """The id of the JSON text `raw` when orjson read it as a float, as the exact number it writes.
 
     orjson reads a fraction, an exponent and an integer beyond 64 bits as a float: 2**64 and 2**64 + 1
@@ -932,6 +962,8 @@ def _number_id(raw: object) -> bytes | None:
         msg = json.loads(text, parse_float=Decimal)
     except (ValueError, RecursionError, ArithmeticError):  # an integer too long for `int`, an exponent for `Decimal`
         return None
+    if index is not None:  # a batch's member
+        msg = msg[index] if isinstance(msg, list) and index < len(msg) else None
     ident = msg.get("id") if isinstance(msg, dict) else None
     if isinstance(ident, int) and not isinstance(ident, bool):
         return str(ident).encode()

@@ -1124,3 +1124,96 @@ def test_an_http_probe_left_unanswered_is_no_answer_once_the_client_moved_on(
             w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
     (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
     assert server["probe_outcomes"] == expected
+
+
+ANSWER = {"result": {"supportedVersions": [MODERN]}}
+
+
+def _batch(*members: str) -> str:
+    return "[" + ",".join(members) + "]"
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"),
+    [
+        pytest.param(
+            [frame("a", fmt.C2S, _batch(with_id("1", WELL_FORMED))), frame("a", fmt.S2C, _batch(with_id("1", ANSWER)))],
+            {"discover-result": 1},
+            id="a-probe-in-a-batch",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, _batch(with_id("1", WELL_FORMED), with_id("2", WELL_FORMED))),
+                frame("a", fmt.S2C, with_id("2", ANSWER)),
+                frame("a", fmt.S2C, with_id("1", UNSUPPORTED)),
+            ],
+            {"discover-result": 1, "unsupported-version": 1},
+            id="two-probes-in-a-batch",
+        ),
+        pytest.param(
+            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, _batch(with_id("1", ANSWER)))],
+            {"discover-result": 1},
+            id="its-answer-in-a-batch",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1e0", WELL_FORMED)),
+                frame("a", fmt.S2C, _batch("7", with_id("1.0", ANSWER))),
+            ],
+            {"discover-result": 1},
+            id="its-answer-in-a-batch-beside-garbage",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, _batch('{"jsonrpc":"2.0","method":"notifications/message"}', with_id("7", ANSWER))),
+                event("a", fmt.EV_EXIT),
+            ],
+            {"connection-died": 1},
+            id="a-batch-of-other-messages-is-no-garbage",
+        ),
+        pytest.param(
+            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, "{}"), event("a", fmt.EV_EXIT)],
+            {"garbage": 1},
+            id="an-object-that-is-no-message-is-garbage",
+        ),
+        pytest.param(
+            [
+                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
+                frame("a", fmt.S2C, '{"jsonrpc":"2.0","id":1}'),
+                event("a", fmt.EV_EXIT),
+            ],
+            {"garbage": 1},
+            id="an-id-without-a-result-is-garbage",
+        ),
+        pytest.param(
+            [
+                at(0, frame("a", fmt.C2S, _batch(with_id("1", WELL_FORMED), orjson.dumps(INITIALIZED).decode()))),
+                at(12, frame("a", fmt.S2C, with_id("1", ANSWER))),
+            ],
+            {"no-answer": 1},
+            id="a-late-answer-to-a-probe-batched-before-a-notification",
+        ),
+        # guards
+        pytest.param(
+            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, "[]"), event("a", fmt.EV_EXIT)],
+            {"garbage": 1},
+            id="an-empty-batch-is-garbage",
+        ),
+        pytest.param(
+            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, _batch("7")), event("a", fmt.EV_EXIT)],
+            {"garbage": 1},
+            id="a-batch-of-no-message-is-garbage",
+        ),
+    ],
+)
+def test_batches_and_objects_that_are_no_message_are_read_as_the_analyzer_reads_them(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """A JSON-RPC batch is its members: a probe in one was not counted at all, an answer in one was
+    `garbage` (so was a batch of notifications), and a JSON object that is no JSON-RPC message (`{}`,
+    an id without a result) was no garbage, where the analyzer reads each member and calls an object
+    that is no message garbage."""
+    records = [event("a", fmt.EV_SPAWN), *records]
+    assert feed(LiveStats(), records)["servers"].get("srv", {}).get("outcomes", {}) == expected
+    assert _analyzed(tmp_path, records)["outcomes"] == expected
