@@ -31,10 +31,11 @@ when the connection or stream it came on ends without an answer, or when the cli
 the timeout. The analyzer also decides what is still open when its input ends (garbage once the
 timeout ran out, else `no-answer`): a probe the counters hold undecided is in no count yet.
 
-On stdio, a JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is
+A JSON-RPC batch is read as its members, as the analyzer reads it: on stdio a probe in one is
 counted, an answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC
-message (`{}`, an id without a result) is garbage. An HTTP request's batch is not told apart (one
-flow, one key).
+message (`{}`, an id without a result) is garbage; over HTTP an answer in an event's batch settles
+the request of its id, and a body's first member that answers (or is no message) is the answer to
+the flow's request. An HTTP request's batch is not told apart (one flow, one key).
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
 implies, nothing more (a dual-era server shows the era of whatever was asked last):
@@ -185,6 +186,10 @@ def _json(raw: object) -> Any:
         return jsontext.loads(raw)  # a lone surrogate's escape read as the analyzer reads it
     except ValueError:
         return None
+
+
+_NOTHING: Final = object()
+"""No member of a batch answers."""
 
 
 def _is_message(msg: Any) -> bool:
@@ -464,18 +469,7 @@ class LiveStats:
                 elif rtype == fmt.SSE_EVENT:
                     pending = self._pending.get(("f", str(record.get("flow"))))
                     if pending is not None:
-                        raw = record.get(fmt.F_RAW)
-                        msg = _json(raw)
-                        if (
-                            isinstance(msg, dict)
-                            and ("result" in msg or "error" in msg)
-                            and _id(msg, raw) == pending.id
-                        ):
-                            self._settle(("f", str(record.get("flow"))), msg, None, _ts(record))
-                        elif raw != "" and not _is_message(msg) and _in_time(pending, record):
-                            # garbage if no answer comes before the stream ends (an event without
-                            # data, a resumable stream's priming one, is none)
-                            pending.garbage = True
+                        self._event_on_own_stream(("f", str(record.get("flow"))), pending, record)
                     elif self._answers and str(record.get("flow")) in self._get_streams:
                         self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
@@ -564,6 +558,28 @@ class LiveStats:
             pending.order = self._requests
         return pending
 
+    def _event_on_own_stream(self, key: tuple[str, ...], pending: _Pending, record: dict[str, Any]) -> None:
+        """An event on the stream of the request `key` awaits: its answer (by id; in a batch, a
+        member), or garbage if no answer comes before the stream ends (an event without data, a
+        resumable stream's priming one, is none)."""
+        raw = record.get(fmt.F_RAW)
+        msg = _json(raw)
+        batch = isinstance(msg, list)
+        members = msg if batch else [msg]
+        garbage = raw != "" and not members  # `[]` holds no message
+        for index, member in enumerate(members):
+            if (
+                isinstance(member, dict)
+                and ("result" in member or "error" in member)
+                and _id(member, raw, index if batch else None) == pending.id
+            ):
+                self._settle(key, member, None, _ts(record))
+                return
+            if raw != "" and not _is_message(member):
+                garbage = True
+        if garbage and _in_time(pending, record):
+            pending.garbage = True
+
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
         key = ("f", str(record.get("flow")))
@@ -586,7 +602,15 @@ class LiveStats:
         if not raw and status is not None and 200 <= status < 300:
             self._ended(key)  # answers nothing
             return
-        self._settle(key, _json(raw), status, _ts(record))
+        msg = _json(raw)
+        if isinstance(msg, list) and msg:
+            # a batch: its first member that answers, or is no message, is the answer (requests and
+            # notifications answer nothing), as the analyzer pairs a body with its flow's request
+            msg = next((m for m in msg if not _is_message(m) or "result" in m or "error" in m), _NOTHING)
+            if msg is _NOTHING:
+                self._ended(key)
+                return
+        self._settle(key, msg, status, _ts(record))
 
     def _frame(self, record: dict[str, Any]) -> None:
         conn = str(record.get(fmt.F_CONN))
@@ -641,16 +665,18 @@ class LiveStats:
         HTTP+SSE transport; the answer may come before or after the POST's 202)."""
         raw = record.get(fmt.F_RAW)
         msg = _json(raw)
-        if not isinstance(msg, dict) or not ("result" in msg or "error" in msg):
-            return
-        ident = _id(msg, raw)
-        if ident is None:
-            return
-        key = self._answers.get(("s", str(record.get("flow")), ident))
-        if key is None:
-            key = self._answers.get(("l", self._known_label(record.get(fmt.F_SERVER)), ident))
-        if key is not None:
-            self._settle(key, msg, None, _ts(record))
+        batch = isinstance(msg, list)
+        for index, member in enumerate(msg if batch else [msg]):  # a batch's answers, each
+            if not isinstance(member, dict) or not ("result" in member or "error" in member):
+                continue
+            ident = _id(member, raw, index if batch else None)
+            if ident is None:
+                continue
+            key = self._answers.get(("s", str(record.get("flow")), ident))
+            if key is None:
+                key = self._answers.get(("l", self._known_label(record.get(fmt.F_SERVER)), ident))
+            if key is not None:
+                self._settle(key, member, None, _ts(record))
 
     def _announce(self, record: dict[str, Any]) -> None:
         """A GET stream's `endpoint` event: the session whose POSTs it answers."""

@@ -1217,3 +1217,59 @@ def test_batches_and_objects_that_are_no_message_are_read_as_the_analyzer_reads_
     records = [event("a", fmt.EV_SPAWN), *records]
     assert feed(LiveStats(), records)["servers"].get("srv", {}).get("outcomes", {}) == expected
     assert _analyzed(tmp_path, records)["outcomes"] == expected
+
+
+NOTE = '{"jsonrpc":"2.0","method":"notifications/message"}'
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param({"body": _batch(with_id("1", ANSWER))}, {"discover-result": 1}, id="body-its-answer"),
+        pytest.param({"body": _batch(NOTE, with_id("7", ANSWER))}, {"discover-result": 1}, id="body-after-a-note"),
+        pytest.param({"body": _batch(with_id("1", ANSWER), "5")}, {"discover-result": 1}, id="body-then-garbage"),
+        pytest.param({"body": _batch(with_id("7", UNSUPPORTED))}, {"unsupported-version": 1}, id="body-an-error"),
+        pytest.param({"events": [_batch(with_id("1", ANSWER))]}, {"discover-result": 1}, id="event-its-answer"),
+        pytest.param({"events": [_batch(with_id("7", ANSWER))]}, {"connection-died": 1}, id="event-another-answer"),
+        pytest.param({"events": [_batch(NOTE)]}, {"connection-died": 1}, id="event-a-note"),
+        # guards
+        pytest.param({"body": _batch("5", with_id("1", ANSWER))}, {"garbage": 1}, id="body-garbage-first"),
+        pytest.param({"body": "[]"}, {"garbage": 1}, id="body-empty"),
+        pytest.param({"body": "{}"}, {"garbage": 1}, id="body-no-message"),
+        pytest.param({"events": ["[]"]}, {"garbage": 1}, id="event-empty"),
+        pytest.param({"events": [_batch("{}", with_id("1", ANSWER))]}, {"discover-result": 1}, id="event-answer-wins"),
+    ],
+)
+def test_http_batch_answers_are_read_as_the_analyzer_reads_them(
+    tmp_path: Path, answer: dict[str, Any], expected: dict[str, int]
+) -> None:
+    """An answer to a probe's POST in a JSON-RPC batch (the body, or an event's data) was garbage: the
+    body's first member that answers (or is no message) is its answer, as the analyzer reads it, and
+    an event's members are read for the probe's id."""
+    records: list[dict[str, Any]] = [req("f1", probe(1))]
+    if "body" in answer:
+        records.append(resp("f1", 200, answer["body"]))
+    else:
+        records.append(resp("f1", 200, sse=True))
+        records += [_sse_event("f1", raw, i) for i, raw in enumerate(answer["events"])]
+        records.append(_sse_end("f1", "upstream-reset"))
+    assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
+    assert _analyzed_http(tmp_path, records) == expected
+
+
+def test_an_http_sse_answer_in_a_batch_settles_its_request(tmp_path: Path) -> None:
+    """The HTTP+SSE transport answers on the session's stream: an answer in a batch there was not read."""
+    stream = "http://s/sse"
+    session = "/messages/?session_id=abc"
+    events = [_batch(with_id("7", ANSWER), with_id("1", ANSWER))]
+    records: list[dict[str, Any]] = [
+        {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "g", "method": "GET", "url": stream, "headers": [], fmt.F_RAW: ""},
+        resp("g", 200, sse=True),
+        {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "g", "index": 0, "sse_event": "endpoint", fmt.F_RAW: session},
+        {**req("p1", probe(1)), "method": "POST", "url": "http://s" + session},
+        {**resp("p1", 202, "Accepted"), "headers": []},
+        *(_sse_event("g", raw, i + 1) for i, raw in enumerate(events)),
+    ]
+    records = [{**r, fmt.F_SERVER: stream} for r in records]
+    assert feed(LiveStats(), records)["servers"][stream]["outcomes"] == {"discover-result": 1}
+    assert _analyzed_http(tmp_path, records) == {"discover-result": 1}
