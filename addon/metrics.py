@@ -235,20 +235,17 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
         return (UNSUPPORTED_VERSION if method == _DISCOVER else None), ERA_MODERN_OTHER
     if method == _INITIALIZE:
         return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg else None)
-    if not isinstance(msg, dict):
-        if status is not None and 400 <= status <= 599:
-            # a legacy HTTP server's bare 400 (or middleware's), or a 5xx but a gateway's: an answer
-            # other than the probe's, which the client falls back to legacy on, as the analyzer reads it
-            return LEGACY_ANSWER, ERA_LEGACY
-        return GARBAGE, None
-    if "result" in msg:
+    if isinstance(msg, dict) and "result" in msg and "id" in msg:  # a result without an id is no answer
         result = msg["result"]
         versions = result.get("supportedVersions") if isinstance(result, dict) else None
         modern = isinstance(versions, list) and any(v in MODERN_VERSIONS for v in versions if isinstance(v, str))
         return DISCOVER_RESULT, ERA_MODERN if modern else ERA_LEGACY
-    if code in MODERN_ERROR_CODES:
-        return MODERN_ERROR, ERA_MODERN
-    if "error" in msg:
+    if isinstance(msg, dict) and "error" in msg:
+        return (MODERN_ERROR, ERA_MODERN) if code in MODERN_ERROR_CODES else (LEGACY_ANSWER, ERA_LEGACY)
+    # no JSON-RPC answer: text, or JSON of another shape
+    if status is not None and 400 <= status <= 599:
+        # a legacy HTTP server's bare 400 (or middleware's), or a 5xx but a gateway's: an answer other
+        # than the probe's, which the client falls back to legacy on, as the analyzer reads it
         return LEGACY_ANSWER, ERA_LEGACY
     return GARBAGE, None
 

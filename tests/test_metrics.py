@@ -882,6 +882,9 @@ def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, i
         pytest.param(500, None, {"legacy-answer": 1}, id="500-no-body"),
         pytest.param(500, "Internal Server Error", {"legacy-answer": 1}, id="500-text"),
         pytest.param(501, "", {"legacy-answer": 1}, id="501-empty"),
+        pytest.param(500, "{}", {"legacy-answer": 1}, id="500-json-no-message"),
+        pytest.param(400, '{"jsonrpc":"2.0","id":1}', {"legacy-answer": 1}, id="400-json-no-answer"),
+        pytest.param(200, '{"jsonrpc":"2.0","result":{}}', {"garbage": 1}, id="200-result-without-id"),
         # guards
         pytest.param(200, "Bad Gateway", {"garbage": 1}, id="200-text"),
         pytest.param(503, "", {"gateway-error": 1}, id="503-empty"),
