@@ -953,126 +953,59 @@ TOOLS_LIST: dict[str, Any] = {"method": "tools/list", "params": {}}
 INITIALIZED: dict[str, Any] = {"method": "notifications/initialized"}
 
 
+def probed(*after: dict[str, Any]) -> list[dict[str, Any]]:
+    """A well-formed probe at 0 s on connection `a`, then `after`."""
+    return [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), *after]
+
+
+def s2c(ts: float, raw: str) -> dict[str, Any]:
+    return at(ts, frame("a", fmt.S2C, raw))
+
+
+def c2s(ts: float, raw: str, conn: str = "a") -> dict[str, Any]:
+    return at(ts, frame(conn, fmt.C2S, raw))
+
+
+NO_ANSWER = {"no-answer": 1}
+ANSWERED = {"discover-result": 1}
+LIST = with_id("2", TOOLS_LIST)
+TIMED: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
+    ("death-after-the-timeout", [at(11, event("a", fmt.EV_EXIT))], NO_ANSWER),
+    ("garbage-after-the-timeout", [s2c(11, GARBAGE_LINE), at(12, event("a", fmt.EV_EXIT))], NO_ANSWER),
+    ("late-answer-after-the-client-moved-on", [c2s(1, LIST), s2c(12, with_id("1", RELEASE))], NO_ANSWER),
+    (
+        "late-answer-after-a-notification",
+        [c2s(1, orjson.dumps(INITIALIZED).decode()), s2c(12, with_id("1", RELEASE))],
+        NO_ANSWER,
+    ),
+    ("the-client-moved-on-after-the-timeout", [c2s(11, LIST)], NO_ANSWER),
+    (
+        "a-probe-storm",
+        [c2s(11, with_id("2", WELL_FORMED)), s2c(11.1, with_id("2", RELEASE))],
+        {"no-answer": 1, "discover-result": 1},
+    ),
+    (
+        "moved-on-on-another-connection",
+        [at(0.5, event("b", fmt.EV_SPAWN)), c2s(1, with_id("1", TOOLS_LIST), "b"), s2c(12, with_id("1", RELEASE))],
+        NO_ANSWER,
+    ),
+    ("the-client-left-first", [at(1, event("a", fmt.EV_CLIENT_EOF)), at(2, event("a", fmt.EV_EXIT))], NO_ANSWER),
+    (
+        "late-answer-after-the-client-left",
+        [at(1, event("a", fmt.EV_CLIENT_EOF)), s2c(12, with_id("1", RELEASE)), at(13, event("a", fmt.EV_EXIT))],
+        NO_ANSWER,
+    ),
+    # guards
+    ("late-answer-the-client-waited-for", [s2c(30, with_id("1", RELEASE))], ANSWERED),
+    ("moved-on-answered-in-time", [c2s(1, LIST), s2c(10, with_id("1", RELEASE))], ANSWERED),
+    ("death-within-the-timeout", [at(10, event("a", fmt.EV_EXIT))], {"connection-died": 1}),
+    ("garbage-in-time-then-the-client-moved-on", [s2c(9, GARBAGE_LINE), c2s(11, LIST)], {"garbage": 1}),
+    ("moved-on-still-undecided", [c2s(1, LIST), s2c(5, with_id("2", {"result": {"tools": []}}))], {}),
+]
+
+
 @pytest.mark.parametrize(
-    ("records", "expected"),
-    [
-        pytest.param(
-            [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), at(11, event("a", fmt.EV_EXIT))],
-            {"no-answer": 1},
-            id="death-after-the-timeout",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(11, frame("a", fmt.S2C, GARBAGE_LINE)),
-                at(12, event("a", fmt.EV_EXIT)),
-            ],
-            {"no-answer": 1},
-            id="garbage-after-the-timeout",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(1, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
-                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
-            ],
-            {"no-answer": 1},
-            id="late-answer-after-the-client-moved-on",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(1, frame("a", fmt.C2S, orjson.dumps(INITIALIZED).decode())),
-                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
-            ],
-            {"no-answer": 1},
-            id="late-answer-after-a-notification",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(11, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
-            ],
-            {"no-answer": 1},
-            id="the-client-moved-on-after-the-timeout",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(11, frame("a", fmt.C2S, with_id("2", WELL_FORMED))),
-                at(11.1, frame("a", fmt.S2C, with_id("2", RELEASE))),
-            ],
-            {"no-answer": 1, "discover-result": 1},
-            id="a-probe-storm",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(0.5, event("b", fmt.EV_SPAWN)),
-                at(1, frame("b", fmt.C2S, with_id("1", TOOLS_LIST))),
-                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
-            ],
-            {"no-answer": 1},
-            id="moved-on-on-another-connection",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(1, event("a", fmt.EV_CLIENT_EOF)),
-                at(2, event("a", fmt.EV_EXIT)),
-            ],
-            {"no-answer": 1},
-            id="the-client-left-first",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(1, event("a", fmt.EV_CLIENT_EOF)),
-                at(12, frame("a", fmt.S2C, with_id("1", RELEASE))),
-                at(13, event("a", fmt.EV_EXIT)),
-            ],
-            {"no-answer": 1},
-            id="late-answer-after-the-client-left",
-        ),
-        # guards
-        pytest.param(
-            [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), at(30, frame("a", fmt.S2C, with_id("1", RELEASE)))],
-            {"discover-result": 1},
-            id="late-answer-the-client-waited-for",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(1, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
-                at(10, frame("a", fmt.S2C, with_id("1", RELEASE))),
-            ],
-            {"discover-result": 1},
-            id="moved-on-answered-in-time",
-        ),
-        pytest.param(
-            [at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))), at(10, event("a", fmt.EV_EXIT))],
-            {"connection-died": 1},
-            id="death-within-the-timeout",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(9, frame("a", fmt.S2C, GARBAGE_LINE)),
-                at(11, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
-            ],
-            {"garbage": 1},
-            id="garbage-in-time-then-the-client-moved-on",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, with_id("1", WELL_FORMED))),
-                at(1, frame("a", fmt.C2S, with_id("2", TOOLS_LIST))),
-                at(5, frame("a", fmt.S2C, with_id("2", {"result": {"tools": []}}))),
-            ],
-            {},
-            id="moved-on-still-undecided",
-        ),
-    ],
+    ("records", "expected"), [pytest.param(probed(*after), expected, id=name) for name, after, expected in TIMED]
 )
 def test_probes_are_timed_as_the_analyzer_times_them(
     tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
@@ -1130,85 +1063,49 @@ def test_an_http_probe_left_unanswered_is_no_answer_once_the_client_moved_on(
 
 
 ANSWER = {"result": {"supportedVersions": [MODERN]}}
+NOTE = '{"jsonrpc":"2.0","method":"notifications/message"}'
+DIED = {"connection-died": 1}
+GARBAGE = {"garbage": 1}
 
 
 def _batch(*members: str) -> str:
     return "[" + ",".join(members) + "]"
 
 
+EXIT = event("a", fmt.EV_EXIT)
+BATCHES: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
+    ("a-probe-in-a-batch", [c2s(0, _batch(with_id("1", WELL_FORMED))), s2c(1, _batch(with_id("1", ANSWER)))], ANSWERED),
+    (
+        "two-probes-in-a-batch",
+        [
+            c2s(0, _batch(with_id("1", WELL_FORMED), with_id("2", WELL_FORMED))),
+            s2c(1, with_id("2", ANSWER)),
+            s2c(2, with_id("1", UNSUPPORTED)),
+        ],
+        {"discover-result": 1, "unsupported-version": 1},
+    ),
+    ("its-answer-in-a-batch", probed(s2c(1, _batch(with_id("1", ANSWER)))), ANSWERED),
+    (
+        "its-answer-in-a-batch-beside-garbage",
+        [c2s(0, with_id("1e0", WELL_FORMED)), s2c(1, _batch("7", with_id("1.0", ANSWER)))],
+        ANSWERED,
+    ),
+    ("a-batch-of-other-messages-is-no-garbage", probed(s2c(1, _batch(NOTE, with_id("7", ANSWER))), EXIT), DIED),
+    ("an-object-that-is-no-message-is-garbage", probed(s2c(1, "{}"), EXIT), GARBAGE),
+    ("an-id-without-a-result-is-garbage", probed(s2c(1, '{"jsonrpc":"2.0","id":1}'), EXIT), GARBAGE),
+    (
+        "a-late-answer-to-a-probe-batched-before-a-notification",
+        [c2s(0, _batch(with_id("1", WELL_FORMED), orjson.dumps(INITIALIZED).decode())), s2c(12, with_id("1", ANSWER))],
+        NO_ANSWER,
+    ),
+    # guards
+    ("an-empty-batch-is-garbage", probed(s2c(1, "[]"), EXIT), GARBAGE),
+    ("a-batch-of-no-message-is-garbage", probed(s2c(1, _batch("7")), EXIT), GARBAGE),
+]
+
+
 @pytest.mark.parametrize(
-    ("records", "expected"),
-    [
-        pytest.param(
-            [frame("a", fmt.C2S, _batch(with_id("1", WELL_FORMED))), frame("a", fmt.S2C, _batch(with_id("1", ANSWER)))],
-            {"discover-result": 1},
-            id="a-probe-in-a-batch",
-        ),
-        pytest.param(
-            [
-                frame("a", fmt.C2S, _batch(with_id("1", WELL_FORMED), with_id("2", WELL_FORMED))),
-                frame("a", fmt.S2C, with_id("2", ANSWER)),
-                frame("a", fmt.S2C, with_id("1", UNSUPPORTED)),
-            ],
-            {"discover-result": 1, "unsupported-version": 1},
-            id="two-probes-in-a-batch",
-        ),
-        pytest.param(
-            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, _batch(with_id("1", ANSWER)))],
-            {"discover-result": 1},
-            id="its-answer-in-a-batch",
-        ),
-        pytest.param(
-            [
-                frame("a", fmt.C2S, with_id("1e0", WELL_FORMED)),
-                frame("a", fmt.S2C, _batch("7", with_id("1.0", ANSWER))),
-            ],
-            {"discover-result": 1},
-            id="its-answer-in-a-batch-beside-garbage",
-        ),
-        pytest.param(
-            [
-                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
-                frame("a", fmt.S2C, _batch('{"jsonrpc":"2.0","method":"notifications/message"}', with_id("7", ANSWER))),
-                event("a", fmt.EV_EXIT),
-            ],
-            {"connection-died": 1},
-            id="a-batch-of-other-messages-is-no-garbage",
-        ),
-        pytest.param(
-            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, "{}"), event("a", fmt.EV_EXIT)],
-            {"garbage": 1},
-            id="an-object-that-is-no-message-is-garbage",
-        ),
-        pytest.param(
-            [
-                frame("a", fmt.C2S, with_id("1", WELL_FORMED)),
-                frame("a", fmt.S2C, '{"jsonrpc":"2.0","id":1}'),
-                event("a", fmt.EV_EXIT),
-            ],
-            {"garbage": 1},
-            id="an-id-without-a-result-is-garbage",
-        ),
-        pytest.param(
-            [
-                at(0, frame("a", fmt.C2S, _batch(with_id("1", WELL_FORMED), orjson.dumps(INITIALIZED).decode()))),
-                at(12, frame("a", fmt.S2C, with_id("1", ANSWER))),
-            ],
-            {"no-answer": 1},
-            id="a-late-answer-to-a-probe-batched-before-a-notification",
-        ),
-        # guards
-        pytest.param(
-            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, "[]"), event("a", fmt.EV_EXIT)],
-            {"garbage": 1},
-            id="an-empty-batch-is-garbage",
-        ),
-        pytest.param(
-            [frame("a", fmt.C2S, with_id("1", WELL_FORMED)), frame("a", fmt.S2C, _batch("7")), event("a", fmt.EV_EXIT)],
-            {"garbage": 1},
-            id="a-batch-of-no-message-is-garbage",
-        ),
-    ],
+    ("records", "expected"), [pytest.param(records, expected, id=name) for name, records, expected in BATCHES]
 )
 def test_batches_and_objects_that_are_no_message_are_read_as_the_analyzer_reads_them(
     tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
@@ -1220,9 +1117,6 @@ def test_batches_and_objects_that_are_no_message_are_read_as_the_analyzer_reads_
     records = [event("a", fmt.EV_SPAWN), *records]
     assert feed(LiveStats(), records)["servers"].get("srv", {}).get("outcomes", {}) == expected
     assert _analyzed(tmp_path, records)["outcomes"] == expected
-
-
-NOTE = '{"jsonrpc":"2.0","method":"notifications/message"}'
 
 
 @pytest.mark.parametrize(
