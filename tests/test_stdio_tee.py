@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -850,9 +851,9 @@ def test_cli_reports_bad_linger(tmp_path: Path, clean_env: dict[str, str]) -> No
 class Client:
     """The client side of a tee process: its stdin and stdout pipes, driven by hand."""
 
-    def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
+    def __init__(self, cmd: list[str], env: dict[str, str], **popen: Any) -> None:
         pipe = subprocess.PIPE
-        self.proc = subprocess.Popen(cmd, stdin=pipe, stdout=pipe, stderr=pipe, env=env)
+        self.proc = subprocess.Popen(cmd, stdin=pipe, stdout=pipe, stderr=pipe, env=env, **popen)
         assert self.proc.stdin and self.proc.stdout and self.proc.stderr
         self.stdin, self.stdout, self.stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
 
@@ -882,8 +883,8 @@ class Client:
 def client_factory(clean_env: dict[str, str]):
     started: list[Client] = []
 
-    def make(cmd: list[str]) -> Client:
-        c = Client(cmd, clean_env)
+    def make(cmd: list[str], **popen: Any) -> Client:
+        c = Client(cmd, clean_env, **popen)
         started.append(c)
         return c
 
@@ -1083,9 +1084,18 @@ def test_grandchild_holding_stdout_does_not_delay_eof(tmp_path: Path, client_fac
     assert ev.index(fmt.EV_EXIT) < ev.index(fmt.EV_SERVER_EOF) < ev.index(fmt.EV_LINGER_END)
 
 
+def _terminal_defaults() -> None:
+    """In the tee's process before it runs: the signals a terminal sends at their default disposition,
+    as an interactive host leaves them. A suite run under `nohup` (SIGHUP ignored) or as a
+    non-interactive shell's background job (SIGINT, SIGQUIT ignored) would hand the tee them ignored,
+    which it rightly keeps so for the server (the test after this one), and the server would never end."""
+    for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_signal_to_tee_is_forwarded(tmp_path: Path, client_factory, sig: signal.Signals) -> None:
-    c = client_factory(tee_cmd(tmp_path, *scripted("answers-then-waits")))
+    c = client_factory(tee_cmd(tmp_path, *scripted("answers-then-waits")), preexec_fn=_terminal_defaults)
     _ready_pid(c)
     c.proc.send_signal(sig)
     assert c.read_to_eof() == b""
