@@ -31,6 +31,15 @@ when the connection or stream it came on ends without an answer, or when the cli
 the timeout. The analyzer also decides what is still open when its input ends (garbage once the
 timeout ran out, else `no-answer`): a probe the counters hold undecided is in no count yet.
 
+An answer on another HTTP flow than its request's (the HTTP+SSE transport's GET stream, a
+Streamable HTTP server's standalone or resumed stream, another POST's stream) is paired as the
+analyzer pairs it: only within one session (the request's `Mcp-Session-Id`, or its POST URL's
+`session_id`; a flow's session is the first one named in it, by its request, its response or an
+`endpoint` event), with the session's latest request of its id, and never when it answers its own
+flow's request. A request of no session takes no answer elsewhere. Garbage or a death on the
+request's own stream does not settle a probe that may still be answered elsewhere: an answer in time
+wins over both, as the analyzer's first rule has it.
+
 A JSON-RPC batch is read as its members, as the analyzer reads it: on stdio a probe in one is
 counted, an answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC
 message (`{}`, an id without a result) is garbage; over HTTP an answer in an event's batch settles
@@ -133,7 +142,11 @@ EMPTY_SERVER: Final = "<empty>"
 MAX_LABEL: Final = 200
 MAX_PENDING: Final = 4096
 """Probes and `initialize` requests awaiting their answer that are remembered; the oldest is
-forgotten beyond this (a flood of unanswered requests must not grow the recorder)."""
+forgotten beyond this (a flood of unanswered requests must not grow the recorder). So many HTTP flows
+that may carry events are followed too."""
+MAX_KEPT_REQUEST: Final = 4096
+"""An HTTP request's text is kept while its flow may carry events when no longer than this, to tell an
+answer to it there from an answer to another request of its session (`_Flow.answers`)."""
 
 _TYPE: Final = fmt.F_TYPE
 _FRAME: Final = fmt.FRAME
@@ -153,6 +166,7 @@ _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_B
 _STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
 _NOT_UPSTREAM: Final = "recorder-stopped"
 _ENDPOINT: Final = "endpoint"
+_SESSION_HEADER: Final = "mcp-session-id"
 _SESSION_QUERY: Final = re.compile(r"[?&]session_id=([^&#\s]+)")
 """The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer's
 `analyzer.messages._SESSION_QUERY`)."""
@@ -190,6 +204,11 @@ def _json(raw: object) -> Any:
 
 _NOTHING: Final = object()
 """No member of a batch answers."""
+
+
+def _is_answer(msg: Any) -> bool:
+    """Whether `msg` (decoded JSON) answers a request: a result or an error."""
+    return isinstance(msg, dict) and ("result" in msg or "error" in msg)
 
 
 def _is_message(msg: Any) -> bool:
@@ -283,8 +302,9 @@ class _Pending:
     method: str
     id: bytes
     server: str
-    answer: tuple[str, str, bytes] | None = None
-    """HTTP: the `_answers` key an answer on another flow is looked up by."""
+    answer: tuple[str, bytes] | None = None
+    """HTTP: (session, id), by which an answer on another flow of its session is looked up in
+    `_answers`; None for a request of no session (the analyzer pairs none of its answers elsewhere)."""
     well_formed: bool = True
     """A probe's: `_well_formed`."""
     order: int = 0
@@ -298,6 +318,78 @@ class _Pending:
     moved: bool = False
     """A probe's: the client has since sent its server another request or notification (on any
     connection or flow): an answer after the deadline then comes too late (`_gave_up`)."""
+    died: float | None = None
+    """HTTP: when the request's own flow died (-inf: a record without a time), for a probe kept because
+    its answer may still come on another flow of its session: an answer in time still wins, a later
+    one comes too late (the client saw the connection die)."""
+
+
+class _Flow:
+    """An HTTP flow that may still carry events: one may answer a request of its session on another flow."""
+
+    __slots__ = ("_named", "_request_headers", "_response_headers", "_url", "request", "unread")
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        # the session is read from the headers when first asked for (`session`): most flows end
+        # without anyone asking
+        self._request_headers: object = request.get("headers")
+        self._url: object = request.get("url")
+        self._response_headers: object = None
+        raw = request.get(fmt.F_RAW)
+        self._named: str | _Unread | None = _UNREAD
+        self.request = raw if isinstance(raw, str) and len(raw) <= MAX_KEPT_REQUEST else None
+        """The flow's request, when it had a body no longer than `MAX_KEPT_REQUEST`."""
+        self.unread = self.request is None and raw is not None and raw != ""
+        """The request had a longer body (not kept)."""
+
+    @property
+    def session(self) -> str | None:
+        """The session first named in the flow (the request's `Mcp-Session-Id` or POST URL's
+        `session_id`, the response's `Mcp-Session-Id`, an `endpoint` event), as the analyzer gives a
+        flow its session; None while none is."""
+        if isinstance(self._named, _Unread):
+            self._named = _session(self._request_headers, self._url)
+            if self._named is None and self._response_headers is not None:
+                self._named = _session(self._response_headers, None)
+            self._request_headers = self._url = self._response_headers = None
+        return self._named
+
+    def respond(self, headers: object) -> None:
+        """The flow's response (an event stream) came with `headers`."""
+        if isinstance(self._named, _Unread):
+            self._response_headers = headers
+        elif self._named is None:
+            self._named = _session(headers, None)
+
+    def name(self, session: str | None) -> None:
+        """`session` is named later in the flow: the flow's session unless one was named before."""
+        if self.session is None:
+            self._named = session
+
+    def answers(self, ident: bytes) -> bool:
+        """Whether an answer with id `ident` on this flow is its own request's (the analyzer pairs it
+        there, not with another flow's): a request too long to be kept is taken to hold it."""
+        return self.unread or ident in _request_ids(self.request)
+
+
+def _request_ids(raw: object) -> list[bytes]:
+    """The ids of the requests the client message `raw` holds (a batch: each member's)."""
+    msg = _json(raw)
+    batch = isinstance(msg, list)
+    return [
+        ident
+        for index, member in enumerate(msg if batch else [msg])
+        if isinstance(member, dict)
+        and member.get("method") is not None
+        and (ident := _id(member, raw, index if batch else None)) is not None
+    ]
+
+
+class _Unread:
+    """Not read yet."""
+
+
+_UNREAD: Final = _Unread()
 
 
 def _ts(record: dict[str, Any]) -> float | None:
@@ -375,16 +467,14 @@ class LiveStats:
         self._opened: dict[str, int] = {}
         """stdio connections a served `initialize` opened → that request's `_Pending.order`: a probe
         sent after it and refused -32600 is `CROSS_ERA`."""
-        self._answers: dict[tuple[str, str, bytes], tuple[str, ...]] = {}
-        """HTTP: ("s", GET flow, id) → the pending key of that request, for an answer that comes on
-        another flow: the HTTP+SSE transport accepts a POST (202) and answers on the stream of the POST's
-        session; ("l", server label, id) when the recorder did not see which stream that is."""
-        self._sessions: dict[str, str] = {}
-        """HTTP+SSE: session id → the GET flow whose `endpoint` event announced it (its POST URL's
-        `session_id`, as the analyzer joins them): every session numbers its requests from the same
-        start, so an id alone does not tell one session's answer from another's."""
-        self._get_streams: set[str] = set()
-        """HTTP flows whose request was a GET (a stream that may carry answers to other flows' POSTs)."""
+        self._answers: dict[str, dict[bytes, tuple[str, ...]]] = {}
+        """HTTP: per session, id → the pending key of the session's latest request with that id, for an
+        answer that comes on another flow of the session, as the analyzer pairs them: the HTTP+SSE
+        transport accepts a POST (202) and answers on the session's GET stream, a Streamable HTTP server
+        may answer on the standalone GET stream or a resumed one. Every session numbers its requests
+        from the same start, so an id alone does not tell one session's answer from another's."""
+        self._flows: dict[str, _Flow | dict[str, Any]] = {}
+        """HTTP flows that may still carry events: their request record until it is read (`_flow`)."""
 
     # --- labels ---------------------------------------------------------------------------------
     def _label(self, server: object) -> str:
@@ -413,7 +503,7 @@ class LiveStats:
         """`observe` each of `records`, in order: what the capture writer calls with each batch it
         takes, so a record that changes nothing costs no call of its own."""
         # never replaced, changed on this thread only
-        by_conn, awaiting, gets, probes = self._by_conn, self._pending, self._get_streams, self._probes
+        by_conn, awaiting, flows, probes = self._by_conn, self._pending, self._flows, self._probes
         for record in records:
             rtype = record.get(_TYPE)
             if rtype == _FRAME:
@@ -434,31 +524,32 @@ class LiveStats:
                         continue
                 elif not by_conn:
                     continue
-            elif (
-                # nothing to settle when no probe awaits its answer, and no stream opens without
+            elif rtype in (_HTTP_RESPONSE, _SSE_EVENT) and not awaiting:
+                # nothing to settle when no request awaits its answer, and no stream opens without
                 # `streamed`; a stream's `endpoint` event names its session, for the answers to come
-                rtype in (_HTTP_RESPONSE, _SSE_EVENT)
-                and not awaiting
-                and (
-                    record.get("sse_event") != _ENDPOINT
-                    if rtype == _SSE_EVENT
-                    else not (record.get("streamed") or gets)
-                )
-            ):
-                continue
+                if rtype == _SSE_EVENT:
+                    if record.get("sse_event") != _ENDPOINT:
+                        continue
+                elif not record.get("streamed"):
+                    flows.pop(str(record.get("flow")), None)  # no events come on it (only this thread changes `_flows`)
+                    continue
             with self._lock:
                 if rtype == fmt.FRAME:
                     self._frame(record)
                 elif rtype == fmt.HTTP_REQUEST:
                     self.flows += 1
-                    if record.get("method") == "GET":
-                        self._get_streams.add(str(record.get("flow")))
+                    flow = str(record.get("flow"))
+                    headers = record.get("headers", [])
                     raw = record.get(fmt.F_RAW)
+                    if len(self._flows) >= MAX_PENDING:
+                        del self._flows[next(iter(self._flows))]  # the oldest: most likely over
+                    # read when asked for (most flows end without that), but a long body is let go now
+                    short = raw is None or (raw.__class__ is str and len(raw) <= MAX_KEPT_REQUEST)
+                    self._flows[flow] = record if short else _Flow(record)
+                    if self._answers and (session := self._flow(flow).session) in self._answers:  # type: ignore[union-attr]
+                        self._take_ids(session, raw)  # type: ignore[arg-type]
                     if isinstance(raw, str):
-                        key = ("f", str(record.get("flow")))
-                        headers = record.get("headers", [])
-                        if self._client_message(key, raw, record.get(fmt.F_SERVER), _ts(record), headers):
-                            self._await_elsewhere(key, record.get("url"))
+                        self._client_message(("f", flow), raw, record.get(fmt.F_SERVER), _ts(record), headers)
                 elif rtype == fmt.HTTP_RESPONSE:
                     self._response(record)
                 elif rtype == fmt.SSE_EVENT and record.get("sse_event") == _ENDPOINT:
@@ -467,30 +558,25 @@ class LiveStats:
                     pending = self._pending.get(("f", str(record.get("flow"))))
                     if pending is not None:
                         self._event_on_own_stream(("f", str(record.get("flow"))), pending, record)
-                    elif self._answers and str(record.get("flow")) in self._get_streams:
+                    elif self._answers and str(record.get("flow")) in self._flows:
                         self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
                     key = ("f", str(record.get("flow")))
                     self._streams.discard(key[1])
                     if key in self._pending and record.get("undecodable") is not None:
                         self._died(key, UNDECODABLE, _ts(record))  # settled without an era, like a death
-                    elif key in self._pending and self._pending[key].garbage:
-                        self._died(key, GARBAGE, None)  # however the stream ended
-                    elif key in self._pending and record.get("how") in _SSE_DEATHS:
-                        self._died(key, CONNECTION_DIED, _ts(record))
+                    else:
+                        self._flow_over(key, record.get("how") in _SSE_DEATHS, _ts(record))
                     self._ended(key)
-                    self._get_streams.discard(key[1])
+                    self._flows.pop(key[1], None)
                 elif rtype == fmt.HTTP_ERROR:
                     kind = str(record.get("kind"))
                     if kind != _NOT_UPSTREAM:
                         self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
                     key = ("f", str(record.get("flow")))
-                    if key in self._pending and self._pending[key].garbage:
-                        self._died(key, GARBAGE, None)  # its stream's garbage, whoever ended the flow
-                    elif key in self._pending and kind in _HTTP_DEATHS:
-                        self._died(key, CONNECTION_DIED, _ts(record))
+                    self._flow_over(key, kind in _HTTP_DEATHS, _ts(record))
                     self._ended(key)
-                    self._get_streams.discard(key[1])
+                    self._flows.pop(key[1], None)
                     self._streams.discard(key[1])  # the flow is over, whether or not its stream's end came
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
@@ -546,9 +632,11 @@ class LiveStats:
             if ts is not None:
                 pending.deadline = ts + self.probe_timeout
             self._probes.setdefault(pending.server, set()).add(key)
-        if key[0] == "f":
-            pending.answer = ("l", pending.server, ident)
-            self._answers[pending.answer] = key
+        flow = self._flow(key[1]) if key[0] == "f" else None
+        session = flow.session if flow is not None else None
+        if session is not None:
+            pending.answer = (session, ident)
+            self._answers.setdefault(session, {})[ident] = key
         if key[0] == "c":
             self._by_conn.setdefault(key[1], set()).add(key)
             self._requests += 1
@@ -558,32 +646,34 @@ class LiveStats:
     def _event_on_own_stream(self, key: tuple[str, ...], pending: _Pending, record: dict[str, Any]) -> None:
         """An event on the stream of the request `key` awaits: its answer (by id; in a batch, a
         member), or garbage if no answer comes before the stream ends (an event without data, a
-        resumable stream's priming one, is none)."""
+        resumable stream's priming one, is none); an answer with another id may be another request's
+        of its session (`_stream_answer`)."""
         raw = record.get(fmt.F_RAW)
         msg = _json(raw)
         batch = isinstance(msg, list)
         members = msg if batch else [msg]
         garbage = raw != "" and not members  # `[]` holds no message
         for index, member in enumerate(members):
-            if (
-                isinstance(member, dict)
-                and ("result" in member or "error" in member)
-                and _id(member, raw, index if batch else None) == pending.id
-            ):
+            if _is_answer(member) and _id(member, raw, index if batch else None) == pending.id:
                 self._settle(key, member, None, _ts(record))
-                return
+                break
             if raw != "" and not _is_message(member):
                 garbage = True
-        if garbage and _in_time(pending, record):
-            pending.garbage = True
+        else:
+            if garbage and _in_time(pending, record):
+                pending.garbage = True
+        if self._answers:
+            self._stream_answer(record, msg, pending.id)
 
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
         key = ("f", str(record.get("flow")))
         if streamed and _is_event_stream(record.get("headers")):
             self._streams.add(key[1])
+            if (flow := self._flow(key[1])) is not None:
+                flow.respond(record.get("headers"))
         else:
-            self._get_streams.discard(key[1])  # no events come: only an event stream ends with sse.end
+            self._flows.pop(key[1], None)  # no events come: only an event stream ends with sse.end
         if key not in self._pending:
             return
         status = record.get("status")
@@ -657,51 +747,75 @@ class LiveStats:
                 else:
                     self._died(key, CONNECTION_DIED, _ts(record))
 
-    def _stream_answer(self, record: dict[str, Any]) -> None:
-        """An event on a GET stream answering a request of its server POSTed on another flow (the
-        HTTP+SSE transport; the answer may come before or after the POST's 202)."""
+    def _stream_answer(self, record: dict[str, Any], msg: Any = _NOTHING, own: bytes | None = None) -> None:
+        """An event on a flow of a session answering a request of that session on another flow (the
+        HTTP+SSE transport; a Streamable HTTP server's GET stream; the answer may come before or after
+        the POST's 202). `msg`: the event's data decoded, when it was; `own`: the id of the flow's own
+        request awaiting its answer, whose answer it is (`_event_on_own_stream`)."""
+        flow = self._flow(str(record.get("flow")))
+        if flow is None or flow.session is None or not (waiting := self._answers.get(flow.session)):
+            return
         raw = record.get(fmt.F_RAW)
-        msg = _json(raw)
+        msg = _json(raw) if msg is _NOTHING else msg
         batch = isinstance(msg, list)
         for index, member in enumerate(msg if batch else [msg]):  # a batch's answers, each
-            if not isinstance(member, dict) or not ("result" in member or "error" in member):
+            if not _is_answer(member):
                 continue
             ident = _id(member, raw, index if batch else None)
-            if ident is None:
-                continue
-            key = self._answers.get(("s", str(record.get("flow")), ident))
-            if key is None:
-                key = self._answers.get(("l", self._known_label(record.get(fmt.F_SERVER)), ident))
-            if key is not None:
+            key = waiting.get(ident) if ident is not None and ident != own else None
+            if key is not None and not flow.answers(ident):  # type: ignore[arg-type]
                 self._settle(key, member, None, _ts(record))
 
     def _announce(self, record: dict[str, Any]) -> None:
-        """A GET stream's `endpoint` event: the session whose POSTs it answers."""
+        """An `endpoint` event: the session of its flow (the session whose POSTs the HTTP+SSE transport
+        answers on it), unless one was named before."""
         flow = str(record.get("flow"))
         raw = record.get(fmt.F_RAW)
-        if not isinstance(raw, str) or len(raw) > ENDPOINT_URI_MAX or flow not in self._get_streams:
+        named = self._flow(flow)
+        if not isinstance(raw, str) or len(raw) > ENDPOINT_URI_MAX or named is None:
             return  # longer is no endpoint the recorder keeps as one, and a session kept must be small
         found = _SESSION_QUERY.search(raw)
-        if found is None:
-            return
-        self._sessions[found.group(1)] = flow
-        if len(self._sessions) > MAX_PENDING:
-            del self._sessions[next(iter(self._sessions))]  # the oldest: its stream has most likely ended
+        if found is not None:
+            named.name(found.group(1))
 
-    def _await_elsewhere(self, key: tuple[str, ...], url: object) -> None:
-        """A remembered POST of an HTTP+SSE session: its answer is looked for on that session's stream
-        alone."""
-        found = _SESSION_QUERY.search(url) if isinstance(url, str) else None
-        stream = self._sessions.get(found.group(1)) if found is not None else None
-        pending = self._pending[key]
-        if stream is None or pending.answer is None:
-            return
-        if self._answers.get(pending.answer) == key:
-            del self._answers[pending.answer]
-        pending.answer = ("s", stream, pending.id)
-        self._answers[pending.answer] = key
+    def _flow(self, flow: str) -> _Flow | None:
+        """The HTTP flow `flow`, if it may still carry events."""
+        found = self._flows.get(flow)
+        if found is None or found.__class__ is _Flow:
+            return found  # type: ignore[return-value]
+        read = self._flows[flow] = _Flow(found)  # type: ignore[arg-type]
+        return read
+
+    def _take_ids(self, session: str, raw: object) -> None:
+        """A request of `session` (`raw`) takes the ids it names from the session's requests before it
+        that await an answer on another flow: an answer with that id is this one's (the analyzer pairs
+        such an answer with the session's latest request of its id)."""
+        waiting = self._answers[session]
+        for ident in _request_ids(raw):
+            key = waiting.pop(ident, None)
+            if key is not None:
+                self._pending[key].answer = None
+        if not waiting:
+            del self._answers[session]
 
     # --- deciding ---------------------------------------------------------------------------------
+    def _flow_over(self, key: tuple[str, ...], death: bool, ts: float | None) -> None:
+        """The HTTP flow `key` ended (`death`: it died) without its request's answer: garbage on its
+        stream says it, whoever ended the flow, else a death in time does. A probe whose answer may
+        still come on another flow of its session stays pending: an answer in time wins over both."""
+        pending = self._pending.get(key)
+        if pending is None:
+            return
+        late = death and ts is not None and ts > pending.deadline  # nothing after it comes in time
+        if pending.answer is not None and (pending.garbage or death) and not late:
+            if death:
+                pending.died = -math.inf if ts is None else ts
+            return
+        if pending.garbage:
+            self._died(key, GARBAGE, None)
+        elif death:
+            self._died(key, CONNECTION_DIED, ts)
+
     def _settle(self, key: tuple[str, ...], msg: Any, status: int | None, ts: float | None) -> None:
         if self._gave_up(key, ts):
             self._unanswered(key)
@@ -747,15 +861,17 @@ class LiveStats:
             pending is not None
             and ts is not None
             and ts > pending.deadline
-            and (pending.moved or (key[0] == "c" and key[1] in self._client_closed))
+            and (pending.moved or pending.died is not None or (key[0] == "c" and key[1] in self._client_closed))
         )
 
     def _unanswered(self, key: tuple[str, ...]) -> None:
         """Settle `key` as no answer came to it: `garbage` if the server wrote some in time, else
-        `no-answer` (for a probe: an `initialize` has no outcome counted)."""
+        `connection-died` if its flow died in time, else `no-answer` (for a probe: an `initialize` has
+        no outcome counted)."""
         pending = self._forget(key)
         if pending is not None and pending.method == _DISCOVER:
-            self._count(pending, GARBAGE if pending.garbage else NO_ANSWER, None)
+            died = pending.died is not None and pending.died <= pending.deadline
+            self._count(pending, GARBAGE if pending.garbage else CONNECTION_DIED if died else NO_ANSWER, None)
 
     def _moved(self, label: str, ts: float | None) -> None:
         """The client sent server `label` a request or notification at `ts`: its probes still pending
@@ -782,8 +898,13 @@ class LiveStats:
 
     def _forget(self, key: tuple[str, ...]) -> _Pending | None:
         pending = self._pending.pop(key, None)
-        if pending is not None and pending.answer is not None and self._answers.get(pending.answer) == key:
-            del self._answers[pending.answer]
+        if pending is not None and pending.answer is not None:
+            session, ident = pending.answer
+            waiting = self._answers.get(session)
+            if waiting is not None and waiting.get(ident) == key:
+                del waiting[ident]
+                if not waiting:
+                    del self._answers[session]
         if pending is not None and pending.method == _DISCOVER:
             probes = self._probes.get(pending.server)
             if probes is not None:
@@ -1016,6 +1137,24 @@ def _is_event_stream(headers: object) -> bool:
         if isinstance(pair, list | tuple) and len(pair) == 2 and _ascii_lower(str(pair[0])) == "content-type"
     ]
     return bool(values) and is_event_stream_type(", ".join(values))
+
+
+def _session(headers: object, url: object) -> str | None:
+    """The session a request or response names, as the analyzer reads it (`analyzer.messages`): the
+    first `Mcp-Session-Id` field's value (Streamable HTTP), else the URL's `session_id` (the HTTP+SSE
+    transport's POSTs)."""
+    for pair in headers if isinstance(headers, list) else ():
+        if (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and isinstance(pair[0], str)
+            and len(pair[0]) == len(_SESSION_HEADER)
+            and pair[0].lower() == _SESSION_HEADER
+            and isinstance(pair[1], str)
+        ):
+            return pair[1].partition("\n")[0]
+    found = _SESSION_QUERY.search(url) if isinstance(url, str) else None
+    return found.group(1) if found is not None else None
 
 
 def _ascii_lower(text: str) -> str:

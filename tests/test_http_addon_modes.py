@@ -133,7 +133,8 @@ GET = [{fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "get", "method": "GET", fmt.F_RAW:
        {fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": "get", "status": 200, "streamed": True,
         "headers": [["content-type", "text/event-stream"]]},
        {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "get", "sse_event": "endpoint", fmt.F_RAW: "/messages/?session_id=x"}]
-POST = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "post", "method": "POST", fmt.F_RAW: orjson.dumps(INIT).decode()}
+POST = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": "post", "method": "POST", "url": "http://127.0.0.1:8000/messages/?session_id=x",
+        fmt.F_RAW: orjson.dumps(INIT).decode()}
 ACCEPTED = {fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": "post", "status": 202, fmt.F_RAW: "Accepted", "headers": []}
 ON_STREAM = {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "get", "sse_event": "message", fmt.F_RAW: orjson.dumps(ANSWER).decode()}
 
@@ -144,11 +145,20 @@ ON_STREAM = {fmt.F_TYPE: fmt.SSE_EVENT, "flow": "get", "sse_event": "message", f
      [*GET, POST, ACCEPTED, ON_STREAM]],
     ids=["answer-then-202", "202-then-answer"],
 )  # fmt: skip
-def test_metrics_era_of_a_legacy_http_sse_server_whose_initialize_was_served(order: list[dict[str, Any]]) -> None:
+def test_metrics_era_of_a_legacy_http_sse_server_whose_initialize_was_served(
+    tmp_path: Path, order: list[dict[str, Any]]
+) -> None:
     from addon.metrics import LiveStats
+    from addon.writer import CaptureWriter
+    from analyzer.pipeline import analyze
+    from analyzer.report import report_dict
 
     key = "http://127.0.0.1:8000/sse"  # the stream's key, which the POSTs to its endpoint take too
     stats = LiveStats()
     for record in order:
         stats.observe({**record, fmt.F_SERVER: key})
-    assert stats.snapshot()["servers"][key]["era"] == "legacy"  # as `erascope analyze` says
+    assert stats.snapshot()["servers"][key]["era"] == "legacy"
+    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=key) as w:
+        for record in order:
+            w.write(dict(record))
+    assert [s["era"] for s in report_dict(analyze([str(tmp_path / "cap")]))["servers"]] == ["legacy"]

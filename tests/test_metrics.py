@@ -414,6 +414,19 @@ def test_pending_requests_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     stats = LiveStats()
     feed(stats, [req(f"f{i}", probe()) for i in range(100)])  # never answered
     assert len(stats._pending) <= 10
+    assert len(stats._flows) <= 10  # flows whose answer never came
+
+
+def test_a_long_request_is_not_held_while_its_flow_is_open() -> None:
+    """A flow's request is kept to tell its own answers on it from its session's others, but a long one
+    is let go as soon as it is read: the recorder must not hold every open flow's body."""
+    stats = LiveStats()
+    body = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"blob": "x" * m.MAX_KEPT_REQUEST}}
+    feed(stats, [req("long", body)])
+    entry = stats._flows["long"]
+    assert isinstance(entry, m._Flow)
+    assert entry.request is None
+    assert entry.unread  # an answer with another id on it is taken for its own
 
 
 def test_odd_records_are_ignored() -> None:
@@ -1170,3 +1183,153 @@ def test_an_http_sse_answer_in_a_batch_settles_its_request(tmp_path: Path) -> No
     records = [{**r, fmt.F_SERVER: stream} for r in records]
     assert feed(LiveStats(), records)["servers"][stream]["outcomes"] == {"discover-result": 1}
     assert _analyzed_http(tmp_path, records) == {"discover-result": 1}
+
+
+def _in_session(record: dict[str, Any], session: str | None) -> dict[str, Any]:
+    """`record` with the `Mcp-Session-Id` header of Streamable HTTP's `session` (None: without one)."""
+    if session is None:
+        return record
+    return {**record, "headers": [*record["headers"], ["mcp-session-id", session]]}
+
+
+def _posted(ts: float, flow: str, msg: dict[str, Any], session: str | None = None) -> list[dict[str, Any]]:
+    """A POST of `msg` whose answer is an event stream that opens."""
+    return [at(ts, _in_session(req(flow, msg), session)), at(ts + 0.01, resp(flow, 200, sse=True))]
+
+
+def _get_stream(ts: float, flow: str, session: str | None = None) -> list[dict[str, Any]]:
+    """Streamable HTTP's standalone GET stream, opened."""
+    get = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, "method": "GET", "url": SERVER, "headers": [], fmt.F_RAW: ""}
+    return [at(ts, _in_session(get, session)), at(ts + 0.01, resp(flow, 200, sse=True))]
+
+
+def _left(ts: float, flow: str, session: str | None = None) -> list[dict[str, Any]]:
+    """A probe POSTed at `ts` whose stream ended without an answer (it stays pending)."""
+    return [*_posted(ts, flow, probe(1), session), at(ts + 0.02, _sse_end(flow, "clean"))]
+
+
+def _died(ts: float, flow: str, session: str | None = None) -> list[dict[str, Any]]:
+    """A probe POSTed at `ts` whose stream was reset before its answer."""
+    return [*_posted(ts, flow, probe(1), session), at(ts + 0.02, _sse_end(flow, "upstream-reset"))]
+
+
+def _garbled(ts: float, flow: str, session: str | None = None) -> list[dict[str, Any]]:
+    """A probe POSTed at `ts` whose stream carried garbage, then ended."""
+    garbage = at(ts + 0.02, _sse_event(flow, GARBAGE_LINE))
+    return [*_posted(ts, flow, probe(1), session), garbage, at(ts + 0.03, _sse_end(flow, "clean"))]
+
+
+def _answered(ts: float, flow: str, ident: int = 1) -> dict[str, Any]:
+    return at(ts, {**_sse_event(flow, with_id(str(ident), ANSWER)), fmt.F_SERVER: SERVER})
+
+
+LIST_1 = {"jsonrpc": "2.0", "id": 1, **TOOLS_LIST}
+LIST_2 = {"jsonrpc": "2.0", "id": 2, **TOOLS_LIST}
+ELSEWHERE: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
+    ("no-session-on-either-flow", [*_left(0, "p"), *_get_stream(1, "g"), _answered(2, "g")], NO_ANSWER),
+    ("the-probe-in-no-session", [*_left(0, "p"), *_get_stream(1, "g", "S"), _answered(2, "g")], NO_ANSWER),
+    ("another-sessions-stream", [*_left(0, "p", "S"), *_get_stream(1, "g", "T"), _answered(2, "g")], NO_ANSWER),
+    ("a-stream-of-no-session", [*_left(0, "p", "S"), *_get_stream(1, "g"), _answered(2, "g")], NO_ANSWER),
+    (
+        "a-newer-request-of-the-session-took-its-id",
+        [
+            *_left(0, "p", "S"),
+            *_posted(1, "q", LIST_1, "S"),
+            at(1.5, _sse_end("q", "clean")),
+            *_get_stream(2, "g", "S"),
+            _answered(3, "g"),
+        ],
+        NO_ANSWER,
+    ),
+    ("on-another-posts-stream", [*_left(0, "p", "S"), *_posted(1, "q", LIST_2, "S"), _answered(2, "q")], ANSWERED),
+    (
+        "on-another-probes-stream",
+        [*_left(0, "p", "S"), *_posted(1, "q", probe(2), "S"), _answered(2, "q")],
+        {"discover-result": 1, "no-answer": 1},
+    ),
+    (
+        "on-a-stream-its-response-named-the-session",
+        [
+            *_left(0, "p", "S"),
+            at(1, req("q", LIST_2)),
+            at(1.01, _in_session(resp("q", 200, sse=True), "S")),
+            _answered(2, "q"),
+        ],
+        ANSWERED,
+    ),
+    (
+        "its-stream-died-then-the-answer-came-elsewhere-in-time",
+        [*_died(0, "p", "S"), *_get_stream(1, "g", "S"), _answered(2, "g")],
+        ANSWERED,
+    ),
+    (
+        "garbage-on-its-stream-then-the-answer-came-elsewhere",
+        [*_garbled(0, "p", "S"), *_get_stream(1, "g", "S"), _answered(2, "g")],
+        ANSWERED,
+    ),
+    (
+        "garbage-then-a-late-answer-elsewhere-the-client-waited-for",
+        [*_garbled(0, "p", "S"), *_get_stream(1, "g", "S"), _answered(11, "g")],
+        ANSWERED,
+    ),
+    (
+        "garbage-then-a-late-end-then-a-late-answer-the-client-waited-for",
+        [
+            *_posted(0, "p", probe(1), "S"),
+            at(1, _sse_event("p", GARBAGE_LINE)),
+            at(10.5, _sse_end("p", "clean")),
+            *_get_stream(1, "g", "S"),
+            _answered(11, "g"),
+        ],
+        ANSWERED,
+    ),
+    # guards
+    (
+        "an-older-request-of-the-session-with-its-id-answered",
+        [*_posted(0, "q", LIST_1, "S"), *_left(1, "p", "S"), _answered(2, "q")],
+        NO_ANSWER,
+    ),
+    ("its-stream-died-then-a-late-answer", [*_died(0, "p", "S"), *_get_stream(1, "g", "S"), _answered(11, "g")], DIED),
+    ("its-stream-died-then-nothing", _died(0, "p", "S"), DIED),
+    ("garbage-on-its-stream-then-nothing", _garbled(0, "p", "S"), GARBAGE),
+    ("its-stream-died-in-no-session", [*_died(0, "p"), *_get_stream(1, "g", "S"), _answered(2, "g")], DIED),
+    ("the-sessions-get-stream", [*_left(0, "p", "S"), *_get_stream(1, "g", "S"), _answered(2, "g")], ANSWERED),
+    ("opened-before-the-probe", [*_get_stream(0, "g", "S"), *_left(1, "p", "S"), _answered(2, "g")], ANSWERED),
+    (
+        "the-probe-named-the-session-in-its-response-only",
+        [
+            at(0, req("p", probe(1))),
+            at(0.01, _in_session(resp("p", 200, sse=True), "S")),
+            at(0.02, _sse_end("p", "clean")),
+            *_posted(1, "q", LIST_2, "S"),
+            _answered(2, "q"),
+        ],
+        NO_ANSWER,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"), [pytest.param(records, expected, id=name) for name, records, expected in ELSEWHERE]
+)
+def test_an_answer_on_another_flow_is_paired_by_session_as_the_analyzer_pairs_it(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """A probe whose own stream ended without its answer takes an answer on another flow only from a
+    flow of its own session (the `Mcp-Session-Id` of its request, or its URL's `session_id`) that no
+    newer request of the session with its id came before, as the analyzer pairs answers across flows.
+    The counters took any answer with its id on any GET stream of its server (a probe of no session,
+    another session's stream), and none on another POST's stream of its session. Such an answer in
+    time wins over garbage or a death on the probe's own stream (the analyzer's first rule); the
+    counters had decided those already."""
+    records = [{fmt.F_SERVER: SERVER, **r} for r in records]
+    records.append(at(12, req("z", {"jsonrpc": "2.0", "id": 9, **TOOLS_LIST})))  # moved on past the timeout
+    assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
+    from analyzer.pipeline import analyze
+    from analyzer.report import report_dict
+
+    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
+        for r in records:
+            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
+    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
+    assert server["probe_outcomes"] == expected
