@@ -16,7 +16,6 @@ recording never raises into the proxy: a failure is logged once at error level a
 from __future__ import annotations
 
 import logging
-import math
 import re
 import secrets
 import sys
@@ -39,7 +38,14 @@ except ModuleNotFoundError:  # loaded by path (`mitmdump -s`) from a checkout th
 from addon import chain
 from addon.bodies import DECODE_ERRORS, DEFAULT_MAX_BODY, StreamDecoder, bounded_body, undecodable_name
 from addon.errors import ErascopeError
-from addon.metrics import PROBE_TIMEOUT, LiveStats, MetricsEndpoint, add_counters, writer_counters
+from addon.metrics import (
+    PROBE_TIMEOUT,
+    LiveStats,
+    MetricsEndpoint,
+    add_counters,
+    checked_probe_timeout,
+    writer_counters,
+)
 from addon.redact import BODIES_FULL, BODY_POLICIES, ENDPOINT_URI_MAX, HttpRedaction, Redactor
 from addon.retention import Retention, parse_duration, parse_size
 from addon.sse import SseEvent, SseParser, is_event_stream_type
@@ -708,13 +714,9 @@ class HttpRecorder:
             self._configure_metrics(opts.erascope_metrics)
         if "erascope_probe_timeout" in updated:
             try:
-                timeout = float(opts.erascope_probe_timeout)
-            except ValueError:
-                timeout = math.nan
-            if not 0 < timeout < math.inf:
-                raise exceptions.OptionsError(
-                    f"erascope_probe_timeout must be a positive number of seconds, not {opts.erascope_probe_timeout!r}"
-                )
+                timeout = checked_probe_timeout(opts.erascope_probe_timeout, "erascope_probe_timeout")
+            except ErascopeError as exc:
+                raise exceptions.OptionsError(str(exc)) from None
             self.stats.probe_timeout = timeout  # read by the writer's thread as each probe is taken
         if "erascope_chain_key" in updated:
             try:

@@ -203,7 +203,7 @@ def _json(raw: object) -> Any:
 
 
 _NOTHING: Final = object()
-"""No member of a batch answers."""
+"""No value: no member of a batch answers, or a message was not decoded yet."""
 
 
 def _is_answer(msg: Any) -> bool:
@@ -403,16 +403,15 @@ def _in_time(pending: _Pending, record: dict[str, Any]) -> bool:
     return ts is None or ts <= pending.deadline
 
 
-def _is_call(raw: object) -> bool:
-    """Whether the client message `raw` is a request or a notification (a batch holding one counts),
-    the analyzer's "anything else sent to that server". A long line is not decoded for this: it counts
-    when it names a `method` member anywhere."""
-    if raw.__class__ is fmt.PieceText:
-        return raw.holds(b'"method"')  # type: ignore[attr-defined]
-    msg = _json(raw)
-    if isinstance(msg, dict):
-        return isinstance(msg.get("method"), str)
-    return isinstance(msg, list) and any(isinstance(m, dict) and isinstance(m.get("method"), str) for m in msg)
+def _calls(msg: Any) -> bool:
+    """Whether `msg` (decoded JSON) is a request or a notification."""
+    return isinstance(msg, dict) and isinstance(msg.get("method"), str)
+
+
+def _is_call(msg: Any) -> bool:
+    """Whether the decoded client message `msg` is a request or a notification (a batch holding one
+    counts), the analyzer's "anything else sent to that server"."""
+    return _calls(msg) or (isinstance(msg, list) and any(_calls(m) for m in msg))
 
 
 def _well_formed(msg: dict[str, Any], headers: object) -> bool:
@@ -549,7 +548,7 @@ class LiveStats:
                     if self._answers and (session := self._flow(flow).session) in self._answers:  # type: ignore[union-attr]
                         self._take_ids(session, raw)  # type: ignore[arg-type]
                     if isinstance(raw, str):
-                        self._client_message(("f", flow), raw, record.get(fmt.F_SERVER), _ts(record), headers)
+                        self._client_message(("f", flow), record, raw, headers)
                 elif rtype == fmt.HTTP_RESPONSE:
                     self._response(record)
                 elif rtype == fmt.SSE_EVENT and record.get("sse_event") == _ENDPOINT:
@@ -582,39 +581,55 @@ class LiveStats:
                     self._lifecycle(record)
 
     def _client_message(
-        self, key: tuple[str, ...], raw: object, server: object, ts: float | None, headers: object = None
-    ) -> bool:
-        """A message from the client: the move that times out its server's pending probes (`_moved`)
-        when it is a request or a notification, and remembered when it is a probe or an `initialize`
-        (`_request`); whether it was remembered. `headers`: an HTTP request's (None on stdio)."""
-        if self._probes:
-            label = self._known_label(server)
-            if label in self._probes and _is_call(raw):
-                self._moved(label, ts)
+        self, key: tuple[str, ...], record: dict[str, Any], raw: object, headers: object = None
+    ) -> None:
+        """A message from the client (`raw`, of `record`): the move that times out its server's pending
+        probes (`_moved`) when it is a request or a notification, and remembered when it is a probe or
+        an `initialize` (`_request`). `headers`: an HTTP request's (None on stdio)."""
+        msg: Any = _NOTHING
+        server = record.get(fmt.F_SERVER)
+        if self._probes and (label := self._known_label(server)) in self._probes:
+            if raw.__class__ is fmt.PieceText:
+                # a long line is not decoded for this: it counts when it names a `method` member anywhere
+                call = raw.holds(b'"method"')  # type: ignore[attr-defined]
+            else:
+                msg = _json(raw)
+                call = _is_call(msg)
+            if call:
+                self._moved(label, _ts(record))
         if raw.__class__ is fmt.PieceText:
-            return _long_may_call(raw) and self._request(key, raw, server, ts, headers)  # type: ignore[arg-type]
-        return raw.__class__ is str and _may_call(raw) and self._request(key, raw, server, ts, headers)  # type: ignore[arg-type]
+            if _long_may_call(raw):  # type: ignore[arg-type]
+                self._request(key, raw, server, _ts(record), headers)  # type: ignore[arg-type]
+        elif raw.__class__ is str and _may_call(raw):  # type: ignore[arg-type]
+            self._request(key, raw, server, _ts(record), headers, msg)  # type: ignore[arg-type]
 
     def _request(
-        self, key: tuple[str, ...], raw: str | fmt.PieceText, server: object, ts: float | None, headers: object = None
-    ) -> bool:
-        """Remember `raw` when it is a probe or an `initialize` (the caller found `_may_call(raw)`), or
-        each one a stdio batch holds (an HTTP flow has one key: a batch's are not told apart)."""
-        msg = _json(raw)
+        self,
+        key: tuple[str, ...],
+        raw: str | fmt.PieceText,
+        server: object,
+        ts: float | None,
+        headers: object = None,
+        msg: Any = _NOTHING,
+    ) -> None:
+        """Remember `raw` (`msg`: decoded, when it was) when it is a probe or an `initialize` (the
+        caller found `_may_call(raw)`), or each one a stdio batch holds (an HTTP flow has one key: a
+        batch's are not told apart)."""
+        msg = _json(raw) if msg is _NOTHING else msg
         if not isinstance(msg, list):
             ident = _id(msg, raw) if isinstance(msg, dict) else None
-            return self._take(key, msg, ident, server, ts, headers) is not None
+            self._take(key, msg, ident, server, ts, headers)
+            return
         if key[0] != "c":
-            return False
+            return
         taken: list[_Pending] = []
         for index, member in enumerate(msg):
-            if taken and isinstance(member, dict) and isinstance(member.get("method"), str):
+            if taken and _calls(member):
                 for pending in taken:
                     pending.moved = True  # sent after those probes, as the batch's order has it
             ident = _id(member, raw, index) if isinstance(member, dict) else None
             if (pending := self._take(key, member, ident, server, ts, headers)) is not None:
                 taken.append(pending)
-        return bool(taken)
 
     def _take(
         self, key: tuple[str, ...], msg: Any, ident: bytes | None, server: object, ts: float | None, headers: object
@@ -693,7 +708,7 @@ class LiveStats:
         if isinstance(msg, list) and msg:
             # a batch: its first member that answers, or is no message, is the answer (requests and
             # notifications answer nothing), as the analyzer pairs a body with its flow's request
-            msg = next((m for m in msg if not _is_message(m) or "result" in m or "error" in m), _NOTHING)
+            msg = next((m for m in msg if not _is_message(m) or _is_answer(m)), _NOTHING)
             if msg is _NOTHING:
                 self._ended(key)
                 return
@@ -703,7 +718,7 @@ class LiveStats:
         conn = str(record.get(fmt.F_CONN))
         raw = record.get(fmt.F_RAW)
         if record.get(fmt.F_DIR) == fmt.C2S:
-            self._client_message(("c", conn), raw, record.get(fmt.F_SERVER), _ts(record))
+            self._client_message(("c", conn), record, raw)
             return
         keys = self._by_conn.get(conn)
         if not keys:
@@ -715,7 +730,7 @@ class LiveStats:
         for index, member in enumerate(members):
             if not _is_message(member):
                 garbage = True  # a line that is no JSON, or JSON that is no JSON-RPC message
-            elif "result" in member or "error" in member:
+            elif _is_answer(member):
                 ident = _id(member, raw, index if batch else None)
                 key = ("c", conn, ident.decode()) if ident is not None else None
                 if key is not None and key in self._by_conn.get(conn, ()):
@@ -844,10 +859,9 @@ class LiveStats:
         pending = self._pending.get(key)
         if pending is None:
             return
-        if outcome == CONNECTION_DIED and ts is not None and ts > pending.deadline:
-            outcome = NO_ANSWER  # the client had given up by then; garbage came not in time either
-        elif outcome == UNDECODABLE and self._gave_up(key, ts):
-            self._unanswered(key)
+        late_death = outcome == CONNECTION_DIED and ts is not None and ts > pending.deadline
+        if late_death or (outcome == UNDECODABLE and self._gave_up(key, ts)):
+            self._unanswered(key)  # the client had given up by then
             return
         self._forget(key)
         self._count(pending, outcome if pending.method == _DISCOVER else None, None)
@@ -1134,7 +1148,10 @@ def _is_event_stream(headers: object) -> bool:
     values = [
         str(pair[1])
         for pair in headers
-        if isinstance(pair, list | tuple) and len(pair) == 2 and _ascii_lower(str(pair[0])) == "content-type"
+        if isinstance(pair, list | tuple)
+        and len(pair) == 2
+        and len(name := str(pair[0])) == 12  # most fields are told apart without lowering their name
+        and _ascii_lower(name) == "content-type"
     ]
     return bool(values) and is_event_stream_type(", ".join(values))
 
@@ -1267,6 +1284,18 @@ class RecorderCollector:
 _PORT: Final = re.compile(r"[0-9]{1,5}", re.ASCII)
 """A port: ASCII digits only (`str.isdigit` also takes `²`, which `int` refuses, and `٩`, which it reads
 as 9), and few of them, so `int` neither refuses nor works hard."""
+
+
+def checked_probe_timeout(value: object, what: str = "--probe-timeout") -> float:
+    """`value` (a number, or the addon option's text) as the seconds of a probe timeout, or an
+    `ErascopeError` naming `what` unless it is a positive finite number."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not 0 < seconds < math.inf:
+        raise ErascopeError(f"{what} must be a positive number of seconds, not {value!r}")
+    return seconds
 
 
 def parse_address(text: str, what: str = "--metrics", example: str = "127.0.0.1:9464") -> tuple[str, int]:

@@ -38,7 +38,6 @@ import contextlib
 import errno
 import fcntl
 import heapq
-import math
 import os
 import secrets
 import select
@@ -56,7 +55,7 @@ from typing import Any, BinaryIO, Final
 from addon import format as fmt
 from addon.command_key import server_key
 from addon.errors import ErascopeError
-from addon.metrics import PROBE_TIMEOUT, LiveStats, writer_counters
+from addon.metrics import PROBE_TIMEOUT, LiveStats, checked_probe_timeout, writer_counters
 from addon.redact import Redactor
 from addon.retention import Retention
 from addon.writer import CaptureWriter, default_capture_dir
@@ -765,8 +764,7 @@ class StdioTee:
             raise ErascopeError(f"--linger must be >= 0 seconds, got {linger}")
         if not grace > 0:
             raise ErascopeError(f"--grace must be > 0 seconds, got {grace}")
-        if not 0 < probe_timeout < math.inf:
-            raise ErascopeError(f"--probe-timeout must be a positive number of seconds, got {probe_timeout}")
+        probe_timeout = checked_probe_timeout(probe_timeout)
         self.cmd = list(cmd)
         self.linger = linger
         self.grace = grace

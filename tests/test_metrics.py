@@ -17,7 +17,13 @@ from addon import format as fmt
 from addon import metrics as m
 from addon.metrics import LiveStats, RecorderCollector, answer_outcome
 from addon.writer import CaptureWriter
-from analyzer.probes import AUTH_STATUSES, GATEWAY_STATUSES, MODERN_ERROR_CODES, UNSUPPORTED_CODES
+from analyzer.probes import (
+    AUTH_STATUSES,
+    DEFAULT_PROBE_TIMEOUT,
+    GATEWAY_STATUSES,
+    MODERN_ERROR_CODES,
+    UNSUPPORTED_CODES,
+)
 from analyzer.schema import MODERN_VERSIONS, PROBE_OUTCOMES
 
 MODERN = "2026-07-28"
@@ -30,6 +36,7 @@ def test_vocabulary_is_the_analyzers() -> None:
     assert m.MODERN_VERSIONS == MODERN_VERSIONS
     assert m.UNSUPPORTED_CODES == UNSUPPORTED_CODES and m.MODERN_ERROR_CODES == MODERN_ERROR_CODES
     assert m.AUTH_STATUSES == AUTH_STATUSES and m.GATEWAY_STATUSES == GATEWAY_STATUSES
+    assert m.PROBE_TIMEOUT == DEFAULT_PROBE_TIMEOUT
 
 
 def err(code: int, **data: Any) -> dict[str, Any]:
