@@ -1,11 +1,13 @@
 """What the recorders' live counters (addon/metrics.py) cost the capture writer.
 
 The counters are kept on the writer thread from every record it takes, so their cost shows as writer
-throughput: the same stream of stdio frames (small JSON-RPC requests and answers, a probe now and then)
-is written by a `CaptureWriter` with and without `LiveStats.observe`, interleaved run for run, and
-the ratio of the two is reported (fastest runs and medians). Measured in CPU time of the process
-(the producing thread and the writer thread), which a shared, loaded machine blurs less than wall
-time.
+throughput: the same stream of records is written by a `CaptureWriter` with and without
+`LiveStats.observe_all`, interleaved run for run, and the ratio of the two is reported (fastest runs
+and medians). Two streams: stdio frames (small JSON-RPC requests and answers, a probe now and then),
+and HTTP flows of a Streamable HTTP session (a POST with the headers a client sends, answered by a
+JSON body or, every other flow, by an event stream of one event; a probe now and then). Measured in
+CPU time of the process (the producing thread and the writer thread), which a shared, loaded machine
+blurs less than wall time.
 
     python -m bench.bench_counters [--quick]
 
@@ -45,11 +47,46 @@ def _records(n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _write(records: list[dict[str, Any]], counted: bool) -> float:
+def _http_records(n: int) -> list[dict[str, Any]]:
+    params = {"name": "add", "arguments": {"a": 2}, "_meta": _META}
+    call = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).decode()
+    answer = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "5"}]}}).decode()
+    probe = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": _META}}).decode()
+    session = ["mcp-session-id", "hmac:0123456789abcdef"]
+    headers = [
+        ["host", "127.0.0.1:8000"],
+        ["user-agent", "python-httpx/0.28.1"],
+        ["accept", "application/json, text/event-stream"],
+        ["content-type", "application/json"],
+        ["mcp-protocol-version", "2026-07-28"],
+        ["mcp-method", "tools/call"],
+        session,
+        ["content-length", str(len(call))],
+    ]
+    out: list[dict[str, Any]] = []
+    flow = 0
+    while len(out) < n:
+        flow += 1
+        f = {"conn": "c", "flow": f"f{flow}"}
+        raw = probe if flow % 100 == 0 else call
+        out.append({fmt.F_TYPE: fmt.HTTP_REQUEST, **f, "method": "POST", "url": "http://127.0.0.1:8000/mcp",
+                    "headers": headers, fmt.F_RAW: raw})  # fmt: skip
+        if flow % 2:
+            body = {fmt.F_RAW: answer, "headers": [["content-type", "application/json"], session]}
+            out.append({fmt.F_TYPE: fmt.HTTP_RESPONSE, **f, "status": 200, "streamed": False, **body})
+        else:
+            sse = [["content-type", "text/event-stream"], session]
+            out.append({fmt.F_TYPE: fmt.HTTP_RESPONSE, **f, "status": 200, "streamed": True, "headers": sse})
+            out.append({fmt.F_TYPE: fmt.SSE_EVENT, **f, "index": 0, "sse_event": "message", fmt.F_RAW: answer})
+            out.append({fmt.F_TYPE: fmt.SSE_END, **f, "how": "clean", "events": 1, "incomplete": False})
+    return out[:n]
+
+
+def _write(records: list[dict[str, Any]], counted: bool, transport: str = fmt.STDIO) -> float:
     out = Path(tempfile.mkdtemp(prefix="erascope-bench-"))
     try:
         w = CaptureWriter(
-            out, transport=fmt.STDIO, server="bench", observer=LiveStats().observe_all if counted else None
+            out, transport=transport, server="bench", observer=LiveStats().observe_all if counted else None
         )
         start = time.process_time()
         for rec in records:
@@ -60,34 +97,47 @@ def _write(records: list[dict[str, Any]], counted: bool) -> float:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def run(quick: bool = False) -> dict[str, Any]:
-    """Interleaved runs of both variants; CPU seconds per run and the ratios."""
-    n, runs = (20_000, 5) if quick else (100_000, 9)
-    records = _records(n)
+def _compare(records: list[dict[str, Any]], runs: int, transport: str) -> dict[str, Any]:
     plain: list[float] = []
     counted: list[float] = []
     for _ in range(runs):
-        plain.append(_write(records, False))
-        counted.append(_write(records, True))
-    best = min(counted) / min(plain)
+        plain.append(_write(records, False, transport))
+        counted.append(_write(records, True, transport))
+    n = len(records)
+    return {
+        "us_per_record_plain": round(min(plain) / n * 1e6, 2),
+        "us_per_record_counted": round(min(counted) / n * 1e6, 2),
+        "ratio_best": round(min(counted) / min(plain), 3),
+        "ratio_median": round(statistics.median(counted) / statistics.median(plain), 3),
+    }
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """Interleaved runs of both variants, for each stream; CPU seconds per record and the ratios."""
+    n, runs = (20_000, 5) if quick else (100_000, 9)
+    stdio = _compare(_records(n), runs, fmt.STDIO)
+    http = _compare(_http_records(n), runs, fmt.HTTP)
     return {
         "records": n,
         "runs": runs,
-        "us_per_record_plain": round(min(plain) / n * 1e6, 2),
-        "us_per_record_counted": round(min(counted) / n * 1e6, 2),
-        "ratio_best": round(best, 3),
-        "ratio_median": round(statistics.median(counted) / statistics.median(plain), 3),
-        "targets": {"counters within 10 % (fastest runs)": best <= 1.10},
+        **stdio,
+        "http": http,
+        "targets": {
+            "counters within 10 % (fastest runs)": stdio["ratio_best"] <= 1.10,
+            "HTTP: counters within 10 % (fastest runs)": http["ratio_best"] <= 1.10,
+        },
     }
 
 
 def describe(r: dict[str, Any]) -> list[str]:
     """Lines for a person."""
-    return [
-        f"live counters: {r['records']} stdio frames x {r['runs']} runs",
-        f"  CPU: {r['us_per_record_plain']} us/record without, {r['us_per_record_counted']} us/record with counters",
-        f"  with/without: {r['ratio_best']}x (fastest runs), {r['ratio_median']}x (medians)",
-    ]
+    lines = [f"live counters: {r['records']} records x {r['runs']} runs"]
+    for name, c in (("stdio frames", r), ("HTTP flows", r["http"])):
+        lines += [
+            f"  {name}: {c['us_per_record_plain']} us/record without, {c['us_per_record_counted']} us/record with"
+            f" counters; with/without {c['ratio_best']}x (fastest runs), {c['ratio_median']}x (medians)",
+        ]
+    return lines
 
 
 def main() -> None:
