@@ -878,9 +878,8 @@ def test_garbage_is_counted_for_the_probes_it_came_after(
     assert _analyzed(tmp_path, records)["outcomes"] == expected
 
 
-def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, int]:
-    """The analyzer's probe outcomes of `records` written as an HTTP capture, but `no-answer` (a
-    timeout's outcome, left to the analyzer)."""
+def _http_outcomes(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, int]:
+    """The analyzer's probe outcomes of `records` written as an HTTP capture."""
     from analyzer.pipeline import analyze
     from analyzer.report import report_dict
 
@@ -888,7 +887,12 @@ def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, i
         for r in records:
             w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
     (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
-    return {k: v for k, v in server["probe_outcomes"].items() if k != "no-answer"}
+    return server["probe_outcomes"]
+
+
+def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, int]:
+    """`_http_outcomes` but `no-answer` (a timeout's outcome, left to the analyzer)."""
+    return {k: v for k, v in _http_outcomes(tmp_path, records).items() if k != "no-answer"}
 
 
 @pytest.mark.parametrize(
@@ -1072,14 +1076,7 @@ def test_an_http_probe_left_unanswered_is_no_answer_once_the_client_moved_on(
         at(12, req("f2", {"jsonrpc": "2.0", "id": 2, **TOOLS_LIST})),
     ]
     assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
-    from analyzer.pipeline import analyze
-    from analyzer.report import report_dict
-
-    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
-        for r in records:
-            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
-    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
-    assert server["probe_outcomes"] == expected
+    assert _http_outcomes(tmp_path, records) == expected
 
 
 ANSWER = {"result": {"supportedVersions": [MODERN]}}
@@ -1332,11 +1329,4 @@ def test_an_answer_on_another_flow_is_paired_by_session_as_the_analyzer_pairs_it
     records = [{fmt.F_SERVER: SERVER, **r} for r in records]
     records.append(at(12, req("z", {"jsonrpc": "2.0", "id": 9, **TOOLS_LIST})))  # moved on past the timeout
     assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
-    from analyzer.pipeline import analyze
-    from analyzer.report import report_dict
-
-    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
-        for r in records:
-            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
-    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
-    assert server["probe_outcomes"] == expected
+    assert _http_outcomes(tmp_path, records) == expected
