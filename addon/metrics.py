@@ -589,17 +589,15 @@ class LiveStats:
         msg: Any = _NOTHING
         server = record.get(fmt.F_SERVER)
         if self._probes and (label := self._known_label(server)) in self._probes:
-            if raw.__class__ is fmt.PieceText:
-                # a long line is not decoded for this: it counts when it names a `method` member anywhere
-                call = raw.holds(b'"method"')  # type: ignore[attr-defined]
-            else:
+            # a long line is decoded for this only when it may name a `method` member (plainly, or with
+            # an escape): most hold neither
+            if raw.__class__ is not fmt.PieceText or raw.holds(b'"method"', b"\\u"):  # type: ignore[attr-defined]
                 msg = _json(raw)
-                call = _is_call(msg)
-            if call:
+            if _is_call(msg):
                 self._moved(label, _ts(record))
         if raw.__class__ is fmt.PieceText:
             if _long_may_call(raw):  # type: ignore[arg-type]
-                self._request(key, raw, server, _ts(record), headers)  # type: ignore[arg-type]
+                self._request(key, raw, server, _ts(record), headers, msg)  # type: ignore[arg-type]
         elif raw.__class__ is str and _may_call(raw):  # type: ignore[arg-type]
             self._request(key, raw, server, _ts(record), headers, msg)  # type: ignore[arg-type]
 

@@ -1330,3 +1330,37 @@ def test_an_answer_on_another_flow_is_paired_by_session_as_the_analyzer_pairs_it
     records.append(at(12, req("z", {"jsonrpc": "2.0", "id": 9, **TOOLS_LIST})))  # moved on past the timeout
     assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
     assert _http_outcomes(tmp_path, records) == expected
+
+
+def _long(raw: str) -> str:
+    """`raw`, a JSON object, made long with a member of padding (read in pieces by the counters)."""
+    return raw[:-1] + ',"pad":"' + "x" * 70000 + '"}'
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        pytest.param(
+            _long('{"jsonrpc":"2.0","id":"s1","result":{"content":[],"request":{"method":"GET"}}}'),
+            ANSWERED,
+            id="an-answer-naming-a-method-inside",
+        ),
+        pytest.param(_long('{"jsonrpc":"2.0","id":7,"\\u006dethod":"tools/list"}'), NO_ANSWER, id="an-escaped-call"),
+        # guards
+        pytest.param(_long('{"jsonrpc":"2.0","id":7,"method":"tools/list"}'), NO_ANSWER, id="a-call"),
+        pytest.param(_long('{"jsonrpc":"2.0","id":"s1","result":{}}'), ANSWERED, id="an-answer"),
+    ],
+)
+def test_a_long_client_line_moves_on_only_when_it_is_a_call(
+    tmp_path: Path, line: str, expected: dict[str, int]
+) -> None:
+    """A long client line (in pieces) while a probe waits is the client moving on only when it is a
+    request or a notification, as the analyzer decodes it: one naming `method` anywhere counted (an
+    answer to the server's request whose result holds a `method` member), and one whose `method` name
+    is written with an escape did not."""
+    records = [
+        at(-1, event("a", fmt.EV_SPAWN)),
+        *probed(at(1, _in_pieces(frame("a", fmt.C2S, line), 1000)), s2c(12, with_id("1", RELEASE))),
+    ]
+    assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == expected
+    assert _analyzed(tmp_path, records)["outcomes"] == expected  # the writer writes the pieces as the line
