@@ -206,6 +206,12 @@ _NOTHING: Final = object()
 """No value: no member of a batch answers, or a message was not decoded yet."""
 
 
+def _members(msg: Any) -> list[tuple[int | None, Any]]:
+    """The messages the decoded JSON `msg` holds, each with its index for `_id`: a batch's members, or
+    `msg` itself (index None)."""
+    return list(enumerate(msg)) if isinstance(msg, list) else [(None, msg)]
+
+
 def _is_answer(msg: Any) -> bool:
     """Whether `msg` (decoded JSON) answers a request: a result or an error."""
     return isinstance(msg, dict) and ("result" in msg or "error" in msg)
@@ -374,14 +380,12 @@ class _Flow:
 
 def _request_ids(raw: object) -> list[bytes]:
     """The ids of the requests the client message `raw` holds (a batch: each member's)."""
-    msg = _json(raw)
-    batch = isinstance(msg, list)
     return [
         ident
-        for index, member in enumerate(msg if batch else [msg])
+        for index, member in _members(_json(raw))
         if isinstance(member, dict)
         and member.get("method") is not None
-        and (ident := _id(member, raw, index if batch else None)) is not None
+        and (ident := _id(member, raw, index)) is not None
     ]
 
 
@@ -561,22 +565,18 @@ class LiveStats:
                         self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
                     key = ("f", str(record.get("flow")))
-                    self._streams.discard(key[1])
                     if key in self._pending and record.get("undecodable") is not None:
                         self._died(key, UNDECODABLE, _ts(record))  # settled without an era, like a death
                     else:
                         self._flow_over(key, record.get("how") in _SSE_DEATHS, _ts(record))
                     self._ended(key)
-                    self._flows.pop(key[1], None)
                 elif rtype == fmt.HTTP_ERROR:
                     kind = str(record.get("kind"))
                     if kind != _NOT_UPSTREAM:
                         self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
                     key = ("f", str(record.get("flow")))
                     self._flow_over(key, kind in _HTTP_DEATHS, _ts(record))
-                    self._ended(key)
-                    self._flows.pop(key[1], None)
-                    self._streams.discard(key[1])  # the flow is over, whether or not its stream's end came
+                    self._ended(key)  # whether or not its stream's end came
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
@@ -595,10 +595,8 @@ class LiveStats:
                 msg = _json(raw)
             if _is_call(msg):
                 self._moved(label, _ts(record))
-        if raw.__class__ is fmt.PieceText:
-            if _long_may_call(raw):  # type: ignore[arg-type]
-                self._request(key, raw, server, _ts(record), headers, msg)  # type: ignore[arg-type]
-        elif raw.__class__ is str and _may_call(raw):  # type: ignore[arg-type]
+        long = raw.__class__ is fmt.PieceText
+        if _long_may_call(raw) if long else raw.__class__ is str and _may_call(raw):  # type: ignore[arg-type]
             self._request(key, raw, server, _ts(record), headers, msg)  # type: ignore[arg-type]
 
     def _request(
@@ -663,11 +661,10 @@ class LiveStats:
         of its session (`_stream_answer`)."""
         raw = record.get(fmt.F_RAW)
         msg = _json(raw)
-        batch = isinstance(msg, list)
-        members = msg if batch else [msg]
+        members = _members(msg)
         garbage = raw != "" and not members  # `[]` holds no message
-        for index, member in enumerate(members):
-            if _is_answer(member) and _id(member, raw, index if batch else None) == pending.id:
+        for index, member in members:
+            if _is_answer(member) and _id(member, raw, index) == pending.id:
                 self._settle(key, member, None, _ts(record))
                 break
             if raw != "" and not _is_message(member):
@@ -676,7 +673,7 @@ class LiveStats:
             if garbage and _in_time(pending, record):
                 pending.garbage = True
         if self._answers:
-            self._stream_answer(record, msg, pending.id)
+            self._stream_answer(record, msg)
 
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
@@ -721,15 +718,13 @@ class LiveStats:
         keys = self._by_conn.get(conn)
         if not keys:
             return
-        msg = _json(raw)
-        batch = isinstance(msg, list)
-        members = msg if batch else [msg]
+        members = _members(_json(raw))
         garbage = not members  # `[]` holds no message
-        for index, member in enumerate(members):
+        for index, member in members:
             if not _is_message(member):
                 garbage = True  # a line that is no JSON, or JSON that is no JSON-RPC message
             elif _is_answer(member):
-                ident = _id(member, raw, index if batch else None)
+                ident = _id(member, raw, index)
                 key = ("c", conn, ident.decode()) if ident is not None else None
                 if key is not None and key in self._by_conn.get(conn, ()):
                     self._settle(key, member, None, _ts(record))
@@ -760,22 +755,21 @@ class LiveStats:
                 else:
                     self._died(key, CONNECTION_DIED, _ts(record))
 
-    def _stream_answer(self, record: dict[str, Any], msg: Any = _NOTHING, own: bytes | None = None) -> None:
+    def _stream_answer(self, record: dict[str, Any], msg: Any = _NOTHING) -> None:
         """An event on a flow of a session answering a request of that session on another flow (the
         HTTP+SSE transport; a Streamable HTTP server's GET stream; the answer may come before or after
-        the POST's 202). `msg`: the event's data decoded, when it was; `own`: the id of the flow's own
-        request awaiting its answer, whose answer it is (`_event_on_own_stream`)."""
+        the POST's 202). `msg`: the event's data decoded, when it was. An answer to the flow's own
+        request is not looked for: it settled that request (`_event_on_own_stream`), which left
+        `_answers`, or the flow's request holds its id (`_Flow.answers`)."""
         flow = self._flow(str(record.get("flow")))
         if flow is None or flow.session is None or not (waiting := self._answers.get(flow.session)):
             return
         raw = record.get(fmt.F_RAW)
-        msg = _json(raw) if msg is _NOTHING else msg
-        batch = isinstance(msg, list)
-        for index, member in enumerate(msg if batch else [msg]):  # a batch's answers, each
+        for index, member in _members(_json(raw) if msg is _NOTHING else msg):  # a batch's answers, each
             if not _is_answer(member):
                 continue
-            ident = _id(member, raw, index if batch else None)
-            key = waiting.get(ident) if ident is not None and ident != own else None
+            ident = _id(member, raw, index)
+            key = waiting.get(ident) if ident is not None else None
             if key is not None and not flow.answers(ident):  # type: ignore[arg-type]
                 self._settle(key, member, None, _ts(record))
 
@@ -895,8 +889,11 @@ class LiveStats:
                 self._unanswered(key)
 
     def _ended(self, key: tuple[str, ...]) -> None:
-        """`key`'s flow ended: nothing more comes on it. A probe stays pending: its answer may still
-        come on a stream that resumes it (`_stream_answer`), and `_moved` decides it."""
+        """`key`'s flow ended: nothing more comes on it (its stream, if any, is closed). A probe stays
+        pending: its answer may still come on a stream that resumes it (`_stream_answer`), and `_moved`
+        decides it."""
+        self._streams.discard(key[1])
+        self._flows.pop(key[1], None)
         pending = self._pending.get(key)
         if pending is not None and pending.method != _DISCOVER:
             self._forget(key)
