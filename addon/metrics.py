@@ -38,7 +38,9 @@ analyzer pairs it: only within one session (the request's `Mcp-Session-Id`, or i
 `endpoint` event), with the session's latest request of its id, and never when it answers its own
 flow's request. A request of no session takes no answer elsewhere. Garbage or a death on the
 request's own stream does not settle a probe that may still be answered elsewhere: an answer in time
-wins over both, as the analyzer's first rule has it.
+wins over both, as the analyzer's first rule has it. A death is counted once any record shows the
+timeout has passed (a later answer comes too late to a client that saw its stream die); garbage waits
+for the client to move on (a late answer still wins for a client that waited).
 
 A JSON-RPC batch is read as its members, as the analyzer reads it: on stdio a probe in one is
 counted, an answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC
@@ -478,6 +480,13 @@ class LiveStats:
         from the same start, so an id alone does not tell one session's answer from another's."""
         self._flows: dict[str, _Flow | dict[str, Any]] = {}
         """HTTP flows that may still carry events: their request record until it is read (`_flow`)."""
+        self._dying: dict[tuple[str, ...], float] = {}
+        """HTTP: probes whose own flow died in time, kept because an answer may still come on another flow
+        (`_flow_over`), by deadline: the first record after it decides them, whatever it is (a later
+        answer comes too late to a client that saw its stream die), so that a client that never sends
+        that server anything again still has its probe counted."""
+        self._dying_from = math.inf
+        """No probe of `_dying` is decided before a record of a later time than this."""
 
     # --- labels ---------------------------------------------------------------------------------
     def _label(self, server: object) -> str:
@@ -506,8 +515,11 @@ class LiveStats:
         """`observe` each of `records`, in order: what the capture writer calls with each batch it
         takes, so a record that changes nothing costs no call of its own."""
         # never replaced, changed on this thread only
-        by_conn, awaiting, flows, probes = self._by_conn, self._pending, self._flows, self._probes
+        by_conn, awaiting, flows, probes, dying = self._by_conn, self._pending, self._flows, self._probes, self._dying
         for record in records:
+            if dying and (ts := _ts(record)) is not None and ts > self._dying_from:
+                with self._lock:
+                    self._past(ts)
             rtype = record.get(_TYPE)
             if rtype == _FRAME:
                 # the common case, decided without the lock and with module-level names only (this runs
@@ -817,6 +829,8 @@ class LiveStats:
         if pending.answer is not None and (pending.garbage or death) and not late:
             if death:
                 pending.died = -math.inf if ts is None else ts
+                self._dying[key] = pending.deadline
+                self._dying_from = min(self._dying_from, pending.deadline)
             return
         if pending.garbage:
             self._died(key, GARBAGE, None)
@@ -888,6 +902,13 @@ class LiveStats:
             if ts is not None and ts > pending.deadline:
                 self._unanswered(key)
 
+    def _past(self, ts: float) -> None:
+        """A record came at `ts`: the probes of `_dying` whose deadline it is past are decided."""
+        for key, deadline in list(self._dying.items()):
+            if ts > deadline:
+                self._unanswered(key)
+        self._dying_from = min(self._dying.values(), default=math.inf)
+
     def _ended(self, key: tuple[str, ...]) -> None:
         """`key`'s flow ended: nothing more comes on it (its stream, if any, is closed). A probe stays
         pending: its answer may still come on a stream that resumes it (`_stream_answer`), and `_moved`
@@ -907,6 +928,8 @@ class LiveStats:
 
     def _forget(self, key: tuple[str, ...]) -> _Pending | None:
         pending = self._pending.pop(key, None)
+        if pending is not None and pending.died is not None:
+            self._dying.pop(key, None)
         if pending is not None and pending.answer is not None:
             session, ident = pending.answer
             waiting = self._answers.get(session)

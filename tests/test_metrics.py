@@ -878,15 +878,17 @@ def test_garbage_is_counted_for_the_probes_it_came_after(
     assert _analyzed(tmp_path, records)["outcomes"] == expected
 
 
-def _http_outcomes(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, int]:
-    """The analyzer's probe outcomes of `records` written as an HTTP capture."""
+def _http_outcomes(tmp_path: Path, records: list[dict[str, Any]], *, keyed: bool = False) -> dict[str, int]:
+    """The analyzer's probe outcomes of `records` written as an HTTP capture (`keyed`: with each record's
+    server key, as the recorder writes them; the outcomes of `SERVER`)."""
     from analyzer.pipeline import analyze
     from analyzer.report import report_dict
 
     with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
         for r in records:
-            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
-    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
+            w.write(r if keyed else {k: v for k, v in r.items() if k != fmt.F_SERVER})
+    servers = report_dict(analyze([str(tmp_path)]))["servers"]
+    (server,) = [s for s in servers if s["server"] == SERVER] if keyed else servers
     return server["probe_outcomes"]
 
 
@@ -1330,6 +1332,62 @@ def test_an_answer_on_another_flow_is_paired_by_session_as_the_analyzer_pairs_it
     records.append(at(12, req("z", {"jsonrpc": "2.0", "id": 9, **TOOLS_LIST})))  # moved on past the timeout
     assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
     assert _http_outcomes(tmp_path, records) == expected
+
+
+NOTICE = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"tick"}}'
+OTHER_SERVER_KEY = "http://t/mcp"
+PASSING: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
+    (
+        "its-stream-died-then-the-server-wrote-past-the-timeout",
+        [*_died(0, "p", "S"), *_get_stream(1, "g", "T"), at(11, _sse_event("g", NOTICE))],
+        DIED,
+    ),
+    (
+        "its-stream-died-then-another-server-was-asked-past-the-timeout",
+        [*_died(0, "p", "S"), at(11, req("z", LIST_2, OTHER_SERVER_KEY))],
+        DIED,
+    ),
+    (
+        "its-stream-died-then-a-late-answer-elsewhere",
+        [*_died(0, "p", "S"), *_get_stream(1, "g", "S"), at(11, _sse_event("g", NOTICE)), _answered(12, "g")],
+        DIED,
+    ),
+    # guards: a late answer may still come to a client that waited, so these stay undecided
+    (
+        "garbage-on-its-stream-then-the-server-wrote-past-the-timeout",
+        [*_garbled(0, "p", "S"), *_get_stream(1, "g", "T"), at(11, _sse_event("g", NOTICE))],
+        {},
+    ),
+    (
+        "its-stream-ended-then-the-server-wrote-past-the-timeout",
+        [*_left(0, "p", "S"), *_get_stream(1, "g", "T"), at(11, _sse_event("g", NOTICE))],
+        {},
+    ),
+    (
+        "its-stream-died-then-nothing-past-the-timeout",
+        [*_died(0, "p", "S"), at(9, req("z", LIST_2, OTHER_SERVER_KEY))],
+        {},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("records", "expected"), [pytest.param(records, expected, id=name) for name, records, expected in PASSING]
+)
+def test_a_probe_whose_stream_died_is_counted_once_its_timeout_has_passed(
+    tmp_path: Path, records: list[dict[str, Any]], expected: dict[str, int]
+) -> None:
+    """A probe whose own stream died in time while its answer might still come on another flow of its
+    session is `connection-died` once any record shows its timeout has passed: a later answer comes
+    too late to a client that saw its stream die. The counters held it undecided until the client
+    sent that server something else, which a client that gave up on the server may never do (the
+    gate's count never came). Garbage, or a stream that ended cleanly, still waits: a late answer
+    wins there for a client that waited. The analyzer, at the end of the same capture, agrees on the
+    decided ones."""
+    records = [{fmt.F_SERVER: SERVER, **r} for r in records]
+    assert feed(LiveStats(), records)["servers"][SERVER]["outcomes"] == expected
+    if expected:
+        assert _http_outcomes(tmp_path, records, keyed=True) == expected
 
 
 def _long(raw: str) -> str:
