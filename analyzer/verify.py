@@ -7,7 +7,8 @@ and each line's index must be the next one. Where it is not, the index tells wha
 - a line whose digest does not match at the expected index was **changed** (its bytes, or the digest
   of the line before it), and so was a JSON object whose `chain` field no longer ends its line (a
   CRLF, keys reordered): the chain goes on from that seal; a line that is the expected one with only
-  its index edited is one changed line too;
+  its index edited is one changed line too, and so is a first line that is no sealed header before a
+  sealed line (a header edited into something else: the chain cannot be checked without it);
 - an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
   up later in the file: then those lines were **reordered** (moved after their successors);
 - an index already seen, or a line without a digest in a chained file, was **inserted**;
@@ -481,16 +482,33 @@ def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -
             result.header_cut = True
             result.torn = 1 if first else None
             return
-        # a sealed record first is a capture that lost its header, not another kind of file
+        # a sealed record first is a capture that lost its header, not another kind of file; so is a
+        # first line that is no record before a sealed one (a header broken by an edit)
         index = _sealed_as(first)
+        after: int | None = None  # the index the second line is sealed with
         if index is None:
-            raise
+            second = next(lines, None)
+            if second is not None:
+                lines.push(second)
+                after = _sealed_as(second[1])
+            if after is None:
+                raise
         # without its header the chain cannot be followed, nor told from a capture joined after it
         lines.stop()
         result.status = Status.TAMPERED
         result.lines = 1
         result.findings.append(
-            Finding(Kind.CHANGED, result.file, 1, "the line sealed as the header (line index 1) is no header record")
+            Finding(
+                Kind.CHANGED,
+                result.file,
+                1,
+                f"the first line is no sealed header record, but line 2 is sealed (as line index {after}):"
+                " the header was changed (the chain cannot be checked without it)",
+            )
+            if index is None
+            else Finding(
+                Kind.CHANGED, result.file, 1, "the line sealed as the header (line index 1) is no header record"
+            )
             if index == 1
             else Finding(
                 Kind.REMOVED,

@@ -287,6 +287,29 @@ def test_a_header_deleted_or_moved_is_tampering_not_another_kind_of_file(
     assert verify([path]).files[0].status is Status.ERROR
 
 
+@pytest.mark.parametrize("edit", ["a-byte-made-a-newline", "its-seal-cut-short"])
+def test_a_header_broken_into_no_record_is_tampering_not_another_kind_of_file(
+    stdio_dir: Path, tmp_path: Path, edit: str
+) -> None:
+    """A header edited so that it is no record any more (a byte of it made a newline, its seal's
+    closing cut off), followed by the sealed lines of its chain: that was "not an erascope capture"
+    (exit 2), as if the file were something else, where the same edit to any other line, or the
+    header deleted, is tampering."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    at = text[0].index(b'"host"')
+    header = [text[0][:at], b"\n", text[0][at + 1 :]] if edit == "a-byte-made-a-newline" else [text[0][:-3], b"\n"]
+    put(path, [*header, *text[1:]])
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", 1)]
+    assert result.files[0].status is Status.TAMPERED and result.files[0].error is None
+    proc = cli(str(path))
+    assert proc.returncode == 1 and f"{path}:1: changed: " in proc.stdout
+    # lines of JSON that are no capture, the second sealed by no chain: still not a capture
+    path.write_bytes(b'{"jsonrpc":"2.0","id":1}\n{"jsonrpc":"2.0","id":1,"result":{}}\n')
+    assert verify([path]).files[0].status is Status.ERROR
+
+
 def test_an_edit_among_lines_a_move_displaced_is_located(stdio_dir: Path, tmp_path: Path) -> None:
     """Moving a line up displaces every line it jumped over: those were taken as moved and never
     checked against their digests, so an edit among them went unreported."""
