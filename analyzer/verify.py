@@ -1052,7 +1052,7 @@ def _check_previous(
     at = f"{r.file}" if r.line == 1 else f"{r.file}:{r.line}"
     before = linked(r, previous)
     if before is not None:
-        end = before.units[-1]  # the file's last part ends where the part after it starts
+        end = _previous_in(before, r, name)
         if end.error is None:
             _check_link(end, r)
         else:
@@ -1080,6 +1080,21 @@ def _check_previous(
                 f"{at}: the capture's parts before part {r.part} are absent (removed by retention,"
                 " or deleted); its chain starts from the digest its header names"
             )
+
+
+def _previous_in(before: FileResult, r: FileResult, name: str) -> FileResult:
+    """The part of the file `before` that the part `r` (in the file named `name`) goes on from: the one
+    whose `part-end` names that file, else the one numbered just before `r` of its capture, else the
+    file's last part. A file may hold more after its part (its next parts joined, `cat x.001.jsonl >>
+    x.000.jsonl`; another capture): its last part is not always the one `r` follows."""
+    units = before.units
+    named = next((u for u in reversed(units) if u.next == name), None)
+    if named is not None:
+        return named
+    if isinstance(r.part, int) and not isinstance(r.part, bool) and r.identity is not None:
+        numbered = (u for u in reversed(units) if u.part == r.part - 1 and u.identity == r.identity)
+        return next(numbered, units[-1])
+    return units[-1]
 
 
 def _joined_name(before: FileResult | None, u: FileResult) -> str | None:

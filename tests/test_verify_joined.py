@@ -381,6 +381,26 @@ def test_joined_parts_and_a_part_apart_link_by_name(
     cut = folder / (alone.name if apart == "first" else "rest.jsonl")
     cut.write_bytes(b"".join(lines(cut)[:-1]))
     later = folder / ("rest.jsonl" if apart == "first" else alone.name)
-    assert [(Path(f.file), f.kind, f.line) for f in verify([folder], key=key).findings] == [
-        (later, Kind.PART_LINK, 1)
+    assert [(Path(f.file), f.kind, f.line) for f in verify([folder], key=key).findings] == [(later, Kind.PART_LINK, 1)]
+
+
+def test_a_part_joined_into_its_previous_parts_file_links_to_that_part(
+    tmp_path: Path, rotated: tuple[list[Path], bytes | None]
+) -> None:
+    """`cat x.001.jsonl >> x.000.jsonl`, x.001.jsonl left in place (a shipper that appends parts): the
+    link from x.001.jsonl to its previous part was checked against the last part in x.000.jsonl (the
+    copy of x.001 joined there), and x.001.jsonl was called tampered though nothing was changed. It
+    is checked against the part of that file whose `part-end` names it, as the same bytes under
+    another name (`both.jsonl` beside x.001.jsonl) are."""
+    parts, key = rotated
+    first, second = parts[0], parts[1]
+    first.write_bytes(first.read_bytes() + second.read_bytes())
+    result = verify([first.parent], key=key)
+    assert result.findings == [] and result.notes == []
+    assert {f.status for f in result.files} == {Status.VERIFIED}
+    # the part's own end cut: the link to it is still checked, and broken
+    text = lines(second)
+    first.write_bytes(b"".join([*lines(parts[0])[: -len(text) - 1], *text]))
+    assert (second, Kind.PART_LINK, 1) in [
+        (Path(f.file), f.kind, f.line) for f in verify([first.parent], key=key).findings
     ]
