@@ -497,27 +497,18 @@ def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -
         lines.stop()
         result.status = Status.TAMPERED
         result.lines = 1
-        result.findings.append(
-            Finding(
+        if index is None:
+            kind, why = (
                 Kind.CHANGED,
-                result.file,
-                1,
-                f"the first line is no sealed header record, but line 2 is sealed (as line index {after}):"
-                " the header was changed (the chain cannot be checked without it)",
+                f"the first line is no sealed header record, but line 2 is sealed (as line index {after})",
             )
-            if index is None
-            else Finding(
-                Kind.CHANGED, result.file, 1, "the line sealed as the header (line index 1) is no header record"
-            )
-            if index == 1
-            else Finding(
-                Kind.REMOVED,
-                result.file,
-                1,
-                f"the part starts with a record sealed as line index {index}, not with its header: the header was"
-                " removed or moved (the chain cannot be checked without it)",
-            )
-        )
+            why += ": the header was changed (the chain cannot be checked without it)"
+        elif index == 1:
+            kind, why = Kind.CHANGED, "the line sealed as the header (line index 1) is no header record"
+        else:
+            kind, why = Kind.REMOVED, f"the part starts with a record sealed as line index {index}, not with its header"
+            why += ": the header was removed or moved (the chain cannot be checked without it)"
+        result.findings.append(Finding(kind, result.file, 1, why))
         return
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
