@@ -8,7 +8,10 @@ and each line's index must be the next one. Where it is not, the index tells wha
   of the line before it), and so was a JSON object whose `chain` field no longer ends its line (a
   CRLF, keys reordered): the chain goes on from that seal; a line that is the expected one with only
   its index edited is one changed line too, and so is a first line that is no sealed header before a
-  sealed line (a header edited into something else: the chain cannot be checked without it);
+  sealed line (a header edited into something else: the chain cannot be checked without it), and a
+  sealed header naming a format or a chain algorithm this erascope does not know whose seal no longer
+  covers it while the next line goes on from that seal in a chain it knows (the chain is checked on
+  in that one; a header its seal covers is of a capture this erascope cannot check);
 - an index that jumps ahead means lines were **removed** before it, unless the missing indices turn
   up later in the file: then those lines were **reordered** (moved after their successors);
 - an index already seen, or a line without a digest in a chained file, was **inserted**;
@@ -472,6 +475,7 @@ class _Gap:
 
 def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -> None:
     at = result.line
+    edited: chain.Chainer | None = None  # the chain of a header edited to name what this erascope does not know
     try:
         header = _parse_header(first)
     except _NoHeader:
@@ -510,11 +514,17 @@ def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -
             why += ": the header was removed or moved (the chain cannot be checked without it)"
         result.findings.append(Finding(kind, result.file, 1, why))
         return
+    except _NotOurs:
+        header = read_line(first)  # a header record, naming a format this erascope does not know
+        edited = _chain_of_edited(first, header, lines, key)
+        if edited is None:
+            raise
+        result.findings.append(_edited_header(result, "format", header.get("format"), edited))
     result.part = header.get("part") if isinstance(header.get("part"), int) else None
     result.previous = header.get("previous") if isinstance(header.get("previous"), str) else None
     identity = tuple(header.get(name) for name in ("started", "host", "recorder_pid"))
     result.identity = identity if any(value is not None for value in identity) else None
-    algorithm = header.get(fmt.F_CHAIN_ALG)
+    algorithm = header.get(fmt.F_CHAIN_ALG) if edited is None else edited.alg
     path = result.file
     if algorithm is None:
         result.status = Status.NO_CHAIN
@@ -545,8 +555,12 @@ def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -
                 Finding(Kind.UNKEYED, path, at, "no chain, although --key was given: anyone could have written it")
             )
         return
-    if not isinstance(algorithm, str) or algorithm not in chain.ALGORITHMS:
-        raise _Unverifiable(f"unknown chain algorithm {algorithm!r}")
+    if edited is None and (not isinstance(algorithm, str) or algorithm not in chain.ALGORITHMS):
+        edited = _chain_of_edited(first, header, lines, key)
+        if edited is None:
+            raise _Unverifiable(f"unknown chain algorithm {algorithm!r}")
+        result.findings.append(_edited_header(result, "chain algorithm", algorithm, edited))
+        algorithm = edited.alg
     result.algorithm = algorithm
     result.key_id = header.get(fmt.F_CHAIN_KEY_ID) if isinstance(header.get(fmt.F_CHAIN_KEY_ID), str) else None
     if algorithm in chain.KEYED:
@@ -586,6 +600,45 @@ def _check(result: FileResult, first: bytes, lines: _Lines, key: bytes | None) -
             start = linked
             result.chain_prev = linked
     _walk(result, chainer, start, first, lines)
+
+
+def _chain_of_edited(first: bytes, header: Any, lines: _Lines, key: bytes | None) -> chain.Chainer | None:
+    """The chain a sealed header that names a format or a chain algorithm this erascope does not know
+    was sealed in, when it was changed since: the line after it follows its written seal under an
+    algorithm this erascope knows (a keyed one only with `key`), and that seal does not cover the
+    header's bytes. None when there is no such chain: the header is as it was sealed (a capture this
+    erascope cannot check), or nothing shows it."""
+    sealed = chain.split(first)
+    second = next(lines, None) if sealed is not None and sealed[0] == 1 else None
+    if sealed is None or second is None:
+        return None
+    lines.push(second)
+    linked = header.get(fmt.F_CHAIN_PREV) if isinstance(header, dict) else None
+    starts = [chain.START, *([d] if isinstance(linked, str) and (d := chain.decode(linked)) else [])]
+    for algorithm in sorted(chain.ALGORITHMS):
+        if algorithm in chain.KEYED and key is None:
+            continue
+        chainer = chain.Chainer(key if algorithm in chain.KEYED else None, algorithm)
+        if _links(chainer, first, second[1]):
+            return None if any(chainer.digest(s, sealed[2]) == sealed[1] for s in starts) else chainer
+    return None
+
+
+def _edited_header(result: FileResult, what: str, value: object, chainer: chain.Chainer) -> Finding:
+    """The header's line changed: it names `what` as `value`, which this erascope does not know, yet
+    the lines after it go on from its seal in `chainer`'s chain."""
+    if value is None:
+        names = f"no {what}"
+    else:
+        shown = fmt.shown_format(value) if isinstance(value, str) else repr(value)[:40]
+        names = f"the {what} {shown}, which this erascope does not know"
+    return Finding(
+        Kind.CHANGED,
+        result.file,
+        result.line,
+        f"the header names {names}, but the lines after it are sealed in a {chainer.alg} chain from its seal,"
+        " and that seal does not cover it: the header was changed",
+    )
 
 
 def _sealed_as(line: bytes) -> int | None:

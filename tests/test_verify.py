@@ -310,6 +310,56 @@ def test_a_header_broken_into_no_record_is_tampering_not_another_kind_of_file(
     assert verify([path]).files[0].status is Status.ERROR
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        pytest.param("format", "erascopE/1", id="format-of-no-erascope"),
+        pytest.param("format", "erascope/2", id="format-of-an-unknown-major"),
+        pytest.param(fmt.F_CHAIN_ALG, "blak93", id="chain-alg-unknown"),
+    ],
+)
+def test_a_header_edited_to_name_what_verify_does_not_know_is_tampering(
+    stdio_dir: Path, tmp_path: Path, field: str, value: str
+) -> None:
+    """One field of a sealed header edited to name a format or a chain algorithm this erascope does
+    not know: exit 2, "not an erascope capture" or "unknown chain algorithm", so that an edit could
+    make a capture look like one verify cannot check instead of a tampered one. The lines after the
+    header are sealed by a chain it knows, from the header's written seal, and that seal no longer
+    covers the header: line 1 changed, and the rest of the chain checked."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    old = orjson.loads(text[0])[field]
+    text[0] = text[0].replace(
+        b'"%s":"%s"' % (field.encode(), old.encode()), b'"%s":"%s"' % (field.encode(), value.encode()), 1
+    )
+    put(path, text)
+    result = verify([path])
+    assert kinds(result) == [(path.name, "changed", 1)]
+    assert value in result.findings[0].message
+    proc = cli(str(path))
+    assert proc.returncode == 1 and f"{path}:1: changed: " in proc.stdout
+    # a line after it edited too is found as well: the chain is followed
+    k = frame_line(text)
+    text[k - 1] = edited(text[k - 1])
+    put(path, text)
+    assert kinds(verify([path])) == [(path.name, "changed", 1), (path.name, "changed", k)]
+
+
+def test_a_sealed_header_of_an_unknown_format_is_still_refused(stdio_dir: Path, tmp_path: Path) -> None:
+    """A capture of a format this erascope does not know, its chain whole (its header's seal covers
+    it): not a capture it can check (exit 2), not tampering."""
+    (path,) = copy_of(stdio_dir, tmp_path / "c")
+    text = lines(path)
+    header = orjson.loads(text[0])
+    header["format"] = "erascope/2"
+    text[0] = orjson.dumps(header, option=orjson.OPT_APPEND_NEWLINE)
+    put(path, reseal(text, chain.Chainer()))
+    result = verify([path])
+    assert result.findings == [] and result.files[0].status is Status.ERROR
+    assert "capture format 'erascope/2' is not known" in (result.files[0].error or "")
+    assert cli(str(path)).returncode == 2
+
+
 def test_an_edit_among_lines_a_move_displaced_is_located(stdio_dir: Path, tmp_path: Path) -> None:
     """Moving a line up displaces every line it jumped over: those were taken as moved and never
     checked against their digests, so an edit among them went unreported."""

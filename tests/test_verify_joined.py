@@ -404,3 +404,20 @@ def test_a_part_joined_into_its_previous_parts_file_links_to_that_part(
     assert (second, Kind.PART_LINK, 1) in [
         (Path(f.file), f.kind, f.line) for f in verify([first.parent], key=key).findings
     ]
+
+
+def test_a_joined_parts_header_edited_to_name_no_format_is_a_changed_line(
+    tmp_path: Path, rotated: tuple[list[Path], bytes | None]
+) -> None:
+    """Rotated parts joined in one file, the second one's header edited to name no format (its key
+    renamed): that part was an error ("not an erascope capture") and the part before it said its next
+    part was missing, though it is there. The header's line is changed, and its chain is checked."""
+    parts, key = rotated
+    text = [lines(p) for p in parts]
+    at = len(text[0]) + 1
+    text[1][0] = text[1][0].replace(b'"format"', b'"fcrmat"', 1)
+    joined = join(text, tmp_path / "both.jsonl")
+    result = verify([joined], key=key)
+    assert found(result) == [(Kind.CHANGED, at)]
+    assert "names no format" in result.findings[0].message
+    assert result.files[0].error is None
