@@ -480,13 +480,13 @@ class LiveStats:
         from the same start, so an id alone does not tell one session's answer from another's."""
         self._flows: dict[str, _Flow | dict[str, Any]] = {}
         """HTTP flows that may still carry events: their request record until it is read (`_flow`)."""
-        self._dying: dict[tuple[str, ...], float] = {}
+        self._dying: set[tuple[str, ...]] = set()
         """HTTP: probes whose own flow died in time, kept because an answer may still come on another flow
-        (`_flow_over`), by deadline: the first record after it decides them, whatever it is (a later
-        answer comes too late to a client that saw its stream die), so that a client that never sends
-        that server anything again still has its probe counted."""
+        (`_flow_over`): the first record after a deadline decides them, whatever it is (a later answer
+        comes too late to a client that saw its stream die), so that a client that never sends that
+        server anything again still has its probe counted."""
         self._dying_from = math.inf
-        """No probe of `_dying` is decided before a record of a later time than this."""
+        """The earliest deadline of the probes of `_dying`: no record before it decides one."""
 
     # --- labels ---------------------------------------------------------------------------------
     def _label(self, server: object) -> str:
@@ -829,7 +829,7 @@ class LiveStats:
         if pending.answer is not None and (pending.garbage or death) and not late:
             if death:
                 pending.died = -math.inf if ts is None else ts
-                self._dying[key] = pending.deadline
+                self._dying.add(key)
                 self._dying_from = min(self._dying_from, pending.deadline)
             return
         if pending.garbage:
@@ -904,10 +904,9 @@ class LiveStats:
 
     def _past(self, ts: float) -> None:
         """A record came at `ts`: the probes of `_dying` whose deadline it is past are decided."""
-        for key, deadline in list(self._dying.items()):
-            if ts > deadline:
-                self._unanswered(key)
-        self._dying_from = min(self._dying.values(), default=math.inf)
+        for key in [key for key in self._dying if ts > self._pending[key].deadline]:
+            self._unanswered(key)
+        self._dying_from = min((self._pending[key].deadline for key in self._dying), default=math.inf)
 
     def _ended(self, key: tuple[str, ...]) -> None:
         """`key`'s flow ended: nothing more comes on it (its stream, if any, is closed). A probe stays
@@ -929,7 +928,7 @@ class LiveStats:
     def _forget(self, key: tuple[str, ...]) -> _Pending | None:
         pending = self._pending.pop(key, None)
         if pending is not None and pending.died is not None:
-            self._dying.pop(key, None)
+            self._dying.discard(key)
         if pending is not None and pending.answer is not None:
             session, ident = pending.answer
             waiting = self._answers.get(session)
