@@ -253,6 +253,31 @@ def payload_bytes(record: dict[str, object]) -> bytes:
     return b""
 
 
+SESSION_HEADER: Final = "mcp-session-id"
+"""The header a Streamable HTTP session is named by (request and response)."""
+SESSION_QUERY: Final = re.compile(r"[?&]session_id=([^&#\s]+)")
+"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer's
+`analyzer.messages._SESSION_QUERY`)."""
+
+
+def named_session(headers: object, url: object) -> str | None:
+    """The session an HTTP record's `headers` and `url` name, as the analyzer reads it
+    (`analyzer.messages`): the first `Mcp-Session-Id` field's value (Streamable HTTP), else the URL's
+    `session_id` (the HTTP+SSE transport's POSTs)."""
+    for pair in headers if isinstance(headers, list) else ():
+        if (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and isinstance(pair[0], str)
+            and len(pair[0]) == len(SESSION_HEADER)
+            and pair[0].lower() == SESSION_HEADER
+            and isinstance(pair[1], str)
+        ):
+            return pair[1].partition("\n")[0]
+    found = SESSION_QUERY.search(url) if isinstance(url, str) else None
+    return found.group(1) if found is not None else None
+
+
 B64_SUFFIX: Final = "_b64"
 """`<field>_b64`: the exact bytes of a text field that were not UTF-8 (`raw_b64`, `url_b64`, `method_b64`)."""
 _UNDECODED: Final = re.compile("[\udc80-\udcff]")

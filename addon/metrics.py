@@ -168,10 +168,6 @@ _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_B
 _STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
 _NOT_UPSTREAM: Final = "recorder-stopped"
 _ENDPOINT: Final = "endpoint"
-_SESSION_HEADER: Final = "mcp-session-id"
-_SESSION_QUERY: Final = re.compile(r"[?&]session_id=([^&#\s]+)")
-"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer's
-`analyzer.messages._SESSION_QUERY`)."""
 _SCAN_LIMIT: Final = 32 << 10
 """Client messages shorter than this are searched for the two method names outright; longer ones are
 first read for their top-level members (`_method_may_match`), once, mostly by `str.find` of a quote."""
@@ -356,9 +352,9 @@ class _Flow:
         `session_id`, the response's `Mcp-Session-Id`, an `endpoint` event), as the analyzer gives a
         flow its session; None while none is."""
         if isinstance(self._named, _Unread):
-            self._named = _session(self._request_headers, self._url)
+            self._named = fmt.named_session(self._request_headers, self._url)
             if self._named is None and self._response_headers is not None:
-                self._named = _session(self._response_headers, None)
+                self._named = fmt.named_session(self._response_headers, None)
             self._request_headers = self._url = self._response_headers = None
         return self._named
 
@@ -367,7 +363,7 @@ class _Flow:
         if isinstance(self._named, _Unread):
             self._response_headers = headers
         elif self._named is None:
-            self._named = _session(headers, None)
+            self._named = fmt.named_session(headers, None)
 
     def name(self, session: str | None) -> None:
         """`session` is named later in the flow: the flow's session unless one was named before."""
@@ -793,7 +789,7 @@ class LiveStats:
         named = self._flow(flow)
         if not isinstance(raw, str) or len(raw) > ENDPOINT_URI_MAX or named is None:
             return  # longer is no endpoint the recorder keeps as one, and a session kept must be small
-        found = _SESSION_QUERY.search(raw)
+        found = fmt.SESSION_QUERY.search(raw)
         if found is not None:
             named.name(found.group(1))
 
@@ -1171,24 +1167,6 @@ def _is_event_stream(headers: object) -> bool:
         and _ascii_lower(name) == "content-type"
     ]
     return bool(values) and is_event_stream_type(", ".join(values))
-
-
-def _session(headers: object, url: object) -> str | None:
-    """The session a request or response names, as the analyzer reads it (`analyzer.messages`): the
-    first `Mcp-Session-Id` field's value (Streamable HTTP), else the URL's `session_id` (the HTTP+SSE
-    transport's POSTs)."""
-    for pair in headers if isinstance(headers, list) else ():
-        if (
-            isinstance(pair, list)
-            and len(pair) == 2
-            and isinstance(pair[0], str)
-            and len(pair[0]) == len(_SESSION_HEADER)
-            and pair[0].lower() == _SESSION_HEADER
-            and isinstance(pair[1], str)
-        ):
-            return pair[1].partition("\n")[0]
-    found = _SESSION_QUERY.search(url) if isinstance(url, str) else None
-    return found.group(1) if found is not None else None
 
 
 def _ascii_lower(text: str) -> str:

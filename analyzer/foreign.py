@@ -18,8 +18,8 @@ Both then go through `flow_records`, one function: the recorder's own pure flow 
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
 body is split into `sse.event` records by the recorder's SSE parser. A flow that failed gives its
 `http.error`. A stream kept whole says when it ended, not when each event passed: an event answering
-another flow's request (the HTTP+SSE transport's `GET /sse` stream) is placed just after that request
-(`_place_events`), the others keep the stream's end.
+another flow's request of its session (the HTTP+SSE transport's `GET /sse` stream) is placed just after
+that request (`_place_events`), the others keep the stream's end.
 
 An entry or flow whose response body was not kept (browsers drop event streams and large bodies;
 `mitmdump` with `stream_large_bodies`) is not guessed at: none of its records are read (its request
@@ -112,6 +112,8 @@ class _Stream:
     own: frozenset[bytes]
     """The ids its own request sent (JSON text): an answer to one of them ends the stream."""
     events: list[dict[str, Any]]
+    session: str | None
+    """The session first named in its flow (`_flow_session`): the session whose requests it may answer."""
 
 
 class ForeignError(Exception):
@@ -315,7 +317,24 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
     if events:
         start = next(rec[fmt.F_TS] for rec in records if rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE)
         own = frozenset(_ids(records[0], answers=False))
-        out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events))
+        out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events, _flow_session(records)))
+
+
+def _flow_session(records: list[dict[str, Any]]) -> str | None:
+    """The session first named in a flow's records, as the analyzer gives a flow its session: by its
+    request (`Mcp-Session-Id`, the POST URL's `session_id`), its response, or an `endpoint` event."""
+    for rec in records:
+        rtype = rec[fmt.F_TYPE]
+        if rtype == fmt.HTTP_REQUEST or rtype == fmt.HTTP_RESPONSE:
+            session = fmt.named_session(rec.get("headers"), rec.get("url"))
+        elif rtype == fmt.SSE_EVENT and rec.get("sse_event") == "endpoint" and isinstance(rec.get(fmt.F_RAW), str):
+            found = fmt.SESSION_QUERY.search(rec[fmt.F_RAW])
+            session = found.group(1) if found is not None else None
+        else:
+            session = None
+        if session is not None:
+            return session
+    return None
 
 
 # --- HAR ---------------------------------------------------------------------------------------------
@@ -617,36 +636,40 @@ def _place_events(converted: Converted) -> None:
 
     The deprecated HTTP+SSE transport answers every POST on one `GET /sse` stream that lasts the
     whole session: stamped at the stream's end, an answer sent at once read as minutes late (a probe
-    `no-answer`, its server `broken`). An event answering a request of another flow came after that
-    request, and after the events before it: it is placed just after the earliest such request not
-    answered yet, and the events before it just before it. Events answering the stream's own request
-    (a Streamable HTTP answer, which ends its stream) and events after the last one placed keep the
-    stream's end.
+    `no-answer`, its server `broken`). An event answering a request of another flow of its session
+    (the analyzer pairs such answers within a session only, and clients number their requests alike)
+    came after that request, and after the events before it: it is placed just after the earliest such
+    request not answered yet, and the events before it just before it. Events answering the stream's
+    own request (a Streamable HTTP answer, which ends its stream), the events of a stream of no
+    session, and events after the last one placed keep the stream's end.
     """
     if not converted.streams:
         return
-    sent: dict[bytes, list[float]] = {}
+    sent: dict[tuple[str, bytes], list[float]] = {}
     for _, rec in converted.records:
         if rec[fmt.F_TYPE] == fmt.HTTP_REQUEST and rec.get(fmt.F_TS) is not None:
-            for key in _ids(rec, answers=False):
-                sent.setdefault(key, []).append(rec[fmt.F_TS])
+            session = fmt.named_session(rec.get("headers"), rec.get("url"))
+            for ident in _ids(rec, answers=False) if session is not None else ():
+                sent.setdefault((session, ident), []).append(rec[fmt.F_TS])
     for times in sent.values():
         times.sort()
-    taken: set[tuple[bytes, float]] = set()
+    taken: set[tuple[str, bytes, float]] = set()
     for stream in converted.streams:
+        if stream.session is None:
+            continue  # the analyzer pairs none of its answers elsewhere: its events keep its end
         at = stream.start
         placed: list[float | None] = []
         for event in stream.events:
             when = None
-            for key in _ids(event, answers=True):
-                if key in stream.own:
+            for ident in _ids(event, answers=True):
+                if ident in stream.own:
                     continue
-                times = sent.get(key, [])
+                times = sent.get((stream.session, ident), [])
                 after_at = itertools.islice(times, bisect.bisect_left(times, at), None)
                 before_end = itertools.takewhile(lambda t, end=stream.end: t <= end, after_at)
-                t = next((t for t in before_end if (key, t) not in taken), None)
+                t = next((t for t in before_end if (stream.session, ident, t) not in taken), None)
                 if t is not None:
-                    taken.add((key, t))
+                    taken.add((stream.session, ident, t))
                     at = max(at, min(math.nextafter(t, math.inf), stream.end))
                     when = at
             placed.append(when)

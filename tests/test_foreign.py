@@ -391,14 +391,17 @@ def test_a_status_text_beyond_latin_1_does_not_lose_the_entry(tmp_path: Path) ->
     assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
 
 
-def _http_sse_session(minutes: float, base: str = URL.removesuffix("/mcp")) -> list[http.HTTPFlow]:
+def _http_sse_session(
+    minutes: float, base: str = URL.removesuffix("/mcp"), session: str = "abc", posted: float = 0.0
+) -> list[http.HTTPFlow]:
     """The deprecated HTTP+SSE transport as a proxy keeps it whole: a `GET {base}/sse` stream open for
-    `minutes`, carrying the endpoint and every answer, and the client's POSTs answered 202."""
+    `minutes`, carrying the endpoint and every answer, and the client's POSTs answered 202, the first
+    `posted` seconds later than one second into the stream."""
     start = 1796000000.0
     stream = tflow.tflow(resp=True)
     stream.request = http.Request.make("GET", f"{base}/sse", b"", {"accept": "text/event-stream"})
     stream.request.timestamp_start, stream.request.timestamp_end = start, start + 0.001
-    events = f"event: endpoint\ndata: {urlsplit(base).path}/messages/?session_id=abc\n\n".encode()
+    events = f"event: endpoint\ndata: {urlsplit(base).path}/messages/?session_id={session}\n\n".encode()
     events += b"event: message\ndata: " + orjson.dumps(err(1, -32601, "Method not found")) + b"\n\n"
     events += b"event: message\ndata: " + orjson.dumps(init_result(2)) + b"\n\n"
     stream.response = http.Response.make(200, events, {"content-type": "text/event-stream"})
@@ -409,10 +412,11 @@ def _http_sse_session(minutes: float, base: str = URL.removesuffix("/mcp")) -> l
         headers = {"content-type": "application/json"}
         if body["method"] == "server/discover":
             headers |= {"mcp-protocol-version": "2026-07-28", "mcp-method": "server/discover"}
-        post.request = http.Request.make("POST", f"{base}/messages/?session_id=abc", orjson.dumps(body), headers)
-        post.request.timestamp_start, post.request.timestamp_end = start + n, start + n + 0.001
+        post.request = http.Request.make("POST", f"{base}/messages/?session_id={session}", orjson.dumps(body), headers)
+        at = start + n + posted
+        post.request.timestamp_start, post.request.timestamp_end = at, at + 0.001
         post.response = http.Response.make(202, b"Accepted", {"content-type": "text/plain"})
-        post.response.timestamp_start = post.response.timestamp_end = start + n + 0.002
+        post.response.timestamp_start = post.response.timestamp_end = at + 0.002
         flows.append(post)
     return flows
 
@@ -432,6 +436,29 @@ def test_answers_on_a_long_http_sse_stream_are_not_taken_for_late(tmp_path: Path
         assert report["totals"]["probe_outcomes"] == {"legacy-answer": 1}, minutes
         assert report["totals"]["init_outcomes"] == {"served": 1}, minutes
         assert [s["era"] for s in report["servers"] if s["probes"]] == ["legacy"], minutes
+
+
+@pytest.mark.parametrize("kind", ["har", "flows"])
+def test_answers_on_a_long_stream_are_placed_after_their_own_sessions_requests(tmp_path: Path, kind: str) -> None:
+    """Clients number their requests from 1, so two HTTP+SSE sessions in one file (two servers, or two
+    clients of one) send the same ids: an answer on one session's stream was placed just after the
+    other session's request of its id, sent earlier, which put it before its own request (that request
+    `no-answer`, its server `broken`), where the capture of the same traffic reads prompt answers."""
+    base = URL.removesuffix("/mcp")
+    flows = [
+        *_http_sse_session(5, base + "/a", "aaa", posted=0.5),
+        *_http_sse_session(5, base + "/b", "bbb"),
+    ]
+    path = tmp_path / f"two.{kind}"
+    if kind == "har":
+        path.write_bytes(orjson.dumps(_har(flows)))
+    else:
+        _dump(path, flows)
+    report = report_dict(analyze([str(path)]))
+    servers = {s["server"]: (s["era"], s["probe_outcomes"], s["init_outcomes"]) for s in report["servers"]}
+    assert servers == {
+        f"{base}/{name}/sse": ("legacy", {"legacy-answer": 1}, {"served": 1}) for name in ("a", "b")
+    }
 
 
 @pytest.mark.parametrize("kind", ["har", "flows"])
