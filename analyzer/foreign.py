@@ -178,8 +178,13 @@ def _why(exc: BaseException) -> str:
     any message quotes is left out."""
     if isinstance(exc, UnicodeError):
         return f"{type(exc).__name__}: {getattr(exc, 'reason', 'cannot be encoded')}"
-    text = _QUOTED.sub("'…'", str(exc))
-    return f"{type(exc).__name__}: {text if len(text) <= _MAX_WHY else text[: _MAX_WHY - 1] + '…'}"
+    return f"{type(exc).__name__}: {_unquoted(str(exc))}"
+
+
+def _unquoted(text: str) -> str:
+    """A message for a note: what it quotes left out (see `_why`), at most `_MAX_WHY` characters."""
+    text = _QUOTED.sub("'…'", text)
+    return text if len(text) <= _MAX_WHY else text[: _MAX_WHY - 1] + "…"
 
 
 def _redaction() -> HttpRedaction:
@@ -254,7 +259,11 @@ def read_flows(stream: BinaryIO) -> Converted:
             out.unread.append((n, "the request body was not kept (streamed by mitmproxy): not read"))
             continue
         if flow.response is not None and flow.response.raw_content is None:
-            out.unread.append((n, "the response body was not kept (streamed by mitmproxy): not read"))
+            # a plain `mitmdump -w` buffering a body the upstream cut keeps the response without it
+            how = "streamed by mitmproxy"
+            if flow.error is not None:
+                how = f"mitmproxy failed reading it: {_unquoted(flow.error.msg)}"
+            out.unread.append((n, f"the response body was not kept ({how}): not read"))
             continue
         _convert(out, n, flow, redaction)
     if n:  # of every frame read (a dump without any names nothing)
@@ -453,14 +462,30 @@ def _har_gap(entry: Any) -> str | None:
     text = content.get("text")
     sizes = [v for v in (content.get("size"), response.get("bodySize"), response.get("_transferSize")) if v]
     sse = str(content.get("mimeType", "")).split(";", 1)[0].strip().lower() == "text/event-stream"
-    sized = any(isinstance(v, int | float) and v > 0 for v in sizes)
-    # No text where a body was (its size), or no text at all for an event stream (browsers leave
-    # those out); an empty text with no size is an empty body, as mitmproxy writes one.
-    if (text is None and (sse or sized)) or (text == "" and sized):
+    sized = any(isinstance(v, int | float) and v > 0 for v in sizes) or _declared_body(request, response)
+    # No text where a body was (its size, its `Content-Length`), or for an event stream: browsers leave
+    # those out, and mitmproxy writes a body it streamed (and so kept none of) as an empty text of size
+    # 0, as it writes an empty body. An event stream that carried nothing cannot be told from one not
+    # kept; an empty text with no size and no length is an empty body.
+    if (text is None or text == "") and (sse or sized):
         return "the response body is not in the HAR (the exporter left it out): not read, never guessed"
     if content.get("encoding") == "base64" and isinstance(text, str) and not _is_base64(text):
         return "the response body is not valid base64 (its encoding says it is): not read, never guessed"
     return None
+
+
+def _declared_body(request: Any, response: dict[str, Any]) -> bool:
+    """Whether the response's `Content-Length` promises a body (none for a `HEAD` request, a 204 or a 304)."""
+    if (isinstance(request, dict) and request.get("method") == "HEAD") or response.get("status") in (204, 304):
+        return False
+    headers = response.get("headers")
+    return any(
+        isinstance(h, dict)
+        and str(h.get("name", "")).lower() == "content-length"
+        and str(h.get("value", "")).strip().isdigit()
+        and int(str(h.get("value")).strip()) > 0
+        for h in (headers if isinstance(headers, list) else ())
+    )
 
 
 _WHITESPACE: Final = re.compile(r"\s+")

@@ -122,6 +122,39 @@ def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(t
     assert "[1]#entry=1: the response body is not in the HAR" in render_text(analyze([str(path)]), width=200)
 
 
+@pytest.mark.parametrize("sse", [True, False], ids=["event-stream", "sized-json"])
+def test_mitmproxys_har_export_of_a_body_it_streamed_is_noted_not_read_as_empty(tmp_path: Path, sse: bool) -> None:
+    """mitmproxy keeps no body it streamed (an event stream a loaded addon taps, `stream_large_bodies`),
+    and its HAR export writes such a body as an empty text of size 0, as it writes an empty body: the
+    entry was read as an event stream without events (its probe `no-answer`, its server `broken`), or
+    as a JSON answer with no body, where its dump notes the flow as not read. An event stream that
+    carried nothing cannot be told from one not kept; a body its `Content-Length` sizes was not empty."""
+    streamed = _flows()[0] if sse else _flow(probe(1), discover_result(1), sse=False, start=1796000000.0)
+    assert streamed.response is not None
+    streamed.response.headers["content-length"] = str(len(streamed.response.raw_content or b""))
+    streamed.response.raw_content = None
+    doc = _har([streamed, _flows()[1]])
+    assert doc["log"]["entries"][0]["response"]["content"]["text"] == ""  # what mitmproxy exports
+    path = tmp_path / "streamed.har"
+    path.write_bytes(orjson.dumps(doc))
+    report = report_dict(analyze([str(path)]))
+    assert report["totals"]["probe_outcomes"] == {}  # not `no-answer`: the answer is unknown
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+    (note,) = report["inputs"]["malformed"]
+    assert note["line"] == 1 and "not in the HAR" in note["reason"]
+
+
+def test_a_har_entry_of_an_empty_json_body_is_still_read(tmp_path: Path) -> None:
+    empty = _flows()[1]
+    assert empty.response is not None
+    empty.response.content = b""
+    empty.response.headers["content-length"] = "0"
+    path = tmp_path / "empty.har"
+    path.write_bytes(orjson.dumps(_har([empty])))
+    facts = extract_file(str(path))
+    assert facts.malformed == [] and facts.counts["http.response"] == 1
+
+
 def test_a_har_without_the_request_body_notes_it(tmp_path: Path) -> None:
     # mitmproxy streaming bodies (`stream_large_bodies`) exports `postData.text: null`
     doc = _har(_flows())
@@ -171,6 +204,22 @@ def test_flows_whose_bodies_mitmproxy_streamed_are_noted(tmp_path: Path) -> None
         (2, "the response body was not kept (streamed by mitmproxy): not read"),
     ]
     assert _outcomes([path]) == ({}, {"served": 1})
+
+
+def test_a_flow_whose_body_mitmproxy_failed_to_read_says_so(tmp_path: Path) -> None:
+    """A plain `mitmdump -w` buffering a body the upstream cut keeps the response without its body
+    and the failure as the flow's error: that body was not streamed, and the note said it was."""
+    cut = _flows()[0]
+    assert cut.response is not None
+    cut.response.raw_content = None
+    cut.error = tflow.terr("HTTP/1 protocol error: peer closed connection without sending complete message body")
+    path = _dump(tmp_path / "cut.flows", [cut, _flows()[1]])
+    (note,) = extract_file(str(path)).malformed
+    assert note.line == 1
+    assert note.reason == (
+        "the response body was not kept (mitmproxy failed reading it: HTTP/1 protocol error: peer closed"
+        " connection without sending complete message body): not read"
+    )
 
 
 def test_a_dump_in_mitmproxy_10s_flow_format_is_read(tmp_path: Path) -> None:
