@@ -100,6 +100,8 @@ class Converted:
     """A digest of what was read (the decompressed file): a copy of the file has the same one."""
     endpoints: EndpointKeys = field(default_factory=EndpointKeys)
     """The HTTP+SSE endpoints its streams announced: the POSTs to one are the stream's server's."""
+    stream_sessions: set[str] = field(default_factory=set)
+    """The sessions named by the event streams read (`_flow_session`)."""
 
 
 @dataclass
@@ -268,6 +270,7 @@ def read_flows(stream: BinaryIO) -> Converted:
         _convert(out, n, flow, redaction)
     if n:  # of every frame read (a dump without any names nothing)
         out.digest = digest.digest()
+    _note_answers_not_held(out)
     return out
 
 
@@ -322,11 +325,43 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
     if out.server == "http":
         out.server = records[0][fmt.F_SERVER]
     out.records.extend((n, rec) for rec in records)
+    if any(rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE and rec.get("streamed") for rec in records):
+        session = _flow_session(records)
+        if session is not None:
+            out.stream_sessions.add(session)
     events = [rec for rec in records if rec[fmt.F_TYPE] == fmt.SSE_EVENT]
     if events:
         start = next(rec[fmt.F_TS] for rec in records if rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE)
         own = frozenset(_ids(records[0], answers=False))
         out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events, _flow_session(records)))
+
+
+def _note_answers_not_held(out: Converted) -> None:
+    """The requests a server accepted (202) to answer on their session's event stream, of a session no
+    event stream read names, are noted as not read: their answers are not in the file (the stream was
+    left out, or opened before the file's first entry: a browser records only while its tools are
+    open), and read they would be `no-answer`, their server `broken`. The HTTP+SSE transport answers
+    every POST so, on its session's `GET /sse` stream, which announced the POSTs' URL."""
+    by_location: dict[int, list[dict[str, Any]]] = {}
+    for n, rec in out.records:
+        by_location.setdefault(n, []).append(rec)
+    held = set()
+    for n, records in by_location.items():
+        request = records[0]
+        session = fmt.named_session(request.get("headers"), request.get("url"))
+        if (
+            session is not None
+            and session not in out.stream_sessions
+            and any(rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE and rec.get("status") == 202 for rec in records)
+            and _ids(request, answers=False)
+        ):
+            held.add(n)
+    if not held:
+        return
+    out.records = [(n, rec) for n, rec in out.records if n not in held]
+    why = "its answer comes on an event stream this file does not hold: not read, never taken for a missing answer"
+    out.unread = sorted([*out.unread, *((n, why) for n in held)])
+    out.server = out.records[0][1][fmt.F_SERVER] if out.records else "http"
 
 
 def _flow_session(records: list[dict[str, Any]]) -> str | None:
@@ -380,6 +415,7 @@ def read_har(stream: BinaryIO) -> Converted:
             out.unread.append((n, f"not a HAR entry mitmproxy can read ({_why(exc)})"))
             continue
         _convert(out, n, flow, redaction)
+    _note_answers_not_held(out)
     return out
 
 
@@ -461,17 +497,27 @@ def _har_gap(entry: Any) -> str | None:
         return "the response has no content object"
     text = content.get("text")
     sizes = [v for v in (content.get("size"), response.get("bodySize"), response.get("_transferSize")) if v]
-    sse = str(content.get("mimeType", "")).split(";", 1)[0].strip().lower() == "text/event-stream"
+    sse = _event_stream_type(content.get("mimeType"))
     sized = any(isinstance(v, int | float) and v > 0 for v in sizes) or _declared_body(request, response)
-    # No text where a body was (its size, its `Content-Length`), or for an event stream: browsers leave
-    # those out, and mitmproxy writes a body it streamed (and so kept none of) as an empty text of size
-    # 0, as it writes an empty body. An event stream that carried nothing cannot be told from one not
-    # kept; an empty text with no size and no length is an empty body.
-    if (text is None or text == "") and (sse or sized):
+    # No text where a body was (its size, its `Content-Length`), or for an event stream (browsers leave
+    # those out). mitmproxy writes a body it streamed (and so kept none of) as an empty text of size 0,
+    # as it writes an empty body: an event stream answering a request (whose answer it carries) is
+    # taken for one not kept; a client's own stream (a `GET`, which may carry nothing) for empty.
+    if (text is None and (sse or sized)) or (text == "" and (sized or (sse and _asks(post)))):
         return "the response body is not in the HAR (the exporter left it out): not read, never guessed"
     if content.get("encoding") == "base64" and isinstance(text, str) and not _is_base64(text):
         return "the response body is not valid base64 (its encoding says it is): not read, never guessed"
     return None
+
+
+def _event_stream_type(value: object) -> bool:
+    return str(value or "").split(";", 1)[0].strip().lower() == "text/event-stream"
+
+
+def _asks(post: Any) -> bool:
+    """Whether a HAR request's body (`postData`) holds a JSON-RPC request, which its answer answers."""
+    text = post.get("text") if isinstance(post, dict) else None
+    return isinstance(text, str) and bool(_ids({fmt.F_RAW: text}, answers=False))
 
 
 def _declared_body(request: Any, response: dict[str, Any]) -> bool:

@@ -144,15 +144,19 @@ def test_mitmproxys_har_export_of_a_body_it_streamed_is_noted_not_read_as_empty(
     assert note["line"] == 1 and "not in the HAR" in note["reason"]
 
 
-def test_a_har_entry_of_an_empty_json_body_is_still_read(tmp_path: Path) -> None:
+def test_a_har_entry_of_an_empty_body_is_still_read(tmp_path: Path) -> None:
+    """A body that was empty: a 202 to a notification, a client's own event stream (`GET`) that carried nothing."""
     empty = _flows()[1]
     assert empty.response is not None
     empty.response.content = b""
     empty.response.headers["content-length"] = "0"
+    listening = tflow.tflow(resp=True)
+    listening.request = http.Request.make("GET", URL, b"", {"accept": "text/event-stream"})
+    listening.response = http.Response.make(200, b"", {"content-type": "text/event-stream"})
     path = tmp_path / "empty.har"
-    path.write_bytes(orjson.dumps(_har([empty])))
+    path.write_bytes(orjson.dumps(_har([empty, listening])))
     facts = extract_file(str(path))
-    assert facts.malformed == [] and facts.counts["http.response"] == 1
+    assert facts.malformed == [] and facts.counts["http.response"] == 2 and facts.counts["sse.end"] == 1
 
 
 def test_a_har_without_the_request_body_notes_it(tmp_path: Path) -> None:
@@ -530,6 +534,42 @@ def test_the_http_sse_transports_posts_are_the_server_of_the_stream_that_announc
     assert server["server"] == URL.removesuffix("/mcp") + "/sse"
     assert (server["transport"], server["era"], server["versions"]) == ("http+sse", "legacy", ["2025-11-25"])
     assert (server["probe_outcomes"], server["init_outcomes"]) == ({"legacy-answer": 1}, {"served": 1})
+
+
+@pytest.mark.parametrize("stream", ["left-out", "not-in-the-file"])
+@pytest.mark.parametrize("kind", ["har", "flows"])
+def test_requests_answered_on_an_event_stream_the_file_does_not_hold_are_noted(
+    tmp_path: Path, kind: str, stream: str
+) -> None:
+    """The HTTP+SSE transport answers every POST (202 Accepted) on its session's `GET /sse` stream. A
+    browser's HAR leaves that stream's body out, a dump may not have kept it, a browser opened its
+    tools after the stream: the POSTs were read, and with their answers gone they read `no-answer`,
+    their server `broken`. A request accepted for an answer on its session's stream, of a session no
+    stream in the file names, is noted as not read. The POSTs of a session whose stream the file
+    holds are read as before."""
+    base = URL.removesuffix("/mcp")
+    flows = [*_http_sse_session(0.05, base + "/a", "aaa"), *_http_sse_session(0.05, base + "/b", "bbb")]
+    lost = flows[0]
+    assert lost.response is not None
+    if stream == "not-in-the-file":
+        flows = flows[1:]
+    path = tmp_path / f"lost.{kind}"
+    if kind == "har":
+        doc = _har(flows)
+        if stream == "left-out":
+            del doc["log"]["entries"][0]["response"]["content"]["text"]  # what browsers export
+        path.write_bytes(orjson.dumps(doc))
+    else:
+        lost.response.raw_content = None
+        _dump(path, flows)
+    report = report_dict(analyze([str(path)]))
+    assert {s["server"]: (s["era"], s["probe_outcomes"], s["init_outcomes"]) for s in report["servers"]} == {
+        f"{base}/b/sse": ("legacy", {"legacy-answer": 1}, {"served": 1})
+    }
+    notes = {m["line"]: m["reason"] for m in report["inputs"]["malformed"]}
+    posts = [2, 3] if stream == "left-out" else [1, 2]
+    assert sorted(notes) == ([1] if stream == "left-out" else []) + posts
+    assert all("its answer comes on an event stream this file does not hold" in notes[n] for n in posts)
 
 
 def test_mitmproxys_har_export_of_bytes_that_are_no_utf_8_is_read_as_its_dump_is(tmp_path: Path) -> None:
