@@ -17,6 +17,16 @@ from typing import Final
 
 _INTERPRETER_VALUE_OPTIONS: Final = frozenset({"-m", "-jar", "--module"})
 """Options whose value names what an interpreter runs (`python -m pkg`, `java -jar app.jar`)."""
+_SHELLS: Final = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish"})
+_CODE_OPTIONS: Final[dict[str, re.Pattern[str]]] = {
+    **dict.fromkeys(_SHELLS, re.compile(r"-[A-Za-z]*c")),  # `-c`, and flags before it: `-lc`, `-ec`
+    **dict.fromkeys(("node", "nodejs", "bun"), re.compile(r"-e|--eval|-p|--print")),
+    **dict.fromkeys(("perl", "ruby"), re.compile(r"-[A-Za-z]*[eE]")),  # `-e`, `-pe`, `-ne`
+    **dict.fromkeys(("pwsh", "powershell"), re.compile(r"(?i)-c|-command|-encodedcommand")),
+    "php": re.compile(r"-r"),
+}
+"""Per interpreter, the options whose value is code to run (`bash -lc "…"`, `node -e`): the key names
+the option, never the code (which may hold anything; `-c` of any command too)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +130,11 @@ def server_key(argv: Sequence[str]) -> str:
     """A stable, readable server key from a command line: the command's basename plus what it runs.
 
     What it runs is the value of `-m`/`--module`/`-jar`, else the first argument that is not an
-    option; a path is shortened to its basename (`@scope/pkg` names stay whole). `-c` code is not
-    included. Examples: `python -m weather` → `python -m weather`; `/usr/bin/node build/index.js
-    --port 3` → `node index.js`; `mcp-server-git` → `mcp-server-git`.
+    option; a path is shortened to its basename (`@scope/pkg` names stay whole). Code given on the
+    command line is not included, only its option (`python -c`, `bash -lc`, `node -e`: `_CODE_OPTIONS`;
+    give such servers a `--server` name to tell them apart). Examples: `python -m weather` → `python
+    -m weather`; `/usr/bin/node build/index.js --port 3` → `node index.js`; `mcp-server-git` →
+    `mcp-server-git`.
 
     A launcher names what it launches, without the version: `docker run -i --rm -e TOKEN
     mcp/github:1.4` → `docker run mcp/github`; `uv --directory /srv run weather.py` → `uv run
@@ -142,8 +154,9 @@ def server_key(argv: Sequence[str]) -> str:
             if i + 1 < len(args):
                 return f"{base} {arg} {_short(args[i + 1])}" if arg == "-m" else f"{base} {_short(args[i + 1])}"
             break
-        if arg == "-c":
-            return f"{base} -c"
+        code = _CODE_OPTIONS.get(base)
+        if arg == "-c" or (code is not None and code.fullmatch(arg)):
+            return f"{base} {arg}"
         if arg.startswith("-") or not arg:
             continue
         return f"{base} {_short(arg)}"

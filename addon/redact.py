@@ -14,6 +14,7 @@ import hmac
 import os
 import re
 import secrets
+import shlex
 import tempfile
 from bisect import bisect_left
 from collections.abc import Callable
@@ -214,7 +215,12 @@ def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
             out.append(f"{flag}={redactor.hash(value) if secret else _redact_value(value, redactor)}")
             header_next = _secret_header_named(flag, value, http)
         elif arg in SECRET_SHORT_FLAGS or (
-            arg.startswith("-") and len(arg) > 2 and "=" not in arg and _SECRET_NAME.search(arg)
+            # one holding a space is an option and its value in one argument (`"--api-key X"`): below
+            arg.startswith("-")
+            and len(arg) > 2
+            and "=" not in arg
+            and _SECRET_NAME.search(arg)
+            and not _SPACE.search(arg)
         ):
             out.append(arg)
             hide_next = True
@@ -244,9 +250,14 @@ def _redact_value(value: str, redactor: Redactor) -> str:
         redacted = HttpRedaction(redactor).header_value(name, val)
         if redacted != val:
             return f"{name}: {redacted}"
+    listed = False
     if ";" in value and "=" in value:
         # before the URL: `jdbc:sqlserver://h;password=X` puts pairs where a URL has its host
-        value = _redact_pairs(value, redactor)
+        redacted, listed = _redact_pairs(value, redactor)
+        if listed or not _SPACE.search(value):
+            value = redacted
+    if not listed and _SPACE.search(value):
+        return _redact_command_text(value, redactor)
     if "://" in value:
         return HttpRedaction(redactor).url(value)
     if pair and "&" in value:
@@ -254,13 +265,45 @@ def _redact_value(value: str, redactor: Redactor) -> str:
     return value
 
 
+_SPACE = re.compile(r"\s")
+_SHELL_WORD = re.compile(r"""(?:[^\s"'\\]|\\.|"(?:[^"\\]|\\.)*"|'[^']*')+""", re.S)
+"""A word of a POSIX shell command line, quotes and backslash escapes included."""
+
+
+def _redact_command_text(text: str, redactor: Redactor) -> str:
+    """An argument holding a command line (`sh -c "srv --token X"`, `node -e`, a launcher's string,
+    `"--api-key X"` as one argument): its words redacted as the arguments of a command line are,
+    each in its place (quoted for the shell where it changed); the rest of the text as it is (spaces,
+    `&&`, `;`). A quoted word holding a command line again is redacted the same way, one level less."""
+    spans = list(_SHELL_WORD.finditer(text))
+    words = [_unquoted_word(m.group()) for m in spans]
+    redacted = redact_argv(["", *words], redactor)[1:]
+    out: list[str] = []
+    last = 0
+    for m, word, shown in zip(spans, words, redacted, strict=True):
+        out.append(text[last : m.start()])
+        out.append(m.group() if shown == word else shlex.quote(shown))
+        last = m.end()
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _unquoted_word(word: str) -> str:
+    """A shell word as the command it runs receives it (`'a b'` → `a b`)."""
+    try:
+        return "".join(shlex.split(word, posix=True)) or word
+    except ValueError:  # a backslash at the very end
+        return word
+
+
 def _is_secret_pair_name(name: str) -> bool:
     """Whether a pair's value is a credential: a secret-looking name, or a secret query parameter's."""
     return bool(_SECRET_NAME.search(name)) or is_secret_query_param(name)
 
 
-def _redact_pairs(text: str, redactor: Redactor) -> str:
-    """`text` with the value of every secret-named `NAME=VALUE` among its `;`-separated parts hashed.
+def _redact_pairs(text: str, redactor: Redactor) -> tuple[str, bool]:
+    """`text` with the value of every secret-named `NAME=VALUE` among its `;`-separated parts hashed,
+    and whether every part is such a pair (a connection string, not a command line holding a `;`).
 
     Connection strings (ODBC and ADO.NET `Server=h;User ID=u;Password=X`, JDBC's
     `jdbc:sqlserver://h;password=X`) are such lists. A braced or quoted value (`Pwd={a;b}`,
@@ -268,17 +311,20 @@ def _redact_pairs(text: str, redactor: Redactor) -> str:
     hashes as the same secret given anywhere else. Other parts stay as they are.
     """
     out: list[str] = []
+    listed = True
     start = 0
     while start <= len(text):
         end = _pair_end(text, start)
         part = text[start:end]
         name, eq, value = part.partition("=")
-        if eq and _PAIR_NAME.fullmatch(name) and _is_secret_pair_name(name.strip()):
+        paired = bool(eq) and bool(_PAIR_NAME.fullmatch(name))
+        listed = listed and (paired or not part.strip())
+        if paired and _is_secret_pair_name(name.strip()):
             lead = value[: len(value) - len(value.lstrip())]
             part = f"{name}={lead}{redactor.hash(_unquote_pair_value(value.strip()))}"
         out.append(part)
         start = end + 1
-    return ";".join(out)
+    return ";".join(out), listed
 
 
 def _pair_end(text: str, start: int) -> int:
@@ -465,6 +511,12 @@ META_PREFIX: Final = "io.modelcontextprotocol/"
 
 
 _URL_TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
+_BYTES_LITERAL: Final = re.compile(r"""(?<![A-Za-z0-9_])b(['"])((?:(?!\1)[^\\]|\\.)*)\1""", re.S)
+"""A Python bytes literal, as `repr` quotes bytes (mitmproxy's errors quote what they failed on so)."""
+_QUOTED_LINE_END: Final = re.compile(r"(\\r\\n|\\n|\\r)")
+"""A line end inside a quoted bytes literal, as Python writes it (the four characters `\r\n`)."""
+_STATUS_LINE: Final = re.compile(r"HTTP/\d(?:\.\d)? \d{3}(?: [^\\]*)?$")
+_REQUEST_LINE: Final = re.compile(r"([A-Z]+) (\S+)( HTTP/.*)$")
 
 
 def _masked_url(url: str) -> str:
@@ -713,14 +765,35 @@ class HttpRedaction:
         return _sub_url_tokens(text, self.redactor.hash)
 
     def text(self, text: str) -> str:
-        """A message (mitmproxy's flow error) as it may be recorded: each URL in it redacted as `url`
-        redacts one, and a well-known credential anywhere else hashed (a host quoted alone,
+        """A message (mitmproxy's flow error) as it may be recorded: the wire bytes it quotes (`b'…'`)
+        redacted as the message head they are (`_wire_head`), each URL in it redacted as `url` redacts
+        one, and a well-known credential anywhere else hashed (a host quoted alone,
         `Connection to ghp_….example.com:443 failed`). The words stay."""
         if not self.enabled:
             return text
+        if "b'" in text or 'b"' in text:
+            text = _BYTES_LITERAL.sub(lambda m: f"b{m.group(1)}{self._wire_head(m.group(2))}{m.group(1)}", text)
         if "://" in text:
             text = _URL_TOKEN.sub(lambda m: self.url(m.group()), text)
         return self.tokens(text)
+
+    def _wire_head(self, quoted: str) -> str:
+        """The lines of an HTTP message head as Python quotes its bytes (mitmproxy's `unexpected server
+        response: b'HTTP/1.1 200 OK\\r\\nSet-Cookie: …'`, `Invalid header line: b'…'`), each as the
+        recorder would write it: a header field's value as `header_value` writes it, a request line's
+        target as `url` does, a status line kept; any other line (a broken field, garbage) hashed whole."""
+        parts = _QUOTED_LINE_END.split(quoted)
+        for i in range(0, len(parts), 2):  # the separators stand at the odd places
+            line = parts[i]
+            if not line or _STATUS_LINE.match(line):
+                continue
+            if field := _HEADER_SHAPED.match(line):
+                parts[i] = f"{field.group(1)}: {self.header_value(field.group(1), field.group(2))}"
+            elif request := _REQUEST_LINE.match(line):
+                parts[i] = f"{request.group(1)} {self.url(request.group(2))}{request.group(3)}"
+            else:
+                parts[i] = self.redactor.hash(line)
+        return "".join(parts)
 
     def _query_and_fragment(self, url: str) -> str:
         before, hash_sep, fragment = url.partition("#")

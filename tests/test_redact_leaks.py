@@ -139,3 +139,61 @@ def test_userinfo_in_an_endpoint_url_without_a_query_is_hashed(bodies: str) -> N
     userinfo alone stayed in clear."""
     data, policy = HttpRedaction(RED, bodies=bodies).sse_data("endpoint", b"http://u:EndpointPw01@h/messages/")
     assert data == f"http://u:{RED.hash('EndpointPw01')}@h/messages/".encode() and policy == "full"
+
+
+@pytest.mark.parametrize(
+    ("argv", "secrets"),
+    [
+        # a secret option and its value given as one argument: the value was kept, the next argument hashed
+        (["srv.py", "--api-key OneArgSecret01", "--port", "8080"], ["OneArgSecret01"]),
+        # a command line held in one argument, for a shell or an interpreter to run
+        (["bash", "-lc", "exec srv --api-key ShellSecret01 --port 8080"], ["ShellSecret01"]),
+        (["sh", "-c", "exec env GITHUB_TOKEN=ShellSecret02 srv --token=ShellSecret03"],
+         ["ShellSecret02", "ShellSecret03"]),
+        (["bash", "-c", "srv --password 'Quoted Secret04' && echo done"], ["Quoted Secret04", "Secret04"]),
+        (["bash", "-c", "sh -c 'srv --token ShellSecret05'"], ["ShellSecret05"]),
+    ],
+)  # fmt: skip
+def test_a_secret_inside_an_argument_holding_a_command_line_is_hashed(argv: list[str], secrets: list[str]) -> None:
+    shown = redact_argv(argv, RED)
+    assert not any(s in arg for s in secrets for arg in shown), shown
+    assert RED.hash(secrets[0]) in " ".join(shown), shown
+    assert len(shown) == len(argv)
+    assert ("8080" in " ".join(shown)) == ("8080" in " ".join(argv))
+
+
+def test_what_a_command_line_argument_holds_besides_secrets_stays() -> None:
+    (_, flag, code) = redact_argv(["bash", "-lc", "exec srv --api-key ShellSecret06 --port 8080 && echo 'a b'"], RED)
+    assert (flag, code) == ("-lc", f"exec srv --api-key {RED.hash('ShellSecret06')} --port 8080 && echo 'a b'")
+
+
+@pytest.mark.parametrize(
+    ("message", "secrets", "kept"),
+    [
+        # an upstream that closed after part of its response head: mitmproxy quotes the bytes it read
+        (
+            "unexpected server response: b'HTTP/1.1 200 OK\\r\\nSet-Cookie: sid=HeadSecret01; Path=/\\r\\n"
+            "Mcp-Session-Id: HeadSecret02\\r\\nX-Api-Key: HeadSecret03\\r\\nServer: nginx'",
+            ["HeadSecret01", "HeadSecret02", "HeadSecret03"],
+            ["unexpected server response: b'HTTP/1.1 200 OK\\r\\n", "Path=/", "Server: nginx'"],
+        ),
+        ("Invalid header line: b'Set-Cookie sid=HeadSecret04'", ["HeadSecret04"], ["Invalid header line: b'"]),
+        (
+            "Bad HTTP request line: b'GET /mcp?token=HeadSecret05 HTTP/1.1 x'",
+            ["HeadSecret05"],
+            ["Bad HTTP request line: b'"],
+        ),
+        (
+            'Client closed connection before completing request headers: b"POST /mcp HTTP/1.1\\r\\n'
+            'Authorization: Bearer HeadSecret06\\r\\nHost: h\\r\\n"',
+            ["HeadSecret06"],
+            ["Authorization: Bearer hmac:", "Host: h"],
+        ),
+    ],
+)  # fmt: skip
+def test_wire_bytes_quoted_in_a_flow_error_are_redacted_as_the_head_they_are(
+    message: str, secrets: list[str], kept: list[str]
+) -> None:
+    shown = HttpRedaction(RED).text(message)
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown

@@ -2223,3 +2223,23 @@ def test_a_client_that_closes_the_tees_stdout_is_not_hidden_from_the_server(tmp_
     recorded = rebuild(records, fmt.S2C)
     # a read the tee could not deliver is not recorded as relayed: it is counted in `held`
     assert written.startswith(recorded) and len(recorded) + broken["held"] <= len(written)
+
+
+@pytest.mark.parametrize(
+    ("argv", "key"),
+    [
+        (["bash", "-lc", "exec srv --port 8080"], "bash -lc"),
+        (["/bin/sh", "-ec", "srv"], "sh -ec"),
+        (["node", "-e", "require('srv')"], "node -e"),
+        (["node", "--eval", "require('srv')"], "node --eval"),
+        (["perl", "-pe", "s/a/b/"], "perl -pe"),
+        (["ruby", "-e", "puts 1"], "ruby -e"),
+        (["pwsh", "-Command", "Start-Server -Token x"], "pwsh -Command"),
+        (["php", "-r", "echo 1;"], "php -r"),
+        (["bash", "/srv/run.sh"], "bash run.sh"),  # a script, not code
+    ],
+)
+def test_the_key_of_code_given_on_the_command_line_names_the_option_not_the_code(argv: list[str], key: str) -> None:
+    """Code handed to a shell or an interpreter (`bash -lc "…"`, `node -e`) became the key: a file
+    name, every record's `server`, an archive's partition, with what the code held."""
+    assert server_key(argv) == key
