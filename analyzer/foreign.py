@@ -10,9 +10,12 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
   turned into a mitmproxy flow by mitmproxy's own `mitmproxy.io.har.request_to_flow`, then its
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
   `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
-  that function leaves out. It takes an ASCII URL only: a target that is not (`?name=café`, mitmproxy's
-  export's `\\udce9` for a byte) is set on the flow apart, as the recorder would have seen it, and a host
-  written as text (`café.example`) is given in its IDNA form (`_ascii_url`).
+  that function leaves out (mitmproxy's own export lays `timings` out as its flow's times, the
+  upstream's `connect` beside them). A failed entry says no more than that it failed (no time of its
+  failure, which is taken as when its response would have begun). It takes an ASCII URL only: a
+  target that is not (`?name=café`, mitmproxy's export's `\\udce9` for a byte) is set on the flow
+  apart, as the recorder would have seen it, and a host written as text (`café.example`) is given in
+  its IDNA form (`_ascii_url`).
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
@@ -261,10 +264,11 @@ def read_flows(stream: BinaryIO) -> Converted:
             out.unread.append((n, "the request body was not kept (streamed by mitmproxy): not read"))
             continue
         if flow.response is not None and flow.response.raw_content is None:
-            # a plain `mitmdump -w` buffering a body the upstream cut keeps the response without it
+            # a plain `mitmdump -w` buffering a body the upstream cut, or the client left, keeps the
+            # response without it
             how = "streamed by mitmproxy"
             if flow.error is not None:
-                how = f"mitmproxy failed reading it: {_unquoted(flow.error.msg)}"
+                how = f"the flow failed before it was read whole: {_unquoted(flow.error.msg)}"
             out.unread.append((n, f"the response body was not kept ({how}): not read"))
             continue
         _convert(out, n, flow, redaction)
@@ -402,15 +406,19 @@ def read_har(stream: BinaryIO) -> Converted:
     del data
     redaction = _redaction()
     creator = doc["log"].get("creator")
+    writer = creator.get("name") if isinstance(creator, dict) else None
     # Firefox's `connection` is the server's port, not a connection: every request would share one
-    connections = not (isinstance(creator, dict) and creator.get("name") == "Firefox")
+    connections = writer != "Firefox"
+    # mitmproxy's `send` and `wait` run from its flow's request start and end, and its `connect` (the
+    # upstream connection's setup) lies beside them, not before them as HAR's timings are laid out
+    sequential = writer != "mitmproxy"
     for n, entry in enumerate(entries, start=1):
         why = _har_gap(entry)
         if why is not None:
             out.unread.append((n, why))
             continue
         try:
-            flow = _har_flow(entry if connections else _without_connection(entry))
+            flow = _har_flow(entry if connections else _without_connection(entry), sequential)
         except Exception as exc:  # attacker-controlled: any shape mitmproxy's reader refuses
             out.unread.append((n, f"not a HAR entry mitmproxy can read ({_why(exc)})"))
             continue
@@ -547,8 +555,9 @@ def _is_base64(text: str) -> bool:
     return True
 
 
-def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
-    """mitmproxy's own reading of the entry, with what it leaves out set from the entry."""
+def _har_flow(entry: dict[str, Any], sequential: bool = True) -> http.HTTPFlow:
+    """mitmproxy's own reading of the entry, with what it leaves out set from the entry. `sequential`:
+    the request was sent after the entry's `blocked`, `dns` and `connect` times (HAR's layout)."""
     response = entry["response"]
     failed = not response.get("status")
     if failed:  # request_to_flow needs a response; the failure is the flow's error instead
@@ -575,7 +584,7 @@ def _har_flow(entry: dict[str, Any]) -> http.HTTPFlow:
     # would make the report depend on where it runs: UTC, as the recorders write
     start = (started if started.tzinfo is not None else started.replace(tzinfo=dt.UTC)).timestamp()
     t = {k: float(v) / 1000 for k, v in (entry.get("timings") or {}).items() if isinstance(v, int | float) and v > 0}
-    before_send = sum(t.get(k, 0.0) for k in ("blocked", "dns", "connect"))  # ssl is inside connect
+    before_send = sum(t.get(k, 0.0) for k in ("blocked", "dns", "connect")) if sequential else 0.0  # ssl: in connect
     sent = start + before_send + t.get("send", 0.0)
     headers = sent + t.get("wait", 0.0)
     flow.request.timestamp_start, flow.request.timestamp_end = start, sent

@@ -23,11 +23,14 @@ from mitmproxy.io import FlowWriter, tnetstring
 from mitmproxy.test import tflow
 from typer.testing import CliRunner
 
+from addon import format as fmt
 from addon.errors import ErascopeError
 from analyzer.cli import app
+from analyzer.foreign import convert
 from analyzer.load import extract_file
 from analyzer.pipeline import analyze
 from analyzer.report import render, render_text, report_dict
+from analyzer.sources import foreign_kind
 from tests.test_messages import discover_result, err, init, init_result, probe
 
 URL = "http://127.0.0.1:8931/mcp"
@@ -221,8 +224,8 @@ def test_a_flow_whose_body_mitmproxy_failed_to_read_says_so(tmp_path: Path) -> N
     (note,) = extract_file(str(path)).malformed
     assert note.line == 1
     assert note.reason == (
-        "the response body was not kept (mitmproxy failed reading it: HTTP/1 protocol error: peer closed"
-        " connection without sending complete message body): not read"
+        "the response body was not kept (the flow failed before it was read whole: HTTP/1 protocol error:"
+        " peer closed connection without sending complete message body): not read"
     )
 
 
@@ -356,6 +359,7 @@ def test_har_times_and_peer_come_from_the_entry(tmp_path: Path) -> None:
     from analyzer.load import LoadOptions
 
     doc = _har(_flows()[:1])
+    doc["log"]["creator"] = {"name": "WebInspector", "version": "537.36"}  # a browser's: HAR's own timings
     entry = doc["log"]["entries"][0]
     entry["startedDateTime"] = "2026-11-30T01:00:00.000Z"
     entry["timings"] = {"blocked": 5, "dns": -1, "connect": -1, "ssl": -1, "send": 10, "wait": 100, "receive": 20}
@@ -369,6 +373,27 @@ def test_har_times_and_peer_come_from_the_entry(tmp_path: Path) -> None:
     assert times["response"] == pytest.approx(start + 0.135)  # the event arrives by the end of `receive`
     (server,) = report_dict(analyze([str(path)]))["servers"]
     assert server["peers"] == ["10.0.0.7:8931"]
+
+
+def test_mitmproxys_har_times_are_its_flows_times(tmp_path: Path) -> None:
+    """mitmproxy's HAR export writes `connect` (the upstream connection's setup) beside `send` and
+    `wait`, which run from the request's start and end as its flow has them: the connect time was added
+    again before the request was sent, and a first request's answer read that much later than its dump
+    says (after the client's next request, a probe answered as if late)."""
+    flow = _flows()[1]
+    flow.server_conn.timestamp_start = flow.request.timestamp_start - 0.5
+    flow.server_conn.timestamp_tcp_setup = flow.request.timestamp_start + 0.3
+    har, dump = tmp_path / "flow.har", tmp_path / "flow.flows"
+    har.write_bytes(orjson.dumps(_har([flow])))
+    assert orjson.loads(har.read_bytes())["log"]["entries"][0]["timings"]["connect"] == pytest.approx(800)
+    _dump(dump, [flow])
+    times = {}
+    for path in (har, dump):
+        with open(path, "rb") as f:
+            records = convert(str(foreign_kind(str(path))), f).records
+        times[path.suffix] = [rec[fmt.F_TS] for _, rec in records]
+    assert times[".har"] == pytest.approx(times[".flows"], abs=1e-3)
+    assert times[".har"] == pytest.approx([flow.request.timestamp_start, flow.response.timestamp_start], abs=1e-3)
 
 
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Tokyo", "America/Los_Angeles"])
