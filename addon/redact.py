@@ -431,9 +431,17 @@ SECRET_HEADERS: Final = (
 )
 """Headers whose values are credentials; hashed by default. Extend with `erascope_redact_headers`."""
 
-SECRET_HEADER_SUFFIXES: Final = ("-token", "_token", "-key", "_key", "-secret", "_secret")
-"""Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`) is
-hashed as a credential too: vendors invent such headers faster than a list can follow."""
+SECRET_HEADER_SUFFIXES: Final = (
+    "token", "-key", "_key", "apikey", "secret", "password", "passwd", "-jwt", "_jwt", "credential", "-auth",
+    "_auth",
+)  # fmt: skip
+"""Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`,
+`X-ApiKey`, `X-Password`, `X-Jwt`, `X-Auth`) is hashed as a credential too: vendors invent such headers
+faster than a list can follow (not `credentials`: CORS's `Access-Control-Allow-Credentials` is a flag).
+One ending in `authorization` (`X-Forwarded-Authorization`) is read as
+`Authorization` is: its scheme kept, its credential hashed."""
+HASHED_HEADER_SUFFIXES: Final = ("-session-id", "_session_id", "-session", "_session")
+"""Session handles other than `mcp-session-id` (`X-Session-Id`): hashed so they still correlate."""
 
 URL_HEADERS: Final = ("referer", "location", "content-location", ":path", "origin")
 """Headers holding a URL: their secret query values are hashed like the request URL's."""
@@ -466,6 +474,13 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "session_id",
         "sessionid",
         "jwt",
+        "pwd",
+        "pass",
+        "passphrase",
+        "credential",
+        "credentials",
+        "bearer",
+        "oauth_verifier",
         "x-amz-signature",
         "x-amz-credential",
         "x-amz-security-token",
@@ -473,7 +488,9 @@ SECRET_QUERY_PARAMS: Final = frozenset(
 )
 """Query parameter names whose values are hashed; names ending in `_token`/`_key`/`_secret` too."""
 
-_QUERY_SECRET_SUFFIXES: Final = ("_token", "-token", "_key", "-key", "_secret", "-secret")
+_QUERY_SECRET_SUFFIXES: Final = tuple(
+    sep + word for sep in "_-." for word in ("token", "key", "secret", "password", "passwd")
+)
 _SET_COOKIE_SPLIT = re.compile(r"(\n|,[ \t]*(?=[^;=,\s]+=))")
 _AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*) +(\S.*)$")
 ENDPOINT_URI_MAX: Final = 2048
@@ -540,7 +557,7 @@ def mask_urls(text: str) -> str:
 
 def is_secret_query_param(name: str) -> bool:
     """Whether a query parameter's value is a credential (by name)."""
-    low = name.lower()
+    low = name.lower().replace("[", ".").replace("]", "")  # `auth[token]`, as PHP and Rails nest them
     return (
         low in SECRET_QUERY_PARAMS
         or low.endswith(_QUERY_SECRET_SUFFIXES)
@@ -656,7 +673,9 @@ class HttpRedaction:
             "mode": "hash" if self.enabled else "off",
             "bodies": self.bodies,
             "headers": sorted(self.secret_headers) if self.enabled else [],
-            "header_suffixes": list(SECRET_HEADER_SUFFIXES) if self.enabled else [],
+            "header_suffixes": (
+                [*SECRET_HEADER_SUFFIXES, "authorization", *HASHED_HEADER_SUFFIXES] if self.enabled else []
+            ),
             "url_headers": list(URL_HEADERS) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
@@ -704,9 +723,9 @@ class HttpRedaction:
         low = name.lower()
         if low in HASHED_HEADERS:
             return _HASH
-        if low in self.secret_headers:
+        if low in self.secret_headers or low.endswith("authorization"):
             return _SECRET
-        if low.endswith(SECRET_HEADER_SUFFIXES):
+        if low.endswith(SECRET_HEADER_SUFFIXES) or low.endswith(HASHED_HEADER_SUFFIXES):
             return _HASH
         if low in URL_HEADERS:
             return _URL

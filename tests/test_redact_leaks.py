@@ -197,3 +197,42 @@ def test_wire_bytes_quoted_in_a_flow_error_are_redacted_as_the_head_they_are(
     shown = HttpRedaction(RED).text(message)
     assert not any(s in shown for s in secrets), shown
     assert all(k in shown for k in kept), shown
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("X-Authorization", "Bearer NameSecret01", f"Bearer {RED.hash('NameSecret01')}"),
+        ("X-Forwarded-Authorization", "Basic NameSecret02", f"Basic {RED.hash('NameSecret02')}"),
+        ("X-ApiKey", "NameSecret03", RED.hash("NameSecret03")),
+        ("Token", "NameSecret04", RED.hash("NameSecret04")),
+        ("X-Auth", "NameSecret05", RED.hash("NameSecret05")),
+        ("X-Password", "NameSecret06", RED.hash("NameSecret06")),
+        ("X-Jwt", "NameSecret07", RED.hash("NameSecret07")),
+        ("X-Credential", "NameSecret08", RED.hash("NameSecret08")),
+        ("X-Session-Id", "NameSecret09", RED.hash("NameSecret09")),
+    ],
+)
+def test_headers_named_as_credentials_are_hashed(name: str, value: str, shown: str) -> None:
+    """Names no list held (a gateway's `X-Forwarded-Authorization`, `Token`, `X-Jwt`) kept their values
+    in clear, where a command line's option of the same name is hashed."""
+    assert HttpRedaction(RED).header_value(name, value) == shown
+
+
+@pytest.mark.parametrize(
+    "name", ["pwd", "pass", "passphrase", "credential", "bearer", "oauth_verifier", "api.key", "access.token",
+             "auth[token]", "db_password"],
+)  # fmt: skip
+def test_query_values_named_as_credentials_are_hashed(name: str) -> None:
+    url = f"https://h.example/mcp?{name}=QuerySecret01&page=2"
+    assert HttpRedaction(RED).url(url) == f"https://h.example/mcp?{name}={RED.hash('QuerySecret01')}&page=2"
+
+
+@pytest.mark.parametrize(("name", "value"), [("WWW-Authenticate", 'Bearer realm="mcp"'), ("Server", "uvicorn"),
+                                             ("X-Request-Id", "42"), ("Content-Type", "application/json")])  # fmt: skip
+def test_headers_that_are_no_credentials_stay(name: str, value: str) -> None:
+    assert HttpRedaction(RED).header_value(name, value) == value
+
+
+def test_the_cors_credentials_flag_is_no_credential() -> None:
+    assert HttpRedaction(RED).header_value("Access-Control-Allow-Credentials", "true") == "true"
