@@ -481,6 +481,7 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "credentials",
         "bearer",
         "oauth_verifier",
+        "code_verifier",
         "x-amz-signature",
         "x-amz-credential",
         "x-amz-security-token",
@@ -499,11 +500,20 @@ _URI_REFERENCE = re.compile(rb"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%%]{1,%d}" % E
 """What an `endpoint` event's data is kept as in `metadata` mode: a URI (RFC 3986's characters)."""
 
 BODIES_FULL: Final = "full"
-"""Bodies recorded exactly (the default)."""
+"""Bodies recorded exactly (the default), but the credentials of one that is no JSON-RPC message
+(`CREDENTIALS_HASHED`)."""
 BODIES_METADATA: Final = "metadata"
 """Bodies reduced to the JSON-RPC envelope: ids, methods, `_meta`, versions and errors stay;
 tool arguments, result contents and log data become `{"$redacted": {"len": N, "hash": "hmac:…"}}`."""
 BODY_POLICIES: Final = (BODIES_FULL, BODIES_METADATA)
+CREDENTIALS_HASHED: Final = "credentials"
+"""The `body_policy` of a body recorded under `full` that is no JSON-RPC message and held credentials
+(an OAuth token exchange, a client registration): their values hashed (`HttpRedaction.body`)."""
+_CREDENTIAL_BODY_MAX: Final = 64 << 10
+"""The longest body that is no JSON-RPC message searched for credentials: token exchanges and
+registrations are small; a larger body (a download, an HTML page) is recorded as it is."""
+_FORM: Final = re.compile(rb"[\w.%+\-\[\]]+=[^&=\s]*(?:&[\w.%+\-\[\]]+=[^&=\s]*)*")
+"""An `application/x-www-form-urlencoded` body."""
 
 REDACTED_KEY: Final = "$redacted"
 
@@ -714,6 +724,41 @@ class HttpRedaction:
             return f"{m.group(1)} {self.redactor.hash(m.group(2))}"
         return self.redactor.hash(value)
 
+    def _credentials(self, data: bytes) -> bytes | None:
+        """A body that is no JSON-RPC message (which holds `"jsonrpc"`), with the values of its
+        secret-named fields hashed (`is_secret_query_param`: `code`, `client_secret`, `access_token`,
+        …), a form's or a JSON object's at any depth; None when it holds none, or is longer than
+        `_CREDENTIAL_BODY_MAX`. The recorder records every path of a server's origin, and an MCP server
+        that is its own OAuth authorization server exchanges codes for tokens there."""
+        if len(data) > _CREDENTIAL_BODY_MAX or b'"jsonrpc"' in data:
+            return None
+        if data.lstrip()[:1] == b"{":
+            try:
+                doc = orjson.loads(data)
+            except orjson.JSONDecodeError:
+                return None
+            return orjson.dumps(doc) if self._hash_secret_fields(doc) else None
+        if _FORM.fullmatch(data):
+            text = data.decode("ascii", "replace")
+            hashed = _redact_query(self.redactor, text)
+            return hashed.encode() if hashed != text else None
+        return None
+
+    def _hash_secret_fields(self, doc: object) -> bool:
+        """Hash, in place, the values of the secret-named fields of `doc`'s objects; whether any was."""
+        found = False
+        nodes = [doc]
+        while nodes:
+            node = nodes.pop()
+            items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+            for key, value in items:
+                if isinstance(key, str) and is_secret_query_param(key) and value is not None:
+                    node[key] = self.redactor.hash(value if isinstance(value, str) else orjson.dumps(value))  # type: ignore[index]
+                    found = True
+                elif isinstance(value, dict | list):
+                    nodes.append(value)
+        return found
+
     def hides_header(self, name: str) -> bool:
         """Whether the value of a header of this name is recorded hashed (whole or its credential)."""
         return self.enabled and self._action(name) in (_HASH, _SECRET)
@@ -850,8 +895,11 @@ class HttpRedaction:
         In `metadata` mode a body that is not JSON becomes a single `$redacted` marker, so nothing
         unparsed slips through; an empty body stays empty.
         """
-        if self.bodies == BODIES_FULL or not data:
+        if not data:
             return data, self.bodies
+        if self.bodies == BODIES_FULL:
+            hashed = self._credentials(data) if self.enabled else None
+            return (data, self.bodies) if hashed is None else (hashed, CREDENTIALS_HASHED)
 
         try:
             doc = orjson.loads(data)

@@ -236,3 +236,43 @@ def test_headers_that_are_no_credentials_stay(name: str, value: str) -> None:
 
 def test_the_cors_credentials_flag_is_no_credential() -> None:
     assert HttpRedaction(RED).header_value("Access-Control-Allow-Credentials", "true") == "true"
+
+
+@pytest.mark.parametrize(
+    ("body", "secrets", "kept"),
+    [
+        # the OAuth token exchange a client POSTs to an MCP server that is its own authorization server
+        (b"grant_type=authorization_code&code=BodySecret01&code_verifier=BodySecret02&client_id=app"
+         b"&client_secret=BodySecret03&redirect_uri=http%3A%2F%2Flocalhost%3A3000%2Fcb",
+         ["BodySecret01", "BodySecret02", "BodySecret03"], [b"grant_type=authorization_code", b"client_id=app"]),
+        # and what it answers, and a dynamic client registration's answer
+        (b'{"access_token":"BodySecret04","token_type":"Bearer","expires_in":3600,"refresh_token":"BodySecret05"}',
+         ["BodySecret04", "BodySecret05"], [b'"token_type":"Bearer"', b'"expires_in":3600']),
+        (b'{"client_id":"app","client_secret":"BodySecret06","redirect_uris":["http://localhost/cb"]}',
+         ["BodySecret06"], [b'"client_id":"app"', b"http://localhost/cb"]),
+    ],
+)  # fmt: skip
+def test_credentials_in_a_body_that_is_no_json_rpc_message_are_hashed_with_full_bodies(
+    body: bytes, secrets: list[str], kept: list[bytes]
+) -> None:
+    """`--bodies full` keeps the MCP messages whole for the analysis; the recorder also records every
+    other path of the server's origin, where an MCP server that is its own OAuth authorization server
+    exchanges codes for tokens: those were recorded in clear. The analysis reads no such body."""
+    shown, policy = HttpRedaction(RED).body(body)
+    assert not any(s.encode() in shown for s in secrets), shown
+    assert all(RED.hash(s).encode() in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
+    assert policy == "credentials"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"login","arguments":{"password":"kept"}}}',
+        b'{"jsonrpc":"2.0","id":1,"result":{"access_token":"kept"}}',
+        b"Accepted",
+        b"",
+    ],
+)
+def test_json_rpc_bodies_stay_whole_with_full_bodies(body: bytes) -> None:
+    assert HttpRedaction(RED).body(body) == (body, "full")
