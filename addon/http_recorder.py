@@ -46,7 +46,14 @@ from addon.metrics import (
     checked_probe_timeout,
     writer_counters,
 )
-from addon.redact import BODIES_FULL, BODY_POLICIES, ENDPOINT_URI_MAX, HttpRedaction, Redactor
+from addon.redact import (
+    BODIES_FULL,
+    BODY_POLICIES,
+    ENDPOINT_URI_MAX,
+    HttpRedaction,
+    Redactor,
+    without_secret_path_params,
+)
 from addon.retention import Retention, parse_duration, parse_size
 from addon.sse import SseEvent, SseParser, is_event_stream_type
 from addon.writer import DEFAULT_ROTATE_BYTES, CaptureWriter, default_capture_dir
@@ -192,13 +199,14 @@ def server_key(flow: http.HTTPFlow, redaction: HttpRedaction) -> str:
 
     Taken from the mode rather than the request so that a balancing addon rewriting host/port per
     flow does not split one logical server into several keys. The query and the fragment are left
-    out: they hold tokens (`#access_token=…`), and the key is written unredacted into every record
-    and into the metrics' labels. Control bytes and bytes that are not UTF-8 are written `%XX`
+    out, and secret-named path parameters (`;jsessionid=…`): they hold tokens (`#access_token=…`)
+    and sessions, and the key is written unredacted into every record and into the metrics' labels.
+    Control bytes and bytes that are not UTF-8 are written `%XX`
     (`fmt.printable_key`): a client chooses the path, and the key must stay text for every reader.
     A well-known credential in the host or the path (`/mcp/sk-proj-…/sse`), plain or percent-encoded,
     is hashed as `redaction` hashes it in `url`: the same token gives the same key on every flow.
     """
-    return _key(flow, _PATH_END.split(flow.request.path, 1)[0], redaction)
+    return _key(flow, without_secret_path_params(_PATH_END.split(flow.request.path, 1)[0]), redaction)
 
 
 def _key(flow: http.HTTPFlow, path: str, redaction: HttpRedaction) -> str:

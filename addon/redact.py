@@ -30,7 +30,7 @@ HASH_PREFIX: Final = "hmac:"
 
 _SECRET_WORDS: Final = (
     r"token|secret|passw(?:or)?d|passphrase|pwd|api[-_.]?key|apikey|access[-_.]?key|account[-_.]?key|private[-_.]?key"
-    r"|auth|credential|bearer|(?:^|[-_.])pat(?:$|[-_.])|(?:^|[-_.])key$"
+    r"|auth|credential|bearer|jwt|(?:^|[-_.])pat(?:$|[-_.])|(?:^|[-_.])key$|(?:^|[-_.])cookies?$"
     # `pass` and `pw` only as the whole name or its last part (`--pass`, `MYSQL_PASS`, `--db-pw`, openssl's
     # `-passin`/`-passout`): inside other words they are no secret (`--compass`, `--bypass-cache`, `--pwm`)
     r"|(?:^|[-_.])pass(?:in|out)?$|(?:^|[-_.])pw$"
@@ -67,6 +67,8 @@ _TOKEN_SHAPES: Final = (
     r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab personal access tokens
     r"|AKIA[A-Z0-9]{16}"  # AWS access key ids: exactly 20 upper-case letters and digits
     r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys: exactly 39 characters
+    # a JWT: base64url JSON header and payload (`{"` is `eyJ`) and a signature, dot-separated
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
 )
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9_-])(?:{_TOKEN_SHAPES})(?![A-Za-z0-9_-])")
 """A well-known credential standing on its own, anywhere in an argument (`Bearer ghp_…`,
@@ -482,6 +484,8 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "bearer",
         "oauth_verifier",
         "code_verifier",
+        "jsessionid",
+        "phpsessid",
         "x-amz-signature",
         "x-amz-credential",
         "x-amz-security-token",
@@ -537,6 +541,8 @@ META_PREFIX: Final = "io.modelcontextprotocol/"
 """`_meta` keys kept: the protocol's own (`io.modelcontextprotocol/…`) and `progressToken`."""
 
 
+_QUERY_START: Final = re.compile(r"[?#]")
+_PATH_PARAM: Final = re.compile(r";([^/;?#=]+=[^/;?#]*)")
 _URL_TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
 _BYTES_LITERAL: Final = re.compile(r"""(?<![A-Za-z0-9_])b(['"])((?:(?!\1)[^\\]|\\.)*)\1""", re.S)
 """A Python bytes literal, as `repr` quotes bytes (mitmproxy's errors quote what they failed on so)."""
@@ -563,6 +569,14 @@ def mask_urls(text: str) -> str:
     a well-known credential in the host or the path, percent-encoded or not (`/mcp/sk-proj-…/sse` →
     `/mcp/***/sse`), and the query (`?***`)."""
     return _URL_TOKEN.sub(lambda m: _masked_url(m.group(0)), text)
+
+
+def without_secret_path_params(path: str) -> str:
+    """`path` without its secret-named path parameters (`/mcp;jsessionid=…` → `/mcp`): a server key
+    names the server, not one of its sessions."""
+    if ";" not in path:
+        return path
+    return _PATH_PARAM.sub(lambda m: "" if is_secret_query_param(m.group(1).partition("=")[0]) else m.group(), path)
 
 
 def is_secret_query_param(name: str) -> bool:
@@ -810,6 +824,11 @@ class HttpRedaction:
             return url
         if "@" in url:
             url = _redact_userinfo(url, self.redactor)
+        if ";" in url:
+            # a path parameter (`/app;jsessionid=…`): servlet containers put the session there
+            end = _QUERY_START.search(url)
+            cut = end.start() if end else len(url)
+            url = _PATH_PARAM.sub(lambda m: ";" + _redact_query(self.redactor, m.group(1)), url[:cut]) + url[cut:]
         if "?" in url or "#" in url:
             url = self._query_and_fragment(url)
         # after the query: a secret-named value is hashed there from its decoded bytes, and hashing its

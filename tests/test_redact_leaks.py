@@ -276,3 +276,45 @@ def test_credentials_in_a_body_that_is_no_json_rpc_message_are_hashed_with_full_
 )
 def test_json_rpc_bodies_stay_whole_with_full_bodies(body: bytes) -> None:
     assert HttpRedaction(RED).body(body) == (body, "full")
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbm4iLCJleHAiOjE3OTYwMDAwMDB9.c2lnbmF0dXJlLW9mLXRoZS10b2tlbg"
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        ("https://h.example/app;jsessionid=PathSecret01?page=2", "PathSecret01"),
+        ("https://h.example/app?jsessionid=PathSecret02", "PathSecret02"),
+        (f"https://h.example/mcp/{JWT}/sse", JWT),
+    ],
+)
+def test_session_path_parameters_and_bare_jwts_in_urls_are_hashed(url: str, secret: str) -> None:
+    shown = HttpRedaction(RED).url(url)
+    assert secret not in shown and RED.hash(secret) in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "secret"),
+    [(["srv", "--jwt", "ArgSecret01"], "ArgSecret01"), (["srv", "--cookie", "sid=ArgSecret02"], "sid=ArgSecret02"),
+     (["srv", JWT], JWT)],
+)  # fmt: skip
+def test_jwt_and_cookie_options_and_bare_jwts_on_a_command_line_are_hashed(argv: list[str], secret: str) -> None:
+    shown = redact_argv(argv, RED)
+    assert secret not in " ".join(shown) and RED.hash(secret) in shown, shown
+
+
+def test_a_session_path_parameter_is_no_part_of_a_server_key() -> None:
+    """A servlet container's `;jsessionid=…` made every session of one server a server key of its own,
+    with the session in it."""
+    from mitmproxy import http as mhttp
+    from mitmproxy.test import tflow
+
+    from addon.http_recorder import server_key
+
+    keys = set()
+    for session in ("PathSecret03", "PathSecret04"):
+        flow = tflow.tflow()
+        flow.request = mhttp.Request.make("POST", f"http://h.example:8080/mcp;jsessionid={session}?x=1")
+        keys.add(server_key(flow, HttpRedaction(RED)))
+    assert keys == {"http://h.example:8080/mcp"}
