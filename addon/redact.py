@@ -247,6 +247,8 @@ def _redact_value(value: str, redactor: Redactor) -> str:
     if pair and _SECRET_NAME.search(pair.group(1)):
         # the whole value, `;` and `&` included: `DB_PASSWORD=a;b&c` is one password
         return f"{pair.group(1)}={redactor.hash(pair.group(2))}"
+    if value[:1] == "{" and (as_json := _redact_json_argument(value, redactor)) is not None:
+        return as_json
     if m := _HEADER_SHAPED.match(value):
         name, val = m.groups()
         redacted = HttpRedaction(redactor).header_value(name, val)
@@ -296,6 +298,35 @@ def _unquoted_word(word: str) -> str:
         return "".join(shlex.split(word, posix=True)) or word
     except ValueError:  # a backslash at the very end
         return word
+
+
+def _hash_secret_fields(doc: object, redactor: Redactor, secret: Callable[[str], bool]) -> bool:
+    """Hash, in place, the values of the fields of `doc`'s objects (at any depth) whose names are
+    `secret`; whether any was."""
+    found = False
+    nodes = [doc]
+    while nodes:
+        node = nodes.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            if isinstance(key, str) and secret(key) and value is not None:
+                node[key] = redactor.hash(value if isinstance(value, str) else orjson.dumps(value))  # type: ignore[index]
+                found = True
+            elif isinstance(value, dict | list):
+                nodes.append(value)
+    return found
+
+
+def _redact_json_argument(value: str, redactor: Redactor) -> str | None:
+    """A JSON object given as an argument (`--config '{"apiKey": …}'`) with its secret-named fields
+    hashed, as compact JSON; None when it is no JSON object or holds none."""
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or not _hash_secret_fields(doc, redactor, _is_secret_pair_name):
+        return None
+    return orjson.dumps(doc).decode()
 
 
 def _is_secret_pair_name(name: str) -> bool:
@@ -751,27 +782,12 @@ class HttpRedaction:
                 doc = orjson.loads(data)
             except orjson.JSONDecodeError:
                 return None
-            return orjson.dumps(doc) if self._hash_secret_fields(doc) else None
+            return orjson.dumps(doc) if _hash_secret_fields(doc, self.redactor, is_secret_query_param) else None
         if _FORM.fullmatch(data):
             text = data.decode("ascii", "replace")
             hashed = _redact_query(self.redactor, text)
             return hashed.encode() if hashed != text else None
         return None
-
-    def _hash_secret_fields(self, doc: object) -> bool:
-        """Hash, in place, the values of the secret-named fields of `doc`'s objects; whether any was."""
-        found = False
-        nodes = [doc]
-        while nodes:
-            node = nodes.pop()
-            items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
-            for key, value in items:
-                if isinstance(key, str) and is_secret_query_param(key) and value is not None:
-                    node[key] = self.redactor.hash(value if isinstance(value, str) else orjson.dumps(value))  # type: ignore[index]
-                    found = True
-                elif isinstance(value, dict | list):
-                    nodes.append(value)
-        return found
 
     def hides_header(self, name: str) -> bool:
         """Whether the value of a header of this name is recorded hashed (whole or its credential)."""

@@ -318,3 +318,20 @@ def test_a_session_path_parameter_is_no_part_of_a_server_key() -> None:
         flow.request = mhttp.Request.make("POST", f"http://h.example:8080/mcp;jsessionid={session}?x=1")
         keys.add(server_key(flow, HttpRedaction(RED)))
     assert keys == {"http://h.example:8080/mcp"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "secrets", "kept"),
+    [
+        (["srv", "--config", '{"apiKey": "JsonSecret01", "region": "eu", "db": {"password": "JsonSecret02"}}'],
+         ["JsonSecret01", "JsonSecret02"], ['"region":"eu"']),
+        (["srv", '--headers={"Authorization": "Bearer JsonSecret03", "Accept": "application/json"}'],
+         ["JsonSecret03"], ['"Accept":"application/json"']),
+    ],
+)  # fmt: skip
+def test_secret_fields_of_a_json_argument_are_hashed(argv: list[str], secrets: list[str], kept: list[str]) -> None:
+    """Servers take their configuration as a JSON argument (`--config '{"apiKey": …}'`): only
+    well-known token shapes were hashed in it."""
+    shown = " ".join(redact_argv(argv, RED))
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
