@@ -233,8 +233,9 @@ def source_entries(archive: Path | str) -> list[str]:
         if (wrong := malformed_fields(entry)) is not None:  # its `file` orders the entries, first
             raise ErascopeError(f"{p}: malformed archive entry ({wrong}); {COMPACT_AGAIN}")
         entries.append((EntryPath(p, content, entry), entry["file"]))
-    # Path order, as `find_inputs` sorts a directory's captures: the archive reads in the same order
-    return [p for p, _ in sorted(entries, key=lambda e: Path(e[1]))]
+    # in the order of the paths they archive, as `find_inputs` sorts captures: the archive is read in
+    # the order the same files are as JSONL
+    return [p for p, _ in sorted(entries, key=lambda e: e[1])]
 
 
 _UNITS: Final = ("line", "entry", "flow")

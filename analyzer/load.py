@@ -272,7 +272,15 @@ def find_inputs(paths: Iterable[str | Path], *, missing_ok: bool = False) -> lis
                     local(m)
         elif not missing_ok:
             raise ErascopeError(f"no such file or directory: {text}")
-    return sorted(found.values())
+    return sorted(found.values(), key=_input_order)
+
+
+def _input_order(path: str) -> str:
+    """Where an input sorts: by its path, and an archive entry by the path of the file it archives, so
+    that an archive's inputs are read in the order the same files are as JSONL (of copies of one
+    capture part, the first is read). An entry's own name is flat (`x.jsonl.gz.json` sorts before
+    `x.jsonl.json`, and the directory is gone)."""
+    return path.source if isinstance(path, EntryPath) and path.source is not None else path
 
 
 def fullest_first(paths: list[str]) -> list[str]:
@@ -694,8 +702,13 @@ def _read(
     batches: bool = False,
     http: bool = True,
     surrogates: bool = True,
+    lines: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
+
+    `lines`: the lines `records` were scanned from, one record each (`_read_piece`); raises
+    `_LinesShifted` when the reader read another number of records, before anything is noted of
+    their line numbers.
 
     One streaming pass where polars can. Raises `PolarsError` when the records cannot be read this
     way (the caller picks another path). Returns None when `headers` was read as text and some
@@ -755,7 +768,7 @@ def _read(
                 return None
             df = df.drop("_bad_headers")
         if not batches and df.get_column("_batch").any():
-            return _read(facts, plain, options, attempt, batches=True, http=http, surrogates=surrogates)
+            return _read(facts, plain, options, attempt, batches=True, http=http, surrogates=surrogates, lines=lines)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
         # records are counted once, not once per batch member
         record = pl.col("_member") == 0 if batches else pl.lit(True)
@@ -768,9 +781,13 @@ def _read(
         )
         counts = counts.rename({"_type": "type"})
         types = counts.get_column("type")
+        if lines is not None and (int(counts.get_column("n").sum()) != lines or (http and types.null_count())):
+            # Blank lines are skipped by the NDJSON reader (row numbers shift), and a record without
+            # `type` reads as nulls: the piece goes to the line path, its headers not noted here
+            raise _LinesShifted
         if not http and (types.is_in(HTTP_RECORD_TYPES).any() or types.null_count()):
             # rows of those types need the whole plan
-            return _read(facts, plain, options, robust, batches, surrogates=surrogates)
+            return _read(facts, plain, options, robust, batches, surrogates=surrogates, lines=lines)
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
@@ -784,6 +801,10 @@ def _read(
             msgs = _relabelled(facts, msgs)
         return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1], *unread), attempt
     raise AssertionError("unreachable")
+
+
+class _LinesShifted(Exception):
+    """The NDJSON reader read another number of records than the piece has lines (`_read`'s `lines`)."""
 
 
 class _JoinedInBatch(Exception):
@@ -855,9 +876,10 @@ def _read_lists(
     robust: bool,
     http: bool = True,
     surrogates: bool = True,
+    lines: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """`_read` of records whose `headers` are lists (never None then)."""
-    read = _read(facts, records, options, robust, http=http, surrogates=surrogates)
+    read = _read(facts, records, options, robust, http=http, surrogates=surrogates, lines=lines)
     assert read is not None
     return read
 
@@ -886,15 +908,12 @@ def _read_piece(
     piece, surrogates = _lone_surrogates_as_text(piece)
     try:
         scan = _fast_scan(piece, first_line, headers_as_text=True)
-        read = _read(facts, scan, options, robust, http=http, surrogates=surrogates)
+        read = _read(facts, scan, options, robust, http=http, surrogates=surrogates, lines=lines)
         if read is None:  # headers the text cannot carry exactly: read them as lists
-            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, surrogates)
+            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, surrogates, lines)
         counts, msgs, used = read
-        # Blank lines are skipped by the NDJSON reader (row numbers would shift) and a record
-        # without `type` reads as nulls: both send the piece to the line path.
-        if int(counts.get_column("n").sum()) == lines and counts["type"].null_count() == 0:
-            return used, _Piece(counts, msgs, [])
-    except pl.exceptions.PolarsError:
+        return used, _Piece(counts, msgs, [])
+    except (pl.exceptions.PolarsError, _LinesShifted):
         pass
     return _read_bad_piece(facts, piece, first_line, robust, options, surrogates)
 

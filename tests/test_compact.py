@@ -733,3 +733,35 @@ def test_a_part_compacted_open_then_compressed_by_its_recorder_replaces_its_entr
     assert result.exit_code == 0 and "1 file(s) compacted" in result.stderr, result.output
     assert sorted(p.name for p in (archive / SOURCES_DIR).iterdir()) == [f"{source.name}.zst.json"]
     assert _report(str(archive)) == _report(str(caps))
+
+
+@pytest.mark.parametrize("copy", ["renamed-in-an-earlier-directory", "compressed-beside-it", "joined-blank-line"])
+def test_an_archive_of_copies_reads_what_its_jsonl_reads(tmp_path: Path, copy: str) -> None:
+    """Of copies of one capture part the first in input order is read. An archive listed its entries
+    by their own names (a flat `<file name>.json`, so `x.jsonl.gz` before `x.jsonl` and a renamed copy
+    in an earlier directory last), not by the paths they archive: it read another copy than the
+    JSONL did, and a report naming other files (with a renamed middle part, other verdicts). A file
+    of joined captures with a blank line inside its first one was archived without its captures, and
+    read as a duplicate of its first: the others' traffic was left out of the archive's report."""
+    import gzip
+
+    source = next((CORPUS / "auto-legacy-stdio").glob("*.jsonl"))
+    other = next((CORPUS / "auto-modern-stdio").glob("*.jsonl"))
+    caps = tmp_path / "caps"
+    (caps / "d").mkdir(parents=True)
+    shutil.copyfile(source, caps / "d" / source.name)
+    if copy == "renamed-in-an-earlier-directory":
+        (caps / "copies").mkdir()
+        shutil.copyfile(source, caps / "copies" / f"copy-{source.name}")
+    elif copy == "compressed-beside-it":
+        (caps / "d" / f"{source.name}.gz").write_bytes(gzip.compress(source.read_bytes()))
+    else:  # `cat source other > joined`, a blank line added inside the first capture
+        first, second, *rest = source.read_bytes().splitlines(keepends=True)
+        joined = first + second + b"\n" + b"".join(rest) + other.read_bytes()
+        (caps / "d" / f"joined-{source.name}").write_bytes(joined)
+    archive = tmp_path / "archive"
+    result = runner.invoke(app, ["compact", str(caps), "--out", str(archive)])
+    assert result.exit_code == 0, result.output
+    jsonl = _report(str(caps))
+    assert len(orjson.loads(jsonl)["inputs"]["files"]) >= 1
+    assert _report(str(archive)) == jsonl

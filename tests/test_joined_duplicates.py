@@ -192,14 +192,16 @@ def test_a_run_of_captures_left_out_is_one_note(tmp_path: Path) -> None:
 
 def test_an_archived_capture_counts_for_the_joined_file_after_it(tmp_path: Path) -> None:
     """An archive's entry is never looked into again, but the part it holds is read: a joined file
-    after it leaves that part out."""
+    after it leaves that part out. After it as the file the entry archives sorts (an archive's entries
+    are read in the order of the files they archive, as those files are): as their JSONL reads them."""
     from analyzer.compact import compact
 
-    compact([str(copy(B, tmp_path / "src" / "b.jsonl"))], tmp_path / "0-archive", jobs=1)
+    compact([str(copy(B, tmp_path / "0-src" / "b.jsonl"))], tmp_path / "archive", jobs=1)
     both = join([A, B], tmp_path / "1-both.jsonl")
-    got = whole(tmp_path / "0-archive", both)
+    got = whole(tmp_path / "archive", both)
     assert got["inputs"]["records"] == records(A, B)
     assert [r["lines"][0] for r in got["inputs"]["repeated"]] == [len(A.read_bytes().splitlines()) + 1]
+    assert got["inputs"] == whole(tmp_path / "0-src" / "b.jsonl", both)["inputs"]
 
 
 def test_a_copy_left_out_names_the_file_read_for_it(tmp_path: Path) -> None:
