@@ -110,18 +110,23 @@ def test_a_har_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
         assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
 
 
-def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(tmp_path: Path) -> None:
-    doc = _har(_flows())
-    content = doc["log"]["entries"][0]["response"]["content"]
-    del content["text"]  # what browsers export for an event stream
-    content["size"] = 0
-    path = tmp_path / "browser.har"
+def _probes_answer_noted(path: Path, doc: dict[str, Any]) -> None:
+    """`doc` written to `path` reads as `_flows()` does, but for its first entry (the probe's), noted."""
     path.write_bytes(orjson.dumps(doc))
     report = report_dict(analyze([str(path)]))
     assert report["totals"]["probe_outcomes"] == {}  # not `no-answer`: the answer is unknown
     assert report["totals"]["init_outcomes"] == {"served": 1}
     (note,) = report["inputs"]["malformed"]
     assert note["line"] == 1 and "not in the HAR" in note["reason"]
+
+
+def test_a_har_without_the_event_stream_body_notes_it_and_never_says_no_answer(tmp_path: Path) -> None:
+    doc = _har(_flows())
+    content = doc["log"]["entries"][0]["response"]["content"]
+    del content["text"]  # what browsers export for an event stream
+    content["size"] = 0
+    path = tmp_path / "browser.har"
+    _probes_answer_noted(path, doc)
     assert "[1]#entry=1: the response body is not in the HAR" in render_text(analyze([str(path)]), width=200)
 
 
@@ -130,21 +135,16 @@ def test_mitmproxys_har_export_of_a_body_it_streamed_is_noted_not_read_as_empty(
     """mitmproxy keeps no body it streamed (an event stream a loaded addon taps, `stream_large_bodies`),
     and its HAR export writes such a body as an empty text of size 0, as it writes an empty body: the
     entry was read as an event stream without events (its probe `no-answer`, its server `broken`), or
-    as a JSON answer with no body, where its dump notes the flow as not read. An event stream that
-    carried nothing cannot be told from one not kept; a body its `Content-Length` sizes was not empty."""
+    as a JSON answer with no body, where its dump notes the flow as not read. An event stream answering
+    a request always carries its answer (one that carried nothing cannot be told from one not kept);
+    a body its `Content-Length` sizes was not empty."""
     streamed = _flows()[0] if sse else _flow(probe(1), discover_result(1), sse=False, start=1796000000.0)
     assert streamed.response is not None
     streamed.response.headers["content-length"] = str(len(streamed.response.raw_content or b""))
     streamed.response.raw_content = None
     doc = _har([streamed, _flows()[1]])
     assert doc["log"]["entries"][0]["response"]["content"]["text"] == ""  # what mitmproxy exports
-    path = tmp_path / "streamed.har"
-    path.write_bytes(orjson.dumps(doc))
-    report = report_dict(analyze([str(path)]))
-    assert report["totals"]["probe_outcomes"] == {}  # not `no-answer`: the answer is unknown
-    assert report["totals"]["init_outcomes"] == {"served": 1}
-    (note,) = report["inputs"]["malformed"]
-    assert note["line"] == 1 and "not in the HAR" in note["reason"]
+    _probes_answer_noted(tmp_path / "streamed.har", doc)
 
 
 def test_a_har_entry_of_an_empty_body_is_still_read(tmp_path: Path) -> None:
