@@ -1000,3 +1000,7 @@ def _selection(
     if start is not None and end is not None and end <= start:
         raise ErascopeError(f"--until {until} is not after --since {since}: the window holds nothing")
     return start, end, tuple(dict.fromkeys(servers)) if servers else None
+
+
+if __name__ == "__main__":
+    main()

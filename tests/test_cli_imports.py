@@ -173,3 +173,12 @@ def test_text_report_still_renders_with_rich(tmp_path: Path) -> None:
     loaded = _modules(tmp_path, "analyze", str(ROOT / "captures"), "-q", "-f", "text", "-o", str(out))
     assert out.read_text().startswith("erascope: ")
     assert "rich.console" in loaded
+
+
+def test_python_m_runs_the_command() -> None:
+    """`python -m analyzer.cli` ran nothing and exited 0: it defined the command and stopped."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "analyzer.cli", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip(), (proc.stdout, proc.stderr)
