@@ -547,6 +547,8 @@ CREDENTIALS_HASHED: Final = "credentials"
 _CREDENTIAL_BODY_MAX: Final = 64 << 10
 """The longest body that is no JSON-RPC message searched for credentials: token exchanges and
 registrations are small; a larger body (a download, an HTML page) is recorded as it is."""
+_BRACE: Final = ord("{")
+_JSON_SPACE: Final = frozenset(b" \t\r\n")
 _FORM: Final = re.compile(rb"[\w.%+\-\[\]]+=[^&=\s]*(?:&[\w.%+\-\[\]]+=[^&=\s]*)*")
 """An `application/x-www-form-urlencoded` body."""
 
@@ -775,15 +777,20 @@ class HttpRedaction:
         …), a form's or a JSON object's at any depth; None when it holds none, or is longer than
         `_CREDENTIAL_BODY_MAX`. The recorder records every path of a server's origin, and an MCP server
         that is its own OAuth authorization server exchanges codes for tokens there."""
-        if len(data) > _CREDENTIAL_BODY_MAX or b'"jsonrpc"' in data:
+        # on the proxy's event loop for every body: a JSON-RPC message is told in about 0.2 µs (a
+        # `find`, which costs a third of `in` on bytes here), other bodies by their first byte
+        if len(data) > _CREDENTIAL_BODY_MAX:
             return None
-        if data.lstrip()[:1] == b"{":
+        first = data[0]
+        if first == _BRACE or (first in _JSON_SPACE and data.lstrip()[:1] == b"{"):
+            if data.find(b'"jsonrpc"') >= 0:
+                return None
             try:
                 doc = orjson.loads(data)
             except orjson.JSONDecodeError:
                 return None
             return orjson.dumps(doc) if _hash_secret_fields(doc, self.redactor, is_secret_query_param) else None
-        if _FORM.fullmatch(data):
+        if data.find(b"=") >= 0 and _FORM.fullmatch(data):
             text = data.decode("ascii", "replace")
             hashed = _redact_query(self.redactor, text)
             return hashed.encode() if hashed != text else None
