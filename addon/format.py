@@ -256,8 +256,8 @@ def payload_bytes(record: dict[str, object]) -> bytes:
 SESSION_HEADER: Final = "mcp-session-id"
 """The header a Streamable HTTP session is named by (request and response)."""
 SESSION_QUERY: Final = re.compile(r"[?&]session_id=([^&#\s]+)")
-"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer's
-`analyzer.messages._SESSION_QUERY`)."""
+"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer reads it with
+this pattern too, `analyzer.messages._SESSION_QUERY`)."""
 
 
 def named_session(headers: object, url: object) -> str | None:

@@ -385,8 +385,9 @@ def bounded_time(name: str = "ts") -> pl.Expr:
     return pl.when(pl.col(name).is_between(*_TIMES, closed="left")).then(pl.col(name)).alias(name)
 
 
-_SESSION_QUERY: Final = r"[?&]session_id=([^&#\s]+)"
-"""The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`)."""
+_SESSION_QUERY: Final = fmt.SESSION_QUERY.pattern
+"""The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`), as the recorders'
+live counters and the HAR reader find it (`addon.format.SESSION_QUERY`)."""
 
 
 def messages_from_records(
@@ -741,7 +742,7 @@ def _plan(
         # Streamable HTTP names the session in a header; the HTTP+SSE transport in the POST URL's
         # query, which its GET stream announces in the `endpoint` event
         session_id=pl.when(is_http)
-        .then(pl.coalesce(header("mcp-session-id"), pl.col("url").str.extract(_SESSION_QUERY, 1)))
+        .then(pl.coalesce(header(fmt.SESSION_HEADER), pl.col("url").str.extract(_SESSION_QUERY, 1)))
         .when(is_endpoint)
         .then(raw.str.extract(_SESSION_QUERY, 1)),
         http_status=status,
