@@ -254,13 +254,14 @@ def _redact_value(value: str, redactor: Redactor) -> str:
         redacted = HttpRedaction(redactor).header_value(name, val)
         if redacted != val:
             return f"{name}: {redacted}"
-    listed = False
+    spaced = _SPACE.search(value) is not None
     if ";" in value and "=" in value:
         # before the URL: `jdbc:sqlserver://h;password=X` puts pairs where a URL has its host
         redacted, listed = _redact_pairs(value, redactor)
-        if listed or not _SPACE.search(value):
-            value = redacted
-    if not listed and _SPACE.search(value):
+        if listed or not spaced:
+            # a connection string's spaces are inside its names (`User ID`): no command line
+            value, spaced = redacted, False
+    if spaced:
         return _redact_command_text(value, redactor)
     if "://" in value:
         return HttpRedaction(redactor).url(value)
