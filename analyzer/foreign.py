@@ -329,15 +329,16 @@ def _convert(out: Converted, n: int, flow: http.HTTPFlow, redaction: HttpRedacti
     if out.server == "http":
         out.server = records[0][fmt.F_SERVER]
     out.records.extend((n, rec) for rec in records)
-    if any(rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE and rec.get("streamed") for rec in records):
-        session = _flow_session(records)
-        if session is not None:
-            out.stream_sessions.add(session)
+    if not any(rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE and rec.get("streamed") for rec in records):
+        return
+    session = _flow_session(records)
+    if session is not None:
+        out.stream_sessions.add(session)
     events = [rec for rec in records if rec[fmt.F_TYPE] == fmt.SSE_EVENT]
     if events:
         start = next(rec[fmt.F_TS] for rec in records if rec[fmt.F_TYPE] == fmt.HTTP_RESPONSE)
         own = frozenset(_ids(records[0], answers=False))
-        out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events, _flow_session(records)))
+        out.streams.append(_Stream(start, events[0][fmt.F_TS], own, events, session))
 
 
 def _note_answers_not_held(out: Converted) -> None:
