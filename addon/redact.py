@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
-from urllib.parse import unquote_plus, unquote_to_bytes
+from urllib.parse import quote, unquote_plus, unquote_to_bytes
 
 import orjson
 
@@ -34,11 +34,39 @@ _SECRET_WORDS: Final = (
     # `pass` and `pw` only as the whole name or its last part (`--pass`, `MYSQL_PASS`, `--db-pw`, openssl's
     # `-passin`/`-passout`): inside other words they are no secret (`--compass`, `--bypass-cache`, `--pwm`)
     r"|(?:^|[-_.])pass(?:in|out)?$|(?:^|[-_.])pw$"
+    # a session handle (`--session X`, `--session-id X`, `SESSION_ID=X`), hashed as session headers are
+    r"|(?:^|[-_.])session(?:[-_.]?id)?$"
 )
 _SECRET_NAME = re.compile(f"(?i)(?:{_SECRET_WORDS})")
 """An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `--pass`, `GITHUB_TOKEN`, …"""
 SECRET_SHORT_FLAGS: Final = frozenset({"-k"})
 """Short options whose value is a secret (`-k KEY`); long ones are recognised by name."""
+_PASSWORD: Final = "password"
+"""A program's option whose value is a password: the next argument, or attached (`sshpass -pX`)."""
+_ATTACHED_PASSWORD: Final = "attached password"
+"""A password only when attached (`mysql -pX`): alone the option prompts, and the next argument is
+no password (`mysql -p app` names the database)."""
+_USER_PASSWORD: Final = "user:password"
+"""A value `user:password` whose password is hashed, the user kept (`curl -u alice:X`)."""
+_MYSQL_OPTIONS: Final = {"-p": _ATTACHED_PASSWORD}
+_MONGO_OPTIONS: Final = {"-p": _PASSWORD}
+_PROGRAM_OPTIONS: Final[dict[str, dict[str, str]]] = {
+    "curl": dict.fromkeys(("-u", "--user", "-U", "--proxy-user"), _USER_PASSWORD),
+    **dict.fromkeys(
+        ("mysql", "mysqldump", "mysqladmin", "mysqlimport", "mysqlshow", "mysqlcheck", "mysqlslap", "mariadb",
+         "mariadb-dump", "mariadb-admin"),
+        _MYSQL_OPTIONS,
+    ),
+    **dict.fromkeys(("mongosh", "mongo", "mongodump", "mongorestore", "mongoexport", "mongoimport"), _MONGO_OPTIONS),
+    "sshpass": {"-p": _PASSWORD},
+    "redis-cli": {"-a": _PASSWORD},
+}  # fmt: skip
+"""Per program, options that hold a password under a name that says nothing (`-u`, `-p`, `-a`: in
+other programs a user id, a port, a flag). They apply from the program's name on, wherever it
+stands in the command line (`docker exec db mysqldump -pX`, `sh -c "mysql -pX"`)."""
+_RUNS_COMMAND: Final = frozenset({"sshpass"})
+"""Programs whose first other word starts the command they run, with options of its own (`sshpass
+-p X ssh -p 22 h`)."""
 _OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w.-]*)=(.*)$", re.S)
 _NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
 _HEADER_NAME_CHARS: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -201,16 +229,29 @@ def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
     http = HttpRedaction(redactor)
     out: list[str] = []
     hide_next = False
+    user_next = False
     header_next: str | None = None
+    program: str | None = None
+    options: dict[str, str] = {}  # the password options of the program named last
     for i, arg in enumerate(argv):
         header, header_next = header_next, None  # a secret header named by the argument before
+        if not hide_next and not user_next and arg[:1] != "-":
+            program, options = _program_named(arg, program, options)
         if i == 0:
             out.append(arg)
         elif hide_next:
             out.append(redactor.hash(arg))
             hide_next = False
+        elif user_next:
+            out.append(_user_password(arg, redactor))
+            user_next = False
         elif header is not None:
             out.append(http.header_value(header, arg))
+        elif options and (kind := options.get(arg)) in (_PASSWORD, _USER_PASSWORD):
+            out.append(arg)
+            hide_next, user_next = kind == _PASSWORD, kind == _USER_PASSWORD
+        elif options and (shown := _program_option_value(arg, options, redactor)) is not None:
+            out.append(shown)
         elif m := _OPTION_VALUE.match(arg):
             flag, value = m.groups()
             secret = _SECRET_NAME.search(flag.lstrip("-"))
@@ -231,6 +272,37 @@ def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
             header_next = _secret_header_named(argv[i - 1], arg, http)
     # a token is recognised by its shape wherever it stands, whatever the rules above made of the rest
     return out[:1] + [_TOKEN.sub(lambda m: redactor.hash(m.group()), arg) for arg in out[1:]]
+
+
+def _program_named(arg: str, program: str | None, options: dict[str, str]) -> tuple[str | None, dict[str, str]]:
+    """The program whose password options apply after `arg`, and those options."""
+    name = os.path.basename(arg)
+    if name in _PROGRAM_OPTIONS:
+        return name, _PROGRAM_OPTIONS[name]
+    if program in _RUNS_COMMAND:
+        return None, {}
+    return program, options
+
+
+def _program_option_value(arg: str, options: dict[str, str], redactor: Redactor) -> str | None:
+    """`arg` with its password hashed when it is one of the program's password options with its value
+    attached (`-pX`, `-ualice:X`, `--user=alice:X`); else None."""
+    flag, eq, value = arg.partition("=")
+    if not eq or not flag.startswith("--"):
+        flag, value = arg[:2], arg[2:]
+        if arg[:1] != "-" or arg[1:2] == "-" or not value:
+            return None
+    kind = options.get(flag)
+    if kind is None:
+        return None
+    shown = _user_password(value, redactor) if kind == _USER_PASSWORD else redactor.hash(value)
+    return f"{flag}{eq}{shown}"
+
+
+def _user_password(value: str, redactor: Redactor) -> str:
+    """`user:password` with the password hashed; a user alone (the program asks for the password) kept."""
+    user, colon, password = value.partition(":")
+    return f"{user}:{redactor.hash(password)}" if colon else value
 
 
 def _secret_header_named(option: str, name: str, http: HttpRedaction) -> str | None:
@@ -479,6 +551,12 @@ HASHED_HEADER_SUFFIXES: Final = ("-session-id", "_session_id", "-session", "_ses
 
 URL_HEADERS: Final = ("referer", "location", "content-location", ":path", "origin")
 """Headers holding a URL: their secret query values are hashed like the request URL's."""
+URL_HEADER_SUFFIXES: Final = ("-url", "-uri", "_url", "_uri")
+"""Any header named like these holds a URL too (`X-Original-URL`, `X-Rewrite-URL`, `X-Forwarded-Uri`:
+reverse proxies pass the request target the client sent in them)."""
+URL_LIST_HEADERS: Final = ("link", "refresh")
+"""Headers whose URLs stand inside other text: `Link: <URL>; rel="next", <URL>…` and `Refresh: 5;
+url=URL`; each URL in them is redacted as `url` redacts one, the rest stays."""
 
 HOST_HEADERS: Final = ("host", ":authority", "x-forwarded-host", "forwarded")
 """Headers naming a host: a well-known credential in it (`ghp_….example.com`) is hashed as in a URL's host."""
@@ -576,6 +654,13 @@ META_PREFIX: Final = "io.modelcontextprotocol/"
 
 
 _QUERY_START: Final = re.compile(r"[?#]")
+_LINK_TARGET: Final = re.compile(r"<([^>]*)>")
+_REFRESH_URL: Final = re.compile(r"""(?i)(\burl[ \t]*=[ \t]*['"]?)([^'"]*)""")
+_NESTED_URL_DEPTH: Final = 4
+"""How deep URLs given as query values inside URLs are redacted (`?next=https://h/cb?token=…`); a
+value nested deeper is hashed whole."""
+_ENCODED_SCHEME_END: Final = re.compile(r"(?i)%3A(?:%2F|/){2}")
+"""`://` percent-encoded, as a URL given as a query value should be (`next=https%3A%2F%2Fh%2F…`)."""
 _PATH_PARAM: Final = re.compile(r";([^/;?#=]+=[^/;?#]*)")
 _URL_TOKEN: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"]+")
 _BYTES_LITERAL: Final = re.compile(r"""(?<![A-Za-z0-9_])b(['"])((?:(?!\1)[^\\]|\\.)*)\1""", re.S)
@@ -623,12 +708,24 @@ def is_secret_query_param(name: str) -> bool:
     )
 
 
-def _redact_query(redactor: Redactor, query: str, is_secret: Callable[[str], bool] = is_secret_query_param) -> str:
+def _redact_query(
+    redactor: Redactor,
+    query: str,
+    is_secret: Callable[[str], bool] = is_secret_query_param,
+    *,
+    nested: Callable[[str], str] | None = None,
+) -> str:
+    """`name=value` pairs (`&`-separated) with the values of secret names hashed; with `nested`, a
+    value that is a URL (`://`, or `%3A%2F%2F` encoded) becomes `nested(value)`."""
     parts = query.split("&")
     for i, part in enumerate(parts):
         name, sep, value = part.partition("=")
-        if sep and value and is_secret(_unquote(name)):
+        if not sep or not value:
+            continue
+        if is_secret(_unquote(name)):
             parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
+        elif nested is not None and ("://" in value or ("%3" in value and _ENCODED_SCHEME_END.search(value))):
+            parts[i] = f"{name}={nested(value)}"
     return "&".join(parts)
 
 
@@ -697,6 +794,7 @@ def _metadata_message(redactor: Redactor, msg: object) -> object:
 _KEEP: Final = "keep"
 _HASH: Final = "hash"
 _URL: Final = "url"
+_URL_LIST: Final = "url list"
 _SECRET: Final = "secret"
 _TOKENS: Final = "tokens"
 _ACTION_CACHE: Final = 1024
@@ -734,7 +832,8 @@ class HttpRedaction:
             "header_suffixes": (
                 [*SECRET_HEADER_SUFFIXES, "authorization", *HASHED_HEADER_SUFFIXES] if self.enabled else []
             ),
-            "url_headers": list(URL_HEADERS) if self.enabled else [],
+            "url_headers": [*URL_HEADERS, *URL_LIST_HEADERS] if self.enabled else [],
+            "url_header_suffixes": list(URL_HEADER_SUFFIXES) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": "secret-named parameters" if self.enabled else "off",
             "userinfo": "password or lone user" if self.enabled else "off",
@@ -761,6 +860,8 @@ class HttpRedaction:
             return self.redactor.hash(value)
         if action is _URL:
             return self.url(value)
+        if action is _URL_LIST:
+            return self._urls_in(name.lower(), value)
         if action is _TOKENS:
             return self.tokens(value)
         low = name.lower()
@@ -810,11 +911,19 @@ class HttpRedaction:
             return _SECRET
         if low.endswith(SECRET_HEADER_SUFFIXES) or low.endswith(HASHED_HEADER_SUFFIXES):
             return _HASH
-        if low in URL_HEADERS:
+        if low in URL_HEADERS or low.endswith(URL_HEADER_SUFFIXES):
             return _URL
+        if low in URL_LIST_HEADERS:
+            return _URL_LIST
         if low in HOST_HEADERS:
             return _TOKENS
         return _KEEP
+
+    def _urls_in(self, low: str, value: str) -> str:
+        """A `Link` or `Refresh` value with each URL in it redacted (`URL_LIST_HEADERS`)."""
+        if low == "link":
+            return _LINK_TARGET.sub(lambda m: f"<{self.url(m.group(1))}>", value)
+        return _REFRESH_URL.sub(lambda m: m.group(1) + self.url(m.group(2)), value)
 
     def _cookie(self, value: str, set_cookie: bool) -> str:
         # cookie names and attributes (Path, Expires, HttpOnly) are not secret and help correlate
@@ -846,15 +955,22 @@ class HttpRedaction:
         per-tenant gateways in the host (`ghp_….example.com`)."""
         if not self.enabled:
             return url
+        return self._url(url, 0)
+
+    def _url(self, url: str, depth: int) -> str:
+        """`url` redacted, `depth` URLs deep inside another's query (`_NESTED_URL_DEPTH`)."""
         if "@" in url:
-            url = _redact_userinfo(url, self.redactor)
+            if url.startswith("//"):  # scheme-relative (`Location: //u:pw@h/`): the scheme of the request
+                url = _redact_userinfo("s:" + url, self.redactor)[2:]
+            else:
+                url = _redact_userinfo(url, self.redactor)
         if ";" in url:
             # a path parameter (`/app;jsessionid=…`): servlet containers put the session there
             end = _QUERY_START.search(url)
             cut = end.start() if end else len(url)
             url = _PATH_PARAM.sub(lambda m: ";" + _redact_query(self.redactor, m.group(1)), url[:cut]) + url[cut:]
         if "?" in url or "#" in url:
-            url = self._query_and_fragment(url)
+            url = self._query_and_fragment(url, depth)
         # after the query: a secret-named value is hashed there from its decoded bytes, and hashing its
         # hash again would break the correlation with the same token in a header or a path
         return self.tokens(url)
@@ -902,19 +1018,39 @@ class HttpRedaction:
                 parts[i] = self.redactor.hash(line)
         return "".join(parts)
 
-    def _query_and_fragment(self, url: str) -> str:
+    def _query_and_fragment(self, url: str, depth: int) -> str:
         before, hash_sep, fragment = url.partition("#")
         head, query_sep, query = before.partition("?")
+
+        def nested(value: str) -> str:
+            return self._nested_url(value, depth + 1)
+
         if query_sep:
-            head = f"{head}?{_redact_query(self.redactor, query)}"
+            head = f"{head}?{_redact_query(self.redactor, query, nested=nested)}"
         if hash_sep:
             route, route_sep, route_query = fragment.partition("?")
             fragment = (
-                f"{route}?{_redact_query(self.redactor, route_query)}"
+                f"{route}?{_redact_query(self.redactor, route_query, nested=nested)}"
                 if route_sep
-                else _redact_query(self.redactor, fragment)
+                else _redact_query(self.redactor, fragment, nested=nested)
             )
         return f"{head}{hash_sep}{fragment}"
+
+    def _nested_url(self, value: str, depth: int) -> str:
+        """A query value that is a URL (a login's `?next=`, an OAuth `redirect_uri`), redacted as a
+        URL: its secret query values and its userinfo, percent-encoded as it should be, or raw.
+
+        A raw one had its userinfo hashed with the URL holding it; an encoded one is decoded as a
+        server reads it, redacted, and encoded whole again where that changed it (the hashes are of
+        the decoded secrets, as anywhere else). Deeper than `_NESTED_URL_DEPTH` it is hashed whole:
+        an attacker may nest without end."""
+        if depth > _NESTED_URL_DEPTH:
+            return self.redactor.hash(_octets(value, form=True))
+        if "://" in value:
+            return self._query_and_fragment(value, depth) if "?" in value or "#" in value else value
+        decoded = unquote_plus(value, errors="surrogateescape")
+        redacted = self._url(decoded, depth)
+        return value if redacted == decoded else quote(redacted, safe="", errors="surrogateescape")
 
     def sse_data(self, event: str, data: bytes) -> tuple[bytes, str]:
         """An SSE event's data under the policy, and the policy applied.

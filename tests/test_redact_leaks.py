@@ -335,3 +335,95 @@ def test_secret_fields_of_a_json_argument_are_hashed(argv: list[str], secrets: l
     shown = " ".join(redact_argv(argv, RED))
     assert not any(s in shown for s in secrets), shown
     assert all(k in shown for k in kept), shown
+
+
+@pytest.mark.parametrize(
+    ("argv", "secret", "shown_as"),
+    [
+        # `user:password` as the value of a user option (curl, wget, httpie): the user stays
+        (["curl", "-u", "alice:UserPw0001", "https://h.example/mcp"], "UserPw0001", "alice:{}"),
+        (["curl", "--user=alice:UserPw0002", "https://h.example/mcp"], "UserPw0002", "--user=alice:{}"),
+        (["curl", "-ualice:UserPw0003", "https://h.example/mcp"], "UserPw0003", "-ualice:{}"),
+        (["curl", "--proxy-user", "bob:ProxyPw0004", "https://h.example/mcp"], "ProxyPw0004", "bob:{}"),
+        # the password attached to `-p`, as the MySQL clients take it, also where a launcher runs them
+        (["mysql", "-uroot", "-pMyPw0005", "app"], "MyPw0005", "-p{}"),
+        (["docker", "exec", "db", "mysqldump", "-pMyPw0006", "app"], "MyPw0006", "-p{}"),
+        (["sh", "-c", "mysql -pMyPw0007 app | srv"], "MyPw0007", "mysql -p{} app | srv"),
+        # the clients whose short option takes the password as the next argument or attached
+        (["sshpass", "-p", "SshPw0008", "ssh", "h"], "SshPw0008", "{}"),
+        (["sshpass", "-pSshPw0009", "ssh", "h"], "SshPw0009", "-p{}"),
+        (["redis-cli", "-a", "RedisPw0010", "ping"], "RedisPw0010", "{}"),
+        # a session handle given as an option: hashed as the session headers and query values are
+        (["srv", "--session", "SessionArg0011"], "SessionArg0011", "{}"),
+        (["srv", "--session-id=SessionArg0012"], "SessionArg0012", "--session-id={}"),
+    ],
+)  # fmt: skip
+def test_passwords_of_user_and_password_short_options_are_hashed(argv: list[str], secret: str, shown_as: str) -> None:
+    shown = redact_argv(argv, RED)
+    assert secret not in " ".join(shown), shown
+    assert shown_as.format(RED.hash(secret)) in shown, shown
+    assert len(shown) == len(argv)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["python", "-u", "server.py"],  # unbuffered: `-u` takes no value there
+        ["docker", "run", "-u", "1000", "img"],
+        ["mysql", "-p", "app"],  # `-p` alone prompts for the password: `app` is the database
+        ["ssh", "-p22", "h"],
+        ["sh", "-c", "mkdir -p /tmp/x && srv"],
+        ["srv", "--session-file", "/var/lib/srv/session.json"],
+    ],
+)
+def test_user_and_short_options_that_hold_no_password_stay(argv: list[str]) -> None:
+    assert redact_argv(argv, RED) == argv
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret", "kept"),
+    [
+        # reverse proxies pass the original request target in such headers
+        ("X-Original-URL", "/mcp?token=HdrUrl0001&page=2", "HdrUrl0001", "page=2"),
+        ("X-Rewrite-URL", "/mcp?access_token=HdrUrl0002", "HdrUrl0002", "/mcp?access_token="),
+        ("X-Forwarded-Uri", "/mcp?key=HdrUrl0003", "HdrUrl0003", "/mcp?key="),
+        ("Link", '<https://h.example/mcp?token=HdrUrl0004>; rel="next"', "HdrUrl0004", '>; rel="next"'),
+        ("Link", '</a?x=1>; rel="a", <https://u:HdrUrl0005@h.example/b>; rel="b"', "HdrUrl0005", '</a?x=1>; rel="a"'),
+        ("Refresh", "0; url=https://h.example/cb?code=HdrUrl0006", "HdrUrl0006", "0; url=https://h.example/cb?code="),
+        # a scheme-relative URL (the scheme of the request it answers)
+        ("Location", "//u:HdrUrl0007@h.example/mcp", "HdrUrl0007", "//u:"),
+        ("Location", "//h.example/cb?token=HdrUrl0008#x", "HdrUrl0008", "//h.example/cb?token="),
+    ],
+)  # fmt: skip
+def test_urls_in_headers_that_carry_them_are_redacted(name: str, value: str, secret: str, kept: str) -> None:
+    shown = HttpRedaction(RED).header_value(name, value)
+    assert secret not in shown and RED.hash(secret) in shown, shown
+    assert kept in shown, shown
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets", "kept"),
+    [
+        # a URL given as a query value, percent-encoded as it should be, or raw
+        ("https://h.example/login?next=https%3A%2F%2Fh2.example%2Fcb%3Ftoken%3DNested0001&lang=en",
+         ["Nested0001"], ["next=https%3A%2F%2Fh2.example%2Fcb%3Ftoken%3D", "&lang=en"]),
+        ("https://h.example/login?next=https%3A%2F%2Fu%3ANested0002%40h2.example%2F",
+         ["Nested0002"], ["next=https%3A%2F%2Fu%3A"]),
+        ("https://h.example/login?next=https://h2.example/cb?token=Nested0003", ["Nested0003"], ["next=https://h2"]),
+        # twice encoded: a login page's return URL holding an OAuth callback's
+        ("https://h.example/a?r=https%3A%2F%2Fh2.example%2Fb%3Fr%3Dhttps%253A%252F%252Fh3.example%252Fc%253Fcode%253DNested0004",
+         ["Nested0004"], ["r=https%3A%2F%2Fh2.example"]),
+    ],
+)  # fmt: skip
+def test_secrets_of_a_url_inside_a_query_value_are_hashed(url: str, secrets: list[str], kept: list[str]) -> None:
+    shown = HttpRedaction(RED).url(url)
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
+
+
+def test_a_url_nested_in_itself_without_end_is_redacted_without_error() -> None:
+    url = "http://h.example/?n=" * 3000 + "x&token=DeepNest0001"
+    shown = HttpRedaction(RED).url(url)
+    assert "DeepNest0001" not in shown and shown.startswith("http://h.example/?n=")
+    encoded = "http://h.example/?n=http%3A%2F%2Fh.example%2F%3Fn%3D" * 2000 + "&token=DeepNest0002"
+    assert "DeepNest0002" not in HttpRedaction(RED).url(encoded)
