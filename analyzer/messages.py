@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from typing import Any, Final
 
@@ -60,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 8
+EXTRACTION_VERSION: Final = 9
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -75,7 +76,9 @@ last `id`'s type: `"id":"1","id":1` read as the number `1`). 7: a low surrogate 
 (`"\\udc00"`) or a high one before an escape that is not a low one (`"\\ud800\\u0041"`) reads as its
 text too, in a record (was a malformed line) and in a payload (was no message on either reading).
 8: an SSE event without data (a resumable stream's priming event) is no message (was an invalid one,
-garbage to the request whose stream it was on)."""
+garbage to the request whose stream it was on). 9: a payload holding a number beyond a double
+(`1e400`) is read, the number as a string of its text (was no message), and an integer id of forty
+digits or more is read with every digit (both lines of its exchange were malformed)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -127,6 +130,33 @@ def _written_id(payload: str) -> str | None:
         return None
     value = obj.get("id") if isinstance(obj, dict) else None
     return str(value) if isinstance(value, _Written) else None
+
+
+_BEYOND_DOUBLE: Final = r"\d{309}|\d[eE]\+?\d{3}"
+"""Where a payload may hold a number beyond a double (`1e400`, 309 digits and more): serde_json, which
+`json_path_match` parses with, then reads none of its fields (a few payloads that hold none match too,
+such as `"e100"` in a text, and are read as they are)."""
+_STRING_OR_NUMBER: Final = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?')
+
+
+def _numbers_in_double_range(payload: str) -> str | None:
+    """The payload with every number beyond a double's range written as a string of its text
+    (`1e400` as `"1e400"`), each other character as written; None when it holds none.
+
+    What the robust reading reads such a payload as: JSON bounds no number, and the SDKs read one
+    (Python exactly, JavaScript as `Infinity`), where serde_json refuses the whole payload. An id so
+    written is still read as the number it is (a payload quoting no id is read so, see
+    `messages_from_records`), with every digit."""
+    out, done = [], 0
+    for m in _STRING_OR_NUMBER.finditer(payload):
+        text = m.group()
+        if text[0] != '"' and math.isinf(float(text)):
+            out += [payload[done : m.start()], '"', text, '"']
+            done = m.end()
+    if not out:
+        return None
+    out.append(payload[done:])
+    return "".join(out)
 
 
 def _first_members(payload: str) -> str | None:
@@ -491,12 +521,17 @@ def _plan(
     body = pl.col("_json")
     steps: list[dict[str, pl.Expr]] = [{"_json": payload, "_is_json": is_json.fill_null(False)}]
     own = pl.col("_own")  # the robust reading's payload where it writes a top-level key twice
+    # the payload the robust reading reads its fields from: its numbers within a double's range
+    ranged = pl.col("_ranged") if robust else body
     if robust:
         # `json_path_match` reads the last of a key written twice, the fast reading the first: those
         # rare payloads (a key spelled twice, or with an escape) are read without their later copies
         twice = pl.any_horizontal(body.str.count_matches(f'"{key}"\\s*:') > 1 for key in ("id", "method", "params"))
         twice = twice | body.str.contains(r'\\u[^"]*"\s*:')
-        steps.append({"_own": pl.coalesce(pl.when(twice).then(body).map_elements(_first_members, pl.String()), body)})
+        beyond = pl.when(body.str.contains(_BEYOND_DOUBLE)).then(body)
+        steps.append({"_ranged": pl.coalesce(beyond.map_elements(_numbers_in_double_range, pl.String()), body)})
+        first = pl.when(twice).then(ranged).map_elements(_first_members, pl.String())
+        steps.append({"_own": pl.coalesce(first, ranged)})
         steps.append({"_id": _path(own, "$.id"), "_method": _path(own, "$.method")})
         # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for
         # `-0`, `1.8446744073709552e+19` for an integer beyond 64 bits), reads some past 2**53 a
@@ -506,7 +541,10 @@ def _plan(
         # an id's text does not depend on whether another line of the piece made it be read robustly
         other = pl.col("_id").str.contains(_NUMBER) & ~pl.col("_id").str.contains(_INTEGER)
         written = pl.when(other).then(own).map_elements(_written_id, pl.String())
-        exact = (pl.lit("[") + written + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
+        # an integer as written, as the fast reading writes one (the decoding refuses forty digits and more)
+        decodable = pl.when(~written.str.contains(_INTEGER)).then(written)
+        decoded = (pl.lit("[") + decodable + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
+        exact = pl.coalesce(decoded, written)
         steps.append({"_id": pl.coalesce(exact, pl.col("_id"))})
     else:
         fields = pl.col("_fields")
@@ -523,7 +561,7 @@ def _plan(
             }
         )
     # The error object, only where one can be: a payload without a method that mentions it.
-    error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(body)
+    error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(ranged)
     steps.append({"_error": _path(error_text, "$.error")})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`), so the payload's text decides only
@@ -681,8 +719,8 @@ def _plan(
         {
             "_data": _path(pl.col("_error"), "$.data"),
             "_emsg": _path(pl.col("_error"), "$.message"),
-            "_ptext": _path(pl.when(is_init_req).then(body), "$.params"),
-            "_rtext": _path(pl.when(maybe_versions).then(body), "$.result"),
+            "_ptext": _path(pl.when(is_init_req).then(ranged), "$.params"),
+            "_rtext": _path(pl.when(maybe_versions).then(ranged), "$.result"),
         }
     )
     data = pl.col("_data")
