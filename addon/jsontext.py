@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from typing import Any, Final
 
 import orjson
@@ -19,6 +20,9 @@ MAX_DEPTH: Final = 1024
 ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 """A backslash escape of JSON text; group 1 is a `\\u` escape's code."""
 SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+BEYOND_DOUBLE: Final = re.compile(r"\d{309}|\d[eE]\+?\d{3}")
+"""Where JSON text may hold a number beyond a double's range (`1e400`, 309 digits and more), which
+orjson and the reader refuse (a few texts that hold none match too, such as `"e100"` in a string)."""
 """A surrogate's escape, high or low, or the same text after an escaped backslash."""
 
 
@@ -59,13 +63,17 @@ def surrogates_read(text: str) -> bool:
     return True
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes, *, message: bool = False) -> Any:
     """`text` as orjson reads it or, when it holds a lone surrogate's escape (`"c\\ud800"`, a low one
     alone as `"c\\udc00"`, a high one before another escape as `"c\\ud800\\u0041"`: valid JSON which
     orjson refuses, and the analyzer reads as the escape's text), as the standard library reads it: each
     such escape a surrogate of its own. Raises `ValueError` for what orjson refuses otherwise, as the
     reader does (a constant, a number beyond a double, nesting too deep). Rare, and off the common
-    path: the standard library reads only a text orjson refused."""
+    path: the standard library reads only a text orjson refused.
+
+    `message`: `text` is a message's payload, whose numbers beyond a double (`1e400`, 400 digits) the
+    analyzer reads (`analyzer.messages`, as the SDKs do): read, as an `int` when written as one, else
+    as an infinite float."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
@@ -73,12 +81,20 @@ def loads(text: str | bytes) -> Any:
             decoded = text.decode("utf-8") if isinstance(text, bytes) else text  # a BOM stays, and is refused
         except UnicodeDecodeError:
             raise ValueError("not UTF-8") from None
-        if not SURROGATE.search(decoded):
+        beyond = message and BEYOND_DOUBLE.search(decoded) is not None
+        if not beyond and not SURROGATE.search(decoded):
             raise
     try:
+        if beyond:
+            return json.loads(decoded, parse_constant=refuse_constant, parse_int=_long_int)
         return json.loads(decoded, parse_constant=refuse_constant, parse_float=finite, parse_int=_int)
     except RecursionError:
         raise ValueError("nested too deeply") from None
+
+
+def _long_int(text: str) -> int | float:
+    # an integer of more digits than `int` reads from text by default (4300) as the infinity it is to a double
+    return int(text) if len(text) <= sys.get_int_max_str_digits() else float(text)
 
 
 def _int(text: str) -> int:

@@ -195,7 +195,8 @@ def _json(raw: object) -> Any:
     elif not isinstance(raw, str):
         return None
     try:
-        return jsontext.loads(raw)  # a lone surrogate's escape read as the analyzer reads it
+        # a lone surrogate's escape, and a number beyond a double, read as the analyzer reads them
+        return jsontext.loads(raw, message=True)
     except ValueError:
         return None
 

@@ -31,7 +31,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.jsontext import ESCAPE, refuse_constant
+from addon.jsontext import BEYOND_DOUBLE, ESCAPE, refuse_constant
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -132,10 +132,9 @@ def _written_id(payload: str) -> str | None:
     return str(value) if isinstance(value, _Written) else None
 
 
-_BEYOND_DOUBLE: Final = r"\d{309}|\d[eE]\+?\d{3}"
-"""Where a payload may hold a number beyond a double (`1e400`, 309 digits and more): serde_json, which
-`json_path_match` parses with, then reads none of its fields (a few payloads that hold none match too,
-such as `"e100"` in a text, and are read as they are)."""
+_BEYOND_DOUBLE: Final = BEYOND_DOUBLE.pattern
+"""Where a payload may hold a number beyond a double: serde_json, which `json_path_match` parses with,
+then reads none of its fields (a payload that matches but holds none is read as it is)."""
 _STRING_OR_NUMBER: Final = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?')
 
 

@@ -89,3 +89,39 @@ def test_a_long_id_keeps_every_digit(tmp_path: Path) -> None:
     path = _capture(tmp_path, probe_id="7" * 45, answer_id="7" * 44 + "8")
     (server,) = _report([str(path)])["servers"]
     assert server["era"] != "modern" and "discover-result" not in server["probe_outcomes"], server
+
+
+BEYOND: Final = ["1e400", "-1.5E+309", "9" * 400]
+RELEASE: Final = '"supportedVersions":["2026-07-28"]}}'
+
+
+@pytest.mark.parametrize(
+    ("probe_id", "answer"),
+    [
+        *[("1", '{"jsonrpc":"2.0","id":1,"result":{"big":' + n + "," + RELEASE) for n in BEYOND],
+        *[(n, '{"jsonrpc":"2.0","id":' + n + ',"result":{' + RELEASE) for n in BEYOND],
+        ("7" * 60, '{"jsonrpc":"2.0","id":' + "7" * 60 + ',"result":{' + RELEASE),
+    ],
+)  # fmt: skip
+def test_the_live_counters_read_them_as_the_analyzer(tmp_path: Path, probe_id: str, answer: str) -> None:
+    """The recorders' counters read a message as the analyzer later does: such an answer was garbage."""
+    from addon import format as fmt
+    from addon.metrics import LiveStats
+    from tests.test_metrics import PROBE, _analyzed, feed, frame, with_id
+
+    records = [frame("a", fmt.C2S, with_id(probe_id, PROBE)), frame("a", fmt.S2C, answer)]
+    expected = {"era": "modern", "outcomes": {"discover-result": 1}}
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+    assert _analyzed(tmp_path, records) == expected
+
+
+def test_a_number_of_more_digits_than_python_reads_by_default_is_read(tmp_path: Path) -> None:
+    from addon import format as fmt
+    from addon.metrics import LiveStats
+    from tests.test_metrics import PROBE, _analyzed, feed, frame, with_id
+
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"big":' + "9" * 5000 + ',"supportedVersions":["2026-07-28"]}}'
+    records = [frame("a", fmt.C2S, with_id("1", PROBE)), frame("a", fmt.S2C, answer)]
+    expected = {"era": "modern", "outcomes": {"discover-result": 1}}
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+    assert _analyzed(tmp_path, records) == expected
