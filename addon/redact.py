@@ -36,6 +36,8 @@ _SECRET_WORDS: Final = (
     r"|(?:^|[-_.])pass(?:in|out)?$|(?:^|[-_.])pw$"
     # a session handle (`--session X`, `--session-id X`, `SESSION_ID=X`), hashed as session headers are
     r"|(?:^|[-_.])session(?:[-_.]?id)?$"
+    # a wallet's recovery words, credentials in short, cloud vendors' secret key beside their access key (`*_SK`)
+    r"|mnemonic|seed[-_.]?phrase|(?:^|[-_.])creds$|(?:^|[-_.])sk$"
 )
 _SECRET_NAME = re.compile(f"(?i)(?:{_SECRET_WORDS})")
 """An option or variable name that holds a secret: `--token`, `--api-key`, `--pat`, `--pass`, `GITHUB_TOKEN`, …"""
@@ -50,6 +52,8 @@ _USER_PASSWORD: Final = "user:password"
 """A value `user:password` whose password is hashed, the user kept (`curl -u alice:X`)."""
 _MYSQL_OPTIONS: Final = {"-p": _ATTACHED_PASSWORD}
 _MONGO_OPTIONS: Final = {"-p": _PASSWORD}
+_UPPER_P_OPTIONS: Final = {"-P": _PASSWORD}
+_LDAP_OPTIONS: Final = {"-w": _PASSWORD}
 _PROGRAM_OPTIONS: Final[dict[str, dict[str, str]]] = {
     "curl": dict.fromkeys(("-u", "--user", "-U", "--proxy-user"), _USER_PASSWORD),
     **dict.fromkeys(
@@ -60,6 +64,8 @@ _PROGRAM_OPTIONS: Final[dict[str, dict[str, str]]] = {
     **dict.fromkeys(("mongosh", "mongo", "mongodump", "mongorestore", "mongoexport", "mongoimport"), _MONGO_OPTIONS),
     "sshpass": {"-p": _PASSWORD},
     "redis-cli": {"-a": _PASSWORD},
+    **dict.fromkeys(("sqlcmd", "bcp", "mosquitto_pub", "mosquitto_sub"), _UPPER_P_OPTIONS),
+    **dict.fromkeys(("ldapsearch", "ldapmodify", "ldapadd", "ldapdelete", "ldapwhoami", "ldappasswd"), _LDAP_OPTIONS),
 }  # fmt: skip
 """Per program, options that hold a password under a name that says nothing (`-u`, `-p`, `-a`: in
 other programs a user id, a port, a flag). They apply from the program's name on, wherever it
@@ -67,8 +73,12 @@ stands in the command line (`docker exec db mysqldump -pX`, `sh -c "mysql -pX"`)
 _RUNS_COMMAND: Final = frozenset({"sshpass"})
 """Programs whose first other word starts the command they run, with options of its own (`sshpass
 -p X ssh -p 22 h`)."""
-_OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9][\w.-]*)=(.*)$", re.S)
-_NAME_VALUE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
+_OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9/][\w.:/-]*)=(.*)$", re.S)
+"""`--name=value`; the name may be a URL's (npm's `--//registry.example/:_authToken=X`)."""
+_NAME_VALUE = re.compile(r"^((?:\$[Ee][Nn][Vv]:)?[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
+"""`NAME=value`, or PowerShell's `$env:NAME=value`."""
+_GO_DSN = re.compile(r"""(?<![^\s='"])([^\s:@/='"]*):(\S*)@(?=(?:tcp6?|udp|unix)\()""")
+"""Go's MySQL driver's data source name, `user:password@tcp(host:3306)/db`: no scheme, so no URL."""
 _HEADER_NAME_CHARS: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 """An HTTP header name (RFC 9110's token)."""
 _HEADER_SHAPED = re.compile(rf"^({_HEADER_NAME_CHARS}):[ \t]*(.*)$", re.S)
@@ -85,19 +95,73 @@ _PAIR_NAME = re.compile(r"\s*[A-Za-z_][\w .:-]*")
 (`Jet OLEDB:Database Password`) in theirs; a URL or a path is no name."""
 _PAIR_QUOTES: Final = {"{": "}", '"': '"', "'": "'"}
 """How a connection string's value holds a `;`: braced (ODBC, `}}` for a `}`) or quoted (ADO.NET, doubled)."""
-_TOKEN_SHAPES: Final = (
-    r"gh[pousr]_[A-Za-z0-9]{36,}"  # GitHub tokens: 36 base62 characters after the prefix
-    r"|github_pat_[A-Za-z0-9_]{80,}"  # GitHub fine-grained tokens: 22 + `_` + 59
-    r"|sk-ant-[A-Za-z0-9_-]{32,}"  # Anthropic: sk-ant-api03-…, about 100 characters
-    r"|sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{32,}"  # OpenAI project, service account and admin keys
-    r"|sk-[A-Za-z0-9]{32,}"  # OpenAI's older keys (48 letters and digits) and vendors copying them
-    r"|xox[abeoprs]-[0-9]+-[A-Za-z0-9-]{10,}"  # Slack: xoxb-<team>-<bot>-<secret>, xoxp-…
-    r"|glpat-[A-Za-z0-9_-]{20,}"  # GitLab personal access tokens
-    r"|AKIA[A-Z0-9]{16}"  # AWS access key ids: exactly 20 upper-case letters and digits
-    r"|AIza[A-Za-z0-9_-]{35}"  # Google API keys: exactly 39 characters
+_TOKEN_SHAPE_LIST: Final = (
+    r"gh[pousr]_[A-Za-z0-9]{36,}",  # GitHub tokens: 36 base62 characters after the prefix
+    r"github_pat_[A-Za-z0-9_]{80,}",  # GitHub fine-grained tokens: 22 + `_` + 59
+    r"sk-ant-[A-Za-z0-9_-]{32,}",  # Anthropic: sk-ant-api03-…, about 100 characters
+    r"sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{32,}",  # OpenAI project, service account and admin keys
+    r"sk-[A-Za-z0-9]{32,}",  # OpenAI's older keys (48 letters and digits) and vendors copying them
+    r"sk-(?:or-v1|ak|lf)-[A-Za-z0-9-]{20,}",  # OpenRouter, Zapier, Langfuse
+    r"xox[abcdeoprs]-[0-9]+-[A-Za-z0-9-]{10,}",  # Slack: xoxb-<team>-<bot>-<secret>, xoxp-, a browser's xoxc-
+    r"xapp-[0-9]-[A-Za-z0-9]+-[0-9]+-[A-Za-z0-9]{10,}",  # Slack app-level tokens
+    r"gl(?:pat|ptt|dt|rt|soat|ft|cbt)-[A-Za-z0-9_-]{20,}",  # GitLab: personal, trigger, deploy, runner, … tokens
+    r"AKIA[A-Z0-9]{16}",  # AWS access key ids: exactly 20 upper-case letters and digits
+    r"ASIA[A-Z0-9]{16}",  # AWS temporary access key ids
+    r"AIza[A-Za-z0-9_-]{35}",  # Google API keys: exactly 39 characters
+    r"ya29\.[A-Za-z0-9_-]{30,}",  # Google OAuth access tokens
+    r"GOCSPX-[A-Za-z0-9_-]{24,}",  # Google OAuth client secrets
+    r"sk_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe secret keys
+    r"rk_(?:live|test)_[A-Za-z0-9]{20,}",  # Stripe restricted keys
+    r"whsec_[A-Za-z0-9+=]{24,}",  # Stripe webhook secrets
+    r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"npm_[A-Za-z0-9]{36,}",  # npm
+    r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",  # PyPI (a macaroon for pypi.org)
+    r"SG\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{40,}",  # SendGrid
+    r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",  # Shopify
+    r"ATATT3[A-Za-z0-9_=-]{40,}",  # Atlassian API tokens
+    r"ntn_[A-Za-z0-9]{40,}",  # Notion
+    r"secret_[A-Za-z0-9]{40,}",  # Notion's older integration tokens
+    r"lin_api_[A-Za-z0-9]{32,}",  # Linear
+    r"gsk_[A-Za-z0-9]{40,}",  # Groq
+    r"pplx-[A-Za-z0-9]{40,}",  # Perplexity
+    r"xai-[A-Za-z0-9]{40,}",  # xAI
+    r"tvly-[A-Za-z0-9-]{20,}",  # Tavily
+    r"r8_[A-Za-z0-9]{32,}",  # Replicate
+    r"pcsk_[A-Za-z0-9_]{40,}",  # Pinecone
+    r"sbp_[a-f0-9]{40,}",  # Supabase access tokens
+    r"sb_secret_[A-Za-z0-9_-]{20,}",  # Supabase secret keys
+    r"dop_v1_[a-f0-9]{40,}",  # DigitalOcean
+    r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}",  # Postman
+    r"figd_[A-Za-z0-9_-]{40,}",  # Figma
+    r"dapi[a-f0-9]{32}(?:-[0-9])?",  # Databricks
+    r"hvs\.[A-Za-z0-9_-]{24,}",  # HashiCorp Vault service tokens
+    r"dckr_pat_[A-Za-z0-9_-]{20,}",  # Docker Hub
+    r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{6,}",  # LangSmith
+    r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",  # Grafana service accounts
+    r"sntry[su]_[A-Za-z0-9+=_-]{40,}",  # Sentry
+    r"NRAK-[A-Z0-9]{24,}",  # New Relic
+    # a PEM private key (a service account's, given as an argument), BEGIN to END
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
     # a JWT: base64url JSON header and payload (`{"` is `eyJ`) and a signature, dot-separated
-    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"
+    r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
 )
+"""Well-known credentials: each a documented prefix and the length and characters of real tokens."""
+
+
+def _by_first_character(shapes: tuple[str, ...]) -> str:
+    """`shapes` as one alternation per first character (`s(?:k-ant-…|k-…|ecret_…)`), each in its order.
+
+    Searching a URL for them is on the proxy's path for every request: an alternation whose branches
+    each start with a character of its own is searched by skipping to where one of those characters
+    stands, and tries one branch there instead of every shape in turn (about half the time of the
+    shapes side by side, for forty of them)."""
+    groups: dict[str, list[str]] = {}
+    for shape in shapes:
+        groups.setdefault(shape[0], []).append(shape[1:])
+    return "|".join(f"{re.escape(first)}(?:{'|'.join(rest)})" for first, rest in groups.items())
+
+
+_TOKEN_SHAPES: Final = _by_first_character(_TOKEN_SHAPE_LIST)
 _TOKEN = re.compile(rf"(?<![A-Za-z0-9_-])(?:{_TOKEN_SHAPES})(?![A-Za-z0-9_-])")
 """A well-known credential standing on its own, anywhere in an argument (`Bearer ghp_…`,
 `--config={"token":"ghp_…"}`). Each is a documented prefix *and* the length and characters of real
@@ -321,6 +385,10 @@ def _redact_value(value: str, redactor: Redactor) -> str:
         return f"{pair.group(1)}={redactor.hash(pair.group(2))}"
     if value[:1] == "{" and (as_json := _redact_json_argument(value, redactor)) is not None:
         return as_json
+    if pair and pair.group(2)[:1] == "{" and (as_json := _redact_json_argument(pair.group(2), redactor)) is not None:
+        return f"{pair.group(1)}={as_json}"  # `-e 'HEADERS={"Authorization": …}'`, as vendors document
+    if "@" in value and _GO_DSN.search(value):
+        value = _GO_DSN.sub(lambda m: f"{m.group(1)}:{redactor.hash(m.group(2))}@", value)
     if m := _HEADER_SHAPED.match(value):
         name, val = m.groups()
         redacted = HttpRedaction(redactor).header_value(name, val)
@@ -391,15 +459,43 @@ def _hash_secret_fields(doc: object, redactor: Redactor, secret: Callable[[str],
 
 
 def _redact_json_argument(value: str, redactor: Redactor) -> str | None:
-    """A JSON object given as an argument (`--config '{"apiKey": …}'`) with its secret-named fields
-    hashed, as compact JSON; None when it is no JSON object or holds none."""
+    """A JSON object given as an argument (`--config '{"apiKey": …}'`, a host's `--mcp-config`) with its
+    secret-named fields hashed, and every other string in it redacted as an argument is (a server's
+    URL, a connection string), every list of strings as a command line (a server's `args`), as
+    compact JSON; None when it is no JSON object or holds nothing to hide."""
     try:
         doc = orjson.loads(value)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(doc, dict) or not _hash_secret_fields(doc, redactor, _is_secret_pair_name):
+    if not isinstance(doc, dict):
+        return None
+    hashed = _hash_secret_fields(doc, redactor, _is_secret_pair_name)
+    if not _redact_json_strings(doc, redactor) and not hashed:
         return None
     return orjson.dumps(doc).decode()
+
+
+def _redact_json_strings(doc: dict[str, object], redactor: Redactor) -> bool:
+    """Redact, in place, the strings of `doc` at any depth (`_redact_json_argument`); whether any changed."""
+    changed = False
+    nodes: list[object] = [doc]
+    while nodes:
+        node = nodes.pop()
+        if isinstance(node, list) and node and all(isinstance(item, str) for item in node):
+            shown = redact_argv(["", *node], redactor)[1:]
+            changed = changed or shown != node
+            node[:] = shown
+            continue
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, item in list(items):
+            if isinstance(item, str) and not item.startswith(HASH_PREFIX):
+                shown_item = _TOKEN.sub(lambda m: redactor.hash(m.group()), _redact_value(item, redactor))
+                if shown_item != item:
+                    node[key] = shown_item  # type: ignore[index]
+                    changed = True
+            elif isinstance(item, dict | list):
+                nodes.append(item)
+    return changed
 
 
 def _is_secret_pair_name(name: str) -> bool:
@@ -495,7 +591,10 @@ def _redact_userinfo(text: str, redactor: Redactor) -> str:
                 at, end = at_wide, wide
         if at >= 0 and _follows_scheme(text, sep):
             user, colon, password = text[begin:at].partition(":")
-            hidden = f"{user}:{redactor.hash(_octets(password))}" if colon else redactor.hash(_octets(user))
+            if colon and password not in _PLACEHOLDER_PASSWORDS:
+                hidden = f"{user}:{redactor.hash(_octets(password))}"
+            else:  # the user is the credential (a token), and a placeholder or nothing its password
+                hidden = redactor.hash(_octets(user)) + colon + password
             out.append(text[done:begin])
             out.append(hidden)
             done = at
@@ -505,6 +604,11 @@ def _redact_userinfo(text: str, redactor: Redactor) -> str:
         return text
     out.append(text[done:])
     return "".join(out)
+
+
+_PLACEHOLDER_PASSWORDS: Final = frozenset({"", "x-oauth-basic"})
+"""Passwords that say the user is the token (`https://TOKEN:x-oauth-basic@github.com/…`, GitHub's
+documented form; `https://sk_live_…:@api.stripe.com`)."""
 
 
 def _follows_scheme(text: str, sep: int) -> bool:
@@ -539,13 +643,15 @@ SECRET_HEADERS: Final = (
 
 SECRET_HEADER_SUFFIXES: Final = (
     "token", "-key", "_key", "apikey", "secret", "password", "passwd", "-jwt", "_jwt", "credential", "-auth",
-    "_auth",
+    "_auth", "-pat", "_pat", "bearer", "passphrase", "-assertion", "_assertion", "-oidc-data",
 )  # fmt: skip
 """Any header named like these (`X-API-Token`, `Private-Token`, `X-Service-Key`, `X-Client-Secret`,
 `X-ApiKey`, `X-Password`, `X-Jwt`, `X-Auth`) is hashed as a credential too: vendors invent such headers
-faster than a list can follow (not `credentials`: CORS's `Access-Control-Allow-Credentials` is a flag).
-One ending in `authorization` (`X-Forwarded-Authorization`) is read as
-`Authorization` is: its scheme kept, its credential hashed."""
+faster than a list can follow (not `credentials`: CORS's `Access-Control-Allow-Credentials` is a flag);
+identity-aware proxies' signed assertions (`Cf-Access-Jwt-Assertion`, `X-Goog-Iap-Jwt-Assertion`,
+`X-Amzn-Oidc-Data`) too. One ending in `authorization` or `authentication` (`X-Forwarded-Authorization`)
+is read as `Authorization` is: its scheme kept, its credential hashed."""
+_AUTHORIZATION_SUFFIXES: Final = ("authorization", "authentication")
 HASHED_HEADER_SUFFIXES: Final = ("-session-id", "_session_id", "-session", "_session")
 """Session handles other than `mcp-session-id` (`X-Session-Id`): hashed so they still correlate."""
 
@@ -594,6 +700,10 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "bearer",
         "oauth_verifier",
         "code_verifier",
+        "assertion",
+        "client_assertion",
+        "device_code",
+        "authorization",
         "jsessionid",
         "phpsessid",
         "x-amz-signature",
@@ -628,8 +738,9 @@ _CREDENTIAL_BODY_MAX: Final = 64 << 10
 registrations are small; a larger body (a download, an HTML page) is recorded as it is."""
 _BRACE: Final = ord("{")
 _JSON_SPACE: Final = frozenset(b" \t\r\n")
-_FORM: Final = re.compile(rb"[\w.%+\-\[\]]+=[^&=\s]*(?:&[\w.%+\-\[\]]+=[^&=\s]*)*")
-"""An `application/x-www-form-urlencoded` body."""
+_FORM: Final = re.compile(rb"[\w.%+\-\[\]]+=[^&]*(?:&[\w.%+\-\[\]]+=[^&]*)*")
+"""An `application/x-www-form-urlencoded` body, read as servers read one: a value may hold what a strict
+form would have encoded (`=` of base64, a raw URL, a space)."""
 
 REDACTED_KEY: Final = "$redacted"
 
@@ -830,7 +941,7 @@ class HttpRedaction:
             "bodies": self.bodies,
             "headers": sorted(self.secret_headers) if self.enabled else [],
             "header_suffixes": (
-                [*SECRET_HEADER_SUFFIXES, "authorization", *HASHED_HEADER_SUFFIXES] if self.enabled else []
+                [*SECRET_HEADER_SUFFIXES, *_AUTHORIZATION_SUFFIXES, *HASHED_HEADER_SUFFIXES] if self.enabled else []
             ),
             "url_headers": [*URL_HEADERS, *URL_LIST_HEADERS] if self.enabled else [],
             "url_header_suffixes": list(URL_HEADER_SUFFIXES) if self.enabled else [],
@@ -868,7 +979,7 @@ class HttpRedaction:
         if low in ("cookie", "set-cookie"):
             return self._cookie(value, low == "set-cookie")
         m = _AUTH_SCHEME.match(value)
-        if m and low.endswith("authorization"):
+        if m and low.endswith(_AUTHORIZATION_SUFFIXES):
             # the scheme (Bearer, Basic, …) says how a client authenticates; only the credential is secret
             return f"{m.group(1)} {self.redactor.hash(m.group(2))}"
         return self.redactor.hash(value)
@@ -892,10 +1003,11 @@ class HttpRedaction:
             except orjson.JSONDecodeError:
                 return None
             return orjson.dumps(doc) if _hash_secret_fields(doc, self.redactor, is_secret_query_param) else None
-        if data.find(b"=") >= 0 and _FORM.fullmatch(data):
-            text = data.decode("ascii", "replace")
+        form = data.rstrip(b" \t\r\n")  # a line end after the form is no part of its last value
+        if form.find(b"=") >= 0 and _FORM.fullmatch(form):
+            text = form.decode("utf-8", "surrogateescape")
             hashed = _redact_query(self.redactor, text)
-            return hashed.encode() if hashed != text else None
+            return hashed.encode("utf-8", "surrogateescape") + data[len(form) :] if hashed != text else None
         return None
 
     def hides_header(self, name: str) -> bool:
@@ -907,7 +1019,7 @@ class HttpRedaction:
         low = name.lower()
         if low in HASHED_HEADERS:
             return _HASH
-        if low in self.secret_headers or low.endswith("authorization"):
+        if low in self.secret_headers or low.endswith(_AUTHORIZATION_SUFFIXES):
             return _SECRET
         if low.endswith(SECRET_HEADER_SUFFIXES) or low.endswith(HASHED_HEADER_SUFFIXES):
             return _HASH

@@ -427,3 +427,163 @@ def test_a_url_nested_in_itself_without_end_is_redacted_without_error() -> None:
     assert "DeepNest0001" not in shown and shown.startswith("http://h.example/?n=")
     encoded = "http://h.example/?n=http%3A%2F%2Fh.example%2F%3Fn%3D" * 2000 + "&token=DeepNest0002"
     assert "DeepNest0002" not in HttpRedaction(RED).url(encoded)
+
+
+PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvPemSecret01\n-----END PRIVATE KEY-----\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "secrets", "kept"),
+    [
+        # Go's MySQL driver: `user:password@tcp(host)/db`, no scheme
+        (["go-mcp-mysql", "--dsn", "root:GoDsn0001@tcp(localhost:3306)/app?parseTime=true"], ["GoDsn0001"],
+         ["root:", "@tcp(localhost:3306)/app?parseTime=true"]),
+        (["docker", "run", "-e", "MYSQL_DSN=u:GoDsn0002@tcp(h:3306)/db", "img"], ["GoDsn0002"], ["MYSQL_DSN=u:"]),
+        # JSON as a variable's value, as vendors document their docker launches
+        (["docker", "run", "-e", 'OPENAPI_MCP_HEADERS={"Authorization": "Bearer ntn_JsonEnv0003", "V": "1"}',
+          "mcp/notion"], ["ntn_JsonEnv0003"], ["OPENAPI_MCP_HEADERS={", '"V":"1"']),
+        (["docker", "run", "-e", 'SA={"type": "service_account", "private_key": "' + PEM.replace("\n", "\\n") + '"}'],
+         ["MIIEvPemSecret01"], ['"type":"service_account"']),
+        # a JSON configuration holding other servers' command lines and URLs (a host's `--mcp-config`)
+        (["claude", "--mcp-config", '{"mcpServers":{"a":{"command":"npx","env":{"API_KEY":"x"}},'
+          '"b":{"type":"http","url":"https://h/mcp?api_key=JsonCfg0004"},'
+          '"c":{"command":"npx","args":["-y","srv","--api-key","JsonCfg0005","postgresql://u:JsonCfg0006@h/db"]}}}'],
+         ["JsonCfg0004", "JsonCfg0005", "JsonCfg0006"], ['"command":"npx"', "https://h/mcp?api_key=", "--api-key"]),
+        # a private key given as an argument
+        (["srv", "--key-data", PEM], ["MIIEvPemSecret01"], ["--key-data"]),
+        # names that hold secrets: wallets' phrases, cloud vendors' `*_SK`, credentials in short
+        (["docker", "run", "-e", "SEED_PHRASE=Names0007", "-e", "DB_CREDS=u:Names0008", "-e", "VOLC_SK=Names0009"],
+         ["Names0007", "Names0008", "Names0009"], ["SEED_PHRASE=", "DB_CREDS=", "VOLC_SK="]),
+        (["srv", "--sk", "Names0010", "--creds", "u:Names0011", "--mnemonic", "Names0012"],
+         ["Names0010", "Names0011", "Names0012"], ["--sk", "--creds"]),
+        # PowerShell's way to set a variable, and npm's registry credentials as an option
+        (["pwsh", "-Command", "$env:GITHUB_TOKEN='PsEnv0013'; npx -y srv"], ["PsEnv0013"], ["$env:GITHUB_TOKEN="]),
+        (["npx", "--//npm.pkg.github.com/:_authToken=NpmAuth0014", "-y", "@org/srv"], ["NpmAuth0014"],
+         ["--//npm.pkg.github.com/:_authToken="]),
+        # more programs whose short option takes a password
+        (["sqlcmd", "-S", "h", "-U", "sa", "-P", "SqlCmd0015"], ["SqlCmd0015"], ["-U", "sa"]),
+        (["ldapsearch", "-D", "cn=admin", "-w", "Ldap0016"], ["Ldap0016"], ["cn=admin"]),
+    ],
+)  # fmt: skip
+def test_more_places_command_lines_carry_secrets_are_hashed(
+    argv: list[str], secrets: list[str], kept: list[str]
+) -> None:
+    shown = " ".join(redact_argv(argv, RED))
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
+
+
+TOKENS = [
+    "sk_live_51HxYzAbCdEfGhIjKlMnOpQr0001",  # Stripe
+    "rk_live_51HxYzAbCdEfGhIjKlMnOpQr0002",
+    "whsec_AbCdEfGhIjKlMnOpQrStUvWx0003",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCd0004",  # Hugging Face
+    "npm_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEf0005",
+    "pypi-AgEIcHlwaS5vcmcCJGFiY2RlZjAxLTIzNDUtNjc4OS1hYmNkLWVmMDEyMzQ1Njc4OQACKlszLCJi0006",
+    "SG.AbCdEfGhIjKlMnOpQrStUv.AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMn0007",  # SendGrid
+    "shpat_0123456789abcdef0123456789ab0008",  # Shopify
+    "ntn_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKl0009",  # Notion
+    "secret_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMn0010",
+    "lin_api_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIj0011",  # Linear
+    "gsk_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMn0012",  # Groq
+    "pplx-AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKl0013",  # Perplexity
+    "xai-AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMn0014",
+    "sk-or-v1-0123456789abcdef0123456789abcdef0123456789abcdef012345670015",  # OpenRouter
+    "sk-ak-AbCdEfGhIjKlMnOpQr0016",  # Zapier
+    "tvly-dev-AbCdEfGhIjKlMnOpQrStUv0017",  # Tavily
+    "r8_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh0018",  # Replicate
+    "pcsk_AbCdE_FgHiJkLmNoPqRsTuVwXyZaBcDeFgHiJkLmNoPq0019",  # Pinecone
+    "sbp_0123456789abcdef0123456789abcdef01230020",  # Supabase
+    "dop_v1_0123456789abcdef0123456789abcdef0123456789abcdef012345670021",  # DigitalOcean
+    "PMAK-0123456789abcdef01230022-0123456789abcdef0123456789abcdef01",  # Postman
+    "figd_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIj0023",  # Figma
+    "glptt-AbCdEfGhIjKlMnOpQr0024",  # GitLab
+    "xoxc-1234567890-1234567890-1234567890-abcdef0123456789abcdef0025",  # Slack
+    "xapp-1-A0123456789-1234567890123-0123456789abcdef0027",
+    "ya29.AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMnOpQrStUv0028",  # Google
+    "GOCSPX-AbCdEfGhIjKlMnOpQrStUv0029",
+    "ASIAIOSFODNN7EXAM030",  # AWS, temporary
+    "dapi0123456789abcdef0123456789ab0031",  # Databricks
+    "hvs.AbCdEfGhIjKlMnOpQrStUvWx0032",  # Vault
+    "dckr_pat_AbCdEfGhIjKlMnOpQrSt0033",  # Docker
+    "lsv2_pt_0123456789abcdef0123456789abcdef_0123450034",  # LangSmith
+    "sk-lf-01234567-89ab-cdef-0123-456789ab0035",  # Langfuse
+    "glsa_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEf_01230036",  # Grafana
+    "sntrys_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMn0037",  # Sentry
+    "NRAK-ABCDEFGHIJKLMNOPQRSTUV0038",  # New Relic
+    "ATATT3xFfGF0AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGhIjKlMnOpQrStUvWx0039",  # Atlassian
+]
+
+
+@pytest.mark.parametrize("token", TOKENS)
+def test_vendor_tokens_are_hashed_on_command_lines_and_in_urls(token: str) -> None:
+    assert redact_argv(["srv", token], RED)[1] == RED.hash(token)
+    shown = HttpRedaction(RED).url(f"https://h.example/mcp/{token}/sse")
+    assert token not in shown and shown == f"https://h.example/mcp/{RED.hash(token)}/sse", shown
+
+
+@pytest.mark.parametrize(
+    "word", ["sk_live", "hf_cache", "npm_config_cache", "secret_name", "gsk_x", "r8_cache", "ya29.x", "dapi",
+             "SG.x.y", "fc-1", "re_test", "ASIA", "sk-ak-1"],
+)  # fmt: skip
+def test_words_shaped_like_vendor_prefixes_stay(word: str) -> None:
+    assert redact_argv(["srv", word], RED) == ["srv", word]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret", "shown"),
+    [
+        ("Authentication", "Bearer HdrName0001", "HdrName0001", "Bearer {}"),
+        ("X-Github-Pat", "HdrName0002", "HdrName0002", "{}"),
+        ("X-Bearer", "HdrName0003", "HdrName0003", "{}"),
+        ("X-Passphrase", "HdrName0004", "HdrName0004", "{}"),
+        ("X-Goog-Iap-Jwt-Assertion", "HdrName0005", "HdrName0005", "{}"),
+        ("Cf-Access-Jwt-Assertion", "HdrName0006", "HdrName0006", "{}"),
+        ("X-Amzn-Oidc-Data", "HdrName0007", "HdrName0007", "{}"),
+    ],
+)
+def test_more_headers_named_as_credentials_are_hashed(name: str, value: str, secret: str, shown: str) -> None:
+    assert HttpRedaction(RED).header_value(name, value) == shown.format(RED.hash(secret))
+
+
+@pytest.mark.parametrize(
+    ("body", "secrets", "kept"),
+    [
+        # forms with a value no strict form allows: a base64 `=`, a raw URL, a raw space, a line end
+        (b"grant_type=client_credentials&client_id=x&client_secret=Form0001==", [b"Form0001"], [b"client_id=x"]),
+        (b"grant_type=authorization_code&code=Form0002&redirect_uri=https://c/cb?x=1", [b"Form0002"],
+         [b"redirect_uri=https://c/cb?x=1"]),
+        (b"grant_type=password&username=u&password=Form0003&scope=openid profile", [b"Form0003"],
+         [b"scope=openid profile"]),
+        (b"grant_type=client_credentials&client_id=x&client_secret=Form0004\n", [b"Form0004"], [b"client_id=x"]),
+        # JWT bearer grants and assertions, device codes
+        (b"grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=Form0005", [b"Form0005"],
+         [b"grant_type=urn"]),
+        (b"code=c&client_assertion_type=urn%3Ax&client_assertion=Form0006", [b"Form0006"],
+         [b"client_assertion_type=urn"]),
+        (b"device_code=Form0007&client_id=x", [b"Form0007"], [b"client_id=x"]),
+        (b'{"device_code":"Form0008","user_code":"ABCD-EFGH"}', [b"Form0008"], [b'"user_code":"ABCD-EFGH"']),
+        (b'{"headers":{"Authorization":"Bearer Form0009"}}', [b"Form0009"], [b'"headers"']),
+    ],
+)  # fmt: skip
+def test_more_credentials_in_bodies_that_are_no_json_rpc_message_are_hashed(
+    body: bytes, secrets: list[bytes], kept: list[bytes]
+) -> None:
+    shown, policy = HttpRedaction(RED).body(body)
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
+    assert policy == "credentials"
+
+
+@pytest.mark.parametrize(
+    ("url", "secret"),
+    [
+        # GitHub's documented form: the token is the user, the password a placeholder; Stripe's key as a user
+        ("https://UserTok0001:x-oauth-basic@github.com/o/r.git", "UserTok0001"),
+        ("https://UserTok0002:@api.stripe.com/v1", "UserTok0002"),
+    ],
+)
+def test_a_token_given_as_the_user_of_a_url_is_hashed(url: str, secret: str) -> None:
+    shown = HttpRedaction(RED).url(url)
+    assert secret not in shown and RED.hash(secret) in shown, shown
+    assert secret not in " ".join(redact_argv(["git", "clone", url], RED))
