@@ -77,6 +77,14 @@ _OPTION_VALUE = re.compile(r"^(--?[A-Za-z0-9/][\w.:/-]*)=(.*)$", re.S)
 """`--name=value`; the name may be a URL's (npm's `--//registry.example/:_authToken=X`)."""
 _NAME_VALUE = re.compile(r"^((?:\$[Ee][Nn][Vv]:)?[A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.S)
 """`NAME=value`, or PowerShell's `$env:NAME=value`."""
+_QUOTED_PAIR = re.compile(r'(?<![\w.-])([A-Za-z_][\w.-]*)([ \t]*=[ \t]*)"((?:[^"\\]|\\.)*)"')
+"""A quoted `name="value"` option inside a value (Kafka's JAAS `… required username="u" password="X";`)."""
+_ORACLE = re.compile(
+    r"""(?:(?<=jdbc:oracle:thin:)|(?<=jdbc:oracle:oci:)|(?<![^\s='"]))([A-Za-z_][\w$#]*)/([^\s@/]+)@(?=//|\(|[\w.-]+:\d+/)"""
+)
+"""Oracle's `user/password@//host:1521/service` (or `@host:1521/…`, `@(DESCRIPTION=…)`), alone or in a JDBC URL."""
+_COMMA_PAIR = re.compile(r",(?=[A-Za-z_][A-Za-z0-9_.-]*=)")
+"""Where `NAME=value,NAME=value` (`gcloud --set-env-vars`) starts its next pair (a value may hold a comma)."""
 _GO_DSN = re.compile(r"""(?<![^\s='"])([^\s:@/='"]*):(\S*)@(?=(?:tcp6?|udp|unix)\()""")
 """Go's MySQL driver's data source name, `user:password@tcp(host:3306)/db`: no scheme, so no URL."""
 _HEADER_NAME_CHARS: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -387,8 +395,17 @@ def _redact_value(value: str, redactor: Redactor) -> str:
         return as_json
     if pair and pair.group(2)[:1] == "{" and (as_json := _redact_json_argument(pair.group(2), redactor)) is not None:
         return f"{pair.group(1)}={as_json}"  # `-e 'HEADERS={"Authorization": …}'`, as vendors document
-    if "@" in value and _GO_DSN.search(value):
-        value = _GO_DSN.sub(lambda m: f"{m.group(1)}:{redactor.hash(m.group(2))}@", value)
+    if pair and (field := _HEADER_SHAPED.match(pair.group(2))):  # `http.extraHeader=Authorization: Bearer X`
+        shown = HttpRedaction(redactor).header_value(field.group(1), field.group(2))
+        if shown != field.group(2):
+            return f"{pair.group(1)}={field.group(1)}: {shown}"
+    if "@" in value:
+        if _GO_DSN.search(value):
+            value = _GO_DSN.sub(lambda m: f"{m.group(1)}:{redactor.hash(m.group(2))}@", value)
+        if "/" in value and _ORACLE.search(value):
+            value = _ORACLE.sub(lambda m: f"{m.group(1)}/{redactor.hash(m.group(2))}@", value)
+    if '"' in value and "=" in value:
+        value = _QUOTED_PAIR.sub(lambda m: _hash_quoted_pair(m, redactor), value)
     if m := _HEADER_SHAPED.match(value):
         name, val = m.groups()
         redacted = HttpRedaction(redactor).header_value(name, val)
@@ -405,9 +422,23 @@ def _redact_value(value: str, redactor: Redactor) -> str:
         return _redact_command_text(value, redactor)
     if "://" in value:
         return HttpRedaction(redactor).url(value)
+    if pair and "," in value:
+        value = ",".join(_hash_secret_pair(part, redactor) for part in _COMMA_PAIR.split(value))
     if pair and "&" in value:
         return _redact_query(redactor, value, _is_secret_pair_name)
     return value
+
+
+def _hash_quoted_pair(m: re.Match[str], redactor: Redactor) -> str:
+    """A `_QUOTED_PAIR` match with its value hashed when its name is a secret's."""
+    name, equals, value = m.groups()
+    return f'{name}{equals}"{redactor.hash(value)}"' if _is_secret_pair_name(name) else m.group()
+
+
+def _hash_secret_pair(text: str, redactor: Redactor) -> str:
+    """`NAME=value` with the value hashed when the name is a secret's; anything else as it is."""
+    pair = _NAME_VALUE.match(text)
+    return f"{pair.group(1)}={redactor.hash(pair.group(2))}" if pair and _SECRET_NAME.search(pair.group(1)) else text
 
 
 _SPACE = re.compile(r"\s")
@@ -589,6 +620,16 @@ def _redact_userinfo(text: str, redactor: Redactor) -> str:
             at_wide = text.rfind("@", begin, wide)
             if at_wide > end:
                 at, end = at_wide, wide
+        elif at < 0 and end < len(text) and text[end] == "/" and _port_is_no_port(text[begin:end]):
+            # `postgresql://u:ab/cd@h/db`: connection libraries read `ab/cd` as the password (a host's
+            # port is digits), up to the last `@` before the text or the URL ends
+            space = _SPACE.search(text, end)
+            wide = space.start() if space else len(text)
+            after = text.find("://", end, wide)
+            wide = after if after >= 0 else wide
+            at_wide = text.rfind("@", end, wide)
+            if at_wide > end:
+                at, end = at_wide, wide
         if at >= 0 and _follows_scheme(text, sep):
             user, colon, password = text[begin:at].partition(":")
             if colon and password not in _PLACEHOLDER_PASSWORDS:
@@ -604,6 +645,13 @@ def _redact_userinfo(text: str, redactor: Redactor) -> str:
         return text
     out.append(text[done:])
     return "".join(out)
+
+
+def _port_is_no_port(authority: str) -> bool:
+    """Whether `authority` (no `@` in it) is `name:text` whose text is no port: the start of a
+    userinfo whose password holds a `/`."""
+    name, colon, port = authority.rpartition(":")
+    return bool(colon) and bool(name) and not authority.startswith("[") and not port.isdigit()
 
 
 _PLACEHOLDER_PASSWORDS: Final = frozenset({"", "x-oauth-basic"})
@@ -693,6 +741,7 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "sessionid",
         "jwt",
         "pwd",
+        "pw",
         "pass",
         "passphrase",
         "credential",
@@ -706,6 +755,13 @@ SECRET_QUERY_PARAMS: Final = frozenset(
         "authorization",
         "jsessionid",
         "phpsessid",
+        "accesstoken",
+        "clientsecret",
+        "secretkey",
+        "privatekey",
+        "authkey",
+        "x-goog-signature",
+        "x-goog-credential",
         "x-amz-signature",
         "x-amz-credential",
         "x-amz-security-token",
@@ -713,9 +769,9 @@ SECRET_QUERY_PARAMS: Final = frozenset(
 )
 """Query parameter names whose values are hashed; names ending in `_token`/`_key`/`_secret` too."""
 
-_QUERY_SECRET_SUFFIXES: Final = tuple(
-    sep + word for sep in "_-." for word in ("token", "key", "secret", "password", "passwd")
-)
+_QUERY_SECRET_SUFFIXES: Final = (
+    *(sep + "key" for sep in "_-."), "token", "secret", "password", "passwd"
+)  # `apitoken`, `api_key`: `key` alone ends too many words (`monkey`)
 _SET_COOKIE_SPLIT = re.compile(r"(\n|,[ \t]*(?=[^;=,\s]+=))")
 _AUTH_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9._~+/-]*) +(\S.*)$")
 ENDPOINT_URI_MAX: Final = 2048

@@ -587,3 +587,53 @@ def test_a_token_given_as_the_user_of_a_url_is_hashed(url: str, secret: str) -> 
     shown = HttpRedaction(RED).url(url)
     assert secret not in shown and RED.hash(secret) in shown, shown
     assert secret not in " ".join(redact_argv(["git", "clone", url], RED))
+
+
+@pytest.mark.parametrize(
+    ("argv", "secrets", "kept"),
+    [
+        # Kafka's JAAS configuration: quoted `name="value"` options after the login module's name
+        (["java", "-jar", "srv.jar", '--spring.kafka.properties.sasl.jaas.config=org.apache.kafka.common.security.'
+          'plain.PlainLoginModule required username="u" password="Jaas0001";'], ["Jaas0001"], ['username="u"']),
+        # Oracle's `user/password@host`
+        (["srv", "jdbc:oracle:thin:scott/Oracle0002@//h:1521/svc"], ["Oracle0002"],
+         ["jdbc:oracle:thin:scott/", "@//h:1521/svc"]),
+        (["srv", "--dsn", "scott/Oracle0003@h:1521/svc"], ["Oracle0003"], ["scott/", "@h:1521/svc"]),
+        # a `/` in a URL's password, which connection libraries read up to the `@`
+        (["srv", "postgresql://u:ab/Slash0004@h/db"], ["Slash0004"], ["@h/db"]),
+        # a header given as a configuration value
+        (["git", "-c", "http.extraHeader=Authorization: Bearer Hdr0005", "clone", "x"], ["Hdr0005"],
+         ["http.extraHeader=Authorization: Bearer "]),
+        # `NAME=value` pairs separated by commas
+        (["gcloud", "run", "deploy", "--set-env-vars", "FOO=bar,API_KEY=Comma0006,MODE=a,b"], ["Comma0006"],
+         ["FOO=bar,API_KEY=", ",MODE=a,b"]),
+    ],
+)  # fmt: skip
+def test_credentials_inside_configuration_values_are_hashed(
+    argv: list[str], secrets: list[str], kept: list[str]
+) -> None:
+    shown = " ".join(redact_argv(argv, RED))
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["docker", "run", "ghcr.io/acme/srv@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"],
+        ["srv", "https://h.example:8443/mcp@v2/x"],
+        ["srv", "--labels", "team=mcp,tier=gold"],
+        ["srv", "--format", 'name="x" size="y"'],
+    ],
+)
+def test_configuration_values_without_credentials_stay(argv: list[str]) -> None:
+    assert redact_argv(argv, RED) == argv
+
+
+@pytest.mark.parametrize(
+    "name", ["pw", "accesstoken", "clientsecret", "secretkey", "privatekey", "authkey", "apitoken", "X-Goog-Signature",
+             "X-Goog-Credential"],
+)  # fmt: skip
+def test_more_query_names_of_credentials_are_hashed(name: str) -> None:
+    url = f"https://h.example/mcp?{name}=QueryName01&page=2"
+    assert HttpRedaction(RED).url(url) == f"https://h.example/mcp?{name}={RED.hash('QueryName01')}&page=2"
