@@ -255,15 +255,16 @@ def payload_bytes(record: dict[str, object]) -> bytes:
 
 SESSION_HEADER: Final = "mcp-session-id"
 """The header a Streamable HTTP session is named by (request and response)."""
-SESSION_QUERY: Final = re.compile(r"[?&]session_id=([^&#\s]+)")
-"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event (the analyzer reads it with
-this pattern too, `analyzer.messages._SESSION_QUERY`)."""
+SESSION_QUERY: Final = re.compile(r"(?i)[?&]session_?id=([^&#\s]+)")
+"""The session id in the HTTP+SSE transport's POST URL and `endpoint` event: `session_id` (the Python
+SDK), `sessionId` (the TypeScript SDK's `SSEServerTransport`, Go servers). The analyzer reads it with
+this pattern too (`analyzer.messages._SESSION_QUERY`)."""
 
 
 def named_session(headers: object, url: object) -> str | None:
     """The session an HTTP record's `headers` and `url` name, as the analyzer reads it
     (`analyzer.messages`): the first `Mcp-Session-Id` field's value (Streamable HTTP), else the URL's
-    `session_id` (the HTTP+SSE transport's POSTs)."""
+    `session_id` or `sessionId` (the HTTP+SSE transport's POSTs)."""
     for pair in headers if isinstance(headers, list) else ():
         if (
             isinstance(pair, list)

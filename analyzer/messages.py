@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 9
+EXTRACTION_VERSION: Final = 10
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -78,7 +78,8 @@ text too, in a record (was a malformed line) and in a payload (was no message on
 8: an SSE event without data (a resumable stream's priming event) is no message (was an invalid one,
 garbage to the request whose stream it was on). 9: a payload holding a number beyond a double
 (`1e400`) is read, the number as a string of its text (was no message), and an integer id of forty
-digits or more is read with every digit (both lines of its exchange were malformed)."""
+digits or more is read with every digit (both lines of its exchange were malformed). 10: the HTTP+SSE
+transport's session named `?sessionId=` (the TypeScript SDK) is read as `?session_id=` is (was none)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -415,8 +416,8 @@ def bounded_time(name: str = "ts") -> pl.Expr:
 
 
 _SESSION_QUERY: Final = fmt.SESSION_QUERY.pattern
-"""The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`), as the recorders'
-live counters and the HAR reader find it (`addon.format.SESSION_QUERY`)."""
+"""The session id in the HTTP+SSE transport's POST URL (`/messages/?session_id=…`, `?sessionId=…`), as
+the recorders' live counters and the HAR reader find it (`addon.format.SESSION_QUERY`)."""
 
 
 def messages_from_records(
