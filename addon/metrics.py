@@ -101,6 +101,9 @@ from addon.sse import is_event_stream_type
 
 MODERN_VERSIONS: Final = frozenset({"2026-07-28"})
 """The modern protocol revisions (the analyzer's `analyzer.schema.MODERN_VERSIONS`)."""
+HANDSHAKE_VERSIONS: Final = frozenset({"2024-10-07", "2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+"""The revisions of the `initialize` handshake (the analyzer's `analyzer.schema.HANDSHAKE_VERSIONS`): a
+DiscoverResult naming these alone advertises the legacy era."""
 UNSUPPORTED_CODES: Final = (-32022, -32004)
 MODERN_ERROR_CODES: Final = (-32020, -32021)
 AUTH_STATUSES: Final = (401, 403, 407)
@@ -159,6 +162,8 @@ _HTTP_RESPONSE: Final = fmt.HTTP_RESPONSE
 _SSE_EVENT: Final = fmt.SSE_EVENT
 _DISCOVER: Final = "server/discover"
 _INITIALIZE: Final = "initialize"
+_DISCOVER_TAIL: Final = "discover\""
+"""The end of `"server/discover"` however its slash is written (`\\/`, `\\u002f`)."""
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 _META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 _PROBE_HEADERS: Final = frozenset({"mcp-protocol-version", "mcp-method"})
@@ -216,6 +221,11 @@ def _is_answer(msg: Any) -> bool:
     return isinstance(msg, dict) and ("result" in msg or "error" in msg)
 
 
+def _unaddressed_error(msg: Any) -> bool:
+    """Whether `msg` (decoded JSON) is an error without an id (`"id": null`, or none)."""
+    return isinstance(msg, dict) and msg.get("id") is None and msg.get("error") is not None and "method" not in msg
+
+
 def _is_message(msg: Any) -> bool:
     """Whether `msg` (decoded JSON) is a JSON-RPC message as the analyzer tells one from what is none
     (`analyzer.messages`' kinds): a request or notification, an error, a result with an id."""
@@ -257,14 +267,13 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
         return (gate if method == _DISCOVER else None), None
     if code in UNSUPPORTED_CODES:
         return (UNSUPPORTED_VERSION if method == _DISCOVER else None), ERA_MODERN_OTHER
+    # an error answers even beside a result (`"result": null`, as encoders that write every member do)
+    failed = isinstance(msg, dict) and msg.get("error") is not None
     if method == _INITIALIZE:
-        return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg else None)
-    if isinstance(msg, dict) and "result" in msg and "id" in msg:  # a result without an id is no answer
-        result = msg["result"]
-        versions = result.get("supportedVersions") if isinstance(result, dict) else None
-        modern = isinstance(versions, list) and any(v in MODERN_VERSIONS for v in versions if isinstance(v, str))
-        return DISCOVER_RESULT, ERA_MODERN if modern else ERA_LEGACY
-    if isinstance(msg, dict) and "error" in msg:
+        return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg and not failed else None)
+    if isinstance(msg, dict) and "result" in msg and "id" in msg and not failed:  # a result without an id is no answer
+        return DISCOVER_RESULT, _advertised_era(msg["result"])
+    if failed:
         return (MODERN_ERROR, ERA_MODERN) if code in MODERN_ERROR_CODES else (LEGACY_ANSWER, ERA_LEGACY)
     # no JSON-RPC answer: text, or JSON of another shape
     if status is not None and 400 <= status <= 599:
@@ -272,6 +281,18 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
         # than the probe's, which the client falls back to legacy on, as the analyzer reads it
         return LEGACY_ANSWER, ERA_LEGACY
     return GARBAGE, None
+
+
+def _advertised_era(result: object) -> str | None:
+    """The era a DiscoverResult's `supportedVersions` advertises: modern when it names a modern
+    revision, legacy when it names handshake revisions alone, else none (a later revision, none at
+    all: the analyzer's verdict stays unknown)."""
+    versions = result.get("supportedVersions") if isinstance(result, dict) else None
+    if not isinstance(versions, list) or not versions:
+        return None
+    if any(v in MODERN_VERSIONS for v in versions if isinstance(v, str)):
+        return ERA_MODERN
+    return ERA_LEGACY if all(isinstance(v, str) and v in HANDSHAKE_VERSIONS for v in versions) else None
 
 
 _LABEL_ESCAPED: Final = re.compile(f"[\\\\{HIDDEN_CHARS}{JOINER_CHARS}{SELECTOR_CHARS}]|^<")
@@ -530,7 +551,7 @@ class LiveStats:
                         if raw.__class__ is not fmt.PieceText or not _long_may_call(raw):
                             continue
                     elif len(raw) < _SCAN_LIMIT:
-                        if _DISCOVER not in raw and _INITIALIZE not in raw:
+                        if _DISCOVER not in raw and _INITIALIZE not in raw and not _names_escaped(raw):
                             continue
                     elif not _may_call(raw):
                         continue
@@ -664,8 +685,9 @@ class LiveStats:
         return pending
 
     def _event_on_own_stream(self, key: tuple[str, ...], pending: _Pending, record: dict[str, Any]) -> None:
-        """An event on the stream of the request `key` awaits: its answer (by id; in a batch, a
-        member), or garbage if no answer comes before the stream ends (an event without data, a
+        """An event on the stream of the request `key` awaits: its answer (by id, or an error without one,
+        as a server's "Server not initialized" is: the analyzer pairs that with the stream's request; in a
+        batch, a member), or garbage if no answer comes before the stream ends (an event without data, a
         resumable stream's priming one, is none); an answer with another id may be another request's
         of its session (`_stream_answer`)."""
         raw = record.get(fmt.F_RAW)
@@ -673,7 +695,7 @@ class LiveStats:
         members = _members(msg)
         garbage = raw != "" and not members  # `[]` holds no message
         for index, member in members:
-            if _is_answer(member) and _id(member, raw, index) == pending.id:
+            if _is_answer(member) and (_id(member, raw, index) == pending.id or _unaddressed_error(member)):
                 self._settle(key, member, None, _ts(record))
                 break
             if raw != "" and not _is_message(member):
@@ -972,13 +994,19 @@ def _may_call(raw: str) -> bool:
     searched for the names only when that cannot rule it out."""
     if len(raw) >= _SCAN_LIMIT and not _method_may_match(raw):
         return False
-    return _DISCOVER in raw or _INITIALIZE in raw
+    return _DISCOVER in raw or _INITIALIZE in raw or _names_escaped(raw)
+
+
+def _names_escaped(raw: str) -> bool:
+    """Whether `raw` may name `server/discover` with its slash escaped (`server\\/discover`, PHP's
+    `json_encode` writes every slash so; `server\\u002fdiscover`), which the analyzer reads as the method."""
+    return _DISCOVER_TAIL in raw and "\\" in raw
 
 
 def _long_may_call(raw: fmt.PieceText) -> bool:
     """`_may_call` for a long line's text: made a `str` only when it names a method `_may_call` looks for,
     which a long client message hardly ever does."""
-    return raw.holds(_DISCOVER.encode(), _INITIALIZE.encode()) and _may_call(raw.text())
+    return raw.holds(_DISCOVER.encode(), _INITIALIZE.encode(), _DISCOVER_TAIL.encode()) and _may_call(raw.text())
 
 
 def _method_may_match(raw: str) -> bool:

@@ -24,7 +24,7 @@ from analyzer.probes import (
     MODERN_ERROR_CODES,
     UNSUPPORTED_CODES,
 )
-from analyzer.schema import MODERN_VERSIONS, PROBE_OUTCOMES
+from analyzer.schema import HANDSHAKE_VERSIONS, MODERN_VERSIONS, PROBE_OUTCOMES
 
 MODERN = "2026-07-28"
 SERVER = "http://s/mcp"
@@ -33,7 +33,7 @@ SERVER = "http://s/mcp"
 def test_vocabulary_is_the_analyzers() -> None:
     # the addon cannot import the analyzer (polars in mitmproxy); the constants must still agree
     assert set(m.LIVE_OUTCOMES) <= set(PROBE_OUTCOMES)
-    assert m.MODERN_VERSIONS == MODERN_VERSIONS
+    assert m.MODERN_VERSIONS == MODERN_VERSIONS and m.HANDSHAKE_VERSIONS == HANDSHAKE_VERSIONS
     assert m.UNSUPPORTED_CODES == UNSUPPORTED_CODES and m.MODERN_ERROR_CODES == MODERN_ERROR_CODES
     assert m.AUTH_STATUSES == AUTH_STATUSES and m.GATEWAY_STATUSES == GATEWAY_STATUSES
     assert m.PROBE_TIMEOUT == DEFAULT_PROBE_TIMEOUT

@@ -1,0 +1,107 @@
+"""Answers the recorders' live counters read otherwise than the analyzer reads the same records: an
+error that also writes `"result": null`, a DiscoverResult naming no version either era knows, a probe
+written with escaped slashes (PHP's `json_encode`), and an error without an id on the probe's own event
+stream. The counters must say what `analyze` later says (`addon/metrics.py`'s module docstring)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+import pytest
+
+from addon import format as fmt
+from addon.metrics import LiveStats
+from addon.writer import CaptureWriter
+from tests.test_metrics import _analyzed, feed, frame
+
+PROBE: Final = (
+    '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{'
+    '"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+)
+T0: Final = 1796002155.0
+SERVER: Final = "http://s/mcp"
+
+
+def _stdio(answer: str, probe: str = PROBE) -> list[dict[str, Any]]:
+    return [frame("a", fmt.C2S, probe), frame("a", fmt.S2C, answer)]
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # an error beside `"result": null`: the error answers
+        ('{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":-32601,"message":"Method not found"}}',
+         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":-32020,"message":"x"}}',
+         {"era": "modern", "outcomes": {"modern-error": 1}}),
+        # a DiscoverResult naming no version either era knows (a later revision), none, or an empty list
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"]}}',
+         {"era": "unknown", "outcomes": {"discover-result": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[]}}',
+         {"era": "unknown", "outcomes": {"discover-result": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"result":{}}', {"era": "unknown", "outcomes": {"discover-result": 1}}),
+        # guard: handshake versions alone are a legacy advertisement
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}',
+         {"era": "legacy", "outcomes": {"discover-result": 1}}),
+    ],
+)  # fmt: skip
+def test_the_counters_read_an_answer_as_the_analyzer(tmp_path: Path, answer: str, expected: dict[str, Any]) -> None:
+    records = _stdio(answer)
+    assert _analyzed(tmp_path, records) == expected
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+
+
+def test_an_initialize_answered_by_an_error_beside_a_null_result_is_no_legacy_proof(tmp_path: Path) -> None:
+    init = '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}'
+    answer = '{"jsonrpc":"2.0","id":2,"result":null,"error":{"code":-32600,"message":"no"}}'
+    records = [frame("a", fmt.C2S, init), frame("a", fmt.S2C, answer)]
+    assert _analyzed(tmp_path, records)["era"] == "unknown"
+    assert feed(LiveStats(), records)["servers"].get("srv", {"era": "unknown"})["era"] == "unknown"
+
+
+@pytest.mark.parametrize(
+    "probe",
+    [PROBE.replace("/", "\\/"), PROBE.replace("server/discover", "server\\u002fdiscover")],
+    ids=["php-escaped-slashes", "unicode-escaped-slash"],
+)
+def test_a_probe_written_with_escapes_is_counted(tmp_path: Path, probe: str) -> None:
+    records = _stdio('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}', probe)
+    expected = {"era": "modern", "outcomes": {"discover-result": 1}}
+    assert _analyzed(tmp_path, records) == expected
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+
+
+def _http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
+    from analyzer.pipeline import analyze
+    from analyzer.report import report_dict
+
+    with CaptureWriter(tmp_path / "cap", transport=fmt.HTTP, server=SERVER) as w:
+        for r in records:
+            w.write({k: v for k, v in r.items() if k != fmt.F_SERVER})
+    (server,) = report_dict(analyze([str(tmp_path)]))["servers"]
+    return {"era": server["era"], "outcomes": server["probe_outcomes"]}
+
+
+def test_an_error_without_an_id_on_the_probes_own_stream_answers_it(tmp_path: Path) -> None:
+    """A server's -32000 "Server not initialized" with `"id": null` on the probe's event stream: the
+    analyzer pairs an event error without an id with its flow's request; the counters waited for the id."""
+    headers = [["content-type", "application/json"], ["mcp-protocol-version", "2026-07-28"],
+               ["mcp-method", "server/discover"]]  # fmt: skip
+    error = '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Server not initialized"}}'
+    common = {"conn": "c", "flow": "f1", fmt.F_SERVER: SERVER}
+    records = [
+        {**common, "type": fmt.HTTP_REQUEST, "dir": fmt.C2S, "method": "POST", "url": SERVER, "headers": headers,
+         "raw": PROBE, "client": "127.0.0.1:1", "ts": T0},
+        {**common, "type": fmt.HTTP_RESPONSE, "dir": fmt.S2C, "status": 200, "streamed": True, "ts": T0 + 0.01,
+         "headers": [["content-type", "text/event-stream"]]},
+        {**common, "type": fmt.SSE_EVENT, "dir": fmt.S2C, "index": 0, "sse_event": "message", "raw": error,
+         "ts": T0 + 0.02},
+        {**common, "type": fmt.SSE_END, "dir": fmt.S2C, "how": "clean", "events": 1, "incomplete": False,
+         "ts": T0 + 0.03},
+    ]  # fmt: skip
+    expected = {"era": "legacy", "outcomes": {"legacy-answer": 1}}
+    assert _http(tmp_path, records) == expected
+    live = LiveStats()
+    live.observe_all(records)
+    assert live.snapshot()["servers"].get(SERVER) == expected
