@@ -7,9 +7,9 @@ a fixed dtype fail the whole column). The deeper paths (envelope, versions, erro
 only on the rows that can carry them.
 
 JSON-RPC ids are kept as JSON text so that `1` and `"1"` stay distinct: `json_path_match` returns
-both as `1`, so a number-looking id is taken as a string only when the payload holds it quoted
-(`"id":"1"` or `"id": "1"`) and not bare (`"id":1,`); a payload holding both (an id nested in the
-params or result) is parsed to read its own top-level `id`.
+both as `1`, so a number-looking id is taken as a string only when the payload writes its one `id`
+key with a quoted value (`"id":"1"`, `"id" : "1"`, `"id":"\\u0031"`); a payload writing several (an id
+nested in the params or result) is parsed to read its own top-level `id`.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
 `analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 10
+EXTRACTION_VERSION: Final = 11
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -79,7 +79,10 @@ text too, in a record (was a malformed line) and in a payload (was no message on
 garbage to the request whose stream it was on). 9: a payload holding a number beyond a double
 (`1e400`) is read, the number as a string of its text (was no message), and an integer id of forty
 digits or more is read with every digit (both lines of its exchange were malformed). 10: the HTTP+SSE
-transport's session named `?sessionId=` (the TypeScript SDK) is read as `?session_id=` is (was none)."""
+transport's session named `?sessionId=` (the TypeScript SDK) is read as `?session_id=` is (was none).
+11: a number-looking string id written otherwise than `"id":"1"` or `"id": "1"` (`"id" : "1"`, a tab, an
+escaped digit) is a string (was the number); a number id beside a nested string id of its digits is a
+number however spaced (was the string)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -564,11 +567,11 @@ def _plan(
     error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(ranged)
     steps.append({"_error": _path(error_text, "$.error")})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
-    # can hold ids of their own (`"params":{"ref":{"id":"1"}}`), so the payload's text decides only
-    # when it holds the id one way alone; when it holds both `"id":"1"` and `"id":1`, the payload
-    # is parsed (`_top_level_id_is_string`: rare rows, never the common path). The searches and
-    # their patterns are built from inputs masked to those rows (null elsewhere): built on every
-    # row, they cost more than a tenth of a stdio piece's extraction.
+    # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
+    # told by how it writes it (quoted, however spaced or escaped: `"id" : "1"`, `"id":"\u0031"`), one
+    # that writes several is parsed (`_top_level_id_is_string`: rare rows, never the common path). The
+    # count is of an input masked to those rows (null elsewhere): on every row, it would cost a
+    # search of every payload.
     number = pl.col("_id").str.contains(_NUMBER)
     steps.append(
         {
@@ -578,26 +581,11 @@ def _plan(
         }
     )
     maybe = pl.col("_maybe")
-    maybe_quoted = pl.when(maybe).then(body)
-    maybe_id = pl.when(maybe).then(pl.col("_id"))
-
-    def holds(*forms: tuple[str, str]) -> pl.Expr:
-        found = [
-            maybe_quoted.str.contains(pl.lit(before) + maybe_id + pl.lit(after), literal=True)
-            for before, after in forms
-        ]
-        return pl.any_horizontal(found).fill_null(False)
-
-    steps.append(
-        {
-            "_quoted": holds(('"id":"', '"'), ('"id": "', '"')),
-            "_unquoted": holds(('"id":', ","), ('"id":', "}"), ('"id": ', ","), ('"id": ', "}")),
-        }
-    )
-    quoted, unquoted = pl.col("_quoted"), pl.col("_unquoted")
-    both = quoted & unquoted
-    exact = pl.when(both).then(body).map_elements(_top_level_id_is_string, pl.Boolean())
-    id_quoted = pl.when(both).then(exact.fill_null(False)).otherwise(quoted)
+    steps.append({"_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:')})
+    keys = pl.col("_id_keys")
+    several = maybe & (keys > 1)
+    exact = pl.when(several).then(body).map_elements(_top_level_id_is_string, pl.Boolean())
+    id_quoted = pl.when(several).then(exact.fill_null(False)).otherwise((maybe & (keys == 1)).fill_null(False))
     as_number = pl.col("_num") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
     id_text = (
