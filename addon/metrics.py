@@ -57,11 +57,13 @@ implies, nothing more (a dual-era server shows the era of whatever was asked las
 | a DiscoverResult naming handshake versions only | `legacy` |
 | -32022 / -32004 (UnsupportedProtocolVersion) to a probe or an `initialize` | `modern-other-version` |
 | -32020 / -32021 to a probe | `modern` |
-| a legacy error to a well-formed probe (-32601, -32602, -32600, -32000; HTTP 4xx/5xx without one) | `legacy` |
+| a legacy error to a well-formed probe (-32601, -32602, -32600, -32000; HTTP 4xx without one) | `legacy` |
 | a result to `initialize` | `legacy` |
 
-Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed probe,
-which a dual-era server's legacy side gives, a cross-era refusal) leave the era as it was; a server
+An error answers even beside a `"result": null`, and a code written as an integral float (`-32022.0`) is
+its integer. Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed
+probe, which a dual-era server's legacy side gives, another error code or a 5xx, a DiscoverResult naming no
+version either era knows, a cross-era refusal) leave the era as it was; a server
 not yet decided is `unknown`.
 
 Label cardinality stays bounded: labels are server keys, outcome names, error kinds and eras, never
@@ -105,6 +107,9 @@ HANDSHAKE_VERSIONS: Final = frozenset({"2024-10-07", "2024-11-05", "2025-03-26",
 """The revisions of the `initialize` handshake (the analyzer's `analyzer.schema.HANDSHAKE_VERSIONS`): a
 DiscoverResult naming these alone advertises the legacy era."""
 UNSUPPORTED_CODES: Final = (-32022, -32004)
+LEGACY_CODES: Final = (-32601, -32602, -32600, -32000)
+"""The errors a legacy server gives a probe (the analyzer's `analyzer.probes.LEGACY_CODES`): another
+code, or a 5xx without one, answers the probe as a legacy answer but proves no era."""
 MODERN_ERROR_CODES: Final = (-32020, -32021)
 AUTH_STATUSES: Final = (401, 403, 407)
 GATEWAY_STATUSES: Final = (502, 503, 504)
@@ -235,6 +240,8 @@ def _is_message(msg: Any) -> bool:
 def _code(msg: dict[str, Any]) -> int | None:
     err = msg.get("error")
     code = err.get("code") if isinstance(err, dict) else None
+    if isinstance(code, float) and code.is_integer():
+        return int(code)  # `-32022.0` is -32022: JSON has one number type, as the analyzer reads it
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
@@ -273,13 +280,17 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
         return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg and not failed else None)
     if isinstance(msg, dict) and "result" in msg and "id" in msg and not failed:  # a result without an id is no answer
         return DISCOVER_RESULT, _advertised_era(msg["result"])
+    client_error = status is not None and 400 <= status <= 499
     if failed:
-        return (MODERN_ERROR, ERA_MODERN) if code in MODERN_ERROR_CODES else (LEGACY_ANSWER, ERA_LEGACY)
+        if code in MODERN_ERROR_CODES:
+            return MODERN_ERROR, ERA_MODERN
+        return LEGACY_ANSWER, (ERA_LEGACY if code in LEGACY_CODES or (code is None and client_error) else None)
     # no JSON-RPC answer: text, or JSON of another shape
     if status is not None and 400 <= status <= 599:
         # a legacy HTTP server's bare 400 (or middleware's), or a 5xx but a gateway's: an answer other
-        # than the probe's, which the client falls back to legacy on, as the analyzer reads it
-        return LEGACY_ANSWER, ERA_LEGACY
+        # than the probe's, which the client falls back to legacy on, as the analyzer reads it (a 4xx
+        # the legacy era's way of refusing the modern probe, a 5xx no proof of either era)
+        return LEGACY_ANSWER, (ERA_LEGACY if client_error else None)
     return GARBAGE, None
 
 

@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 11
+EXTRACTION_VERSION: Final = 12
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -82,7 +82,8 @@ digits or more is read with every digit (both lines of its exchange were malform
 transport's session named `?sessionId=` (the TypeScript SDK) is read as `?session_id=` is (was none).
 11: a number-looking string id written otherwise than `"id":"1"` or `"id": "1"` (`"id" : "1"`, a tab, an
 escaped digit) is a string (was the number); a number id beside a nested string id of its digits is a
-number however spaced (was the string)."""
+number however spaced (was the string). 12: an error code written as an integral float (`-32022.0`) is
+its integer (was none)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -599,7 +600,9 @@ def _plan(
             + pl.lit('"')
         )
     )
-    error_code = pl.col("_code").cast(pl.Int64, strict=False)
+    # an integral number however written (`-32022.0`, `-3.2022e4`): JSON has one number type
+    code = pl.col("_code").cast(pl.Float64, strict=False)
+    error_code = pl.when(code == code.round(0)).then(code).cast(pl.Int64, strict=False)
     status = pl.col("status")
     has_result = raw.str.contains('"result"', literal=True)
     has_error = pl.col("_error").is_not_null()

@@ -105,3 +105,65 @@ def test_an_error_without_an_id_on_the_probes_own_stream_answers_it(tmp_path: Pa
     live = LiveStats()
     live.observe_all(records)
     assert live.snapshot()["servers"].get(SERVER) == expected
+
+
+@pytest.mark.parametrize("code", ["-32022.0", "-3.2022e4", "-32022E0"])
+def test_an_error_code_written_as_a_float_is_its_integer(tmp_path: Path, code: str) -> None:
+    """JSON has one number type: `-32022.0` is -32022 to a JavaScript client (and passes the TypeScript
+    SDK's integer check), so the server said "unsupported version". Both sides read it as no code (a
+    legacy answer): the mission's modern error read as legacy."""
+    answer = '{"jsonrpc":"2.0","id":1,"error":{"code":CODE,"message":"x","data":{"supported":["2026-07-28"]}}}'
+    records = _stdio(answer.replace("CODE", code))
+    # as the integer reads on each side (the counters' era gauge names the other version apart)
+    assert _analyzed(tmp_path / "float", records) == {"era": "modern", "outcomes": {"unsupported-version": 1}}
+    assert _analyzed(tmp_path / "int", _stdio(answer.replace("CODE", "-32022")))["era"] == "modern"
+    expected = {"era": "modern-other-version", "outcomes": {"unsupported-version": 1}}
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+
+
+@pytest.mark.parametrize("code", ["-32022.5", "1e400"])
+def test_an_error_code_that_is_no_integer_is_no_code(tmp_path: Path, code: str) -> None:
+    answer = '{"jsonrpc":"2.0","id":1,"error":{"code":' + code + ',"message":"x"}}'
+    records = _stdio(answer)
+    expected = {"era": "unknown", "outcomes": {"legacy-answer": 1}}  # no legacy code either
+    assert _analyzed(tmp_path, records) == expected
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        # a legacy answer proves the legacy era by the codes a legacy server gives a probe alone
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}',
+         {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}',
+         {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        # guards: those codes
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}',
+         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}',
+         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
+    ],
+)  # fmt: skip
+def test_a_legacy_answer_proves_the_era_by_its_code(tmp_path: Path, answer: str, expected: dict[str, Any]) -> None:
+    records = _stdio(answer)
+    assert _analyzed(tmp_path, records) == expected
+    assert feed(LiveStats(), records)["servers"].get("srv") == expected
+
+
+@pytest.mark.parametrize(("status", "era"), [(500, "unknown"), (400, "legacy"), (405, "legacy")])
+def test_a_plain_http_refusal_proves_the_era_by_its_status(tmp_path: Path, status: int, era: str) -> None:
+    headers = [["content-type", "application/json"], ["mcp-protocol-version", "2026-07-28"],
+               ["mcp-method", "server/discover"]]  # fmt: skip
+    common = {"conn": "c", "flow": "f1", fmt.F_SERVER: SERVER}
+    records = [
+        {**common, "type": fmt.HTTP_REQUEST, "dir": fmt.C2S, "method": "POST", "url": SERVER, "headers": headers,
+         "raw": PROBE, "client": "127.0.0.1:1", "ts": T0},
+        {**common, "type": fmt.HTTP_RESPONSE, "dir": fmt.S2C, "status": status, "ts": T0 + 0.01,
+         "headers": [["content-type", "text/plain"]], "raw": "no"},
+    ]  # fmt: skip
+    expected = {"era": era, "outcomes": {"legacy-answer": 1}}
+    assert _http(tmp_path, records) == expected
+    live = LiveStats()
+    live.observe_all(records)
+    assert live.snapshot()["servers"].get(SERVER) == expected
