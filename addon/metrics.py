@@ -562,7 +562,7 @@ class LiveStats:
                         if raw.__class__ is not fmt.PieceText or not _long_may_call(raw):
                             continue
                     elif len(raw) < _SCAN_LIMIT:
-                        if _DISCOVER not in raw and _INITIALIZE not in raw and not _names_escaped(raw):
+                        if _DISCOVER_TAIL not in raw and _INITIALIZE not in raw:  # `discover"` however escaped
                             continue
                     elif not _may_call(raw):
                         continue
