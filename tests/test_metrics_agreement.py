@@ -41,7 +41,16 @@ def _stdio(answer: str, probe: str = PROBE) -> list[dict[str, Any]]:
         ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[]}}',
          {"era": "unknown", "outcomes": {"discover-result": 1}}),
         ('{"jsonrpc":"2.0","id":1,"result":{}}', {"era": "unknown", "outcomes": {"discover-result": 1}}),
-        # guard: handshake versions alone are a legacy advertisement
+        # a legacy answer proves the legacy era by the codes a legacy server gives a probe alone
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}',
+         {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}',
+         {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        # guards: those codes, and handshake versions alone (a legacy advertisement)
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}',
+         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}',
+         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
         ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}',
          {"era": "legacy", "outcomes": {"discover-result": 1}}),
     ],
@@ -72,6 +81,22 @@ def test_a_probe_written_with_escapes_is_counted(tmp_path: Path, probe: str) -> 
     assert feed(LiveStats(), records)["servers"].get("srv") == expected
 
 
+def _probe_post(*answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """An HTTP probe (flow `f1`) and the records of its `answer`, each given the flow's fields."""
+    headers = [["content-type", "application/json"], ["mcp-protocol-version", "2026-07-28"],
+               ["mcp-method", "server/discover"]]  # fmt: skip
+    common = {"conn": "c", "flow": "f1", fmt.F_SERVER: SERVER}
+    request = {**common, "type": fmt.HTTP_REQUEST, "dir": fmt.C2S, "method": "POST", "url": SERVER,
+               "headers": headers, "raw": PROBE, "client": "127.0.0.1:1", "ts": T0}  # fmt: skip
+    return [request, *({**common, "dir": fmt.S2C, **record} for record in answer)]
+
+
+def _live(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    live = LiveStats()
+    live.observe_all(records)
+    return live.snapshot()["servers"].get(SERVER)
+
+
 def _http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
     from analyzer.pipeline import analyze
     from analyzer.report import report_dict
@@ -86,25 +111,16 @@ def _http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
 def test_an_error_without_an_id_on_the_probes_own_stream_answers_it(tmp_path: Path) -> None:
     """A server's -32000 "Server not initialized" with `"id": null` on the probe's event stream: the
     analyzer pairs an event error without an id with its flow's request; the counters waited for the id."""
-    headers = [["content-type", "application/json"], ["mcp-protocol-version", "2026-07-28"],
-               ["mcp-method", "server/discover"]]  # fmt: skip
     error = '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Server not initialized"}}'
-    common = {"conn": "c", "flow": "f1", fmt.F_SERVER: SERVER}
-    records = [
-        {**common, "type": fmt.HTTP_REQUEST, "dir": fmt.C2S, "method": "POST", "url": SERVER, "headers": headers,
-         "raw": PROBE, "client": "127.0.0.1:1", "ts": T0},
-        {**common, "type": fmt.HTTP_RESPONSE, "dir": fmt.S2C, "status": 200, "streamed": True, "ts": T0 + 0.01,
+    records = _probe_post(
+        {"type": fmt.HTTP_RESPONSE, "status": 200, "streamed": True, "ts": T0 + 0.01,
          "headers": [["content-type", "text/event-stream"]]},
-        {**common, "type": fmt.SSE_EVENT, "dir": fmt.S2C, "index": 0, "sse_event": "message", "raw": error,
-         "ts": T0 + 0.02},
-        {**common, "type": fmt.SSE_END, "dir": fmt.S2C, "how": "clean", "events": 1, "incomplete": False,
-         "ts": T0 + 0.03},
-    ]  # fmt: skip
+        {"type": fmt.SSE_EVENT, "index": 0, "sse_event": "message", "raw": error, "ts": T0 + 0.02},
+        {"type": fmt.SSE_END, "how": "clean", "events": 1, "incomplete": False, "ts": T0 + 0.03},
+    )  # fmt: skip
     expected = {"era": "legacy", "outcomes": {"legacy-answer": 1}}
     assert _http(tmp_path, records) == expected
-    live = LiveStats()
-    live.observe_all(records)
-    assert live.snapshot()["servers"].get(SERVER) == expected
+    assert _live(records) == expected
 
 
 @pytest.mark.parametrize("code", ["-32022.0", "-3.2022e4", "-32022E0"])
@@ -130,40 +146,12 @@ def test_an_error_code_that_is_no_integer_is_no_code(tmp_path: Path, code: str) 
     assert feed(LiveStats(), records)["servers"].get("srv") == expected
 
 
-@pytest.mark.parametrize(
-    ("answer", "expected"),
-    [
-        # a legacy answer proves the legacy era by the codes a legacy server gives a probe alone
-        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}',
-         {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
-        ('{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}',
-         {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
-        # guards: those codes
-        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}',
-         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
-        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}',
-         {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
-    ],
-)  # fmt: skip
-def test_a_legacy_answer_proves_the_era_by_its_code(tmp_path: Path, answer: str, expected: dict[str, Any]) -> None:
-    records = _stdio(answer)
-    assert _analyzed(tmp_path, records) == expected
-    assert feed(LiveStats(), records)["servers"].get("srv") == expected
-
-
 @pytest.mark.parametrize(("status", "era"), [(500, "unknown"), (400, "legacy"), (405, "legacy")])
 def test_a_plain_http_refusal_proves_the_era_by_its_status(tmp_path: Path, status: int, era: str) -> None:
-    headers = [["content-type", "application/json"], ["mcp-protocol-version", "2026-07-28"],
-               ["mcp-method", "server/discover"]]  # fmt: skip
-    common = {"conn": "c", "flow": "f1", fmt.F_SERVER: SERVER}
-    records = [
-        {**common, "type": fmt.HTTP_REQUEST, "dir": fmt.C2S, "method": "POST", "url": SERVER, "headers": headers,
-         "raw": PROBE, "client": "127.0.0.1:1", "ts": T0},
-        {**common, "type": fmt.HTTP_RESPONSE, "dir": fmt.S2C, "status": status, "ts": T0 + 0.01,
-         "headers": [["content-type", "text/plain"]], "raw": "no"},
-    ]  # fmt: skip
+    records = _probe_post(
+        {"type": fmt.HTTP_RESPONSE, "status": status, "ts": T0 + 0.01, "headers": [["content-type", "text/plain"]],
+         "raw": "no"},
+    )  # fmt: skip
     expected = {"era": era, "outcomes": {"legacy-answer": 1}}
     assert _http(tmp_path, records) == expected
-    live = LiveStats()
-    live.observe_all(records)
-    assert live.snapshot()["servers"].get(SERVER) == expected
+    assert _live(records) == expected
