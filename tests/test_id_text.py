@@ -29,18 +29,14 @@ def _quote(text: str) -> str:
 
 
 def _model(raw: str, decoded: str | None) -> str | None:
-    """The id text by the documented rule, from the id as the reading decoded it (`decoded`): a
-    number-looking id is a string only when the payload quotes it (`"id":"1"` or `"id": "1"`) and
-    does not hold it bare, or holds both and its own top-level id is a string."""
+    """The id text from the id as the reading decoded it (`decoded`) and the JSON type of the payload's
+    own top-level id (its first, when written twice, as the fast reading reads it): a number-looking id
+    is a string when that id is one, however spaced or escaped (`"id" : "1"`, `"id":"\\u0031"`)."""
     if decoded is None:
         return None
-    if _NUMBER.fullmatch(decoded) is None:
+    if _NUMBER.fullmatch(decoded) is None or _top_level_id_is_string(raw):
         return _quote(decoded)
-    quoted = any(f in raw for f in (f'"id":"{decoded}"', f'"id": "{decoded}"'))
-    bare = any(f"{before}{decoded}{after}" in raw for before in ('"id":', '"id": ') for after in (",", "}"))
-    if quoted and bare:
-        quoted = _top_level_id_is_string(raw)
-    return decoded if not quoted else _quote(decoded)
+    return decoded
 
 
 def _frames(payloads: list[str]) -> pl.LazyFrame:
