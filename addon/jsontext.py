@@ -20,10 +20,10 @@ MAX_DEPTH: Final = 1024
 ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 """A backslash escape of JSON text; group 1 is a `\\u` escape's code."""
 SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+"""A surrogate's escape, high or low, or the same text after an escaped backslash."""
 BEYOND_DOUBLE: Final = re.compile(r"\d{309}|\d[eE]\+?\d{3}")
 """Where JSON text may hold a number beyond a double's range (`1e400`, 309 digits and more), which
 orjson and the reader refuse (a few texts that hold none match too, such as `"e100"` in a string)."""
-"""A surrogate's escape, high or low, or the same text after an escaped backslash."""
 
 
 def refuse_constant(name: str) -> Any:
