@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import inspect
 import os
 import signal
 import sys
@@ -45,7 +46,22 @@ def _plain_help(params: list[Any]) -> list[Any]:
     return params
 
 
+def _flowing(help_text: str | None) -> str | None:
+    """A command's docstring with each prose paragraph on one line, for the terminal to wrap.
+
+    typer keeps the source's line breaks after the first paragraph: at 80 columns every other line
+    stopped half way. An indented paragraph (an example command) keeps its lines."""
+    if not help_text:
+        return help_text
+    paragraphs = inspect.cleandoc(help_text).split("\n\n")
+    return "\n\n".join(p if p.startswith(" ") else " ".join(p.split("\n")) for p in paragraphs)
+
+
 class _Command(TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = _flowing(self.help)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return plain_values(_plain_help(super().get_params(ctx)))  # plain values: no pydantic (issue 20)
 
@@ -371,7 +387,8 @@ def record_http(
     Point clients at the listen address with the upstream's path; Ctrl-C stops it and flushes the
     capture. Example:
 
-        erascope record http --upstream http://127.0.0.1:8000/mcp --listen 127.0.0.1:8080
+        erascope record http --upstream http://127.0.0.1:8000/mcp \\
+            --listen 127.0.0.1:8080
     """
     import logging
     from urllib.parse import urlsplit
@@ -571,7 +588,8 @@ def analyze_cmd(
     the baseline, or a baselined finding that no longer occurs), 2 for usage or input errors.
     Example:
 
-        erascope analyze captures/ --format markdown --output postmortem.md --fail-on error
+        erascope analyze captures/ --format markdown --output postmortem.md \\
+            --fail-on error
     """
     from analyzer.pipeline import AnalyzeOptions, analyze
     from analyzer.report import render
@@ -853,7 +871,8 @@ def watch_cmd(
     Runs until SIGINT or SIGTERM (exit 0), or exits 1 on the first finding at or above --fail-on, so
     a deployment script can stop a rollout on it. Example:
 
-        erascope watch ~/.local/state/erascope/captures --fail-on warning --format json
+        erascope watch ~/.local/state/erascope/captures \\
+            --fail-on warning --format json
     """
     stop = threading.Event()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,36 @@ def test_each_command_is_summed_up_in_one_line_of_the_list(group: list[str]) -> 
     result = CliRunner().invoke(app, [*group, "--help"], env={"COLUMNS": "200"})
     rows = result.stdout.split("Commands", 1)[1].splitlines()[1:-1]
     assert rows and all(not row.startswith("│  ") for row in rows), "\n".join(rows)
+
+
+def _help_text(words: list[str], columns: int) -> list[str]:
+    """The lines of a command's --help above its option panels, as a terminal of `columns` shows them."""
+    result = CliRunner().invoke(app, [*words, "--help"], env={"COLUMNS": str(columns)})
+    assert result.exit_code == 0
+    return [line.rstrip() for line in result.stdout.split("╭", 1)[0].splitlines()]
+
+
+def _prose(line: str) -> bool:
+    return line.startswith(" ") and not line.startswith("  ")  # an example's next lines are indented
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w))
+def test_help_prose_fills_an_80_column_terminal(words: list[str]) -> None:
+    # A docstring's source line breaks were kept: at 80 columns every other line stopped half way.
+    lines = _help_text(words, 80)
+    for a, b in itertools.pairwise(lines):
+        if _prose(a) and _prose(b):
+            assert len(a) + 1 + len(b.split()[0]) > 79, f"{a!r} could have held the next word of {b!r}"
+
+
+@pytest.mark.parametrize("words", COMMANDS, ids=lambda w: " ".join(w))
+def test_help_example_is_whole_on_its_lines_at_80_columns(words: list[str]) -> None:
+    # An example wrapped by the terminal pastes as two commands, the second an error.
+    lines = _help_text(words, 80)
+    starts = [i for i, line in enumerate(lines) if line.strip().startswith("erascope ")]
+    assert starts, lines
+    example = lines[starts[-1] :]
+    assert all(len(line) <= 79 for line in example), example
+    shown = [line.strip() for line in example if line.strip()]
+    assert all(line.endswith("\\") for line in shown[:-1]), shown
+    assert len(" ".join(line.rstrip("\\") for line in shown).split()) >= len(words) + 2
