@@ -453,10 +453,26 @@ def _ellipsized(word: str, width: int) -> str:
     return text
 
 
+_LATER_PART: Final = "· "
+"""What starts a line of a client identity's later parts in a table cell."""
+
+
 def _identity_cell(identity: str) -> str:
     """A client identity (`analyzer.identity`) a part a line, the later parts marked `·`."""
     first, *rest = identity.split(IDENTITY_SEPARATOR)
-    return "\n".join([first, *(f"· {part}" for part in rest)])
+    return "\n".join([first, *(_LATER_PART + part for part in rest)])
+
+
+def _one_line(cell: str) -> str:
+    """A cell's lines as one labelled line: its values separated by commas, a client identity's later
+    parts (`_identity_cell`'s `·` lines) kept with their identity."""
+    values: list[str] = []
+    for line in cell.split("\n"):
+        if line.startswith(_LATER_PART) and values:
+            values[-1] += " " + line
+        elif line:
+            values.append(line)
+    return ", ".join(values)
 
 
 def _words_wrapped(text: str, width: int) -> list[str]:
@@ -579,8 +595,7 @@ def _table_lines(
         for n in range(max(map(len, wrapped))):
             out.append(line([w[n] if n < len(w) else "" for w in wrapped], styles))
         for c in labelled:
-            value = ", ".join(v for v in row.cells[c].split("\n") if v)
-            out += _prose(f"{headers[c]}: {value or '-'}", width, indent=at)
+            out += _prose(f"{headers[c]}: {_one_line(row.cells[c]) or '-'}", width, indent=at)
     return out
 
 

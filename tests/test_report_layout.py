@@ -84,3 +84,15 @@ def test_a_name_wider_than_the_line_is_shortened_visibly(corpus: Analysis) -> No
     shortened = [w for w in text.split() if w.startswith("fleet-x") and "…" in w]
     assert shortened and all(w.endswith("-node-7") for w in shortened)
     assert long not in text
+
+
+def test_a_clients_line_shows_each_client_as_one_identity(corpus: Analysis) -> None:
+    # At 80 columns the clients move to a labelled line; each part of one identity was joined like
+    # another client ("mcp 0.1.0, · python-httpx2/2.16.2, · from 127.0.0.1").
+    text = render(corpus, "text", width=80)
+    servers = " ".join(text.split("\nServers\n", 1)[1].split("\n\n", 1)[0].split())
+    assert "clients: " in servers
+    for v in corpus.servers:
+        if v.clients:
+            assert f"clients: {', '.join(v.clients)}" in servers, (v.server, v.clients)
+    assert ", ·" not in servers
