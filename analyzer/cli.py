@@ -554,7 +554,8 @@ def analyze_cmd(
         typer.Option(
             "--since",
             metavar="TIME",
-            help="Analyze only records at or after TIME (ISO-8601, UTC unless it names an offset), e.g. 2026-11-28.",
+            help="Analyze only records at or after TIME (ISO-8601, UTC unless it names an offset), e.g. 2026-11-28;"
+            " or a duration before now (90m, 6h, 7d, 2w).",
         ),
     ] = None,
     until: Annotated[

@@ -832,7 +832,9 @@ def analyze_on_cluster(
         results = _gather(
             client, address, futures, [f"shard {i} ({len(p)} server(s))" for i, p in enumerate(plan)], wait_for_workers
         )
-    return merge(results, plan)
+    analysis = merge(results, plan)
+    analysis.selection = None if options.selection.everything else options.selection
+    return analysis
 
 
 def _token() -> str:

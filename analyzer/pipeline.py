@@ -141,6 +141,8 @@ class Analysis:
     """What condensing dropped from `messages` (`analyzer.condense`); None when nothing was."""
     rule_context: Any = field(default=None, repr=False, compare=False)
     """The rules' `RuleContext` of this analysis, shared with the client table (derived frames computed once)."""
+    selection: Selection | None = None
+    """The slice of the traffic analyzed (`--since`, `--until`, `--server`); None: all of it."""
     spill: Spill | None = field(default=None, repr=False, compare=False)
     """The temporary files the rule context's request view is read from (`analyzer.spill`): removed by
     `close`, or when the analysis is garbage-collected or the interpreter exits."""
@@ -233,6 +235,7 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
         spill.close()
         raise
     analysis.spill = spill
+    analysis.selection = None if opts.selection.everything else opts.selection
     weakref.finalize(analysis, spill.close)
     return analysis
 

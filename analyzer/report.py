@@ -38,6 +38,7 @@ from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
 from analyzer.pipeline import Analysis
 from analyzer.probes import NON_ERA_OUTCOMES
 from analyzer.scrub import scrubbed, valid_unicode
+from analyzer.selection import Selection, utc
 from analyzer.sources import location, separator
 from analyzer.terminal import json_visible, visible
 
@@ -125,6 +126,29 @@ def _counts(series: pl.Series) -> dict[str, int]:
     return {str(k): int(n) for k, n in sorted(series.value_counts().iter_rows())}
 
 
+def _moment(moment: dt.datetime | None) -> str | None:
+    """A selection's bound as the report writes it: ISO-8601 in UTC, `Z` for its zone."""
+    return None if moment is None else utc(moment).isoformat().replace("+00:00", "Z")
+
+
+def _selection_dict(selection: Selection) -> dict[str, Any]:
+    return {
+        "since": _moment(selection.since),
+        "until": _moment(selection.until),
+        "servers": list(selection.servers) if selection.servers is not None else None,
+    }
+
+
+def _selection_note(selection: Selection, esc: Callable[[str], str]) -> str:
+    """What part of the traffic a sliced analysis read, said once among the input notes."""
+    bounds = [f"at or after {_moment(selection.since)}"] if selection.since is not None else []
+    bounds += [f"before {_moment(selection.until)}"] if selection.until is not None else []
+    when = f"records {' and '.join(bounds)}" if bounds else "records at any time"
+    servers = selection.servers
+    who = f"of server(s) {', '.join(esc(s) for s in servers)}" if servers is not None else "of every server"
+    return f"analyzed only: {when}, {who}"
+
+
 def report_dict(analysis: Analysis) -> dict[str, Any]:
     """The `erascope-report/2` document as plain Python data (see analyzer/REPORT.md)."""
     inp = analysis.inputs
@@ -157,6 +181,7 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
                 else {}
             ),
             **({"chained": inp.chained} if inp.chained else {}),
+            **({"selection": _selection_dict(analysis.selection)} if analysis.selection is not None else {}),
         },
         "totals": {
             "servers": len(analysis.servers),
@@ -358,7 +383,7 @@ def _input_notes(
         return esc(file) + at
 
     inp = analysis.inputs
-    notes: list[str] = []
+    notes: list[str] = [] if analysis.selection is None else [_selection_note(analysis.selection, esc)]
     for b in inp.torn:
         notes.append(f"torn last line: {where(b.file, b.line)} (skipped)")
     if inp.malformed:

@@ -19,10 +19,15 @@ never opened. They only ever prune what cannot match; the rows read are then sel
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
+from typing import Final
 
 import polars as pl
+
+from addon.errors import ErascopeError
+from addon.retention import parse_duration
 
 
 def utc(moment: datetime) -> datetime:
@@ -30,22 +35,38 @@ def utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
-def parse_time(text: str) -> datetime:
-    """An ISO-8601 date or date and time (`2026-11-28`, `2026-11-28T09:30`, `…Z`, `…+02:00`) in UTC.
+_AGO: Final = re.compile(r"\s*\d+(?:\.\d+)?\s*[smhdw]\s*", re.IGNORECASE)
+"""A duration with its unit (`90s`, `30m`, `6h`, `7d`, `2w`): that long before now. A bare number
+is no time (seconds? a year?)."""
+
+
+def parse_time(text: str, now: datetime | None = None) -> datetime:
+    """An ISO-8601 date or date and time (`2026-11-28`, `2026-11-28T09:30`, `…Z`, `…+02:00`) in UTC,
+    or a duration before `now` (default: the clock), as the recorders' `--rotate-age` writes one.
 
     Raises `ValueError` with what was expected, also for a time that is valid where it was written
     but not in UTC (`0001-01-01T00:00+01:00` is in year 0 there).
     """
-    try:
-        moment = datetime.fromisoformat(text.strip())
-    except ValueError:
-        raise ValueError(
-            f"{text!r} is not an ISO-8601 time (e.g. 2026-11-28, 2026-11-28T09:30:00Z, 2026-11-28T11:30+02:00)"
-        ) from None
-    try:
-        return utc(moment)
-    except OverflowError:
-        raise ValueError(f"{text!r} lies outside years 1 to 9999 in UTC") from None
+    if _AGO.fullmatch(text):
+        try:
+            before = timedelta(seconds=parse_duration(text, "a duration"))
+            return (utc(now) if now is not None else datetime.now(UTC)) - before
+        except (ErascopeError, OverflowError):
+            pass  # 0d, or more days than the calendar holds: refused below as any other text
+    else:
+        try:
+            moment = datetime.fromisoformat(text.strip())
+        except ValueError:
+            pass
+        else:
+            try:
+                return utc(moment)
+            except OverflowError:
+                raise ValueError(f"{text!r} lies outside years 1 to 9999 in UTC") from None
+    raise ValueError(
+        f"{text!r} is not an ISO-8601 time or a duration before now"
+        " (e.g. 2026-11-28, 2026-11-28T09:30:00Z, 2026-11-28T11:30+02:00, 7d, 6h)"
+    )
 
 
 @dataclass(frozen=True)

@@ -447,6 +447,7 @@ def test_a_selection_is_sharded_like_the_whole(cluster: Cluster, archives: dict[
     remote = erascope("analyze", archive, "--format", "json", "--quiet", *picked, "--scheduler", address).stdout
     assert {s["server"] for s in orjson.loads(local)["servers"]} <= set(keys)
     assert orjson.loads(local)["servers"]
+    assert orjson.loads(local)["inputs"]["selection"]["servers"] == keys  # the report says it is a slice
     assert remote == local
 
 

@@ -126,7 +126,9 @@ def test_archive_and_jsonl_give_the_same_selected_report(caps: Path, archive: Pa
     jsonl = _report(str(caps), *selection)
     assert jsonl != whole
     assert _report(str(archive), *selection) == jsonl
-    assert jsonl["inputs"] == whole["inputs"], "the accounting counts the files read, whatever is selected"
+    counted = {k: v for k, v in jsonl["inputs"].items() if k != "selection"}
+    assert counted == whole["inputs"], "the accounting counts the files read, whatever is selected"
+    assert jsonl["inputs"]["selection"], "and says what was selected"
 
 
 def test_only_selected_traffic_is_analyzed(caps: Path) -> None:
@@ -256,3 +258,42 @@ def test_a_record_just_before_a_midnight_before_1970_is_selected_in_an_archive(t
     ts = datetime(1969, 12, 31, tzinfo=UTC).timestamp() - 0.0000005
     reports = _one_probe_reports(tmp_path, ts, "--until", "1969-12-31")
     assert reports[0]["totals"] == reports[1]["totals"] and reports[0]["totals"]["probes"] == 1
+
+
+# --- relative bounds, and a report that says what it covers ----------------------------------------
+@pytest.mark.parametrize(
+    ("text", "before"),
+    [("7d", timedelta(days=7)), ("36h", timedelta(hours=36)), ("90m", timedelta(minutes=90)),
+     ("2w", timedelta(weeks=2)), ("45s", timedelta(seconds=45)), (" 1.5h ", timedelta(minutes=90))],
+)  # fmt: skip
+def test_a_duration_is_that_long_before_now(text: str, before: timedelta) -> None:
+    # "last week" was an ISO time worked out by hand; `journalctl`, `kubectl logs` take `--since 1h`
+    now = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    assert parse_time(text, now=now) == now - before
+
+
+@pytest.mark.parametrize("text", ["7", "0d", "7y", "-1d", "d"])
+def test_a_number_without_a_known_unit_is_no_time(text: str) -> None:
+    with pytest.raises(ValueError, match="ISO-8601 time or a duration before now"):
+        parse_time(text)
+
+
+def test_a_selected_report_says_what_it_covers(caps: Path) -> None:
+    # A slice's report read like the whole traffic's: fewer servers, nothing saying why.
+    full = _report(str(caps))
+    assert "selection" not in full["inputs"]
+    sliced = _report(str(caps), "--since", "2026-11-29T00:30:00+00:00", "--server", "weather", "--server", "weather")
+    assert sliced["inputs"]["selection"] == {"since": "2026-11-29T00:30:00Z", "until": None, "servers": ["weather"]}
+    text = runner.invoke(app, ["analyze", str(caps), "--since", "2026-11-29T01:30+01:00", "--until", "2026-11-30",
+                               "--quiet"], env={"COLUMNS": "200"})  # fmt: skip
+    assert text.exit_code == 0, text.output
+    window = "records at or after 2026-11-29T00:30:00Z and before 2026-11-30T00:00:00Z"
+    assert f"analyzed only: {window}, of every server" in text.stdout
+
+
+def test_a_relative_window_is_reported_as_the_moments_it_meant(caps: Path) -> None:
+    before = datetime.now(UTC)
+    report = _report(str(caps), "--since", "100000d")
+    since = datetime.fromisoformat(report["inputs"]["selection"]["since"])
+    assert before - timedelta(days=100000, seconds=5) <= since <= datetime.now(UTC) - timedelta(days=100000)
+    assert [s["server"] for s in report["servers"]] == [s["server"] for s in _report(str(caps))["servers"]]
