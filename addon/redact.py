@@ -8,6 +8,8 @@ the erascope state directory.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
 import hmac
@@ -875,6 +877,65 @@ def is_secret_query_param(name: str) -> bool:
     )
 
 
+_BASE64_JSON_MIN: Final = 16
+"""The shortest query value read as base64 JSON: 12 bytes (`{"k":"abcd"}`). Shorter ones are not
+decoded, as `e30` (`{}`) or a short id starting with `e` need not be."""
+_BASE64_JSON_STARTS: Final = frozenset(
+    base64.b64encode(bytes((first, second)))[:2].decode() for first in b"{ \t\r\n" for second in b'{}" \t\r\n'
+)
+"""How base64 of a JSON object starts: its first two characters (letters, in either alphabet) spell
+the first byte and half the second, `{` then `"`, `}` or white space (`eyJ` is `{"`, `ewo` is `{`
+and a line end), or white space before the `{`. A query value starting otherwise (nearly every
+one, on every request) is turned away without decoding it."""
+_BASE64_JSON_READ_MAX: Final = 4 << 10
+"""The longest base64 JSON query value searched for credentials; a longer one is hashed whole unread.
+A hosted server's configuration takes a few hundred characters; reading every string of a larger
+object as a command line's argument is read (`_redact_json_strings`) would hold the proxy's event
+loop for milliseconds per request (half a millisecond a kilobyte of short strings), for a value
+any peer writes."""
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+"""Base64, standard or url-safe (`-` and `_` for `+` and `/`), padded or not."""
+_TO_STANDARD_BASE64: Final = str.maketrans("-_ ", "+/+")
+"""Url-safe base64 as standard; a space is a raw `+` a form parser read as one."""
+_JSON_LEAD: Final = b" \t\r\n"
+"""The white space JSON allows before an object."""
+
+
+def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
+    """Whether a query value (percent-encoded or not) is base64, standard or url-safe, padded or not,
+    of a JSON object holding a credential: a secret-named field at any depth, or a string holding one
+    (a token's shape, a URL's password, a secret query value), as `_redact_json_argument` finds them.
+
+    Hosted servers take their whole configuration so, keys and all (Smithery's
+    `?config=eyJnaXRodWJQZXJzb25hbEFjY2Vzc1Rva2VuIjoi…`): recorded as it came, anyone decoding it read
+    them. The caller hashes such a value whole, as a secret-named one: an object re-encoded with its
+    credentials hashed would read as the configuration the client sent and be none, and the whole
+    hash still tells equal configurations. One holding no credential stays, as a JSON argument does;
+    one longer than `_BASE64_JSON_READ_MAX` starting as an object is taken as holding one, unread.
+    A JWT (`eyJ…` too) holds dots, no base64: it is hashed by its shape, as before. On the proxy's path
+    for every query value, after the caller turned away nearly all others by their length and their
+    first two characters (`_BASE64_JSON_MIN`, `_BASE64_JSON_STARTS`)."""
+    text = (unquote_plus(value) if "%" in value else value).translate(_TO_STANDARD_BASE64)
+    if not _BASE64.fullmatch(text):
+        return False
+    text = text.rstrip("=")
+    try:
+        data = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except binascii.Error:  # a length no base64 has
+        return False
+    if data.lstrip(_JSON_LEAD)[:1] != b"{":
+        return False
+    if len(value) > _BASE64_JSON_READ_MAX:
+        return True
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(doc, dict) and (
+        _hash_secret_fields(doc, redactor, _is_secret_pair_name) or _redact_json_strings(doc, redactor)
+    )
+
+
 def _redact_query(
     redactor: Redactor,
     query: str,
@@ -882,14 +943,20 @@ def _redact_query(
     *,
     nested: Callable[[str], str] | None = None,
 ) -> str:
-    """`name=value` pairs (`&`-separated) with the values of secret names hashed; with `nested`, a
-    value that is a URL (`://`, or `%3A%2F%2F` encoded) becomes `nested(value)`."""
+    """`name=value` pairs (`&`-separated) with the values of secret names hashed, and those that are
+    base64 JSON objects holding a credential (`_base64_json_holds_secret`) whatever their names; with
+    `nested`, a value that is a URL (`://`, or `%3A%2F%2F` encoded) becomes `nested(value)`."""
     parts = query.split("&")
     for i, part in enumerate(parts):
         name, sep, value = part.partition("=")
         if not sep or not value:
             continue
-        if is_secret(_unquote(name)):
+        if is_secret(_unquote(name)) or (
+            # told here for nearly every value, without a call: on the proxy's path for every request
+            len(value) >= _BASE64_JSON_MIN
+            and value[:2] in _BASE64_JSON_STARTS
+            and _base64_json_holds_secret(value, redactor)
+        ):
             parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
         elif nested is not None and ("://" in value or ("%3" in value and _ENCODED_SCHEME_END.search(value))):
             parts[i] = f"{name}={nested(value)}"
@@ -1002,7 +1069,7 @@ class HttpRedaction:
             "url_headers": [*URL_HEADERS, *URL_LIST_HEADERS] if self.enabled else [],
             "url_header_suffixes": list(URL_HEADER_SUFFIXES) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
-            "query": "secret-named parameters" if self.enabled else "off",
+            "query": "secret-named parameters, base64 JSON objects holding credentials" if self.enabled else "off",
             "userinfo": "password or lone user" if self.enabled else "off",
             "url_tokens": (
                 "well-known credentials in host, path, query and fragment, also percent-encoded"
@@ -1120,7 +1187,8 @@ class HttpRedaction:
         userinfo is hashed too, in the URL and in URLs inside it (`?next=https://u:pw@h/`): a
         `Location` or `Referer` can carry one. Last, a well-known credential (`_TOKEN`) anywhere in it
         is hashed whole: hosted servers put keys in the path (`/mcp/sk-proj-…/sse`), tunnels and
-        per-tenant gateways in the host (`ghp_….example.com`)."""
+        per-tenant gateways in the host (`ghp_….example.com`). A query value of any name that is base64
+        JSON holding a credential (a hosted server's `?config=eyJ…`) is hashed whole too."""
         if not self.enabled:
             return url
         return self._url(url, 0)

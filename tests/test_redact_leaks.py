@@ -4,10 +4,16 @@ path that leaked it: the recorder's own redaction functions, a HAR read by the r
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
+import re
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, unquote
 
 import orjson
 import pytest
@@ -637,3 +643,101 @@ def test_configuration_values_without_credentials_stay(argv: list[str]) -> None:
 def test_more_query_names_of_credentials_are_hashed(name: str) -> None:
     url = f"https://h.example/mcp?{name}=QueryName01&page=2"
     assert HttpRedaction(RED).url(url) == f"https://h.example/mcp?{name}={RED.hash('QueryName01')}&page=2"
+
+
+def _b64(doc: object, *, urlsafe: bool = False, padded: bool = True, lead: bytes = b"") -> str:
+    data = lead + orjson.dumps(doc)
+    text = (base64.urlsafe_b64encode(data) if urlsafe else base64.b64encode(data)).decode()
+    return text if padded else text.rstrip("=")
+
+
+def _decoded_values(url: str) -> str:
+    """Every query value of `url` (and of URLs in them) decoded as base64 where it decodes."""
+    out = []
+    for value in re.findall(r"=([A-Za-z0-9+/_%-]+)", unquote(unquote(url))):
+        value = unquote(value).replace("-", "+").replace("_", "/")
+        with contextlib.suppress(binascii.Error):
+            out.append(base64.b64decode(value + "=" * (-len(value) % 4)).decode("utf-8", "replace"))
+    return " ".join(out)
+
+
+SMITHERY = "https://server.smithery.ai/@owner/github/mcp"
+SMITHERY_GHP = "ghp_" + "B64Conf" * 5 + "1"  # a GitHub token's shape: 36 characters after the prefix
+SMITHERY_CONFIG = _b64({"githubPersonalAccessToken": SMITHERY_GHP})
+RICH_CONFIG = _b64({"apiKey": "B64Conf0003", "note": "??>>~~"})  # its base64 holds `+` and `/`
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets", "kept"),
+    [
+        # Smithery's hosted servers: the server's whole configuration, base64 JSON, as a query value
+        (f"{SMITHERY}?config={SMITHERY_CONFIG}&api_key=B64Conf0001&profile=work", [SMITHERY_CONFIG, "B64Conf0001"],
+         [f"{SMITHERY}?config={RED.hash(SMITHERY_CONFIG)}&api_key={RED.hash('B64Conf0001')}&profile=work"]),
+        # base64url, unpadded, any parameter name; the secret a secret-named field's
+        (f"{SMITHERY}?settings={_b64({'region': 'eu', 'accessKey': 'B64Conf0002'}, urlsafe=True, padded=False)}&x=1",
+         [_b64({"region": "eu", "accessKey": "B64Conf0002"}, urlsafe=True, padded=False)], [f"{SMITHERY}?settings=",
+          "&x=1"]),
+        # percent-encoded as `URLSearchParams` writes it (`+`, `/` and `=` escaped)
+        (f"{SMITHERY}?config={quote(RICH_CONFIG, safe='')}", [RICH_CONFIG[:40]], [f"{SMITHERY}?config=hmac:"]),
+        # a credential told by its value: a token's shape, a URL's password; a pretty-printed object
+        (f"{SMITHERY}?c={_b64({'x': {'db': 'postgresql://u:B64Conf0004@h/db'}})}",
+         [_b64({"x": {"db": "postgresql://u:B64Conf0004@h/db"}})], [f"{SMITHERY}?c=hmac:"]),
+        (f"{SMITHERY}?c={_b64({'token': 'B64Conf0005'}, lead=b'  ')}", [_b64({"token": "B64Conf0005"}, lead=b"  ")],
+         [f"{SMITHERY}?c=hmac:"]),
+        # in the fragment, and in a URL given as a query value
+        (f"https://h.example/app#/cb?state={SMITHERY_CONFIG}", [SMITHERY_CONFIG], ["https://h.example/app#/cb?state="]),
+        (f"https://h.example/login?next={quote(f'{SMITHERY}?config={SMITHERY_CONFIG}', safe='')}&lang=en",
+         [SMITHERY_CONFIG, quote(SMITHERY_CONFIG, safe="")],
+         ["https://h.example/login?next=https%3A%2F%2F", "&lang=en"]),
+    ],
+)  # fmt: skip
+def test_a_base64_json_query_value_holding_credentials_is_hashed_whole(
+    url: str, secrets: list[str], kept: list[str]
+) -> None:
+    """A hosted server's configuration, base64 JSON in a query value, was recorded as it came: its
+    credentials readable to anyone decoding it."""
+    shown = HttpRedaction(RED).url(url)
+    assert not any(s in shown for s in secrets), shown
+    assert all(k in shown for k in kept), shown
+    assert not any(s in _decoded_values(shown) for s in ("B64Conf", SMITHERY_GHP)), shown
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        lambda url: HttpRedaction(RED).header_value("Referer", url),
+        lambda url: " ".join(redact_argv(["npx", "-y", "mcp-remote", url], RED)),
+        lambda url: " ".join(redact_argv(["docker", "run", "-e", f"MCP_URL={url}", "img"], RED)),
+        lambda url: " ".join(redact_argv(["sh", "-c", f"npx -y mcp-remote '{url}' --debug"], RED)),
+    ],
+    ids=["referer", "argument", "variable", "command-line"],
+)
+def test_a_base64_json_query_value_holding_credentials_is_hashed_wherever_urls_are_redacted(
+    where: Callable[[str], str],
+) -> None:
+    shown = where(f"{SMITHERY}?config={SMITHERY_CONFIG}&profile=work")
+    assert SMITHERY_CONFIG not in shown and RED.hash(SMITHERY_CONFIG) in shown, shown
+    assert "&profile=work" in shown, shown
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _b64({"region": "eu", "debug": True}),  # a configuration holding no credential
+        _b64({"region": "eu", "debug": True}, urlsafe=True, padded=False),
+        "elephantsandgiraffes",  # base64's alphabet, no JSON
+        "eyebrowsandeyelashes",  # starts as `{` does in base64, and is no JSON
+        "eyJhbGciOiJIUzI1NiJ9",  # a JWT's header alone: `{"alg":"HS256"}`
+        "eyJub3QganNvbg",  # `{"not json`
+        "e30",  # `{}`: too short to look at
+    ],
+)
+def test_base64_query_values_without_credentials_stay(value: str) -> None:
+    url = f"{SMITHERY}?config={value}&page=2"
+    assert HttpRedaction(RED).url(url) == url
+    assert redact_argv(["npx", url], RED) == ["npx", url]
+
+
+def test_a_jwt_query_value_is_still_hashed_as_a_token() -> None:
+    shown = HttpRedaction(RED).url(f"https://h.example/mcp?state={JWT}&page=2")
+    assert shown == f"https://h.example/mcp?state={RED.hash(JWT)}&page=2"
