@@ -936,6 +936,37 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
     )
 
 
+_MECHANISM_PROPERTIES: Final = "authmechanismproperties"
+"""MongoDB's connection string option holding the authentication mechanism's `KEY:value` pairs,
+comma-separated (`AWS_SESSION_TOKEN:…,SERVICE_NAME:mongodb`), lower-case: drivers read its name in
+any case."""
+_MECHANISM_PROPERTIES_LEN: Final = len(_MECHANISM_PROPERTIES)
+"""Its length, telling every other name apart without lower-casing it."""
+_MECHANISM_PROPERTIES_KEPT: Final = frozenset({"TOKEN_RESOURCE"})
+"""Mechanism properties named like a secret that hold none: OIDC's `TOKEN_RESOURCE` is the audience
+of the token a driver asks for (`api://…`), no token."""
+_PROPERTY_SEPARATOR: Final = re.compile(r"(,|%2[Cc])")
+_PROPERTY_COLON: Final = re.compile(r":|%3[Aa]")
+
+
+def _redact_mechanism_properties(value: str, redactor: Redactor) -> str:
+    """An `authMechanismProperties` value with the value of each secret-named `KEY:value` pair hashed
+    (`AWS_SESSION_TOKEN:…`: MongoDB's AWS authentication takes a session token there, beside the key
+    id and secret of the userinfo), the others kept (`SERVICE_NAME:mongodb`, `ENVIRONMENT:azure`).
+
+    Drivers decode the whole value before they split it at `,` and the first `:` of each pair, so an
+    encoded `%2C` or `%3A` separates as the character does, and the hash is of the decoded value."""
+    parts = _PROPERTY_SEPARATOR.split(value)
+    for i in range(0, len(parts), 2):  # the separators stand at the odd places
+        colon = _PROPERTY_COLON.search(parts[i])
+        if colon is None:
+            continue
+        key = _unquote(parts[i][: colon.start()]).strip()
+        if _is_secret_pair_name(key) and key.upper() not in _MECHANISM_PROPERTIES_KEPT:
+            parts[i] = parts[i][: colon.end()] + redactor.hash(_octets(parts[i][colon.end() :], form=True))
+    return "".join(parts)
+
+
 def _redact_query(
     redactor: Redactor,
     query: str,
@@ -951,13 +982,17 @@ def _redact_query(
         name, sep, value = part.partition("=")
         if not sep or not value:
             continue
-        if is_secret(_unquote(name)) or (
+        plain = _unquote(name)
+        if is_secret(plain) or (
             # told here for nearly every value, without a call: on the proxy's path for every request
             len(value) >= _BASE64_JSON_MIN
             and value[:2] in _BASE64_JSON_STARTS
             and _base64_json_holds_secret(value, redactor)
         ):
             parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
+        elif len(plain) == _MECHANISM_PROPERTIES_LEN and plain.lower() == _MECHANISM_PROPERTIES:
+            # before the URL below: a property's value may be one (`TOKEN_RESOURCE:api://…`)
+            parts[i] = f"{name}={_redact_mechanism_properties(value, redactor)}"
         elif nested is not None and ("://" in value or ("%3" in value and _ENCODED_SCHEME_END.search(value))):
             parts[i] = f"{name}={nested(value)}"
     return "&".join(parts)
@@ -1069,7 +1104,11 @@ class HttpRedaction:
             "url_headers": [*URL_HEADERS, *URL_LIST_HEADERS] if self.enabled else [],
             "url_header_suffixes": list(URL_HEADER_SUFFIXES) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
-            "query": "secret-named parameters, base64 JSON objects holding credentials" if self.enabled else "off",
+            "query": (
+                "secret-named parameters, base64 JSON objects holding credentials, secret authMechanismProperties"
+                if self.enabled
+                else "off"
+            ),
             "userinfo": "password or lone user" if self.enabled else "off",
             "url_tokens": (
                 "well-known credentials in host, path, query and fragment, also percent-encoded"
@@ -1188,7 +1227,8 @@ class HttpRedaction:
         `Location` or `Referer` can carry one. Last, a well-known credential (`_TOKEN`) anywhere in it
         is hashed whole: hosted servers put keys in the path (`/mcp/sk-proj-…/sse`), tunnels and
         per-tenant gateways in the host (`ghp_….example.com`). A query value of any name that is base64
-        JSON holding a credential (a hosted server's `?config=eyJ…`) is hashed whole too."""
+        JSON holding a credential (a hosted server's `?config=eyJ…`) is hashed whole too, and the
+        secret pairs of a MongoDB connection string's `authMechanismProperties` (`AWS_SESSION_TOKEN:…`)."""
         if not self.enabled:
             return url
         return self._url(url, 0)

@@ -741,3 +741,57 @@ def test_base64_query_values_without_credentials_stay(value: str) -> None:
 def test_a_jwt_query_value_is_still_hashed_as_a_token() -> None:
     shown = HttpRedaction(RED).url(f"https://h.example/mcp?state={JWT}&page=2")
     assert shown == f"https://h.example/mcp?state={RED.hash(JWT)}&page=2"
+
+
+MONGO_AWS = "mongodb+srv://cluster0.example.net/?authMechanism=MONGODB-AWS&authSource=%24external"
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets", "kept"),
+    [
+        # MongoDB's AWS authentication: the session token among the mechanism's properties
+        (f"{MONGO_AWS}&authMechanismProperties=AWS_SESSION_TOKEN:IQoJb3JpZ2luX2VjMongo01", ["IQoJb3JpZ2luX2VjMongo01"],
+         [f"{MONGO_AWS}&authMechanismProperties=AWS_SESSION_TOKEN:{RED.hash('IQoJb3JpZ2luX2VjMongo01')}"]),
+        (f"{MONGO_AWS}&authMechanismProperties=SERVICE_NAME:mongodb,AWS_SESSION_TOKEN:Mongo02,CANONICALIZE_HOST_NAME:true"
+         "&retryWrites=true", ["Mongo02"],
+         [f"=SERVICE_NAME:mongodb,AWS_SESSION_TOKEN:{RED.hash('Mongo02')},CANONICALIZE_HOST_NAME:true&retryWrites=true"]),
+        # percent-encoded, as a client encoding the whole value writes it; a token holding `/` and `=`
+        (f"{MONGO_AWS}&authMechanismProperties=AWS_SESSION_TOKEN%3AIQoJ%2F%2FMongo03%3D%2CSERVICE_NAME%3Amongodb",
+         ["Mongo03"], [f"AWS_SESSION_TOKEN%3A{RED.hash('IQoJ//Mongo03=')}%2CSERVICE_NAME%3Amongodb"]),
+        # the option's name in any case, as the drivers read it; a key named as a secret is
+        (f"{MONGO_AWS}&authmechanismproperties=aws_session_token:Mongo04", ["Mongo04"],
+         [f"authmechanismproperties=aws_session_token:{RED.hash('Mongo04')}"]),
+        (f"{MONGO_AWS}&authMechanismProperties=ENVIRONMENT:azure,CLIENT_SECRET:Mongo05", ["Mongo05"],
+         ["=ENVIRONMENT:azure,CLIENT_SECRET:hmac:"]),
+        # the access key id and its secret are the userinfo's
+        ("mongodb://AKIAIOSFODNN7EXAMPLE:MongoAwsPw06@h.example/?authMechanism=MONGODB-AWS"
+         "&authMechanismProperties=AWS_SESSION_TOKEN:Mongo07", ["AKIAIOSFODNN7EXAMPLE", "MongoAwsPw06", "Mongo07"],
+         ["@h.example/?authMechanism=MONGODB-AWS&authMechanismProperties=AWS_SESSION_TOKEN:hmac:"]),
+    ],
+)  # fmt: skip
+def test_secret_auth_mechanism_properties_of_a_connection_string_are_hashed(
+    url: str, secrets: list[str], kept: list[str]
+) -> None:
+    """A MongoDB connection string's `authMechanismProperties` (`KEY:value` pairs, comma-separated)
+    carries an AWS session token: recorded as it came, in a launch argument and in a URL alike."""
+    for shown in (
+        HttpRedaction(RED).url(url),
+        " ".join(redact_argv(["npx", "-y", "mongodb-mcp-server", "--connectionString", url], RED)),
+        " ".join(redact_argv(["docker", "run", "-e", f"MDB_MCP_CONNECTION_STRING={url}", "mcp/mongodb"], RED)),
+    ):
+        assert not any(s in shown for s in secrets), shown
+        assert all(k in shown for k in kept), shown
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        "SERVICE_NAME:mongodb,CANONICALIZE_HOST_NAME:true",  # Kerberos
+        "ENVIRONMENT:azure,TOKEN_RESOURCE:api://0123-abcd",  # OIDC: the token's audience, no token
+        "SERVICE_NAME%3Amongodb%2CSERVICE_REALM%3AEXAMPLE.COM",
+    ],
+)
+def test_auth_mechanism_properties_without_credentials_stay(properties: str) -> None:
+    url = f"mongodb://h.example/?authMechanism=GSSAPI&authMechanismProperties={properties}"
+    assert HttpRedaction(RED).url(url) == url
+    assert redact_argv(["mongosh", url], RED) == ["mongosh", url]
