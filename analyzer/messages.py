@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 12
+EXTRACTION_VERSION: Final = 13
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -83,7 +83,8 @@ transport's session named `?sessionId=` (the TypeScript SDK) is read as `?sessio
 11: a number-looking string id written otherwise than `"id":"1"` or `"id": "1"` (`"id" : "1"`, a tab, an
 escaped digit) is a string (was the number); a number id beside a nested string id of its digits is a
 number however spaced (was the string). 12: an error code written as an integral float (`-32022.0`) is
-its integer (was none)."""
+its integer (was none). 13: a stdio server the tee could not start (`spawn-failed`) has why as its
+`error_message` (was none)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -693,6 +694,8 @@ def _plan(
     is_init_req = is_req & (pl.col("_method") == "initialize")
     is_resp = k == "response"
     is_err = k == "error"
+    # why the tee could not start the server (`ENOENT …`): upstream-unreachable quotes it
+    spawn_failed = (rtype == fmt.LIFECYCLE) & (pl.col("_event") == fmt.EV_SPAWN_FAILED)
     maybe_versions = is_resp & (
         raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
     )
@@ -753,7 +756,7 @@ def _plan(
         error_code=pl.col("_error_code"),
         error_message=pl.when(is_err & pl.col("_error").is_not_null())
         .then(pl.col("_emsg"))
-        .when(rtype == fmt.HTTP_ERROR)
+        .when((rtype == fmt.HTTP_ERROR) | spawn_failed)
         .then(pl.col("error"))
         .when(is_err & is_http)
         .then(pl.coalesce(raw.str.slice(0, 200), pl.col("reason"))),
@@ -801,7 +804,10 @@ def _plan(
     if not http:  # the same values on records of the other types
         nothing = pl.lit(None, pl.String)
         columns.update(
-            error_message=pl.when(is_err & pl.col("_is_json")).then(pl.col("_emsg")),
+            error_message=pl.when(is_err & pl.col("_is_json"))
+            .then(pl.col("_emsg"))
+            .when(spawn_failed)
+            .then(pl.col("error")),
             header_version=nothing,
             header_method=nothing,
             session_id=nothing,

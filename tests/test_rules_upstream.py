@@ -164,3 +164,49 @@ def test_a_request_of_the_server_in_the_cut_stream_is_not_a_client_request_left_
                  {"jsonrpc": "2.0", "id": "s-1", "method": "sampling/createMessage", "params": {}})  # fmt: skip
     [finding] = [f for f in run(cap.close()).findings if f.rule == "upstream-unreachable"]
     assert finding.details["requests"] == ["tools/call ×1"], finding.message
+
+
+PROBE_LINE = orjson.dumps(
+    {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+)  # fmt: skip
+
+
+def _spawn_failed(tmp_path: Path, command: list[str]) -> tuple[dict[str, Any], Path]:
+    """The JSON report of a capture of `record stdio` told to run a command that cannot start."""
+    import subprocess
+    import sys
+
+    from analyzer.pipeline import analyze
+    from analyzer.report import render_json
+
+    out = tmp_path / "caps"
+    erascope = Path(sys.executable).parent / "erascope"
+    run_ = subprocess.run([erascope, "record", "stdio", "--out", out, "--server", "files", "--", *command],
+                          input=PROBE_LINE + b"\n", capture_output=True, timeout=60, check=False)  # fmt: skip
+    assert run_.returncode in (126, 127), run_.stderr
+    [capture] = out.glob("*.jsonl")
+    return orjson.loads(render_json(analyze([str(out)]))), capture
+
+
+def test_a_stdio_server_that_cannot_start_is_unreachable_as_an_http_one_is(tmp_path: Path) -> None:
+    # The tee records `spawn-failed` and its live counters count it among the upstream errors, but the
+    # analysis said only "no deciding evidence": a host configured with a wrong command passed a CI gate.
+    report, capture = _spawn_failed(tmp_path, [str(tmp_path / "no-such-server"), "--stdio"])
+    [finding] = [f for f in report["findings"] if f["rule"] == "upstream-unreachable"]
+    assert finding["severity"] == "error" and finding["server"] == "files"
+    assert finding["details"]["kinds"] == ["spawn-failed ×1"]
+    assert "No such file or directory" in finding["message"] and "--upstream" not in finding["message"]
+    assert [(e["file"], e["line"]) for e in finding["evidence"]] == [(str(capture), 2)]
+    assert finding["message"].startswith("the recorder could not start the server 1 time(s)")
+    assert "Check the server command" in finding["message"]
+    counters = orjson.loads(capture.read_bytes().splitlines()[2])["counters"]
+    assert counters["upstream_errors"] == {"spawn-failed": 1}
+
+
+def test_a_stdio_command_that_is_no_program_is_unreachable_too(tmp_path: Path) -> None:
+    script = tmp_path / "server.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")  # not executable: 126
+    report, _ = _spawn_failed(tmp_path, [str(script)])
+    assert [f["rule"] for f in report["findings"]] == ["upstream-unreachable"]
+    assert "Permission denied" in report["findings"][0]["message"]

@@ -157,16 +157,19 @@ class RuleContext:
 
     @cached_property
     def upstream_failures(self) -> pl.DataFrame:
-        """The HTTP recorder's flow errors on the server's side, one row each (`server`, `capture`,
-        `file`, `line`, `ts`, `conn`, `flow`, `kind`, `error`).
+        """The recorders' failures on the server's side, one row each (`server`, `capture`, `file`,
+        `line`, `ts`, `conn`, `flow`, `kind`, `error`).
 
         The `http.error` records of `UPSTREAM_FAILURE_KINDS`: the proxy could not connect upstream,
         the upstream reset or closed the exchange, it timed out, or another proxy failure. The client
-        then got the proxy's own 502 (or a cut stream), not an answer from the server.
+        then got the proxy's own 502 (or a cut stream), not an answer from the server. And the stdio
+        tee's `spawn-failed` (kind `spawn-failed`): the server command could not start, as the
+        recorders' live counters count it among the upstream errors.
         """
         failures = (
             self.messages.filter(
-                (pl.col("record_type") == fmt.HTTP_ERROR) & pl.col("event").is_in(UPSTREAM_FAILURE_EVENTS)
+                ((pl.col("record_type") == fmt.HTTP_ERROR) & pl.col("event").is_in(UPSTREAM_FAILURE_EVENTS))
+                | ((pl.col("record_type") == fmt.LIFECYCLE) & (pl.col("event") == fmt.EV_SPAWN_FAILED))
             )
             .select(
                 "server",

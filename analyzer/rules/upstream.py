@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
+from addon import format as fmt
 from analyzer.findings import Finding, Severity
 from analyzer.messages import as_strings
 from analyzer.probes import file_of_answer
@@ -75,14 +76,27 @@ def _counts(rows: pl.DataFrame, col: str, name: str) -> pl.DataFrame:
     )
 
 
+_SPAWN_FAILED: Final = f"{fmt.EV_SPAWN_FAILED} ×"
+"""How a count of the stdio tee's failed starts begins among the finding's `kinds`."""
+
+
 def _message(d: dict[str, Any]) -> str:
     cut = f"; requests left without the server's answer: {', '.join(d['requests'])}" if d["requests"] else ""
     error = d["first_error"] or "?"
     if len(error) > _MAX_ERROR:
         error = error[: _MAX_ERROR - 1] + "…"
+    kinds = ", ".join(d["kinds"])
+    spawns = any(k.startswith(_SPAWN_FAILED) for k in d["kinds"])
+    if spawns and len(d["kinds"]) == 1:  # a stdio server key: no exchange took place
+        return (
+            f"the recorder could not start the server {d['failures']} time(s), not because of the client: "
+            f"{kinds} (first: {error}){cut}. Check the server command after `record stdio --`: that it exists, "
+            "is executable and runs on this host"
+        )
+    hint = "the server is up and `--upstream` points at it" + (", and the stdio server command" if spawns else "")
     return (
         f"{d['failures']} exchange(s) failed between the recorder and the server, not because of the client: "
-        f"{', '.join(d['kinds'])} (first: {error}){cut}. Check that the server is up and `--upstream` points at it"
+        f"{kinds} (first: {error}){cut}. Check that {hint}"
     )
 
 
@@ -91,7 +105,8 @@ def upstream_unreachable(ctx: RuleContext) -> pl.DataFrame:
     """The recorder could not reach the server, or lost it mid-exchange.
 
     What it flags:
-        HTTP flow errors the recorder wrote (`http.error`) on the server's side of the proxy: the
+        A stdio server command the tee could not start (`spawn-failed`: not found, not executable),
+        and HTTP flow errors the recorder wrote (`http.error`) on the server's side of the proxy: the
         upstream refused the connection or its name did not resolve (`connection-refused`), reset
         or closed it before the answer was complete (`upstream-reset`), a `timeout` (a flow the
         proxy closed for its silence only while a request on it waited for the answer, not a quiet
