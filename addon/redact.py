@@ -296,7 +296,9 @@ def redact_argv(argv: list[str], redactor: Redactor) -> list[str]:
     credential of a secret header, in one argument or two (`--header "Authorization: Bearer X"`,
     `-H Authorization "Bearer X"` keep `Bearer`); the password (or the lone user, often a token) of
     a URL's userinfo (`postgresql://user:X@host`) and secret query values of a URL (`?token=X`); a
-    well-known token anywhere (`ghp_…`, `sk-proj-…`, `xoxb-…`, `AKIA…`, see `_TOKEN`). The program
+    well-known token anywhere (`ghp_…`, `sk-proj-…`, `xoxb-…`, `AKIA…`, see `_TOKEN`). A base64 JSON
+    object holding a credential (a hosted server's configuration, `--config eyJ…`) is hashed whole, as
+    an argument, an option's value or a variable's (`-e SMITHERY_CONFIG=eyJ…`). The program
     (`argv[0]`) and everything else stays, one output argument per input argument. Equal secrets
     give equal hashes.
     """
@@ -389,8 +391,11 @@ def _secret_header_named(option: str, name: str, http: HttpRedaction) -> str | N
 
 def _redact_value(value: str, redactor: Redactor) -> str:
     """One argument (or an option's value) with the credentials it carries hashed."""
+    if _is_base64_json_secret(value, redactor):
+        # before the pair: padded base64 reads as one (`eyJ…fQ==` is `eyJ…fQ=` and `=`)
+        return redactor.hash(value)
     pair = _NAME_VALUE.match(value)
-    if pair and _SECRET_NAME.search(pair.group(1)):
+    if pair and (_SECRET_NAME.search(pair.group(1)) or _is_base64_json_secret(pair.group(2), redactor)):
         # the whole value, `;` and `&` included: `DB_PASSWORD=a;b&c` is one password
         return f"{pair.group(1)}={redactor.hash(pair.group(2))}"
     if value[:1] == "{" and (as_json := _redact_json_argument(value, redactor)) is not None:
@@ -438,9 +443,12 @@ def _hash_quoted_pair(m: re.Match[str], redactor: Redactor) -> str:
 
 
 def _hash_secret_pair(text: str, redactor: Redactor) -> str:
-    """`NAME=value` with the value hashed when the name is a secret's; anything else as it is."""
+    """`NAME=value` with the value hashed when the name is a secret's or the value base64 JSON holding
+    a credential (`_is_base64_json_secret`); anything else as it is."""
     pair = _NAME_VALUE.match(text)
-    return f"{pair.group(1)}={redactor.hash(pair.group(2))}" if pair and _SECRET_NAME.search(pair.group(1)) else text
+    if pair and (_SECRET_NAME.search(pair.group(1)) or _is_base64_json_secret(pair.group(2), redactor)):
+        return f"{pair.group(1)}={redactor.hash(pair.group(2))}"
+    return text
 
 
 _SPACE = re.compile(r"\s")
@@ -543,7 +551,8 @@ def _redact_pairs(text: str, redactor: Redactor) -> tuple[str, bool]:
     Connection strings (ODBC and ADO.NET `Server=h;User ID=u;Password=X`, JDBC's
     `jdbc:sqlserver://h;password=X`) are such lists. A braced or quoted value (`Pwd={a;b}`,
     `Password="a;b"`) may hold a `;` and is hashed as one, without its braces or quotes, so it
-    hashes as the same secret given anywhere else. Other parts stay as they are.
+    hashes as the same secret given anywhere else; so is a value of any name that is base64 JSON
+    holding a credential (`_is_base64_json_secret`). Other parts stay as they are.
     """
     out: list[str] = []
     listed = True
@@ -554,9 +563,10 @@ def _redact_pairs(text: str, redactor: Redactor) -> tuple[str, bool]:
         name, eq, value = part.partition("=")
         paired = bool(eq) and bool(_PAIR_NAME.fullmatch(name))
         listed = listed and (paired or not part.strip())
-        if paired and _is_secret_pair_name(name.strip()):
+        plain = _unquote_pair_value(value.strip()) if paired else ""
+        if paired and (_is_secret_pair_name(name.strip()) or _is_base64_json_secret(plain, redactor)):
             lead = value[: len(value) - len(value.lstrip())]
-            part = f"{name}={lead}{redactor.hash(_unquote_pair_value(value.strip()))}"
+            part = f"{name}={lead}{redactor.hash(plain)}"
         out.append(part)
         start = end + 1
     return ";".join(out), listed
@@ -878,33 +888,35 @@ def is_secret_query_param(name: str) -> bool:
 
 
 _BASE64_JSON_MIN: Final = 16
-"""The shortest query value read as base64 JSON: 12 bytes (`{"k":"abcd"}`). Shorter ones are not
-decoded, as `e30` (`{}`) or a short id starting with `e` need not be."""
+"""The shortest query, header or argument value read as base64 JSON: 12 bytes (`{"k":"abcd"}`).
+Shorter ones are not decoded, as `e30` (`{}`) or a short id starting with `e` need not be."""
 _BASE64_JSON_STARTS: Final = frozenset(
     base64.b64encode(bytes((first, second)))[:2].decode() for first in b"{ \t\r\n" for second in b'{}" \t\r\n'
 )
 """How base64 of a JSON object starts: its first two characters (letters, in either alphabet) spell
 the first byte and half the second, `{` then `"`, `}` or white space (`eyJ` is `{"`, `ewo` is `{`
-and a line end), or white space before the `{`. A query value starting otherwise (nearly every
-one, on every request) is turned away without decoding it."""
+and a line end), or white space before the `{`. A query or header value starting otherwise (nearly
+every one, on every request) is turned away without decoding it."""
+_BASE64_JSON_FIRSTS: Final = frozenset(start[0] for start in _BASE64_JSON_STARTS)
+"""The first characters of `_BASE64_JSON_STARTS` (`e`, `C`, `D`, `I`): tested first, by `value[0]`, as
+a slice (`value[:2]`) costs twice an index and a header or query value rarely starts so."""
 _BASE64_JSON_READ_MAX: Final = 4 << 10
-"""The longest base64 JSON query value searched for credentials; a longer one is hashed whole unread.
-A hosted server's configuration takes a few hundred characters; reading every string of a larger
-object as a command line's argument is read (`_redact_json_strings`) would hold the proxy's event
-loop for milliseconds per request (half a millisecond a kilobyte of short strings), for a value
-any peer writes."""
+"""The longest base64 JSON value (a query's, a header's, an argument) searched for credentials; a
+longer one is hashed whole unread. A hosted server's configuration takes a few hundred characters;
+reading every string of a larger object as a command line's argument is read (`_redact_json_strings`)
+would hold the proxy's event loop for milliseconds per request (half a millisecond a kilobyte of
+short strings), for a value any peer writes."""
 _BASE64: Final = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
 """Base64, standard or url-safe (`-` and `_` for `+` and `/`), padded or not."""
-_TO_STANDARD_BASE64: Final = str.maketrans("-_ ", "+/+")
-"""Url-safe base64 as standard; a space is a raw `+` a form parser read as one."""
 _JSON_LEAD: Final = b" \t\r\n"
 """The white space JSON allows before an object."""
 
 
 def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
-    """Whether a query value (percent-encoded or not) is base64, standard or url-safe, padded or not,
-    of a JSON object holding a credential: a secret-named field at any depth, or a string holding one
-    (a token's shape, a URL's password, a secret query value), as `_redact_json_argument` finds them.
+    """Whether a query value (percent-encoded or not), a header's value, an argument or a variable's
+    value is base64, standard or url-safe, padded or not, of a JSON object holding a credential: a
+    secret-named field at any depth, or a string holding one (a token's shape, a URL's password, a
+    secret query value), as `_redact_json_argument` finds them.
 
     Hosted servers take their whole configuration so, keys and all (Smithery's
     `?config=eyJnaXRodWJQZXJzb25hbEFjY2Vzc1Rva2VuIjoi…`): recorded as it came, anyone decoding it read
@@ -913,12 +925,16 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
     hash still tells equal configurations. One holding no credential stays, as a JSON argument does;
     one longer than `_BASE64_JSON_READ_MAX` starting as an object is taken as holding one, unread.
     A JWT (`eyJ…` too) holds dots, no base64: it is hashed by its shape, as before. On the proxy's path
-    for every query value, after the caller turned away nearly all others by their length and their
-    first two characters (`_BASE64_JSON_MIN`, `_BASE64_JSON_STARTS`)."""
-    text = (unquote_plus(value) if "%" in value else value).translate(_TO_STANDARD_BASE64)
+    for every query value and every header value no rule hashes, after the caller turned away nearly
+    all others by their length and their first characters (`_BASE64_JSON_MIN`, `_BASE64_JSON_FIRSTS`,
+    `_BASE64_JSON_STARTS`)."""
+    # a space is a raw `+` a form parser read as one
+    text = (unquote_plus(value) if "%" in value else value).replace(" ", "+")
     if not _BASE64.fullmatch(text):
         return False
-    text = text.rstrip("=")
+    # url-safe as standard, once it is base64: `str.translate` took microseconds for a JWT's hundred
+    # characters, and a JWT (`eyJ…`, dots) comes this far in a header or query value
+    text = text.rstrip("=").replace("-", "+").replace("_", "/")
     try:
         data = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except binascii.Error:  # a length no base64 has
@@ -933,6 +949,17 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
         return False
     return isinstance(doc, dict) and (
         _hash_secret_fields(doc, redactor, _is_secret_pair_name) or _redact_json_strings(doc, redactor)
+    )
+
+
+def _is_base64_json_secret(value: str, redactor: Redactor) -> bool:
+    """`_base64_json_holds_secret` behind the test that turns nearly every value away uncalled: for a
+    command line's arguments and values, which are no hot path; the proxy's callers test inline."""
+    return (
+        len(value) >= _BASE64_JSON_MIN
+        and value[0] in _BASE64_JSON_FIRSTS
+        and value[:2] in _BASE64_JSON_STARTS
+        and _base64_json_holds_secret(value, redactor)
     )
 
 
@@ -986,6 +1013,7 @@ def _redact_query(
         if is_secret(plain) or (
             # told here for nearly every value, without a call: on the proxy's path for every request
             len(value) >= _BASE64_JSON_MIN
+            and value[0] in _BASE64_JSON_FIRSTS
             and value[:2] in _BASE64_JSON_STARTS
             and _base64_json_holds_secret(value, redactor)
         ):
@@ -1119,7 +1147,9 @@ class HttpRedaction:
         }
 
     def header_value(self, name: str, value: str) -> str:
-        """One header value as it may be recorded."""
+        """One header value as it may be recorded. One of a name no rule hashes that is base64 JSON
+        holding a credential (a hosted server's configuration, `X-Config: eyJ…`) is hashed whole, as
+        such a query value is."""
         if not self.enabled:
             return value
         action = self._actions.get(name)
@@ -1128,6 +1158,14 @@ class HttpRedaction:
             if len(self._actions) < _ACTION_CACHE:  # names are attacker-chosen: bound the cache
                 self._actions[name] = action
         if action is _KEEP:
+            # told here for nearly every value, without a call: this runs for every header of every request
+            if (
+                len(value) >= _BASE64_JSON_MIN
+                and value[0] in _BASE64_JSON_FIRSTS
+                and value[:2] in _BASE64_JSON_STARTS
+                and _base64_json_holds_secret(value, self.redactor)
+            ):
+                return self.redactor.hash(value)
             return value
         if action is _HASH:
             return self.redactor.hash(value)

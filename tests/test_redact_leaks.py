@@ -795,3 +795,125 @@ def test_auth_mechanism_properties_without_credentials_stay(properties: str) -> 
     url = f"mongodb://h.example/?authMechanism=GSSAPI&authMechanismProperties={properties}"
     assert HttpRedaction(RED).url(url) == url
     assert redact_argv(["mongosh", url], RED) == ["mongosh", url]
+
+
+def _decoded_words(text: str) -> str:
+    """Every run of base64's characters in `text` decoded as base64 where it decodes."""
+    out = []
+    for word in re.findall(r"[A-Za-z0-9+/_-]{16,}", text):
+        word = word.replace("-", "+").replace("_", "/")
+        with contextlib.suppress(binascii.Error):
+            out.append(base64.b64decode(word + "=" * (-len(word) % 4)).decode("utf-8", "replace"))
+    return " ".join(out)
+
+
+ARG_CONFIG = _b64({"githubPersonalAccessToken": "B64Arg0001", "owner": "me"})
+ARG_CONFIG_URLSAFE = _b64({"note": "??>>~~", "apiKey": "B64Arg0002"}, urlsafe=True, padded=False)  # `-` and `_`
+ARG_CONFIG_SHAPE = _b64({"upstream": "postgresql://u:B64Arg0003@h/db", "region": "eu"}, lead=b"\n")
+SMITHERY_CLI = ["npx", "-y", "@smithery/cli", "run", "@owner/github"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "config"),
+    [
+        # the Smithery CLI's `--config`, attached, apart, and a server's positional argument
+        ([*SMITHERY_CLI, f"--config={ARG_CONFIG}"], ARG_CONFIG),
+        ([*SMITHERY_CLI, "--config", ARG_CONFIG], ARG_CONFIG),
+        ([*SMITHERY_CLI, "--config", ARG_CONFIG_URLSAFE], ARG_CONFIG_URLSAFE),
+        (["node", "server.js", ARG_CONFIG_SHAPE], ARG_CONFIG_SHAPE),
+        # in a command line given as one argument
+        (["sh", "-c", f"npx -y @smithery/cli run @owner/github --config {ARG_CONFIG} --key x"], ARG_CONFIG),
+        (["sh", "-c", f"npx srv '--config={ARG_CONFIG_URLSAFE}'"], ARG_CONFIG_URLSAFE),
+        # an environment variable's value, as docker, env and gcloud take them
+        (["docker", "run", "-i", "--rm", "-e", f"SMITHERY_CONFIG={ARG_CONFIG}", "mcp/github"], ARG_CONFIG),
+        (["docker", "run", f"--env=SMITHERY_CONFIG={ARG_CONFIG_URLSAFE}", "mcp/github"], ARG_CONFIG_URLSAFE),
+        (["env", f"MCP_CONFIG={ARG_CONFIG_SHAPE}", "node", "server.js"], ARG_CONFIG_SHAPE),
+        (["gcloud", "run", "deploy", "--set-env-vars", f"REGION=eu,MCP_CONFIG={ARG_CONFIG}"], ARG_CONFIG),
+        (["srv", "--dsn", f"Server=h;Config={ARG_CONFIG};Database=app"], ARG_CONFIG),
+        # a header given on the command line, in one argument or two
+        (["npx", "mcp-remote", "https://h.example/mcp", "--header", f"X-Config: {ARG_CONFIG}"], ARG_CONFIG),
+        (["curl", "-H", "Smithery-Config", ARG_CONFIG_URLSAFE, "https://h.example/mcp"], ARG_CONFIG_URLSAFE),
+        # inside a host's JSON configuration: a server's argument, a server's environment
+        (["claude", "--mcp-config", orjson.dumps({"mcpServers": {"gh": {"command": "npx", "args": ["--config",
+          ARG_CONFIG]}}}).decode()], ARG_CONFIG),
+        (["claude", "--mcp-config", orjson.dumps({"mcpServers": {"gh": {"command": "srv", "env": {"SMITHERY_CONFIG":
+          ARG_CONFIG_SHAPE}}}}).decode()], ARG_CONFIG_SHAPE),
+    ],
+    ids=["attached", "apart", "url-safe", "positional", "command-line", "command-line-quoted", "docker-e",
+         "docker-env", "env", "comma-pairs", "connection-string", "header", "header-apart", "json-args", "json-env"],
+)  # fmt: skip
+def test_a_base64_json_configuration_on_a_command_line_is_hashed_whole(argv: list[str], config: str) -> None:
+    """A hosted server's configuration (base64 JSON, Smithery's `eyJ…`) given as a launch argument or
+    an environment value rather than a URL's query value was recorded as it came."""
+    shown = " ".join(redact_argv(argv, RED))
+    assert config not in shown and RED.hash(config) in shown, shown
+    assert "B64Arg" not in _decoded_words(shown), shown
+    assert argv[0] in shown, shown
+
+
+B64_HEADER_CONFIG = _b64({"githubPersonalAccessToken": SMITHERY_GHP})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("X-Config", B64_HEADER_CONFIG),
+        ("Smithery-Config", ARG_CONFIG_URLSAFE),
+        ("X-MCP-Server-Config", ARG_CONFIG_SHAPE),
+        ("config", ARG_CONFIG),
+    ],
+    ids=["token-shape", "url-safe", "url-password", "secret-name"],
+)
+def test_a_base64_json_header_value_holding_credentials_is_hashed_whole(name: str, value: str) -> None:
+    """A header of a name on no list (`X-Config`, `Smithery-Config`) carrying a hosted server's
+    configuration, base64 JSON, was recorded as it came."""
+    redaction = HttpRedaction(RED)
+    for _ in range(2):  # the header's action is decided once per name, and kept
+        assert redaction.header_value(name, value) == RED.hash(value)
+    assert redaction.headers([("Accept", "*/*"), (name, value)]) == [["Accept", "*/*"], [name, RED.hash(value)]]
+    # the head of a response mitmproxy failed to read, quoted in the flow's error
+    shown = redaction.text(f"unexpected server response: b'HTTP/1.1 400 Bad\\r\\n{name}: {value}\\r\\n'")
+    assert value not in shown and RED.hash(value) in shown, shown
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _b64({"region": "eu", "debug": True}),  # a configuration holding no credential
+        _b64({"region": "eu", "debug": True}, urlsafe=True, padded=False),
+        "eyebrowsandeyelashes",  # base64's alphabet, starting as `{` does, and no JSON
+        "ewerandlambkinsfold",
+        "eyJub3QganNvbg",  # `{"not json`
+        "eyJhbGciOiJIUzI1NiJ9",  # a JWT's header alone: `{"alg":"HS256"}`
+        "e30",  # `{}`
+        "eyewitness-accounts/v2.json",
+        "Cn and DQ and IH",  # how white space before a `{` starts in base64, in plain words
+    ],
+    ids=["no-credential", "no-credential-url-safe", "word", "word-ew", "no-json", "jwt-header", "empty-object",
+         "path", "words"],
+)  # fmt: skip
+def test_base64_json_values_without_credentials_stay_on_command_lines_and_in_headers(value: str) -> None:
+    for argv in (
+        ["npx", "srv", f"--config={value}"],
+        ["npx", "srv", "--config", value],
+        ["npx", "srv", value],
+        ["docker", "run", "-e", f"SMITHERY_CONFIG={value}", "img"],
+        ["sh", "-c", f"npx srv --config '{value}'"],
+    ):
+        assert redact_argv(argv, RED) == argv
+    assert HttpRedaction(RED).header_value("X-Config", value) == value
+    assert HttpRedaction(RED).header_value("User-Agent", value) == value
+
+
+@pytest.mark.parametrize("argv", [["npx", "srv", "--config", JWT], ["npx", "srv", JWT], ["srv", f"-e=CONFIG={JWT}"]])
+def test_a_jwt_argument_is_still_hashed_by_its_shape(argv: list[str]) -> None:
+    shown = " ".join(redact_argv(argv, RED))
+    assert JWT not in shown and RED.hash(JWT) in shown, shown
+
+
+def test_a_base64_json_configuration_hashes_alike_in_a_url_an_argument_and_a_header() -> None:
+    """The whole hash of one configuration, wherever it was given, still tells it apart and alike."""
+    hashed = RED.hash(ARG_CONFIG_URLSAFE)
+    assert hashed in HttpRedaction(RED).url(f"{SMITHERY}?config={ARG_CONFIG_URLSAFE}")
+    assert hashed in redact_argv([*SMITHERY_CLI, "--config", ARG_CONFIG_URLSAFE], RED)
+    assert hashed == HttpRedaction(RED).header_value("X-Config", ARG_CONFIG_URLSAFE)
