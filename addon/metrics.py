@@ -76,9 +76,10 @@ an empty key is labelled `<empty>`. Control characters and bytes that were not U
 write them (`\u202e`, `\u200b`), a backslash `\\` and a leading `<` `\x3c`: no key is labelled as
 another key or as `<other>` (`server_label`).
 
-Request and answer are matched by id as JSON-RPC says: a string is no number (`"1"` is not `1`), and
-a number is its exact value, however it is written (`1.0` is `1`, as the analyzer reads it, and 2**64
-is not 2**64 + 1).
+Request and answer are matched by id as JSON-RPC says: a string is no number (`"1"` is not `1`), an
+integer is its exact value (2**64 is not 2**64 + 1), and a number written with a fraction or an exponent
+is the double it reads as, to the analyzer as to JavaScript and Python's `json` (`1.0` is `1`, `-0.0` is
+`0`, `9007199254740993.0` is 9007199254740992).
 """
 
 from __future__ import annotations
@@ -1158,14 +1159,15 @@ gigabyte of zeros, and no integer id has more (the standard library's `json` ref
 
 
 def _number_id(raw: object, index: int | None = None) -> bytes | None:
-    """The id of the JSON text `raw` when orjson read it as a float, as the exact number it writes.
+    """The id of the JSON text `raw` when orjson read it as a float, as the number it is.
 
     orjson reads a fraction, an exponent and an integer beyond 64 bits as a float: 2**64 and 2**64 + 1
     are then one id, and an answer to the one settled the other. The standard library's `json` reads
-    integers of any size, and fractions as `Decimal` here; an integer written otherwise (`1.0`, `1e2`,
-    `-0`) is written as its digits, as orjson writes an int (the analyzer's `id` reads them alike), any
-    other number as its digits without trailing zeros and its exponent. Rare (ids are integers within
-    64 bits and strings), so off the common path."""
+    integers of any size, kept exact, and fractions as `Decimal` here, each read as the double it is
+    (beyond a double's range, exact); an integral one (`1.0`, `1e2`, `-0.0`) is written as its digits,
+    as orjson writes an int (the analyzer's `id` reads them alike), any other number as its digits
+    without trailing zeros and its exponent. Rare (ids are integers within 64 bits and strings), so off
+    the common path."""
     text = b"".join(raw.utf8()) if isinstance(raw, fmt.PieceText) else raw
     if not isinstance(text, str | bytes):
         return None
@@ -1180,6 +1182,12 @@ def _number_id(raw: object, index: int | None = None) -> bytes | None:
         return str(ident).encode()
     if not isinstance(ident, Decimal):
         return None
+    double = float(ident)
+    if math.isfinite(double):
+        # a number written with a fraction or an exponent is the double it reads as, to the analyzer's
+        # `id` as to JavaScript and Python's `json`: `9007199254740993.0` is 9007199254740992 (what a
+        # TypeScript server answers it with), not the integer 9007199254740993; `-0.0` is 0
+        ident = Decimal(repr(double))
     sign, digits, exponent = ident.as_tuple()
     written = "".join(map(str, digits)).rstrip("0")
     if not written:

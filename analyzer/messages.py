@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 13
+EXTRACTION_VERSION: Final = 14
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -84,7 +84,8 @@ transport's session named `?sessionId=` (the TypeScript SDK) is read as `?sessio
 escaped digit) is a string (was the number); a number id beside a nested string id of its digits is a
 number however spaced (was the string). 12: an error code written as an integral float (`-32022.0`) is
 its integer (was none). 13: a stdio server the tee could not start (`spawn-failed`) has why as its
-`error_message` (was none)."""
+`error_message` (was none). 14: a negative zero id written as a fraction or with an exponent (`-0.0`,
+`-0e0`) is the number `0` (was `-0`, which no answer `0` paired with)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -593,6 +594,10 @@ def _plan(
     id_text = (
         pl.when(pl.col("_id").is_null())
         .then(None)
+        # a negative zero (`-0.0`, `-0e0`, which the readings write `-0`) is the number 0 to every peer:
+        # JavaScript's `-0 === 0` (and `JSON.stringify(-0)` answers it as `0`), Python's `-0.0 == 0`
+        .when(as_number & (pl.col("_id") == "-0"))
+        .then(pl.lit("0"))
         .when(as_number)
         .then(pl.col("_id"))
         .otherwise(
