@@ -60,7 +60,8 @@ implies, nothing more (a dual-era server shows the era of whatever was asked las
 | a legacy error to a well-formed probe (-32601, -32602, -32600, -32000; HTTP 4xx without one) | `legacy` |
 | a result to `initialize` | `legacy` |
 
-An error answers even beside a `"result": null`, and a code written as an integral float (`-32022.0`) is
+An error answers even beside a `"result": null`, and a code written as an integral float (`-32022.0`),
+or as a string holding an integer's JSON text (`"-32022"`, which the Python SDK's client reads so), is
 its integer. Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed
 probe, which a dual-era server's legacy side gives, another error code or a 5xx, a DiscoverResult naming no
 version either era knows, a cross-era refusal) leave the era as it was; a server
@@ -239,11 +240,20 @@ def _is_message(msg: Any) -> bool:
 
 
 def _code(msg: dict[str, Any]) -> int | None:
+    """The error code of `msg`, as the analyzer reads it: an integral number however written, or a string
+    holding its JSON text (`"-32022"`: JSON-RPC wants an integer, but the Python SDK's client reads it so
+    and acts on it; the server refused in the modern era's words), else None."""
     err = msg.get("error")
     code = err.get("code") if isinstance(err, dict) else None
+    if isinstance(code, str) and _NUMBER_TEXT.fullmatch(code):
+        code = float(code)  # read as the analyzer reads it, a double (`"1e400"` is none)
     if isinstance(code, float) and code.is_integer():
         return int(code)  # `-32022.0` is -32022: JSON has one number type, as the analyzer reads it
     return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+_NUMBER_TEXT: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
+"""A number's JSON text (leading zeros allowed), as the analyzer tells a string error code that reads as one."""
 
 
 def gate_outcome(status: int | None, code: int | None) -> str | None:

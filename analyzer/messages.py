@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 14
+EXTRACTION_VERSION: Final = 15
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -85,7 +85,9 @@ escaped digit) is a string (was the number); a number id beside a nested string 
 number however spaced (was the string). 12: an error code written as an integral float (`-32022.0`) is
 its integer (was none). 13: a stdio server the tee could not start (`spawn-failed`) has why as its
 `error_message` (was none). 14: a negative zero id written as a fraction or with an exponent (`-0.0`,
-`-0e0`) is the number `0` (was `-0`, which no answer `0` paired with)."""
+`-0e0`) is the number `0` (was `-0`, which no answer `0` paired with). 15: an error code written as a
+string reads as a code only when the string is an integer's JSON text (`"-32022"`; was also `"+5"`,
+`"-32022."`, as a float parser reads them)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -606,8 +608,12 @@ def _plan(
             + pl.lit('"')
         )
     )
-    # an integral number however written (`-32022.0`, `-3.2022e4`): JSON has one number type
-    code = pl.col("_code").cast(pl.Float64, strict=False)
+    # an integral number however written (`-32022.0`, `-3.2022e4`): JSON has one number type. A string
+    # holding one's text (`"-32022"`) reads as it, as the Python SDK's client reads it (`code: int`, lax),
+    # and as the live counters read it; `json_path_match` writes a string's content, so any other text
+    # (`"+5"`, `" -32022"`, `"-inf"`) is told by its shape, never by what a float parser makes of it
+    text_code = pl.col("_code")
+    code = pl.when(text_code.str.contains(_NUMBER)).then(text_code).cast(pl.Float64, strict=False)
     error_code = pl.when(code == code.round(0)).then(code).cast(pl.Int64, strict=False)
     status = pl.col("status")
     has_result = raw.str.contains('"result"', literal=True)

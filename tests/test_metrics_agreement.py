@@ -155,3 +155,31 @@ def test_a_plain_http_refusal_proves_the_era_by_its_status(tmp_path: Path, statu
     expected = {"era": era, "outcomes": {"legacy-answer": 1}}
     assert _http(tmp_path, records) == expected
     assert _live(records) == expected
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ('"-32022"', {"era": "modern", "outcomes": {"unsupported-version": 1}}),
+        ('"-32022.0"', {"era": "modern", "outcomes": {"unsupported-version": 1}}),
+        ('"-32601"', {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
+        # no integer's JSON text: no code
+        ('" -32601"', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('"+32601"', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('"-32022.5"', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('"code"', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('"1e400"', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+        ('"' + "9" * 5000 + '"', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
+    ],
+    ids=["integer", "integral-fraction", "legacy-code", "space", "plus", "fraction", "word", "beyond-double", "long"],
+)
+def test_an_error_code_written_as_a_string_is_read_alike(tmp_path: Path, code: str, expected: dict[str, Any]) -> None:
+    """JSON-RPC wants an integer code, and the TypeScript SDK's schema refuses a string; the Python SDK's
+    client (`code: int`, lax) reads `"-32022"` as -32022 and acts on it as on the integer, and the server
+    that wrote it refused the version in the modern era's words. The analyzer read it so, the counters
+    as no code: both read a string holding an integer's JSON text as that code, any other as none."""
+    answer = '{"jsonrpc":"2.0","id":1,"error":{"code":CODE,"message":"x","data":{"supported":["2026-07-28"]}}}'
+    records = _stdio(answer.replace("CODE", code))
+    assert _analyzed(tmp_path, records) == expected
+    live = {**expected, "era": "modern-other-version"} if expected["era"] == "modern" else expected
+    assert feed(LiveStats(), records)["servers"].get("srv") == live
