@@ -27,7 +27,6 @@ from typing import Final
 import polars as pl
 
 from addon.errors import ErascopeError
-from addon.retention import parse_duration
 
 
 def utc(moment: datetime) -> datetime:
@@ -48,6 +47,9 @@ def parse_time(text: str, now: datetime | None = None) -> datetime:
     but not in UTC (`0001-01-01T00:00+01:00` is in year 0 there).
     """
     if _AGO.fullmatch(text):
+        # the recorders' parser, imported only for a duration: its module costs every analysis a start
+        from addon.retention import parse_duration
+
         try:
             before = timedelta(seconds=parse_duration(text, "a duration"))
             return (utc(now) if now is not None else datetime.now(UTC)) - before

@@ -47,6 +47,7 @@ HEAVY: tuple[str, ...] = (
     "prometheus_client",
     "addon.writer",
     "addon.chain",
+    "addon.retention",
     "analyzer.watch",
     # the request view of one analysis is sorted by polars; numpy sorts `watch`'s, round after round
     "numpy",
