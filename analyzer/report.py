@@ -545,8 +545,13 @@ def _fit(columns: list[int], headers: list[str], rows: list[_Row], room: int) ->
     Each column starts at its widest token and grows towards its widest line, the columns that need
     least first, so as many as possible show each value on one line.
     """
-    least = [max(_token_width(headers[c]), *(_token_width(r.cells[c]) for r in rows)) for c in columns]
     most = [max(_line_width(headers[c]), *(_line_width(r.cells[c]) for r in rows)) for c in columns]
+    # the key column (a server key, a client) whole or not at all: a stdio key is its command by
+    # default (`python3 srv.py`), which broken at its spaces reads as two servers
+    least = [
+        most[i] if c == 0 else max(_token_width(headers[c]), *(_token_width(r.cells[c]) for r in rows))
+        for i, c in enumerate(columns)
+    ]
     spare = room - sum(least) - _GAP * (len(columns) - 1)
     if spare < 0:
         return None

@@ -96,3 +96,17 @@ def test_a_clients_line_shows_each_client_as_one_identity(corpus: Analysis) -> N
         if v.clients:
             assert f"clients: {', '.join(v.clients)}" in servers, (v.server, v.clients)
     assert ", ·" not in servers
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_server_key_with_spaces_is_never_broken_over_lines(corpus: Analysis, width: int) -> None:
+    # A stdio key is the command by default ("python3 srv.py"): the server column broke it at its
+    # spaces ("python3" on one line, "srv.py" on the next) instead of stacking the name above its row.
+    from dataclasses import replace
+
+    key = "python3 srv.py"
+    servers = [replace(v, server=key) for v in corpus.servers if v.server == "upgrade-stdio-server"]
+    text = render(replace(corpus, servers=servers, findings=[], clients=None), "text", width=width)
+    sections = [text.split("\nServers\n", 1)[1].split("\n\n", 1)[0], text.split("\nWhy each verdict", 1)[1]]
+    for section in sections:
+        assert any(line.strip().startswith(key) for line in section.splitlines()), section
