@@ -113,8 +113,8 @@ CaptureDirOption = Annotated[
     typer.Option(
         "--out",
         metavar="DIR",
-        help="Capture directory; default: $ERASCOPE_CAPTURE_DIR, else captures/ in the state directory"
-        " ($XDG_STATE_HOME/erascope, else ~/.local/state/erascope).",
+        help="Capture directory; default: $ERASCOPE_CAPTURE_DIR, else erascope/captures in $XDG_STATE_HOME"
+        " (default ~/.local/state).",
     ),
 ]
 """`--out` of every `record` command."""
@@ -319,7 +319,7 @@ def record_stdio(
 @record_app.command("http", cls=_Command)
 def record_http(
     upstream: Annotated[
-        str, typer.Option("--upstream", metavar="URL", help="The MCP server's URL, e.g. http://127.0.0.1:8000/mcp.")
+        str, typer.Option("--upstream", metavar="URL", help="The MCP server's URL, e.g. http://host:8000/mcp.")
     ],
     listen: Annotated[
         str,
@@ -371,7 +371,7 @@ def record_http(
         typer.Option(
             "--metrics",
             metavar="HOST:PORT",
-            help="Serve Prometheus metrics at http://HOST:PORT/metrics (recorder health, probe outcomes, eras).",
+            help="Serve Prometheus metrics on HOST:PORT at /metrics (recorder health, probe outcomes, eras).",
         ),
     ] = None,
     rotate_size: RotateSizeOption = "256m",
