@@ -252,8 +252,8 @@ def _code(msg: dict[str, Any]) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
-_NUMBER_TEXT: Final = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?")
-"""A number's JSON text (leading zeros allowed), as the analyzer tells a string error code that reads as one."""
+_NUMBER_TEXT: Final = re.compile(jsontext.NUMBER_TEXT)
+"""A number's JSON text, as the analyzer tells a string error code that reads as one."""
 
 
 def gate_outcome(status: int | None, code: int | None) -> str | None:

@@ -31,7 +31,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.jsontext import BEYOND_DOUBLE, ESCAPE, refuse_constant
+from addon.jsontext import BEYOND_DOUBLE, ESCAPE, NUMBER_TEXT, refuse_constant
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -96,7 +96,7 @@ _PAYLOAD_TYPES: Final = (fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE
 _TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
 _JSON_SPACE: Final = " \t\r\n"
 
-_NUMBER: Final = r"^-?\d+(\.\d+)?([eE][+-]?\d+)?$"
+_NUMBER: Final = f"^{NUMBER_TEXT}$"
 _INTEGER: Final = r"^(0|-?[1-9]\d*)$"
 _HIGH: Final = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
 _LOW: Final = r"\\u[dD][c-fC-F]"
@@ -144,7 +144,7 @@ def _written_id(payload: str) -> str | None:
 _BEYOND_DOUBLE: Final = BEYOND_DOUBLE.pattern
 """Where a payload may hold a number beyond a double: serde_json, which `json_path_match` parses with,
 then reads none of its fields (a payload that matches but holds none is read as it is)."""
-_STRING_OR_NUMBER: Final = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?')
+_STRING_OR_NUMBER: Final = re.compile(r'"(?:[^"\\]|\\.)*"|' + NUMBER_TEXT)
 
 
 def _numbers_in_double_range(payload: str) -> str | None:
