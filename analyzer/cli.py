@@ -582,11 +582,28 @@ def analyze_cmd(
         ),
     ] = None,
     wait_for_workers: WaitForWorkersOption = WAIT_FOR_WORKERS_S,
+    verify_chains: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Also check the captures' hash chains as erascope verify does; the report says which inputs"
+            " were verified.",
+        ),
+    ] = False,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            metavar="FILE",
+            help="With --verify: the key the recorders were given (keyed chains; unkeyed ones fail).",
+        ),
+    ] = None,
 ) -> None:
     """Analyze captures: each server's era, probe outcomes and client mistakes.
 
     Exit status: 0, 1 when a finding at or above --fail-on exists (with --baseline: a finding not in
-    the baseline, or a baselined finding that no longer occurs), 2 for usage or input errors.
+    the baseline, or a baselined finding that no longer occurs), 2 for usage or input errors. With
+    --verify, also 1 when a capture's hash chain is broken, and 2 when one cannot be checked.
     Example:
 
         erascope analyze captures/ --format markdown --output postmortem.md \\
@@ -604,6 +621,7 @@ def analyze_cmd(
     )
     try:
         options.since, options.until, options.servers = _selection(since, until, server)
+        options.verify, options.chain_key = verify_chains, _chain_key(verify_chains, key, scheduler)
     except ErascopeError as exc:
         raise _fail(exc) from None
     if output == Path("-"):
@@ -689,6 +707,13 @@ def analyze_cmd(
             " see the report",
             err=True,
         )
+    # said whatever --quiet: it decides the exit status, as a finding above --fail-on does
+    chains = 0
+    if (check := inp.verification) is not None and (check.broken or check.unchecked):
+        chains = 1 if check.broken else 2
+        failed = {s: n for s, n in check.counts.items() if s in ("tampered", "cut", "error")}
+        said = ", ".join(f"{n} {'cannot be checked' if s == 'error' else s}" for s, n in failed.items())
+        typer.echo(f"erascope: hash chains of the inputs: {said}: see the report", err=True)
     if write_baseline is not None:
         from analyzer.baseline import write_baseline as write_baseline_file
 
@@ -697,7 +722,7 @@ def analyze_cmd(
         except ErascopeError as exc:
             raise _fail(exc) from None
         typer.echo(f"erascope: wrote baseline {write_baseline} ({count} accepted rule/server pair(s))", err=True)
-        return
+        raise typer.Exit(code=chains)
     if baseline is not None:
         from analyzer.baseline import compare
 
@@ -711,15 +736,31 @@ def analyze_cmd(
             raise _fail(exc) from None
         for line in result.messages():
             typer.echo(f"erascope: {line}", err=True)
-        if result.failed:
-            raise typer.Exit(code=1)
-        return
+        raise typer.Exit(code=1 if result.failed else chains)
     if fail_on != "never":
         from analyzer.findings import Severity
 
         threshold = Severity(fail_on).rank
         if any(f.severity.rank >= threshold for f in analysis.findings):
             raise typer.Exit(code=1)
+    raise typer.Exit(code=chains)
+
+
+def _chain_key(verify_chains: bool, key: Path | None, scheduler: str | None) -> bytes | None:
+    """`analyze --key`'s bytes; `--key` and `--scheduler` are refused where `--verify` cannot use them."""
+    if verify_chains and scheduler is not None:
+        # the cluster analyzes an archive, which keeps no chains: its captures are checked before compact
+        raise ErascopeError(
+            "--verify checks captures' hash chains, which an archive does not keep: not with --scheduler"
+            " (check the captures with erascope verify before compact)"
+        )
+    if key is None:
+        return None
+    if not verify_chains:
+        raise ErascopeError("--key is the key of the chains --verify checks: give --verify too")
+    from addon.chain import load_key
+
+    return load_key(key)
 
 
 @app.command("compact", cls=_Command)

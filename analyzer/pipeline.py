@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import polars as pl
 
@@ -74,6 +74,10 @@ class AnalyzeOptions:
     """Analyze only records before this moment (exclusive; a time without a zone is UTC)."""
     servers: tuple[str, ...] | None = None
     """Analyze only the traffic of these server keys; None: every server."""
+    verify: bool = False
+    """Also check the hash chains of the captures read, as `erascope verify` does (`Inputs.verification`)."""
+    chain_key: bytes | None = None
+    """With `verify`: the key the recorders were given (`addon.chain.load_key`), as `verify --key`."""
 
     @property
     def selection(self) -> Selection:
@@ -119,11 +123,48 @@ class Inputs:
     rows_from: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
     """File → (its rows' `file`, the archive parts holding them), for archived captures: a report
     reads their messages back from the archive, the input this analysis read."""
+    verification: ChainCheck | None = None
+    """With `AnalyzeOptions.verify`: what checking the inputs' hash chains found; None: not asked."""
     foreign_from: dict[str, tuple[str, str]] = field(default_factory=dict)
     """File → (the path it was read from, `FileFacts.digest` in hex: the accounting stays JSON), for the
     HAR files and dumps this analysis read itself: a report converts them again for the records it
     cites, and only while the file still holds what was read (its entry and flow numbers are those of
     that content)."""
+
+
+@dataclass(frozen=True)
+class ChainFile:
+    """A capture file `--verify` did not find verified: what `erascope verify` says of it."""
+
+    file: str
+    status: str
+    """An `analyzer.verify.Status` value other than `verified`."""
+    detail: str
+    findings: int = 0
+    """Breaks found in its chain (`verify`'s findings); the first is `first`."""
+    first: tuple[int | None, str, str] | None = None
+    """(line, kind, message) of its first break."""
+
+
+@dataclass
+class ChainCheck:
+    """The hash chains of the captures an analysis read, checked as `erascope verify` checks them
+    (`analyzer.verify`): the report says which inputs were proven unaltered."""
+
+    keyed: bool
+    """Checked with a key (`--key`): unkeyed chains and files without one failed."""
+    counts: dict[str, int]
+    """Files per `analyzer.verify.Status` value, only those any file has."""
+    files: list[ChainFile]
+    """Every file checked and not `verified`, in the order of the inputs."""
+    not_checked: list[tuple[str, str]]
+    """(file, why) for the inputs read that carry no chain to check: HAR files, mitmproxy dumps, archives."""
+    notes: list[str]
+    """What `verify` says of the inputs that is no break (parts absent before the first one present, …)."""
+    broken: bool = False
+    """A chain is broken or a compressed part was cut: what `erascope verify` exits 1 for."""
+    unchecked: bool = False
+    """A capture could not be checked (keyed with a key not given, unreadable): `verify`'s exit 2."""
 
 
 @dataclass
@@ -243,7 +284,52 @@ def analyze(paths: Iterable[str | Path], options: AnalyzeOptions | None = None) 
 def _analyze(files: list[str], path_list: list[str], opts: AnalyzeOptions, spill: Spill) -> Analysis:
     load = opts.load if opts.selection.everything else replace(opts.load, selection=opts.selection)
     facts: list[FileFacts] = extract_files(files, load, jobs=opts.jobs, progress=opts.progress, spill=spill)
-    return analyze_facts(facts, path_list, opts, spill)
+    # before `analyze_facts` takes the facts over; the chains cover whole files, whatever was selected
+    checked = check_chains(facts, path_list, opts.chain_key) if opts.verify else None
+    analysis = analyze_facts(facts, path_list, opts, spill)
+    analysis.inputs.verification = checked
+    return analysis
+
+
+_NO_CHAIN: Final = {
+    "entry": "a HAR file: it carries no hash chain",
+    "flow": "a mitmproxy dump: it carries no hash chain",
+}
+"""Why an input read that is no capture is not checked, by `FileFacts.unit`."""
+
+
+def check_chains(facts: list[FileFacts], path_list: list[str], key: bytes | None) -> ChainCheck:
+    """The hash chains of the captures `facts` read, checked by `analyzer.verify` (their links between
+    rotated parts too); the inputs read that carry none are named as not checked."""
+    # imported here: the recorders' chain and retention modules stay out of an analysis not asked to verify
+    from analyzer.archive import is_archive
+    from analyzer.verify import Status, describe, verify
+
+    read = [f for f in facts if f.was_read]
+    captures = [f.file for f in read if f.unit == "line" and not f.archived]
+    not_checked = [(display_name(f.file), _NO_CHAIN.get(f.unit, "no capture")) for f in read if f.unit != "line"]
+    if any(f.archived for f in read):
+        why = "an archive keeps no hash chains: check its captures with `erascope verify` before `compact`"
+        not_checked.extend((display_name(p), why) for p in path_list if is_archive(p))
+    if not captures:
+        return ChainCheck(keyed=key is not None, counts={}, files=[], not_checked=not_checked, notes=[])
+    result = verify(captures, key=key)
+    files = []
+    for r in result.files:
+        if r.status is Status.VERIFIED:
+            continue
+        findings = [f for c in r.units for f in c.findings]
+        first = (findings[0].line, findings[0].kind.value, display_name(findings[0].message)) if findings else None
+        files.append(ChainFile(display_name(r.file), r.status.value, display_name(describe(r)), len(findings), first))
+    return ChainCheck(
+        keyed=key is not None,
+        counts={status: n for status, n in result.counts().items() if n},
+        files=files,
+        not_checked=not_checked,
+        notes=[display_name(note) for note in result.notes],
+        broken=result.tampered or bool(result.cut),
+        unchecked=bool(result.errors),
+    )
 
 
 def analyze_facts(

@@ -35,7 +35,7 @@ from addon.errors import ErascopeError
 from analyzer.eras import ServerVerdict
 from analyzer.findings import Evidence, Finding
 from analyzer.identity import SEPARATOR as IDENTITY_SEPARATOR
-from analyzer.pipeline import Analysis
+from analyzer.pipeline import Analysis, ChainCheck
 from analyzer.probes import NON_ERA_OUTCOMES
 from analyzer.scrub import scrubbed, valid_unicode
 from analyzer.selection import Selection, utc
@@ -181,6 +181,7 @@ def report_dict(analysis: Analysis) -> dict[str, Any]:
                 else {}
             ),
             **({"chained": inp.chained} if inp.chained else {}),
+            **({"verification": _verification_dict(inp.verification)} if inp.verification is not None else {}),
             **({"selection": _selection_dict(analysis.selection)} if analysis.selection is not None else {}),
         },
         "totals": {
@@ -406,12 +407,59 @@ def _input_notes(
     )
     if inp.lost:
         notes.append(f"the recorders reported {inp.lost} record(s) lost while capturing")
-    if inp.chained:
+    if inp.verification is not None:
+        notes.extend(_verification_notes(inp.verification, where, esc))
+    elif inp.chained:
         notes.append(
             f"{inp.chained} of {len(inp.files)} file(s) end with a hash chain's closing record"
-            " (not checked here: erascope verify)"
+            " (not checked here: erascope verify, or analyze --verify)"
         )
     return notes
+
+
+def _verification_notes(
+    check: ChainCheck, where: Callable[..., str], esc: Callable[[str], str]
+) -> list[str]:
+    """`--verify`: the verdict over the captures checked, then each one not verified with its first
+    break, the inputs carrying no chain, and what verify notes besides."""
+    checked = sum(check.counts.values())
+    verified = check.counts.get("verified", 0)
+    others = ", ".join(f"{n} {status}" for status, n in check.counts.items() if status != "verified")
+    notes = [
+        f"hash chains checked{' with a key' if check.keyed else ''}: {verified} of {checked} capture file(s)"
+        f" verified{f' ({others})' if others else ''}"
+    ]
+    for f in check.files[:_MAX_NOTES]:
+        notes.append(f"  {where(f.file)}: {esc(f.status)}: {esc(f.detail)}")
+        if f.first is not None:
+            line, kind, message = f.first
+            notes.append(f"    {where(f.file, line)}: {esc(kind)}: {esc(message)}")
+    if len(check.files) > _MAX_NOTES:
+        notes.append(f"  … and {len(check.files) - _MAX_NOTES} more (see --format json, or erascope verify)")
+    notes.extend(f"  not checked {where(f)}: {esc(why)}" for f, why in check.not_checked[:_MAX_NOTES])
+    if len(check.not_checked) > _MAX_NOTES:
+        notes.append(f"  … and {len(check.not_checked) - _MAX_NOTES} more not checked (see --format json)")
+    notes.extend(f"  note: {esc(note)}" for note in check.notes)
+    return notes
+
+
+def _verification_dict(check: ChainCheck) -> dict[str, Any]:
+    return {
+        "keyed": check.keyed,
+        "counts": check.counts,
+        "files": [
+            {
+                "file": f.file,
+                "status": f.status,
+                "detail": f.detail,
+                "findings": f.findings,
+                "first": None if f.first is None else dict(zip(("line", "kind", "message"), f.first, strict=True)),
+            }
+            for f in check.files
+        ],
+        "not_checked": [{"file": f, "why": why} for f, why in check.not_checked],
+        "notes": check.notes,
+    }
 
 
 def _totals_line(analysis: Analysis) -> str:

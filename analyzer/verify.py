@@ -1264,7 +1264,7 @@ def render_text(result: Verification) -> str:
             out.extend(f"  {f.where}: {f.kind.value}: {f.message}" for f in r.findings)
             continue
         # each capture joined in the file, as its own file would be reported, under the file's verdict
-        out.append(f"{r.file}: {_joined(r)}: {_sum(r)}")
+        out.append(f"{r.file}: {describe(r)}")
         for c in r.captures:
             rotated = isinstance(c.part, int) and (c.part > 0 or c.next is not None)
             out.append(f"  line {c.line}: {f'part {c.part}: ' if rotated else ''}{_describe(c)}")
@@ -1296,6 +1296,11 @@ def render_json(result: Verification) -> str:
     except TypeError:  # a file name that is not UTF-8 (read with surrogate escapes, which JSON cannot hold)
         # its undecodable bytes as U+FFFD, as `erascope analyze`'s json writes them
         return json_visible(orjson.dumps(scrubbed(doc, valid_unicode), option=orjson.OPT_INDENT_2).decode()) + "\n"
+
+
+def describe(r: FileResult) -> str:
+    """What `render_text` says of one file on its line: its verdict, or a joined file's sum."""
+    return f"{_joined(r)}: {_sum(r)}" if r.captures else _describe(r)
 
 
 def _joined(r: FileResult) -> str:

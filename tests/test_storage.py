@@ -432,6 +432,18 @@ def test_verify_reads_captures_at_a_url(captures: tuple[Path, str], s3_env: dict
     assert b"cannot read" not in there.stdout
 
 
+def test_analyze_verify_checks_captures_at_a_url(captures: tuple[Path, str], s3_env: dict[str, str]) -> None:
+    local, url = captures
+    here = erascope(s3_env, "analyze", "-q", "--verify", local, "-f", "json")
+    there = erascope(s3_env, "analyze", "-q", "--verify", url, "-f", "json")
+    assert there.returncode == here.returncode == 0, there.stderr.decode()
+    checked = [orjson.loads(p.stdout)["inputs"]["verification"] for p in (here, there)]
+    assert checked[0]["counts"] == checked[1]["counts"] == {"no-chain": len(checked[0]["files"])}
+    assert [f["file"] for f in checked[1]["files"]] == [
+        f["file"].replace(str(local), url) for f in checked[0]["files"]
+    ]
+
+
 # --- compact --out URL: what it asks the store, where it stages, what a cut-short run leaves -------
 def _own_copy(s3_env: dict[str, str], captures: tuple[Path, str], prefix: str) -> tuple[Path, str]:
     """The generated captures uploaded under a prefix of their own (a test that changes one leaves
