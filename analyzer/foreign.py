@@ -11,8 +11,9 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
   times, upstream peer and connection are set from the entry itself (`startedDateTime`, `timings`,
   `serverIPAddress`, the URL's port, Chrome's `connection`; Firefox writes the port there), which
   that function leaves out (mitmproxy's own export lays `timings` out as its flow's times, the
-  upstream's `connect` beside them). A failed entry says no more than that it failed (no time of its
-  failure, which is taken as when its response would have begun). It takes an ASCII URL only: a
+  upstream's `connect` beside them). A failed entry fails at its start and its `time` (the elapsed
+  time its writer gives it) when that is later than when its response would have begun, else then
+  (`_failed_at`: mitmproxy's export writes no failure time). It takes an ASCII URL only: a
   target that is not (`?name=café`, mitmproxy's export's `\\udce9` for a byte) is set on the flow
   apart, as the recorder would have seen it, and a host written as text (`café.example`) is given in
   its IDNA form (`_ascii_url`).
@@ -616,7 +617,7 @@ def _har_flow(entry: dict[str, Any], sequential: bool = True) -> http.HTTPFlow:
     if failed:
         flow.response = None
         message = response.get("_error") or entry.get("_error") or "the request failed (HAR status 0)"
-        flow.error = mflow.Error(str(message), timestamp=headers)
+        flow.error = mflow.Error(str(message), timestamp=_failed_at(entry, start, headers, sequential))
     else:
         assert flow.response is not None
         flow.response.timestamp_start = headers
@@ -630,6 +631,19 @@ def _har_flow(entry: dict[str, Any], sequential: bool = True) -> http.HTTPFlow:
             except UnicodeEncodeError:
                 flow.response.data.reason = status_text.encode("utf-8", "surrogateescape")
     return flow
+
+
+def _failed_at(entry: dict[str, Any], start: float, headers: float, sequential: bool) -> float:
+    """When a failed entry failed: its start and its `time` (its elapsed milliseconds), when that runs
+    past when its response would have begun (`headers`). A failed request has no phase of its timings
+    for the wait before its failure: older Firefox releases write `time` as its end less its start
+    beside timings that may be empty; Chrome puts all of it in `blocked`, already in `headers`. The
+    `time` of mitmproxy's export is no elapsed time but its timings' sum, their `connect` beside the
+    request (not sequential), with `wait` and `receive` 0: it holds no time of the failure."""
+    total = entry.get("time")
+    if not sequential or not isinstance(total, int | float) or not total > 0:
+        return headers
+    return max(headers, start + float(total) / 1000)
 
 
 def _ascii_url(url: Any) -> tuple[Any, str | None]:

@@ -12,7 +12,7 @@ import io
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 import orjson
@@ -184,6 +184,65 @@ def test_a_failed_har_entry_is_an_error_not_an_answer(tmp_path: Path) -> None:
     facts = extract_file(str(path))
     assert facts.counts.get("http.error") == 1 and "http.response" not in facts.counts
     assert facts.malformed == []
+
+
+def _failed_probe(writer: str, time_ms: Any, timings: dict[str, float]) -> dict[str, Any]:
+    """A HAR with one probe that failed (status 0, Chrome's `_error`), as `writer` writes its times."""
+    f = _flows()[0]
+    f.response = None
+    f.error = tflow.terr("timed out")
+    doc = _har([f])
+    doc["log"]["creator"]["name"] = writer
+    (entry,) = doc["log"]["entries"]
+    entry["response"]["_error"] = "net::ERR_TIMED_OUT"
+    entry["timings"] = timings
+    if time_ms is None:
+        del entry["time"]
+    else:
+        entry["time"] = time_ms
+    return doc
+
+
+_NOT_TIMED: Final = {"blocked": -1, "dns": -1, "connect": -1, "ssl": -1, "send": 0, "wait": 0, "receive": 0}
+
+
+@pytest.mark.parametrize(
+    ("writer", "time_ms", "timings", "failed_after"),
+    [
+        # Firefox before its HAR summed the timings: `time` is the request's end less its start, the
+        # timings of a failed request empty
+        ("Firefox", 30000, {}, 30.0),
+        # a writer whose timings hold no phase for the failure, `time` its elapsed time
+        ("some-gateway", 30000, _NOT_TIMED, 30.0),
+        ("some-gateway", 2000, _NOT_TIMED, 2.0),
+        # Chrome: a request that failed before any response has no network timing, all of it is `blocked`
+        ("WebInspector", 30000, {**_NOT_TIMED, "blocked": 30000}, 30.0),
+        # no `time`, or one shorter than the timings: the timings' own layout, as before
+        ("some-gateway", None, {**_NOT_TIMED, "wait": 30000}, 30.0),
+        ("some-gateway", 5, {**_NOT_TIMED, "wait": 30000}, 30.0),
+        # mitmproxy writes no failure time: its `time` is its timings' sum, their `connect` beside the
+        # request (the upstream connection may predate it), wait and receive 0
+        ("mitmproxy", 30010, {**_NOT_TIMED, "connect": 30000, "send": 10}, 0.01),
+    ],
+)
+def test_a_failed_har_entry_fails_when_its_time_says(
+    tmp_path: Path, writer: str, time_ms: Any, timings: dict[str, float], failed_after: float
+) -> None:
+    """A failed entry's error was put when its response would have begun (its timings but `receive`),
+    where the writer's `time` says how long it ran: a probe that failed after 30 s of waiting read as
+    failing at once, the connection dying (`connection-died`), not the timeout it cost the client."""
+    path = tmp_path / "failed.har"
+    path.write_bytes(orjson.dumps(_failed_probe(writer, time_ms, timings)))
+    report = report_dict(analyze([str(path)]))
+    (failure,) = [f for f in report["findings"] if f["rule"] == "upstream-unreachable"]
+    assert failure["ts"] - 1796000000.0 == pytest.approx(failed_after)
+    timeouts = [f["details"] for f in report["findings"] if f["rule"] == "probe-timeout"]
+    if failed_after > 10:  # the probe timeout
+        assert report["totals"]["probe_outcomes"] == {"no-answer": 1}
+        assert [(d["cost_s_total"], d["cost_s_max"]) for d in timeouts] == [pytest.approx((failed_after,) * 2)]
+    else:
+        assert report["totals"]["probe_outcomes"] == {"connection-died": 1}
+        assert timeouts == []
 
 
 def test_other_flows_are_noted_and_the_http_ones_read(tmp_path: Path) -> None:
