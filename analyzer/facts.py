@@ -224,6 +224,9 @@ class FileFacts:
     small captures read in one batch or finished together (`analyzer.load`). When it or one of them is
     left out as a copy of a capture part another input holds, the others are read again without it
     (`analyzer.load.repeats`)."""
+    holds: tuple[str, ...] = ()
+    """The captures of the small files read in one batch with it, whose rows it holds (`analyzer.load`):
+    a part of one of them in another file is paired with them (`analyzer.load.combine`)."""
 
     @property
     def was_read(self) -> bool:

@@ -362,10 +362,25 @@ def _found_at_url(url: str) -> list[str]:
     raise ErascopeError(f"no such file or directory: {url}")
 
 
-def capture_id(path: str) -> str:
-    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix (nor `.gz`/`.zst`)."""
+def capture_id(path: str, header: dict[str, Any] | None = None) -> str:
+    """The capture a file belongs to: its name without the `.NNN.jsonl` part suffix (nor `.gz`/`.zst`).
+
+    A file named otherwise whose `header` is of a rotated part (`part` above 0) is a renamed copy of
+    that part (a file manager's `x.001 copy.jsonl`, which sorts before `x.001.jsonl` and is read in
+    its place) or a part joined with those after it: it belongs to the capture of the part its header
+    names as the previous one (`previous`, the recorder's name for it), so that an exchange cut by the
+    rotation is paired across the two files (`combine`). A file named as a part keeps its name's
+    capture: all the parts of a capture renamed alike (`mine.000.jsonl`, `mine.001.jsonl`) are one.
+    """
     name = strip_compression(os.path.basename(path))
-    return _PART_SUFFIX.sub("", name) if _PART_SUFFIX.search(name) else name
+    if _PART_SUFFIX.search(name):
+        return _PART_SUFFIX.sub("", name)
+    previous = header.get("previous") if header is not None else None
+    if header is not None and _goes_on(header.get("part")) and isinstance(previous, str):
+        before = strip_compression(os.path.basename(previous))
+        if _PART_SUFFIX.search(before):
+            return _PART_SUFFIX.sub("", before)
+    return name
 
 
 # --- one file ------------------------------------------------------------------------------------
@@ -1400,6 +1415,7 @@ def extract_file(
                 raise InputError(f"{path}: {cut} within its first line, which tells nothing of what it held")
             facts.skipped = not_a_capture(path, first)
             return facts
+        facts.capture = capture_id(path, header)
         facts.identity = _identity(path, header)
         facts.transport = _transport(header)
         facts.repeated = leave_out
@@ -1523,7 +1539,7 @@ def malformed_lines(
 
 def _lines_facts(path: str, header: dict[str, Any], joined: tuple[Joined, ...] = ()) -> FileFacts:
     """The facts `extract_lines` fills, as a reading of the lines needs them (labels, transport)."""
-    facts = FileFacts(file=path, capture=capture_id(path), identity=_identity(path, header), joined=joined)
+    facts = FileFacts(file=path, capture=capture_id(path, header), identity=_identity(path, header), joined=joined)
     facts.transport = _transport(header)
     return facts
 
@@ -2089,7 +2105,9 @@ def _units(
             yield _unless_duplicate(path, capture, first_of)
             continue
         item = _read_small(path, capture)
-        if item.alone:
+        # a part of a capture named otherwise (`capture_id`): read alone, to be paired with its capture's
+        # other parts (a batch's rows go with its first file, of another capture)
+        if item.alone or item.facts.capture != capture:
             if batch:
                 yield batch
                 batch, size = [], 0
@@ -2149,7 +2167,7 @@ def _unless_duplicate(
     if header is None:
         opened.close()
         return path
-    facts = FileFacts(file=path, capture=capture, identity=_identity(path, header))
+    facts = FileFacts(file=path, capture=capture_id(path, header), identity=_identity(path, header))
     _drop_if_duplicate(facts, first_of)
     if facts.duplicate_of is not None:
         opened.close()
@@ -2198,6 +2216,7 @@ def _read_small(path: str, capture: str) -> _Small:
             return _Small(facts, alone=True)  # read alone, which notes why it cannot be
         facts.skipped = not_a_capture(path, first)
         return _Small(facts)
+    facts.capture = capture_id(path, header)
     facts.transport = _transport(header)
     facts.identity = _identity(path, header)
     return _Small(facts, data)
@@ -2308,6 +2327,7 @@ def _read_batch(items: list[_Small], options: LoadOptions | None, spill: Spill |
         members[0].messages = kept
         members[0].traffic = spilled(traffic, spill) if spill is not None else traffic
         members[0].read_with = tuple(m.file for m in members[1:])
+        members[0].holds = tuple(m.capture for m in members[1:])
     return [item.facts for item in items]
 
 
@@ -2342,9 +2362,11 @@ def combine(facts: list[FileFacts]) -> Loaded:
 def _capture_groups(facts: list[FileFacts]) -> list[list[FileFacts]]:
     """The files read whose rows share a capture, each group in input order.
 
-    A file's rows are its capture's, but for archive entries read by their rows: those go with the
-    first entry read (`analyzer.archive.read_entries`), of whatever capture, so that entry holds the
-    captures of every entry read with it, and is relinked with their other parts."""
+    A file's rows are its capture's, but for archive entries read by their rows and small files read
+    in one batch: those go with the first entry read (`analyzer.archive.read_entries`) or the batch's
+    first file (`_read_batch`), of whatever capture, so that one holds the captures of every entry or
+    file read with it, and is relinked with their other parts (a batch's files are of captures no other
+    input is named for, but a part renamed is of its header's: `capture_id`)."""
     capture_of = {f.entry: f.capture for f in facts if f.archived}
     group_of: dict[str, int] = {}  # capture -> its group
     groups: list[list[int]] = []
@@ -2352,7 +2374,7 @@ def _capture_groups(facts: list[FileFacts]) -> list[list[FileFacts]]:
         # a part condensed to nothing still takes part: its moved requests can be answered later
         if not (f.was_read and (f.messages.height or f.traffic.requests is not None)):
             continue
-        held = {f.capture}
+        held = {f.capture, *f.holds}
         if f.archived:
             held.update(capture_of[e] for e in f.read_with if e in capture_of)
         joined = sorted({group_of[c] for c in held if c in group_of})

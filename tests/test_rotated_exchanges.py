@@ -84,3 +84,35 @@ def test_an_exchange_cut_by_rotation_reads_as_whole(tmp_path: Path, scenario: Pa
     assert len(list((tmp_path / "parts").iterdir())) > len(captures)  # rotated
     whole, parts = (orjson.loads(render_json(analyze([str(tmp_path / d)]))) for d in ("whole", "parts"))
     assert by_seq(parts) == by_seq(whole)
+
+
+@pytest.mark.parametrize("read", ["jsonl", "archive"])
+@pytest.mark.parametrize("others", ["parts", "part 0 in a batch"])
+def test_a_renamed_copy_of_a_middle_part_goes_on_with_the_part_before_it(
+    tmp_path: Path, read: str, others: str
+) -> None:
+    """A copy of part 1 named as a file manager names a copy (`x.001 copy.jsonl`) sorts before the part
+    (a space before the dot) and is read in its place, the part left out as its duplicate: its capture
+    was its name's, so the probe at the end of part 0 and its answer in the copy were not paired
+    (`no-answer`). Also when part 0 is the only file named for its capture, read in a batch of small
+    files behind another capture's."""
+    from analyzer.compact import compact
+    from analyzer.report import report_dict
+
+    corpus = ROOT / "captures" / "corpus"
+    (capture,) = sorted((corpus / "auto-modern-http").glob("*.jsonl"))
+    parts = rewrite(capture, tmp_path / "parts", rotate_bytes=1)
+    assert len(parts) > 2
+    copy = parts[1].with_name(parts[1].name.removesuffix(".jsonl") + " copy.jsonl")
+    copy.write_bytes(parts[1].read_bytes())
+    want = {"discover-result": 1}
+    if others != "parts":
+        for part in parts[1:]:
+            part.unlink()
+        (other,) = sorted((corpus / "auto-legacy-stdio").glob("*.jsonl"))
+        (tmp_path / "parts" / ("0" + other.name)).write_bytes(other.read_bytes())
+        want["legacy-answer"] = 1
+    if read == "archive":
+        compact([str(tmp_path / "parts")], str(tmp_path / "archive"))
+    report = report_dict(analyze([str(tmp_path / ("parts" if read == "jsonl" else "archive"))]))
+    assert report["totals"]["probe_outcomes"] == want
