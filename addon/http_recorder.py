@@ -105,15 +105,19 @@ STOPPED_MESSAGE: Final = "erascope: the recorder stopped while the flow was open
 
 # mitmproxy reports flow errors as text only; these fragments come from its HTTP/1, HTTP/2 and
 # connection layers (and the OS messages they wrap), checked against real failures in the tests.
+# The `err_…` ones are Chrome's network error names (`net::ERR_TIMED_OUT`), which a HAR file it wrote
+# gives as a failed request's `_error` (`analyzer.foreign` reads it through `error_record`).
 _ERROR_PATTERNS: Final = (
     (KIND_REFUSED, ("connection refused", "connect call failed", "errno 111", "no route to host",
-                    "name or service not known", "nodename nor servname")),
-    (KIND_TIMEOUT, ("timeout", "timed out")),
+                    "name or service not known", "nodename nor servname", "err_connection_refused",
+                    "err_name_not_resolved", "err_address_unreachable")),
+    (KIND_TIMEOUT, ("timeout", "timed out", "timed_out")),
     (KIND_CLIENT_GONE, ("client disconnected", "reset by client", "client closed", "killed")),
     (KIND_UPSTREAM_RESET, ("server closed connection", "connection reset", "unexpected server response",
                            "peer closed", "server disconnected", "http/1 protocol error",
                            "http/2 connection closed", "http/2 protocol error", "cannot parse http response",
-                           "stream reset by server")),
+                           "stream reset by server", "err_connection_reset", "err_connection_closed",
+                           "err_empty_response")),
 )  # fmt: skip
 
 

@@ -61,7 +61,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 17
+EXTRACTION_VERSION: Final = 18
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -90,7 +90,9 @@ string reads as a code only when the string is an integer's JSON text (`"-32022"
 `"-32022."`, as a float parser reads them). 16: a failed HAR entry's error is at its start and its
 `time` when that is later than when its response would have begun (was then; `analyzer.foreign`).
 17: a file named otherwise than a part whose header is of a rotated part (a renamed copy) is of the
-capture of the part its header names as the previous one (was its name's; `analyzer.load.capture_id`)."""
+capture of the part its header names as the previous one (was its name's; `analyzer.load.capture_id`).
+18: a failed HAR entry's error named by Chrome (`net::ERR_TIMED_OUT`, `…CONNECTION_REFUSED`, `…RESET`)
+is of that kind (was `other`; `addon.http_recorder.classify_error`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"

@@ -245,6 +245,36 @@ def test_a_failed_har_entry_fails_when_its_time_says(
         assert timeouts == []
 
 
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        ("net::ERR_TIMED_OUT", "timeout"),
+        ("net::ERR_CONNECTION_TIMED_OUT", "timeout"),
+        ("net::ERR_CONNECTION_REFUSED", "connection-refused"),
+        ("net::ERR_NAME_NOT_RESOLVED", "connection-refused"),
+        ("net::ERR_ADDRESS_UNREACHABLE", "connection-refused"),
+        ("net::ERR_CONNECTION_RESET", "upstream-reset"),
+        ("net::ERR_CONNECTION_CLOSED", "upstream-reset"),
+        ("net::ERR_EMPTY_RESPONSE", "upstream-reset"),
+        # guards: what names no failure of the server's stays `other`
+        ("net::ERR_FAILED", "other"),
+        ("net::ERR_BLOCKED_BY_CLIENT", "other"),
+    ],
+)
+def test_a_failed_entry_of_chrome_is_read_as_the_failure_it_names(tmp_path: Path, error: str, kind: str) -> None:
+    """Chrome writes a failed request's reason as its network error's name (`_error`,
+    `net::ERR_TIMED_OUT`): each was `other` in upstream-unreachable, where the same failure recorded by
+    the proxy is a timeout, a refused connection or a reset."""
+    doc = _failed_probe("WebInspector", 30000, {**_NOT_TIMED, "blocked": 30000})
+    doc["log"]["entries"][0]["response"]["_error"] = error
+    path = tmp_path / "failed.har"
+    path.write_bytes(orjson.dumps(doc))
+    report = report_dict(analyze([str(path)]))
+    (failure,) = [f for f in report["findings"] if f["rule"] == "upstream-unreachable"]
+    assert failure["details"]["kinds"] == [f"{kind} ×1"]
+    assert failure["details"]["first_error"] == error
+
+
 def test_other_flows_are_noted_and_the_http_ones_read(tmp_path: Path) -> None:
     ws = _flows()[1]
     ws.websocket = tflow.twebsocketflow().websocket
