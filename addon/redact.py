@@ -1001,8 +1001,9 @@ def _redact_query(
     *,
     nested: Callable[[str], str] | None = None,
 ) -> str:
-    """`name=value` pairs (`&`-separated) with the values of secret names hashed, and those that are
-    base64 JSON objects holding a credential (`_base64_json_holds_secret`) whatever their names; with
+    """`name=value` pairs (`&`-separated) with the values of secret names hashed (a `+` a space, as
+    form decoding reads it), and those that are base64 JSON objects holding a credential
+    (`_base64_json_holds_secret`) whatever their names (a `+` a plus, as in base64); with
     `nested`, a value that is a URL (`://`, or `%3A%2F%2F` encoded) becomes `nested(value)`."""
     parts = query.split("&")
     for i, part in enumerate(parts):
@@ -1010,14 +1011,18 @@ def _redact_query(
         if not sep or not value:
             continue
         plain = _unquote(name)
-        if is_secret(plain) or (
+        if is_secret(plain):
+            parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
+        elif (
             # told here for nearly every value, without a call: on the proxy's path for every request
             len(value) >= _BASE64_JSON_MIN
             and value[0] in _BASE64_JSON_FIRSTS
             and value[:2] in _BASE64_JSON_STARTS
             and _base64_json_holds_secret(value, redactor)
         ):
-            parts[i] = f"{name}={redactor.hash(_octets(value, form=True))}"
+            # base64 holds no space: one a form parser made of a raw `+` is that `+` again, so the
+            # configuration hashes as the same one given as an argument or a header (`+` kept there)
+            parts[i] = f"{name}={redactor.hash(_octets(value, form=True).replace(b' ', b'+'))}"
         elif len(plain) == _MECHANISM_PROPERTIES_LEN and plain.lower() == _MECHANISM_PROPERTIES:
             # before the URL below: a property's value may be one (`TOKEN_RESOURCE:api://…`)
             parts[i] = f"{name}={_redact_mechanism_properties(value, redactor)}"

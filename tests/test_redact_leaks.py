@@ -917,3 +917,54 @@ def test_a_base64_json_configuration_hashes_alike_in_a_url_an_argument_and_a_hea
     assert hashed in HttpRedaction(RED).url(f"{SMITHERY}?config={ARG_CONFIG_URLSAFE}")
     assert hashed in redact_argv([*SMITHERY_CLI, "--config", ARG_CONFIG_URLSAFE], RED)
     assert hashed == HttpRedaction(RED).header_value("X-Config", ARG_CONFIG_URLSAFE)
+
+
+PLUS_CONFIG = _b64({"apiKey": "B64Plus0001", "note": "??>>~~"})  # its base64 holds `+` and `/`
+assert "+" in PLUS_CONFIG
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        # a raw `+`, as a URL written by hand carries it: a form parser reads a space there
+        lambda: HttpRedaction(RED).url(f"{SMITHERY}?config={PLUS_CONFIG}&profile=work"),
+        lambda: HttpRedaction(RED).url(f"https://h.example/app#/cb?state={PLUS_CONFIG}"),
+        lambda: HttpRedaction(RED).header_value("Referer", f"{SMITHERY}?config={PLUS_CONFIG}"),
+        # a URL given as a query value, its own query's `+` raw once decoded
+        lambda: unquote(
+            HttpRedaction(RED).url(f"https://h.example/login?next={quote(f'{SMITHERY}?config={PLUS_CONFIG}', safe='')}")
+        ),
+        lambda: " ".join(redact_argv(["npx", "-y", "mcp-remote", f"{SMITHERY}?config={PLUS_CONFIG}"], RED)),
+        lambda: " ".join(redact_argv(["srv", "--params", f"user=u&config={PLUS_CONFIG}"], RED)),
+        lambda: HttpRedaction(RED).body(f"grant_type=x&config={PLUS_CONFIG}".encode())[0].decode(),
+        # a `+` the client encoded, and a space it encoded where a `+` stood
+        lambda: HttpRedaction(RED).url(f"{SMITHERY}?config={quote(PLUS_CONFIG, safe='')}"),
+        lambda: HttpRedaction(RED).url(f"{SMITHERY}?config={PLUS_CONFIG.replace('+', '%20')}"),
+    ],
+    ids=["url", "fragment", "referer", "nested-url", "argument-url", "argument-pairs", "form-body", "encoded-plus",
+         "encoded-space"],
+)  # fmt: skip
+def test_a_base64_json_configuration_with_a_raw_plus_hashes_as_the_argument_does(shown: Callable[[], str]) -> None:
+    """A base64 configuration holding a `+` hashed as the text a form parser makes of it (`+` a space)
+    in a query value, and as it came as an argument or a header: one configuration, two hashes."""
+    text = shown()
+    assert RED.hash(PLUS_CONFIG) in text, text
+    assert "B64Plus" not in _decoded_values(text), text
+    assert RED.hash(PLUS_CONFIG) in redact_argv(["npx", "srv", "--config", PLUS_CONFIG], RED)
+    assert RED.hash(PLUS_CONFIG) == HttpRedaction(RED).header_value("X-Config", PLUS_CONFIG)
+
+
+def test_a_plus_in_a_secret_named_query_value_is_still_a_space() -> None:
+    """A value of no base64 JSON is hashed as a form parser reads it: `a+b` is the secret `a b`."""
+    redaction = HttpRedaction(RED)
+    assert redaction.url("https://h/mcp?api_key=Plus+0002") == f"https://h/mcp?api_key={RED.hash('Plus 0002')}"
+    assert redaction.url("https://h/mcp?api_key=Plus%2B0002") == f"https://h/mcp?api_key={RED.hash('Plus+0002')}"
+
+
+def test_base64_json_configurations_with_a_plus_and_no_credential_stay_and_others_differ() -> None:
+    plain = _b64({"region": "eu", "note": "??>>~~"})
+    assert "+" in plain
+    assert HttpRedaction(RED).url(f"{SMITHERY}?config={plain}") == f"{SMITHERY}?config={plain}"
+    other = _b64({"apiKey": "B64Plus0003", "note": "??>>~~"})
+    redaction = HttpRedaction(RED)
+    assert redaction.url(f"{SMITHERY}?config={other}") != redaction.url(f"{SMITHERY}?config={PLUS_CONFIG}")
