@@ -516,7 +516,7 @@ def _redact_json_argument(value: str, redactor: Redactor) -> str | None:
     return orjson.dumps(doc).decode()
 
 
-def _redact_json_strings(doc: dict[str, object], redactor: Redactor) -> bool:
+def _redact_json_strings(doc: dict[str, object] | list[object], redactor: Redactor) -> bool:
     """Redact, in place, the strings of `doc` at any depth (`_redact_json_argument`); whether any changed."""
     changed = False
     nodes: list[object] = [doc]
@@ -891,14 +891,17 @@ _BASE64_JSON_MIN: Final = 16
 """The shortest query, header or argument value read as base64 JSON: 12 bytes (`{"k":"abcd"}`).
 Shorter ones are not decoded, as `e30` (`{}`) or a short id starting with `e` need not be."""
 _BASE64_JSON_STARTS: Final = frozenset(
-    base64.b64encode(bytes((first, second)))[:2].decode() for first in b"{ \t\r\n" for second in b'{}" \t\r\n'
+    base64.b64encode(bytes((first, second)))[:2].decode()
+    for first in b"{[ \t\r\n"
+    for second in b'{}[]" \t\r\n'
 )
-"""How base64 of a JSON object starts: its first two characters (letters, in either alphabet) spell
-the first byte and half the second, `{` then `"`, `}` or white space (`eyJ` is `{"`, `ewo` is `{`
-and a line end), or white space before the `{`. A query or header value starting otherwise (nearly
-every one, on every request) is turned away without decoding it."""
+"""How base64 of a JSON object or array starts: its first two characters (letters, in either
+alphabet) spell the first byte and half the second, `{` then `"`, `}` or white space (`eyJ` is `{"`,
+`ewo` is `{` and a line end), `[` then `{`, `[`, `"`, `]` or white space (`W3si` is `[{"`, `WyJ` is
+`["`), or white space before either. A query or header value starting otherwise (nearly every one,
+on every request) is turned away without decoding it."""
 _BASE64_JSON_FIRSTS: Final = frozenset(start[0] for start in _BASE64_JSON_STARTS)
-"""The first characters of `_BASE64_JSON_STARTS` (`e`, `C`, `D`, `I`): tested first, by `value[0]`, as
+"""The first characters of `_BASE64_JSON_STARTS` (`e`, `W`, `C`, `D`, `I`): tested first, by `value[0]`, as
 a slice (`value[:2]`) costs twice an index and a header or query value rarely starts so."""
 _BASE64_JSON_READ_MAX: Final = 4 << 10
 """The longest base64 JSON value (a query's, a header's, an argument) searched for credentials; a
@@ -910,24 +913,27 @@ _BASE64: Final = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
 """Base64, standard or url-safe (`-` and `_` for `+` and `/`), padded or not."""
 _JSON_LEAD: Final = b" \t\r\n"
 """The white space JSON allows before an object."""
+_JSON_OPENS: Final = (b"{", b"[")
+"""How a JSON object or array starts: what a configuration given as base64 JSON is."""
 
 
 def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
     """Whether a query value (percent-encoded or not), a header's value, an argument or a variable's
-    value is base64, standard or url-safe, padded or not, of a JSON object holding a credential: a
-    secret-named field at any depth, or a string holding one (a token's shape, a URL's password, a
-    secret query value), as `_redact_json_argument` finds them.
+    value is base64, standard or url-safe, padded or not, of a JSON object or array (a list of
+    configurations, `W3si…`: `[{"…`) holding a credential: a secret-named field at any depth, or a
+    string holding one (a token's shape, a URL's password, a secret query value), as
+    `_redact_json_argument` finds them.
 
     Hosted servers take their whole configuration so, keys and all (Smithery's
     `?config=eyJnaXRodWJQZXJzb25hbEFjY2Vzc1Rva2VuIjoi…`): recorded as it came, anyone decoding it read
     them. The caller hashes such a value whole, as a secret-named one: an object re-encoded with its
     credentials hashed would read as the configuration the client sent and be none, and the whole
     hash still tells equal configurations. One holding no credential stays, as a JSON argument does;
-    one longer than `_BASE64_JSON_READ_MAX` starting as an object is taken as holding one, unread.
-    A JWT (`eyJ…` too) holds dots, no base64: it is hashed by its shape, as before. On the proxy's path
-    for every query value and every header value no rule hashes, after the caller turned away nearly
-    all others by their length and their first characters (`_BASE64_JSON_MIN`, `_BASE64_JSON_FIRSTS`,
-    `_BASE64_JSON_STARTS`)."""
+    one longer than `_BASE64_JSON_READ_MAX` starting as an object or an array is taken as holding
+    one, unread. A JWT (`eyJ…` too) holds dots, no base64: it is hashed by its shape, as before. On
+    the proxy's path for every query value and every header value no rule hashes, after the caller
+    turned away nearly all others by their length and their first characters (`_BASE64_JSON_MIN`,
+    `_BASE64_JSON_FIRSTS`, `_BASE64_JSON_STARTS`)."""
     # a space is a raw `+` a form parser read as one
     text = (unquote_plus(value) if "%" in value else value).replace(" ", "+")
     if not _BASE64.fullmatch(text):
@@ -939,7 +945,7 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
         data = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
     except binascii.Error:  # a length no base64 has
         return False
-    if data.lstrip(_JSON_LEAD)[:1] != b"{":
+    if data.lstrip(_JSON_LEAD)[:1] not in _JSON_OPENS:
         return False
     if len(value) > _BASE64_JSON_READ_MAX:
         return True
@@ -947,7 +953,7 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         return False
-    return isinstance(doc, dict) and (
+    return isinstance(doc, dict | list) and (
         _hash_secret_fields(doc, redactor, _is_secret_pair_name) or _redact_json_strings(doc, redactor)
     )
 
@@ -1002,7 +1008,7 @@ def _redact_query(
     nested: Callable[[str], str] | None = None,
 ) -> str:
     """`name=value` pairs (`&`-separated) with the values of secret names hashed (a `+` a space, as
-    form decoding reads it), and those that are base64 JSON objects holding a credential
+    form decoding reads it), and those that are base64 JSON objects or arrays holding a credential
     (`_base64_json_holds_secret`) whatever their names (a `+` a plus, as in base64); with
     `nested`, a value that is a URL (`://`, or `%3A%2F%2F` encoded) becomes `nested(value)`."""
     parts = query.split("&")
@@ -1138,7 +1144,8 @@ class HttpRedaction:
             "url_header_suffixes": list(URL_HEADER_SUFFIXES) if self.enabled else [],
             "hashed": list(HASHED_HEADERS) if self.enabled else [],
             "query": (
-                "secret-named parameters, base64 JSON objects holding credentials, secret authMechanismProperties"
+                "secret-named parameters, base64 JSON objects or arrays holding credentials,"
+                " secret authMechanismProperties"
                 if self.enabled
                 else "off"
             ),

@@ -968,3 +968,50 @@ def test_base64_json_configurations_with_a_plus_and_no_credential_stay_and_other
     other = _b64({"apiKey": "B64Plus0003", "note": "??>>~~"})
     redaction = HttpRedaction(RED)
     assert redaction.url(f"{SMITHERY}?config={other}") != redaction.url(f"{SMITHERY}?config={PLUS_CONFIG}")
+
+
+ARRAY_CONFIG = _b64([{"name": "github", "githubPersonalAccessToken": "B64Array0001"}])  # `W3si…`: `[{"`
+ARRAY_CONFIG_URLSAFE = _b64([{"note": "??>>~~", "apiKey": "B64Array0002"}], urlsafe=True, padded=False)
+ARRAY_OF_TOKENS = _b64([SMITHERY_GHP])  # `WyJ…`: `["`
+ARRAY_CONFIG_SPACED = _b64([{"password": "B64Array0003"}], lead=b"\n ")
+
+
+@pytest.mark.parametrize("config", [ARRAY_CONFIG, ARRAY_CONFIG_URLSAFE, ARRAY_OF_TOKENS, ARRAY_CONFIG_SPACED],
+                         ids=["objects", "url-safe", "tokens", "white-space"])  # fmt: skip
+@pytest.mark.parametrize(
+    "shown",
+    [
+        lambda c: HttpRedaction(RED).url(f"{SMITHERY}?config={c}&profile=work"),
+        lambda c: HttpRedaction(RED).url(f"{SMITHERY}?config={quote(c, safe='')}"),
+        lambda c: HttpRedaction(RED).header_value("X-Config", c),
+        lambda c: " ".join(redact_argv([*SMITHERY_CLI, "--config", c], RED)),
+        lambda c: " ".join(redact_argv(["docker", "run", "-e", f"SMITHERY_CONFIG={c}", "img"], RED)),
+    ],
+    ids=["url", "url-encoded", "header", "argument", "variable"],
+)
+def test_a_base64_json_array_holding_credentials_is_hashed_as_an_object_is(
+    shown: Callable[[str], str], config: str
+) -> None:
+    """A configuration given as base64 of a JSON array (`W3si…`, `[{"…`) rather than an object
+    (`eyJ…`) was recorded as it came, its credentials readable to anyone decoding it."""
+    text = shown(config)
+    assert config not in text and quote(config, safe="") not in text and RED.hash(config) in text, text
+    assert not any(s in _decoded_words(text) for s in ("B64Array", SMITHERY_GHP)), text
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        _b64([{"region": "eu", "debug": True}]),  # an array holding no credential
+        _b64(["eu", "us"], urlsafe=True, padded=False),
+        "Wednesday-afternoon-report",  # a word starting as `[` does in base64
+        "W1siYWJjIiwgImRlZiJdXQ",  # `[["abc", "def"]]`
+        'W/"0815abcdef0123456789"',  # a weak entity tag
+    ],
+    ids=["no-credential", "strings", "word", "nested-array", "etag"],
+)
+def test_base64_json_arrays_without_credentials_stay(value: str) -> None:
+    assert HttpRedaction(RED).url(f"{SMITHERY}?config={value}&page=2") == f"{SMITHERY}?config={value}&page=2"
+    assert HttpRedaction(RED).header_value("X-Config", value) == value
+    assert HttpRedaction(RED).header_value("ETag", value) == value
+    assert redact_argv(["npx", "srv", "--config", value], RED) == ["npx", "srv", "--config", value]
