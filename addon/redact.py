@@ -482,10 +482,17 @@ def _unquoted_word(word: str) -> str:
         return word
 
 
-def _hash_secret_fields(doc: object, redactor: Redactor, secret: Callable[[str], bool]) -> bool:
+def _hash_secret_fields(
+    doc: object, redactor: Redactor, secret: Callable[[str], bool], *, base64_json: bool = False
+) -> bool:
     """Hash, in place, the values of the fields of `doc`'s objects (at any depth) whose names are
-    `secret`; whether any was."""
+    `secret`, and with `base64_json` every other string (a field's of any name, an array's item) that
+    is base64 JSON holding a credential (`_base64_json_holds_secret`), whole as in a query value;
+    whether any was. Such strings are read up to `_BASE64_JSON_READ_MAX` characters in all, as one
+    query value is: past that, one starting as base64 JSON does is hashed unread, as a longer value
+    is (a body of many configurations held the proxy's event loop for a fifth of a second a 60 KiB)."""
     found = False
+    budget = _BASE64_JSON_READ_MAX
     nodes = [doc]
     while nodes:
         node = nodes.pop()
@@ -496,6 +503,17 @@ def _hash_secret_fields(doc: object, redactor: Redactor, secret: Callable[[str],
                 found = True
             elif isinstance(value, dict | list):
                 nodes.append(value)
+            elif (
+                base64_json
+                and isinstance(value, str)
+                and len(value) >= _BASE64_JSON_MIN
+                and value[0] in _BASE64_JSON_FIRSTS
+                and value[:2] in _BASE64_JSON_STARTS
+            ):
+                if _base64_json_holds_secret(value, redactor, read_max=budget):
+                    node[key] = redactor.hash(value)  # type: ignore[index]
+                    found = True
+                budget = max(0, budget - len(value))
     return found
 
 
@@ -917,7 +935,7 @@ _JSON_OPENS: Final = (b"{", b"[")
 """How a JSON object or array starts: what a configuration given as base64 JSON is."""
 
 
-def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
+def _base64_json_holds_secret(value: str, redactor: Redactor, *, read_max: int = _BASE64_JSON_READ_MAX) -> bool:
     """Whether a query value (percent-encoded or not), a header's value, an argument or a variable's
     value is base64, standard or url-safe, padded or not, of a JSON object or array (a list of
     configurations, `W3si…`: `[{"…`) holding a credential: a secret-named field at any depth, or a
@@ -929,8 +947,8 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
     them. The caller hashes such a value whole, as a secret-named one: an object re-encoded with its
     credentials hashed would read as the configuration the client sent and be none, and the whole
     hash still tells equal configurations. One holding no credential stays, as a JSON argument does;
-    one longer than `_BASE64_JSON_READ_MAX` starting as an object or an array is taken as holding
-    one, unread. A JWT (`eyJ…` too) holds dots, no base64: it is hashed by its shape, as before. On
+    one longer than `read_max` (`_BASE64_JSON_READ_MAX`) starting as an object or an array is taken
+    as holding one, unread. A JWT (`eyJ…` too) holds dots, no base64: it is hashed by its shape, as before. On
     the proxy's path for every query value and every header value no rule hashes, after the caller
     turned away nearly all others by their length and their first characters (`_BASE64_JSON_MIN`,
     `_BASE64_JSON_FIRSTS`, `_BASE64_JSON_STARTS`)."""
@@ -947,7 +965,7 @@ def _base64_json_holds_secret(value: str, redactor: Redactor) -> bool:
         return False
     if data.lstrip(_JSON_LEAD)[:1] not in _JSON_OPENS:
         return False
-    if len(value) > _BASE64_JSON_READ_MAX:
+    if len(value) > read_max:
         return True
     try:
         doc = orjson.loads(data)
@@ -1199,7 +1217,8 @@ class HttpRedaction:
     def _credentials(self, data: bytes) -> bytes | None:
         """A body that is no JSON-RPC message (which holds `"jsonrpc"`), with the values of its
         secret-named fields hashed (`is_secret_query_param`: `code`, `client_secret`, `access_token`,
-        …), a form's or a JSON object's at any depth; None when it holds none, or is longer than
+        …), a form's or a JSON object's at any depth, and those of any name that are base64 JSON
+        holding a credential (`{"config": "eyJ…"}`, as a query value); None when it holds none, or is longer than
         `_CREDENTIAL_BODY_MAX`. The recorder records every path of a server's origin, and an MCP server
         that is its own OAuth authorization server exchanges codes for tokens there."""
         # on the proxy's event loop for every body: a JSON-RPC message is told in about 0.2 µs (a
@@ -1214,7 +1233,8 @@ class HttpRedaction:
                 doc = orjson.loads(data)
             except orjson.JSONDecodeError:
                 return None
-            return orjson.dumps(doc) if _hash_secret_fields(doc, self.redactor, is_secret_query_param) else None
+            hashed = _hash_secret_fields(doc, self.redactor, is_secret_query_param, base64_json=True)
+            return orjson.dumps(doc) if hashed else None
         form = data.rstrip(b" \t\r\n")  # a line end after the form is no part of its last value
         if form.find(b"=") >= 0 and _FORM.fullmatch(form):
             text = form.decode("utf-8", "surrogateescape")

@@ -1015,3 +1015,74 @@ def test_base64_json_arrays_without_credentials_stay(value: str) -> None:
     assert HttpRedaction(RED).header_value("X-Config", value) == value
     assert HttpRedaction(RED).header_value("ETag", value) == value
     assert redact_argv(["npx", "srv", "--config", value], RED) == ["npx", "srv", "--config", value]
+
+
+BODY_CONFIG = _b64({"githubPersonalAccessToken": "B64Body0001", "owner": "me"})
+BODY_CONFIG_URLSAFE = _b64({"note": "??>>~~", "dbUrl": "postgresql://u:B64Body0002@h/db"}, urlsafe=True, padded=False)
+BODY_CONFIG_ARRAY = _b64([{"apiKey": "B64Body0003"}])
+
+
+@pytest.mark.parametrize(
+    ("body", "config", "kept"),
+    [
+        # a hosted server's configuration posted to a deployment or session endpoint of the origin
+        (orjson.dumps({"config": BODY_CONFIG, "profile": "work"}), BODY_CONFIG, [b'"profile":"work"']),
+        (orjson.dumps({"servers": [{"name": "gh", "settings": BODY_CONFIG_URLSAFE}]}), BODY_CONFIG_URLSAFE,
+         [b'"name":"gh"']),
+        (orjson.dumps({"x": {"y": BODY_CONFIG_ARRAY}, "n": 1}), BODY_CONFIG_ARRAY, [b'"n":1']),
+        (b'  {"config" : "' + BODY_CONFIG.encode() + b'"}\n', BODY_CONFIG, [b'"config"']),
+    ],
+    ids=["top-level", "nested-url-safe", "array", "spaced"],
+)  # fmt: skip
+def test_a_base64_json_configuration_in_a_json_body_that_is_no_json_rpc_message_is_hashed(
+    body: bytes, config: str, kept: list[bytes]
+) -> None:
+    """A body that is no JSON-RPC message had its secret-named fields hashed, and a field of any other
+    name holding base64 JSON with a credential (`{"config": "eyJ…"}`) kept, its credential readable to
+    anyone decoding it, where a query value, a header or an argument holding it is hashed whole."""
+    shown, policy = HttpRedaction(RED).body(body)
+    assert config.encode() not in shown and RED.hash(config).encode() in shown, shown
+    assert "B64Body" not in _decoded_words(shown.decode()), shown
+    assert all(k in shown for k in kept), shown
+    assert policy == "credentials"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        orjson.dumps({"config": _b64({"region": "eu", "debug": True}), "n": 1}),  # holding no credential
+        orjson.dumps({"note": "eyebrowsandeyelashes", "etag": 'W/"0815abcdef0123456789"'}),
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"config": BODY_CONFIG}}),
+        f"grant_type=x&config={BODY_CONFIG}".encode(),  # a form: hashed already, as a query is
+    ],
+    ids=["no-credential", "words", "json-rpc", "form"],
+)
+def test_json_bodies_without_base64_configurations_holding_credentials_keep_them(body: bytes) -> None:
+    shown, policy = HttpRedaction(RED).body(body)
+    if body.startswith(b"grant_type"):
+        assert shown == f"grant_type=x&config={RED.hash(BODY_CONFIG)}".encode() and policy == "credentials"
+    else:
+        assert (shown, policy) == (body, "full")
+
+
+def test_base64_json_strings_of_a_body_are_read_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every string of a body read as a configuration held the proxy's event loop a fifth of a second
+    for 60 KiB of them: they are read up to as many characters as one query value, the rest hashed
+    unread when they start as base64 JSON does, so a credential past the bound is still hidden."""
+    import addon.redact as redact
+
+    innocent = _b64({f"k{i}": f"value {i}" for i in range(60)})
+    read: list[int] = []
+    real = redact._redact_json_strings
+
+    def counted(doc: Any, redactor: Redactor) -> bool:
+        read.append(len(orjson.dumps(doc)))
+        return real(doc, redactor)
+
+    monkeypatch.setattr(redact, "_redact_json_strings", counted)
+    body = orjson.dumps({"c": [innocent] * 40 + [BODY_CONFIG]})
+    assert len(body) <= redact._CREDENTIAL_BODY_MAX
+    shown, policy = HttpRedaction(RED).body(body)
+    assert policy == "credentials" and BODY_CONFIG.encode() not in shown and RED.hash(BODY_CONFIG).encode() in shown
+    assert "B64Body" not in _decoded_words(shown.decode())
+    assert 0 < sum(read) <= redact._BASE64_JSON_READ_MAX, read
