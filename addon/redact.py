@@ -20,6 +20,7 @@ import shlex
 import tempfile
 from bisect import bisect_left
 from collections.abc import Callable
+from itertools import chain
 from pathlib import Path
 from typing import Final
 from urllib.parse import quote, unquote_plus, unquote_to_bytes
@@ -820,8 +821,61 @@ CREDENTIALS_HASHED: Final = "credentials"
 """The `body_policy` of a body recorded under `full` that is no JSON-RPC message and held credentials
 (an OAuth token exchange, a client registration): their values hashed (`HttpRedaction.body`)."""
 _CREDENTIAL_BODY_MAX: Final = 64 << 10
-"""The longest body that is no JSON-RPC message searched for credentials: token exchanges and
-registrations are small; a larger body (a download, an HTML page) is recorded as it is."""
+"""The longest body that is no JSON-RPC message parsed for credentials: token exchanges and
+registrations are small. A larger JSON object or form is searched for a secret-named key without
+parsing it, and hashed whole holding one (`HttpRedaction._long_credentials`); any other larger body
+(a download, an HTML page) is recorded as it is."""
+def _trie(words: list[str]) -> str:
+    """An alternation matching any of `words` (none empty, unless to say a word ends there), one
+    branch per first character, each a trie of the rest: sre tells the branch from the character at
+    hand, where a flat alternation of fifty names tried them in turn at every key."""
+    rest = [word for word in words if word]
+    if len(rest) < len(words):
+        return f"(?:{_trie(rest)})?" if rest else ""
+    groups: dict[str, list[str]] = {}
+    for word in rest:
+        groups.setdefault(word[0], []).append(word[1:])
+    branches = [re.escape(first) + _trie(tails) for first, tails in groups.items()]
+    return branches[0] if len(branches) == 1 else f"(?:{'|'.join(branches)})"
+
+
+def _reversed_secret_names(boundary: str) -> bytes:
+    """What a name `is_secret_query_param` takes looks like read backwards from its end, lower-cased:
+    a secret suffix (`api_key`, `auth[token]`) or one of the secret names whole, `boundary` before it
+    (a JSON key's `"`, a form's `&`). A search in the body lower-cased and case-sensitive, where `(?i)`
+    kept sre from telling a branch by its first character (sixteen milliseconds a megabyte of JSON)."""
+    exact = [name[::-1] + "\0" for name in SECRET_QUERY_PARAMS if not name.endswith(_QUERY_SECRET_SUFFIXES)]
+    suffixes = [suffix[::-1] for suffix in _QUERY_SECRET_SUFFIXES]
+    # `\0` stands for the boundary, `.` for a bracket too (`auth[key]` reads as `auth.key`)
+    trie = _trie(exact + suffixes).replace("\0", f"(?:{boundary})").replace(r"\.", r"[.\[]")
+    return rf"\]*{trie}".encode()
+
+
+_JSON_KEY_END: Final = rb':[ \t\r\n]*"'
+"""A JSON key's end read backwards: its `:`, the rarest of a key's characters, where searching the
+body as it comes for fifty names tried nearly every letter."""
+_LONG_JSON_KEY: Final = re.compile(_JSON_KEY_END + _reversed_secret_names('"'))
+"""A JSON key named as a secret, in a body reversed and lower-cased."""
+_LONG_FORM_KEY: Final = re.compile(b"=" + _reversed_secret_names(r"&|\Z"))
+"""A form's name named as a secret, in a form reversed and lower-cased."""
+_CAMEL_KEY: Final = rb"\]*yeK"
+"""A camel-case `Key` (`apiKey`, `sortKey`) read backwards: no name lower-cased tells it from `monkey`."""
+_LONG_JSON_CAMEL_KEY: Final = re.compile(_JSON_KEY_END + _CAMEL_KEY)
+_LONG_FORM_CAMEL_KEY: Final = re.compile(b"=" + _CAMEL_KEY)
+_LONG_JSON_ESCAPED_KEY: Final = re.compile(_JSON_KEY_END + rb'[^"\\]{0,128}\\')
+"""A JSON key written with an escape (`"pass\\u0077ord"`, read as `password`), reversed: searched
+only in a body holding a `\\u`."""
+_LONG_FORM_ESCAPED_KEY: Final = re.compile(rb"=[^&=%]{0,128}%")
+"""A form's name written with an escape (`api%5Fkey`, read as `api_key`), reversed: searched only in
+a form holding a `%`."""
+_LONG_BODY_NAMES_MAX: Final = 64
+"""The most distinct names ending as a secret's (`monkey`, `bypass`) a long body's search reads
+before it takes the body for one holding a credential: an attacker can write a million."""
+_LONG_BODY_KEYS_MAX: Final = 4096
+"""The most keys ending as a secret's name a long body's search looks at (a microsecond each, the
+same name repeated in every item of a list) before it takes the body for one holding a credential."""
+_KEY_NAME_MAX: Final = 128
+"""The longest key read in a long body; one longer ending as a secret's name does is taken for one."""
 _BRACE: Final = ord("{")
 _JSON_SPACE: Final = frozenset(b" \t\r\n")
 _FORM: Final = re.compile(rb"[\w.%+\-\[\]]+=[^&]*(?:&[\w.%+\-\[\]]+=[^&]*)*")
@@ -1055,6 +1109,42 @@ def _redact_query(
     return "&".join(parts)
 
 
+def _secret_key_in(data: bytes, pattern: re.Pattern[bytes], *cased: re.Pattern[bytes]) -> bool:
+    """Whether a JSON object's or a form's bytes hold a key that `is_secret_query_param` takes, as
+    `pattern` (`_LONG_JSON_KEY`, `_LONG_FORM_KEY`) finds one in the body reversed and lower-cased,
+    or one of `cased` in the body reversed; each match a key's end, read forward in `data` (and
+    decoded, as a server reads the key). Past
+    `_LONG_BODY_NAMES_MAX` distinct names or `_LONG_BODY_KEYS_MAX` keys that are none, or at a name
+    longer than `_KEY_NAME_MAX`, it holds one: the body is hashed rather than read further."""
+    end = len(data) - 1
+    kept: set[str] = set()
+    backwards = data[::-1]
+    matches = chain(*(each.finditer(backwards) for each in cased), pattern.finditer(backwards.lower()))
+    for seen, m in enumerate(matches):
+        if seen >= _LONG_BODY_KEYS_MAX:
+            return True
+        at = end - m.start()  # the `:` or `=` after the key
+        if data[at] == 0x3D:  # `=`: a form's name runs from the `&` before it
+            amp = data.rfind(b"&", max(0, at - _KEY_NAME_MAX), at)
+            if amp < 0 and at > _KEY_NAME_MAX:
+                return True
+            name = _unquote(data[amp + 1 : at].decode("utf-8", "surrogateescape"))
+        else:
+            close = data.rfind(b'"', 0, at)
+            start = data.rfind(b'"', max(0, close - _KEY_NAME_MAX), close)
+            if start < 0:
+                return True
+            try:
+                name = orjson.loads(data[start : close + 1])
+            except orjson.JSONDecodeError:  # an escaped quote in the name, or no UTF-8
+                return True
+        if name not in kept:
+            if is_secret_query_param(name) or len(kept) >= _LONG_BODY_NAMES_MAX:
+                return True
+            kept.add(name)
+    return False
+
+
 def _unquote(text: str) -> str:
     return unquote_plus(text)
 
@@ -1218,13 +1308,14 @@ class HttpRedaction:
         """A body that is no JSON-RPC message (which holds `"jsonrpc"`), with the values of its
         secret-named fields hashed (`is_secret_query_param`: `code`, `client_secret`, `access_token`,
         …), a form's or a JSON object's at any depth, and those of any name that are base64 JSON
-        holding a credential (`{"config": "eyJ…"}`, as a query value); None when it holds none, or is longer than
-        `_CREDENTIAL_BODY_MAX`. The recorder records every path of a server's origin, and an MCP server
-        that is its own OAuth authorization server exchanges codes for tokens there."""
+        holding a credential (`{"config": "eyJ…"}`, as a query value); None when it holds none. One
+        longer than `_CREDENTIAL_BODY_MAX` is `_long_credentials`. The recorder records every path of
+        a server's origin, and an MCP server that is its own OAuth authorization server exchanges
+        codes for tokens there."""
         # on the proxy's event loop for every body: a JSON-RPC message is told in about 0.2 µs (a
         # `find`, which costs a third of `in` on bytes here), other bodies by their first byte
         if len(data) > _CREDENTIAL_BODY_MAX:
-            return None
+            return self._long_credentials(data)
         first = data[0]
         if first == _BRACE or (first in _JSON_SPACE and data.lstrip()[:1] == b"{"):
             if data.find(b'"jsonrpc"') >= 0:
@@ -1241,6 +1332,28 @@ class HttpRedaction:
             hashed = _redact_query(self.redactor, text)
             return hashed.encode("utf-8", "surrogateescape") + data[len(form) :] if hashed != text else None
         return None
+
+    def _long_credentials(self, data: bytes) -> bytes | None:
+        """A body longer than `_CREDENTIAL_BODY_MAX` that is no JSON-RPC message, a JSON object or a
+        form holding a secret-named key (`_secret_key_in`), as one `$redacted` marker of its length and
+        hash; None for any other. Parsing such a body and walking its fields held the proxy's event
+        loop for tens of milliseconds a megabyte; this is a few passes in C, then the hash."""
+        first = data[0]
+        if first == _BRACE or (first in _JSON_SPACE and data.lstrip()[:1] == b"{"):
+            escaped = (_LONG_JSON_ESCAPED_KEY,) if data.find(b"\\u") >= 0 else ()
+            if data.find(b'"jsonrpc"') >= 0 or not _secret_key_in(data, _LONG_JSON_KEY, _LONG_JSON_CAMEL_KEY, *escaped):
+                return None
+        else:
+            form = data.rstrip(b" \t\r\n")
+            if (
+                form.find(b"=") < 0
+                or not _FORM.fullmatch(form)
+                or not _secret_key_in(
+                    form, _LONG_FORM_KEY, _LONG_FORM_CAMEL_KEY, *((_LONG_FORM_ESCAPED_KEY,) if b"%" in form else ())
+                )
+            ):
+                return None
+        return orjson.dumps({REDACTED_KEY: {"len": len(data), "hash": self.redactor.hash(data)}})
 
     def hides_header(self, name: str) -> bool:
         """Whether the value of a header of this name is recorded hashed (whole or its credential)."""

@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 import orjson
 import pytest
 
-from addon.redact import HttpRedaction, Redactor, redact_argv
+from addon.redact import SECRET_QUERY_PARAMS, HttpRedaction, Redactor, redact_argv
 from analyzer.html_report import render_html
 from analyzer.pipeline import analyze
 from analyzer.report import render
@@ -1086,3 +1086,87 @@ def test_base64_json_strings_of_a_body_are_read_within_a_bound(monkeypatch: pyte
     assert policy == "credentials" and BODY_CONFIG.encode() not in shown and RED.hash(BODY_CONFIG).encode() in shown
     assert "B64Body" not in _decoded_words(shown.decode())
     assert 0 < sum(read) <= redact._BASE64_JSON_READ_MAX, read
+
+
+_FILLER = [{"id": f"item-{i}", "title": f"Title number {i}", "monkey": "kept", "zipcode": "75001"} for i in range(1200)]
+
+
+def _big_json(**fields: object) -> bytes:
+    """A JSON object over 64 KiB, `fields` after a long list of items holding no credential."""
+    body = orjson.dumps({"items": _FILLER, **fields})
+    assert len(body) > 64 << 10
+    return body
+
+
+_BIG_FORM_HEAD = b"&".join(b"field%d=%s" % (i, b"x" * 60) for i in range(1100))
+
+
+@pytest.mark.parametrize(
+    ("body", "secret"),
+    [
+        (_big_json(access_token="BigBody0001", token_type="Bearer"), b"BigBody0001"),
+        (_big_json(nested={"deeper": {"clientSecret": "BigBody0002"}}), b"BigBody0002"),
+        (_big_json(items2=[{"password": "BigBody0003"}]).replace(b'"password":', b'"password" :\n'), b"BigBody0003"),
+        (b"  " + _big_json(API_KEY="BigBody0004"), b"BigBody0004"),
+        (_BIG_FORM_HEAD + b"&client_secret=BigBody0005&client_id=app", b"BigBody0005"),
+        (_BIG_FORM_HEAD + b"&auth[token]=BigBody0006", b"BigBody0006"),
+        (b"code=BigBody0007&" + _BIG_FORM_HEAD, b"BigBody0007"),
+    ],
+    ids=["token", "camel-nested", "spaced", "upper-case", "form", "form-bracket", "form-first"],
+)
+def test_a_secret_named_field_in_a_body_over_64_kib_is_hashed(body: bytes, secret: bytes) -> None:
+    """A body that is no JSON-RPC message and longer than 64 KiB was recorded as it came unread, a
+    secret-named field in it in clear, where the same field in a shorter body is hashed."""
+    shown, policy = HttpRedaction(RED).body(body)
+    assert secret not in shown, shown[-200:]
+    assert policy == "credentials"
+    assert orjson.loads(shown) == {"$redacted": {"len": len(body), "hash": RED.hash(body)}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _big_json(bypass="kept", hotkey="ctrl-k", encode="utf-8", keyboard="us", tokens=5),
+        orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"items": _FILLER, "password": "kept"}}),
+        orjson.dumps({"result": {"items": _FILLER, "access_token": "kept"}, "jsonrpc": "2.0", "id": 1}),
+        b"<html>" + b"<p>password: kept, token=kept</p>" * 3000 + b"</html>",
+        _BIG_FORM_HEAD + b"&compass=north&bypass=1",
+    ],
+    ids=["no-secret-names", "json-rpc", "json-rpc-last", "html", "form"],
+)
+def test_bodies_over_64_kib_without_secret_named_fields_stay_whole(body: bytes) -> None:
+    assert len(body) > 64 << 10
+    assert HttpRedaction(RED).body(body) == (body, "full")
+
+
+def test_every_secret_name_is_found_in_a_body_over_64_kib() -> None:
+    """The long body's search reads names backwards from their end: each name a short body hashes
+    must be found so, as a JSON key and as a form's name, in any case the short body takes."""
+    names = [*SECRET_QUERY_PARAMS, "api_key", "API_KEY", "db.password", "X-Api-Token", "apiKey", "sortKey",
+             "clientSecret", "auth[token]", "user[password]", "Authorization", "SESSION_ID"]  # fmt: skip
+    redaction = HttpRedaction(RED)
+    for name in names:
+        for body in (_big_json(**{name: "BigName0001"}), _BIG_FORM_HEAD + f"&{name}=BigName0001".encode()):
+            shown, policy = redaction.body(body)
+            assert policy == "credentials" and b"BigName0001" not in shown, (name, body[-60:])
+
+
+@pytest.mark.parametrize(
+    ("body", "secret"),
+    [
+        (_big_json().replace(b'{"items"', b'{"pass\\u0077ord":"BigEsc0001","items"', 1), b"BigEsc0001"),
+        (_BIG_FORM_HEAD + b"&api%5Fkey=BigEsc0002", b"BigEsc0002"),
+        (_BIG_FORM_HEAD + b"&client%5fsecret=BigEsc0003&next=https%3A%2F%2Fh%2F", b"BigEsc0003"),
+    ],
+    ids=["json-escape", "form-escape", "form-escape-lower"],
+)
+def test_a_secret_name_written_with_escapes_in_a_body_over_64_kib_is_found(body: bytes, secret: bytes) -> None:
+    """A server reads `"pass\\u0077ord"` as `password` and `api%5Fkey` as `api_key`, as a short body's
+    parse does."""
+    shown, policy = HttpRedaction(RED).body(body)
+    assert policy == "credentials" and secret not in shown, shown[-100:]
+
+
+def test_a_long_form_with_encoded_values_and_no_secret_name_stays() -> None:
+    body = _BIG_FORM_HEAD + b"&next=https%3A%2F%2Fh%2Fcb&q=a%20b"
+    assert HttpRedaction(RED).body(body) == (body, "full")
