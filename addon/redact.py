@@ -185,6 +185,25 @@ _TOKEN_SHAPE = re.compile(f"(?:{_TOKEN_SHAPES})")
 """A token's shape without its bounds, to tell quickly that a text holds none (the common case): its
 search skips ahead to the characters a token can start with, which the bounds `_URL_PART_TOKEN`
 checks first at every character keep it from doing (several times slower on a URL)."""
+_TOKEN_WORD = re.compile(f"(?:{_TOKEN_SHAPES})")
+"""A well-known credential as a whole word: a header value's last word is matched with it whole."""
+def _token_prefixes() -> dict[str, tuple[str, ...]]:
+    prefixes: dict[str, tuple[str, ...]] = {}
+    for shape in _TOKEN_SHAPE_LIST:
+        literal = re.match(r"[A-Za-z0-9_ -]+", shape)
+        if literal is None:  # a shape starting otherwise would never be tried in a header
+            raise ValueError(f"a well-known credential's shape must start with its literal prefix: {shape}")
+        first = literal.group()[0]
+        prefixes[first] = (*prefixes.get(first, ()), literal.group())
+    return prefixes
+
+
+_TOKEN_PREFIXES: Final = _token_prefixes()
+"""What the well-known credentials start with, literally (`gh`, `sk-ant-`, `AKIA`, `eyJ`), by their
+first character: a word is tried against the two or three of its own first character with
+`str.startswith` (C, no regular expression; all forty-four at once cost 0.4 µs) before the shapes."""
+_TOKEN_MIN: Final = 17
+"""The shortest well-known credential (Slack's `xoxb-1-` and ten characters; AWS key ids are 20)."""
 _ASCII_ESCAPE = re.compile(r"%[0-7][0-9A-Fa-f]")
 """A `%XX` escape of an ASCII character: the only ones a token (ASCII throughout) can be spelled with."""
 
@@ -1269,7 +1288,8 @@ class HttpRedaction:
     def header_value(self, name: str, value: str) -> str:
         """One header value as it may be recorded. One of a name no rule hashes that is base64 JSON
         holding a credential (a hosted server's configuration, `X-Config: eyJ…`) is hashed whole, as
-        such a query value is."""
+        such a query value is; one that is a well-known credential (`_TOKEN_SHAPE_LIST`), alone or as
+        its last word (`Bearer ghp_…`), has it hashed, as in a URL or an argument."""
         if not self.enabled:
             return value
         action = self._actions.get(name)
@@ -1286,6 +1306,19 @@ class HttpRedaction:
                 and _base64_json_holds_secret(value, self.redactor)
             ):
                 return self.redactor.hash(value)
+            if len(value) >= _TOKEN_MIN:
+                # the value whole or its last word (`Bearer ghp_…`): a search of the whole value cost a
+                # microsecond or two on every long header (a user agent), these tests about 0.1 µs
+                # the word read in place, no copy; `in` first, as `rfind` costs four times more on a value
+                # without a space (an id, a media type)
+                start = value.rfind(" ") + 1 if " " in value else 0
+                if (
+                    len(value) - start >= _TOKEN_MIN
+                    and (prefixes := _TOKEN_PREFIXES.get(value[start])) is not None
+                    and value.startswith(prefixes, start)
+                    and _TOKEN_WORD.fullmatch(value, start)
+                ):
+                    return value[:start] + self.redactor.hash(value[start:])
             return value
         if action is _HASH:
             return self.redactor.hash(value)

@@ -1170,3 +1170,48 @@ def test_a_secret_name_written_with_escapes_in_a_body_over_64_kib_is_found(body:
 def test_a_long_form_with_encoded_values_and_no_secret_name_stays() -> None:
     body = _BIG_FORM_HEAD + b"&next=https%3A%2F%2Fh%2Fcb&q=a%20b"
     assert HttpRedaction(RED).body(body) == (body, "full")
+
+
+HEADER_GHP = "ghp_" + "HdrTok" * 6 + "0001"
+HEADER_SK = "sk-proj-" + "HdrTok0002" * 4
+HEADER_XOXB = "xoxb-123456789012-1234567890123-HdrTok0003abcdef"
+HEADER_AKIA = "AKIAHDRTOK0004EXAMPL"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "token"),
+    [
+        ("X-Upstream-Credentials-Hint", HEADER_GHP, HEADER_GHP),
+        ("X-Forwarded-For-Upstream", f"Bearer {HEADER_SK}", HEADER_SK),
+        ("X-Slack", HEADER_XOXB, HEADER_XOXB),
+        ("X-Aws-Id", HEADER_AKIA, HEADER_AKIA),
+        ("X-Identity", JWT, JWT),
+        ("x-mcp-upstream", f"token {HEADER_GHP}", HEADER_GHP),
+    ],
+    ids=["github", "bearer-openai", "slack", "aws", "jwt", "lower-case-name"],
+)
+def test_a_well_known_token_in_a_header_on_no_list_is_hashed(name: str, value: str, token: str) -> None:
+    """A header named as no rule names a credential (`X-Upstream-Credentials-Hint`, `X-Slack`) carrying
+    a token of a well-known shape was recorded as it came, where the same token in a URL or an argument
+    is hashed: the token is hashed alone, alike there, the scheme before it kept."""
+    redaction = HttpRedaction(RED)
+    shown = redaction.header_value(name, value)
+    assert token not in shown and shown == value.replace(token, RED.hash(token)), shown
+    assert RED.hash(token) in redact_argv(["srv", token], RED)
+    assert redaction.headers([(name, value)]) == [[name, shown]]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("User-Agent", "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 Chrome/120.0.0.0"),
+        ("Accept", "application/json, text/event-stream"),
+        ("X-Request-Id", "0f8fad5b-d9cb-469f-a165-70867728950e"),
+        ("X-Route", "ghp_cache_warmup_entries_for_the_day"),  # a token's prefix, not its characters
+        ("X-Note", "skeleton-key-of-the-castle-walls-and-towers"),
+        ("Date", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        ("Mcp-Protocol-Version", "2025-06-18"),
+    ],
+)
+def test_headers_on_no_list_without_a_well_known_token_stay(name: str, value: str) -> None:
+    assert HttpRedaction(RED).header_value(name, value) == value
