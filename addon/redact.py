@@ -1103,6 +1103,15 @@ def _redact_query(
     (`_base64_json_holds_secret`) whatever their names (a `+` a plus, as in base64); with
     `nested`, a value that is a URL (`://`, or `%3A%2F%2F` encoded) becomes `nested(value)`."""
     parts = query.split("&")
+    # the base64 JSON values are read up to `_BASE64_JSON_READ_MAX` characters in all, as one is:
+    # forty of them (a form body, a long URL) held the proxy's event loop a tenth of a second
+    budget = _BASE64_JSON_READ_MAX
+
+    def holds_secret(value: str) -> bool:
+        nonlocal budget
+        read_max, budget = budget, max(0, budget - len(value))
+        return _base64_json_holds_secret(value, redactor, read_max=read_max)
+
     for i, part in enumerate(parts):
         name, sep, value = part.partition("=")
         if not sep or not value:
@@ -1115,7 +1124,7 @@ def _redact_query(
             len(value) >= _BASE64_JSON_MIN
             and value[0] in _BASE64_JSON_FIRSTS
             and value[:2] in _BASE64_JSON_STARTS
-            and _base64_json_holds_secret(value, redactor)
+            and holds_secret(value)
         ):
             # base64 holds no space: one a form parser made of a raw `+` is that `+` again, so the
             # configuration hashes as the same one given as an argument or a header (`+` kept there)

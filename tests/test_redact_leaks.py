@@ -1215,3 +1215,36 @@ def test_a_well_known_token_in_a_header_on_no_list_is_hashed(name: str, value: s
 )
 def test_headers_on_no_list_without_a_well_known_token_stay(name: str, value: str) -> None:
     assert HttpRedaction(RED).header_value(name, value) == value
+
+
+@pytest.mark.parametrize(
+    "redact",
+    [
+        lambda query: HttpRedaction(RED).url(f"{SMITHERY}?{query}"),
+        lambda query: HttpRedaction(RED).body(query.encode())[0].decode(),
+        lambda query: " ".join(redact_argv(["srv", "--params", f"user=u&{query}"], RED)),
+    ],
+    ids=["url", "form-body", "argument-pairs"],
+)
+def test_base64_json_values_of_a_query_are_read_within_a_bound(
+    monkeypatch: pytest.MonkeyPatch, redact: Callable[[str], str]
+) -> None:
+    """Each base64 JSON value of a query was read whole, up to 4,096 characters each, however many
+    there were: forty of them (a form body under 64 KiB, a long URL) held the proxy's event loop a
+    tenth of a second or more. They are read up to 4,096 characters a query, the rest hashed unread
+    when they start as base64 JSON does, so a credential past the bound is still hidden."""
+    import addon.redact as redact_module
+
+    innocent = _b64({f"k{i}": f"value {i}" for i in range(60)})
+    read: list[int] = []
+    real = redact_module._redact_json_strings
+
+    def counted(doc: Any, redactor: Redactor) -> bool:
+        read.append(len(orjson.dumps(doc)))
+        return real(doc, redactor)
+
+    monkeypatch.setattr(redact_module, "_redact_json_strings", counted)
+    query = "&".join(f"c{i}={innocent}" for i in range(40)) + f"&config={BODY_CONFIG}"
+    shown = redact(query)
+    assert BODY_CONFIG not in shown and RED.hash(BODY_CONFIG) in shown, shown[-200:]
+    assert 0 < sum(read) <= redact_module._BASE64_JSON_READ_MAX, len(read)
