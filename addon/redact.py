@@ -768,6 +768,19 @@ HOST_HEADERS: Final = ("host", ":authority", "x-forwarded-host", "forwarded")
 HASHED_HEADERS: Final = ("mcp-session-id",)
 """Not secrets, but bearer-like handles: hashed so sessions still correlate across records."""
 
+PLAIN_HEADERS: Final = frozenset(
+    {
+        "accept", "accept-charset", "accept-encoding", "accept-language", "accept-ranges", "age",
+        "cache-control", "connection", "content-encoding", "content-length", "content-type", "date",
+        "expires", "keep-alive", "last-modified", "mcp-method", "mcp-protocol-version", "pragma", "te",
+        "traceparent", "transfer-encoding", "vary",
+    }
+)  # fmt: skip
+"""Headers whose grammar holds no credential (media types, encodings, dates, lengths, directives,
+MCP's method and version, W3C trace context's ids): kept as they are without the searches for a
+credential a header on no list gets (`HttpRedaction.header_value`). Those cost 0.1-0.4 µs a header;
+these are most of every request's and answer's headers, on the proxy's event loop."""
+
 SECRET_QUERY_PARAMS: Final = frozenset(
     {
         "token",
@@ -1236,6 +1249,7 @@ def _metadata_message(redactor: Redactor, msg: object) -> object:
 
 
 _KEEP: Final = "keep"
+_PLAIN: Final = "plain"
 _HASH: Final = "hash"
 _URL: Final = "url"
 _URL_LIST: Final = "url list"
@@ -1306,6 +1320,8 @@ class HttpRedaction:
             action = self._action(name)
             if len(self._actions) < _ACTION_CACHE:  # names are attacker-chosen: bound the cache
                 self._actions[name] = action
+        if action is _PLAIN:
+            return value
         if action is _KEEP:
             # told here for nearly every value, without a call: this runs for every header of every request
             if (
@@ -1416,7 +1432,7 @@ class HttpRedaction:
             return _URL_LIST
         if low in HOST_HEADERS:
             return _TOKENS
-        return _KEEP
+        return _PLAIN if low in PLAIN_HEADERS else _KEEP
 
     def _urls_in(self, low: str, value: str) -> str:
         """A `Link` or `Refresh` value with each URL in it redacted (`URL_LIST_HEADERS`)."""

@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 import orjson
 import pytest
 
-from addon.redact import SECRET_QUERY_PARAMS, HttpRedaction, Redactor, redact_argv
+from addon.redact import PLAIN_HEADERS, SECRET_QUERY_PARAMS, HttpRedaction, Redactor, redact_argv
 from analyzer.html_report import render_html
 from analyzer.pipeline import analyze
 from analyzer.report import render
@@ -1215,6 +1215,17 @@ def test_a_well_known_token_in_a_header_on_no_list_is_hashed(name: str, value: s
 )
 def test_headers_on_no_list_without_a_well_known_token_stay(name: str, value: str) -> None:
     assert HttpRedaction(RED).header_value(name, value) == value
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN_HEADERS))
+def test_headers_whose_grammar_holds_no_credential_are_not_searched(name: str) -> None:
+    """The searches of a header on no list cost 0.1-0.4 µs each on the proxy's event loop, for every
+    header of every request and answer; the standard headers whose values are media types, dates,
+    lengths or ids (`PLAIN_HEADERS`) are kept as they are. The same value in a header of another
+    name is searched."""
+    redaction = HttpRedaction(RED)
+    assert redaction.header_value(name.title(), HEADER_GHP) == HEADER_GHP
+    assert redaction.header_value("X-" + name.title(), HEADER_GHP) == RED.hash(HEADER_GHP)
 
 
 @pytest.mark.parametrize(
