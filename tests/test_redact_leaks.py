@@ -18,7 +18,7 @@ from urllib.parse import quote, unquote
 import orjson
 import pytest
 
-from addon.redact import PLAIN_HEADERS, SECRET_QUERY_PARAMS, HttpRedaction, Redactor, redact_argv
+from addon.redact import _BASE64_JSON_READ_MAX, PLAIN_HEADERS, SECRET_QUERY_PARAMS, HttpRedaction, Redactor, redact_argv
 from analyzer.html_report import render_html
 from analyzer.pipeline import analyze
 from analyzer.report import render
@@ -1065,13 +1065,10 @@ def test_json_bodies_without_base64_configurations_holding_credentials_keep_them
         assert (shown, policy) == (body, "full")
 
 
-def test_base64_json_strings_of_a_body_are_read_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every string of a body read as a configuration held the proxy's event loop a fifth of a second
-    for 60 KiB of them: they are read up to as many characters as one query value, the rest hashed
-    unread when they start as base64 JSON does, so a credential past the bound is still hidden."""
+def _configurations_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the base64 JSON configurations the redaction decodes and reads, as it reads them."""
     import addon.redact as redact
 
-    innocent = _b64({f"k{i}": f"value {i}" for i in range(60)})
     read: list[int] = []
     real = redact._redact_json_strings
 
@@ -1080,6 +1077,17 @@ def test_base64_json_strings_of_a_body_are_read_within_a_bound(monkeypatch: pyte
         return real(doc, redactor)
 
     monkeypatch.setattr(redact, "_redact_json_strings", counted)
+    return read
+
+
+def test_base64_json_strings_of_a_body_are_read_within_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every string of a body read as a configuration held the proxy's event loop a fifth of a second
+    for 60 KiB of them: they are read up to as many characters as one query value, the rest hashed
+    unread when they start as base64 JSON does, so a credential past the bound is still hidden."""
+    import addon.redact as redact
+
+    innocent = _b64({f"k{i}": f"value {i}" for i in range(60)})
+    read = _configurations_read(monkeypatch)
     body = orjson.dumps({"c": [innocent] * 40 + [BODY_CONFIG]})
     assert len(body) <= redact._CREDENTIAL_BODY_MAX
     shown, policy = HttpRedaction(RED).body(body)
@@ -1244,18 +1252,9 @@ def test_base64_json_values_of_a_query_are_read_within_a_bound(
     there were: forty of them (a form body under 64 KiB, a long URL) held the proxy's event loop a
     tenth of a second or more. They are read up to 4,096 characters a query, the rest hashed unread
     when they start as base64 JSON does, so a credential past the bound is still hidden."""
-    import addon.redact as redact_module
-
     innocent = _b64({f"k{i}": f"value {i}" for i in range(60)})
-    read: list[int] = []
-    real = redact_module._redact_json_strings
-
-    def counted(doc: Any, redactor: Redactor) -> bool:
-        read.append(len(orjson.dumps(doc)))
-        return real(doc, redactor)
-
-    monkeypatch.setattr(redact_module, "_redact_json_strings", counted)
+    read = _configurations_read(monkeypatch)
     query = "&".join(f"c{i}={innocent}" for i in range(40)) + f"&config={BODY_CONFIG}"
     shown = redact(query)
     assert BODY_CONFIG not in shown and RED.hash(BODY_CONFIG) in shown, shown[-200:]
-    assert 0 < sum(read) <= redact_module._BASE64_JSON_READ_MAX, len(read)
+    assert 0 < sum(read) <= _BASE64_JSON_READ_MAX, len(read)
