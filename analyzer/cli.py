@@ -984,7 +984,8 @@ def verify_cmd(
     Reports with file:line every line removed, changed, reordered or inserted, a rotated part missing,
     and captures that were never closed (a crash, not tampering). A compressed part whose stream is
     cut short or corrupt is cut (written whole, it was cut after: its lines after the cut are lost).
-    A file of captures joined (cat a.jsonl b.jsonl) has each checked as in a file of its own.
+    A file of captures joined (cat a.jsonl b.jsonl) has each checked as in a file of its own. For a
+    report that says which of its inputs were verified: erascope analyze --verify.
 
     Exit status: 0 when nothing was found, 1 when a chain is broken (or a compressed part cut), 2
     when an input cannot be checked (unreadable, not a capture, keyed with a key not given). Example:
