@@ -184,9 +184,10 @@ _URL_PART_TOKEN = re.compile(
 _TOKEN_SHAPE = re.compile(f"(?:{_TOKEN_SHAPES})")
 """A token's shape without its bounds, to tell quickly that a text holds none (the common case): its
 search skips ahead to the characters a token can start with, which the bounds `_URL_PART_TOKEN`
-checks first at every character keep it from doing (several times slower on a URL)."""
-_TOKEN_WORD = re.compile(f"(?:{_TOKEN_SHAPES})")
-"""A well-known credential as a whole word: a header value's last word is matched with it whole."""
+checks first at every character keep it from doing (several times slower on a URL); a header
+value's last word is matched with it whole (`HttpRedaction.header_value`)."""
+
+
 def _token_prefixes() -> dict[str, tuple[str, ...]]:
     prefixes: dict[str, tuple[str, ...]] = {}
     for shape in _TOKEN_SHAPE_LIST:
@@ -523,13 +524,7 @@ def _hash_secret_fields(
                 found = True
             elif isinstance(value, dict | list):
                 nodes.append(value)
-            elif (
-                base64_json
-                and isinstance(value, str)
-                and len(value) >= _BASE64_JSON_MIN
-                and value[0] in _BASE64_JSON_FIRSTS
-                and value[:2] in _BASE64_JSON_STARTS
-            ):
+            elif base64_json and isinstance(value, str) and _starts_as_base64_json(value):
                 if _base64_json_holds_secret(value, redactor, read_max=budget):
                     node[key] = redactor.hash(value)  # type: ignore[index]
                     found = True
@@ -1065,12 +1060,13 @@ def _base64_json_holds_secret(value: str, redactor: Redactor, *, read_max: int =
 def _is_base64_json_secret(value: str, redactor: Redactor) -> bool:
     """`_base64_json_holds_secret` behind the test that turns nearly every value away uncalled: for a
     command line's arguments and values, which are no hot path; the proxy's callers test inline."""
-    return (
-        len(value) >= _BASE64_JSON_MIN
-        and value[0] in _BASE64_JSON_FIRSTS
-        and value[:2] in _BASE64_JSON_STARTS
-        and _base64_json_holds_secret(value, redactor)
-    )
+    return _starts_as_base64_json(value) and _base64_json_holds_secret(value, redactor)
+
+
+def _starts_as_base64_json(value: str) -> bool:
+    """The test that turns nearly every value away before `_base64_json_holds_secret` decodes it: its
+    length and first characters (the proxy's header and query paths write it inline)."""
+    return len(value) >= _BASE64_JSON_MIN and value[0] in _BASE64_JSON_FIRSTS and value[:2] in _BASE64_JSON_STARTS
 
 
 _MECHANISM_PROPERTIES: Final = "authmechanismproperties"
@@ -1186,6 +1182,19 @@ def _secret_key_in(data: bytes, pattern: re.Pattern[bytes], *cased: re.Pattern[b
     return False
 
 
+def _is_json_object(data: bytes) -> bool:
+    """Whether a (non-empty) body starts as a JSON object, told by its first byte for nearly every body."""
+    first = data[0]
+    return first == _BRACE or (first in _JSON_SPACE and data.lstrip()[:1] == b"{")
+
+
+def _form_of(data: bytes) -> bytes | None:
+    """A body's form (`name=value` pairs), without the line end after it (no part of its last value);
+    None when it is no form."""
+    form = data.rstrip(b" \t\r\n")
+    return form if form.find(b"=") >= 0 and _FORM.fullmatch(form) else None
+
+
 def _unquote(text: str) -> str:
     return unquote_plus(text)
 
@@ -1205,7 +1214,11 @@ def _octets(text: str, *, form: bool = False) -> bytes:
 
 
 def _marker(redactor: Redactor, value: object) -> dict[str, object]:
-    data = orjson.dumps(value)
+    return _bytes_marker(redactor, orjson.dumps(value))
+
+
+def _bytes_marker(redactor: Redactor, data: bytes) -> dict[str, object]:
+    """What stands for `data` hashed whole: its length and hash under `REDACTED_KEY`."""
     return {REDACTED_KEY: {"len": len(data), "hash": redactor.hash(data)}}
 
 
@@ -1341,7 +1354,7 @@ class HttpRedaction:
                     len(value) - start >= _TOKEN_MIN
                     and (prefixes := _TOKEN_PREFIXES.get(value[start])) is not None
                     and value.startswith(prefixes, start)
-                    and _TOKEN_WORD.fullmatch(value, start)
+                    and _TOKEN_SHAPE.fullmatch(value, start)
                 ):
                     return value[:start] + self.redactor.hash(value[start:])
             return value
@@ -1374,8 +1387,7 @@ class HttpRedaction:
         # `find`, which costs a third of `in` on bytes here), other bodies by their first byte
         if len(data) > _CREDENTIAL_BODY_MAX:
             return self._long_credentials(data)
-        first = data[0]
-        if first == _BRACE or (first in _JSON_SPACE and data.lstrip()[:1] == b"{"):
+        if _is_json_object(data):
             if data.find(b'"jsonrpc"') >= 0:
                 return None
             try:
@@ -1384,8 +1396,8 @@ class HttpRedaction:
                 return None
             hashed = _hash_secret_fields(doc, self.redactor, is_secret_query_param, base64_json=True)
             return orjson.dumps(doc) if hashed else None
-        form = data.rstrip(b" \t\r\n")  # a line end after the form is no part of its last value
-        if form.find(b"=") >= 0 and _FORM.fullmatch(form):
+        form = _form_of(data)
+        if form is not None:
             text = form.decode("utf-8", "surrogateescape")
             hashed = _redact_query(self.redactor, text)
             return hashed.encode("utf-8", "surrogateescape") + data[len(form) :] if hashed != text else None
@@ -1396,22 +1408,17 @@ class HttpRedaction:
         form holding a secret-named key (`_secret_key_in`), as one `$redacted` marker of its length and
         hash; None for any other. Parsing such a body and walking its fields held the proxy's event
         loop for tens of milliseconds a megabyte; this is a few passes in C, then the hash."""
-        first = data[0]
-        if first == _BRACE or (first in _JSON_SPACE and data.lstrip()[:1] == b"{"):
+        if _is_json_object(data):
             escaped = (_LONG_JSON_ESCAPED_KEY,) if data.find(b"\\u") >= 0 else ()
             if data.find(b'"jsonrpc"') >= 0 or not _secret_key_in(data, _LONG_JSON_KEY, _LONG_JSON_CAMEL_KEY, *escaped):
                 return None
         else:
-            form = data.rstrip(b" \t\r\n")
-            if (
-                form.find(b"=") < 0
-                or not _FORM.fullmatch(form)
-                or not _secret_key_in(
-                    form, _LONG_FORM_KEY, _LONG_FORM_CAMEL_KEY, *((_LONG_FORM_ESCAPED_KEY,) if b"%" in form else ())
-                )
+            form = _form_of(data)
+            if form is None or not _secret_key_in(
+                form, _LONG_FORM_KEY, _LONG_FORM_CAMEL_KEY, *((_LONG_FORM_ESCAPED_KEY,) if b"%" in form else ())
             ):
                 return None
-        return orjson.dumps({REDACTED_KEY: {"len": len(data), "hash": self.redactor.hash(data)}})
+        return orjson.dumps(_bytes_marker(self.redactor, data))
 
     def hides_header(self, name: str) -> bool:
         """Whether the value of a header of this name is recorded hashed (whole or its credential)."""
@@ -1600,7 +1607,7 @@ class HttpRedaction:
         try:
             doc = orjson.loads(data)
         except orjson.JSONDecodeError:
-            return orjson.dumps({REDACTED_KEY: {"len": len(data), "hash": self.redactor.hash(data)}}), self.bodies
+            return orjson.dumps(_bytes_marker(self.redactor, data)), self.bodies
         if isinstance(doc, list):
             reduced: object = [_metadata_message(self.redactor, m) for m in doc]
         else:
