@@ -11,7 +11,9 @@ What counts as evidence (each item has a time and the file:line of the deciding 
   legacy servers refuse sessionless requests (-32600/-32000 about a session or initialization).
 - legacy support **yes**: an `initialize` served.
 - legacy support **no**: an `initialize` refused with -32022/-32004.
-- **broken**: a probe or `initialize` that got no answer, garbage, or a dying connection.
+- **broken**: a probe or `initialize` that got no answer, garbage, or a dying connection; a stdio
+  server the tee could not start (`spawn-failed`: its client's probe was never read, so no probe
+  outcome says it).
 
 Other answers (a malformed probe's legacy-looking error, unknown error codes) prove nothing.
 
@@ -297,6 +299,39 @@ def late_probe_evidence(messages: pl.DataFrame, probes: pl.DataFrame) -> pl.Data
     )
 
 
+def spawn_evidence(messages: pl.DataFrame) -> pl.DataFrame:
+    """Broken evidence from the tee's `spawn-failed` records: the server command could not start, so the
+    client's probe or `initialize` was never read and no outcome of theirs says so (over HTTP the same
+    failure is the probe's `connection-died`)."""
+    failed = (pl.col("record_type") == fmt.LIFECYCLE) & (pl.col("event") == fmt.EV_SPAWN_FAILED)
+    return (
+        messages.lazy()
+        .filter(failed)
+        .select(
+            "server",
+            "peer",
+            "ts",
+            "file",
+            "line",
+            pl.col("error_message").cast(pl.String),
+        )
+        .collect()
+        .pipe(as_strings)
+        .select(
+            "server",
+            "peer",
+            "ts",
+            "file",
+            "line",
+            note=pl.lit("server could not start (spawn-failed: ")
+            + pl.col("error_message").fill_null("?").str.slice(0, _MAX_ERROR)
+            + pl.lit(")"),
+            dim=pl.lit("broken"),
+            value=pl.lit(YES),
+        )
+    )
+
+
 def _mark_contradictions(ev: pl.DataFrame, window: float) -> pl.DataFrame:
     """Add `_contra`: this evidence contradicts other evidence of the same dimension "at the same time".
 
@@ -353,7 +388,12 @@ def server_verdicts(
     if messages.is_empty() and (traffic is None or traffic.rows == 0):  # condensing can empty `messages`
         return []
     ev_all = pl.concat(
-        [evidence_frame(probes, inits), request_evidence(messages), late_probe_evidence(messages, probes)],
+        [
+            evidence_frame(probes, inits),
+            request_evidence(messages),
+            late_probe_evidence(messages, probes),
+            spawn_evidence(messages),
+        ],
         how="vertical_relaxed",
     )
     ev_all = ev_all.sort("server", "ts", "file", "line", maintain_order=True).with_row_index("_row")

@@ -228,7 +228,7 @@ ERA_LEGEND: Final[dict[str, str]] = {
     "modern-only": "answers the modern probe, refuses the legacy initialize (-32022/-32004)",
     "modern": "answers the modern probe; no legacy initialize seen",
     "legacy": "serves the legacy initialize, or answered the probe the legacy way (nothing modern)",
-    "broken": "served nothing: crash, garbage or silence, or refused both ways",
+    "broken": "served nothing: could not start, crash, garbage or silence, or refused both ways",
     "unknown": "no deciding evidence (nothing probed or initialized)",
     "inconsistent": "answered both ways at the same time (a fleet mid-rollout, or flapping)",
 }

@@ -210,3 +210,39 @@ def test_a_stdio_command_that_is_no_program_is_unreachable_too(tmp_path: Path) -
     report, _ = _spawn_failed(tmp_path, [str(script)])
     assert [f["rule"] for f in report["findings"]] == ["upstream-unreachable"]
     assert "Permission denied" in report["findings"][0]["message"]
+
+
+def test_a_stdio_server_that_cannot_start_is_broken_with_why_as_its_evidence(tmp_path: Path) -> None:
+    # The finding said the server could not start, but its verdict read `unknown` ("no deciding evidence:
+    # nothing probed or initialized"), where the same failure over HTTP (the probe's connection died) is
+    # `broken`: the verdicts table of a fleet report sent a reader looking for a server never reached.
+    report, capture = _spawn_failed(tmp_path, [str(tmp_path / "no-such-server"), "--stdio"])
+    [verdict] = report["servers"]
+    assert (verdict["server"], verdict["era"]) == ("files", "broken")
+    [evidence] = verdict["evidence"]
+    assert (evidence["file"], evidence["line"]) == (str(capture), 2)
+    assert evidence["note"].startswith("server could not start (spawn-failed: ENOENT No such file or directory")
+    assert [t["era"] for t in verdict["timeline"]] == ["broken"]
+
+
+def test_a_server_that_starts_after_a_failed_start_is_judged_by_its_answers(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # the host's command fixed: the next spawn starts and answers the probe with a DiscoverResult
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"], "capabilities": {},
+              "serverInfo": {"name": "files", "version": "1"}}}  # fmt: skip
+    server = f"import sys; sys.stdin.readline(); sys.stdout.write({orjson.dumps(answer).decode()!r} + '\\n')"
+    _, failed = _spawn_failed(tmp_path, [str(tmp_path / "no-such-server")])
+    erascope = Path(sys.executable).parent / "erascope"
+    ran = subprocess.run([erascope, "record", "stdio", "--out", tmp_path / "caps", "--server", "files", "--",
+                          sys.executable, "-c", server], input=PROBE_LINE + b"\n", capture_output=True,
+                         timeout=60, check=True)  # fmt: skip
+    assert b"supportedVersions" in ran.stdout
+    from analyzer.pipeline import analyze
+    from analyzer.report import render_json
+
+    [verdict] = orjson.loads(render_json(analyze([str(tmp_path / "caps")])))["servers"]
+    assert verdict["era"] == "modern"
+    assert [t["era"] for t in verdict["timeline"]] == ["broken", "modern"]
+    assert verdict["timeline"][0]["evidence"]["file"] == str(failed)
