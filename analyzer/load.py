@@ -716,7 +716,7 @@ def _read(
     robust: bool,
     batches: bool = False,
     http: bool = True,
-    surrogates: bool = True,
+    escapes: bool = True,
     lines: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
@@ -734,7 +734,7 @@ def _read(
 
     `http=False` reads with the plan that leaves out the HTTP and SSE expressions (see
     `messages_from_records`); records of those types read that way are read again with `http=True`.
-    `surrogates=False`: no record holds a surrogate's escape (`_lone_surrogates_as_text`).
+    `escapes=False`: no payload holds a `\\u` escape (`_lone_surrogates_as_text`).
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
@@ -770,7 +770,7 @@ def _read(
             extra=extra,
             batches=batches,
             http=http,
-            surrogates=surrogates,
+            escapes=escapes,
         )
         try:
             df = rows.collect(engine="streaming")
@@ -783,7 +783,7 @@ def _read(
                 return None
             df = df.drop("_bad_headers")
         if not batches and df.get_column("_batch").any():
-            return _read(facts, plain, options, attempt, batches=True, http=http, surrogates=surrogates, lines=lines)
+            return _read(facts, plain, options, attempt, batches=True, http=http, escapes=escapes, lines=lines)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
         # records are counted once, not once per batch member
         record = pl.col("_member") == 0 if batches else pl.lit(True)
@@ -802,7 +802,7 @@ def _read(
             raise _LinesShifted
         if not http and (types.is_in(HTTP_RECORD_TYPES).any() or types.null_count()):
             # rows of those types need the whole plan
-            return _read(facts, plain, options, robust, batches, surrogates=surrogates, lines=lines)
+            return _read(facts, plain, options, robust, batches, escapes=escapes, lines=lines)
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
@@ -890,11 +890,11 @@ def _read_lists(
     options: LoadOptions | None,
     robust: bool,
     http: bool = True,
-    surrogates: bool = True,
+    escapes: bool = True,
     lines: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """`_read` of records whose `headers` are lists (never None then)."""
-    read = _read(facts, records, options, robust, http=http, surrogates=surrogates, lines=lines)
+    read = _read(facts, records, options, robust, http=http, escapes=escapes, lines=lines)
     assert read is not None
     return read
 
@@ -921,20 +921,23 @@ def _read_piece(
     """Read one piece (`lines` lines); returns it and whether it needed the robust id reading."""
     http = _http_plan(facts)
     piece, surrogates = _lone_surrogates_as_text(piece)
+    # a payload's `\u` escape is `\\u` in the line (or the backslash's own escape, which the
+    # surrogates' search finds): a piece without either has no escaped member name to write plainly
+    escapes = surrogates or b"\\\\u" in piece
     try:
         scan = _fast_scan(piece, first_line, headers_as_text=True)
-        read = _read(facts, scan, options, robust, http=http, surrogates=surrogates, lines=lines)
+        read = _read(facts, scan, options, robust, http=http, escapes=escapes, lines=lines)
         if read is None:  # headers the text cannot carry exactly: read them as lists
-            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, surrogates, lines)
+            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, escapes, lines)
         counts, msgs, used = read
         return used, _Piece(counts, msgs, [])
     except (pl.exceptions.PolarsError, _LinesShifted):
         pass
-    return _read_bad_piece(facts, piece, first_line, robust, options, surrogates)
+    return _read_bad_piece(facts, piece, first_line, robust, options, escapes)
 
 
 def _read_bad_piece(
-    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None, surrogates: bool
+    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None, escapes: bool
 ) -> tuple[bool, _Piece]:
     """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
     piece, not_utf8 = _without_invalid_utf8(piece, first_line)
@@ -956,7 +959,7 @@ def _read_bad_piece(
     bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     # Nothing else wrong with the piece: the reader refused a field's type, so the lines are found
     # by their types before reading (one reading saved); otherwise only if the reader refuses.
-    read = None if not bad else _read_lines(facts, good, options, robust, surrogates)
+    read = None if not bad else _read_lines(facts, good, options, robust, escapes)
     for by_type in (True, False):
         if read is not None:
             break
@@ -966,15 +969,15 @@ def _read_bad_piece(
             refused = _suspects(good, options)
         else:
             fields = _checked_fields(options)
-            found = _refused(facts, good, options, robust, surrogates)
+            found = _refused(facts, good, options, robust, escapes)
             refused = {n: _why_refused(good.item(n, "text"), fields) for n in found}
         numbers = good.get_column("line")
         bad += [BadLine(facts.file, int(numbers[n]), why) for n, why in refused.items()]
         good = good.with_row_index("_n").filter(~pl.col("_n").is_in(list(refused))).drop("_n")
-        read = _read_lines(facts, good, options, robust, surrogates)
+        read = _read_lines(facts, good, options, robust, escapes)
     if read is None:  # refused as a batch though no line alone is: never seen, but never fatal
         bad += [BadLine(facts.file, int(n), "refused with the lines around it") for n in good.get_column("line")]
-        read = _read_lines(facts, good.clear(), options, robust, surrogates)
+        read = _read_lines(facts, good.clear(), options, robust, escapes)
         assert read is not None
     counts, msgs, used = read
     types = _types(good) if counts.get_column("type").null_count() else None
@@ -983,7 +986,7 @@ def _read_bad_piece(
         # line without a record type, as the reader reads it (rare: only then is it asked)
         untyped = types.is_null()
         bad += [BadLine(facts.file, int(n), "no record type") for n in good.get_column("line").filter(untyped)]
-        read = _read_lines(facts, good.filter(~untyped), options, robust, surrogates)
+        read = _read_lines(facts, good.filter(~untyped), options, robust, escapes)
         assert read is not None  # the lines it read already
         counts, msgs, used = read
     return used, _Piece(counts, msgs, sorted(bad))
@@ -1017,7 +1020,7 @@ def _without_invalid_utf8(piece: bytes, first_line: int) -> tuple[bytes, set[int
 
 
 def _read_lines(
-    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, surrogates: bool = True
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, escapes: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """`_read` of record lines (`line`, `text`) scanned as NDJSON again; None when the reader refuses one."""
     if lines.is_empty():
@@ -1031,17 +1034,17 @@ def _read_lines(
             .drop("_n")
         )
     try:
-        return _read_lists(facts, records, options, robust, surrogates=surrogates)
+        return _read_lists(facts, records, options, robust, escapes=escapes)
     except pl.exceptions.PolarsError:
         return None
 
 
 def _refused(
-    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, surrogates: bool
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, escapes: bool
 ) -> list[int]:
     """The positions in `lines` of the lines the reading refuses, found by halving (`_halved`): by
     the same reading as every other line (the fields the analysis reads, with their types)."""
-    return _halved(lines, lambda part: _read_lines(facts, part, options, robust, surrogates) is not None)
+    return _halved(lines, lambda part: _read_lines(facts, part, options, robust, escapes) is not None)
 
 
 def _halved(lines: pl.DataFrame, reads: Callable[[pl.DataFrame], bool]) -> list[int]:
@@ -1152,7 +1155,8 @@ which may stand for the backslash of a payload's own escape."""
 def _lone_surrogates_as_text(piece: bytes) -> tuple[bytes, bool]:
     r"""`piece` with every lone surrogate escape written as the escape's text: `"\ud800"` becomes
     `"\\ud800"`, in small letters (`\uD800` is the same JSON string); and whether a payload in it may
-    hold one (`analyzer.messages.messages_from_records`'s `surrogates`).
+    hold one (with any other `\\u` of a payload's, `_read_piece`'s `escapes` for
+    `analyzer.messages.messages_from_records`).
 
     The reader reads a high surrogate escape no low one follows as U+0000, so `"s\ud800"`,
     `"s\udbff"` and `"s\u0000"` were one server key (one connection, one client), named `s\x00`:

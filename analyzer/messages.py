@@ -16,7 +16,8 @@ A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_t
 `"c\\udc00"` or `"c\\ud800\\u0041"` not at all. Its `id`, `method` or `params` written twice reads
 as the first for the id, method and envelope, as the fast reading (simd-json) reads them:
 `json_path_match` reads the last, so the robust reading reads those from the payload without the
-later copy (`_first_members`).
+later copy (`_first_members`). A member name written with escapes (`"\\u006dethod"`) is the name to
+every parser: the payload's names are written plainly (`plain_names`) before anything looks for them.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 18
+EXTRACTION_VERSION: Final = 19
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -92,7 +93,9 @@ string reads as a code only when the string is an integer's JSON text (`"-32022"
 17: a file named otherwise than a part whose header is of a rotated part (a renamed copy) is of the
 capture of the part its header names as the previous one (was its name's; `analyzer.load.capture_id`).
 18: a failed HAR entry's error named by Chrome (`net::ERR_TIMED_OUT`, `…CONNECTION_REFUSED`, `…RESET`)
-is of that kind (was `other`; `addon.http_recorder.classify_error`)."""
+is of that kind (was `other`; `addon.http_recorder.classify_error`). 19: a payload whose member names
+are written with escapes (`"\\u0072esult"`) is read by its names (was no message, or a message without
+the fields so named; `plain_names`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -111,6 +114,10 @@ _LONE_HIGH: Final = _HIGH + r"(?:[^\\]|\\[^u]|\\u[^dD]|\\u[dD][^c-fC-F]|$)|\\\\u
 `_LOW` than pairs), the payloads `lone_surrogates_as_text` is asked about (a pair, an escaped emoji,
 is not)."""
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
+_ESCAPED_NAME: Final = r'\\u[^"]*"\s*:'
+"""A `\\u` escape in what may be a member name (a string followed by `:`): `plain_names` is asked about it."""
+_STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BEFORE_VALUE: Final = re.compile(r"[ \t\r\n]*:")
 
 
 def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -211,6 +218,23 @@ def _first_members(payload: str) -> str | None:
         kept.append(payload[at:start])
         at = end
     return "".join(kept) + payload[at:]
+
+
+def plain_names(payload: str) -> str:
+    r"""`payload` (JSON) with every member name that holds an escape written plainly, as a parser reads
+    it (`"\u006dethod"` → `"method"`; a quote, a backslash or a control character stays escaped); every
+    other character as written, so ids, numbers and values read as before."""
+
+    def plain(token: re.Match[str]) -> str:
+        text = token.group()
+        if "\\" not in text or not _BEFORE_VALUE.match(payload, token.end()):
+            return text
+        try:
+            return json.dumps(json.loads(text), ensure_ascii=False)
+        except ValueError:  # an escape no parser reads: the name stays as written
+            return text
+
+    return _STRING.sub(plain, payload)
 
 
 def lone_surrogates_as_text(text: str) -> str:
@@ -446,7 +470,7 @@ def messages_from_records(
     extra: dict[str, pl.Expr] | None = None,
     batches: bool = False,
     http: bool = True,
-    surrogates: bool = True,
+    escapes: bool = True,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -480,14 +504,14 @@ def messages_from_records(
     `http=True` when any is there (`analyzer.load`). It adds the column `HTTP_READS`.
 
     The fields are read from each payload with its lone surrogate escapes as their text
-    (`lone_surrogates_as_text`, in Python, on the payloads that hold a lone surrogate's escape);
-    `raw` itself stays as written. `surrogates=False` says no record holds the text of one
-    (`\\u[dD][89a-fA-F]`, as `analyzer.load` knows of a piece by its search for them) and saves a
-    search of every payload.
+    (`lone_surrogates_as_text`) and its member names written plainly (`plain_names`), in Python, on
+    the payloads that hold such an escape; `raw` itself stays as written. `escapes=False` says no
+    payload holds a `\\u` escape (as `analyzer.load` knows of a piece by its search for them) and
+    saves those searches of every payload.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
     steps, columns = _plan(
-        robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http, surrogates=surrogates
+        robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http, escapes=escapes
     )
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
     lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
@@ -507,7 +531,7 @@ def _label(value: str | pl.Expr | None) -> pl.Expr:
 
 @functools.cache
 def _plan(
-    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True, surrogates: bool = True
+    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True, escapes: bool = True
 ) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
     """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
     of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
@@ -524,13 +548,17 @@ def _plan(
     # `when().then(path(raw))` would still parse every row. Every field of a payload is read from
     # `_json`, the payload with its lone surrogate escapes as their text (rare rows, in Python).
     payload = pl.when(is_json).then(raw)
-    if surrogates:
+    if escapes:
         # a low one's escape is alone unless a high one's is right before it: more of them than pairs.
         # Counted, as each pattern starts with the escape's text, which polars' regex finds fast: one
         # pattern for a low one's escape after anything but a high one's cost 10 times the search
         pairs = raw.str.count_matches(_HIGH + _LOW)
         lone = pl.when(is_json & (raw.str.contains(_LONE_HIGH) | (raw.str.count_matches(_LOW) > pairs))).then(raw)
         payload = pl.coalesce(lone.map_elements(lone_surrogates_as_text, pl.String()), payload)
+        # `"\u0072esult"` is `"result"` to every parser, but the searches below that pick which rows
+        # to read look for names as text: such names are written plainly first (rare rows, in Python)
+        named = pl.when(payload.str.contains(_ESCAPED_NAME)).then(payload)
+        payload = pl.coalesce(named.map_elements(plain_names, pl.String()), payload)
     body = pl.col("_json")
     steps: list[dict[str, pl.Expr]] = [{"_json": payload, "_is_json": is_json.fill_null(False)}]
     own = pl.col("_own")  # the robust reading's payload where it writes a top-level key twice
@@ -538,9 +566,8 @@ def _plan(
     ranged = pl.col("_ranged") if robust else body
     if robust:
         # `json_path_match` reads the last of a key written twice, the fast reading the first: those
-        # rare payloads (a key spelled twice, or with an escape) are read without their later copies
+        # rare payloads (a key written twice, its names plain by now) are read without their later copies
         twice = pl.any_horizontal(body.str.count_matches(f'"{key}"\\s*:') > 1 for key in ("id", "method", "params"))
-        twice = twice | body.str.contains(r'\\u[^"]*"\s*:')
         beyond = pl.when(body.str.contains(_BEYOND_DOUBLE)).then(body)
         steps.append({"_ranged": pl.coalesce(beyond.map_elements(_numbers_in_double_range, pl.String()), body)})
         first = pl.when(twice).then(ranged).map_elements(_first_members, pl.String())
@@ -574,7 +601,7 @@ def _plan(
             }
         )
     # The error object, only where one can be: a payload without a method that mentions it.
-    error_text = pl.when(pl.col("_method").is_null() & raw.str.contains('"error"', literal=True)).then(ranged)
+    error_text = pl.when(pl.col("_method").is_null() & body.str.contains('"error"', literal=True)).then(ranged)
     steps.append({"_error": _path(error_text, "$.error")})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
@@ -587,7 +614,7 @@ def _plan(
         {
             "_code": _path(pl.col("_error"), "$.code"),
             "_num": number,
-            "_maybe": number & raw.str.contains(r'"id"\s*:\s*"'),
+            "_maybe": number & body.str.contains(r'"id"\s*:\s*"'),
         }
     )
     maybe = pl.col("_maybe")
@@ -621,7 +648,7 @@ def _plan(
     code = pl.when(text_code.str.contains(_NUMBER)).then(text_code).cast(pl.Float64, strict=False)
     error_code = pl.when(code == code.round(0)).then(code).cast(pl.Int64, strict=False)
     status = pl.col("status")
-    has_result = raw.str.contains('"result"', literal=True)
+    has_result = body.str.contains('"result"', literal=True)
     has_error = pl.col("_error").is_not_null()
     json_kind = (
         pl.when(pl.col("_method").is_not_null() & pl.col("_id_text").is_not_null())
@@ -713,7 +740,7 @@ def _plan(
     # why the tee could not start the server (`ENOENT …`): upstream-unreachable quotes it
     spawn_failed = (rtype == fmt.LIFECYCLE) & (pl.col("_event") == fmt.EV_SPAWN_FAILED)
     maybe_versions = is_resp & (
-        raw.str.contains("supportedVersions", literal=True) | raw.str.contains("protocolVersion", literal=True)
+        body.str.contains("supportedVersions", literal=True) | body.str.contains("protocolVersion", literal=True)
     )
     if robust:  # the fast reading decoded these with the id
         steps.append({"_meta": _path(pl.when(is_req).then(own), "$.params._meta")})
@@ -841,7 +868,7 @@ def _plan(
         # The reader checks a field's type only when the query reads it (and any value fits a
         # String): the fields of other types only the left-out expressions read are read here.
         full = _plan(
-            robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True, surrogates=surrogates
+            robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True, escapes=escapes
         )
         unread = _fields(*full) - _fields(tuple(steps), typed)
         typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))
