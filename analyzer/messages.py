@@ -62,7 +62,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 19
+EXTRACTION_VERSION: Final = 20
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -95,7 +95,9 @@ capture of the part its header names as the previous one (was its name's; `analy
 18: a failed HAR entry's error named by Chrome (`net::ERR_TIMED_OUT`, `…CONNECTION_REFUSED`, `…RESET`)
 is of that kind (was `other`; `addon.http_recorder.classify_error`). 19: a payload whose member names
 are written with escapes (`"\\u0072esult"`) is read by its names (was no message, or a message without
-the fields so named; `plain_names`)."""
+the fields so named; `plain_names`). 20: the versions a DiscoverResult or a -32022's `data.supported`
+lists are the array's own strings, as a parser reads them (were also the strings inside a member
+object or array, and escapes as written; `_string_list`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -375,12 +377,27 @@ def _path(expr: pl.Expr, path: str) -> pl.Expr:
 
 
 def _string_list(json_array_text: pl.Expr) -> pl.Expr:
-    """The string members of a JSON array given as text (non-strings are ignored, never fatal)."""
+    """The string members of a JSON array given as text (other members are ignored, never fatal), as a
+    parser reads them. An array holding no object, array or escape is read by a search of its strings;
+    another (rare) in Python, so that a string inside a member object (`[{"version": "…"}]`) is no
+    member and `"\\u002d"` is `-`."""
+    array = json_array_text.str.starts_with("[")
+    plain = array & ~json_array_text.str.slice(1).str.contains(r"[\[{\\]")
+    other = pl.when(array & ~plain).then(json_array_text).map_elements(_strings_of, pl.List(pl.String()))
     return (
-        pl.when(json_array_text.str.starts_with("["))
+        pl.when(plain)
         .then(json_array_text.str.extract_all(_QUOTED).list.eval(pl.element().str.slice(1).str.head(-1)))
-        .otherwise(None)
+        .otherwise(other)
     )
+
+
+def _strings_of(array_text: str) -> list[str] | None:
+    """The string members of the JSON array `array_text`; None when it is no JSON array."""
+    try:
+        value = json.loads(array_text, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        return None
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else None
 
 
 def _headers_text(headers: pl.Expr) -> pl.Expr:

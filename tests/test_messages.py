@@ -229,6 +229,25 @@ def test_error_data_string_or_object_never_fatal(tmp_path: Path) -> None:
     assert m.get_column("kind").to_list() == ["error", "error", "response"]
 
 
+def test_versions_are_the_strings_of_the_array_itself(tmp_path: Path) -> None:
+    # `[{"version": "2026-07-28"}]` read as the versions "version" and "2026-07-28": a DiscoverResult no
+    # SDK client validates (`supportedVersions: list[str]`) proved the server modern. Only the array's
+    # own strings are versions, read as a parser reads them (`"2026\u002d07-28"` is `2026-07-28`).
+    cap = Cap(tmp_path)
+    arrays = [f'[{{"version":"{MODERN}"}}]', f'[["{MODERN}"],"2025-11-25"]', r'["2026\u002d07-28",7,null]',
+              f'["a\\"b]","{MODERN}"]']  # fmt: skip
+    for n, array in enumerate(arrays, 1):
+        cap.c2s(probe(n))
+        cap.s2c(f'{{"jsonrpc":"2.0","id":{n},"result":{{"supportedVersions":{array},"capabilities":{{}}}}}}')
+    cap.c2s(probe(9))
+    cap.s2c(err(9, -32022, "Unsupported", {"supported": [{"v": MODERN}, "2025-06-18"]}))
+    m = messages_of(cap.close()).filter(pl.col("dir") == "s2c")
+    assert m.get_column("supported_versions").to_list() == [[], ["2025-11-25"], [MODERN], ['a"b]', MODERN], None]
+    assert m.get_column("error_supported").to_list()[-1] == ["2025-06-18"]
+    [verdict] = run(tmp_path).servers
+    assert verdict.versions == sorted(["2025-06-18", "2025-11-25", MODERN, 'a"b]'])
+
+
 def test_http_json_sse_and_plain_text_errors(tmp_path: Path) -> None:
     cap = Cap(tmp_path, transport="http", server="http://127.0.0.1/mcp")
     # 1: JSON response
