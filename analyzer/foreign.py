@@ -588,7 +588,8 @@ def _har_flow(entry: dict[str, Any], sequential: bool = True) -> http.HTTPFlow:
     text = (request.get("postData") or {}).get("text")
     if text is not None and not isinstance(text, str):
         raise TypeError("postData.text is not text")
-    flow = request_to_flow({**entry, "time": entry.get("time") or 0})
+    # mitmproxy's reader divides `time`: one that is no number (text, `true`, an object) is no time
+    flow = request_to_flow({**entry, "time": _elapsed(entry) or 0})
     if target is not None:
         # the target's bytes, as the recorder would have seen them: the URL's text as UTF-8, and a byte
         # mitmproxy's export wrote `\udce9` as that byte (the path's setter encodes `surrogateescape`)
@@ -640,10 +641,18 @@ def _failed_at(entry: dict[str, Any], start: float, headers: float, sequential: 
     beside timings that may be empty; Chrome puts all of it in `blocked`, already in `headers`. The
     `time` of mitmproxy's export is no elapsed time but its timings' sum, their `connect` beside the
     request (not sequential), with `wait` and `receive` 0: it holds no time of the failure."""
-    total = entry.get("time")
-    if not sequential or not isinstance(total, int | float) or not total > 0:
+    total = _elapsed(entry)
+    if not sequential or total is None or not total > 0:
         return headers
-    return max(headers, start + float(total) / 1000)
+    return max(headers, start + total / 1000)
+
+
+def _elapsed(entry: dict[str, Any]) -> float | None:
+    """The entry's `time` (milliseconds), None when it is no finite number (HAR says it is one)."""
+    total = entry.get("time")
+    if isinstance(total, bool) or not isinstance(total, int | float) or not math.isfinite(total):
+        return None
+    return float(total)
 
 
 def _ascii_url(url: Any) -> tuple[Any, str | None]:

@@ -62,7 +62,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 20
+EXTRACTION_VERSION: Final = 21
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -97,7 +97,8 @@ is of that kind (was `other`; `addon.http_recorder.classify_error`). 19: a paylo
 are written with escapes (`"\\u0072esult"`) is read by its names (was no message, or a message without
 the fields so named; `plain_names`). 20: the versions a DiscoverResult or a -32022's `data.supported`
 lists are the array's own strings, as a parser reads them (were also the strings inside a member
-object or array, and escapes as written; `_string_list`)."""
+object or array, and escapes as written; `_string_list`). 21: a HAR entry whose `time` is no number
+(text, `true`, an object) is read by its timings (was not read; `analyzer.foreign`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"

@@ -245,6 +245,27 @@ def test_a_failed_har_entry_fails_when_its_time_says(
         assert timeouts == []
 
 
+@pytest.mark.parametrize("time_ms", ["30000", None, True, [1], {"ms": 1}, "soon"])
+def test_an_entry_whose_time_is_no_number_is_read_by_its_timings(tmp_path: Path, time_ms: Any) -> None:
+    # mitmproxy's reader divides `time`: a text or an object there made the entry "not read", and the
+    # probe it held was lost from the analysis. HAR says `time` is a number; any other is no time, and
+    # the entry is read by its timings, as one without `time` is.
+    answered = _har(_flows())
+    for entry in answered["log"]["entries"]:
+        entry["time"] = time_ms
+    path = tmp_path / "odd.har"
+    path.write_bytes(orjson.dumps(answered))
+    facts = extract_file(str(path))
+    assert facts.malformed == [] and facts.counts["http.request"] == 2
+    assert _outcomes([path]) == ({"discover-result": 1}, {"served": 1})
+    failed = tmp_path / "failed.har"
+    failed.write_bytes(orjson.dumps(_failed_probe("some-gateway", time_ms, {**_NOT_TIMED, "wait": 30000})))
+    report = report_dict(analyze([str(failed)]))
+    assert report["totals"]["probe_outcomes"] == {"no-answer": 1}
+    (failure,) = [f for f in report["findings"] if f["rule"] == "upstream-unreachable"]
+    assert failure["ts"] - 1796000000.0 == pytest.approx(30.0)
+
+
 @pytest.mark.parametrize(
     ("error", "kind"),
     [
