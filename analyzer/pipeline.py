@@ -299,14 +299,18 @@ _NO_CHAIN: Final = {
 
 
 def check_chains(facts: list[FileFacts], path_list: list[str], key: bytes | None) -> ChainCheck:
-    """The hash chains of the captures `facts` read, checked by `analyzer.verify` (their links between
-    rotated parts too); the inputs read that carry none are named as not checked."""
+    """The hash chains of the captures `facts` read or left out as copies of them, checked by
+    `analyzer.verify` (their links between rotated parts too); the inputs read that carry none are
+    named as not checked."""
     # imported here: the recorders' chain and retention modules stay out of an analysis not asked to verify
     from analyzer.archive import is_archive
     from analyzer.verify import Status, describe, verify
 
     read = [f for f in facts if f.was_read]
-    captures = [f.file for f in read if f.unit == "line" and not f.archived]
+    # a copy left out as the same capture as a file read is checked too: it was handed in, and an
+    # edited copy beside an intact one is what an auditor is asked to find
+    given = [f for f in facts if f.was_read or f.duplicate_of is not None]
+    captures = [f.file for f in given if f.unit == "line" and not f.archived]
     not_checked = [(display_name(f.file), _NO_CHAIN.get(f.unit, "no capture")) for f in read if f.unit != "line"]
     if any(f.archived for f in read):
         why = "an archive keeps no hash chains: check its captures with `erascope verify` before `compact`"

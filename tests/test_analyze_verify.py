@@ -96,6 +96,30 @@ def test_an_edited_line_fails_the_run_and_is_located(stdio_dir: Path, tmp_path: 
     assert md.returncode == 1 and "tampered" in md.stdout
 
 
+def test_a_copy_left_out_as_a_duplicate_is_checked_too(stdio_dir: Path, tmp_path: Path) -> None:
+    # The analysis reads one of two copies of a capture and leaves the other out as the same capture;
+    # `--verify` checked only the one read and said "1 of 1 verified", so an edited copy handed in
+    # beside an intact one passed unseen. Every copy given is checked; the one left out is named.
+    folder = copy_dir(stdio_dir, tmp_path / "caps")
+    (path,) = capture_files(folder)
+    copy = path.with_name(path.name.removesuffix(".jsonl") + " (1).jsonl")
+    all_lines = lines(path)
+    n = frame_line(all_lines)
+    all_lines[n - 1] = edited(all_lines[n - 1])
+    put(copy, all_lines)
+    proc, doc = report("--verify", str(folder))
+    assert proc.returncode == 1, proc.stderr
+    check = doc["inputs"]["verification"]
+    assert check["counts"] == {"verified": 1, "tampered": 1}
+    (entry,) = check["files"]
+    assert entry["file"] == str(copy) and entry["first"]["line"] == n
+    # both intact: both verified, the run passes
+    put(copy, lines(path))
+    proc, doc = report("--verify", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    assert doc["inputs"]["verification"]["counts"] == {"verified": 2}
+
+
 def test_a_keyed_capture_is_checked_with_its_key(rotated_dir: Path, key_file: Path) -> None:
     parts = capture_files(rotated_dir)
     proc, doc = report("--verify", "--key", str(key_file), str(rotated_dir))
