@@ -139,6 +139,7 @@ from analyzer.messages import (
     HTTP_READS,
     HTTP_RECORD_TYPES,
     MESSAGE_RECORD_TYPES,
+    RARE_READS,
     is_batch,
     lone_surrogates_as_text,
     messages_from_records,
@@ -716,7 +717,7 @@ def _read(
     robust: bool,
     batches: bool = False,
     http: bool = True,
-    escapes: bool = True,
+    rare: bool = True,
     lines: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
@@ -734,7 +735,8 @@ def _read(
 
     `http=False` reads with the plan that leaves out the HTTP and SSE expressions (see
     `messages_from_records`); records of those types read that way are read again with `http=True`.
-    `escapes=False`: no payload holds a `\\u` escape (`_lone_surrogates_as_text`).
+    `rare=False`: no record holds a surrogate's escape (`_lone_surrogates_as_text`); a piece whose
+    rows need the rare reading all the same (`RARE_READS`) is read again with it.
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
@@ -770,7 +772,7 @@ def _read(
             extra=extra,
             batches=batches,
             http=http,
-            escapes=escapes,
+            rare=rare,
         )
         try:
             df = rows.collect(engine="streaming")
@@ -782,8 +784,10 @@ def _read(
             if df.get_column("_bad_headers").any():
                 return None
             df = df.drop("_bad_headers")
+        if not rare and df.get_column(RARE_READS).any():
+            return _read(facts, plain, options, attempt, batches, http=http, rare=True, lines=lines)
         if not batches and df.get_column("_batch").any():
-            return _read(facts, plain, options, attempt, batches=True, http=http, escapes=escapes, lines=lines)
+            return _read(facts, plain, options, attempt, batches=True, http=http, rare=rare, lines=lines)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
         # records are counted once, not once per batch member
         record = pl.col("_member") == 0 if batches else pl.lit(True)
@@ -802,7 +806,7 @@ def _read(
             raise _LinesShifted
         if not http and (types.is_in(HTTP_RECORD_TYPES).any() or types.null_count()):
             # rows of those types need the whole plan
-            return _read(facts, plain, options, robust, batches, escapes=escapes, lines=lines)
+            return _read(facts, plain, options, robust, batches, rare=rare, lines=lines)
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
@@ -811,7 +815,7 @@ def _read(
             msgs = spread_batch_answers(msgs).drop("_member")
         if options is not None and options.selection is not None and not options.selection.everything:
             msgs = msgs.filter(options.selection.expr())  # after counting: the accounting is the whole file's
-        unread = () if http else (HTTP_READS,)
+        unread = (() if http else (HTTP_READS,)) + (() if rare else (RARE_READS,))
         if (facts.joined or types.eq(fmt.HEADER).any()) and _note_joined(facts, plain, df):
             msgs = _relabelled(facts, msgs)
         return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1], *unread), attempt
@@ -890,11 +894,11 @@ def _read_lists(
     options: LoadOptions | None,
     robust: bool,
     http: bool = True,
-    escapes: bool = True,
+    rare: bool = True,
     lines: int | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool]:
     """`_read` of records whose `headers` are lists (never None then)."""
-    read = _read(facts, records, options, robust, http=http, escapes=escapes, lines=lines)
+    read = _read(facts, records, options, robust, http=http, rare=rare, lines=lines)
     assert read is not None
     return read
 
@@ -920,24 +924,21 @@ def _read_piece(
 ) -> tuple[bool, _Piece]:
     """Read one piece (`lines` lines); returns it and whether it needed the robust id reading."""
     http = _http_plan(facts)
-    piece, surrogates = _lone_surrogates_as_text(piece)
-    # a payload's `\u` escape is `\\u` in the line (or the backslash's own escape, which the
-    # surrogates' search finds): a piece without either has no escaped member name to write plainly
-    escapes = surrogates or b"\\\\u" in piece
+    piece, rare = _lone_surrogates_as_text(piece)
     try:
         scan = _fast_scan(piece, first_line, headers_as_text=True)
-        read = _read(facts, scan, options, robust, http=http, escapes=escapes, lines=lines)
+        read = _read(facts, scan, options, robust, http=http, rare=rare, lines=lines)
         if read is None:  # headers the text cannot carry exactly: read them as lists
-            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, escapes, lines)
+            read = _read_lists(facts, _fast_scan(piece, first_line), options, robust, http, rare, lines)
         counts, msgs, used = read
         return used, _Piece(counts, msgs, [])
     except (pl.exceptions.PolarsError, _LinesShifted):
         pass
-    return _read_bad_piece(facts, piece, first_line, robust, options, escapes)
+    return _read_bad_piece(facts, piece, first_line, robust, options, rare)
 
 
 def _read_bad_piece(
-    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None, escapes: bool
+    facts: FileFacts, piece: bytes, first_line: int, robust: bool, options: LoadOptions | None, rare: bool
 ) -> tuple[bool, _Piece]:
     """A piece with bad lines (path 2): locate them, and read the others as path 1 reads them."""
     piece, not_utf8 = _without_invalid_utf8(piece, first_line)
@@ -959,7 +960,7 @@ def _read_bad_piece(
     bad = [BadLine(facts.file, int(n), "not valid UTF-8" if n in not_utf8 else r) for n, r in reasons.iter_rows()]
     # Nothing else wrong with the piece: the reader refused a field's type, so the lines are found
     # by their types before reading (one reading saved); otherwise only if the reader refuses.
-    read = None if not bad else _read_lines(facts, good, options, robust, escapes)
+    read = None if not bad else _read_lines(facts, good, options, robust, rare)
     for by_type in (True, False):
         if read is not None:
             break
@@ -969,15 +970,15 @@ def _read_bad_piece(
             refused = _suspects(good, options)
         else:
             fields = _checked_fields(options)
-            found = _refused(facts, good, options, robust, escapes)
+            found = _refused(facts, good, options, robust, rare)
             refused = {n: _why_refused(good.item(n, "text"), fields) for n in found}
         numbers = good.get_column("line")
         bad += [BadLine(facts.file, int(numbers[n]), why) for n, why in refused.items()]
         good = good.with_row_index("_n").filter(~pl.col("_n").is_in(list(refused))).drop("_n")
-        read = _read_lines(facts, good, options, robust, escapes)
+        read = _read_lines(facts, good, options, robust, rare)
     if read is None:  # refused as a batch though no line alone is: never seen, but never fatal
         bad += [BadLine(facts.file, int(n), "refused with the lines around it") for n in good.get_column("line")]
-        read = _read_lines(facts, good.clear(), options, robust, escapes)
+        read = _read_lines(facts, good.clear(), options, robust, rare)
         assert read is not None
     counts, msgs, used = read
     types = _types(good) if counts.get_column("type").null_count() else None
@@ -986,7 +987,7 @@ def _read_bad_piece(
         # line without a record type, as the reader reads it (rare: only then is it asked)
         untyped = types.is_null()
         bad += [BadLine(facts.file, int(n), "no record type") for n in good.get_column("line").filter(untyped)]
-        read = _read_lines(facts, good.filter(~untyped), options, robust, escapes)
+        read = _read_lines(facts, good.filter(~untyped), options, robust, rare)
         assert read is not None  # the lines it read already
         counts, msgs, used = read
     return used, _Piece(counts, msgs, sorted(bad))
@@ -1020,7 +1021,7 @@ def _without_invalid_utf8(piece: bytes, first_line: int) -> tuple[bytes, set[int
 
 
 def _read_lines(
-    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, escapes: bool = True
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, rare: bool = True
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """`_read` of record lines (`line`, `text`) scanned as NDJSON again; None when the reader refuses one."""
     if lines.is_empty():
@@ -1034,17 +1035,17 @@ def _read_lines(
             .drop("_n")
         )
     try:
-        return _read_lists(facts, records, options, robust, escapes=escapes)
+        return _read_lists(facts, records, options, robust, rare=rare)
     except pl.exceptions.PolarsError:
         return None
 
 
 def _refused(
-    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, escapes: bool
+    facts: FileFacts, lines: pl.DataFrame, options: LoadOptions | None, robust: bool, rare: bool
 ) -> list[int]:
     """The positions in `lines` of the lines the reading refuses, found by halving (`_halved`): by
     the same reading as every other line (the fields the analysis reads, with their types)."""
-    return _halved(lines, lambda part: _read_lines(facts, part, options, robust, escapes) is not None)
+    return _halved(lines, lambda part: _read_lines(facts, part, options, robust, rare) is not None)
 
 
 def _halved(lines: pl.DataFrame, reads: Callable[[pl.DataFrame], bool]) -> list[int]:
@@ -1145,18 +1146,22 @@ _SURROGATE_ESCAPE: Final = re.compile(
     rb"\\u(?:[dD][89abAB]|005[cC]"
     # a low one's, but not right after a high one's escape (a line's own pair, found by its high
     # one) or its text in a payload (an escaped emoji's second half, found by its first)
-    rb"|(?<!(?<!\\)\\u[dD][89abAB][0-9a-fA-F]{2}\\u)(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u)[dD][c-fC-F])"
+    rb"|(?<!(?<!\\)\\u[dD][89abAB][0-9a-fA-F]{2}\\u)(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\\\u)[dD][c-fC-F]"
+    # any escape of a payload's (`\\u` in the line): a member name may be written with one, which the
+    # messages reading writes plainly (`analyzer.messages.plain_names`); the search visits every `\u`
+    # already, so a piece without one pays nothing more
+    rb"|(?<=\\\\u))"
 )
 """A surrogate's escape, or the same text after an escaped backslash (`\\\\ud83d` in a payload
 that escapes its emoji): `_starts_escape` tells them apart. Or a backslash's escape (`\\u005c`),
-which may stand for the backslash of a payload's own escape."""
+which may stand for the backslash of a payload's own escape. Or any escape of a payload's own
+(`\\\\u0072`, found at its second backslash)."""
 
 
 def _lone_surrogates_as_text(piece: bytes) -> tuple[bytes, bool]:
     r"""`piece` with every lone surrogate escape written as the escape's text: `"\ud800"` becomes
     `"\\ud800"`, in small letters (`\uD800` is the same JSON string); and whether a payload in it may
-    hold one (with any other `\\u` of a payload's, `_read_piece`'s `escapes` for
-    `analyzer.messages.messages_from_records`).
+    hold one, or any other escape of its own (`analyzer.messages.messages_from_records`'s `rare`).
 
     The reader reads a high surrogate escape no low one follows as U+0000, so `"s\ud800"`,
     `"s\udbff"` and `"s\u0000"` were one server key (one connection, one client), named `s\x00`:

@@ -48,6 +48,10 @@ MESSAGE_RECORD_TYPES: Final = (
 HTTP_RECORD_TYPES: Final = (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT, fmt.SSE_END, fmt.HTTP_ERROR)
 """The message record types of the HTTP transports: a reading with `http=False` is right only on
 records without them (see `messages_from_records`)."""
+RARE_READS: Final = "_rare_reads"
+"""The column a reading with `rare=False` adds: whether the row's payload needs the rare reading (a version
+array holding an object, an array or an escape), which the caller then reads again with `rare=True`
+(dropped by the caller)."""
 HTTP_READS: Final = "_http_reads"
 """The column a reading with `http=False` adds: the fields only the HTTP expressions read whose
 type the NDJSON reader checks, read so that both readings refuse the same lines (dropped by the caller)."""
@@ -377,19 +381,23 @@ def _path(expr: pl.Expr, path: str) -> pl.Expr:
     return expr.str.json_path_match(path)
 
 
-def _string_list(json_array_text: pl.Expr) -> pl.Expr:
+def _string_list(json_array_text: pl.Expr, rare: bool) -> pl.Expr:
     """The string members of a JSON array given as text (other members are ignored, never fatal), as a
     parser reads them. An array holding no object, array or escape is read by a search of its strings;
-    another (rare) in Python, so that a string inside a member object (`[{"version": "…"}]`) is no
-    member and `"\\u002d"` is `-`."""
-    array = json_array_text.str.starts_with("[")
-    plain = array & ~json_array_text.str.slice(1).str.contains(r"[\[{\\]")
-    other = pl.when(array & ~plain).then(json_array_text).map_elements(_strings_of, pl.List(pl.String()))
-    return (
-        pl.when(plain)
-        .then(json_array_text.str.extract_all(_QUOTED).list.eval(pl.element().str.slice(1).str.head(-1)))
-        .otherwise(other)
-    )
+    another (`_odd_array`) in Python with `rare`, so that a string inside a member object
+    (`[{"version": "…"}]`) is no member and `"\\u002d"` is `-`."""
+    strings = json_array_text.str.extract_all(_QUOTED).list.eval(pl.element().str.slice(1).str.head(-1))
+    if not rare:  # an odd array makes the piece be read again with `rare` (`RARE_READS`)
+        return pl.when(json_array_text.str.starts_with("[")).then(strings)
+    odd = _odd_array(json_array_text)
+    other = pl.when(odd).then(json_array_text).map_elements(_strings_of, pl.List(pl.String()))
+    return pl.when(json_array_text.str.starts_with("[") & ~odd).then(strings).otherwise(other)
+
+
+def _odd_array(json_array_text: pl.Expr) -> pl.Expr:
+    """A JSON array (as text) that holds an object, an array or an escape: its strings are not all found
+    by a search for quoted text."""
+    return json_array_text.str.starts_with("[") & json_array_text.str.slice(1).str.contains(r"[\[{\\]")
 
 
 def _strings_of(array_text: str) -> list[str] | None:
@@ -488,7 +496,7 @@ def messages_from_records(
     extra: dict[str, pl.Expr] | None = None,
     batches: bool = False,
     http: bool = True,
-    escapes: bool = True,
+    rare: bool = True,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -522,14 +530,17 @@ def messages_from_records(
     `http=True` when any is there (`analyzer.load`). It adds the column `HTTP_READS`.
 
     The fields are read from each payload with its lone surrogate escapes as their text
-    (`lone_surrogates_as_text`) and its member names written plainly (`plain_names`), in Python, on
-    the payloads that hold such an escape; `raw` itself stays as written. `escapes=False` says no
-    payload holds a `\\u` escape (as `analyzer.load` knows of a piece by its search for them) and
-    saves those searches of every payload.
+    (`lone_surrogates_as_text`), its member names written plainly (`plain_names`) and its version
+    arrays read as a parser reads them (`_string_list`), in Python, on the rare payloads that need it;
+    `raw` itself stays as written. `rare=False` leaves that out (a function called back from the plan
+    costs a piece a few percent even when it is called on no row): it says no payload holds a `\\u`
+    escape (as `analyzer.load` knows of a piece by its search for them), and it adds the column
+    `RARE_READS`, true on a row that needs the rare reading all the same; the caller reads again
+    with `rare=True` when any is.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
     steps, columns = _plan(
-        robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http, escapes=escapes
+        robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http, rare=rare
     )
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
     lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
@@ -549,7 +560,7 @@ def _label(value: str | pl.Expr | None) -> pl.Expr:
 
 @functools.cache
 def _plan(
-    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True, escapes: bool = True
+    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True, rare: bool = True
 ) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
     """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
     of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
@@ -566,7 +577,7 @@ def _plan(
     # `when().then(path(raw))` would still parse every row. Every field of a payload is read from
     # `_json`, the payload with its lone surrogate escapes as their text (rare rows, in Python).
     payload = pl.when(is_json).then(raw)
-    if escapes:
+    if rare:
         # a low one's escape is alone unless a high one's is right before it: more of them than pairs.
         # Counted, as each pattern starts with the escape's text, which polars' regex finds fast: one
         # pattern for a low one's escape after anything but a high one's cost 10 times the search
@@ -778,6 +789,9 @@ def _plan(
             "_rtext": _path(pl.when(maybe_versions).then(ranged), "$.result"),
         }
     )
+    # the version arrays' text, read once: their strings and, without `rare`, whether they are odd
+    versions, supported = _path(pl.col("_rtext"), "$.supportedVersions"), _path(pl.col("_data"), "$.supported")
+    steps.append({"_versions": versions, "_supported": supported})
     data = pl.col("_data")
     ptext = pl.col("_ptext")
     rtext = pl.col("_rtext")
@@ -825,8 +839,8 @@ def _plan(
         has_envelope=pl.when(is_req).then(
             pl.col("_meta_version").is_not_null() & pl.col("_meta_caps").fill_null(False)
         ),
-        supported_versions=_string_list(_path(rtext, "$.supportedVersions")),
-        error_supported=_string_list(_path(data, "$.supported")),
+        supported_versions=_string_list(pl.col("_versions"), rare),
+        error_supported=_string_list(pl.col("_supported"), rare),
         error_requested=_path(data, "$.requested"),
         init_version=pl.coalesce(_path(ptext, "$.protocolVersion"), _path(rtext, "$.protocolVersion")),
         ttl_ms=_path(rtext, "$.ttlMs").cast(pl.Float64, strict=False).cast(pl.Int64, strict=False),
@@ -882,11 +896,17 @@ def _plan(
     if categorical and not flow_ids:
         columns["flow"], dtypes["flow"] = flow_key(pl.col("flow")), FLOW_KEY_DTYPE
     typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
+    if not rare:
+        # found by a literal search of the payloads (no regex, no function called back) but where one is
+        # a member name written with an escape needs none: the caller knows a piece without any `\\u` of
+        # a payload's (`analyzer.load`), and reads one that holds any with `rare`
+        odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
+        typed[RARE_READS] = odd.fill_null(False)
     if not http:
         # The reader checks a field's type only when the query reads it (and any value fits a
         # String): the fields of other types only the left-out expressions read are read here.
         full = _plan(
-            robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True, escapes=escapes
+            robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True, rare=rare
         )
         unread = _fields(*full) - _fields(tuple(steps), typed)
         typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))

@@ -248,6 +248,19 @@ def test_versions_are_the_strings_of_the_array_itself(tmp_path: Path) -> None:
     assert verdict.versions == sorted(["2025-06-18", "2025-11-25", MODERN, 'a"b]'])
 
 
+def test_versions_inside_member_objects_are_no_versions_in_a_capture_without_escapes(tmp_path: Path) -> None:
+    # a piece holding no escape is read without the rare reading, and read again with it for this array
+    cap = Cap(tmp_path)
+    cap.c2s(probe(1))
+    cap.s2c(f'{{"jsonrpc":"2.0","id":1,"result":{{"supportedVersions":[{{"version":"{MODERN}"}}],"capabilities":{{}}}}}}')
+    path = cap.close()
+    assert b"\\u" not in path.read_bytes()
+    m = messages_of(path).filter(pl.col("dir") == "s2c")
+    assert m.get_column("supported_versions").to_list() == [[]]
+    [verdict] = run(tmp_path).servers
+    assert (verdict.era, verdict.versions) == ("unknown", [])
+
+
 def test_http_json_sse_and_plain_text_errors(tmp_path: Path) -> None:
     cap = Cap(tmp_path, transport="http", server="http://127.0.0.1/mcp")
     # 1: JSON response
