@@ -167,6 +167,9 @@ _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
 _RECORDER_NAME: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z_.+_\d+_[0-9a-f]{6}\.\d{3}\.jsonl$")
 """The recorder's file names (captures/FORMAT.md): start time, server slug, pid, random hex, part."""
+_COPY_OF_PART: Final = re.compile(r"^(?P<part>.+\.(?P<number>\d{3}))\D.*\.jsonl$")
+"""A name given to a copy of a part by a file manager (`x.000 copy.jsonl`, `x.000 (1).jsonl`): the
+part's name with text put before `.jsonl` (`capture_id`)."""
 _TEXT_HEADERS_SCHEMA: Final = {**RECORD_SCHEMA, "headers": pl.String()}
 """`RECORD_SCHEMA` with `headers` read as text: half the time of building its lists (`HEADERS_AS_TEXT`)."""
 PIECE_BYTES: Final = 8 << 20
@@ -372,15 +375,28 @@ def capture_id(path: str, header: dict[str, Any] | None = None) -> str:
     names as the previous one (`previous`, the recorder's name for it), so that an exchange cut by the
     rotation is paired across the two files (`combine`). A file named as a part keeps its name's
     capture: all the parts of a capture renamed alike (`mine.000.jsonl`, `mine.001.jsonl`) are one.
+
+    Part 0 names no previous part, so only its name tells a copy of it (`x.000 copy.jsonl`, read in
+    place of `x.000.jsonl`, which sorts after it) from a capture of its own: a name that is the
+    recorder's part name with text put before `.jsonl`, whose header is of the part that name
+    numbers, is of the recorder's capture, so the exchange cut by the rotation into part 1 is paired.
     """
     name = strip_compression(os.path.basename(path))
     if _PART_SUFFIX.search(name):
         return _PART_SUFFIX.sub("", name)
-    previous = header.get("previous") if header is not None else None
-    if header is not None and _goes_on(header.get("part")) and isinstance(previous, str):
+    if header is None:
+        return name
+    previous = header.get("previous")
+    if _goes_on(header.get("part")) and isinstance(previous, str):
         before = strip_compression(os.path.basename(previous))
         if _PART_SUFFIX.search(before):
             return _PART_SUFFIX.sub("", before)
+    copied = _COPY_OF_PART.match(name)
+    part = header.get("part")
+    if copied is not None and type(part) is int and part == int(copied["number"]):
+        recorded = copied["part"] + ".jsonl"
+        if _RECORDER_NAME.match(recorded):
+            return _PART_SUFFIX.sub("", recorded)
     return name
 
 

@@ -66,7 +66,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 21
+EXTRACTION_VERSION: Final = 22
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -102,7 +102,9 @@ are written with escapes (`"\\u0072esult"`) is read by its names (was no message
 the fields so named; `plain_names`). 20: the versions a DiscoverResult or a -32022's `data.supported`
 lists are the array's own strings, as a parser reads them (were also the strings inside a member
 object or array, and escapes as written; `_string_list`). 21: a HAR entry whose `time` is no number
-(text, `true`, an object) is read by its timings (was not read; `analyzer.foreign`)."""
+(text, `true`, an object) is read by its timings (was not read; `analyzer.foreign`). 22: a file named
+as a recorder's part with text put before `.jsonl` (`x.000 copy.jsonl`) whose header is of the part its
+name numbers is of the recorder's capture (was its name's; `analyzer.load.capture_id`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"

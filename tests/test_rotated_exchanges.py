@@ -116,3 +116,31 @@ def test_a_renamed_copy_of_a_middle_part_goes_on_with_the_part_before_it(
         compact([str(tmp_path / "parts")], str(tmp_path / "archive"))
     report = report_dict(analyze([str(tmp_path / ("parts" if read == "jsonl" else "archive"))]))
     assert report["totals"]["probe_outcomes"] == want
+
+
+@pytest.mark.parametrize("read", ["jsonl", "archive"])
+@pytest.mark.parametrize("suffix", [" copy", " (1)"])
+@pytest.mark.parametrize("part", ["part 0", "part 0 cut short", "no part 0"])
+def test_a_renamed_copy_of_part_0_goes_on_with_the_next_part(tmp_path: Path, read: str, suffix: str, part: str) -> None:
+    """A copy of part 0 named as a file manager names a copy (`x.000 copy.jsonl`, `x.000 (1).jsonl`)
+    sorts before the part and is read in its place, the part left out as its duplicate. Its header
+    names no previous part, so its capture was its name's: the probe at the end of part 0 and its
+    answer in part 1 were not paired (`no-answer`). The copy is read also when it holds more lines
+    than the part (a part cut short, without the probe), and paired as well; and without the part."""
+    from analyzer.compact import compact
+    from analyzer.report import report_dict
+
+    (capture,) = sorted((ROOT / "captures" / "corpus" / "auto-modern-http").glob("*.jsonl"))
+    parts = rewrite(capture, tmp_path / "parts", rotate_bytes=1)
+    assert len(parts) > 2
+    copy = parts[0].with_name(parts[0].name.removesuffix(".jsonl") + suffix + ".jsonl")
+    copy.write_bytes(parts[0].read_bytes())
+    if part == "part 0 cut short":
+        parts[0].write_bytes(parts[0].read_bytes().splitlines(keepends=True)[0])  # its header alone
+    elif part == "no part 0":
+        parts[0].unlink()
+    assert sorted(p.name for p in (tmp_path / "parts").iterdir())[0] == copy.name  # read, the part left out
+    if read == "archive":
+        compact([str(tmp_path / "parts")], str(tmp_path / "archive"))
+    report = report_dict(analyze([str(tmp_path / ("parts" if read == "jsonl" else "archive"))]))
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
