@@ -304,31 +304,15 @@ def spawn_evidence(messages: pl.DataFrame) -> pl.DataFrame:
     client's probe or `initialize` was never read and no outcome of theirs says so (over HTTP the same
     failure is the probe's `connection-died`)."""
     failed = (pl.col("record_type") == fmt.LIFECYCLE) & (pl.col("event") == fmt.EV_SPAWN_FAILED)
-    return (
-        messages.lazy()
-        .filter(failed)
-        .select(
-            "server",
-            "peer",
-            "ts",
-            "file",
-            "line",
-            pl.col("error_message").cast(pl.String),
-        )
-        .collect()
-        .pipe(as_strings)
-        .select(
-            "server",
-            "peer",
-            "ts",
-            "file",
-            "line",
-            note=pl.lit("server could not start (spawn-failed: ")
-            + pl.col("error_message").fill_null("?").str.slice(0, _MAX_ERROR)
-            + pl.lit(")"),
-            dim=pl.lit("broken"),
-            value=pl.lit(YES),
-        )
+    columns = ("server", "peer", "ts", "file", "line")
+    rows = messages.lazy().filter(failed).select(*columns, "error_message").collect().pipe(as_strings)
+    return rows.select(
+        *columns,
+        note=pl.lit("server could not start (spawn-failed: ")
+        + pl.col("error_message").fill_null("?").str.slice(0, _MAX_ERROR)
+        + pl.lit(")"),
+        dim=pl.lit("broken"),
+        value=pl.lit(YES),
     )
 
 

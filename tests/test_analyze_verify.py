@@ -71,13 +71,19 @@ def test_without_verify_the_report_is_as_before(stdio_dir: Path) -> None:
     assert "verification" not in doc["inputs"] and doc["inputs"]["chained"] == 1
 
 
-def test_an_edited_line_fails_the_run_and_is_located(stdio_dir: Path, tmp_path: Path) -> None:
-    folder = copy_dir(stdio_dir, tmp_path / "caps")
-    (path,) = capture_files(folder)
+def edit_frame(path: Path, to: Path) -> int:
+    """`path` with its first frame's line edited, written to `to`; that line's number."""
     all_lines = lines(path)
     n = frame_line(all_lines)
     all_lines[n - 1] = edited(all_lines[n - 1])
-    put(path, all_lines)
+    put(to, all_lines)
+    return n
+
+
+def test_an_edited_line_fails_the_run_and_is_located(stdio_dir: Path, tmp_path: Path) -> None:
+    folder = copy_dir(stdio_dir, tmp_path / "caps")
+    (path,) = capture_files(folder)
+    n = edit_frame(path, path)
     proc, doc = report("--verify", str(folder))
     assert proc.returncode == 1, proc.stderr
     assert "hash chain" in proc.stderr and "tampered" in proc.stderr
@@ -103,10 +109,7 @@ def test_a_copy_left_out_as_a_duplicate_is_checked_too(stdio_dir: Path, tmp_path
     folder = copy_dir(stdio_dir, tmp_path / "caps")
     (path,) = capture_files(folder)
     copy = path.with_name(path.name.removesuffix(".jsonl") + " (1).jsonl")
-    all_lines = lines(path)
-    n = frame_line(all_lines)
-    all_lines[n - 1] = edited(all_lines[n - 1])
-    put(copy, all_lines)
+    n = edit_frame(path, copy)
     proc, doc = report("--verify", str(folder))
     assert proc.returncode == 1, proc.stderr
     check = doc["inputs"]["verification"]
@@ -189,10 +192,7 @@ def test_a_hostile_file_name_is_escaped_in_every_format(stdio_dir: Path, tmp_pat
     folder.mkdir()
     (path,) = capture_files(stdio_dir)
     hostile = folder / "x\x1b]0;owned\x07<script>alert(1)<.jsonl"
-    all_lines = lines(path)
-    n = frame_line(all_lines)
-    all_lines[n - 1] = edited(all_lines[n - 1])
-    put(hostile, all_lines)
+    edit_frame(path, hostile)
     for fmt in ("text", "markdown", "html", "json"):
         proc = analyze("--verify", "-f", fmt, str(folder))
         assert proc.returncode == 1, (fmt, proc.stderr)
