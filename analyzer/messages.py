@@ -50,8 +50,8 @@ HTTP_RECORD_TYPES: Final = (fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT, 
 records without them (see `messages_from_records`)."""
 RARE_READS: Final = "_rare_reads"
 """The column a reading with `rare=False` adds: whether the row's payload needs the rare reading (a version
-array holding an object, an array or an escape), which the caller then reads again with `rare=True`
-(dropped by the caller)."""
+array holding an object, an array or an escape; a number-looking id quoted where the payload writes
+several ids), which the caller then reads again with `rare=True` (dropped by the caller)."""
 HTTP_READS: Final = "_http_reads"
 """The column a reading with `http=False` adds: the fields only the HTTP expressions read whose
 type the NDJSON reader checks, read so that both readings refuse the same lines (dropped by the caller)."""
@@ -652,8 +652,10 @@ def _plan(
     steps.append({"_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:')})
     keys = pl.col("_id_keys")
     several = maybe & (keys > 1)
-    exact = pl.when(several).then(body).map_elements(_top_level_id_is_string, pl.Boolean())
-    id_quoted = pl.when(several).then(exact.fill_null(False)).otherwise((maybe & (keys == 1)).fill_null(False))
+    # without `rare` a row that needs this parse makes the piece be read again with it (`RARE_READS`)
+    exact = pl.when(several).then(body).map_elements(_top_level_id_is_string, pl.Boolean()) if rare else None
+    one_key = (maybe & (keys == 1)).fill_null(False)
+    id_quoted = one_key if exact is None else pl.when(several).then(exact.fill_null(False)).otherwise(one_key)
     as_number = pl.col("_num") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
     id_text = (
@@ -903,7 +905,7 @@ def _plan(
         # a member name written with an escape needs none: the caller knows a piece without any `\\u` of
         # a payload's (`analyzer.load`), and reads one that holds any with `rare`
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        typed[RARE_READS] = odd.fill_null(False)
+        typed[RARE_READS] = odd.fill_null(False) | several.fill_null(False)
     if not http:
         # The reader checks a field's type only when the query reads it (and any value fits a
         # String): the fields of other types only the left-out expressions read are read here.

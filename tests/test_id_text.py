@@ -228,3 +228,19 @@ def test_a_key_written_twice_reads_as_its_first_on_both_readings() -> None:
         ("1.5", "x"), ('"1"', "x"), ("1", "x"), ("1.5", None), ("3", "x"), ("4", "x"),
     ]  # fmt: skip
     assert first[-1][2] == "A"
+
+
+def test_the_loader_reads_the_model_ids_from_a_piece_without_escapes(tmp_path: Path) -> None:
+    # A piece holding no escape is read without the rare reading, which leaves out the parse of a
+    # payload writing several ids; such a payload makes the piece be read again with it (`RARE_READS`)
+    from tests.test_messages import Cap, messages_of
+
+    plain = [p for p in ADVERSARIAL if "\\u" not in p and p.lstrip().startswith("{")]  # no batch: one row each
+    assert any(p.count('"id"') > 1 for p in plain)
+    cap = Cap(tmp_path)
+    for n, payload in enumerate(plain):
+        (cap.c2s if n % 2 else cap.s2c)(payload)
+    path = cap.close()
+    assert b"\\\\u" not in path.read_bytes()
+    frames = messages_of(path).filter(pl.col("record_type") == fmt.FRAME)
+    assert frames.get_column("id").to_list() == _ids(plain, robust=False)[0]
