@@ -751,8 +751,9 @@ def _read(
 
     `http=False` reads with the plan that leaves out the HTTP and SSE expressions (see
     `messages_from_records`); records of those types read that way are read again with `http=True`.
-    `rare=False`: no record holds a surrogate's escape (`_lone_surrogates_as_text`); a piece whose
-    rows need the rare reading all the same (`RARE_READS`) is read again with it.
+    `rare=False`: no record holds a surrogate's escape and no payload a `\\u` escape of its own
+    (`_lone_surrogates_as_text`); a piece whose rows need the rare reading all the same
+    (`RARE_READS`) is read again with it.
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()

@@ -901,9 +901,8 @@ def _plan(
         columns["flow"], dtypes["flow"] = flow_key(pl.col("flow")), FLOW_KEY_DTYPE
     typed = {name: None if expr is None else expr.cast(dtypes[name]) for name, expr in columns.items()}
     if not rare:
-        # found by a literal search of the payloads (no regex, no function called back) but where one is
-        # a member name written with an escape needs none: the caller knows a piece without any `\\u` of
-        # a payload's (`analyzer.load`), and reads one that holds any with `rare`
+        # a member name written with an escape is not looked for here: a piece holding any `\u` of a
+        # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
         typed[RARE_READS] = odd.fill_null(False) | several.fill_null(False)
     if not http:
