@@ -135,6 +135,7 @@ from analyzer.facts import (
     set_relinked,
 )
 from analyzer.messages import (
+    DEEP_READS,
     HEADERS_AS_TEXT,
     HTTP_READS,
     HTTP_RECORD_TYPES,
@@ -735,6 +736,7 @@ def _read(
     http: bool = True,
     rare: bool = True,
     lines: int | None = None,
+    deep: bool = False,
 ) -> tuple[pl.DataFrame, pl.DataFrame, bool] | None:
     """Record counts per type, the messages rows and whether the robust id reading was needed.
 
@@ -753,7 +755,8 @@ def _read(
     `messages_from_records`); records of those types read that way are read again with `http=True`.
     `rare=False`: no record holds a surrogate's escape and no payload a `\\u` escape of its own
     (`_lone_surrogates_as_text`); a piece whose rows need the rare reading all the same
-    (`RARE_READS`) is read again with it.
+    (`RARE_READS`) is read again with it, and one whose payloads may nest past what `json_path_match`
+    reads (`DEEP_READS`) with `deep`.
     """
     plain = records
     headers_as_text = records.collect_schema()["headers"] == pl.String()
@@ -790,6 +793,7 @@ def _read(
             batches=batches,
             http=http,
             rare=rare,
+            deep=deep,
         )
         try:
             df = rows.collect(engine="streaming")
@@ -801,10 +805,12 @@ def _read(
             if df.get_column("_bad_headers").any():
                 return None
             df = df.drop("_bad_headers")
+        if not deep and df.get_column(DEEP_READS).any():
+            return _read(facts, plain, options, attempt, batches, http=http, rare=True, lines=lines, deep=True)
         if not rare and df.get_column(RARE_READS).any():
             return _read(facts, plain, options, attempt, batches, http=http, rare=True, lines=lines)
         if not batches and df.get_column("_batch").any():
-            return _read(facts, plain, options, attempt, batches=True, http=http, rare=rare, lines=lines)
+            return _read(facts, plain, options, attempt, batches=True, http=http, rare=rare, lines=lines, deep=deep)
         by = ["_f", "_type"] if isinstance(facts, _Batch) else ["_type"]
         # records are counted once, not once per batch member
         record = pl.col("_member") == 0 if batches else pl.lit(True)
@@ -823,7 +829,7 @@ def _read(
             raise _LinesShifted
         if not http and (types.is_in(HTTP_RECORD_TYPES).any() or types.null_count()):
             # rows of those types need the whole plan
-            return _read(facts, plain, options, robust, batches, rare=rare, lines=lines)
+            return _read(facts, plain, options, robust, batches, rare=rare, lines=lines, deep=deep)
         if counts.get_column("type").is_in(MESSAGE_RECORD_TYPES).all(ignore_nulls=False):
             msgs = df  # most pieces hold only messages: no copy of every column
         else:
@@ -832,7 +838,7 @@ def _read(
             msgs = spread_batch_answers(msgs).drop("_member")
         if options is not None and options.selection is not None and not options.selection.everything:
             msgs = msgs.filter(options.selection.expr())  # after counting: the accounting is the whole file's
-        unread = (() if http else (HTTP_READS,)) + (() if rare else (RARE_READS,))
+        unread = (() if http else (HTTP_READS,)) + (() if rare else (RARE_READS,)) + (() if deep else (DEEP_READS,))
         if (facts.joined or types.eq(fmt.HEADER).any()) and _note_joined(facts, plain, df):
             msgs = _relabelled(facts, msgs)
         return counts, msgs.drop("_type", "_lost", "_undecodable", "_batch", *by[:-1], *unread), attempt

@@ -32,7 +32,7 @@ import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.jsontext import BEYOND_DOUBLE, ESCAPE, NUMBER_TEXT, refuse_constant
+from addon.jsontext import BEYOND_DOUBLE, ESCAPE, MAX_DEPTH, NUMBER_TEXT, refuse_constant
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -52,6 +52,9 @@ RARE_READS: Final = "_rare_reads"
 """The column a reading with `rare=False` adds: whether the row's payload needs the rare reading (a version
 array holding an object, an array or an escape; a number-looking id quoted where the payload writes
 several ids), which the caller then reads again with `rare=True` (dropped by the caller)."""
+DEEP_READS: Final = "_deep_reads"
+"""The column a reading without `deep` adds: whether the row's payload nests too deep for `json_path_match`
+(past 128 levels), which the caller then reads again with `deep=True` (dropped by the caller)."""
 HTTP_READS: Final = "_http_reads"
 """The column a reading with `http=False` adds: the fields only the HTTP expressions read whose
 type the NDJSON reader checks, read so that both readings refuse the same lines (dropped by the caller)."""
@@ -66,7 +69,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 22
+EXTRACTION_VERSION: Final = 23
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -104,7 +107,9 @@ lists are the array's own strings, as a parser reads them (were also the strings
 object or array, and escapes as written; `_string_list`). 21: a HAR entry whose `time` is no number
 (text, `true`, an object) is read by its timings (was not read; `analyzer.foreign`). 22: a file named
 as a recorder's part with text put before `.jsonl` (`x.000 copy.jsonl`) whose header is of the part its
-name numbers is of the recorder's capture (was its name's; `analyzer.load.capture_id`)."""
+name numbers is of the recorder's capture (was its name's; `analyzer.load.capture_id`). 23: a payload
+nested past 128 levels is read by its fields (was read as none: a DiscoverResult without versions, an
+error without a code; `shallow_payload`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -122,6 +127,13 @@ _LONE_HIGH: Final = _HIGH + r"(?:[^\\]|\\[^u]|\\u[^dD]|\\u[dD][^c-fC-F]|$)|\\\\u
 (a low one's escape after that text is alone). With a low one's escape no high one's precedes (more
 `_LOW` than pairs), the payloads `lone_surrogates_as_text` is asked about (a pair, an escaped emoji,
 is not)."""
+_OPENER: Final = r"[\[{]"
+_DEEP_OPENERS: Final = 100
+"""More `_OPENER`s than this in a payload whose fields `json_path_match` (serde_json, 128 levels at
+most) did not read: it may nest too deep for it. Fewer cannot."""
+_SHALLOW_DEPTH: Final = 64
+"""How deep `shallow_payload` keeps a payload's values: deeper than any field read (five levels),
+shallower than `json_path_match` reads."""
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
 _ESCAPED_NAME: Final = r'\\u[^"]*"\s*:'
 """A `\\u` escape in what may be a member name (a string followed by `:`): `plain_names` is asked about it."""
@@ -244,6 +256,39 @@ def plain_names(payload: str) -> str:
             return text
 
     return _STRING.sub(plain, payload)
+
+
+def shallow_payload(payload: str) -> str | None:
+    """`payload` (JSON) with each value nested deeper than `_SHALLOW_DEPTH` levels written as an empty one
+    of its kind (`{}`, `[]`), every other character as written: what `json_path_match`, which reads
+    nothing of a payload nested past 128 levels, is given to read. None when nothing nests that deep,
+    or the payload is no JSON orjson reads (nor Python's `json`, for a number past a double's range),
+    or nests past `MAX_DEPTH` levels, as orjson refuses (and the reader's `json_decode` raises on)."""
+    try:
+        orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        try:  # orjson refuses a number past a double's range, which the fields read may hold
+            json.loads(payload, parse_constant=refuse_constant)
+        except (ValueError, RecursionError):
+            return None
+    kept: list[str] = []
+    depth, at = 0, 0
+    for token in _TOKENS.finditer(payload):
+        mark = token.group()
+        if mark in ("[", "{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return None
+            if depth == _SHALLOW_DEPTH + 1:
+                kept += (payload[at : token.start()], mark + ("}" if mark == "{" else "]"))
+        elif mark in ("]", "}"):
+            if depth == _SHALLOW_DEPTH + 1:
+                at = token.end()
+            depth -= 1
+    if not kept:
+        return None
+    kept.append(payload[at:])
+    return "".join(kept)
 
 
 def lone_surrogates_as_text(text: str) -> str:
@@ -499,6 +544,7 @@ def messages_from_records(
     batches: bool = False,
     http: bool = True,
     rare: bool = True,
+    deep: bool = False,
 ) -> pl.LazyFrame:
     """The messages rows of one capture file's records (a `line` column plus `RECORD_SCHEMA`).
 
@@ -539,10 +585,22 @@ def messages_from_records(
     escape (as `analyzer.load` knows of a piece by its search for them), and it adds the column
     `RARE_READS`, true on a row that needs the rare reading all the same; the caller reads again
     with `rare=True` when any is.
+
+    A payload nested past 128 levels is read by `json_path_match` as nothing: with `deep=True` (which
+    includes `rare`) such payloads are read with their values past `_SHALLOW_DEPTH` levels left empty
+    (`shallow_payload`, in Python). Without it (a search of every payload for that costs a piece about a
+    percent) the reading adds the column `DEEP_READS`, true on a row whose fields were not read and that
+    may nest so deep; the caller reads again with `deep=True` when any is.
     """
     as_json = records.collect_schema().get("headers") == pl.String()
     steps, columns = _plan(
-        robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=http, rare=rare
+        robust=robust,
+        as_json=as_json,
+        categorical=categorical,
+        flow_ids=flow_ids,
+        http=http,
+        rare=rare or deep,
+        deep=deep,
     )
     lf = records if all_records else records.filter(pl.col("type").is_in(MESSAGE_RECORD_TYPES))
     lf = _with_members(lf) if batches else lf.with_columns(_member=pl.lit(0, pl.Int64))
@@ -562,7 +620,14 @@ def _label(value: str | pl.Expr | None) -> pl.Expr:
 
 @functools.cache
 def _plan(
-    *, robust: bool, as_json: bool, categorical: bool, flow_ids: bool, http: bool = True, rare: bool = True
+    *,
+    robust: bool,
+    as_json: bool,
+    categorical: bool,
+    flow_ids: bool,
+    http: bool = True,
+    rare: bool = True,
+    deep: bool = False,
 ) -> tuple[tuple[dict[str, pl.Expr], ...], dict[str, pl.Expr | None]]:
     """The steps (`with_columns`) and output columns of `messages_from_records`, built once per kind
     of reading: its two hundred expressions take a millisecond of Python to build, per piece read.
@@ -590,6 +655,10 @@ def _plan(
         # to read look for names as text: such names are written plainly first (rare rows, in Python)
         named = pl.when(payload.str.contains(_ESCAPED_NAME)).then(payload)
         payload = pl.coalesce(named.map_elements(plain_names, pl.String()), payload)
+    if deep:
+        # a payload nested past `json_path_match`'s limit, its deepest values left out (rare pieces)
+        nested = pl.when(payload.str.count_matches(_OPENER) > _DEEP_OPENERS).then(payload)
+        payload = pl.coalesce(nested.map_elements(shallow_payload, pl.String()), payload)
     body = pl.col("_json")
     steps: list[dict[str, pl.Expr]] = [{"_json": payload, "_is_json": is_json.fill_null(False)}]
     own = pl.col("_own")  # the robust reading's payload where it writes a top-level key twice
@@ -632,8 +701,11 @@ def _plan(
             }
         )
     # The error object, only where one can be: a payload without a method that mentions it.
-    error_text = pl.when(pl.col("_method").is_null() & body.str.contains('"error"', literal=True)).then(ranged)
-    steps.append({"_error": _path(error_text, "$.error")})
+    error_rows = pl.col("_method").is_null() & body.str.contains('"error"', literal=True)
+    error_text = pl.when(error_rows).then(ranged)
+    # `_errors`, `_versioned`: the rows whose fields `DEEP_READS` looks for (the same expressions,
+    # evaluated once per step)
+    steps.append({"_error": _path(error_text, "$.error"), "_errors": error_rows})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
     # told by how it writes it (quoted, however spaced or escaped: `"id" : "1"`, `"id":"\u0031"`), one
@@ -791,6 +863,7 @@ def _plan(
             "_emsg": _path(pl.col("_error"), "$.message"),
             "_ptext": _path(pl.when(is_init_req).then(ranged), "$.params"),
             "_rtext": _path(pl.when(maybe_versions).then(ranged), "$.result"),
+            "_versioned": maybe_versions,
         }
     )
     # the version arrays' text, read once: their strings and, without `rare`, whether they are odd
@@ -905,11 +978,31 @@ def _plan(
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
         typed[RARE_READS] = odd.fill_null(False) | several.fill_null(False)
+    if not deep:
+        # A field that was not read where the payload has it: a payload nested past 128 levels reads
+        # as nothing (the robust reading's id and method too; the fast reading's decoding reads those
+        # at any depth the reader reads), or it has no such field. Only those rows are counted: more
+        # openers than `_DEEP_OPENERS` and the piece is read again with `deep`.
+        unread = (
+            (pl.col("_versioned") & rtext.is_null())
+            | (is_init_req & ptext.is_null())
+            | (pl.col("_errors") & pl.col("_error").is_null() & (k == "invalid"))
+        )
+        if robust:
+            unread |= pl.col("_id").is_null() & pl.col("_method").is_null()
+        nested = pl.when(pl.col("_is_json") & unread).then(body).str.count_matches(_OPENER) > _DEEP_OPENERS
+        typed[DEEP_READS] = nested.fill_null(False)
     if not http:
         # The reader checks a field's type only when the query reads it (and any value fits a
         # String): the fields of other types only the left-out expressions read are read here.
         full = _plan(
-            robust=robust, as_json=as_json, categorical=categorical, flow_ids=flow_ids, http=True, rare=rare
+            robust=robust,
+            as_json=as_json,
+            categorical=categorical,
+            flow_ids=flow_ids,
+            http=True,
+            rare=rare,
+            deep=deep,
         )
         unread = _fields(*full) - _fields(tuple(steps), typed)
         typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))
