@@ -89,6 +89,7 @@ header says, it is read again with them, so its rows are those of the whole plan
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 import glob
 import hashlib
 import io
@@ -166,7 +167,7 @@ from analyzer.storage import is_url
 
 _HEADER_LIMIT: Final = 1 << 20
 _PART_SUFFIX: Final = re.compile(r"\.\d{3}\.jsonl$")
-_RECORDER_NAME: Final = re.compile(r"^\d{8}T\d{6}\.\d{6}Z_.+_\d+_[0-9a-f]{6}\.\d{3}\.jsonl$")
+_RECORDER_NAME: Final = re.compile(r"^(?P<started>\d{8}T\d{6}\.\d{6}Z)_.+_(?P<pid>\d+)_[0-9a-f]{6}\.\d{3}\.jsonl$")
 """The recorder's file names (captures/FORMAT.md): start time, server slug, pid, random hex, part."""
 _COPY_OF_PART: Final = re.compile(r"^(?P<part>.+\.(?P<number>\d{3}))\D.*\.jsonl$")
 """A name given to a copy of a part by a file manager (`x.000 copy.jsonl`, `x.000 (1).jsonl`): the
@@ -395,10 +396,24 @@ def capture_id(path: str, header: dict[str, Any] | None = None) -> str:
     copied = _COPY_OF_PART.match(name)
     part = header.get("part")
     if copied is not None and type(part) is int and part == int(copied["number"]):
-        recorded = copied["part"] + ".jsonl"
-        if _RECORDER_NAME.match(recorded):
-            return _PART_SUFFIX.sub("", recorded)
+        recorded = _RECORDER_NAME.match(copied["part"] + ".jsonl")
+        if recorded is not None and _names_its_run(recorded, header):
+            return _PART_SUFFIX.sub("", recorded.string)
     return name
+
+
+def _names_its_run(name: re.Match[str], header: dict[str, Any]) -> bool:
+    """Whether the recorder's file name (`_RECORDER_NAME`'s match) is of the run `header` is of: the
+    start time and pid in the name are the header's `started` and `recorder_pid`, as the recorder
+    writes both (another run's part 0 under a copy's name is no copy)."""
+    started, pid = header.get("started"), header.get("recorder_pid")
+    if not isinstance(started, str) or type(pid) is not int or not 0 < pid < 1 << 64 or str(pid) != name["pid"]:
+        return False
+    try:
+        when = dt.datetime.fromisoformat(started)
+    except ValueError:
+        return False
+    return when.tzinfo is not None and when.astimezone(dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ") == name["started"]
 
 
 # --- one file ------------------------------------------------------------------------------------

@@ -144,3 +144,26 @@ def test_a_renamed_copy_of_part_0_goes_on_with_the_next_part(tmp_path: Path, rea
         compact([str(tmp_path / "parts")], str(tmp_path / "archive"))
     report = report_dict(analyze([str(tmp_path / ("parts" if read == "jsonl" else "archive"))]))
     assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+
+
+@pytest.mark.parametrize("read", ["jsonl", "archive"])
+def test_another_runs_part_0_named_as_a_copy_of_part_0_is_a_capture_of_its_own(tmp_path: Path, read: str) -> None:
+    """A file named as a copy of capture `x`'s part 0 (`x.000 copy.jsonl`) whose header is of another
+    run's part 0 (the same server recorded again: another start time) is no copy of it. It went on
+    into `x`'s part 1, so its probe was paired with the answer to `x`'s (two `discover-result`)."""
+    from analyzer.compact import compact
+    from analyzer.report import report_dict
+
+    (capture,) = sorted((ROOT / "captures" / "corpus" / "auto-modern-http").glob("*.jsonl"))
+    parts = rewrite(capture, tmp_path / "parts", rotate_bytes=1)
+    other = rewrite(capture, tmp_path / "other", rotate_bytes=1)
+    assert orjson.loads(other[0].read_bytes().splitlines()[0])["started"] != orjson.loads(
+        parts[0].read_bytes().splitlines()[0]
+    )["started"]
+    misleading = parts[0].with_name(parts[0].name.removesuffix(".jsonl") + " copy.jsonl")
+    misleading.write_bytes(other[0].read_bytes())
+    if read == "archive":
+        compact([str(tmp_path / "parts")], str(tmp_path / "archive"))
+    report = report_dict(analyze([str(tmp_path / ("parts" if read == "jsonl" else "archive"))]))
+    # as that part reads under its own name: its probe unanswered, `x`'s answered
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1, "no-answer": 1}
