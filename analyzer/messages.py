@@ -705,8 +705,8 @@ def _plan(
     # The error object, only where one can be: a payload without a method that mentions it.
     error_rows = pl.col("_method").is_null() & body.str.contains('"error"', literal=True)
     error_text = pl.when(error_rows).then(ranged)
-    # `_errors`, `_versioned`: the rows whose fields `DEEP_READS` looks for (the same expressions,
-    # evaluated once per step)
+    # `_errors`, `_versioned`: rows whose fields `DEEP_READS` looks for (kept from expressions these
+    # steps evaluate anyway: the same expression in one step is evaluated once)
     steps.append({"_error": _path(error_text, "$.error"), "_errors": error_rows})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
@@ -837,7 +837,9 @@ def _plan(
         event = pl.when(rtype == fmt.LIFECYCLE).then(pl.col("event"))
         direction = pl.when(rtype == fmt.FRAME).then(pl.col("dir"))
     steps.append({"_id_text": id_text})
-    steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code})
+    # `_result`, `_init` (below): more of the rows whose fields `DEEP_READS` looks for, kept from
+    # expressions their steps evaluate anyway
+    steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code, "_result": has_result})
     # Deeper paths, each only on the rows that can carry it.
     k = pl.col("_kind")
     is_req = k.is_in(("request", "notification"))
@@ -864,6 +866,7 @@ def _plan(
             "_data": _path(pl.col("_error"), "$.data"),
             "_emsg": _path(pl.col("_error"), "$.message"),
             "_ptext": _path(pl.when(is_init_req).then(ranged), "$.params"),
+            "_init": is_init_req,
             "_rtext": _path(pl.when(maybe_versions).then(ranged), "$.result"),
             "_versioned": maybe_versions,
         }
@@ -987,8 +990,8 @@ def _plan(
         # openers than `_DEEP_OPENERS` and the piece is read again with `deep`.
         unread = (
             (pl.col("_versioned") & rtext.is_null())
-            | (is_init_req & ptext.is_null())
-            | (pl.col("_errors") & pl.col("_error").is_null() & (k == "invalid"))
+            | (pl.col("_init") & ptext.is_null())
+            | (pl.col("_errors") & pl.col("_error").is_null() & ~pl.col("_result"))
         )
         if robust:
             unread |= pl.col("_id").is_null() & pl.col("_method").is_null()
