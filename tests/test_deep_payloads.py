@@ -140,3 +140,19 @@ def test_a_deep_answer_in_a_piece_read_robustly_reads_as_a_shallow_one(tmp_path:
         reports.append(_read(_report([str(out)])))
     assert reports[0]["servers"][0][1] == "modern"
     assert reports[1] == reports[0]
+
+
+def test_watch_reads_deep_payloads_as_analyze_does(tmp_path: Path) -> None:
+    from analyzer.watch import Watcher
+    from tests.test_watch import expected, reported
+
+    live = tmp_path / "live"
+    _deep_copy("unsupported-retry-stdio", live, 300)
+    clock = [1000.0]
+    watcher = Watcher([str(live)], clock=lambda: clock[0])
+    events = [e.as_json() for e in watcher.poll()]
+    clock[0] += 60
+    events += [e.as_json() for e in watcher.poll()]
+    report = _report([str(live)])
+    assert _read(report) == _read(_report([str(CORPUS / "unsupported-retry-stdio")]))
+    assert reported(events) == expected(report)
