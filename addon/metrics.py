@@ -42,11 +42,15 @@ wins over both, as the analyzer's first rule has it. A death is counted once any
 timeout has passed (a later answer comes too late to a client that saw its stream die); garbage waits
 for the client to move on (a late answer still wins for a client that waited).
 
-A JSON-RPC batch is read as its members, as the analyzer reads it: on stdio a probe in one is
-counted, an answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC
-message (`{}`, an id without a result) is garbage; over HTTP an answer in an event's batch settles
-the request of its id, and a body's first member that answers (or is no message) is the answer to
-the flow's request. An HTTP request's batch is not told apart (one flow, one key).
+A JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is counted, an
+answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC message (`{}`,
+an id without a result) is garbage; over HTTP an answer in an event's batch settles the request of its
+id, and a body's first member that answers (or is no message) is the answer to the flow's request. A
+POSTed batch's probes and `initialize` requests are each awaited apart (`_Batch`): an answer pairs with
+the member of its id, else the member at its index in the body, else the batch's first request; an
+error on its stream without an id answers that first request; one error to the whole array that names
+none of its ids (a 400 refusing batches, a plain-text 4xx/5xx) answers every member; garbage, the
+stream's death or the flow's end concerns each member still awaiting its answer.
 
 The current era is a live hint, not the analyzer's verdict: it is the era the latest decisive answer
 implies, nothing more (a dual-era server shows the era of whatever was asked last):
@@ -372,6 +376,19 @@ class _Pending:
     one comes too late (the client saw the connection die)."""
 
 
+@dataclass(slots=True)
+class _Batch:
+    """An HTTP flow whose request was a JSON-RPC batch holding a probe or an `initialize`: the analyzer
+    reads each member as a request of its own (`analyzer.messages.batch_members`), so each is awaited
+    under a key of its own, ("f", flow, id as JSON)."""
+
+    requests: list[tuple[int, bytes]]
+    """The batch's requests (members with a method and an id): their member index and id, in order, by
+    which an answer is paired (`LiveStats._target`)."""
+    keys: dict[str, tuple[str, ...]]
+    """Id as JSON → the pending key of the probe or `initialize` of that id (the first of it)."""
+
+
 class _Flow:
     """An HTTP flow that may still carry events: one may answer a request of its session on another flow."""
 
@@ -501,12 +518,15 @@ class LiveStats:
         self.folded = 0
         self._labels: set[str] = set()
         self._pending: dict[tuple[str, ...], _Pending] = {}
-        """HTTP: ("f", flow); stdio: ("c", conn, id as JSON)."""
+        """HTTP: ("f", flow), a batch's member ("f", flow, id as JSON); stdio: ("c", conn, id as JSON)."""
         self._probes: dict[str, set[tuple[str, ...]]] = {}
         """Per server label, the pending keys of its probes: the client's next message to that server
         times them (`_moved`)."""
         self._by_conn: dict[str, set[tuple[str, ...]]] = {}
         """stdio: the pending keys of each connection."""
+        self._batches: dict[str, _Batch] = {}
+        """HTTP flows whose batch holds a probe or an `initialize` still pending (their keys: ("f", flow,
+        id)); what ends or answers the flow concerns each of them (`_flow_keys`)."""
         self._client_closed: set[str] = set()
         self._requests = 0
         self._opened: dict[str, int] = {}
@@ -610,25 +630,28 @@ class LiveStats:
                 elif rtype == fmt.SSE_EVENT and record.get("sse_event") == _ENDPOINT:
                     self._announce(record)
                 elif rtype == fmt.SSE_EVENT:
-                    pending = self._pending.get(("f", str(record.get("flow"))))
+                    flow = str(record.get("flow"))
+                    pending = self._pending.get(("f", flow))
                     if pending is not None:
-                        self._event_on_own_stream(("f", str(record.get("flow"))), pending, record)
-                    elif self._answers and str(record.get("flow")) in self._flows:
+                        self._event_on_own_stream(("f", flow), pending, record)
+                    elif (batch := self._batches.get(flow)) is not None:
+                        self._event_on_batch_stream(batch, record)
+                    elif self._answers and flow in self._flows:
                         self._stream_answer(record)
                 elif rtype == fmt.SSE_END:
-                    key = ("f", str(record.get("flow")))
-                    if key in self._pending and record.get("undecodable") is not None:
-                        self._died(key, UNDECODABLE, _ts(record))  # settled without an era, like a death
-                    else:
-                        self._flow_over(key, record.get("how") in _SSE_DEATHS, _ts(record))
-                    self._ended(key)
+                    for key in self._flow_keys(str(record.get("flow"))):
+                        if key in self._pending and record.get("undecodable") is not None:
+                            self._died(key, UNDECODABLE, _ts(record))  # settled without an era, like a death
+                        else:
+                            self._flow_over(key, record.get("how") in _SSE_DEATHS, _ts(record))
+                        self._ended(key)
                 elif rtype == fmt.HTTP_ERROR:
                     kind = str(record.get("kind"))
                     if kind != _NOT_UPSTREAM:
                         self.upstream_errors[kind] = self.upstream_errors.get(kind, 0) + 1
-                    key = ("f", str(record.get("flow")))
-                    self._flow_over(key, kind in _HTTP_DEATHS, _ts(record))
-                    self._ended(key)  # whether or not its stream's end came
+                    for key in self._flow_keys(str(record.get("flow"))):
+                        self._flow_over(key, kind in _HTTP_DEATHS, _ts(record))
+                        self._ended(key)  # whether or not its stream's end came
                 elif rtype == fmt.LIFECYCLE:
                     self._lifecycle(record)
 
@@ -661,32 +684,54 @@ class LiveStats:
         msg: Any = _NOTHING,
     ) -> None:
         """Remember `raw` (`msg`: decoded, when it was) when it is a probe or an `initialize` (the
-        caller found `_may_call(raw)`), or each one a stdio batch holds (an HTTP flow has one key: a
-        batch's are not told apart)."""
+        caller found `_may_call(raw)`), or each one a batch holds, under a key of its own (over HTTP,
+        the flow's `_Batch`)."""
         msg = _json(raw) if msg is _NOTHING else msg
         if not isinstance(msg, list):
             ident = _id(msg, raw) if isinstance(msg, dict) else None
             self._take(key, msg, ident, server, ts, headers)
             return
-        if key[0] != "c":
-            return
+        batch = None
+        if key[0] == "f":
+            requests = [
+                (index, ident)
+                for index, member in enumerate(msg)
+                if isinstance(member, dict)
+                and member.get("method") is not None
+                and (ident := _id(member, raw, index)) is not None
+            ]
+            batch = self._batches[key[1]] = _Batch(requests, {})
         taken: list[_Pending] = []
         for index, member in enumerate(msg):
             if taken and _calls(member):
                 for pending in taken:
                     pending.moved = True  # sent after those probes, as the batch's order has it
             ident = _id(member, raw, index) if isinstance(member, dict) else None
-            if (pending := self._take(key, member, ident, server, ts, headers)) is not None:
+            if (pending := self._take(key, member, ident, server, ts, headers, batch)) is not None:
                 taken.append(pending)
+        if batch is not None and not batch.keys:
+            del self._batches[key[1]]
 
     def _take(
-        self, key: tuple[str, ...], msg: Any, ident: bytes | None, server: object, ts: float | None, headers: object
+        self,
+        key: tuple[str, ...],
+        msg: Any,
+        ident: bytes | None,
+        server: object,
+        ts: float | None,
+        headers: object,
+        batch: _Batch | None = None,
     ) -> _Pending | None:
-        """Remember the message `msg` (its id `ident`) when it is a probe or an `initialize`."""
+        """Remember the message `msg` (its id `ident`) when it is a probe or an `initialize` (`batch`:
+        a member of the HTTP batch of the flow `key` names)."""
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or ident is None:
             return None
-        if key[0] == "c":
+        if key[0] == "c" or batch is not None:
             key = (*key, ident.decode())
+        if batch is not None:
+            if key[2] in batch.keys:
+                return None  # an id twice in one batch: an answer of that id is the first one's
+            batch.keys[key[2]] = key
         if len(self._pending) >= MAX_PENDING:
             self._forget(next(iter(self._pending)))
         pending = self._pending[key] = _Pending(msg["method"], ident, self._label(server))
@@ -728,6 +773,68 @@ class LiveStats:
         if self._answers:
             self._stream_answer(record, msg)
 
+    def _event_on_batch_stream(self, batch: _Batch, record: dict[str, Any]) -> None:
+        """An event on the stream of a batch's POST, as the analyzer pairs it: an answer with the member
+        of its id, an error without an id with the batch's first request; what is no message is garbage
+        for every member still awaiting its answer (`_event_on_own_stream`)."""
+        raw = record.get(fmt.F_RAW)
+        msg = _json(raw)
+        members = _members(msg)
+        garbage = raw != "" and not members  # `[]` holds no message
+        ids = [ident for _, ident in batch.requests]
+        for index, member in members:
+            if _is_answer(member):
+                ident = _id(member, raw, index)
+                if ident is None or ident not in ids:
+                    ident = ids[0] if _unaddressed_error(member) else None
+                key = batch.keys.get(ident.decode()) if ident is not None else None
+                if key is not None:
+                    self._settle(key, member, None, _ts(record))
+            elif raw != "" and not _is_message(member):
+                garbage = True
+        if garbage:
+            for key in batch.keys.values():
+                if _in_time(self._pending[key], record):
+                    self._pending[key].garbage = True
+        if self._answers:
+            self._stream_answer(record, msg)
+
+    def _target(self, batch: _Batch, ident: bytes | None, index: int) -> tuple[str, ...] | None:
+        """The pending key of the batch's request an answer with id `ident`, at `index` of the body's
+        members, answers, as the analyzer pairs a body with a batch: the request of its id, else the
+        member at its index, else the first request (None: it answers no probe or `initialize`)."""
+        ids = [i for _, i in batch.requests]
+        if ident is None or ident not in ids:
+            ident = next((i for m, i in batch.requests if m == index), ids[0] if ids else None)
+        return batch.keys.get(ident.decode()) if ident is not None else None
+
+    def _batch_response(self, batch: _Batch, msg: Any, raw: object, status: int | None, ts: float | None) -> None:
+        """The body `msg` (decoded from `raw`) answering a batch: a batch of answers pairs member by
+        member (`_target`); one error naming none of the batch's ids (a server that takes no batches
+        refuses the whole array with one 400, an empty or plain-text 4xx/5xx) answers every member; any
+        other single answer answers one. A member the body does not answer stays pending (`_ended`)."""
+        answers: dict[tuple[str, ...], Any] = {}
+        if isinstance(msg, list) and msg:
+            for index, member in enumerate(msg):
+                if _is_message(member) and not _is_answer(member):
+                    continue  # requests and notifications answer nothing
+                ident = _id(member, raw, index) if isinstance(member, dict) else None
+                if (key := self._target(batch, ident, index)) is not None:
+                    answers.setdefault(key, member)
+        else:
+            ident = _id(msg, raw) if isinstance(msg, dict) else None
+            refused = status is not None and status >= 300 and not _is_message(msg)
+            whole = refused or (isinstance(msg, dict) and msg.get("error") is not None and "method" not in msg)
+            if whole and ident not in [i for _, i in batch.requests]:
+                answers = dict.fromkeys(batch.keys.values(), msg)
+            elif (key := self._target(batch, ident, 0)) is not None:
+                answers[key] = msg
+        for key in list(batch.keys.values()):
+            if key in answers:
+                self._settle(key, answers[key], status, ts)
+            else:
+                self._ended(key)
+
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
         key = ("f", str(record.get("flow")))
@@ -737,7 +844,8 @@ class LiveStats:
                 flow.respond(record.get("headers"))
         else:
             self._flows.pop(key[1], None)  # no events come: only an event stream ends with sse.end
-        if key not in self._pending:
+        batch = self._batches.get(key[1])
+        if key not in self._pending and batch is None:
             return
         status = record.get("status")
         status = status if isinstance(status, int) else None
@@ -746,13 +854,18 @@ class LiveStats:
         if status == 202:
             return  # accepted (the SDK's body is `Accepted`): HTTP+SSE answers on the server's stream
         if record.get("undecodable") is not None and (status is None or status < 300):
-            self._died(key, UNDECODABLE, _ts(record))  # the status alone says nothing of the era
+            for member in self._flow_keys(key[1]):
+                self._died(member, UNDECODABLE, _ts(record))  # the status alone says nothing of the era
             return
         raw = record.get(fmt.F_RAW)
         if not raw and status is not None and 200 <= status < 300:
-            self._ended(key)  # answers nothing
+            for member in self._flow_keys(key[1]):
+                self._ended(member)  # answers nothing
             return
         msg = _json(raw)
+        if batch is not None:
+            self._batch_response(batch, msg, raw, status, _ts(record))
+            return
         if isinstance(msg, list) and msg:
             # a batch: its first member that answers, or is no message, is the answer (requests and
             # notifications answer nothing), as the analyzer pairs a body with its flow's request
@@ -837,6 +950,11 @@ class LiveStats:
         found = fmt.SESSION_QUERY.search(raw)
         if found is not None:
             named.name(found.group(1))
+
+    def _flow_keys(self, flow: str) -> list[tuple[str, ...]]:
+        """The pending keys of the HTTP flow `flow`: a batch's members', else the flow's own."""
+        batch = self._batches.get(flow)
+        return [("f", flow)] if batch is None else list(batch.keys.values())
 
     def _flow(self, flow: str) -> _Flow | None:
         """The HTTP flow `flow`, if it may still carry events."""
@@ -989,6 +1107,10 @@ class LiveStats:
                 keys.discard(key)
                 if not keys:
                     del self._by_conn[key[1]]
+        elif len(key) == 3 and (batch := self._batches.get(key[1])) is not None and batch.keys.get(key[2]) == key:
+            del batch.keys[key[2]]
+            if not batch.keys:
+                del self._batches[key[1]]
         return pending
 
     # --- reading ----------------------------------------------------------------------------------

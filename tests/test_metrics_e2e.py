@@ -87,7 +87,7 @@ def outcome(samples: Samples, server: str, name: str) -> float:
     return value(samples, "erascope_probe_outcomes_total", server=server, outcome=name) or 0.0
 
 
-def post(url: str, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, bytes]:
+def post(url: str, body: dict[str, Any] | list[dict[str, Any]], headers: dict[str, str]) -> tuple[int, bytes]:
     req = urllib.request.Request(url, data=orjson.dumps(body), headers=headers, method="POST")
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
@@ -225,6 +225,35 @@ def test_a_probe_without_the_version_header_leaves_the_era_modern(
     live = {k[1]: v for k, v in s.items() if k[0] == "erascope_probe_outcomes_total"}
     assert server["probe_outcomes"] == {dict(labels)["outcome"]: int(n) for labels, n in live.items()}
     assert server["probe_outcomes"] == {"discover-result": 1, "malformed-probe": 1}
+
+
+@pytest.mark.legacy_peer
+def test_a_probe_in_a_batch_refused_whole_is_counted_as_analyze_counts_it(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path, legacy_py: Path
+) -> None:
+    """The real `mcp` 1.30.0 Streamable HTTP server refuses a POSTed batch with one 400 (-32602, its id
+    `"server-error"`): the analyzer reads it as the answer of each member, the probe's a `legacy-answer`;
+    the counters kept one key per flow and counted no probe of a batch."""
+    port = start_server(procs, clean_env, legacy_py)
+    key = f"http://127.0.0.1:{port}/mcp"
+    capdir = tmp_path / "caps"
+    proxy = start_mitmdump(procs, clean_env, port, capdir, "--set", "erascope_metrics=127.0.0.1:0")
+    url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+    probe = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}}
+    init = {"jsonrpc": "2.0", "id": 2, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "_meta": META}}  # fmt: skip
+    headers = {**MODERN_HEADERS, "mcp-method": "server/discover"}  # a well-formed probe's
+    status, body = post(f"http://127.0.0.1:{proxy.port}/mcp", [probe, init], headers)  # type: ignore[attr-defined]
+    assert status == 400 and orjson.loads(body)["error"]["code"] == -32602  # one refusal of the whole array
+    s = settle(url, lambda s: outcome(s, key, "legacy-answer") >= 1)
+    assert outcome(s, key, "legacy-answer") == 1
+    assert era(s, key) == "legacy"
+    assert proxy.stop(signal.SIGINT) == 0
+
+    (server,) = report_dict(analyze([str(capdir)]))["servers"]
+    live = {k[1]: v for k, v in s.items() if k[0] == "erascope_probe_outcomes_total"}
+    assert server["probe_outcomes"] == {dict(labels)["outcome"]: int(n) for labels, n in live.items()}
+    assert (server["probe_outcomes"], server["era"]) == ({"legacy-answer": 1}, "legacy")
 
 
 def test_metrics_port_in_use_is_an_option_error(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:

@@ -155,8 +155,6 @@ def test_what_a_client_message_is_taken_for(
     if expected is not None:  # the table itself is checked against orjson
         msg = orjson.loads(raw)
         assert (msg[0] if isinstance(msg, list) else msg)["method"] == (D if expected == "probe" else INIT)
-    if http and name == "batch":
-        expected = None  # one flow, one key: an HTTP batch's members are not told apart
     assert taken_for(raw, http=http) == expected
 
 
