@@ -799,8 +799,9 @@ class HttpRecorder:
             self._metrics_listen = ""
 
     def counters(self) -> dict[str, Any]:
-        """Every counter the metrics serve: the live ones, the writers' and retention's."""
-        out: dict[str, Any] = self.stats.snapshot()
+        """Every counter the metrics serve: the live ones (a probe whose timeout ran out decided now, as
+        the records' `ts` tells time), the writers' and retention's."""
+        out: dict[str, Any] = self.stats.snapshot(time.time())
         closed, writer = self._counted
         out.update(add_counters(closed, writer_counters(writer) if writer is not None else {}))
         return out

@@ -29,7 +29,12 @@ or when the client sends that server something else after the timeout; a probe w
 without an answer waits for that (a resumed stream may still bring its answer). `garbage` is counted
 when the connection or stream it came on ends without an answer, or when the client moves on after
 the timeout. The analyzer also decides what is still open when its input ends (garbage once the
-timeout ran out, else `no-answer`): a probe the counters hold undecided is in no count yet.
+timeout ran out, else `no-answer`), and so does a scrape (`LiveStats.snapshot(now)`) for the probes
+whose timeout ran out `SCRAPE_LAG` before it: a server that never answers and never closes the
+connection writes no record that would decide its probe. Before then, and in a `recorder-end` record
+(`snapshot()` without a time), a probe the counters hold undecided is in no count yet. A client that
+waits longer than the timeout may still take a late answer after such a scrape: the count stays
+`no-answer`, where the analyzer, reading the capture later, has the answer.
 
 An answer on another HTTP flow than its request's (the HTTP+SSE transport's GET stream, a
 Streamable HTTP server's standalone or resumed stream, another POST's stream) is paired as the
@@ -151,6 +156,10 @@ DEFAULT_MAX_SERVERS: Final = 64
 PROBE_TIMEOUT: Final = 10.0
 """Seconds a client waits for a probe's answer: the analyzer's default `--probe-timeout`
 (`analyzer.probes.DEFAULT_PROBE_TIMEOUT`, the `mcp` 2.3.0 client's)."""
+SCRAPE_LAG: Final = 1.0
+"""Seconds a scrape leaves a probe past its deadline before deciding it (`LiveStats.snapshot(now)`): a
+record reaches the writer's thread a little after the recorder stamped it, and an answer stamped in time
+must not be beaten to the count by a scrape."""
 OTHER_SERVER: Final = "<other>"
 """The server label of the servers past the cap, which no server key is written as (`server_label`)."""
 EMPTY_SERVER: Final = "<empty>"
@@ -584,7 +593,7 @@ class LiveStats:
             if rtype == _FRAME:
                 # the common case, decided without the lock and with module-level names only (this runs
                 # for every line): a line that is neither a probe, nor an initialize, nor a possible
-                # answer to one (only this thread changes `_by_conn`), nor, while a probe awaits its
+                # answer to one (only this thread adds to `_by_conn`), nor, while a probe awaits its
                 # answer, a client message that may time it out
                 if record.get(_DIR) == _C2S:
                     if probes:
@@ -1067,6 +1076,15 @@ class LiveStats:
             self._unanswered(key)
         self._dying_from = min((self._pending[key].deadline for key in self._dying), default=math.inf)
 
+    def _expire(self, now: float) -> None:
+        """Decide the probes whose deadline is `SCRAPE_LAG` before `now` as the analyzer decides what its
+        input leaves open (`_unanswered`: garbage written in time, else a death in time, else no answer).
+        Without this a silent hung server's probe waited for a record that never comes."""
+        due = now - SCRAPE_LAG
+        for keys in list(self._probes.values()):
+            for key in [key for key in keys if self._pending[key].deadline < due]:
+                self._unanswered(key)
+
     def _ended(self, key: tuple[str, ...]) -> None:
         """`key`'s flow ended: nothing more comes on it (its stream, if any, is closed). A probe stays
         pending: its answer may still come on a stream that resumes it (`_stream_answer`), and `_moved`
@@ -1114,9 +1132,12 @@ class LiveStats:
         return pending
 
     # --- reading ----------------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
-        """The live counters as plain data (copies)."""
+    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+        """The live counters as plain data (copies); `now` (a scrape's time, on the clock of the records'
+        `ts`) first decides the probes whose timeout ran out by then (`_expire`)."""
         with self._lock:
+            if now is not None and self._probes:
+                self._expire(now)
             servers = {
                 label: {"era": self.eras.get(label, ERA_UNKNOWN), "outcomes": dict(self.outcomes.get(label, {}))}
                 for label in sorted(set(self.eras) | set(self.outcomes))

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -254,6 +256,61 @@ def test_a_probe_in_a_batch_refused_whole_is_counted_as_analyze_counts_it(
     live = {k[1]: v for k, v in s.items() if k[0] == "erascope_probe_outcomes_total"}
     assert server["probe_outcomes"] == {dict(labels)["outcome"]: int(n) for labels, n in live.items()}
     assert (server["probe_outcomes"], server["era"]) == ({"legacy-answer": 1}, "legacy")
+
+
+class _SilentServer:
+    """An upstream that takes every connection and request and never answers nor closes one: a hung
+    server (`close` lets them go)."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._listener.getsockname()[1]
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed
+            while True:
+                conn, _ = self._listener.accept()
+                self._held.append(conn)  # read by no one: the request sits in its buffer
+
+    def close(self) -> None:
+        self._listener.close()
+        for conn in self._held:
+            conn.close()
+
+
+def test_a_scrape_counts_the_probe_a_silent_hung_server_never_answered(
+    procs: list[Proc], clean_env: dict[str, str], tmp_path: Path
+) -> None:
+    """A server that never answers a probe and never closes the connection: no record comes after the
+    request, and the counters, which a record decided, held the probe in no count however long the
+    proxy was scraped; `analyze` calls it `no-answer`. A scrape after the timeout decides it."""
+    upstream = _SilentServer()
+    try:
+        capdir = tmp_path / "caps"
+        options = ("--set", "erascope_metrics=127.0.0.1:0", "--set", "erascope_probe_timeout=1")
+        proxy = start_mitmdump(procs, clean_env, upstream.port, capdir, *options)
+        url = proxy.wait_for(r"serving metrics on (http://127\.0\.0\.1:\d+/metrics)").group(1)
+        key = f"http://127.0.0.1:{upstream.port}/mcp"
+        probe = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": META}})
+        headers = {**MODERN_HEADERS, "mcp-method": "server/discover", "content-length": str(len(probe))}
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        # a client that sends the probe and waits, its connection open, as the server is silent
+        with socket.create_connection(("127.0.0.1", proxy.port)) as client:  # type: ignore[attr-defined]
+            client.sendall(f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n{head}\r\n".encode() + probe)
+            s = settle(url, lambda s: outcome(s, key, "no-answer") >= 1)
+            assert outcome(s, key, "no-answer") == 1
+            assert era(s, key) == "unknown"
+            assert proxy.stop(signal.SIGINT) == 0
+    finally:
+        upstream.close()
+
+    (server,) = report_dict(analyze([str(capdir)], AnalyzeOptions(probe_timeout=1.0)))["servers"]
+    live = {k[1]: v for k, v in s.items() if k[0] == "erascope_probe_outcomes_total"}
+    assert server["probe_outcomes"] == {dict(labels)["outcome"]: int(n) for labels, n in live.items()}
+    assert server["probe_outcomes"] == {"no-answer": 1}
 
 
 def test_metrics_port_in_use_is_an_option_error(procs: list[Proc], clean_env: dict[str, str], tmp_path: Path) -> None:
