@@ -16,7 +16,11 @@ Two kinds, told from the content (`analyzer.sources.foreign_kind`), plain or com
   (`_failed_at`: mitmproxy's export writes no failure time). It takes an ASCII URL only: a
   target that is not (`?name=café`, mitmproxy's export's `\\udce9` for a byte) is set on the flow
   apart, as the recorder would have seen it, and a host written as text (`café.example`) is given in
-  its IDNA form (`_ascii_url`).
+  its IDNA form (`_ascii_url`). That function reads every field it knows whatever its type: it is given
+  a copy of the entry without the optional fields of a type HAR does not give them (`_mended`: a
+  `serverIPAddress` object, a header of a null value), a status written as text (`"200"`) as that
+  number; an entry whose method, URL, start, bodies, status or the headers its messages are read by
+  (`_READ_HEADERS`) cannot be used is noted as not read.
 
 Both then go through `flow_records`, one function: the recorder's own pure flow → record functions
 (`addon.http_recorder`), so redaction and body bounds apply exactly as when recording. An event-stream
@@ -415,6 +419,8 @@ def read_har(stream: BinaryIO) -> Converted:
     # upstream connection's setup) lies beside them, not before them as HAR's timings are laid out
     sequential = writer != "mitmproxy"
     for n, entry in enumerate(entries, start=1):
+        if isinstance(entry, dict):
+            entry = _mended(entry)
         why = _har_gap(entry)
         if why is not None:
             out.unread.append((n, why))
@@ -504,18 +510,32 @@ def _without_connection(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def _har_gap(entry: Any) -> str | None:
-    """Why an entry cannot be read faithfully (it is not an entry, a body was dropped)."""
+    """Why an entry (`_mended`) cannot be read faithfully (it is not an entry, a body was dropped, a
+    field the reading depends on cannot be used)."""
     if not isinstance(entry, dict):
         return "not a HAR entry (not an object)"
     response = entry.get("response")
     if not isinstance(response, dict):
         return "not a HAR entry (no response object)"
     request = entry.get("request")
-    post = request.get("postData") if isinstance(request, dict) else None
-    if isinstance(post, dict) and post.get("text") is None:  # what mitmproxy exports of a streamed body
+    if not isinstance(request, dict):
+        return "not a HAR entry (no request object)"
+    post = request.get("postData")
+    # mitmproxy exports a streamed body as a text of null; a `postData` of null says as little (one
+    # left out is a request without a body, a GET)
+    if ("postData" in request and post is None) or (isinstance(post, dict) and post.get("text") is None):
         return "the request body is not in the HAR (the exporter left it out): not read, never guessed"
-    if not response.get("status"):
+    why = _headers_gap("request", request)
+    if why is not None:
+        return why
+    status = response.get("status")
+    if not status:
         return None  # a failed request: read as an error
+    if isinstance(status, bool) or not isinstance(status, int):
+        return "the response status is no number (HAR gives a number): not read"
+    why = _headers_gap("response", response)
+    if why is not None:
+        return why
     content = response.get("content")
     if not isinstance(content, dict):
         return "the response has no content object"
@@ -580,11 +600,7 @@ def _har_flow(entry: dict[str, Any], sequential: bool = True) -> http.HTTPFlow:
         entry = {**entry, "response": {"status": 502, "httpVersion": "", "headers": [], "content": {}}}
     request = entry["request"]
     url, target = _ascii_url(request.get("url"))
-    entry = {
-        **entry,
-        "request": {**request, "url": url, "headers": _wire_headers(request.get("headers"))},
-        "response": {**entry["response"], "headers": _wire_headers(entry["response"].get("headers"))},
-    }
+    entry = {**entry, "request": {**request, "url": url}}
     text = (request.get("postData") or {}).get("text")
     if text is not None and not isinstance(text, str):
         raise TypeError("postData.text is not text")
@@ -686,17 +702,112 @@ class _WireText(str):
         return str.encode(self, encoding, errors)
 
 
-def _wire_headers(headers: Any) -> Any:
-    """HAR headers whose names and values mitmproxy's `fix_headers` encodes back to the wire's bytes
-    (it encodes strictly: one such byte refused the entry); anything else as given, for it to refuse."""
+_READ_HEADERS: Final = frozenset(
+    {"content-type", "content-encoding", fmt.SESSION_HEADER, "mcp-protocol-version", "mcp-method"}
+)
+"""Headers whose values decide how a message is read: its body's type and encoding, its session, the
+version and method it names. One of them of a value that is no text is no odd field to leave out (an
+event stream read as a JSON body, a session's request read as of none): its entry is not read."""
+
+
+def _mended(entry: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a HAR entry as mitmproxy's `request_to_flow` reads it, its optional fields of a type HAR
+    does not give them left out. That reader reads every field it knows whatever it holds: a
+    `serverIPAddress` that is an object, `timings` that are a list, a header of a null value or a
+    missing `httpVersion` refused the entry, and the MCP messages in it were lost, for a field the
+    analysis never reads (exporters slip, and anyone can write the file). A status written as text
+    (`"200"`) is that number, as the analyzer reads a number written as text elsewhere. The fields the
+    reading depends on (method, URL, start, bodies, status, `_READ_HEADERS`) are left as they are:
+    `_har_gap` or the reader refuses them, and the entry is noted."""
+    out = dict(entry)
+    if not isinstance(out.get("serverIPAddress"), str):
+        out.pop("serverIPAddress", None)
+    conn = out.get("connection")
+    if isinstance(conn, bool) or not isinstance(conn, str | int):
+        out.pop("connection", None)
+    timings = out.get("timings")
+    out["timings"] = {k: v for k, v in timings.items() if _finite_number(v)} if isinstance(timings, dict) else {}
+    request, response = out.get("request"), out.get("response")
+    if isinstance(request, dict):
+        out["request"] = _mended_message(request)
+    if isinstance(response, dict):
+        out["response"] = _mended_message(response)
+        if "status" in response:
+            out["response"]["status"] = _status(response["status"])
+    return out
+
+
+def _mended_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A HAR request or response as `_mended` gives it: its `httpVersion` text (the reader's HTTP/1.1
+    for one it does not know, as for any text it does not know) and its headers `_mended_headers`."""
+    out = dict(message)
+    if not isinstance(out.get("httpVersion"), str):
+        out["httpVersion"] = ""
+    if isinstance(out.get("headers"), list):
+        out["headers"] = _mended_headers(out["headers"])
+    return out
+
+
+def _mended_headers(headers: list[Any]) -> list[Any]:
+    """HAR headers (`{"name": …, "value": …}`, or Slack's `[name, value]`) as mitmproxy's `fix_headers`
+    reads them, their names and values text it encodes back to the wire's bytes (`_WireText`: it
+    encodes strictly, and one such byte refused the entry). A value that is a whole number is its text,
+    as on the wire; a header of no text name or value is left out (it refused the entry, and a text
+    was read as a `[name, value]` of its first two characters), but for one of `_READ_HEADERS`, kept
+    as it is for `_har_gap` to name."""
+    out: list[Any] = []
+    for header in headers:
+        if isinstance(header, dict):
+            name, value = header.get("name"), header.get("value")
+        elif isinstance(header, list) and len(header) >= 2:
+            name, value = header[0], header[1]
+        else:
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if isinstance(name, str) and isinstance(value, str):
+            out.append({"name": _WireText(name), "value": _WireText(value)})
+        elif isinstance(name, str) and name.lower() in _READ_HEADERS:
+            out.append(header)
+    return out
+
+
+def _headers_gap(which: str, message: dict[str, Any]) -> str | None:
+    """Why the headers of a `_mended` request or response cannot be read: they are no list (an object
+    was read as headers named by its names' first characters), or one of `_READ_HEADERS` has no text."""
+    headers = message.get("headers")
     if not isinstance(headers, list):
-        return headers
-    return [
-        {**h, "name": _WireText(h["name"]), "value": _WireText(h["value"])}
-        if isinstance(h, dict) and isinstance(h.get("name"), str) and isinstance(h.get("value"), str)
-        else h
-        for h in headers
-    ]
+        return f"the {which} headers are no list (HAR gives a list): not read"
+    for header in headers:
+        if not (isinstance(header, dict) and isinstance(header.get("value"), str)):  # kept as it is
+            name = header.get("name") if isinstance(header, dict) else header[0]
+            return f"the {which}'s {name.lower()} header has no text value: not read"
+    return None
+
+
+_STATUS_TEXT: Final = re.compile(r"\s*([0-9]{1,3})\s*")
+"""A status written as text: HTTP's is three digits (0, a failure, is written so too)."""
+
+
+def _status(value: Any) -> Any:
+    """A response's status as the number mitmproxy's reader takes: one written as text of digits
+    (`"200"`) or as a whole float (`200.0`) is that number; anything else as it is (`_har_gap` names it)."""
+    if isinstance(value, str) and (digits := _STATUS_TEXT.fullmatch(value)) is not None:
+        return int(digits.group(1))
+    if isinstance(value, float) and value.is_integer() and 0 <= value < 1000:
+        return int(value)
+    return value
+
+
+def _finite_number(value: Any) -> bool:
+    """Whether a HAR value is a number of milliseconds: a float the standard library read as infinite
+    (`1e400`) or an integer beyond any float is none, and `true` is no number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer beyond any float
+        return False
 
 
 def convert(kind: str, stream: BinaryIO) -> Converted:

@@ -69,7 +69,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 24
+EXTRACTION_VERSION: Final = 25
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -111,7 +111,10 @@ name numbers is of the recorder's capture (was its name's; `analyzer.load.captur
 nested past 128 levels is read by its fields (was read as none: a DiscoverResult without versions, an
 error without a code; `shallow_payload`). 24: a file named as a copy of part 0 whose header is of
 another run (its `started` or `recorder_pid` not the name's) is a capture of its own (was the name's
-capture's; `analyzer.load.capture_id`)."""
+capture's; `analyzer.load.capture_id`). 25: a HAR entry with an optional field of a type HAR does not
+give it (a `serverIPAddress` object, a header of a null value, `timings` that are a list, no
+`httpVersion`) is read without that field, and a status written as text (`"200"`) as that number (was
+not read; `analyzer.foreign._mended`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"

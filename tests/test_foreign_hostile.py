@@ -14,7 +14,7 @@ import base64
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 import pytest
@@ -404,3 +404,150 @@ def test_a_har_url_that_is_ascii_is_read_as_mitmproxy_reads_it(tmp_path: Path, m
     assert converted.unread == []
     assert calls == [URL, URL + "?a=%C3%A9;p#f"]
     assert _request_urls(converted)[1] == (URL, URL + "?a=%C3%A9;p#f", None)
+
+
+def _set(*path: str | int, to: Any) -> Any:
+    """A change to an entry: the field at `path` set `to` (removed when `to` is `_GONE`)."""
+
+    def change(entry: dict[str, Any]) -> None:
+        *parents, last = path
+        node: Any = entry
+        for key in parents:
+            node = node[key]
+        if to is _GONE:
+            del node[last]
+        else:
+            node[last] = to
+
+    return change
+
+
+def _header(where: str, header: Any) -> Any:
+    def change(entry: dict[str, Any]) -> None:
+        entry[where]["headers"].append(header)
+
+    return change
+
+
+_GONE: Final = object()
+
+ODD_OPTIONAL: Final = {
+    "server-ip-object": (_set("serverIPAddress", to={"ip": "127.0.0.1"}), []),
+    "server-ip-number": (_set("serverIPAddress", to=2130706433), []),
+    "server-ip-list": (_set("serverIPAddress", to=["127.0.0.1"]), []),
+    "timings-list": (_set("timings", to=[1, 2]), []),
+    "timings-text": (_set("timings", to="fast"), []),
+    "request-version-gone": (_set("request", "httpVersion", to=_GONE), []),
+    "response-version-gone": (_set("response", "httpVersion", to=_GONE), []),
+    "status-text": (_set("response", "status", to="200"), []),
+    "status-float": (_set("response", "status", to=200.0), []),
+    "status-text-spaced": (_set("response", "status", to=" 200 "), []),
+    "request-header-value-null": (_header("request", {"name": "x-odd", "value": None}), []),
+    "request-header-value-number": (_header("request", {"name": "x-odd", "value": 5}), [["x-odd", "5"]]),
+    "request-header-name-null": (_header("request", {"name": None, "value": "x"}), []),
+    "request-header-no-value": (_header("request", {"name": "x-odd"}), []),
+    "request-header-null": (_header("request", None), []),
+    # mitmproxy's reader takes a header that is a list as Slack's [name, value]: a text's first two
+    # characters were a header ("x-odd" read as `x: -`)
+    "request-header-text": (_header("request", "x-odd"), []),
+    "response-header-value-null": (_header("response", {"name": "x-odd", "value": None}), []),
+    "response-header-value-object": (_header("response", {"name": "x-odd", "value": {"a": 1}}), []),
+    # guards: fields mitmproxy's reader never reads, or reads whatever their type
+    "connection-number": (_set("connection", to=7), []),
+    "cookies-null": (_set("request", "cookies", to=None), []),
+    "response-cookies-null": (_set("response", "cookies", to=None), []),
+    "query-string-null": (_set("request", "queryString", to=None), []),
+    "request-version-number": (_set("request", "httpVersion", to=1.1), []),
+    "status-text-null": (_set("response", "statusText", to=None), []),
+    "redirect-null": (_set("response", "redirectURL", to=None), []),
+    "sizes-text": (_set("response", "bodySize", to="221"), []),
+    "cache-null": (_set("cache", to=None), []),
+    "timings-null": (_set("timings", to=None), []),
+}
+
+
+def _kept(converted: foreign.Converted) -> list[tuple[Any, ...]]:
+    """What each record holds that the analysis reads: its type, method, status, headers and body."""
+    return [
+        (n, r["type"], r.get("method"), r.get("status"), r.get("headers"), r.get("raw")) for n, r in converted.records
+    ]
+
+
+@pytest.mark.parametrize("odd", list(ODD_OPTIONAL))
+def test_an_optional_har_field_of_another_type_loses_no_entry(tmp_path: Path, odd: str) -> None:
+    """Every entry given a field the analysis does not need, of a type HAR does not give it (an exporter's
+    slip, or anyone's file): mitmproxy's reader refused the entry for it, and the probe and the
+    initialize in it were lost (noted as not read). Each reads as the clean file, the field left out."""
+    change, odd_headers = ODD_OPTIONAL[odd]
+    clean = _har(_flows())
+    doc = _har(_flows())
+    for entry in doc["log"]["entries"]:
+        change(entry)
+    path = tmp_path / "odd.har"
+    path.write_bytes(orjson.dumps(doc))
+    converted = foreign.read_har(io.BytesIO(path.read_bytes()))
+    assert converted.unread == []
+    expected = _kept(foreign.read_har(io.BytesIO(orjson.dumps(clean))))
+    if odd_headers:
+        expected = [(*r[:4], [*r[4], *odd_headers], r[5]) if r[1] == "http.request" else r for r in expected]
+    assert _kept(converted) == expected
+    report, counts, _ = _read(path)
+    assert report["inputs"]["malformed"] == []
+    assert counts["http.request"] == 2 and counts["sse.event"] == 1
+    assert report["totals"]["probe_outcomes"] == {"discover-result": 1}
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+
+
+NEEDED: Final = {
+    "status-word": (_set("response", "status", to="OK"), "status is no number"),
+    "status-true": (_set("response", "status", to=True), "status is no number"),
+    "status-object": (_set("response", "status", to={"code": 200}), "status is no number"),
+    "status-beyond-http": (_set("response", "status", to=1e30), "status is no number"),
+    "status-digits-beyond-ascii": (_set("response", "status", to="２００"), "status is no number"),
+    "headers-object": (_set("response", "headers", to={"content-type": "text/event-stream"}), "headers are no list"),
+    "headers-null": (_set("request", "headers", to=None), "headers are no list"),
+    "content-type-null": (_header("response", {"name": "Content-Type", "value": None}), "content-type header"),
+    "session-null": (_header("request", {"name": "Mcp-Session-Id", "value": None}), "mcp-session-id header"),
+    "post-data-null": (_set("request", "postData", to=None), "request body is not in the HAR"),
+    # guards: mitmproxy's reader refuses these itself
+    "method-number": (_set("request", "method", to=5), "mitmproxy can read"),
+    "url-number": (_set("request", "url", to=5), "mitmproxy can read"),
+    "started-number": (_set("startedDateTime", to=1796000000), "mitmproxy can read"),
+    "body-number": (_set("request", "postData", "text", to=5), "mitmproxy can read"),
+}
+
+
+@pytest.mark.parametrize("field", list(NEEDED))
+def test_a_needed_har_field_of_another_type_is_noted_at_its_entry(tmp_path: Path, field: str) -> None:
+    """A field the reading depends on (the status, the headers a message is read by, the method, the
+    URL, the start, a body) that cannot be used leaves its entry noted as not read, located, with why;
+    never read without it (a status `true` read as 1; headers that are an object read as headers named
+    by their names' first letters; a request with no body), and the other entry read."""
+    change, why = NEEDED[field]
+    doc = _har(_flows())
+    change(doc["log"]["entries"][0])
+    path = tmp_path / "needed.har"
+    path.write_bytes(orjson.dumps(doc))
+    report = _report(path)
+    (note,) = report["inputs"]["malformed"]
+    assert note["line"] == 1 and why in note["reason"], note
+    assert report["totals"]["probe_outcomes"] == {}  # not `no-answer`: its answer is unknown
+    assert report["totals"]["init_outcomes"] == {"served": 1}
+
+
+def test_timings_beyond_any_float_lose_no_entry(tmp_path: Path) -> None:
+    """A document orjson refuses (here for a lone surrogate escape) is read by the standard library,
+    which reads `1e400` as infinite and an integer of 400 digits whole: such a timing is no time, and
+    the entry is read by its other timings, as one of a timing that is text is."""
+    doc = _har(_flows())
+    doc["log"]["entries"][0]["timings"] = {"wait": "HUGE", "receive": "INFINITE", "send": 10}
+    doc["log"]["entries"][1]["request"]["headers"].append({"name": "x-odd", "value": "LONE"})
+    text = orjson.dumps(doc).replace(b'"HUGE"', b"1" + b"0" * 400).replace(b'"INFINITE"', b"1e400")
+    path = tmp_path / "huge.har"
+    path.write_bytes(text.replace(b"LONE", b"\\ud800"))
+    converted = foreign.read_har(io.BytesIO(path.read_bytes()))
+    assert converted.unread == []
+    start = next(r["ts"] for n, r in converted.records if n == 1 and r["type"] == "http.request")
+    answered = next(r["ts"] for n, r in converted.records if n == 1 and r["type"] == "http.response")
+    assert answered - start == pytest.approx(0.01)  # the send alone: no wait, no receive
+    assert _report(path)["totals"]["probe_outcomes"] == {"discover-result": 1}
