@@ -583,7 +583,7 @@ class LiveStats:
     def observe_all(self, records: Sequence[dict[str, Any]]) -> None:
         """`observe` each of `records`, in order: what the capture writer calls with each batch it
         takes, so a record that changes nothing costs no call of its own."""
-        # never replaced, changed on this thread only
+        # never replaced; added to on this thread only (a scrape decides probes, under the lock)
         by_conn, awaiting, flows, probes, dying = self._by_conn, self._pending, self._flows, self._probes, self._dying
         for record in records:
             if dying and (ts := _ts(record)) is not None and ts > self._dying_from:
