@@ -20,7 +20,7 @@ import pytest
 from analyzer.compact import compact
 from analyzer.messages import messages_from_records, shallow_payload
 from analyzer.schema import RECORD_SCHEMA
-from tests.test_escaped_names import CORPUS, _read, _report
+from tests.test_escaped_names import CORPUS, _read, _report, edited_copy
 
 _PLACE = "<nested here>"
 SCENARIOS = ["auto-modern-stdio", "auto-legacy-stdio", "auto-modern-http", "legacy-sse-http", "unsupported-retry-http",
@@ -55,20 +55,8 @@ def deepened(payload: str, depth: int) -> str:
 
 
 def _deep_copy(scenario: str, out: Path, depth: int) -> int:
-    """The scenario's captures under `out`, same names, every payload deepened; how many changed."""
-    out.mkdir(parents=True)
-    changed = 0
-    for capture in sorted((CORPUS / scenario).glob("*.jsonl")):
-        lines = []
-        for line in capture.read_bytes().splitlines():
-            record = orjson.loads(line)
-            raw = record.get("raw")
-            if isinstance(raw, str) and raw.lstrip().startswith("{"):
-                record["raw"] = deepened(raw, depth)
-                changed += record["raw"] != raw
-            lines.append(orjson.dumps(record))
-        (out / capture.name).write_bytes(b"\n".join(lines) + b"\n")
-    return changed
+    """The scenario's captures under `out`, every payload deepened (`edited_copy`)."""
+    return edited_copy(scenario, out, lambda raw: deepened(raw, depth))
 
 
 @pytest.mark.parametrize("depth", [150, 600])

@@ -9,6 +9,7 @@ and as an archive.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,8 @@ def escaped_names(payload: str) -> str:
     return _NAME.sub(lambda m: f'"\\u{ord(m[1]):04x}{m[2]}"{m[3]}', payload)
 
 
-def _escaped_copy(scenario: str, out: Path) -> int:
-    """The scenario's captures under `out`, same names, every payload's member names escaped; how many
+def edited_copy(scenario: str, out: Path, edit: Callable[[str], str]) -> int:
+    """The scenario's captures under `out`, same names, `edit` applied to every JSON payload; how many
     payloads changed."""
     out.mkdir(parents=True)
     changed = 0
@@ -42,11 +43,16 @@ def _escaped_copy(scenario: str, out: Path) -> int:
             record = orjson.loads(line)
             raw = record.get("raw")
             if isinstance(raw, str) and raw.lstrip().startswith(("{", "[")):
-                record["raw"] = escaped_names(raw)
+                record["raw"] = edit(raw)
                 changed += record["raw"] != raw
             lines.append(orjson.dumps(record))
         (out / capture.name).write_bytes(b"\n".join(lines) + b"\n")
     return changed
+
+
+def _escaped_copy(scenario: str, out: Path) -> int:
+    """The scenario's captures under `out`, every payload's member names escaped (`edited_copy`)."""
+    return edited_copy(scenario, out, escaped_names)
 
 
 def _read(report: dict[str, Any]) -> dict[str, Any]:
