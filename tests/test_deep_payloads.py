@@ -20,7 +20,7 @@ import pytest
 from analyzer.compact import compact
 from analyzer.messages import messages_from_records, shallow_payload
 from analyzer.schema import RECORD_SCHEMA
-from tests.test_escaped_names import CORPUS, _read, _report, edited_copy
+from tests.test_escaped_names import CORPUS, _read, _report, edited_copy, watched
 
 _PLACE = "<nested here>"
 SCENARIOS = ["auto-modern-stdio", "auto-legacy-stdio", "auto-modern-http", "legacy-sse-http", "unsupported-retry-http",
@@ -131,16 +131,11 @@ def test_a_deep_answer_in_a_piece_read_robustly_reads_as_a_shallow_one(tmp_path:
 
 
 def test_watch_reads_deep_payloads_as_analyze_does(tmp_path: Path) -> None:
-    from analyzer.watch import Watcher
     from tests.test_watch import expected, reported
 
     live = tmp_path / "live"
     _deep_copy("unsupported-retry-stdio", live, 300)
-    clock = [1000.0]
-    watcher = Watcher([str(live)], clock=lambda: clock[0])
-    events = [e.as_json() for e in watcher.poll()]
-    clock[0] += 60
-    events += [e.as_json() for e in watcher.poll()]
+    events = watched(live)
     report = _report([str(live)])
     assert _read(report) == _read(_report([str(CORPUS / "unsupported-retry-stdio")]))
     assert reported(events) == expected(report)

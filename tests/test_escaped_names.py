@@ -101,17 +101,23 @@ def test_member_names_written_with_escapes_read_as_the_names_in_an_archive(tmp_p
     assert _read(_report([str(tmp_path / "archive")])) == plain
 
 
-def test_watch_reads_escaped_member_names_as_analyze_does(tmp_path: Path) -> None:
+def watched(live: Path) -> list[dict[str, Any]]:
+    """The events of `erascope watch` over `live`: a poll, and one a minute later (probe timeouts past)."""
     from analyzer.watch import Watcher
-    from tests.test_watch import expected, reported
 
-    live = tmp_path / "live"
-    _escaped_copy("auto-legacy-stdio", live)
     clock = [1000.0]
     watcher = Watcher([str(live)], clock=lambda: clock[0])
     events = [e.as_json() for e in watcher.poll()]
     clock[0] += 60
-    events += [e.as_json() for e in watcher.poll()]
+    return events + [e.as_json() for e in watcher.poll()]
+
+
+def test_watch_reads_escaped_member_names_as_analyze_does(tmp_path: Path) -> None:
+    from tests.test_watch import expected, reported
+
+    live = tmp_path / "live"
+    _escaped_copy("auto-legacy-stdio", live)
+    events = watched(live)
     report = _report([str(live)])
     assert [(v["era"], v["init_outcomes"]) for v in report["servers"]] == [("legacy", {"served": 1})]
     assert reported(events) == expected(report)
