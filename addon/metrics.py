@@ -397,6 +397,10 @@ class _Batch:
     keys: dict[str, tuple[str, ...]]
     """Id as JSON → the pending key of the probe or `initialize` of that id (the first of it)."""
 
+    def ids(self) -> list[bytes]:
+        """The ids of the batch's requests, in order."""
+        return [ident for _, ident in self.requests]
+
 
 class _Flow:
     """An HTTP flow that may still carry events: one may answer a request of its session on another flow."""
@@ -790,7 +794,7 @@ class LiveStats:
         msg = _json(raw)
         members = _members(msg)
         garbage = raw != "" and not members  # `[]` holds no message
-        ids = [ident for _, ident in batch.requests]
+        ids = batch.ids()
         for index, member in members:
             if _is_answer(member):
                 ident = _id(member, raw, index)
@@ -812,7 +816,7 @@ class LiveStats:
         """The pending key of the batch's request an answer with id `ident`, at `index` of the body's
         members, answers, as the analyzer pairs a body with a batch: the request of its id, else the
         member at its index, else the first request (None: it answers no probe or `initialize`)."""
-        ids = [i for _, i in batch.requests]
+        ids = batch.ids()
         if ident is None or ident not in ids:
             ident = next((i for m, i in batch.requests if m == index), ids[0] if ids else None)
         return batch.keys.get(ident.decode()) if ident is not None else None
@@ -834,7 +838,7 @@ class LiveStats:
             ident = _id(msg, raw) if isinstance(msg, dict) else None
             refused = status is not None and status >= 300 and not _is_message(msg)
             whole = refused or (isinstance(msg, dict) and msg.get("error") is not None and "method" not in msg)
-            if whole and ident not in [i for _, i in batch.requests]:
+            if whole and ident not in batch.ids():
                 answers = dict.fromkeys(batch.keys.values(), msg)
             elif (key := self._target(batch, ident, 0)) is not None:
                 answers[key] = msg
