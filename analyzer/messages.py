@@ -53,8 +53,9 @@ RARE_READS: Final = "_rare_reads"
 array holding an object, an array or an escape; a number-looking id quoted where the payload writes
 several ids), which the caller then reads again with `rare=True` (dropped by the caller)."""
 DEEP_READS: Final = "_deep_reads"
-"""The column a reading without `deep` adds: whether the row's payload nests too deep for `json_path_match`
-(past 128 levels), which the caller then reads again with `deep=True` (dropped by the caller)."""
+"""The column a reading without `deep` adds: whether the row's payload may nest too deep for
+`json_path_match` (past 128 levels: fields it has were not read, and it holds more than `_DEEP_OPENERS`
+`{` and `[`), which the caller then reads again with `deep=True` (dropped by the caller)."""
 HTTP_READS: Final = "_http_reads"
 """The column a reading with `http=False` adds: the fields only the HTTP expressions read whose
 type the NDJSON reader checks, read so that both readings refuse the same lines (dropped by the caller)."""
