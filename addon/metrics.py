@@ -178,8 +178,9 @@ _FRAME: Final = fmt.FRAME
 _DIR: Final = fmt.F_DIR
 _C2S: Final = fmt.C2S
 _RAW: Final = fmt.F_RAW
-_HTTP_RESPONSE: Final = fmt.HTTP_RESPONSE
 _SSE_EVENT: Final = fmt.SSE_EVENT
+_SSE_END: Final = fmt.SSE_END
+_HTTP_REQUEST: Final = fmt.HTTP_REQUEST
 _DISCOVER: Final = "server/discover"
 _INITIALIZE: Final = "initialize"
 _DISCOVER_TAIL: Final = "discover\""
@@ -193,6 +194,8 @@ _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_B
 _STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
 _NOT_UPSTREAM: Final = "recorder-stopped"
 _ENDPOINT: Final = "endpoint"
+_CONTENT_TYPE: Final = "text/event-stream"
+_AFTER_REQUEST: Final = frozenset({fmt.HTTP_RESPONSE, fmt.SSE_EVENT, fmt.SSE_END})
 _SCAN_LIMIT: Final = 32 << 10
 """Client messages shorter than this are searched for the two method names outright; longer ones are
 first read for their top-level members (`_method_may_match`), once, mostly by `str.find` of a quote."""
@@ -551,8 +554,9 @@ class LiveStats:
         transport accepts a POST (202) and answers on the session's GET stream, a Streamable HTTP server
         may answer on the standalone GET stream or a resumed one. Every session numbers its requests
         from the same start, so an id alone does not tell one session's answer from another's."""
-        self._flows: dict[str, _Flow | dict[str, Any]] = {}
-        """HTTP flows that may still carry events: their request record until it is read (`_flow`)."""
+        self._flows: dict[str, _Flow | dict[str, Any] | tuple[dict[str, Any], object]] = {}
+        """HTTP flows that may still carry events: their request record (with the headers of a response
+        that opened a stream) until it is read (`_flow`)."""
         self._dying: set[tuple[str, ...]] = set()
         """HTTP: probes whose own flow died in time, kept because an answer may still come on another flow
         (`_flow_over`): the first record after a deadline decides them, whatever it is (a later answer
@@ -589,6 +593,7 @@ class LiveStats:
         takes, so a record that changes nothing costs no call of its own."""
         # never replaced; added to on this thread only (a scrape decides probes, under the lock)
         by_conn, awaiting, flows, probes, dying = self._by_conn, self._pending, self._flows, self._probes, self._dying
+        answers, streams = self._answers, self._streams
         for record in records:
             if dying and (ts := _ts(record)) is not None and ts > self._dying_from:
                 with self._lock:
@@ -612,14 +617,45 @@ class LiveStats:
                         continue
                 elif not by_conn:
                     continue
-            elif rtype in (_HTTP_RESPONSE, _SSE_EVENT) and not awaiting:
+            elif rtype == _HTTP_REQUEST:
+                # most requests are neither a probe nor an `initialize`, and while no probe awaits the
+                # client's next move and no answer is awaited on another flow, such a request only
+                # opens its flow (the counters and `_flows` change on this thread only)
+                if not probes and not answers:
+                    raw = record.get(_RAW)
+                    if raw is None or (
+                        raw.__class__ is str
+                        and len(raw) <= MAX_KEPT_REQUEST
+                        and _DISCOVER_TAIL not in raw
+                        and _INITIALIZE not in raw
+                    ):
+                        self.flows += 1
+                        if len(flows) >= MAX_PENDING:
+                            del flows[next(iter(flows))]  # the oldest: most likely over
+                        flows[str(record.get("flow"))] = record
+                        continue
+            elif not awaiting and rtype in _AFTER_REQUEST:
                 # nothing to settle when no request awaits its answer, and no stream opens without
                 # `streamed`; a stream's `endpoint` event names its session, for the answers to come
                 if rtype == _SSE_EVENT:
                     if record.get("sse_event") != _ENDPOINT:
                         continue
+                elif rtype == _SSE_END:
+                    flow = str(record.get("flow"))
+                    streams.discard(flow)  # `_ended`: nothing of the flow is pending
+                    flows.pop(flow, None)
+                    continue
                 elif not record.get("streamed"):
-                    flows.pop(str(record.get("flow")), None)  # no events come on it (only this thread changes `_flows`)
+                    flows.pop(str(record.get("flow")), None)  # no events come on it
+                    continue
+                else:
+                    flow = str(record.get("flow"))
+                    headers = record.get("headers")
+                    if _is_event_stream(headers):
+                        streams.add(flow)
+                        self._respond(flow, headers)
+                    else:
+                        flows.pop(flow, None)
                     continue
             with self._lock:
                 if rtype == fmt.FRAME:
@@ -853,8 +889,7 @@ class LiveStats:
         key = ("f", str(record.get("flow")))
         if streamed and _is_event_stream(record.get("headers")):
             self._streams.add(key[1])
-            if (flow := self._flow(key[1])) is not None:
-                flow.respond(record.get("headers"))
+            self._respond(key[1], record.get("headers"))
         else:
             self._flows.pop(key[1], None)  # no events come: only an event stream ends with sse.end
         batch = self._batches.get(key[1])
@@ -974,8 +1009,24 @@ class LiveStats:
         found = self._flows.get(flow)
         if found is None or found.__class__ is _Flow:
             return found  # type: ignore[return-value]
-        read = self._flows[flow] = _Flow(found)  # type: ignore[arg-type]
+        if found.__class__ is tuple:
+            read = _Flow(found[0])  # type: ignore[index]
+            read.respond(found[1])  # type: ignore[index]
+        else:
+            read = _Flow(found)  # type: ignore[arg-type]
+        self._flows[flow] = read
         return read
+
+    def _respond(self, flow: str, headers: object) -> None:
+        """The HTTP flow `flow`'s response opened an event stream with `headers` (`_Flow.respond`): kept
+        beside the request's record until the flow is read, as most flows end without that."""
+        found = self._flows.get(flow)
+        if found is None:
+            return
+        if found.__class__ is _Flow:
+            found.respond(headers)  # type: ignore[union-attr]
+        else:
+            self._flows[flow] = (found[0] if found.__class__ is tuple else found, headers)  # type: ignore[index]
 
     def _take_ids(self, session: str, raw: object) -> None:
         """A request of `session` (`raw`) takes the ids it names from the session's requests before it
@@ -1363,6 +1414,24 @@ def _is_event_stream(headers: object) -> bool:
     `Content-Type` field folded into one value (two such fields name no event stream)."""
     if not isinstance(headers, list):
         return False
+    # This runs for every streamed response: the recorder's pairs are lists of two strings, and most
+    # names are told apart by their length alone, so a stream's response usually leaves one field to
+    # read, named `content-type` as HTTP/2 and most servers write it.
+    found = None
+    try:
+        for pair in headers:
+            name, value = pair
+            if len(name) == 12:
+                if pair.__class__ is not list or name != "content-type" or found is not None:
+                    return _names_event_stream(headers)
+                found = value
+    except (TypeError, ValueError):  # a pair of another length, a name without one
+        return _names_event_stream(headers)
+    return found == _CONTENT_TYPE or (found is not None and _names_event_stream(headers))
+
+
+def _names_event_stream(headers: list[Any]) -> bool:
+    """`_is_event_stream` for any pairs (names in any case, pairs of other types)."""
     values = [
         str(pair[1])
         for pair in headers
