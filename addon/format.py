@@ -255,6 +255,7 @@ def payload_bytes(record: dict[str, object]) -> bytes:
 
 SESSION_HEADER: Final = "mcp-session-id"
 """The header a Streamable HTTP session is named by (request and response)."""
+_SESSION_HEADER_LENGTH: Final = len(SESSION_HEADER)
 SESSION_QUERY: Final = re.compile(r"(?i)[?&]session_?id=([^&#\s]+)")
 """The session id in the HTTP+SSE transport's POST URL and `endpoint` event: `session_id` (the Python
 SDK), `sessionId` (the TypeScript SDK's `SSEServerTransport`, Go servers). The analyzer reads it with
@@ -269,9 +270,9 @@ def named_session(headers: object, url: object) -> str | None:
         if (
             isinstance(pair, list)
             and len(pair) == 2
-            and isinstance(pair[0], str)
-            and len(pair[0]) == len(SESSION_HEADER)
-            and pair[0].lower() == SESSION_HEADER
+            and isinstance(name := pair[0], str)
+            and len(name) == _SESSION_HEADER_LENGTH  # most names are told apart without lowering them
+            and name.lower() == SESSION_HEADER
             and isinstance(pair[1], str)
         ):
             return pair[1].partition("\n")[0]

@@ -188,6 +188,7 @@ _DISCOVER_TAIL: Final = "discover\""
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 _META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 _PROBE_HEADERS: Final = frozenset({"mcp-protocol-version", "mcp-method"})
+_PROBE_HEADER_LENGTHS: Final = frozenset(map(len, _PROBE_HEADERS))
 _HTTP_DEATHS: Final = frozenset({"connection-refused", "upstream-reset", "timeout", "other"})
 _SSE_DEATHS: Final = frozenset({"upstream-reset", "error"})
 _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_BROKEN})
@@ -505,9 +506,13 @@ def _well_formed(msg: dict[str, Any], headers: object) -> bool:
     if headers is None:
         return True
     names = {
-        pair[0].lower()
+        name.lower()
         for pair in (headers if isinstance(headers, list) else ())
-        if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], str)
+        if isinstance(pair, list)
+        and len(pair) == 2
+        and isinstance(name := pair[0], str)
+        and len(name) in _PROBE_HEADER_LENGTHS  # a name lowered to one of them is as long
+        and isinstance(pair[1], str)
     }
     return names >= _PROBE_HEADERS
 

@@ -5,7 +5,8 @@ throughput: the same stream of records is written by a `CaptureWriter` with and 
 `LiveStats.observe_all`, interleaved run for run, and the ratio of the two is reported (fastest runs
 and medians). Two streams: stdio frames (small JSON-RPC requests and answers, a probe now and then),
 and HTTP flows of a Streamable HTTP session (a POST with the headers a client sends, answered by a
-JSON body or, every other flow, by an event stream of one event; a probe now and then). Measured in
+JSON body or, every other flow, by an event stream of one event; a probe now and then). `--instructions`
+also counts a probe storm's flows (a probe before every tool call). Measured in
 CPU time of the process (the producing thread and the writer thread), which a shared, loaded machine
 blurs less than wall time.
 
@@ -59,7 +60,7 @@ def _records(n: int) -> list[dict[str, Any]]:
     return out
 
 
-def _http_records(n: int) -> list[dict[str, Any]]:
+def _http_records(n: int, probe_every: int = 100) -> list[dict[str, Any]]:
     params = {"name": "add", "arguments": {"a": 2}, "_meta": _META}
     call = orjson.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).decode()
     answer = orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "5"}]}}).decode()
@@ -80,7 +81,7 @@ def _http_records(n: int) -> list[dict[str, Any]]:
     while len(out) < n:
         flow += 1
         f = {"conn": "c", "flow": f"f{flow}"}
-        raw = probe if flow % 100 == 0 else call
+        raw = probe if flow % probe_every == 0 else call
         out.append({fmt.F_TYPE: fmt.HTTP_REQUEST, **f, "method": "POST", "url": "http://127.0.0.1:8000/mcp",
                     "headers": headers, fmt.F_RAW: raw})  # fmt: skip
         if flow % 2:
@@ -92,6 +93,11 @@ def _http_records(n: int) -> list[dict[str, Any]]:
             out.append({fmt.F_TYPE: fmt.SSE_EVENT, **f, "index": 0, "sse_event": "message", fmt.F_RAW: answer})
             out.append({fmt.F_TYPE: fmt.SSE_END, **f, "how": "clean", "events": 1, "incomplete": False})
     return out[:n]
+
+
+def _storm_records(n: int) -> list[dict[str, Any]]:
+    """`_http_records` of a client in a probe storm: a probe before every tool call (every other flow)."""
+    return _http_records(n, probe_every=2)
 
 
 def _write(records: list[dict[str, Any]], counted: bool, transport: str = fmt.STDIO) -> float:
@@ -152,7 +158,7 @@ def describe(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-STREAMS = {"stdio": (_records, fmt.STDIO), "http": (_http_records, fmt.HTTP)}
+STREAMS = {"stdio": (_records, fmt.STDIO), "http": (_http_records, fmt.HTTP), "http-storm": (_storm_records, fmt.HTTP)}
 
 
 def _child(stream: str, variant: str, n: int) -> None:
