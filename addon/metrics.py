@@ -94,6 +94,7 @@ is the double it reads as, to the analyzer as to JavaScript and Python's `json` 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -381,8 +382,10 @@ class _Pending:
     """A probe's: when its timeout ran out (the request's `ts` + the timeout); never for a record
     without a time, nor for an `initialize` (clients wait for it)."""
     moved: bool = False
-    """A probe's: the client has since sent its server another request or notification (on any
-    connection or flow): an answer after the deadline then comes too late (`_gave_up`)."""
+    """A probe in a batch: the batch sends its server another request or notification after it (a
+    later move of the client's is told by `seq`, `LiveStats._has_moved`)."""
+    seq: int = 0
+    """A probe's: which probe of the counters' this was (`LiveStats._taken`), from 1."""
     died: float | None = None
     """HTTP: when the request's own flow died (-inf: a record without a time), for a probe kept because
     its answer may still come on another flow of its session: an answer in time still wins, a later
@@ -465,6 +468,19 @@ def _request_ids(raw: object) -> list[bytes]:
     ]
 
 
+def _oldest(table: dict[Any, Any]) -> list[Any]:
+    """The keys of the oldest eighth of the full `table` (`MAX_PENDING` entries), which are let go to
+    make room: the oldest are most likely over. An eighth at a time, since finding the oldest walks the
+    slots of the keys deleted before it (a dict compacts them only when it grows): one at a time, a
+    table kept full walked hundreds of them for every key added."""
+    return list(itertools.islice(table, max(1, MAX_PENDING // 8)))
+
+
+def _drop_oldest(table: dict[Any, Any]) -> None:
+    for key in _oldest(table):
+        del table[key]
+
+
 class _Unread:
     """Not read yet."""
 
@@ -543,6 +559,16 @@ class LiveStats:
         self._probes: dict[str, set[tuple[str, ...]]] = {}
         """Per server label, the pending keys of its probes: the client's next message to that server
         times them (`_moved`)."""
+        self._taken = 0
+        """Probes taken so far (`_Pending.seq`)."""
+        self._moves: dict[str, int] = {}
+        """Per server label, `_taken` when the client last sent that server a request or notification:
+        the probes of it taken by then have seen the client move on (`_has_moved`). Kept as a number,
+        not marked on each probe, as a hung server's probes wait by the thousand while traffic to it
+        goes on."""
+        self._due: dict[str, float] = {}
+        """Per server label with probes pending, no deadline of them comes before this (`_moved` looks
+        for probes past their deadline only after it)."""
         self._by_conn: dict[str, set[tuple[str, ...]]] = {}
         """stdio: the pending keys of each connection."""
         self._batches: dict[str, _Batch] = {}
@@ -636,7 +662,7 @@ class LiveStats:
                     ):
                         self.flows += 1
                         if len(flows) >= MAX_PENDING:
-                            del flows[next(iter(flows))]  # the oldest: most likely over
+                            _drop_oldest(flows)
                         flows[str(record.get("flow"))] = record
                         continue
             elif not awaiting and rtype in _AFTER_REQUEST:
@@ -671,7 +697,7 @@ class LiveStats:
                     headers = record.get("headers", [])
                     raw = record.get(fmt.F_RAW)
                     if len(self._flows) >= MAX_PENDING:
-                        del self._flows[next(iter(self._flows))]  # the oldest: most likely over
+                        _drop_oldest(self._flows)
                     # read when asked for (most flows end without that), but a long body is let go now
                     short = raw is None or (raw.__class__ is str and len(raw) <= MAX_KEPT_REQUEST)
                     self._flows[flow] = record if short else _Flow(record)
@@ -787,13 +813,17 @@ class LiveStats:
                 return None  # an id twice in one batch: an answer of that id is the first one's
             batch.keys[key[2]] = key
         if len(self._pending) >= MAX_PENDING:
-            self._forget(next(iter(self._pending)))
+            for oldest in _oldest(self._pending):
+                self._forget(oldest)
         pending = self._pending[key] = _Pending(msg["method"], ident, self._label(server))
         if pending.method == _DISCOVER:
             pending.well_formed = _well_formed(msg, headers)
             if ts is not None:
                 pending.deadline = ts + self.probe_timeout
             self._probes.setdefault(pending.server, set()).add(key)
+            self._taken += 1
+            pending.seq = self._taken
+            self._due[pending.server] = min(self._due.get(pending.server, math.inf), pending.deadline)
         flow = self._flow(key[1]) if key[0] == "f" else None
         session = flow.session if flow is not None else None
         if session is not None:
@@ -1109,8 +1139,17 @@ class LiveStats:
             pending is not None
             and ts is not None
             and ts > pending.deadline
-            and (pending.moved or pending.died is not None or (key[0] == "c" and key[1] in self._client_closed))
+            and (
+                self._has_moved(pending)
+                or pending.died is not None
+                or (key[0] == "c" and key[1] in self._client_closed)
+            )
         )
+
+    def _has_moved(self, pending: _Pending) -> bool:
+        """Whether the client has sent the server of the probe `pending` another request or notification
+        since the probe (on any connection or flow): an answer after its deadline then comes too late."""
+        return pending.moved or 0 < pending.seq <= self._moves.get(pending.server, 0)
 
     def _unanswered(self, key: tuple[str, ...]) -> None:
         """Settle `key` as no answer came to it: `garbage` if the server wrote some in time, else
@@ -1124,11 +1163,14 @@ class LiveStats:
     def _moved(self, label: str, ts: float | None) -> None:
         """The client sent server `label` a request or notification at `ts`: its probes still pending
         take no late answer any more, and those past their deadline are decided now."""
-        for key in list(self._probes.get(label, ())):
-            pending = self._pending[key]
-            pending.moved = True
-            if ts is not None and ts > pending.deadline:
-                self._unanswered(key)
+        self._moves[label] = self._taken
+        if ts is None or ts <= self._due.get(label, math.inf):
+            return
+        for key in [key for key in self._probes.get(label, ()) if ts > self._pending[key].deadline]:
+            self._unanswered(key)
+        waiting = self._probes.get(label)
+        if waiting:
+            self._due[label] = min(self._pending[key].deadline for key in waiting)
 
     def _past(self, ts: float) -> None:
         """A record came at `ts`: the probes of `_dying` whose deadline it is past are decided."""
@@ -1179,6 +1221,7 @@ class LiveStats:
                 probes.discard(key)
                 if not probes:
                     del self._probes[pending.server]
+                    self._due.pop(pending.server, None)
         if key[0] == "c":
             keys = self._by_conn.get(key[1])
             if keys is not None:

@@ -6,7 +6,8 @@ throughput: the same stream of records is written by a `CaptureWriter` with and 
 and medians). Two streams: stdio frames (small JSON-RPC requests and answers, a probe now and then),
 and HTTP flows of a Streamable HTTP session (a POST with the headers a client sends, answered by a
 JSON body or, every other flow, by an event stream of one event; a probe now and then). `--instructions`
-also counts a probe storm's flows (a probe before every tool call). Measured in
+also counts a probe storm's flows (a probe before every tool call) and the requests to a hung upstream
+(none answered). Measured in
 CPU time of the process (the producing thread and the writer thread), which a shared, loaded machine
 blurs less than wall time.
 
@@ -100,6 +101,12 @@ def _storm_records(n: int) -> list[dict[str, Any]]:
     return _http_records(n, probe_every=2)
 
 
+def _hung_records(n: int) -> list[dict[str, Any]]:
+    """`_http_records`' requests alone: a hung upstream that answers none, while the proxy takes more
+    (the counters' table of open flows stays full)."""
+    return [r for r in _http_records(3 * n) if r[fmt.F_TYPE] == fmt.HTTP_REQUEST][:n]
+
+
 def _write(records: list[dict[str, Any]], counted: bool, transport: str = fmt.STDIO) -> float:
     out = Path(tempfile.mkdtemp(prefix="erascope-bench-"))
     try:
@@ -158,7 +165,12 @@ def describe(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-STREAMS = {"stdio": (_records, fmt.STDIO), "http": (_http_records, fmt.HTTP), "http-storm": (_storm_records, fmt.HTTP)}
+STREAMS = {
+    "stdio": (_records, fmt.STDIO),
+    "http": (_http_records, fmt.HTTP),
+    "http-storm": (_storm_records, fmt.HTTP),
+    "http-hung": (_hung_records, fmt.HTTP),
+}
 
 
 def _child(stream: str, variant: str, n: int) -> None:

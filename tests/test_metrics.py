@@ -1066,6 +1066,24 @@ def test_probes_are_timed_as_the_analyzer_times_them(
         assert analyzed == expected
 
 
+def test_a_move_of_the_client_times_every_probe_of_its_server_before_it_and_none_after(tmp_path: Path) -> None:
+    """Fifty probes of one server await their answers on as many connections when the client sends that
+    server a request on another: each of them takes no answer after its timeout any more, and a probe
+    sent after that move still does (its client waited). The counters note a move once for the server,
+    not on each probe awaiting (a hung server's probes wait by the thousand while its traffic goes on)."""
+    conns = [f"p{i}" for i in range(50)]
+    records = [
+        *(at(-1, event(conn, fmt.EV_SPAWN)) for conn in [*conns, "m", "late"]),
+        *(c2s(0, with_id("1", WELL_FORMED), conn) for conn in conns),
+        c2s(1, LIST, "m"),
+        c2s(2, with_id("1", WELL_FORMED), "late"),
+        *(at(13, frame(conn, fmt.S2C, with_id("1", RELEASE))) for conn in [*conns, "late"]),
+    ]
+    expected = {"no-answer": 50, "discover-result": 1}
+    assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == expected
+    assert _analyzed(tmp_path, records)["outcomes"] == expected
+
+
 @pytest.mark.parametrize(
     ("ending", "expected"),
     [
