@@ -167,9 +167,9 @@ EMPTY_SERVER: Final = "<empty>"
 """The server label of an empty key (Prometheus takes a label whose value is empty for no label)."""
 MAX_LABEL: Final = 200
 MAX_PENDING: Final = 4096
-"""Probes and `initialize` requests awaiting their answer that are remembered; the oldest is
-forgotten beyond this (a flood of unanswered requests must not grow the recorder). So many HTTP flows
-that may carry events are followed too."""
+"""Probes and `initialize` requests awaiting their answer that are remembered; at this many, the oldest
+eighth is forgotten (`_oldest`; a flood of unanswered requests must not grow the recorder). So many HTTP
+flows that may carry events are followed too."""
 MAX_KEPT_REQUEST: Final = 4096
 """An HTTP request's text is kept while its flow may carry events when no longer than this, to tell an
 answer to it there from an answer to another request of its session (`_Flow.answers`)."""
