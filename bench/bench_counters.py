@@ -19,7 +19,7 @@ threads and the proxy's event loop do none of this work. CPU time of two threads
 moves by a third between runs of one variant on a shared machine (the fastest run of nine included),
 which hides a 10 % difference: `--instructions` counts instead (valgrind's cachegrind, every thread of a
 child process that writes the stream: its instructions less those of a child that only builds it), the
-same figure from run to run.
+same figure within about 1 % from run to run.
 """
 
 from __future__ import annotations
