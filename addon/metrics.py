@@ -111,7 +111,7 @@ from addon import jsontext
 from addon.characters import HIDDEN_CHARS, JOINER_CHARS, SELECTOR_CHARS
 from addon.errors import ErascopeError
 from addon.redact import ENDPOINT_URI_MAX
-from addon.sse import is_event_stream_type
+from addon.sse import EVENT_STREAM_TYPE, is_event_stream_type
 
 MODERN_VERSIONS: Final = frozenset({"2026-07-28"})
 """The modern protocol revisions (the analyzer's `analyzer.schema.MODERN_VERSIONS`)."""
@@ -196,7 +196,6 @@ _STDIO_DEATHS: Final = frozenset({fmt.EV_EXIT, fmt.EV_SERVER_EOF, fmt.EV_STDIN_B
 _STDIO_ERRORS: Final = frozenset({fmt.EV_SPAWN_FAILED, fmt.EV_STDIN_BROKEN})
 _NOT_UPSTREAM: Final = "recorder-stopped"
 _ENDPOINT: Final = "endpoint"
-_CONTENT_TYPE: Final = "text/event-stream"
 _AFTER_REQUEST: Final = frozenset({fmt.HTTP_RESPONSE, fmt.SSE_EVENT, fmt.SSE_END})
 _SCAN_LIMIT: Final = 32 << 10
 """Client messages shorter than this are searched for the two method names outright; longer ones are
@@ -680,13 +679,7 @@ class LiveStats:
                     flows.pop(str(record.get("flow")), None)  # no events come on it
                     continue
                 else:
-                    flow = str(record.get("flow"))
-                    headers = record.get("headers")
-                    if _is_event_stream(headers):
-                        streams.add(flow)
-                        self._respond(flow, headers)
-                    else:
-                        flows.pop(flow, None)
+                    self._streamed(str(record.get("flow")), record.get("headers"))
                     continue
             with self._lock:
                 if rtype == fmt.FRAME:
@@ -922,9 +915,8 @@ class LiveStats:
     def _response(self, record: dict[str, Any]) -> None:
         streamed = bool(record.get("streamed"))
         key = ("f", str(record.get("flow")))
-        if streamed and _is_event_stream(record.get("headers")):
-            self._streams.add(key[1])
-            self._respond(key[1], record.get("headers"))
+        if streamed:
+            self._streamed(key[1], record.get("headers"))
         else:
             self._flows.pop(key[1], None)  # no events come: only an event stream ends with sse.end
         batch = self._batches.get(key[1])
@@ -1052,9 +1044,14 @@ class LiveStats:
         self._flows[flow] = read
         return read
 
-    def _respond(self, flow: str, headers: object) -> None:
-        """The HTTP flow `flow`'s response opened an event stream with `headers` (`_Flow.respond`): kept
-        beside the request's record until the flow is read, as most flows end without that."""
+    def _streamed(self, flow: str, headers: object) -> None:
+        """The HTTP flow `flow`'s response came streamed with `headers`. An event stream the recorder taps
+        is open until its `sse.end`, and its headers wait beside the request's record until the flow is
+        read (`_Flow.respond`; most flows end unread); no events come on any other stream."""
+        if not _is_event_stream(headers):
+            self._flows.pop(flow, None)
+            return
+        self._streams.add(flow)
         found = self._flows.get(flow)
         if found is None:
             return
@@ -1475,7 +1472,7 @@ def _is_event_stream(headers: object) -> bool:
                 found = value
     except (TypeError, ValueError):  # a pair of another length, a name without one
         return _names_event_stream(headers)
-    return found == _CONTENT_TYPE or (found is not None and _names_event_stream(headers))
+    return found == EVENT_STREAM_TYPE or (found is not None and _names_event_stream(headers))
 
 
 def _names_event_stream(headers: list[Any]) -> bool:

@@ -14,11 +14,13 @@ The parser holds at most one partial line and one partial event; it never buffer
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Final
 
-__all__ = ["SseEvent", "SseParser", "is_event_stream_type"]
+__all__ = ["EVENT_STREAM_TYPE", "SseEvent", "SseParser", "is_event_stream_type"]
 
 _MAX_COMMENTS = 8
-_CONTENT_TYPE = "text/event-stream"
+EVENT_STREAM_TYPE: Final = "text/event-stream"
+"""The media type of an event stream, as a `Content-Type` names it."""
 _HTTP_WHITESPACE = " \t"
 _BOM = b"\xef\xbb\xbf"
 
@@ -31,7 +33,7 @@ def is_event_stream_type(content_type: str) -> bool:
     bytes that are not UTF-8 read as latin-1): only HTTP's own whitespace is stripped, and a character
     that is not ASCII never lowers to one of the name's, so both decide alike whatever bytes came.
     """
-    return content_type.split(";", 1)[0].strip(_HTTP_WHITESPACE).lower() == _CONTENT_TYPE
+    return content_type.split(";", 1)[0].strip(_HTTP_WHITESPACE).lower() == EVENT_STREAM_TYPE
 
 
 @dataclass(slots=True)
