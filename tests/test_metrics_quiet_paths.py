@@ -13,79 +13,42 @@ import pytest
 
 from addon import format as fmt
 from addon.metrics import LiveStats, _is_event_stream, _names_event_stream
-from tests.test_metrics import _http_outcomes
+from tests.test_metrics import SERVER, _http_outcomes, _in_session, _sse_end, _sse_event, probe, req, resp
 
-SERVER: Final = "http://s/mcp"
-ENVELOPE: Final = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-PROBE_HEADERS: Final = [["mcp-protocol-version", "2026-07-28"], ["mcp-method", "server/discover"]]
 SESSION: Final = "hmac:5e55"
+WAITING: Final = req("o1", probe(9), server="http://other/mcp")
+"""A probe of another server awaiting its answer: records are then read under the lock."""
 
 
-def _request(flow: str, body: dict[str, Any] | None, headers: list[list[str]]) -> dict[str, Any]:
-    record = {fmt.F_TYPE: fmt.HTTP_REQUEST, "flow": flow, "method": "POST" if body else "GET", "url": SERVER,
-              "headers": headers, fmt.F_SERVER: SERVER}  # fmt: skip
-    if body is not None:
-        record[fmt.F_RAW] = orjson.dumps({"jsonrpc": "2.0", **body}).decode()
-    return record
-
-
-def _stream(flow: str, headers: list[list[str]]) -> dict[str, Any]:
-    return {fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": flow, "status": 200, "streamed": True, "headers": headers,
-            fmt.F_SERVER: SERVER}  # fmt: skip
-
-
-def _accepted(flow: str) -> dict[str, Any]:
-    return {fmt.F_TYPE: fmt.HTTP_RESPONSE, "flow": flow, "status": 202, "streamed": False, "headers": [],
-            fmt.F_SERVER: SERVER}  # fmt: skip
-
-
-def _event(flow: str, body: dict[str, Any]) -> dict[str, Any]:
-    raw = orjson.dumps({"jsonrpc": "2.0", **body}).decode()
-    return {fmt.F_TYPE: fmt.SSE_EVENT, "flow": flow, "index": 0, "sse_event": "message", fmt.F_RAW: raw,
-            fmt.F_SERVER: SERVER}  # fmt: skip
-
-
-PROBE: Final = {"id": 7, "method": "server/discover", "params": {"_meta": ENVELOPE}}
-RESULT: Final = {"id": 7, "result": {"supportedVersions": ["2026-07-28"]}}
-
-
-def _named_by_the_response(pending_elsewhere: bool) -> list[dict[str, Any]]:
+def _named_by_the_response() -> list[dict[str, Any]]:
     """A stream opened by a request that names no session, whose response names it (`Mcp-Session-Id`);
-    a probe of that session POSTed on another flow, accepted, and answered on the first flow's stream.
-    `pending_elsewhere`: a probe of another server awaits its answer meanwhile, so that the stream's
-    response is read under the lock instead of beside it."""
-    other = "http://other/mcp"
-    waiting = {**_request("o1", PROBE, PROBE_HEADERS), fmt.F_SERVER: other}
+    a probe of that session POSTed on another flow, accepted, and answered on the first flow's stream."""
+    result = orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": {"supportedVersions": ["2026-07-28"]}}).decode()
     return [
-        *([waiting] if pending_elsewhere else []),
-        _request("g1", {"id": 1, "method": "tools/list"}, [["content-type", "application/json"]]),
-        _stream("g1", [["content-type", "text/event-stream"], ["mcp-session-id", SESSION]]),
-        _request("p1", PROBE, [*PROBE_HEADERS, ["mcp-session-id", SESSION]]),
-        _accepted("p1"),
-        _event("g1", RESULT),
+        req("g1", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        _in_session(resp("g1", 200, sse=True), SESSION),
+        _in_session(req("p1", probe(7)), SESSION),
+        resp("p1", 202),
+        {**_sse_event("g1", result), fmt.F_SERVER: SERVER},
     ]
 
 
 @pytest.mark.parametrize("pending_elsewhere", [False, True], ids=["nothing-pending", "a-probe-pending"])
 def test_a_session_named_by_a_streams_response_pairs_an_answer_on_it(tmp_path: Path, pending_elsewhere: bool) -> None:
-    records = _named_by_the_response(pending_elsewhere)
+    records = _named_by_the_response()
     stats = LiveStats()
-    stats.observe_all(records)
+    stats.observe_all([WAITING, *records] if pending_elsewhere else records)
     counted = stats.snapshot()["servers"][SERVER]["outcomes"]
     assert counted == {"discover-result": 1}
-    analyzed = _http_outcomes(tmp_path, [r for r in records if r[fmt.F_SERVER] == SERVER])
-    assert counted == analyzed
+    assert counted == _http_outcomes(tmp_path, records)
 
 
 def test_the_open_streams_are_counted_alike_read_beside_the_lock_or_under_it() -> None:
-    for pending_elsewhere in (False, True):
+    for before in ([], [WAITING]):
         stats = LiveStats()
-        stats.observe_all(_named_by_the_response(pending_elsewhere)[:-1])
+        stats.observe_all([*before, *_named_by_the_response()[:2]])  # the stream opened, nothing else awaited
         assert stats.snapshot()["sse_open"] == 1
-        stats.observe_all([{fmt.F_TYPE: fmt.SSE_END, "flow": "g1", "how": "clean", "events": 1}])
+        stats.observe_all([_sse_end("g1", "clean")])
         assert stats.snapshot()["sse_open"] == 0
 
 
