@@ -184,8 +184,11 @@ _SSE_END: Final = fmt.SSE_END
 _HTTP_REQUEST: Final = fmt.HTTP_REQUEST
 _DISCOVER: Final = "server/discover"
 _INITIALIZE: Final = "initialize"
-_DISCOVER_TAIL: Final = "discover\""
+_DISCOVER_TAIL: Final = 'discover"'
 """The end of `"server/discover"` however its slash is written (`\\/`, `\\u002f`)."""
+_ESCAPE: Final = "\\u"
+"""What a method name holds when any of its letters is escaped (`"server/discove\\u0072"`): a message
+that holds neither this, nor `discover"`, nor `initialize` is neither a probe nor an `initialize`."""
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 _META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 _PROBE_HEADERS: Final = frozenset({"mcp-protocol-version", "mcp-method"})
@@ -641,7 +644,12 @@ class LiveStats:
                         if raw.__class__ is not fmt.PieceText or not _long_may_call(raw):
                             continue
                     elif len(raw) < _SCAN_LIMIT:
-                        if _DISCOVER_TAIL not in raw and _INITIALIZE not in raw:  # `discover"` however escaped
+                        # a backslash first: searching one character is a `memchr`, a fifth of `\u`'s cost
+                        if (
+                            _DISCOVER_TAIL not in raw
+                            and _INITIALIZE not in raw
+                            and ("\\" not in raw or _ESCAPE not in raw)
+                        ):
                             continue
                     elif not _may_call(raw):
                         continue
@@ -658,6 +666,7 @@ class LiveStats:
                         and len(raw) <= MAX_KEPT_REQUEST
                         and _DISCOVER_TAIL not in raw
                         and _INITIALIZE not in raw
+                        and ("\\" not in raw or _ESCAPE not in raw)
                     ):
                         self.flows += 1
                         if len(flows) >= MAX_PENDING:
@@ -1263,15 +1272,19 @@ def _may_call(raw: str) -> bool:
 
 
 def _names_escaped(raw: str) -> bool:
-    """Whether `raw` may name `server/discover` with its slash escaped (`server\\/discover`, PHP's
-    `json_encode` writes every slash so; `server\\u002fdiscover`), which the analyzer reads as the method."""
-    return _DISCOVER_TAIL in raw and "\\" in raw
+    """Whether `raw` may name either method with escapes, which the analyzer reads as the method: the
+    slash (`server\\/discover`, PHP's `json_encode` writes every slash so; `server\\u002fdiscover`) or
+    any letter (`server/discove\\u0072`, `initializ\\u0065`: no encoder writes those, but a client that
+    did would otherwise hide its probes from the counters and not from `analyze`)."""
+    return "\\" in raw and (_ESCAPE in raw or _DISCOVER_TAIL in raw)  # a backslash first: a `memchr`
 
 
 def _long_may_call(raw: fmt.PieceText) -> bool:
     """`_may_call` for a long line's text: made a `str` only when it names a method `_may_call` looks for,
     which a long client message hardly ever does."""
-    return raw.holds(_DISCOVER.encode(), _INITIALIZE.encode(), _DISCOVER_TAIL.encode()) and _may_call(raw.text())
+    # a backslash before `\u`: one character is a `memchr`, two cost as much as the three names together
+    names = raw.holds(_DISCOVER.encode(), _INITIALIZE.encode(), _DISCOVER_TAIL.encode())
+    return (names or (raw.holds(b"\\") and raw.holds(_ESCAPE.encode()))) and _may_call(raw.text())
 
 
 def _method_may_match(raw: str) -> bool:

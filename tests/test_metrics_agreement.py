@@ -71,8 +71,13 @@ def test_an_initialize_answered_by_an_error_beside_a_null_result_is_no_legacy_pr
 
 @pytest.mark.parametrize(
     "probe",
-    [PROBE.replace("/", "\\/"), PROBE.replace("server/discover", "server\\u002fdiscover")],
-    ids=["php-escaped-slashes", "unicode-escaped-slash"],
+    [
+        PROBE.replace("/", "\\/"),
+        PROBE.replace("server/discover", "server\\u002fdiscover"),
+        PROBE.replace("server/discover", "server/discove\\u0072"),
+        PROBE.replace("server/discover", "\\u0073erver\\/\\u0064iscover"),
+    ],
+    ids=["php-escaped-slashes", "unicode-escaped-slash", "unicode-escaped-letter", "every-way-escaped"],
 )
 def test_a_probe_written_with_escapes_is_counted(tmp_path: Path, probe: str) -> None:
     records = _stdio('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}', probe)
