@@ -205,6 +205,13 @@ def _checked(address: str, target: str) -> str:
             f"{named}: {scheme or 'no'} protocol; a scheduler other processes reach is at"
             f" {' or '.join(f'{p}://host:port' for p in _SCHEMES)}, or give its scheduler file"
         )
+    if scheme == "ucx" and importlib.util.find_spec("distributed_ucxx") is None:
+        # Dask left UCX to a package of its own; without it a connection fails with "Can't instantiate
+        # abstract class UCXConnector"
+        raise ErascopeError(
+            f"{named}: Dask's ucx protocol needs distributed-ucxx (conda-forge; distributed-ucxx-cu12 or"
+            " -cu13 on PyPI), which is not installed; or give the scheduler's tcp:// or tls:// address"
+        )
     try:
         port = urlsplit(f"//{rest}").port
     except ValueError as exc:  # a port out of range, not digits, or a bad IPv6 host

@@ -5,6 +5,7 @@ mid-run is retried elsewhere or the run fails loudly, never with a partial repor
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -209,12 +210,18 @@ def test_jobs_with_a_scheduler_is_refused(command: str, tmp_path: Path) -> None:
         ("http://127.0.0.1:{port}", "http protocol"),
         ("tcp://", "no port"),
         ("scheduler.json", "no scheduler file at that path"),
+        pytest.param(
+            "ucx://127.0.0.1:{port}",
+            "needs distributed-ucxx",
+            marks=pytest.mark.skipif(importlib.util.find_spec("distributed_ucxx") is not None, reason="UCX installed"),
+        ),
     ],
 )
 def test_an_address_no_scheduler_can_have_is_said_so(address: str, said: str, tmp_path: Path) -> None:
     """A password in the address was printed in clear (in Dask's "invalid address" text too), a port
-    out of range waited for the connect timeout and then said nothing answered, and `inproc://`
-    gave Python's "not enough values to unpack"."""
+    out of range waited for the connect timeout and then said nothing answered, `inproc://` gave
+    Python's "not enough values to unpack", and `ucx://` without Dask's UCX package "Can't instantiate
+    abstract class UCXConnector"."""
     address = address.format(port=_free_port())
     result = subprocess.run(
         [str(ERASCOPE), "compact", "captures/corpus", "--out", str(tmp_path / "a"), "--scheduler", address],
