@@ -745,7 +745,7 @@ class LiveStats:
         an `initialize` (`_request`). `headers`: an HTTP request's (None on stdio)."""
         msg: Any = _NOTHING
         server = record.get(fmt.F_SERVER)
-        if self._probes and (label := self._known_label(server)) in self._probes:
+        if self._probes and (label := self._known_label(server)) in self._probes and self._may_move(label, record):
             # a long line is decoded for this only when it may name a `method` member (plainly, or with
             # an escape): most hold neither
             if raw.__class__ is not fmt.PieceText or raw.holds(b'"method"', b"\\u"):  # type: ignore[attr-defined]
@@ -1165,6 +1165,16 @@ class LiveStats:
         if pending is not None and pending.method == _DISCOVER:
             died = pending.died is not None and pending.died <= pending.deadline
             self._count(pending, GARBAGE if pending.garbage else CONNECTION_DIED if died else NO_ANSWER, None)
+
+    def _may_move(self, label: str, record: dict[str, Any]) -> bool:
+        """Whether the client message `record` to server `label` may change what `_moved` noted: not when
+        the client has moved on since that server's latest probe and `record` comes by the earliest
+        deadline of its probes. Behind a hung server every message the client goes on sending would
+        otherwise be decoded again while its probes await their answers."""
+        if self._moves.get(label, -1) != self._taken:
+            return True
+        ts = _ts(record)
+        return ts is not None and ts > self._due.get(label, math.inf)
 
     def _moved(self, label: str, ts: float | None) -> None:
         """The client sent server `label` a request or notification at `ts`: its probes still pending

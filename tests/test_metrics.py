@@ -1021,6 +1021,18 @@ TIMED: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
         NO_ANSWER,
     ),
     ("the-client-moved-on-after-the-timeout", [c2s(11, LIST)], NO_ANSWER),
+    ("moved-on-in-time-and-again-after-the-timeout", [c2s(1, LIST), c2s(5, LIST), c2s(11, LIST)], NO_ANSWER),
+    (
+        "moved-on-from-a-probe-sent-after-a-move",
+        [
+            c2s(1, LIST),
+            c2s(2, with_id("3", WELL_FORMED)),
+            c2s(3, LIST),
+            s2c(12.5, with_id("3", RELEASE)),
+            c2s(13, LIST),
+        ],
+        {"no-answer": 2},
+    ),
     (
         "a-probe-storm",
         [c2s(11, with_id("2", WELL_FORMED)), s2c(11.1, with_id("2", RELEASE))],
