@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from addon import format as fmt
 from addon import metrics as m
 from addon.metrics import LiveStats
+from tests.test_metrics import _in_pieces
 
 D, INIT = "server/discover", "initialize"
 BIG = 1 << 20
@@ -164,9 +165,8 @@ def test_what_a_client_message_is_taken_for(
 def test_what_a_long_line_in_pieces_is_taken_for(name: str, template: str, expected: str | None) -> None:
     """The tee hands a long line to the writer in pieces (`fmt.PieceText`), searched for the names
     before it is ever made one `str`: the same answers as the line's text."""
-    raw = pad(template, BIG).encode()
-    pieces = fmt.Pieces([raw[i : i + 65_536] for i in range(0, len(raw), 65_536)])
-    assert taken_for(fmt.PieceText(pieces, b64=False), http=False) == expected
+    pieced = _in_pieces({fmt.F_RAW: pad(template, BIG)}, 65_536)[fmt.F_RAW]
+    assert taken_for(pieced, http=False) == expected
 
 
 def test_binary_client_lines_are_not_requests() -> None:
