@@ -49,7 +49,8 @@ for the client to move on (a late answer still wins for a client that waited).
 
 A JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is counted, an
 answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC message (`{}`,
-an id without a result) is garbage; over HTTP an answer in an event's batch settles the request of its
+an id without a result, a result without an id, any message whose id is an array, an object or a
+boolean) is garbage, in a POST's JSON body too; over HTTP an answer in an event's batch settles the request of its
 id, and a body's first member that answers (or is no message) is the answer to the flow's request. A
 POSTed batch's probes and `initialize` requests are each awaited apart (`_Batch`): an answer pairs with
 the member of its id, else the member at its index in the body, else the batch's first request; an
@@ -255,8 +256,14 @@ def _unaddressed_error(msg: Any) -> bool:
 
 def _is_message(msg: Any) -> bool:
     """Whether `msg` (decoded JSON) is a JSON-RPC message as the analyzer tells one from what is none
-    (`analyzer.messages`' kinds): a request or notification, an error, a result with an id."""
-    return isinstance(msg, dict) and ("method" in msg or "error" in msg or ("result" in msg and "id" in msg))
+    (`analyzer.messages`' kinds): a request or notification, an error, a result with an id; none of
+    them with an id JSON-RPC does not allow (an array, an object, a boolean: no string, number or null)."""
+    if not isinstance(msg, dict):
+        return False
+    ident = msg.get("id")
+    if ident is not None and (isinstance(ident, bool) or not isinstance(ident, str | int | float)):
+        return False
+    return "method" in msg or "error" in msg or ("result" in msg and ident is not None)
 
 
 def _code(msg: dict[str, Any]) -> int | None:
@@ -303,6 +310,8 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     gate = gate_outcome(status, code)
     if gate is not None:
         return (gate if method == _DISCOVER else None), None
+    if isinstance(msg, dict) and (status is None or status < 400) and not _is_message(msg):
+        return GARBAGE, None  # an id JSON-RPC does not allow, a result without one: no answer a client reads
     if code in UNSUPPORTED_CODES:
         return (UNSUPPORTED_VERSION if method == _DISCOVER else None), ERA_MODERN_OTHER
     # an error answers even beside a result (`"result": null`, as encoders that write every member do)

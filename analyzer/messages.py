@@ -9,7 +9,9 @@ only on the rows that can carry them.
 JSON-RPC ids are kept as JSON text so that `1` and `"1"` stay distinct: `json_path_match` returns
 both as `1`, so a number-looking id is taken as a string only when the payload writes its one `id`
 key with a quoted value (`"id":"1"`, `"id" : "1"`, `"id":"\\u0031"`); a payload writing several (an id
-nested in the params or result) is parsed to read its own top-level `id`.
+nested in the params or result) is parsed to read its own top-level `id`. An array, an object or a
+boolean is no id (JSON-RPC allows a string, a number or null): a message with one is `invalid`, as a
+peer's parser refuses it (garbage from a server), told from a string of its text (`"[1]"`) the same way.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
 `analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
@@ -70,7 +72,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 25
+EXTRACTION_VERSION: Final = 26
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -115,7 +117,9 @@ another run (its `started` or `recorder_pid` not the name's) is a capture of its
 capture's; `analyzer.load.capture_id`). 25: a HAR entry with an optional field of a type HAR does not
 give it (a `serverIPAddress` object, a header of a null value, `timings` that are a list, no
 `httpVersion`) is read without that field, and a status written as text (`"200"`) as that number (was
-not read; `analyzer.foreign._mended`)."""
+not read; `analyzer.foreign._mended`). 26: a message whose id is an array, an object or a boolean is
+`invalid`, without an id or error code (was a request, response or error whose id was the string of
+that text: `[1]` answered `"[1]"`)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -183,6 +187,9 @@ def _written_id(payload: str) -> str | None:
 _BEYOND_DOUBLE: Final = BEYOND_DOUBLE.pattern
 """Where a payload may hold a number beyond a double: serde_json, which `json_path_match` parses with,
 then reads none of its fields (a payload that matches but holds none is read as it is)."""
+_NO_ID: Final = r"^(?:[\[{]|true$|false$)"
+"""An id as `json_path_match` writes it that is no id when the payload does not quote it: an array, an
+object, `true`, `false`."""
 _STRING_OR_NUMBER: Final = re.compile(r'"(?:[^"\\]|\\.)*"|' + NUMBER_TEXT)
 
 
@@ -718,12 +725,17 @@ def _plan(
     # that writes several is parsed (`_top_level_id_is_string`: rare rows, never the common path). The
     # count is of an input masked to those rows (null elsewhere): on every row, it would cost a
     # search of every payload.
+    # An array, an object, `true` or `false` is no id (JSON-RPC allows a string, a number or null) and
+    # makes the message invalid; `json_path_match` writes such an id as the text a string of it holds
+    # (`[1]`, `true`), so it is told from that string the same way.
     number = pl.col("_id").str.contains(_NUMBER)
+    odd = pl.col("_id").str.contains(_NO_ID)
     steps.append(
         {
             "_code": _path(pl.col("_error"), "$.code"),
             "_num": number,
-            "_maybe": number & body.str.contains(r'"id"\s*:\s*"'),
+            "_odd": odd,
+            "_maybe": (number | odd) & body.str.contains(r'"id"\s*:\s*"'),
         }
     )
     maybe = pl.col("_maybe")
@@ -735,9 +747,10 @@ def _plan(
     one_key = (maybe & (keys == 1)).fill_null(False)
     id_quoted = one_key if exact is None else pl.when(several).then(exact.fill_null(False)).otherwise(one_key)
     as_number = pl.col("_num") & ~id_quoted
+    no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
     id_text = (
-        pl.when(pl.col("_id").is_null())
+        pl.when(pl.col("_id").is_null() | no_id)
         .then(None)
         # a negative zero (`-0.0`, `-0e0`, which the readings write `-0`) is the number 0 to every peer:
         # JavaScript's `-0 === 0` (and `JSON.stringify(-0)` answers it as `0`), Python's `-0.0 == 0`
@@ -762,7 +775,9 @@ def _plan(
     has_result = body.str.contains('"result"', literal=True)
     has_error = pl.col("_error").is_not_null()
     json_kind = (
-        pl.when(pl.col("_method").is_not_null() & pl.col("_id_text").is_not_null())
+        pl.when(pl.col("_no_id"))
+        .then(pl.lit("invalid"))
+        .when(pl.col("_method").is_not_null() & pl.col("_id_text").is_not_null())
         .then(pl.lit("request"))
         .when(pl.col("_method").is_not_null())
         .then(pl.lit("notification"))
@@ -840,7 +855,7 @@ def _plan(
         )
         event = pl.when(rtype == fmt.LIFECYCLE).then(pl.col("event"))
         direction = pl.when(rtype == fmt.FRAME).then(pl.col("dir"))
-    steps.append({"_id_text": id_text})
+    steps.append({"_id_text": id_text, "_no_id": no_id.fill_null(False)})
     # `_result`, `_init` (below): more of the rows whose fields `DEEP_READS` looks for, kept from
     # expressions their steps evaluate anyway
     steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code, "_result": has_result})
@@ -914,7 +929,8 @@ def _plan(
         kind=k,
         id=pl.col("_id_text"),
         method=pl.col("_method"),
-        error_code=pl.col("_error_code"),
+        # an invalid message's code is no error's (`{"id":[1],"error":{…}}`, which a client refuses unread)
+        error_code=pl.when(k != "invalid").then(pl.col("_error_code")),
         error_message=pl.when(is_err & pl.col("_error").is_not_null())
         .then(pl.col("_emsg"))
         .when((rtype == fmt.HTTP_ERROR) | spawn_failed)

@@ -8,6 +8,7 @@ robust reading, so that no cheaper way of computing it may change an id.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -28,11 +29,21 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _own_id(raw: str) -> object:
+    """The payload's own top-level id (its first, when written twice), as a parser reads it."""
+    try:
+        obj = json.loads(raw, object_pairs_hook=lambda pairs: dict(reversed(pairs)))
+    except ValueError:
+        return None
+    return obj.get("id") if isinstance(obj, dict) else None
+
+
 def _model(raw: str, decoded: str | None) -> str | None:
     """The id text from the id as the reading decoded it (`decoded`) and the JSON type of the payload's
     own top-level id (its first, when written twice, as the fast reading reads it): a number-looking id
-    is a string when that id is one, however spaced or escaped (`"id" : "1"`, `"id":"\\u0031"`)."""
-    if decoded is None:
+    is a string when that id is one, however spaced or escaped (`"id" : "1"`, `"id":"\\u0031"`); an
+    array, an object or a boolean is no id (JSON-RPC allows a string, a number or null)."""
+    if decoded is None or isinstance(_own_id(raw), bool | list | dict):
         return None
     if _NUMBER.fullmatch(decoded) is None or _top_level_id_is_string(raw):
         return _quote(decoded)
@@ -52,12 +63,25 @@ def _frames(payloads: list[str]) -> pl.LazyFrame:
 def _ids(payloads: list[str], *, robust: bool) -> tuple[list[str | None], list[str | None]]:
     """The `id` column of the payloads' rows, and the ids the fast reading decodes before typing them."""
     records = _frames(payloads)
-    rows = messages_from_records(records, file="f", capture="c", transport="stdio", robust=robust).collect()
-    payload = pl.when(pl.col("raw").str.contains(r"^\s*\{")).then(pl.col("raw"))
-    # both readings decode an id as the fast one does (a number `1.0` as `1`, every digit of an integer)
-    decoded = payload.str.json_decode(pl.Struct({"id": pl.String()})).struct.field("id")
-    texts = records.select(decoded).collect().to_series().to_list()
+    try:
+        rows = messages_from_records(records, file="f", capture="c", transport="stdio", robust=robust).collect()
+    except pl.exceptions.ComputeError:
+        if robust:
+            raise
+        # the fast reading refuses an array or object id: the loader then reads the piece the robust way
+        rows = messages_from_records(records, file="f", capture="c", transport="stdio", robust=True).collect()
+    # both readings decode an id as the fast one does (a number `1.0` as `1`, every digit of an integer);
+    # it refuses an array or object id, which `json_path_match` writes as its text (the rule reads none)
+    texts = [_decoded(raw) if raw.lstrip().startswith("{") else None for raw in payloads]
     return rows.get_column("id").to_list(), texts
+
+
+def _decoded(raw: str) -> str | None:
+    payload = pl.Series([raw])
+    try:
+        return payload.str.json_decode(pl.Struct({"id": pl.String()})).struct.field("id").item()
+    except pl.exceptions.ComputeError:
+        return payload.str.json_path_match("$.id").item()
 
 
 ADVERSARIAL = [
@@ -87,6 +111,11 @@ ADVERSARIAL = [
     '{"id":" 1","method":"x"}',
     '{"id":null,"method":"notifications/x"}',
     '{"id":true,"result":{}}',
+    '{"id":"true","result":{}}',
+    '{"id":false,"error":{"code":1,"message":"m"}}',
+    '{"id":"[1]","method":"x"}',
+    '{"id":true,"result":{"id":"true"}}',
+    '{"id":"[1]","result":{"items":[{"id":[1]}]}}',
     '{"id":"x","result":{"id":"1"}}',
     '{"result":{"id":"1"}}',
     '  {"id":"1","method":"a"}',
@@ -97,11 +126,21 @@ ADVERSARIAL = [
 ]
 
 
+ARRAY_IDS = [
+    '{"id":[1],"method":"x"}',
+    '{"id" : [ 1 ],"method":"x"}',
+    '{"id":{"a":1},"result":{}}',
+    '{"id":[1],"result":{"items":[{"id":"[1]"}]}}',
+]
+"""Payloads the fast reading refuses (an array or object id): the robust one reads them (`_ids`)."""
+
+
 @pytest.mark.parametrize("robust", [False, True])
 def test_ids_of_every_shape_follow_the_rule(robust: bool) -> None:
-    ids, decoded = _ids(ADVERSARIAL, robust=robust)
+    payloads = ADVERSARIAL + (ARRAY_IDS if robust else [])
+    ids, decoded = _ids(payloads, robust=robust)
     assert ids == [
-        _model(raw, d) if raw.lstrip().startswith("{") else None for raw, d in zip(ADVERSARIAL, decoded, strict=True)
+        _model(raw, d) if raw.lstrip().startswith("{") else None for raw, d in zip(payloads, decoded, strict=True)
     ]
 
 
@@ -118,6 +157,8 @@ _id_value = st.one_of(
     _number_text,  # bare
     st.one_of(_number_text, st.just("007")).map(lambda t: f'"{t}"'),  # quoted
     st.text(alphabet='1"\\ a', max_size=4).map(lambda t: orjson.dumps(t).decode()),
+    # no ids (arrays, objects, booleans) and strings of their text
+    st.sampled_from(["true", "false", "[1]", "[]", '{"a":"1"}', '"true"', '"[1]"', '"{}"']),
 )
 _colon = st.sampled_from([":", ": ", " : "])
 
@@ -235,7 +276,7 @@ def test_the_loader_reads_the_model_ids_from_a_piece_without_escapes(tmp_path: P
     # payload writing several ids; such a payload makes the piece be read again with it (`RARE_READS`)
     from tests.test_messages import Cap, messages_of
 
-    plain = [p for p in ADVERSARIAL if "\\u" not in p and p.lstrip().startswith("{")]  # no batch: one row each
+    plain = [p for p in ADVERSARIAL + ARRAY_IDS if "\\u" not in p and p.lstrip().startswith("{")]  # one row each
     assert any(p.count('"id"') > 1 for p in plain)
     cap = Cap(tmp_path)
     for n, payload in enumerate(plain):
@@ -243,4 +284,4 @@ def test_the_loader_reads_the_model_ids_from_a_piece_without_escapes(tmp_path: P
     path = cap.close()
     assert b"\\\\u" not in path.read_bytes()
     frames = messages_of(path).filter(pl.col("record_type") == fmt.FRAME)
-    assert frames.get_column("id").to_list() == _ids(plain, robust=False)[0]
+    assert frames.get_column("id").to_list() == [_model(p, _decoded(p)) for p in plain]

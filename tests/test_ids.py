@@ -68,3 +68,13 @@ def test_ids_keep_their_json_text(tmp_path: Path) -> None:
     assert ids == [
         str(HUGE), str(HUGE), '"探针-🔍"', '"探针-🔍"', '"1"', '"1"', "1", "1",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+@pytest.mark.parametrize(("sent", "answered"), [("[1]", [1]), ("true", True), ('{"a":1}', {"a": 1}), ("[]", [])])
+def test_an_array_object_or_boolean_id_answers_no_string_of_its_text(
+    tmp_path: Path, transport: str, sent: str, answered: Any
+) -> None:
+    """An answer whose id is an array, an object or a boolean answers nothing (JSON-RPC allows a string, a
+    number or null): it was read as the string of its text and settled the probe of that string id."""
+    assert _outcome(tmp_path, sent, answered, transport=transport) == "garbage"

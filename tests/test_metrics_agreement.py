@@ -5,6 +5,7 @@ stream. The counters must say what `analyze` later says (`addon/metrics.py`'s mo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Final
 
@@ -13,7 +14,7 @@ import pytest
 from addon import format as fmt
 from addon.metrics import LiveStats
 from addon.writer import CaptureWriter
-from tests.test_metrics import _analyzed, feed, frame
+from tests.test_metrics import _analyzed, event, feed, frame
 
 PROBE: Final = (
     '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{'
@@ -188,3 +189,89 @@ def test_an_error_code_written_as_a_string_is_read_alike(tmp_path: Path, code: s
     assert _analyzed(tmp_path, records) == expected
     live = {**expected, "era": "modern-other-version"} if expected["era"] == "modern" else expected
     assert feed(LiveStats(), records)["servers"].get("srv") == live
+
+
+_ODD_IDS: Final = ["[1]", "{}", '{"n":1}', "true", "false", "[]"]
+"""Ids JSON-RPC does not allow (a string, a number or null): a message holding one is no request and
+answers nothing, to the analyzer as to the counters."""
+
+
+def _died(*records: dict[str, Any]) -> list[dict[str, Any]]:
+    """`records` of a stdio connection whose server then died."""
+    return [*records, event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]
+
+
+def _outcomes(tmp_path: Path, records: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """The probe outcomes the analyzer and the counters read in `records`."""
+    live = feed(LiveStats(), records)["servers"].get("srv", {"outcomes": {}})
+    return _analyzed(tmp_path, records)["outcomes"], live["outcomes"]
+
+
+@pytest.mark.parametrize("ident", _ODD_IDS)
+def test_a_probe_whose_id_is_no_string_or_number_is_no_probe(tmp_path: Path, ident: str) -> None:
+    """`{"id":[1],"method":"server/discover"}` is an invalid request (a server answers -32600 with a null
+    id, or nothing): no probe of the server's. The analyzer read it as one and the server as broken when
+    that answer came or none, and an answer with the id `"[1]"` as its answer (`[1]` was read as that string)."""
+    probe = PROBE.replace('"id":1', f'"id":{ident}')
+    invalid = '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}'
+    assert _outcomes(tmp_path / "a", _died(frame("a", fmt.C2S, probe))) == ({}, {})
+    assert _outcomes(tmp_path / "b", _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, invalid))) == ({}, {})
+    quoted = '{"jsonrpc":"2.0","id":' + json.dumps(ident) + ',"result":{"supportedVersions":["2026-07-28"]}}'
+    assert _outcomes(tmp_path / "c", _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, quoted))) == ({}, {})
+
+
+@pytest.mark.parametrize("ident", [*_ODD_IDS, "null"])
+@pytest.mark.parametrize(
+    "member",
+    [
+        '"result":{"supportedVersions":["2026-07-28"]}',
+        '"method":"notifications/x"',
+        '"error":{"code":-32601,"message":"x"}',
+    ],
+)
+def test_a_server_message_whose_id_is_no_string_or_number_is_garbage(tmp_path: Path, ident: str, member: str) -> None:
+    """A result, error or request from the server with an id JSON-RPC does not allow is no JSON-RPC message (a
+    client's parser refuses it as it refuses a banner): garbage instead of the probe's answer. A result
+    with a null id was garbage to the analyzer and a message to the counters."""
+    if ident == "null" and not member.startswith('"result"'):
+        pytest.skip("a request with a null id is read as a notification, an error with one answers no id")
+    answer = f'{{"jsonrpc":"2.0","id":{ident},{member}}}'
+    records = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, answer))
+    assert _outcomes(tmp_path, records) == ({"garbage": 1}, {"garbage": 1})
+    # the answer that comes after it still settles the probe
+    later = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+    records = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, answer), frame("a", fmt.S2C, later))
+    assert _outcomes(tmp_path / "later", records) == ({"discover-result": 1}, {"discover-result": 1})
+
+
+@pytest.mark.parametrize("ident", [*_ODD_IDS, "null"])
+@pytest.mark.parametrize(
+    "member",
+    [
+        '"result":{"supportedVersions":["2026-07-28"]}',
+        '"error":{"code":-32000,"message":"x"}',
+        '"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"],"requested":"2099-01-01"}}',
+    ],
+)
+@pytest.mark.parametrize("streamed", [False, True], ids=["json", "event-stream"])
+def test_an_http_answer_whose_id_is_no_string_or_number_is_garbage(
+    tmp_path: Path, ident: str, member: str, streamed: bool
+) -> None:
+    """The answer in a POST's JSON body answers its request whatever its id says, as the analyzer pairs
+    it, but one with an id JSON-RPC does not allow (or a result with a null id) is no JSON-RPC message
+    to the analyzer: garbage. The counters read it as the DiscoverResult or error it also holds."""
+    if ident == "null" and member.startswith('"error"'):
+        pytest.skip("an error with a null id answers its flow's request")
+    body = f'{{"jsonrpc":"2.0","id":{ident},{member}}}'
+    if streamed:
+        records = _probe_post(
+            {"type": fmt.HTTP_RESPONSE, "status": 200, "streamed": True, "ts": T0 + 0.01,
+             "headers": [["content-type", "text/event-stream"]]},
+            {"type": fmt.SSE_EVENT, "index": 0, "sse_event": "message", "raw": body, "ts": T0 + 0.02},
+            {"type": fmt.SSE_END, "how": "clean", "events": 1, "incomplete": False, "ts": T0 + 0.03},
+        )  # fmt: skip
+    else:
+        records = _probe_post({"type": fmt.HTTP_RESPONSE, "status": 200, "ts": T0 + 0.01, "raw": body,
+                               "headers": [["content-type", "application/json"]]})  # fmt: skip
+    assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
+    assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
