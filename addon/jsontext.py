@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from decimal import Decimal
 from typing import Any, Final
 
 import orjson
@@ -27,6 +28,30 @@ string error code that reads as a number (`"-32022"`), one pattern so that they 
 BEYOND_DOUBLE: Final = re.compile(r"\d{309}|\d[eE]\+?\d{3}")
 """Where JSON text may hold a number beyond a double's range (`1e400`, 309 digits and more), which
 orjson and the reader refuse (a few texts that hold none match too, such as `"e100"` in a string)."""
+
+
+INT_DIGITS: Final = 4300
+"""Digits an integer written otherwise is spelled out to at most: an id `1e999999999` must not become a
+gigabyte of zeros, and no integer id has more (the standard library's `json` refuses it by default,
+`sys.get_int_max_str_digits`)."""
+
+
+def exact_number_text(value: Decimal) -> str | None:
+    """The number `value` as an id's key text, one text for each value however it was written: its
+    digits without trailing zeros and its exponent, an integral one as its digits (up to `INT_DIGITS`),
+    as orjson writes an int; None for NaN or infinity, which JSON does not write. How the live counters
+    key every number id, and the analyzer one beyond a double's range (`1e400` and `10e399` one id)."""
+    sign, digits, exponent = value.as_tuple()
+    written = "".join(map(str, digits)).rstrip("0")
+    if not written:
+        return "0"
+    if not isinstance(exponent, int):
+        return None
+    exponent += len(digits) - len(written)
+    minus = "-" if sign else ""
+    if 0 <= exponent <= INT_DIGITS - len(written):
+        return f"{minus}{written}{'0' * exponent}"
+    return f"{minus}{written}e{exponent}"
 
 
 def refuse_constant(name: str) -> Any:

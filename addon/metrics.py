@@ -1437,12 +1437,6 @@ def _id(msg: dict[str, Any], raw: object, index: int | None = None) -> bytes | N
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-_INT_DIGITS: Final = 4300
-"""Digits an integer written otherwise is spelled out to at most: an id `1e999999999` must not become a
-gigabyte of zeros, and no integer id has more (the standard library's `json` refuses it by default,
-`sys.get_int_max_str_digits`)."""
-
-
 def _number_id(raw: object, index: int | None = None) -> bytes | None:
     """The id of the JSON text `raw` when orjson read it as a float, as the number it is.
 
@@ -1473,17 +1467,8 @@ def _number_id(raw: object, index: int | None = None) -> bytes | None:
         # `id` as to JavaScript and Python's `json`: `9007199254740993.0` is 9007199254740992 (what a
         # TypeScript server answers it with), not the integer 9007199254740993; `-0.0` is 0
         ident = Decimal(repr(double))
-    sign, digits, exponent = ident.as_tuple()
-    written = "".join(map(str, digits)).rstrip("0")
-    if not written:
-        return b"0"
-    if not isinstance(exponent, int):  # NaN or infinity, which JSON does not write
-        return None
-    exponent += len(digits) - len(written)
-    minus = "-" if sign else ""
-    if 0 <= exponent <= _INT_DIGITS - len(written):
-        return f"{minus}{written}{'0' * exponent}".encode()
-    return f"{minus}{written}e{exponent}".encode()
+    text = jsontext.exact_number_text(ident)
+    return None if text is None else text.encode()
 
 
 def _is_event_stream(headers: object) -> bool:

@@ -28,13 +28,14 @@ import functools
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any, Final
 
 import orjson
 import polars as pl
 
 from addon import format as fmt
-from addon.jsontext import BEYOND_DOUBLE, ESCAPE, MAX_DEPTH, NUMBER_TEXT, refuse_constant
+from addon.jsontext import BEYOND_DOUBLE, ESCAPE, MAX_DEPTH, NUMBER_TEXT, exact_number_text, refuse_constant
 from analyzer.schema import MESSAGES_SCHEMA, RECORD_SCHEMA
 
 MESSAGE_RECORD_TYPES: Final = (
@@ -72,7 +73,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 26
+EXTRACTION_VERSION: Final = 27
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -119,7 +120,8 @@ give it (a `serverIPAddress` object, a header of a null value, `timings` that ar
 `httpVersion`) is read without that field, and a status written as text (`"200"`) as that number (was
 not read; `analyzer.foreign._mended`). 26: a message whose id is an array, an object or a boolean is
 `invalid`, without an id or error code (was a request, response or error whose id was the string of
-that text: `[1]` answered `"[1]"`)."""
+that text: `[1]` answered `"[1]"`). 27: a number id beyond a double's range is keyed by its value, as
+`addon.jsontext.exact_number_text` writes it (`1E400`, `10e399` and `1e400` one id; was its text as written)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -190,6 +192,16 @@ then reads none of its fields (a payload that matches but holds none is read as 
 _NO_ID: Final = r"^(?:[\[{]|true$|false$)"
 """An id as `json_path_match` writes it that is no id when the payload does not quote it: an array, an
 object, `true`, `false`."""
+def _exact_beyond_double(text: str) -> str | None:
+    """The number id written `text` as `exact_number_text` keys it when it is beyond a double's range
+    (`1E400` and `10e399` as `1` and 400 zeros), else None (read as the double it is)."""
+    try:
+        value = Decimal(text)
+    except ArithmeticError:
+        return None
+    return None if math.isfinite(float(value)) else exact_number_text(value)
+
+
 _STRING_OR_NUMBER: Final = re.compile(r'"(?:[^"\\]|\\.)*"|' + NUMBER_TEXT)
 
 
@@ -749,6 +761,11 @@ def _plan(
     as_number = pl.col("_num") & ~id_quoted
     no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
+    number_text = pl.col("_id")
+    if robust:  # the fast reading refuses a payload whose id is beyond a double
+        # one number beyond a double written two ways (`1e400`, `10e399`) is one id, as the counters key it
+        beyond = pl.when(as_number & pl.col("_id").str.contains(_BEYOND_DOUBLE)).then(pl.col("_id"))
+        number_text = pl.coalesce(beyond.map_elements(_exact_beyond_double, pl.String()), number_text)
     id_text = (
         pl.when(pl.col("_id").is_null() | no_id)
         .then(None)
@@ -757,7 +774,7 @@ def _plan(
         .when(as_number & (pl.col("_id") == "-0"))
         .then(pl.lit("0"))
         .when(as_number)
-        .then(pl.col("_id"))
+        .then(number_text)
         .otherwise(
             pl.lit('"')
             + as_string.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)

@@ -125,3 +125,26 @@ def test_a_number_of_more_digits_than_python_reads_by_default_is_read(tmp_path: 
     expected = {"era": "modern", "outcomes": {"discover-result": 1}}
     assert feed(LiveStats(), records)["servers"].get("srv") == expected
     assert _analyzed(tmp_path, records) == expected
+
+
+@pytest.mark.parametrize(
+    ("probe_id", "answer_id"),
+    [
+        ("1e400", "1E400"),
+        ("1e400", "10e399"),
+        ("1e400", "1.0e+400"),
+        ("-1.5E+309", "-15e308"),
+        ("1e400", "1" + "0" * 400),
+    ],
+)
+def test_an_id_beyond_a_double_pairs_its_answer_however_written(tmp_path: Path, probe_id: str, answer_id: str) -> None:
+    """One number written two ways is one id, as the live counters key it (an integral one as its digits),
+    beyond a double's range too: `1E400` answered `1e400` was read as no answer."""
+    _read_as_answered(_report([str(_capture(tmp_path, probe_id=probe_id, answer_id=answer_id))]))
+
+
+@pytest.mark.parametrize(("probe_id", "answer_id"), [("1e400", "1e401"), ("1e400", "2e400"), ("-1e400", "1e400")])
+def test_ids_beyond_a_double_of_other_values_stay_apart(tmp_path: Path, probe_id: str, answer_id: str) -> None:
+    report = _report([str(_capture(tmp_path, probe_id=probe_id, answer_id=answer_id))])
+    (server,) = report["servers"]
+    assert "discover-result" not in server["probe_outcomes"], server["probe_outcomes"]

@@ -275,3 +275,15 @@ def test_an_http_answer_whose_id_is_no_string_or_number_is_garbage(
                                "headers": [["content-type", "application/json"]]})  # fmt: skip
     assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
     assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
+
+
+@pytest.mark.parametrize(
+    ("probe_id", "answer_id"),
+    [("1e400", "1E400"), ("10e399", "1e400"), ("1e400", "1e401"), ("-1e400", "-1.0e400"), ("1e400", "1" + "0" * 400)],
+)
+def test_an_id_beyond_a_double_is_one_id_however_written(tmp_path: Path, probe_id: str, answer_id: str) -> None:
+    """`1E400` and `10e399` are the number `1e400`: the counters paired them, the analyzer read each as its text."""
+    probe = PROBE.replace('"id":1', f'"id":{probe_id}')
+    answer = f'{{"jsonrpc":"2.0","id":{answer_id},"result":{{"supportedVersions":["2026-07-28"]}}}}'
+    analyzed, live = _outcomes(tmp_path, _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, answer)))
+    assert analyzed == live
