@@ -1249,6 +1249,14 @@ def _metadata_message(redactor: Redactor, msg: object) -> object:
         return _marker(redactor, msg)
     out = _keep(redactor, msg, ENVELOPE_KEEP)
     assert isinstance(out, dict)
+    # the envelope is kept as JSON-RPC writes it, not whatever a peer puts there (an object id, a
+    # method that is a list): a value of another shape is content (the analyzer reads none of them)
+    if "jsonrpc" in msg and msg["jsonrpc"] != "2.0":
+        out["jsonrpc"] = _marker(redactor, msg["jsonrpc"])
+    if "id" in msg and not isinstance(msg["id"], str | int | float | None):
+        out["id"] = _marker(redactor, msg["id"])
+    if "method" in msg and not isinstance(msg["method"], str):
+        out["method"] = _marker(redactor, msg["method"])
     if "params" in msg:
         out["params"] = _reduce(redactor, msg["params"], PARAMS_KEEP)
     if "result" in msg:

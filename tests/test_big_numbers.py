@@ -75,8 +75,9 @@ def test_a_number_beyond_the_readers_in_an_answer_is_read(tmp_path: Path, number
     _read_as_answered(_report([str(_capture(tmp_path, in_answer=number))]))
 
 
-def test_the_archive_reads_them_as_the_jsonl(tmp_path: Path) -> None:
-    path = _capture(tmp_path, probe_id="7" * 100, in_answer="1e400")
+@pytest.mark.parametrize(("probe_id", "answer_id"), [("7" * 100, None), ("1e400", "10E399")])
+def test_the_archive_reads_them_as_the_jsonl(tmp_path: Path, probe_id: str, answer_id: str | None) -> None:
+    path = _capture(tmp_path, probe_id=probe_id, answer_id=answer_id, in_answer="1e400")
     compact([str(path)], tmp_path / "archive", jobs=1)
     jsonl, archive = _report([str(path)]), _report([str(tmp_path / "archive")])
     _read_as_answered(jsonl)

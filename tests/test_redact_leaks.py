@@ -1258,3 +1258,34 @@ def test_base64_json_values_of_a_query_are_read_within_a_bound(
     shown = redact(query)
     assert BODY_CONFIG not in shown and RED.hash(BODY_CONFIG) in shown, shown[-200:]
     assert 0 < sum(read) <= _BASE64_JSON_READ_MAX, len(read)
+
+
+@pytest.mark.parametrize(
+    ("body", "member", "secret"),
+    [
+        (b'{"jsonrpc":"2.0","id":{"note":"IdSecret01"},"method":"x"}', "id", "IdSecret01"),
+        (b'{"jsonrpc":"2.0","id":["IdSecret02"],"result":{}}', "id", "IdSecret02"),
+        (b'{"jsonrpc":{"t":"RpcSecret03"},"id":1,"method":"x"}', "jsonrpc", "RpcSecret03"),
+        (b'{"jsonrpc":"RpcSecret04","id":1,"method":"x"}', "jsonrpc", "RpcSecret04"),
+        (b'{"jsonrpc":"2.0","id":1,"method":{"m":"MethodSecret05"}}', "method", "MethodSecret05"),
+        (b'{"jsonrpc":"2.0","id":1,"method":["MethodSecret06"]}', "method", "MethodSecret06"),
+    ],
+)
+@pytest.mark.parametrize("batch", [False, True], ids=["message", "batch"])
+def test_metadata_bodies_keep_the_envelope_only_as_json_rpc_writes_it(
+    body: bytes, member: str, secret: str, batch: bool
+) -> None:
+    """`--bodies metadata` kept `jsonrpc`, `id` and `method` as they came whatever they held: an object or
+    an array there (no JSON-RPC message writes one) passed with its contents in clear."""
+    out, _ = HttpRedaction(RED, bodies="metadata").body(b"[" + body + b"]" if batch else body)
+    assert secret.encode() not in out
+    (msg,) = orjson.loads(out) if batch else [orjson.loads(out)]
+    assert set(msg[member]) == {"$redacted"}
+
+
+@pytest.mark.parametrize("ident", ["1", '"s-1"', "null", "1.5", "-0", "true"])
+def test_metadata_bodies_keep_an_id_as_json_rpc_writes_one(ident: str) -> None:
+    body = f'{{"jsonrpc":"2.0","id":{ident},"method":"tools/call","params":{{"name":"q"}}}}'.encode()
+    out, _ = HttpRedaction(RED, bodies="metadata").body(body)
+    assert orjson.loads(out)["id"] == orjson.loads(ident)
+    assert orjson.loads(out)["jsonrpc"] == "2.0" and orjson.loads(out)["method"] == "tools/call"
