@@ -49,9 +49,11 @@ for the client to move on (a late answer still wins for a client that waited).
 
 A JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is counted, an
 answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC message (`{}`,
-an id without a result, a result without an id, any message whose id is an array, an object or a
-boolean) is garbage, in a POST's JSON body too; over HTTP an answer in an event's batch settles the request of its
-id, and a body's first member that answers (or is no message) is the answer to the flow's request. A
+an id without a result, a result without an id, `"error": null`, any message whose id is an array,
+an object or a boolean) is garbage, in a POST's JSON body too, and one holding a method is a request
+or notification whatever else it holds (`_kind`: no answer, as the SDKs read it); over HTTP an answer
+in an event's batch settles the request of its id, and a body's first member that answers (or is no
+message) is the answer to the flow's request, a body that is a request none. A
 POSTed batch's probes and `initialize` requests are each awaited apart (`_Batch`): an answer pairs with
 the member of its id, else the member at its index in the body, else the batch's first request; an
 error on its stream without an id answers that first request; one error to the whole array that names
@@ -244,26 +246,43 @@ def _members(msg: Any) -> list[tuple[int | None, Any]]:
     return list(enumerate(msg)) if isinstance(msg, list) else [(None, msg)]
 
 
+_INVALID: Final = "invalid"
+_ANSWER_KINDS: Final = ("response", "error")
+
+
+def _kind(msg: Any) -> str:
+    """The kind of JSON-RPC message `msg` (decoded JSON) is, as `analyzer.messages` tells it: `invalid`
+    when its id is one JSON-RPC does not allow (an array, an object, a boolean: no string, number or
+    null); a `request` or `notification` when it has a method (a result or an error beside it makes no
+    answer: the SDKs read such a line as a request), else an `error` when its error is not null, a
+    `response` when it has a result and an id; `invalid` when it is none of those (`{}`, a result
+    without an id, `"error": null`)."""
+    if not isinstance(msg, dict):
+        return _INVALID
+    ident = msg.get("id")
+    if ident is not None and (isinstance(ident, bool) or not isinstance(ident, str | int | float)):
+        return _INVALID
+    if msg.get("method") is not None:
+        return "notification" if ident is None else "request"
+    if msg.get("error") is not None:
+        return "error"
+    return "response" if "result" in msg and ident is not None else _INVALID
+
+
 def _is_answer(msg: Any) -> bool:
-    """Whether `msg` (decoded JSON) answers a request: a result or an error."""
-    return isinstance(msg, dict) and ("result" in msg or "error" in msg)
+    """Whether `msg` (decoded JSON) answers a request: a result or an error (`_kind`)."""
+    return _kind(msg) in _ANSWER_KINDS
 
 
 def _unaddressed_error(msg: Any) -> bool:
     """Whether `msg` (decoded JSON) is an error without an id (`"id": null`, or none)."""
-    return isinstance(msg, dict) and msg.get("id") is None and msg.get("error") is not None and "method" not in msg
+    return _kind(msg) == "error" and msg.get("id") is None
 
 
 def _is_message(msg: Any) -> bool:
     """Whether `msg` (decoded JSON) is a JSON-RPC message as the analyzer tells one from what is none
-    (`analyzer.messages`' kinds): a request or notification, an error, a result with an id; none of
-    them with an id JSON-RPC does not allow (an array, an object, a boolean: no string, number or null)."""
-    if not isinstance(msg, dict):
-        return False
-    ident = msg.get("id")
-    if ident is not None and (isinstance(ident, bool) or not isinstance(ident, str | int | float)):
-        return False
-    return "method" in msg or "error" in msg or ("result" in msg and ident is not None)
+    (`_kind`): a request or notification, an error, a result with an id."""
+    return _kind(msg) != _INVALID
 
 
 def _code(msg: dict[str, Any]) -> int | None:
@@ -306,19 +325,26 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     `msg` is the decoded JSON-RPC answer (None when the body was not JSON); `status` the HTTP status
     (None for stdio). Pure; see the module docstring for the table.
     """
-    code = _code(msg) if isinstance(msg, dict) else None
+    kind = _kind(msg)
+    refused = status is not None and status >= 400
+    # the analyzer reads a refusal's JSON that is no message (an odd id, no id) as an HTTP error with
+    # its error's code, if it has no method; a request or notification answers nothing
+    failed = kind == "error" or (
+        refused and kind == "invalid" and isinstance(msg, dict) and msg.get("method") is None and "error" in msg
+    )
+    code = _code(msg) if failed else None
     gate = gate_outcome(status, code)
     if gate is not None:
         return (gate if method == _DISCOVER else None), None
-    if isinstance(msg, dict) and (status is None or status < 400) and not _is_message(msg):
-        return GARBAGE, None  # an id JSON-RPC does not allow, a result without one: no answer a client reads
+    if kind == "invalid" and isinstance(msg, dict) and not refused:
+        # an id JSON-RPC does not allow, a result without one: no answer a client reads
+        return (GARBAGE if method == _DISCOVER else None), None
     if code in UNSUPPORTED_CODES:
         return (UNSUPPORTED_VERSION if method == _DISCOVER else None), ERA_MODERN_OTHER
     # an error answers even beside a result (`"result": null`, as encoders that write every member do)
-    failed = isinstance(msg, dict) and msg.get("error") is not None
     if method == _INITIALIZE:
-        return None, (ERA_LEGACY if isinstance(msg, dict) and "result" in msg and not failed else None)
-    if isinstance(msg, dict) and "result" in msg and "id" in msg and not failed:  # a result without an id is no answer
+        return None, (ERA_LEGACY if kind == "response" else None)
+    if kind == "response":
         return DISCOVER_RESULT, _advertised_era(msg["result"])
     client_error = status is not None and 400 <= status <= 499
     if failed:
@@ -857,10 +883,12 @@ class LiveStats:
         members = _members(msg)
         garbage = raw != "" and not members  # `[]` holds no message
         for index, member in members:
-            if _is_answer(member) and (_id(member, raw, index) == pending.id or _unaddressed_error(member)):
+            kind = _kind(member)
+            # an answer without an id is an error (`_kind`): one the analyzer pairs with the stream's request
+            if kind in _ANSWER_KINDS and (member.get("id") is None or _id(member, raw, index) == pending.id):
                 self._settle(key, member, None, _ts(record))
                 break
-            if raw != "" and not _is_message(member):
+            if raw != "" and kind == _INVALID:
                 garbage = True
         else:
             if garbage and _in_time(pending, record):
@@ -959,6 +987,9 @@ class LiveStats:
         if batch is not None:
             self._batch_response(batch, msg, raw, status, _ts(record))
             return
+        if _is_message(msg) and not _is_answer(msg):
+            self._ended(key)  # a request or notification answers nothing, as the analyzer pairs a body
+            return
         if isinstance(msg, list) and msg:
             # a batch: its first member that answers, or is no message, is the answer (requests and
             # notifications answer nothing), as the analyzer pairs a body with its flow's request
@@ -980,9 +1011,10 @@ class LiveStats:
         members = _members(_json(raw))
         garbage = not members  # `[]` holds no message
         for index, member in members:
-            if not _is_message(member):
+            kind = _kind(member)
+            if kind == _INVALID:
                 garbage = True  # a line that is no JSON, or JSON that is no JSON-RPC message
-            elif _is_answer(member):
+            elif kind in _ANSWER_KINDS:
                 ident = _id(member, raw, index)
                 key = ("c", conn, ident.decode()) if ident is not None else None
                 if key is not None and key in self._by_conn.get(conn, ()):

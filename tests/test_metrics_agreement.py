@@ -287,3 +287,73 @@ def test_an_id_beyond_a_double_is_one_id_however_written(tmp_path: Path, probe_i
     answer = f'{{"jsonrpc":"2.0","id":{answer_id},"result":{{"supportedVersions":["2026-07-28"]}}}}'
     analyzed, live = _outcomes(tmp_path, _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, answer)))
     assert analyzed == live
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcomes"),
+    [
+        # an error member that is null is no error: no JSON-RPC message (a client's parser refuses it)
+        ('{"jsonrpc":"2.0","id":1,"error":null}', {"garbage": 1}),
+        ('{"jsonrpc":"2.0","error":null,"id":2}', {"garbage": 1}),
+        # a method beside a result or an error makes a request, as the SDKs read it (no answer)
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]},"method":"notifications/x"}',
+         {"connection-died": 1}),
+        ('{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"]}},'
+         '"method":"ping"}', {"connection-died": 1}),
+        ('{"jsonrpc":"2.0","method":"ping","error":{"code":-32601,"message":"x"}}', {"connection-died": 1}),
+        # guards: a null method is none, and an error beside a null result answers
+        ('{"jsonrpc":"2.0","id":1,"method":null,"result":{"supportedVersions":["2026-07-28"]}}',
+         {"discover-result": 1}),
+        ('{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":-32601,"message":"x"}}', {"legacy-answer": 1}),
+    ],
+)  # fmt: skip
+def test_a_server_line_is_the_kind_of_message_the_analyzer_reads(
+    tmp_path: Path, answer: str, outcomes: dict[str, int]
+) -> None:
+    """The counters took any line with an `error` member for an error and any with a result or an error
+    for an answer; the analyzer reads a null error as none, and a line with a method as a request."""
+    records = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, answer))
+    assert _outcomes(tmp_path, records) == (outcomes, outcomes)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "outcomes"),
+    [
+        # a request or notification in the body answers nothing (the counters took it for the answer)
+        (200, '{"jsonrpc":"2.0","id":1,"method":"ping","result":{"supportedVersions":["2026-07-28"]}}', {}),
+        (200, '{"jsonrpc":"2.0","method":"notifications/x","error":{"code":-32022,"message":"x"}}', {}),
+        (500, '{"jsonrpc":"2.0","method":"ping","params":{}}', {}),
+        # a refusal's JSON that is no message is an HTTP error (its result no DiscoverResult)
+        (400, '{"jsonrpc":"2.0","id":{},"result":{"supportedVersions":["2025-11-25"]}}', {"legacy-answer": 1}),
+        (500, '{"jsonrpc":"2.0","id":[],"result":{"supportedVersions":["2026-07-28"]}}', {"legacy-answer": 1}),
+        (400, '{"jsonrpc":"2.0","id":[],"error":{"code":-32022,"message":"x"}}', {"unsupported-version": 1}),
+        (400, '{"jsonrpc":"2.0","id":[],"method":"x","error":{"code":-32022,"message":"x"}}', {"legacy-answer": 1}),
+    ],
+)
+def test_a_json_body_is_the_kind_of_message_the_analyzer_reads(
+    tmp_path: Path, status: int, body: str, outcomes: dict[str, int]
+) -> None:
+    records = _probe_post({"type": fmt.HTTP_RESPONSE, "status": status, "ts": T0 + 0.01, "raw": body,
+                           "headers": [["content-type", "application/json"]]})  # fmt: skip
+    assert {k: v for k, v in _http(tmp_path, records)["outcomes"].items() if k != "no-answer"} == outcomes
+    assert (_live(records) or {"outcomes": {}})["outcomes"] == outcomes
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"jsonrpc":"2.0","result":{"protocolVersion":"2025-11-25"}}',
+        '{"jsonrpc":"2.0","id":[2],"result":{"protocolVersion":"2025-11-25"}}',
+        '{"jsonrpc":"2.0","id":2,"method":"x","result":{"protocolVersion":"2025-11-25"}}',
+    ],
+)
+def test_an_initialize_answered_by_no_json_rpc_answer_is_no_probe_outcome(tmp_path: Path, body: str) -> None:
+    """The counters counted a probe outcome, `garbage`, for an `initialize` answered by JSON that is no
+    answer; the analyzer counts probes' outcomes alone (and, like the counters, no legacy era from it)."""
+    init = '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}'
+    records = _probe_post({"type": fmt.HTTP_RESPONSE, "status": 200, "ts": T0 + 0.01, "raw": body,
+                           "headers": [["content-type", "application/json"]]})  # fmt: skip
+    records[0] = {**records[0], "raw": init, "headers": [["content-type", "application/json"]]}
+    analyzed, live = _http(tmp_path, records), _live(records) or {"era": "unknown", "outcomes": {}}
+    assert analyzed["outcomes"] == live["outcomes"] == {}
+    assert analyzed["era"] != "legacy" and live["era"] != "legacy"
