@@ -114,16 +114,27 @@ def _http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"era": server["era"], "outcomes": server["probe_outcomes"]}
 
 
+def _on_its_stream(raw: str) -> list[dict[str, Any]]:
+    """An HTTP probe answered by one event `raw` on its event stream, which then ends."""
+    return _probe_post(
+        {"type": fmt.HTTP_RESPONSE, "status": 200, "streamed": True, "ts": T0 + 0.01,
+         "headers": [["content-type", "text/event-stream"]]},
+        {"type": fmt.SSE_EVENT, "index": 0, "sse_event": "message", "raw": raw, "ts": T0 + 0.02},
+        {"type": fmt.SSE_END, "how": "clean", "events": 1, "incomplete": False, "ts": T0 + 0.03},
+    )  # fmt: skip
+
+
+def _in_its_body(raw: str, status: int = 200) -> list[dict[str, Any]]:
+    """An HTTP probe answered by the JSON body `raw`."""
+    return _probe_post({"type": fmt.HTTP_RESPONSE, "status": status, "ts": T0 + 0.01, "raw": raw,
+                        "headers": [["content-type", "application/json"]]})  # fmt: skip
+
+
 def test_an_error_without_an_id_on_the_probes_own_stream_answers_it(tmp_path: Path) -> None:
     """A server's -32000 "Server not initialized" with `"id": null` on the probe's event stream: the
     analyzer pairs an event error without an id with its flow's request; the counters waited for the id."""
     error = '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Server not initialized"}}'
-    records = _probe_post(
-        {"type": fmt.HTTP_RESPONSE, "status": 200, "streamed": True, "ts": T0 + 0.01,
-         "headers": [["content-type", "text/event-stream"]]},
-        {"type": fmt.SSE_EVENT, "index": 0, "sse_event": "message", "raw": error, "ts": T0 + 0.02},
-        {"type": fmt.SSE_END, "how": "clean", "events": 1, "incomplete": False, "ts": T0 + 0.03},
-    )  # fmt: skip
+    records = _on_its_stream(error)
     expected = {"era": "legacy", "outcomes": {"legacy-answer": 1}}
     assert _http(tmp_path, records) == expected
     assert _live(records) == expected
@@ -263,16 +274,7 @@ def test_an_http_answer_whose_id_is_no_string_or_number_is_garbage(
     if ident == "null" and member.startswith('"error"'):
         pytest.skip("an error with a null id answers its flow's request")
     body = f'{{"jsonrpc":"2.0","id":{ident},{member}}}'
-    if streamed:
-        records = _probe_post(
-            {"type": fmt.HTTP_RESPONSE, "status": 200, "streamed": True, "ts": T0 + 0.01,
-             "headers": [["content-type", "text/event-stream"]]},
-            {"type": fmt.SSE_EVENT, "index": 0, "sse_event": "message", "raw": body, "ts": T0 + 0.02},
-            {"type": fmt.SSE_END, "how": "clean", "events": 1, "incomplete": False, "ts": T0 + 0.03},
-        )  # fmt: skip
-    else:
-        records = _probe_post({"type": fmt.HTTP_RESPONSE, "status": 200, "ts": T0 + 0.01, "raw": body,
-                               "headers": [["content-type", "application/json"]]})  # fmt: skip
+    records = _on_its_stream(body) if streamed else _in_its_body(body)
     assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
     assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
 
@@ -333,8 +335,7 @@ def test_a_server_line_is_the_kind_of_message_the_analyzer_reads(
 def test_a_json_body_is_the_kind_of_message_the_analyzer_reads(
     tmp_path: Path, status: int, body: str, outcomes: dict[str, int]
 ) -> None:
-    records = _probe_post({"type": fmt.HTTP_RESPONSE, "status": status, "ts": T0 + 0.01, "raw": body,
-                           "headers": [["content-type", "application/json"]]})  # fmt: skip
+    records = _in_its_body(body, status)
     assert {k: v for k, v in _http(tmp_path, records)["outcomes"].items() if k != "no-answer"} == outcomes
     assert (_live(records) or {"outcomes": {}})["outcomes"] == outcomes
 
@@ -351,8 +352,7 @@ def test_an_initialize_answered_by_no_json_rpc_answer_is_no_probe_outcome(tmp_pa
     """The counters counted a probe outcome, `garbage`, for an `initialize` answered by JSON that is no
     answer; the analyzer counts probes' outcomes alone (and, like the counters, no legacy era from it)."""
     init = '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{}}}'
-    records = _probe_post({"type": fmt.HTTP_RESPONSE, "status": 200, "ts": T0 + 0.01, "raw": body,
-                           "headers": [["content-type", "application/json"]]})  # fmt: skip
+    records = _in_its_body(body)
     records[0] = {**records[0], "raw": init, "headers": [["content-type", "application/json"]]}
     analyzed, live = _http(tmp_path, records), _live(records) or {"era": "unknown", "outcomes": {}}
     assert analyzed["outcomes"] == live["outcomes"] == {}
