@@ -55,13 +55,15 @@ from analyzer.spill import Spill
 
 Rows = pl.DataFrame | pl.LazyFrame
 """Rows held in memory, or a lazy scan of rows written to disk (`spilled`)."""
-CONDENSE_VERSION: Final = 4
+CONDENSE_VERSION: Final = 5
 """What archives' condensed frames were condensed by (`analyzer.archive`): raise it with any change
 to pairing or condensing that changes the rows they keep or the `Traffic` they give, so that
 archives condensed before are read from their rows again (and `compact` refreshes them).
 2: answers pair within their server key (`messages.pair_responses`).
 3: dropped answers keep their `file` (a rotated capture's answer can be in the part after its request's).
-4: `signal` rows are kept like `client-eof` (a server stopped by the client's side did not crash)."""
+4: `signal` rows are kept like `client-eof` (a server stopped by the client's side did not crash).
+5: over HTTP, answers pair with the client's requests only (a server's own request on an event stream
+   took the answers holding its id); a line or event that is no message pairs with no request."""
 SPILL_MIN_ROWS: Final = 1_000
 """Smaller frames are not spilled: a file costs about 0.5 ms to write and more to scan whatever its
 size, which for the few rows of a spawn-per-call capture is more than holding them (under 100 kB)."""

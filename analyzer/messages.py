@@ -192,6 +192,8 @@ then reads none of its fields (a payload that matches but holds none is read as 
 _NO_ID: Final = r"^(?:[\[{]|true$|false$)"
 """An id as `json_path_match` writes it that is no id when the payload does not quote it: an array, an
 object, `true`, `false`."""
+
+
 def _exact_beyond_double(text: str) -> str | None:
     """The number id written `text` as `exact_number_text` keys it when it is beyond a double's range
     (`1E400` and `10e399` as `1` and 400 zeros), else None (read as the double it is)."""
@@ -1192,8 +1194,10 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
     stdio: the latest earlier request with the same id, on the same connection, in the other
     direction. HTTP: an `http.response` answers the request of its flow (whatever id its body
     carries: legacy servers answer `"server-error"` or null); an SSE event answers the request of
-    its flow with the same id. HTTP rows also get the status, peer and node hint of their flow's
-    response.
+    its flow with the same id. Over HTTP only the client's requests take answers: a server's request
+    on an event stream is answered in a POST of the client's. A stdio line or an event that is no
+    JSON-RPC message answers nothing, whatever id it holds (garbage, as the SDKs read it). HTTP rows
+    also get the status, peer and node hint of their flow's response.
 
     Connections and flows are keyed by (capture, server, conn) and (capture, server, flow) as they
     are stored (categorical codes in an analysis), so pairing builds no key strings. The recorders
@@ -1244,8 +1248,11 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         )
         .sort("seq")
     )
+    # JSON that is no message but holds an id (`{"id":1}`, `"error": null`) answers nothing: the SDKs
+    # refuse such a line or event and go on waiting for the answer, as they wait past a banner
+    by_id = pl.col("id").is_not_null() & (pl.col("kind") != "invalid")
     stdio_ans = (
-        answers.filter(pl.col("_flow").is_null() & pl.col("id").is_not_null())
+        answers.filter(pl.col("_flow").is_null() & by_id)
         .select("_row", "seq", "_cap", "_conn", "_srv", _id=pl.col("id"), _answer_c2s=pl.col("_is_c2s"))
         .sort("seq")
     )
@@ -1257,7 +1264,9 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
         check_sortedness=False,
     ).select("_row", "_method", "_req_line", "_req_ts", "_req_seq")
 
-    http_req = requests.filter(pl.col("_flow").is_not_null()).select(
+    # a server's request (on an event stream) is answered in a POST of the client's, never on a stream
+    # or in a response: only the client's requests take answers there
+    http_req = requests.filter(pl.col("_flow").is_not_null() & pl.col("_is_c2s")).select(
         "_cap",
         "_flow",
         "_srv",
@@ -1288,7 +1297,9 @@ def pair_responses(messages: pl.DataFrame) -> pl.DataFrame:
             http_resp.join(by_flow, on=_FLOW, how="inner").drop(*_FLOW, "_id", "_m"),
         ]
     )
-    sse = http_answers.filter(pl.col("record_type") == fmt.SSE_EVENT).select("_row", "seq", *_FLOW, _id=pl.col("id"))
+    sse = http_answers.filter((pl.col("record_type") == fmt.SSE_EVENT) & by_id).select(
+        "_row", "seq", *_FLOW, _id=pl.col("id")
+    )
     matched_sse = sse.join(http_req.unique([*_FLOW, "_id"], keep="first"), on=[*_FLOW, "_id"], how="inner").drop(
         "seq", *_FLOW, "_id", "_session"
     )

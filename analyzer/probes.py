@@ -7,8 +7,10 @@ For every `server/discover` request (`PROBES_SCHEMA`) and every `initialize` req
    that server anything else, left or saw the connection die (it waited longer than the timeout, as
    the TypeScript client's 60 s do); a late answer after the client moved on is `no-answer` (it had
    given up); an `initialize` has no timeout (clients wait for it);
-2. otherwise non-JSON output on the same connection before the connection died or the timeout
-   ran out (`garbage`; a banner line before a real answer is not garbage, rule 1 wins);
+2. otherwise output that is no JSON-RPC message on the same connection before the connection died
+   or the timeout ran out (`garbage`; a banner line before a real answer is not garbage, rule 1
+   wins; so is `{"jsonrpc":"2.0","id":1}`, which holds the id but answers nothing: the SDKs refuse
+   such a line and go on waiting, and `messages.pair_responses` pairs it with no request);
 3. otherwise the connection dying within the timeout: stdio `exit` / `server-eof` /
    `server-stdin-broken` (unless the client left first: `client-eof`, `client-stdout-broken`, or its
    host or terminal stopped the server: a relayed SIGINT, SIGTERM, SIGHUP or SIGQUIT), HTTP
@@ -398,7 +400,7 @@ def decided_by_answer(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
     outcome one that nothing read later replaces (`erascope watch` decides it at once).
 
     A probe's answer is rule 1's outcome (a request's first answer is its answer), a `garbage` one
-    too: a body that is no JSON, a stdio line with the probe's id that is no JSON-RPC answer. An
+    too: an HTTP body that is no JSON-RPC answer (a body answers its flow's request whatever it holds). An
     `initialize` has no outcome of its own for such an answer (`classify_inits`): it is `no-answer`
     located at the answer, and an answer the recorder could not decode, read later on the request's
     HTTP flow, makes it `undecodable` (no era evidence): the end of the event stream the garbage came
@@ -406,8 +408,9 @@ def decided_by_answer(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
     over HTTP is decided once nothing more can be recorded on its flow (`_flow_open`). A death read
     later makes it `connection-died` at the same line, the same era: no reason to wait.
 
-    False for garbage not paired with the request (a stdout line, an event on its stream that is no
-    JSON), which an answer within the timeout replaces, for deaths and for no answer."""
+    False for garbage not paired with the request (a stdout line or an event on its stream that is no
+    JSON-RPC message, whatever id it holds), which an answer within the timeout replaces, for deaths and
+    for no answer."""
     located = rows.select(file=file_of_answer(), line=pl.col("answer_line").cast(pl.UInt32))
     wanted = located.drop_nulls().unique()
     if wanted.is_empty():

@@ -1276,6 +1276,7 @@ def _answered(ts: float, flow: str, ident: int = 1) -> dict[str, Any]:
 
 
 LIST_1 = {"jsonrpc": "2.0", "id": 1, **TOOLS_LIST}
+SERVER_PING_1 = '{"jsonrpc":"2.0","id":1,"method":"ping"}'
 LIST_2 = {"jsonrpc": "2.0", "id": 2, **TOOLS_LIST}
 ELSEWHERE: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
     ("no-session-on-either-flow", [*_left(0, "p"), *_get_stream(1, "g"), _answered(2, "g")], NO_ANSWER),
@@ -1347,6 +1348,12 @@ ELSEWHERE: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
     ("its-stream-died-in-no-session", [*_died(0, "p"), *_get_stream(1, "g", "S"), _answered(2, "g")], DIED),
     ("the-sessions-get-stream", [*_left(0, "p", "S"), *_get_stream(1, "g", "S"), _answered(2, "g")], ANSWERED),
     ("opened-before-the-probe", [*_get_stream(0, "g", "S"), *_left(1, "p", "S"), _answered(2, "g")], ANSWERED),
+    (
+        # the server's request is answered by the client's POST, never on a stream: the answer is the probe's
+        "after-a-server-request-of-its-id",
+        [*_left(0, "p", "S"), *_get_stream(1, "g", "S"), at(1.5, _sse_event("g", SERVER_PING_1)), _answered(2, "g")],
+        ANSWERED,
+    ),
     (
         "the-probe-named-the-session-in-its-response-only",
         [

@@ -351,3 +351,46 @@ def test_an_initialize_answered_by_no_json_rpc_answer_is_no_probe_outcome(tmp_pa
     analyzed, live = _http(tmp_path, records), _live(records) or {"era": "unknown", "outcomes": {}}
     assert analyzed["outcomes"] == live["outcomes"] == {}
     assert analyzed["era"] != "legacy" and live["era"] != "legacy"
+
+
+_NO_ANSWER_WITH_ITS_ID: Final = ['{"jsonrpc":"2.0","id":1}', '{"jsonrpc":"2.0","id":1,"error":null}', '{"id":1,"x":2}']
+"""Server JSON holding the probe's id but no JSON-RPC message: the SDKs refuse it and go on waiting for
+the answer, as they wait past a banner line."""
+_LATER: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+
+
+@pytest.mark.parametrize("line", [*_NO_ANSWER_WITH_ITS_ID, f"[{_NO_ANSWER_WITH_ITS_ID[0]}]"])
+def test_a_server_line_holding_the_probes_id_but_no_answer_is_garbage_an_answer_replaces(
+    tmp_path: Path, line: str
+) -> None:
+    """`analyze` paired such a line with the probe by its id, as its answer: `garbage`, and the answer after
+    it none. The counters read it as garbage a later answer replaces, as the SDKs read it."""
+    records = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, line), frame("a", fmt.S2C, _LATER))
+    assert _outcomes(tmp_path, records) == ({"discover-result": 1}, {"discover-result": 1})
+    alone = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, line))
+    assert _outcomes(tmp_path / "alone", alone) == ({"garbage": 1}, {"garbage": 1})
+
+
+@pytest.mark.parametrize("raw", _NO_ANSWER_WITH_ITS_ID)
+def test_an_event_holding_the_probes_id_but_no_answer_is_garbage_an_answer_replaces(tmp_path: Path, raw: str) -> None:
+    """The same on the probe's event stream."""
+    records = _on_its_stream(raw)
+    end = records.pop()
+    records += [{**records[-1], "index": 1, "raw": _LATER, "ts": T0 + 0.025}, end]
+    assert _http(tmp_path, records)["outcomes"] == {"discover-result": 1}
+    assert (_live(records) or {"outcomes": {}})["outcomes"] == {"discover-result": 1}
+    alone = _on_its_stream(raw)
+    assert _http(tmp_path / "alone", alone)["outcomes"] == {"garbage": 1}
+    assert (_live(alone) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
+
+
+def test_json_holding_the_id_of_a_servers_own_request_is_no_answer_to_it(tmp_path: Path) -> None:
+    """A server's request on the probe's event stream (a `ping`, a sampling request) is answered by the
+    client in a POST, never on the stream: JSON there holding its id answers none of the client's
+    requests. The analyzer paired `{"id":2}` with the server's request 2 (garbage that then was none)."""
+    ping = '{"jsonrpc":"2.0","id":2,"method":"ping"}'
+    records = _on_its_stream(ping)
+    end = records.pop()
+    records += [{**records[-1], "index": 1, "raw": '{"jsonrpc":"2.0","id":2}', "ts": T0 + 0.025}, end]
+    assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
+    assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}

@@ -86,6 +86,19 @@ CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, int
         {"discover-result": 1, "connection-died": 1},
     ),
     ("garbage-on-its-stream", [init(1), probe(2)], _events("oops"), {"garbage": 1}),
+    # JSON holding a member's id that is no answer answers nothing: the answer after it does
+    (
+        "its-id-without-an-answer-on-its-stream",
+        [probe(1), probe(2)],
+        _events({"jsonrpc": "2.0", "id": 2}, _found(2), _found(1)),
+        {"discover-result": 2},
+    ),
+    (
+        "only-its-id-on-its-stream",
+        [probe(1), probe(2)],
+        _events({"jsonrpc": "2.0", "id": 2}, _found(1)),
+        {"discover-result": 1, "garbage": 1},
+    ),
     (
         "a-flow-error",
         [init(1), probe(2)],

@@ -1,12 +1,10 @@
-"""watch and a probe whose answer is garbage: an HTTP body that is no JSON (an HTML page, a line of
-text, with status 200: a web server or a framework's catch-all in front of the path), or a stdio line
-paired with the probe that is no JSON-RPC answer. `analyze` decides such a probe by that answer (rule 1
-of `analyzer.probes`: no later line replaces a request's answer), so watch decides it in the round
-that reads the answer: it waited for the probe timeout, as for garbage that is no answer (a banner
-on stdout, an event on the answer's stream that is no JSON), which an answer within the timeout still
-replaces. An `initialize` answered with garbage is decided the same way, but for an answer on its
-own event stream, which the stream's end can still replace (below). What watch reports is what
-`analyze` gives on the final files."""
+"""watch and a request answered with garbage. An HTTP body that is no JSON (an HTML page, a line of
+text, with status 200: a web server or a framework's catch-all in front of the path) answers its flow's
+request: `analyze` decides the probe by it (rule 1 of `analyzer.probes`: no later line replaces a
+request's answer), so watch decides it in the round that reads the answer. A stdio line or an event
+that is no JSON-RPC message answers nothing, whatever id it holds (`{"jsonrpc":"2.0","id":1}`: the SDKs
+refuse it and go on waiting, as past a banner on stdout): watch waits for the timeout, which an answer
+within it still beats. What watch reports is what `analyze` gives on the final files."""
 
 from __future__ import annotations
 
@@ -32,7 +30,6 @@ ANSWERS: dict[str, tuple[str, Any]] = {
         lambda cap: _http_answered(cap, "<html><body><h1>It works!</h1></body></html>", "text/html"),
     ),
     "a line of text": ("http", lambda cap: _http_answered(cap, "OK", "text/plain")),
-    "a stdio line that is no answer": ("stdio", lambda cap: (cap.c2s(probe(1)), cap.s2c({"jsonrpc": "2.0", "id": 1}))),
 }
 """How a probe is answered with garbage: (transport, what the capture holds after its header)."""
 
@@ -50,7 +47,7 @@ def test_a_probe_answered_with_garbage_is_decided_when_the_answer_is_read(tmp_pa
     name, lines = _written(tmp_path / "src", *ANSWERS[answer])
     live = tmp_path / "live"
     rounds = watched_rounds(lines, live, name, IDLE)
-    assert _broken_in(rounds) == [2], rounds  # the round that read the answer (line 3, after the header and probe)
+    assert _broken_in(rounds) == [2], rounds  # the round that read the answer (line 3, after the header and request)
     assert rounds[-1] == []  # the timeout passing decides nothing more
     report = analyzed(live)
     assert [t["era"] for s in report["servers"] for t in s["timeline"]] == ["broken"]
@@ -77,11 +74,8 @@ def test_garbage_on_the_answers_stream_waits_for_the_answer(tmp_path: Path) -> N
 
 # --- initialize -----------------------------------------------------------------------------------
 # `analyze` has no `garbage` outcome for an `initialize` (`analyzer.probes.classify_inits`): answered
-# with garbage it is `no-answer` located at that answer (the server `broken` there), unless something
-# read later on its connection or flow says otherwise: a death makes it `connection-died` (the same
-# era, at the same line), and the end of the answer's event stream marked `undecodable` makes it
-# `undecodable` (no era at all). So watch decides it in the round that reads the answer where nothing
-# can replace it (a stdio line, an HTTP body), and on an event stream once the stream has ended.
+# with garbage (an HTTP body) it is `no-answer` located at that answer (the server `broken` there), so
+# watch decides it in the round that reads the answer.
 
 PLAIN_HEADERS = [["Content-Type", "application/json"]]
 """What a client sends with its `initialize` over HTTP: no protocol version header before the handshake."""
@@ -98,7 +92,6 @@ INIT_ANSWERS: dict[str, tuple[str, Any]] = {
         lambda cap: _http_init_answered(cap, "<html><body><h1>It works!</h1></body></html>", "text/html"),
     ),
     "a line of text": ("http", lambda cap: _http_init_answered(cap, "OK", "text/plain")),
-    "a stdio line that is no answer": ("stdio", lambda cap: (cap.c2s(init(1)), cap.s2c({"jsonrpc": "2.0", "id": 1}))),
 }
 """How an `initialize` is answered with garbage: (transport, what the capture holds after its header)."""
 
@@ -115,88 +108,120 @@ def test_an_initialize_answered_with_garbage_is_decided_when_the_answer_is_read(
     assert reported(_all(rounds)) == expected(report)
 
 
-def test_an_initialize_answered_with_garbage_then_dying_is_decided_at_the_answer(tmp_path: Path) -> None:
-    """The death read later makes `analyze`'s outcome `connection-died`, still located at the answer:
-    the era reported at the answer is the one it gives."""
-
-    def build(cap: Cap) -> None:
-        cap.c2s(init(1))
-        cap.s2c({"jsonrpc": "2.0", "id": 1})
-        cap.life("exit", code=1, status=1)
-        cap.life("server-eof", dt=0.001)
-
-    name, lines = _written(tmp_path / "src", "stdio", build)
-    live = tmp_path / "live"
-    rounds = watched_rounds(lines, live, name, IDLE)
-    assert _broken_in(rounds) == [2], rounds
-    assert [e for e in _all(rounds) if e["event"] == "withdrawn"] == []
-    report = analyzed(live)
-    assert [s["init_outcomes"] for s in report["servers"]] == [{"connection-died": 1}]
-    assert reported(_all(rounds)) == expected(report)
+UNDECODABLE_END: dict[str, Any] = {"how": "clean", "undecodable": "x-custom"}
+"""A stream whose bytes stopped decoding after its first event (captures/FORMAT.md, `sse.end`)."""
+NO_ANSWER: dict[str, Any] = {"jsonrpc": "2.0", "id": 1}
+"""JSON holding the request's id, but neither a result nor an error: no JSON-RPC message."""
+BANNER = "weather-server 1.4.2 starting on stdio"
+"""Garbage that holds no id."""
 
 
-def _streamed_answer(request: dict[str, Any], headers: list[list[str]], end: dict[str, Any] | None) -> Any:
-    """`request` answered on its event stream by an event that is no JSON-RPC answer (paired with it
-    by its id), then the stream's end `end` (none: still open)."""
+def _on_stdio(request: dict[str, Any], then: Any) -> Any:
+    """`request` on stdio, a line of garbage (`build`'s argument), then what `then` writes."""
 
-    def build(cap: Cap) -> None:
-        cap.http_request("f1", request, headers=headers)
-        cap.http_response("f1", 200, streamed=True, headers=[["Content-Type", "text/event-stream"]])
-        cap.sse("f1", 0, {"jsonrpc": "2.0", "id": 1})
-        if end is not None:
-            cap.record({"type": "sse.end", "flow": "f1", "dir": "s2c", "events": 1, **end})
+    def build(garbage: Any) -> Any:
+        return lambda cap: (cap.c2s(request), cap.s2c(garbage), then(cap))
 
     return build
 
 
-UNDECODABLE_END: dict[str, Any] = {"how": "clean", "undecodable": "x-custom"}
-"""A stream whose bytes stopped decoding after its first event (captures/FORMAT.md, `sse.end`)."""
+def _on_its_stream(request: dict[str, Any], headers: list[list[str]], then: Any) -> Any:
+    """`request` POSTed, answered by an event stream whose first event is garbage, then what `then` writes."""
+
+    def build(garbage: Any) -> Any:
+        def written(cap: Cap) -> None:
+            cap.http_request("f1", request, headers=headers)
+            cap.http_response("f1", 200, streamed=True, headers=[["Content-Type", "text/event-stream"]])
+            cap.sse("f1", 0, garbage)
+            then(cap)
+
+        return written
+
+    return build
 
 
-def test_an_initialize_answered_with_garbage_on_a_stream_that_stops_decoding_is_never_broken(tmp_path: Path) -> None:
-    """`analyze` reads the `initialize` as `undecodable` (no era): watch reported `broken` at the event
-    and withdrew it a round later."""
-    name, lines = _written(tmp_path / "src", "http", _streamed_answer(init(1), PLAIN_HEADERS, UNDECODABLE_END))
+def _end(**fields: Any) -> Any:
+    return lambda cap: cap.record({"type": "sse.end", "flow": "f1", "dir": "s2c", "events": 1, **fields})
+
+
+def _nothing(cap: Cap) -> None:
+    pass
+
+
+def _death(cap: Cap) -> None:
+    cap.life("exit", code=1, status=1)
+    cap.life("server-eof", dt=0.001)
+
+
+GARBAGE_FIRST: dict[str, tuple[str, Any]] = {
+    "probe-stdio-then-its-answer": ("stdio", _on_stdio(probe(1), lambda cap: cap.s2c(discover_result(1), dt=2.0))),
+    "probe-stdio-then-nothing": ("stdio", _on_stdio(probe(1), _nothing)),
+    "probe-stdio-then-a-death": ("stdio", _on_stdio(probe(1), _death)),
+    "init-stdio-then-its-answer": ("stdio", _on_stdio(init(1), lambda cap: cap.s2c(init_result(1), dt=2.0))),
+    "init-stdio-then-nothing": ("stdio", _on_stdio(init(1), _nothing)),
+    "init-stdio-then-a-death": ("stdio", _on_stdio(init(1), _death)),
+    "probe-stream-then-its-answer": (
+        "http",
+        _on_its_stream(probe(1), modern_headers(), lambda cap: cap.sse("f1", 1, discover_result(1), dt=2.0)),
+    ),
+    "probe-stream-ended": ("http", _on_its_stream(probe(1), modern_headers(), _end(how="clean"))),
+    "probe-stream-stops-decoding": ("http", _on_its_stream(probe(1), modern_headers(), _end(**UNDECODABLE_END))),
+    "probe-stream-still-open": ("http", _on_its_stream(probe(1), modern_headers(), _nothing)),
+    "init-stream-then-its-answer": (
+        "http",
+        _on_its_stream(init(1), PLAIN_HEADERS, lambda cap: cap.sse("f1", 1, init_result(1), dt=2.0)),
+    ),
+    "init-stream-ended": ("http", _on_its_stream(init(1), PLAIN_HEADERS, _end(how="clean"))),
+    "init-stream-reset": ("http", _on_its_stream(init(1), PLAIN_HEADERS, _end(how="upstream-reset"))),
+    "init-stream-stops-decoding": ("http", _on_its_stream(init(1), PLAIN_HEADERS, _end(**UNDECODABLE_END))),
+    "init-stream-still-open": ("http", _on_its_stream(init(1), PLAIN_HEADERS, _nothing)),
+}
+"""A request whose first server output is garbage, then its answer, nothing, a death or its stream's end."""
+
+
+def _seen(tmp_path: Path, name: str, lines: list[bytes]) -> tuple[Any, ...]:
+    """What watch reports round by round for `lines`, and what `analyze` gives on them."""
+    tmp_path.mkdir()
     live = tmp_path / "live"
     rounds = watched_rounds(lines, live, name, IDLE)
-    assert [e for e in _all(rounds) if e["era"] is not None] == [], rounds
     report = analyzed(live)
-    assert [s["init_outcomes"] for s in report["servers"]] == [{"undecodable": 1}]
     assert reported(_all(rounds)) == expected(report)
+    outcomes = [(s["probe_outcomes"], s["init_outcomes"]) for s in report["servers"]]
+    eras = [[e["era"] for e in r if e["event"] == "era"] for r in rounds]
+    return _broken_in(rounds), eras, outcomes, repr(expected(report)).replace(str(live), "LIVE")
 
 
-@pytest.mark.parametrize(
-    "end", [{"how": "clean"}, {"how": "upstream-reset"}, None], ids=["clean", "upstream-reset", "still-open"]
-)
-def test_an_initialize_answered_with_garbage_on_a_stream_is_decided_when_the_stream_ends(
-    tmp_path: Path, end: dict[str, Any] | None
-) -> None:
-    """Decided in the round that reads the stream's end (line 5), or once the timeout has passed while
-    it stays open, then `broken` at the event (line 4) as `analyze` gives it."""
-    name, lines = _written(tmp_path / "src", "http", _streamed_answer(init(1), PLAIN_HEADERS, end))
-    live = tmp_path / "live"
-    rounds = watched_rounds(lines, live, name, IDLE)
-    ended = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "sse.end"]
-    assert _broken_in(rounds) == (ended or [len(lines)]), rounds  # the round after the timeout: len(lines)
-    assert [e for e in _all(rounds) if e["event"] == "withdrawn"] == []
-    report = analyzed(live)
-    assert [(t["era"], t["evidence"]["line"]) for s in report["servers"] for t in s["timeline"]] == [("broken", 4)]
-    assert reported(_all(rounds)) == expected(report)
+@pytest.mark.parametrize("case", sorted(GARBAGE_FIRST))
+def test_json_holding_the_requests_id_but_no_answer_is_garbage_like_a_banner(tmp_path: Path, case: str) -> None:
+    """`{"jsonrpc":"2.0","id":1}` was the request's answer to `analyze` (paired by its id): a probe's
+    `garbage` that its real answer after it did not replace, an `initialize`'s `no-answer` (its server
+    `broken` there). It is read as a banner is read, in every round of watch and by `analyze`."""
+    transport, build = GARBAGE_FIRST[case]
+    name, lines = _written(tmp_path / "src-json", transport, build(NO_ANSWER))
+    _, banner_lines = _written(tmp_path / "src-banner", transport, build(BANNER))
+    seen = _seen(tmp_path / "json", name, lines)
+    assert seen == _seen(tmp_path / "banner", name, banner_lines)
+    if case.endswith("then-its-answer"):  # never `broken`: its answer decides
+        assert seen[0] == [], seen
+        assert seen[2] == ([({"discover-result": 1}, {})] if case.startswith("probe") else [({}, {"served": 1})])
 
 
-@pytest.mark.parametrize("end", [UNDECODABLE_END, None], ids=["stops-decoding", "still-open"])
-def test_a_probe_answered_with_garbage_on_a_stream_is_decided_at_the_event(
-    tmp_path: Path, end: dict[str, Any] | None
-) -> None:
-    """A probe's garbage answer is its outcome whatever its stream does next (`garbage`, rule 1)."""
-    name, lines = _written(tmp_path / "src", "http", _streamed_answer(probe(1), modern_headers(), end))
-    live = tmp_path / "live"
-    rounds = watched_rounds(lines, live, name, IDLE)
-    assert _broken_in(rounds) == [3], rounds
-    assert [e for e in _all(rounds) if e["event"] == "withdrawn"] == []
-    report = analyzed(live)
-    assert [s["probe_outcomes"] for s in report["servers"]] == [{"garbage": 1}]
-    assert reported(_all(rounds)) == expected(report)
+def test_json_holding_the_id_of_an_initialize_on_the_sessions_stream_is_garbage_like_a_banner(tmp_path: Path) -> None:
+    """The HTTP+SSE transport: the `initialize` POSTed (202 Accepted ends its flow), its answer due on the
+    session's GET stream, which stays open: an event there holding its id but no result is no answer."""
+    source = next((CORPUS / "legacy-sse-http").glob("*.jsonl"))
+    lines = source.read_bytes().splitlines(keepends=True)[:10]
+    at = next(i for i, line in enumerate(lines) if '\\"id\\":0,\\"result\\"' in line.decode())
+
+    def replaced(raw: str) -> list[bytes]:
+        answer = json.loads(lines[at])
+        answer["raw"], answer["len"] = raw, len(raw)
+        return [*lines[:at], json.dumps(answer).encode() + b"\n", *lines[at + 1 :]]
+
+    seen = _seen(tmp_path / "json", source.name, replaced('{"jsonrpc":"2.0","id":0}'))
+    assert seen == _seen(tmp_path / "banner", source.name, replaced(BANNER))
+    assert seen[0] == [len(lines)], seen  # the round after the timeout, not the one that read the event
+    assert seen[2] == [({}, {"no-answer": 1})]
 
 
 def test_a_banner_before_an_initialize_answer_waits_for_the_answer(tmp_path: Path) -> None:
@@ -232,22 +257,3 @@ def test_garbage_on_an_initialize_stream_waits_for_the_answer(tmp_path: Path) ->
     assert _broken_in(rounds) == [], rounds
     assert [[e["era"] for e in events if e["event"] == "era"] for events in rounds][4] == ["legacy"]
     assert reported(_all(rounds)) == expected(analyzed(live))
-
-
-def test_an_initialize_answered_with_garbage_on_the_sessions_stream_is_decided_at_the_answer(tmp_path: Path) -> None:
-    """The HTTP+SSE transport: the `initialize` POSTed (202 Accepted ends its flow), its answer an event
-    on the session's GET stream, which stays open. Nothing can replace that answer any more (`analyze`
-    looks for an undecodable answer on the request's flow): decided in the round that reads it."""
-    source = next((CORPUS / "legacy-sse-http").glob("*.jsonl"))
-    lines = source.read_bytes().splitlines(keepends=True)[:10]
-    at = next(i for i, line in enumerate(lines) if '\\"id\\":0,\\"result\\"' in line.decode())
-    answer = json.loads(lines[at])
-    answer["raw"] = '{"jsonrpc":"2.0","id":0}'  # the initialize's id, but no result nor error
-    answer["len"] = len(answer["raw"])
-    lines[at] = json.dumps(answer).encode() + b"\n"
-    live = tmp_path / "live"
-    rounds = watched_rounds(lines, live, source.name, IDLE)
-    assert _broken_in(rounds) == [at], rounds
-    report = analyzed(live)
-    assert [s["init_outcomes"] for s in report["servers"]] == [{"no-answer": 1}]
-    assert reported(_all(rounds)) == expected(report)
