@@ -50,7 +50,8 @@ for the client to move on (a late answer still wins for a client that waited).
 A JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is counted, an
 answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC message (`{}`,
 an id without a result, a result without an id, `"error": null`, any message whose id is an array,
-an object or a boolean) is garbage, in a POST's JSON body too, and one holding a method is a request
+an object or a boolean) is garbage, in a POST's JSON body too (elsewhere it answers no request whatever
+id it holds: an answer after it still can), and one holding a method is a request
 or notification whatever else it holds (`_kind`: no answer, as the SDKs read it); over HTTP an answer
 in an event's batch settles the request of its id, and a body's first member that answers (or is no
 message) is the answer to the flow's request, a body that is a request none. A
@@ -247,7 +248,13 @@ def _members(msg: Any) -> list[tuple[int | None, Any]]:
 
 
 _INVALID: Final = "invalid"
-_ANSWER_KINDS: Final = ("response", "error")
+_CALLS: Final = ("request", "notification")
+_ANSWERS: Final = ("response", "error")
+
+
+def _allowed_id(ident: object) -> bool:
+    """Whether `ident` (decoded JSON, not null) is an id JSON-RPC allows: a string or a number."""
+    return isinstance(ident, str | int | float) and not isinstance(ident, bool)
 
 
 def _kind(msg: Any) -> str:
@@ -260,7 +267,7 @@ def _kind(msg: Any) -> str:
     if not isinstance(msg, dict):
         return _INVALID
     ident = msg.get("id")
-    if ident is not None and (isinstance(ident, bool) or not isinstance(ident, str | int | float)):
+    if ident is not None and not _allowed_id(ident):
         return _INVALID
     if msg.get("method") is not None:
         return "notification" if ident is None else "request"
@@ -269,14 +276,16 @@ def _kind(msg: Any) -> str:
     return "response" if "result" in msg and ident is not None else _INVALID
 
 
-def _is_answer(msg: Any) -> bool:
-    """Whether `msg` (decoded JSON) answers a request: a result or an error (`_kind`)."""
-    return _kind(msg) in _ANSWER_KINDS
+def _answer_id(msg: Any, kind: str, raw: object, index: int | None) -> bytes | None:
+    """The id (`_id`) by which `msg`, of `kind`, answers a request: that of a result or an error. JSON that
+    is no message answers nothing whatever id it holds (`{"id":1}`, `"error": null`): the SDKs refuse
+    it and go on waiting, as the analyzer pairs it."""
+    return _id(msg, raw, index) if kind in _ANSWERS else None
 
 
-def _unaddressed_error(msg: Any) -> bool:
-    """Whether `msg` (decoded JSON) is an error without an id (`"id": null`, or none)."""
-    return _kind(msg) == "error" and msg.get("id") is None
+def _unaddressed_error(msg: Any, kind: str | None = None) -> bool:
+    """Whether `msg` (decoded JSON; of `kind`, when known) is an error without an id (`"id": null`, or none)."""
+    return (kind or _kind(msg)) == "error" and msg.get("id") is None
 
 
 def _is_message(msg: Any) -> bool:
@@ -330,13 +339,13 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     # the analyzer reads a refusal's JSON that is no message (an odd id, no id) as an HTTP error with
     # its error's code, if it has no method; a request or notification answers nothing
     failed = kind == "error" or (
-        refused and kind == "invalid" and isinstance(msg, dict) and msg.get("method") is None and "error" in msg
+        refused and kind == _INVALID and isinstance(msg, dict) and msg.get("method") is None and "error" in msg
     )
     code = _code(msg) if failed else None
     gate = gate_outcome(status, code)
     if gate is not None:
         return (gate if method == _DISCOVER else None), None
-    if kind == "invalid" and isinstance(msg, dict) and not refused:
+    if kind == _INVALID and isinstance(msg, dict) and not refused:
         # an id JSON-RPC does not allow, a result without one: no answer a client reads
         return (GARBAGE if method == _DISCOVER else None), None
     if code in UNSUPPORTED_CODES:
@@ -884,8 +893,8 @@ class LiveStats:
         garbage = raw != "" and not members  # `[]` holds no message
         for index, member in members:
             kind = _kind(member)
-            # an answer without an id is an error (`_kind`): one the analyzer pairs with the stream's request
-            if kind in _ANSWER_KINDS and (member.get("id") is None or _id(member, raw, index) == pending.id):
+            # an error without an id the analyzer pairs with the stream's request
+            if _unaddressed_error(member, kind) or _answer_id(member, kind, raw, index) == pending.id:
                 self._settle(key, member, None, _ts(record))
                 break
             if raw != "" and kind == _INVALID:
@@ -906,14 +915,14 @@ class LiveStats:
         garbage = raw != "" and not members  # `[]` holds no message
         ids = batch.ids()
         for index, member in members:
-            if _is_answer(member):
-                ident = _id(member, raw, index)
-                if ident is None or ident not in ids:
-                    ident = ids[0] if _unaddressed_error(member) else None
-                key = batch.keys.get(ident.decode()) if ident is not None else None
-                if key is not None:
-                    self._settle(key, member, None, _ts(record))
-            elif raw != "" and not _is_message(member):
+            kind = _kind(member)
+            ident = _answer_id(member, kind, raw, index)
+            if ident is None or ident not in ids:
+                ident = ids[0] if _unaddressed_error(member, kind) else None
+            key = batch.keys.get(ident.decode()) if ident is not None else None
+            if key is not None:
+                self._settle(key, member, None, _ts(record))
+            elif raw != "" and kind == _INVALID:
                 garbage = True
         if garbage:
             for key in batch.keys.values():
@@ -939,7 +948,7 @@ class LiveStats:
         answers: dict[tuple[str, ...], Any] = {}
         if isinstance(msg, list) and msg:
             for index, member in enumerate(msg):
-                if _is_message(member) and not _is_answer(member):
+                if _kind(member) in _CALLS:
                     continue  # requests and notifications answer nothing
                 ident = _id(member, raw, index) if isinstance(member, dict) else None
                 if (key := self._target(batch, ident, index)) is not None:
@@ -987,13 +996,13 @@ class LiveStats:
         if batch is not None:
             self._batch_response(batch, msg, raw, status, _ts(record))
             return
-        if _is_message(msg) and not _is_answer(msg):
+        if _kind(msg) in _CALLS:
             self._ended(key)  # a request or notification answers nothing, as the analyzer pairs a body
             return
         if isinstance(msg, list) and msg:
             # a batch: its first member that answers, or is no message, is the answer (requests and
             # notifications answer nothing), as the analyzer pairs a body with its flow's request
-            msg = next((m for m in msg if not _is_message(m) or _is_answer(m)), _NOTHING)
+            msg = next((m for m in msg if _kind(m) not in _CALLS), _NOTHING)
             if msg is _NOTHING:
                 self._ended(key)
                 return
@@ -1012,13 +1021,12 @@ class LiveStats:
         garbage = not members  # `[]` holds no message
         for index, member in members:
             kind = _kind(member)
-            if kind == _INVALID:
+            ident = _answer_id(member, kind, raw, index)
+            key = ("c", conn, ident.decode()) if ident is not None else None
+            if key is not None and key in self._by_conn.get(conn, ()):
+                self._settle(key, member, None, _ts(record))
+            elif kind == _INVALID:
                 garbage = True  # a line that is no JSON, or JSON that is no JSON-RPC message
-            elif kind in _ANSWER_KINDS:
-                ident = _id(member, raw, index)
-                key = ("c", conn, ident.decode()) if ident is not None else None
-                if key is not None and key in self._by_conn.get(conn, ()):
-                    self._settle(key, member, None, _ts(record))
         if garbage:
             # garbage for the requests it came after, if no answer comes before the connection dies
             for key in self._by_conn.get(conn, ()):
@@ -1057,9 +1065,7 @@ class LiveStats:
             return
         raw = record.get(fmt.F_RAW)
         for index, member in _members(_json(raw) if msg is _NOTHING else msg):  # a batch's answers, each
-            if not _is_answer(member):
-                continue
-            ident = _id(member, raw, index)
+            ident = _answer_id(member, _kind(member), raw, index)
             key = waiting.get(ident) if ident is not None else None
             if key is not None and not flow.answers(ident):  # type: ignore[arg-type]
                 self._settle(key, member, None, _ts(record))
@@ -1454,7 +1460,7 @@ def _id(msg: dict[str, Any], raw: object, index: int | None = None) -> bytes | N
     a key: a string as JSON text, a number as `_number_id` writes it, so that `1` and `"1"` stay two
     ids and one number written two ways is one."""
     ident = msg.get("id")
-    if isinstance(ident, bool) or not isinstance(ident, str | int | float):
+    if not _allowed_id(ident):
         return None
     if isinstance(ident, float):
         return _number_id(raw, index)
