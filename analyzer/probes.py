@@ -83,8 +83,6 @@ its stream closed (`server-eof`; `client-stdout-broken`, the tee stopped reading
 stand for a `server-eof` condensing dropped behind an `exit`). Not `exit`: the tee can reap the
 server before it records the last frames still in the pipe (captures/FORMAT.md, Ordering)."""
 _HTTP_DEATHS: Final = ("sse-end:upstream-reset", "sse-end:error")
-_STREAM_START: Final = "sse-start"
-"""The messages frame's `event` of an `http.response` that starts an event stream (`streamed`)."""
 _NOT_DEATHS: Final = frozenset({"http-error:recorder-stopped", "http-error:client-gone"})
 """The recorder stopping ends the observation of a flow, not the server's connection; a client hanging
 up ends it by the client's doing (its timeout cancelling the request), as a client leaving first does on
@@ -402,11 +400,9 @@ def decided_by_answer(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
     A probe's answer is rule 1's outcome (a request's first answer is its answer), a `garbage` one
     too: an HTTP body that is no JSON-RPC answer (a body answers its flow's request whatever it holds). An
     `initialize` has no outcome of its own for such an answer (`classify_inits`): it is `no-answer`
-    located at the answer, and an answer the recorder could not decode, read later on the request's
-    HTTP flow, makes it `undecodable` (no era evidence): the end of the event stream the garbage came
-    on, marked `undecodable` (captures/FORMAT.md, `sse.end`). So an `initialize` answered with garbage
-    over HTTP is decided once nothing more can be recorded on its flow (`_flow_open`). A death read
-    later makes it `connection-died` at the same line, the same era: no reason to wait.
+    located at the answer. The body ends its flow, so nothing recorded later on it can make the answer
+    `undecodable`; a death read later makes it `connection-died` at the same line, the same era: no
+    reason to wait.
 
     False for garbage not paired with the request (a stdout line or an event on its stream that is no
     JSON-RPC message, whatever id it holds), which an answer within the timeout replaces, for deaths and
@@ -421,50 +417,13 @@ def decided_by_answer(messages: pl.DataFrame, rows: pl.DataFrame) -> pl.Series:
         .select(
             pl.col("file").cast(pl.String),
             pl.col("line").cast(pl.UInt32),
-            "capture",
-            "req_seq",
-            _replaceable=(
-                (pl.col("method") == "initialize") & (pl.col("kind") == "invalid") & pl.col("flow").is_not_null()
-            ).fill_null(False),
         )
         .join(wanted.lazy(), on=["file", "line"], how="semi")
         .collect()
     )
-    replaceable = answers.filter("_replaceable")
-    if not replaceable.is_empty():
-        # a line can hold several answers (a batch): it decides nothing while one of them is replaceable
-        still_open = replaceable.filter(_flow_open(messages, replaceable)).select("file", "line")
-        answers = answers.join(still_open, on=["file", "line"], how="anti")
     decided = answers.select("file", "line").unique().with_columns(_answer=pl.lit(True))
     on = located.join(decided, on=["file", "line"], how="left", maintain_order="left")
     return on.get_column("_answer").fill_null(False)
-
-
-def _flow_open(messages: pl.DataFrame, answers: pl.DataFrame) -> pl.Series:
-    """Per row of `answers` (answers of `messages` to HTTP requests: `capture`, `req_seq`): whether the
-    request's flow can still record something: no record of `messages` after the request ended it (an
-    event stream's end, a flow error, or a response that starts no event stream; captures/FORMAT.md).
-    The request's flow, not the answer's: `_decide` looks for an undecodable answer there, and the
-    HTTP+SSE transport answers on the stream of another flow, which stays open for the session."""
-    key = _conn_key(messages.schema)
-    wanted = answers.select("capture", seq="req_seq").unique()
-    reqs = (
-        messages.lazy()
-        .join(wanted.lazy(), on=["capture", "seq"], how="semi")
-        .select("capture", "seq", **key)
-        .collect()
-        .sort("seq")
-    )
-    record = pl.col("record_type")
-    over = record.is_in((fmt.SSE_END, fmt.HTTP_ERROR)) | (
-        (record == fmt.HTTP_RESPONSE) & (pl.col("event") != _STREAM_START)
-    )
-    ends = messages.filter(over.fill_null(False) & pl.col("flow").is_not_null()).with_columns(**key)
-    ended = reqs.select("capture", req_seq="seq").with_columns(
-        _ended=_first_after(reqs.select(*_KEY, "seq"), ends, "o_").get_column("o_seq").is_not_null()
-    )
-    on = answers.join(ended, on=["capture", "req_seq"], how="left", maintain_order="left")
-    return ~on.get_column("_ended").fill_null(False)
 
 
 def handshake_only(col: str) -> pl.Expr:
