@@ -283,9 +283,9 @@ def _answer_id(msg: Any, kind: str, raw: object, index: int | None) -> bytes | N
     return _id(msg, raw, index) if kind in _ANSWERS else None
 
 
-def _unaddressed_error(msg: Any, kind: str | None = None) -> bool:
-    """Whether `msg` (decoded JSON; of `kind`, when known) is an error without an id (`"id": null`, or none)."""
-    return (kind or _kind(msg)) == "error" and msg.get("id") is None
+def _unaddressed_error(msg: Any, kind: str) -> bool:
+    """Whether `msg` (decoded JSON, of `kind`) is an error without an id (`"id": null`, or none)."""
+    return kind == "error" and msg.get("id") is None
 
 
 def _is_message(msg: Any) -> bool:

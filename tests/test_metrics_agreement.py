@@ -114,13 +114,14 @@ def _http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"era": server["era"], "outcomes": server["probe_outcomes"]}
 
 
-def _on_its_stream(raw: str) -> list[dict[str, Any]]:
-    """An HTTP probe answered by one event `raw` on its event stream, which then ends."""
+def _on_its_stream(*raws: str) -> list[dict[str, Any]]:
+    """An HTTP probe answered by the events `raws` on its event stream, which then ends."""
     return _probe_post(
         {"type": fmt.HTTP_RESPONSE, "status": 200, "streamed": True, "ts": T0 + 0.01,
          "headers": [["content-type", "text/event-stream"]]},
-        {"type": fmt.SSE_EVENT, "index": 0, "sse_event": "message", "raw": raw, "ts": T0 + 0.02},
-        {"type": fmt.SSE_END, "how": "clean", "events": 1, "incomplete": False, "ts": T0 + 0.03},
+        *({"type": fmt.SSE_EVENT, "index": i, "sse_event": "message", "raw": raw, "ts": T0 + 0.02 + i / 1000}
+          for i, raw in enumerate(raws)),
+        {"type": fmt.SSE_END, "how": "clean", "events": len(raws), "incomplete": False, "ts": T0 + 0.03},
     )  # fmt: skip
 
 
@@ -374,9 +375,7 @@ def test_a_server_line_holding_the_probes_id_but_no_answer_is_garbage_an_answer_
 @pytest.mark.parametrize("raw", _NO_ANSWER_WITH_ITS_ID)
 def test_an_event_holding_the_probes_id_but_no_answer_is_garbage_an_answer_replaces(tmp_path: Path, raw: str) -> None:
     """The same on the probe's event stream."""
-    records = _on_its_stream(raw)
-    end = records.pop()
-    records += [{**records[-1], "index": 1, "raw": _LATER, "ts": T0 + 0.025}, end]
+    records = _on_its_stream(raw, _LATER)
     assert _http(tmp_path, records)["outcomes"] == {"discover-result": 1}
     assert (_live(records) or {"outcomes": {}})["outcomes"] == {"discover-result": 1}
     alone = _on_its_stream(raw)
@@ -389,8 +388,6 @@ def test_json_holding_the_id_of_a_servers_own_request_is_no_answer_to_it(tmp_pat
     client in a POST, never on the stream: JSON there holding its id answers none of the client's
     requests. The analyzer paired `{"id":2}` with the server's request 2 (garbage that then was none)."""
     ping = '{"jsonrpc":"2.0","id":2,"method":"ping"}'
-    records = _on_its_stream(ping)
-    end = records.pop()
-    records += [{**records[-1], "index": 1, "raw": '{"jsonrpc":"2.0","id":2}', "ts": T0 + 0.025}, end]
+    records = _on_its_stream(ping, '{"jsonrpc":"2.0","id":2}')
     assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
     assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
