@@ -260,16 +260,19 @@ def _allowed_id(ident: object) -> bool:
 def _kind(msg: Any) -> str:
     """The kind of JSON-RPC message `msg` (decoded JSON) is, as `analyzer.messages` tells it: `invalid`
     when its id is one JSON-RPC does not allow (an array, an object, a boolean: no string, number or
-    null); a `request` or `notification` when it has a method (a result or an error beside it makes no
-    answer: the SDKs read such a line as a request), else an `error` when its error is not null, a
-    `response` when it has a result and an id; `invalid` when it is none of those (`{}`, a result
-    without an id, `"error": null`)."""
+    null) or its method is no string; a `request` or `notification` when it has a method (a result or
+    an error beside it makes no answer: the SDKs read such a line as a request), else an `error` when
+    its error is not null, a `response` when it has a result and an id; `invalid` when it is none of
+    those (`{}`, a result without an id, `"error": null`)."""
     if not isinstance(msg, dict):
         return _INVALID
     ident = msg.get("id")
     if ident is not None and not _allowed_id(ident):
         return _INVALID
-    if msg.get("method") is not None:
+    method = msg.get("method")
+    if method is not None:
+        if not isinstance(method, str):
+            return _INVALID  # JSON-RPC wants a string: the SDKs refuse the line
         return "notification" if ident is None else "request"
     if msg.get("error") is not None:
         return "error"
@@ -508,9 +511,7 @@ def _request_ids(raw: object) -> list[bytes]:
     return [
         ident
         for index, member in _members(_json(raw))
-        if isinstance(member, dict)
-        and member.get("method") is not None
-        and (ident := _id(member, raw, index)) is not None
+        if _calls(member) and (ident := _id(member, raw, index)) is not None
     ]
 
 
@@ -822,9 +823,7 @@ class LiveStats:
             requests = [
                 (index, ident)
                 for index, member in enumerate(msg)
-                if isinstance(member, dict)
-                and member.get("method") is not None
-                and (ident := _id(member, raw, index)) is not None
+                if _calls(member) and (ident := _id(member, raw, index)) is not None
             ]
             batch = self._batches[key[1]] = _Batch(requests, {})
         taken: list[_Pending] = []

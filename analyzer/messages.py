@@ -12,6 +12,8 @@ key with a quoted value (`"id":"1"`, `"id" : "1"`, `"id":"\\u0031"`); a payload 
 nested in the params or result) is parsed to read its own top-level `id`. An array, an object or a
 boolean is no id (JSON-RPC allows a string, a number or null): a message with one is `invalid`, as a
 peer's parser refuses it (garbage from a server), told from a string of its text (`"[1]"`) the same way.
+So is a method that is no string (a number, a boolean, an array, an object), by how the payload writes
+its own `method` key.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
 `analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
@@ -73,7 +75,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 27
+EXTRACTION_VERSION: Final = 28
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -121,7 +123,9 @@ give it (a `serverIPAddress` object, a header of a null value, `timings` that ar
 not read; `analyzer.foreign._mended`). 26: a message whose id is an array, an object or a boolean is
 `invalid`, without an id or error code (was a request, response or error whose id was the string of
 that text: `[1]` answered `"[1]"`). 27: a number id beyond a double's range is keyed by its value, as
-`addon.jsontext.exact_number_text` writes it (`1E400`, `10e399` and `1e400` one id; was its text as written)."""
+`addon.jsontext.exact_number_text` writes it (`1E400`, `10e399` and `1e400` one id; was its text as written).
+28: a message whose method is a number, a boolean, an array or an object is `invalid` (was a request or
+notification of a method of that text)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -164,11 +168,20 @@ def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _top_level_id_is_string(payload: str) -> bool:
     """Whether the payload's own `id` (not one nested in its params or result) is a JSON string."""
+    return _top_level_is_string(payload, "id")
+
+
+def _top_level_method_is_string(payload: str) -> bool:
+    """Whether the payload's own `method` (not one nested in its params) is a JSON string."""
+    return _top_level_is_string(payload, "method")
+
+
+def _top_level_is_string(payload: str, key: str) -> bool:
     try:
         obj = json.loads(payload, object_pairs_hook=_first_of_each, parse_constant=refuse_constant)
     except (ValueError, RecursionError):
         return False
-    return isinstance(obj, dict) and isinstance(obj.get("id"), str)
+    return isinstance(obj, dict) and isinstance(obj.get(key), str)
 
 
 class _Written(str):
@@ -192,6 +205,9 @@ then reads none of its fields (a payload that matches but holds none is read as 
 _NO_ID: Final = r"^(?:[\[{]|true$|false$)"
 """An id as `json_path_match` writes it that is no id when the payload does not quote it: an array, an
 object, `true`, `false`."""
+_NO_METHOD: Final = f"{_NO_ID}|{_NUMBER}"
+"""A method as the readings write it that is no method when the payload does not quote it: an array,
+an object, a boolean, a number."""
 
 
 def _exact_beyond_double(text: str) -> str | None:
@@ -753,13 +769,35 @@ def _plan(
         }
     )
     maybe = pl.col("_maybe")
-    steps.append({"_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:')})
+    # A method is a string: JSON-RPC wants one, and the SDKs refuse a line whose method is a number, a
+    # boolean, an array or an object. The readings write such a method as its text, so it is told from
+    # a string holding that text as an id's type is, by whether the payload quotes its own method.
+    # The payload is searched only on those rows (real methods are names like `tools/call`).
+    odd_method = pl.col("_method").str.contains(_NO_METHOD)
+    odd_body = pl.when(odd_method).then(body)
+    steps.append(
+        {
+            "_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:'),
+            "_odd_method": odd_method,
+            "_method_keys": pl.when(odd_body.str.contains(r'"method"\s*:\s*"'))
+            .then(odd_body)
+            .str.count_matches(r'"method"\s*:'),
+        }
+    )
     keys = pl.col("_id_keys")
     several = maybe & (keys > 1)
     # without `rare` a row that needs this parse makes the piece be read again with it (`RARE_READS`)
     exact = pl.when(several).then(body).map_elements(_top_level_id_is_string, pl.Boolean()) if rare else None
     one_key = (maybe & (keys == 1)).fill_null(False)
     id_quoted = one_key if exact is None else pl.when(several).then(exact.fill_null(False)).otherwise(one_key)
+    method_keys = pl.col("_method_keys")
+    methods = method_keys > 1
+    quoted = pl.when(methods).then(body).map_elements(_top_level_method_is_string, pl.Boolean()) if rare else None
+    one_method = (method_keys == 1).fill_null(False)
+    method_quoted = (
+        one_method if quoted is None else pl.when(methods).then(quoted.fill_null(False)).otherwise(one_method)
+    )
+    no_method = pl.col("_odd_method") & ~method_quoted
     as_number = pl.col("_num") & ~id_quoted
     no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
@@ -794,7 +832,7 @@ def _plan(
     has_result = body.str.contains('"result"', literal=True)
     has_error = pl.col("_error").is_not_null()
     json_kind = (
-        pl.when(pl.col("_no_id"))
+        pl.when(pl.col("_no_id") | pl.col("_no_method"))
         .then(pl.lit("invalid"))
         .when(pl.col("_method").is_not_null() & pl.col("_id_text").is_not_null())
         .then(pl.lit("request"))
@@ -874,7 +912,7 @@ def _plan(
         )
         event = pl.when(rtype == fmt.LIFECYCLE).then(pl.col("event"))
         direction = pl.when(rtype == fmt.FRAME).then(pl.col("dir"))
-    steps.append({"_id_text": id_text, "_no_id": no_id.fill_null(False)})
+    steps.append({"_id_text": id_text, "_no_id": no_id.fill_null(False), "_no_method": no_method.fill_null(False)})
     # `_result`, `_init` (below): more of the rows whose fields `DEEP_READS` looks for, kept from
     # expressions their steps evaluate anyway
     steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code, "_result": has_result})
@@ -1021,7 +1059,7 @@ def _plan(
         # a member name written with an escape is not looked for here: a piece holding any `\u` of a
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        typed[RARE_READS] = odd.fill_null(False) | several.fill_null(False)
+        typed[RARE_READS] = odd.fill_null(False) | several.fill_null(False) | methods.fill_null(False)
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads
         # as nothing (the robust reading's id and method too; the fast reading's decoding reads those

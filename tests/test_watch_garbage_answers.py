@@ -206,6 +206,17 @@ def test_json_holding_the_requests_id_but_no_answer_is_garbage_like_a_banner(tmp
         assert seen[2] == ([({"discover-result": 1}, {})] if case.startswith("probe") else [({}, {"served": 1})])
 
 
+@pytest.mark.parametrize(
+    "case", ["probe-stdio-then-its-answer", "probe-stdio-then-nothing", "probe-stream-ended", "init-stdio-then-nothing"]
+)
+def test_a_line_whose_method_is_no_string_is_garbage_like_a_banner(tmp_path: Path, case: str) -> None:
+    """`{"jsonrpc":"2.0","id":1,"method":5}` was a server's request to both: a line the SDKs refuse."""
+    transport, build = GARBAGE_FIRST[case]
+    name, lines = _written(tmp_path / "src-json", transport, build('{"jsonrpc":"2.0","id":1,"method":5}'))
+    _, banner_lines = _written(tmp_path / "src-banner", transport, build(BANNER))
+    assert _seen(tmp_path / "json", name, lines) == _seen(tmp_path / "banner", name, banner_lines)
+
+
 def test_json_holding_the_id_of_an_initialize_on_the_sessions_stream_is_garbage_like_a_banner(tmp_path: Path) -> None:
     """The HTTP+SSE transport: the `initialize` POSTed (202 Accepted ends its flow), its answer due on the
     session's GET stream, which stays open: an event there holding its id but no result is no answer."""
