@@ -262,8 +262,8 @@ def _kind(msg: Any) -> str:
     when its id is one JSON-RPC does not allow (an array, an object, a boolean: no string, number or
     null) or its method is no string; a `request` or `notification` when it has a method (a result or
     an error beside it makes no answer: the SDKs read such a line as a request), else an `error` when
-    its error is not null, a `response` when it has a result and an id; `invalid` when it is none of
-    those (`{}`, a result without an id, `"error": null`)."""
+    its error is an object, a `response` when it has a result and an id; `invalid` when it is none of
+    those (`{}`, a result without an id, `"error": null`, `"error": "x"`)."""
     if not isinstance(msg, dict):
         return _INVALID
     ident = msg.get("id")
@@ -274,8 +274,8 @@ def _kind(msg: Any) -> str:
         if not isinstance(method, str):
             return _INVALID  # JSON-RPC wants a string: the SDKs refuse the line
         return "notification" if ident is None else "request"
-    if msg.get("error") is not None:
-        return "error"
+    if isinstance(msg.get("error"), dict):
+        return "error"  # JSON-RPC's error is an object: the SDKs refuse a line with another one
     return "response" if "result" in msg and ident is not None else _INVALID
 
 

@@ -13,7 +13,7 @@ nested in the params or result) is parsed to read its own top-level `id`. An arr
 boolean is no id (JSON-RPC allows a string, a number or null): a message with one is `invalid`, as a
 peer's parser refuses it (garbage from a server), told from a string of its text (`"[1]"`) the same way.
 So is a method that is no string (a number, a boolean, an array, an object), by how the payload writes
-its own `method` key.
+its own `method` key, and an error that is no object (a string's content may be an object's text).
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
 `analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
@@ -75,7 +75,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 28
+EXTRACTION_VERSION: Final = 29
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -125,7 +125,9 @@ not read; `analyzer.foreign._mended`). 26: a message whose id is an array, an ob
 that text: `[1]` answered `"[1]"`). 27: a number id beyond a double's range is keyed by its value, as
 `addon.jsontext.exact_number_text` writes it (`1E400`, `10e399` and `1e400` one id; was its text as written).
 28: a message whose method is a number, a boolean, an array or an object is `invalid` (was a request or
-notification of a method of that text)."""
+notification of a method of that text). 29: a message whose error is a string, a number, a boolean or
+an array is `invalid`, or a response beside a result (was an error, of the code a string holding an
+error object's text wrote: `"error":"{\\"code\\":-32022}"` read as a -32022)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -174,6 +176,16 @@ def _top_level_id_is_string(payload: str) -> bool:
 def _top_level_method_is_string(payload: str) -> bool:
     """Whether the payload's own `method` (not one nested in its params) is a JSON string."""
     return _top_level_is_string(payload, "method")
+
+
+def _top_level_error_is_object(payload: str) -> bool:
+    """Whether the payload's own `error` is a JSON object: its last when written twice, the one
+    `json_path_match` reads."""
+    try:
+        obj = json.loads(payload, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("error"), dict)
 
 
 def _top_level_is_string(payload: str, key: str) -> bool:
@@ -748,7 +760,25 @@ def _plan(
     error_text = pl.when(error_rows).then(ranged)
     # `_errors`, `_versioned`: rows whose fields `DEEP_READS` looks for (kept from expressions these
     # steps evaluate anyway: the same expression in one step is evaluated once)
-    steps.append({"_error": _path(error_text, "$.error"), "_errors": error_rows})
+    # An error is an object: JSON-RPC wants one, and the SDKs refuse a line whose error is a string, a
+    # number, a boolean or an array. `json_path_match` writes an object as its text but a string as its
+    # content, so an object is told from a string holding such text (`"{\"code\":-32022}"`) by how
+    # the payload writes its own `error`: one key followed by `{`, or a parse where it writes several
+    steps.append({"_read_error": _path(error_text, "$.error"), "_errors": error_rows})
+    braced = pl.when(pl.col("_read_error").str.starts_with("{")).then(body)
+    steps.append(
+        {
+            "_error_keys": pl.when(braced.str.contains(r'"error"\s*:\s*\{'))
+            .then(braced)
+            .str.count_matches(r'"error"\s*:')
+        }
+    )
+    error_keys = pl.col("_error_keys")
+    errors = error_keys > 1
+    parsed = pl.when(errors).then(body).map_elements(_top_level_error_is_object, pl.Boolean()) if rare else None
+    one_error = (error_keys == 1).fill_null(False)
+    an_object = one_error if parsed is None else pl.when(errors).then(parsed.fill_null(False)).otherwise(one_error)
+    steps.append({"_error": pl.when(an_object).then(pl.col("_read_error"))})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
     # told by how it writes it (quoted, however spaced or escaped: `"id" : "1"`, `"id":"\u0031"`), one
@@ -1059,7 +1089,8 @@ def _plan(
         # a member name written with an escape is not looked for here: a piece holding any `\u` of a
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        typed[RARE_READS] = odd.fill_null(False) | several.fill_null(False) | methods.fill_null(False)
+        several_keys = several.fill_null(False) | methods.fill_null(False) | errors.fill_null(False)
+        typed[RARE_READS] = odd.fill_null(False) | several_keys
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads
         # as nothing (the robust reading's id and method too; the fast reading's decoding reads those
@@ -1068,7 +1099,7 @@ def _plan(
         unread = (
             (pl.col("_versioned") & rtext.is_null())
             | (pl.col("_init") & ptext.is_null())
-            | (pl.col("_errors") & pl.col("_error").is_null() & ~pl.col("_result"))
+            | (pl.col("_errors") & pl.col("_read_error").is_null() & ~pl.col("_result"))
         )
         if robust:
             unread |= pl.col("_id").is_null() & pl.col("_method").is_null()
