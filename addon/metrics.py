@@ -262,7 +262,7 @@ def _kind(msg: Any) -> str:
     when its id is one JSON-RPC does not allow (an array, an object, a boolean: no string, number or
     null) or its method is no string; a `request` or `notification` when it has a method (a result or
     an error beside it makes no answer: the SDKs read such a line as a request), else an `error` when
-    its error is an object, a `response` when it has a result and an id; `invalid` when it is none of
+    its error is an object, a `response` when its result is an object and it has an id; `invalid` when it is none of
     those (`{}`, a result without an id, `"error": null`, `"error": "x"`)."""
     if not isinstance(msg, dict):
         return _INVALID
@@ -276,7 +276,8 @@ def _kind(msg: Any) -> str:
         return "notification" if ident is None else "request"
     if isinstance(msg.get("error"), dict):
         return "error"  # JSON-RPC's error is an object: the SDKs refuse a line with another one
-    return "response" if "result" in msg and ident is not None else _INVALID
+    # MCP's results are objects: the SDKs refuse a line whose result is another value, null too
+    return "response" if isinstance(msg.get("result"), dict) and ident is not None else _INVALID
 
 
 def _answer_id(msg: Any, kind: str, raw: object, index: int | None) -> bytes | None:

@@ -13,7 +13,8 @@ nested in the params or result) is parsed to read its own top-level `id`. An arr
 boolean is no id (JSON-RPC allows a string, a number or null): a message with one is `invalid`, as a
 peer's parser refuses it (garbage from a server), told from a string of its text (`"[1]"`) the same way.
 So is a method that is no string (a number, a boolean, an array, an object), by how the payload writes
-its own `method` key, and an error that is no object (a string's content may be an object's text).
+its own `method` key, and an error or a result that is no object (a string's content may be an
+object's text): MCP's results are objects, and both SDKs refuse a line with another.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
 `analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
@@ -30,6 +31,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -75,7 +77,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 29
+EXTRACTION_VERSION: Final = 30
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -127,7 +129,10 @@ that text: `[1]` answered `"[1]"`). 27: a number id beyond a double's range is k
 28: a message whose method is a number, a boolean, an array or an object is `invalid` (was a request or
 notification of a method of that text). 29: a message whose error is a string, a number, a boolean or
 an array is `invalid`, or a response beside a result (was an error, of the code a string holding an
-error object's text wrote: `"error":"{\\"code\\":-32022}"` read as a -32022)."""
+error object's text wrote: `"error":"{\\"code\\":-32022}"` read as a -32022). 30: a message whose
+own result is no object (a number, a string, an array, a boolean, null) or that has none (`"result"`
+a member of another member) is `invalid` (was a response: a string holding a DiscoverResult's text
+listed that result's versions)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -176,6 +181,16 @@ def _top_level_id_is_string(payload: str) -> bool:
 def _top_level_method_is_string(payload: str) -> bool:
     """Whether the payload's own `method` (not one nested in its params) is a JSON string."""
     return _top_level_is_string(payload, "method")
+
+
+def _top_level_result_is_object(payload: str) -> bool:
+    """Whether the payload's own `result` is a JSON object (its first when written twice, as the fast
+    reading reads it)."""
+    try:
+        obj = json.loads(payload, object_pairs_hook=_first_of_each, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and isinstance(obj.get("result"), dict)
 
 
 def _top_level_error_is_object(payload: str) -> bool:
@@ -560,6 +575,8 @@ _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON paylo
                 )
             }
         ),
+        # only whether it is an object is read: any object decodes, null as none, another value raises
+        "result": pl.Struct({"_": pl.String()}),
     }
 )
 
@@ -740,7 +757,19 @@ def _plan(
         decodable = pl.when(~written.str.contains(_INTEGER)).then(written)
         decoded = (pl.lit("[") + decodable + pl.lit("]")).str.json_decode(pl.List(pl.String())).list.first()
         exact = pl.coalesce(decoded, written)
-        steps.append({"_id": pl.coalesce(exact, pl.col("_id"))})
+        steps.append(
+            {
+                "_id": pl.coalesce(exact, pl.col("_id")),
+                "_read_result": _path(pl.when(body.str.contains('"result"', literal=True)).then(own), "$.result"),
+            }
+        )
+        # `json_path_match` writes an object as its text but a string as its content: an object is told
+        # from a string holding such text by how the payload writes its own `result`, as an error is
+        braced = pl.when(pl.col("_read_result").str.starts_with("{")).then(body)
+        steps.append({"_result_keys": _keys_where(braced, "result", "{")})
+        result_keys = pl.col("_result_keys")
+        results = result_keys > 1
+        steps.append({"_result_object": _own_member_is(result_keys, body, _top_level_result_is_object, rare=rare)})
     else:
         fields = pl.col("_fields")
         meta = fields.struct.field("params").struct.field("_meta")
@@ -753,8 +782,10 @@ def _plan(
                 "_meta_caps": meta.struct.field(META_CAPS).is_not_null(),
                 "_meta_client": meta.struct.field(META_CLIENT).struct.field("name"),
                 "_meta_client_version": meta.struct.field(META_CLIENT).struct.field("version"),
+                "_result_object": fields.struct.field("result").is_not_null(),
             }
         )
+        results = pl.lit(False)
     # The error object, only where one can be: a payload without a method that mentions it.
     error_rows = pl.col("_method").is_null() & body.str.contains('"error"', literal=True)
     error_text = pl.when(error_rows).then(ranged)
@@ -766,18 +797,10 @@ def _plan(
     # the payload writes its own `error`: one key followed by `{`, or a parse where it writes several
     steps.append({"_read_error": _path(error_text, "$.error"), "_errors": error_rows})
     braced = pl.when(pl.col("_read_error").str.starts_with("{")).then(body)
-    steps.append(
-        {
-            "_error_keys": pl.when(braced.str.contains(r'"error"\s*:\s*\{'))
-            .then(braced)
-            .str.count_matches(r'"error"\s*:')
-        }
-    )
+    steps.append({"_error_keys": _keys_where(braced, "error", "{")})
     error_keys = pl.col("_error_keys")
     errors = error_keys > 1
-    parsed = pl.when(errors).then(body).map_elements(_top_level_error_is_object, pl.Boolean()) if rare else None
-    one_error = (error_keys == 1).fill_null(False)
-    an_object = one_error if parsed is None else pl.when(errors).then(parsed.fill_null(False)).otherwise(one_error)
+    an_object = _own_member_is(error_keys, body, _top_level_error_is_object, rare=rare)
     steps.append({"_error": pl.when(an_object).then(pl.col("_read_error"))})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
@@ -809,9 +832,7 @@ def _plan(
         {
             "_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:'),
             "_odd_method": odd_method,
-            "_method_keys": pl.when(odd_body.str.contains(r'"method"\s*:\s*"'))
-            .then(odd_body)
-            .str.count_matches(r'"method"\s*:'),
+            "_method_keys": _keys_where(odd_body, "method", '"'),
         }
     )
     keys = pl.col("_id_keys")
@@ -822,12 +843,7 @@ def _plan(
     id_quoted = one_key if exact is None else pl.when(several).then(exact.fill_null(False)).otherwise(one_key)
     method_keys = pl.col("_method_keys")
     methods = method_keys > 1
-    quoted = pl.when(methods).then(body).map_elements(_top_level_method_is_string, pl.Boolean()) if rare else None
-    one_method = (method_keys == 1).fill_null(False)
-    method_quoted = (
-        one_method if quoted is None else pl.when(methods).then(quoted.fill_null(False)).otherwise(one_method)
-    )
-    no_method = pl.col("_odd_method") & ~method_quoted
+    no_method = pl.col("_odd_method") & ~_own_member_is(method_keys, body, _top_level_method_is_string, rare=rare)
     as_number = pl.col("_num") & ~id_quoted
     no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
@@ -859,7 +875,7 @@ def _plan(
     code = pl.when(text_code.str.contains(_NUMBER)).then(text_code).cast(pl.Float64, strict=False)
     error_code = pl.when(code == code.round(0)).then(code).cast(pl.Int64, strict=False)
     status = pl.col("status")
-    has_result = body.str.contains('"result"', literal=True)
+    has_result = body.str.contains('"result"', literal=True)  # the text: where `DEEP_READS` looks
     has_error = pl.col("_error").is_not_null()
     json_kind = (
         pl.when(pl.col("_no_id") | pl.col("_no_method"))
@@ -870,7 +886,7 @@ def _plan(
         .then(pl.lit("notification"))
         .when(has_error)
         .then(pl.lit("error"))
-        .when(has_result & pl.col("_id_text").is_not_null())
+        .when(pl.col("_result_object") & pl.col("_id_text").is_not_null())
         .then(pl.lit("response"))
         .otherwise(pl.lit("invalid"))
     )
@@ -1090,6 +1106,7 @@ def _plan(
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
         several_keys = several.fill_null(False) | methods.fill_null(False) | errors.fill_null(False)
+        several_keys |= results.fill_null(False)
         typed[RARE_READS] = odd.fill_null(False) | several_keys
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads
@@ -1120,6 +1137,26 @@ def _plan(
         unread = _fields(*full) - _fields(tuple(steps), typed)
         typed[HTTP_READS] = pl.struct(sorted(name for name in unread if RECORD_SCHEMA[name] != pl.String()))
     return tuple(steps), typed
+
+
+def _keys_where(masked: pl.Expr, key: str, value_start: str) -> pl.Expr:
+    """How many times the payload `masked` (null on rows not asked about) writes a member `key`, on rows
+    where one such member's value starts with `value_start` (`"` a string, `{` an object); else null.
+    A string value cannot hold `"key":` (its quotes are escaped), so only nested members add to it."""
+    written = masked.str.contains(f'"{key}"\\s*:\\s*{re.escape(value_start)}')
+    return pl.when(written).then(masked).str.count_matches(f'"{key}"\\s*:')
+
+
+def _own_member_is(keys: pl.Expr, body: pl.Expr, parse: Callable[[str], bool], *, rare: bool) -> pl.Expr:
+    """Whether the payload's own member has the value asked about (`_keys_where`): the one it writes,
+    where it writes one; where it writes several, as `parse` says (rare rows, in Python). Without
+    `rare` those rows read false and make the piece be read again with it (`RARE_READS`)."""
+    one = (keys == 1).fill_null(False)
+    if not rare:
+        return one
+    several = keys > 1
+    parsed = pl.when(several).then(body).map_elements(parse, pl.Boolean())
+    return pl.when(several).then(parsed.fill_null(False)).otherwise(one)
 
 
 def _fields(steps: tuple[dict[str, pl.Expr], ...], columns: dict[str, pl.Expr | None]) -> set[str]:
