@@ -956,7 +956,7 @@ class LiveStats:
         else:
             ident = _id(msg, raw) if isinstance(msg, dict) else None
             refused = status is not None and status >= 300 and not _is_message(msg)
-            whole = refused or (isinstance(msg, dict) and msg.get("error") is not None and "method" not in msg)
+            whole = refused or _kind(msg) == "error"
             if whole and ident not in batch.ids():
                 answers = dict.fromkeys(batch.keys.values(), msg)
             elif (key := self._target(batch, ident, 0)) is not None:

@@ -112,6 +112,15 @@ CASES: list[tuple[str, list[dict[str, Any]], list[dict[str, Any]], dict[str, int
     ("plain-500-to-the-second", [init(1), probe(2)], _body("Internal Server Error", 500), {"legacy-answer": 1}),
     ("result-naming-no-member", [init(1), probe(2)], _body(_found(9)), {"no-answer": 1}),
     ("result-naming-no-member-to-the-first", [probe(1), init(2)], _body(_found(9)), {"discover-result": 1}),
+    # an error that is no object is no error: on a 2xx it answers the member at its index, not the batch
+    ("string-error-to-the-second", [init(1), probe(2)], _body({"jsonrpc": "2.0", "error": "x"}), {"no-answer": 1}),
+    ("string-error-to-the-first", [probe(1), init(2)], _body({"jsonrpc": "2.0", "error": "x"}), {"garbage": 1}),
+    (
+        "string-error-refusing-the-batch",
+        [init(1), probe(2)],
+        _body({"jsonrpc": "2.0", "error": "x"}, 400),
+        {"legacy-answer": 1},
+    ),
 ]
 
 
