@@ -512,7 +512,9 @@ def _request_ids(raw: object) -> list[bytes]:
     return [
         ident
         for index, member in _members(_json(raw))
-        if _calls(member) and (ident := _id(member, raw, index)) is not None
+        if isinstance(member, dict)
+        and isinstance(member.get("method"), str)
+        and (ident := _id(member, raw, index)) is not None
     ]
 
 
@@ -824,7 +826,9 @@ class LiveStats:
             requests = [
                 (index, ident)
                 for index, member in enumerate(msg)
-                if _calls(member) and (ident := _id(member, raw, index)) is not None
+                if isinstance(member, dict)
+                and isinstance(member.get("method"), str)
+                and (ident := _id(member, raw, index)) is not None
             ]
             batch = self._batches[key[1]] = _Batch(requests, {})
         taken: list[_Pending] = []
