@@ -17,11 +17,9 @@ import polars as pl
 import pytest
 
 from addon import format as fmt
-from addon.metrics import LiveStats
 from tests.test_messages import Cap, messages_of
-from tests.test_method_type import PROBE
-from tests.test_metrics import _analyzed, event, feed, frame
-from tests.test_metrics_agreement import _http, _in_its_body, _live, _on_its_stream
+from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream
+from tests.test_metrics_agreement import _http, _in_its_body, _live
 
 _REFUSED_TEXT: Final = json.dumps(
     json.dumps({"code": -32022, "message": "Unsupported protocol version", "data": {"supported": ["2025-11-25"]}})
@@ -89,19 +87,11 @@ def test_an_error_that_is_no_object_makes_the_line_no_message(tmp_path: Path, be
 
 @pytest.mark.parametrize("answer", [ODD_ERRORS[0], ODD_ERRORS[4]])
 def test_a_probe_answered_with_an_error_that_is_no_object_is_garbage(tmp_path: Path, answer: str) -> None:
-    """On stdio the line is garbage: an answer after it decides, without one the probe is `garbage`."""
-    later = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
-    died = [event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]
-    for name, lines, outcome in [("answered", [answer, later], "discover-result"), ("alone", [answer], "garbage")]:
-        records = [frame("a", fmt.C2S, PROBE), *(frame("a", fmt.S2C, line) for line in lines), *died]
-        assert _analyzed(tmp_path / name, records)["outcomes"] == {outcome: 1}
-        assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == {outcome: 1}
+    assert_garbage_before_an_answer(tmp_path, answer)
 
 
 def test_an_event_whose_error_is_no_object_is_garbage(tmp_path: Path) -> None:
-    records = _on_its_stream(ODD_ERRORS[4])
-    assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
-    assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
+    assert_garbage_on_its_stream(tmp_path, ODD_ERRORS[4])
 
 
 @pytest.mark.parametrize("status", [200, 400])

@@ -20,6 +20,7 @@ from addon import format as fmt
 from addon.metrics import LiveStats
 from tests.test_messages import Cap, messages_of
 from tests.test_metrics import _analyzed, event, feed, frame
+from tests.test_metrics_agreement import _http, _live, _on_its_stream
 
 ODD_METHODS: Final = [
     '{"jsonrpc":"2.0","id":1,"method":5}',
@@ -103,23 +104,36 @@ PROBE: Final = (
 LATER: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
 
 
+_DIED: Final = [event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]
+
+
+def outcomes_after(tmp_path: Path, *lines: str) -> tuple[dict[str, int], dict[str, int]]:
+    """The probe outcomes the analyzer and the counters read when a stdio server answers the probe with
+    `lines` and then dies."""
+    records = [frame("a", fmt.C2S, PROBE), *(frame("a", fmt.S2C, line) for line in lines), *_DIED]
+    return _analyzed(tmp_path, records)["outcomes"], feed(LiveStats(), records)["servers"]["srv"]["outcomes"]
+
+
+def assert_garbage_before_an_answer(tmp_path: Path, line: str) -> None:
+    """After a probe, `line` is garbage to the analyzer and the counters alike, as the SDKs read it: an
+    answer after it decides, and without one the probe is `garbage`."""
+    assert outcomes_after(tmp_path / "answered", line, LATER) == ({"discover-result": 1}, {"discover-result": 1})
+    assert outcomes_after(tmp_path / "alone", line) == ({"garbage": 1}, {"garbage": 1})
+
+
+def assert_garbage_on_its_stream(tmp_path: Path, raw: str) -> None:
+    """An HTTP probe's event stream holding only the event `raw`: garbage to the analyzer and the counters."""
+    records = _on_its_stream(raw)
+    assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
+    assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
+
+
 @pytest.mark.parametrize("line", [ODD_METHODS[0], ODD_METHODS[3], ODD_SHAPES[0], ODD_METHODS[5]])
 def test_a_server_line_whose_method_is_no_string_is_garbage(tmp_path: Path, line: str) -> None:
-    """After a probe such a line is garbage, as the SDKs read it, to the analyzer and the counters alike:
-    an answer after it decides, and without one the probe is `garbage` (it was `connection-died` to both,
-    the line a server's request)."""
-    records = [frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, line)]
-    died = [event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]
-    for name, recs, outcome in [("answered", [*records, frame("a", fmt.S2C, LATER)], "discover-result"),
-                                ("alone", records, "garbage")]:  # fmt: skip
-        live = feed(LiveStats(), [*recs, *died])["servers"]["srv"]
-        assert _analyzed(tmp_path / name, [*recs, *died])["outcomes"] == {outcome: 1}
-        assert live["outcomes"] == {outcome: 1}
+    """It was a server's request to both: the probe it follows `connection-died`."""
+    assert_garbage_before_an_answer(tmp_path, line)
 
 
 def test_a_string_method_that_looks_like_a_number_is_a_request(tmp_path: Path) -> None:
     """The server's request of method `"5"` is a message: the probe it follows then dies unanswered."""
-    records = [frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, STRING_METHODS[0])]
-    died = [event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]
-    live = feed(LiveStats(), [*records, *died])["servers"]["srv"]
-    assert _analyzed(tmp_path, [*records, *died])["outcomes"] == live["outcomes"] == {"connection-died": 1}
+    assert outcomes_after(tmp_path, STRING_METHODS[0]) == ({"connection-died": 1}, {"connection-died": 1})

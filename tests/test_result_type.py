@@ -17,11 +17,9 @@ import polars as pl
 import pytest
 
 from addon import format as fmt
-from addon.metrics import LiveStats
 from tests.test_messages import Cap, messages_of
-from tests.test_method_type import LATER, PROBE
-from tests.test_metrics import _analyzed, event, feed, frame
-from tests.test_metrics_agreement import _http, _in_its_body, _live, _on_its_stream
+from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream
+from tests.test_metrics_agreement import _http, _in_its_body, _live
 
 _MODERN_TEXT: Final = json.dumps(json.dumps({"supportedVersions": ["2026-07-28"]}))
 ODD_RESULTS: Final = [
@@ -89,18 +87,11 @@ def test_a_result_that_is_no_object_of_its_own_makes_the_line_no_message(
 
 @pytest.mark.parametrize("answer", [ODD_RESULTS[0], ODD_RESULTS[4], NO_RESULT[0], NO_RESULT[1]])
 def test_a_probe_answered_with_a_result_that_is_no_object_is_garbage(tmp_path: Path, answer: str) -> None:
-    """On stdio the line is garbage: an answer after it decides, without one the probe is `garbage`."""
-    died = [event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]
-    for name, lines, outcome in [("answered", [answer, LATER], "discover-result"), ("alone", [answer], "garbage")]:
-        records = [frame("a", fmt.C2S, PROBE), *(frame("a", fmt.S2C, line) for line in lines), *died]
-        assert _analyzed(tmp_path / name, records)["outcomes"] == {outcome: 1}
-        assert feed(LiveStats(), records)["servers"]["srv"]["outcomes"] == {outcome: 1}
+    assert_garbage_before_an_answer(tmp_path, answer)
 
 
 def test_an_event_whose_result_is_a_string_is_garbage(tmp_path: Path) -> None:
-    records = _on_its_stream(ODD_RESULTS[4])
-    assert _http(tmp_path, records)["outcomes"] == {"garbage": 1}
-    assert (_live(records) or {"outcomes": {}})["outcomes"] == {"garbage": 1}
+    assert_garbage_on_its_stream(tmp_path, ODD_RESULTS[4])
 
 
 def test_a_body_whose_result_is_a_string_holding_a_discover_result_is_none(tmp_path: Path) -> None:
