@@ -259,12 +259,13 @@ def _allowed_id(ident: object) -> bool:
 
 def _kind(msg: Any) -> str:
     """The kind of JSON-RPC message `msg` (decoded JSON) is, as `analyzer.messages` tells it: `invalid`
-    when its id is one JSON-RPC does not allow (an array, an object, a boolean: no string, number or
-    null) or its method is no string; a `request` or `notification` when it has a method (a result or
-    an error beside it makes no answer: the SDKs read such a line as a request), else an `error` when
-    its error is an object, a `response` when its result is an object and it has an id; `invalid` when it is none of
-    those (`{}`, a result without an id, `"error": null`, `"error": "x"`)."""
-    if not isinstance(msg, dict):
+    without `"jsonrpc": "2.0"`, with an id JSON-RPC does not allow (an array, an object, a boolean: no
+    string, number or null) or a method that is no string; a `request` or `notification` when it has
+    a method (a result or an error beside it makes no answer: the SDKs read such a line as a request),
+    else an `error` when its error is an object, a `response` when its result is an object and it has
+    an id; `invalid` when it is none of those (`{}`, a result without an id, `"error": null`,
+    `"error": "x"`)."""
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
         return _INVALID
     ident = msg.get("id")
     if ident is not None and not _allowed_id(ident):
@@ -513,6 +514,7 @@ def _request_ids(raw: object) -> list[bytes]:
         ident
         for index, member in _members(_json(raw))
         if isinstance(member, dict)
+        and member.get("jsonrpc") == "2.0"
         and isinstance(member.get("method"), str)
         and (ident := _id(member, raw, index)) is not None
     ]
@@ -551,7 +553,7 @@ def _in_time(pending: _Pending, record: dict[str, Any]) -> bool:
 
 def _calls(msg: Any) -> bool:
     """Whether `msg` (decoded JSON) is a request or a notification."""
-    return isinstance(msg, dict) and isinstance(msg.get("method"), str)
+    return _kind(msg) in _CALLS
 
 
 def _is_call(msg: Any) -> bool:
@@ -827,6 +829,7 @@ class LiveStats:
                 (index, ident)
                 for index, member in enumerate(msg)
                 if isinstance(member, dict)
+                and member.get("jsonrpc") == "2.0"
                 and isinstance(member.get("method"), str)
                 and (ident := _id(member, raw, index)) is not None
             ]
@@ -856,6 +859,8 @@ class LiveStats:
         a member of the HTTP batch of the flow `key` names)."""
         if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or ident is None:
             return None
+        if msg.get("jsonrpc") != "2.0":
+            return None  # no message (`_kind`): a server refuses it
         if key[0] == "c" or batch is not None:
             key = (*key, ident.decode())
         if batch is not None:

@@ -14,7 +14,8 @@ boolean is no id (JSON-RPC allows a string, a number or null): a message with on
 peer's parser refuses it (garbage from a server), told from a string of its text (`"[1]"`) the same way.
 So is a method that is no string (a number, a boolean, an array, an object), by how the payload writes
 its own `method` key, and an error or a result that is no object (a string's content may be an
-object's text): MCP's results are objects, and both SDKs refuse a line with another.
+object's text): MCP's results are objects, and both SDKs refuse a line with another. A payload
+that does not name `"jsonrpc": "2.0"` is no message either, whatever else it holds.
 
 A payload's lone surrogate escapes are read as their text (`lone_surrogates_as_text`), as
 `analyzer.load` reads a record's: its parsers read `"c\\ud800"` as `c\\x00`, or not at all, and
@@ -77,7 +78,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 30
+EXTRACTION_VERSION: Final = 31
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -132,7 +133,8 @@ an array is `invalid`, or a response beside a result (was an error, of the code 
 error object's text wrote: `"error":"{\\"code\\":-32022}"` read as a -32022). 30: a message whose
 own result is no object (a number, a string, an array, a boolean, null) or that has none (`"result"`
 a member of another member) is `invalid` (was a response: a string holding a DiscoverResult's text
-listed that result's versions)."""
+listed that result's versions). 31: a payload without `"jsonrpc": "2.0"` (none, `"1.0"`, the number
+`2.0`) is `invalid` (was read by its other members)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -561,6 +563,7 @@ from the text; a piece with any other `headers` is read with the list dtype (`an
 _CLIENT_INFO: Final = pl.Struct({"name": pl.String(), "version": pl.String()})
 _FIELDS: Final = pl.Struct(  # what the fast reading decodes of every JSON payload
     {
+        "jsonrpc": pl.String(),  # a number decodes as its text without a fraction (`2.0` as `2`)
         "id": pl.String(),
         "method": pl.String(),
         "params": pl.Struct(
@@ -744,7 +747,17 @@ def _plan(
         steps.append({"_ranged": pl.coalesce(beyond.map_elements(_numbers_in_double_range, pl.String()), body)})
         first = pl.when(twice).then(ranged).map_elements(_first_members, pl.String())
         steps.append({"_own": pl.coalesce(first, ranged)})
-        steps.append({"_id": _path(own, "$.id"), "_method": _path(own, "$.method")})
+        # `json_path_match` writes the number `2.0` as `2.0`: the version is a string only where the
+        # payload quotes it somewhere (rare pieces; a number `2.0` beside a quoted one elsewhere passes)
+        jsonrpc = _path(own, "$.jsonrpc")
+        quoted = pl.when(jsonrpc == "2.0").then(body).str.contains('"2.0"', literal=True)
+        steps.append(
+            {
+                "_id": _path(own, "$.id"),
+                "_method": _path(own, "$.method"),
+                "_jsonrpc": pl.when(quoted).then(jsonrpc),
+            }
+        )
         # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for
         # `-0`, `1.8446744073709552e+19` for an integer beyond 64 bits), reads some past 2**53 a
         # unit off (`9007199254740993.0` as ...994), and writes a string as it is (`"1.0"`, `"007"`).
@@ -777,6 +790,7 @@ def _plan(
         steps.append(
             {
                 "_id": fields.struct.field("id"),
+                "_jsonrpc": fields.struct.field("jsonrpc"),
                 "_method": fields.struct.field("method"),
                 "_meta_version": meta.struct.field(META_PV),
                 "_meta_caps": meta.struct.field(META_CAPS).is_not_null(),
@@ -878,7 +892,7 @@ def _plan(
     has_result = body.str.contains('"result"', literal=True)  # the text: where `DEEP_READS` looks
     has_error = pl.col("_error").is_not_null()
     json_kind = (
-        pl.when(pl.col("_no_id") | pl.col("_no_method"))
+        pl.when(pl.col("_no_message"))
         .then(pl.lit("invalid"))
         .when(pl.col("_method").is_not_null() & pl.col("_id_text").is_not_null())
         .then(pl.lit("request"))
@@ -958,7 +972,10 @@ def _plan(
         )
         event = pl.when(rtype == fmt.LIFECYCLE).then(pl.col("event"))
         direction = pl.when(rtype == fmt.FRAME).then(pl.col("dir"))
-    steps.append({"_id_text": id_text, "_no_id": no_id.fill_null(False), "_no_method": no_method.fill_null(False)})
+    # A message names its version `"jsonrpc": "2.0"`: the SDKs refuse a line without it, or with another
+    not_2 = (pl.col("_jsonrpc") != "2.0").fill_null(True)
+    no_message = no_id.fill_null(False) | no_method.fill_null(False) | not_2
+    steps.append({"_id_text": id_text, "_no_message": no_message})
     # `_result`, `_init` (below): more of the rows whose fields `DEEP_READS` looks for, kept from
     # expressions their steps evaluate anyway
     steps.append({"_kind": kind, "_event": event, "_dir": direction, "_error_code": error_code, "_result": has_result})

@@ -992,7 +992,7 @@ def at(ts: float, record: dict[str, Any]) -> dict[str, Any]:
 
 
 TOOLS_LIST: dict[str, Any] = {"method": "tools/list", "params": {}}
-INITIALIZED: dict[str, Any] = {"method": "notifications/initialized"}
+INITIALIZED: dict[str, Any] = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def probed(*after: dict[str, Any]) -> list[dict[str, Any]]:

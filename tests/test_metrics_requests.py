@@ -74,7 +74,11 @@ CASES: list[tuple[str, str, str | None]] = [
     ),
     ("method's last letter escaped", '{"jsonrpc":"2.0","id":1,"method":"server/discove\\u0072","p":"PAD"}', "probe"),
     ("initialize's letters escaped", '{"jsonrpc":"2.0","id":1,"method":"initializ\\u0065","p":"PAD"}', "init"),
-    ("every letter escaped", '{"id":1,"method":"\\u0069\\u006E\\u0069\\u0074ialize","p":"PAD"}', "init"),
+    (
+        "every letter escaped",
+        '{"jsonrpc":"2.0","id":1,"method":"\\u0069\\u006E\\u0069\\u0074ialize","p":"PAD"}',
+        "init",
+    ),
     (
         "method escaped, named elsewhere",
         '{"jsonrpc":"2.0","id":1,"method":"server\\/discover","params":{"p":"server/discover PAD"}}',
@@ -98,13 +102,13 @@ CASES: list[tuple[str, str, str | None]] = [
     ),
     (
         "quotes and backslashes before",
-        '{"a":"x\\\\\\"y\\\\","b":["\\"]",{"c":"\\\\"}],"id":1,"method":"server/discover","p":"PAD"}',
+        '{"a":"x\\\\\\"y\\\\","b":["\\"]",{"c":"\\\\"}],"id":1,"method":"server/discover","p":"PAD","jsonrpc":"2.0"}',
         "probe",
     ),
-    ("string ends in a backslash pair", '{"a":"PAD\\\\","id":2,"method":"initialize"}', "init"),
+    ("string ends in a backslash pair", '{"a":"PAD\\\\","id":2,"method":"initialize","jsonrpc":"2.0"}', "init"),
     (
         "numbers and literals",
-        '{"n":[1,-2.5e3,true,false,null,{"x":[[]]}],"id":3,"method":"initialize","p":"PAD"}',
+        '{"n":[1,-2.5e3,true,false,null,{"x":[[]]}],"id":3,"method":"initialize","p":"PAD","jsonrpc":"2.0"}',
         "init",
     ),
     ("non-ASCII", '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"t":"текст 😀 PAD server/discover"}}', None),
