@@ -747,15 +747,16 @@ def _plan(
         steps.append({"_ranged": pl.coalesce(beyond.map_elements(_numbers_in_double_range, pl.String()), body)})
         first = pl.when(twice).then(ranged).map_elements(_first_members, pl.String())
         steps.append({"_own": pl.coalesce(first, ranged)})
-        # `json_path_match` writes the number `2.0` as `2.0`: the version is a string only where the
-        # payload quotes it somewhere (rare pieces; a number `2.0` beside a quoted one elsewhere passes)
+        # `json_path_match` writes the number `2.0` as `2.0`: a payload that writes its version as a
+        # number and quotes no `"2.0"` has none (a number beside a quoted one elsewhere passes)
         jsonrpc = _path(own, "$.jsonrpc")
-        quoted = pl.when(jsonrpc == "2.0").then(body).str.contains('"2.0"', literal=True)
+        asked = pl.when(jsonrpc == "2.0").then(body)
+        number = asked.str.contains(r'"jsonrpc"\s*:\s*2') & ~asked.str.contains('"2.0"', literal=True)
         steps.append(
             {
                 "_id": _path(own, "$.id"),
                 "_method": _path(own, "$.method"),
-                "_jsonrpc": pl.when(quoted).then(jsonrpc),
+                "_jsonrpc": pl.when(~number.fill_null(False)).then(jsonrpc),
             }
         )
         # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for

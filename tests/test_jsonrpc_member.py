@@ -41,6 +41,8 @@ NAMED: Final = [
     '{"jsonrpc":"2.0","method":"notifications/initialized"}',
 ]
 """Payloads that name it."""
+ESCAPED: Final = '{"jsonrpc":"\\u0032.0",' + _ANSWER + "}"
+"""It, written with an escape (the piece is read with the rare reading)."""
 
 
 def _model(raw: str) -> str:
@@ -65,7 +67,8 @@ def _kinds(tmp_path: Path, payloads: list[str]) -> list[str]:
         pytest.param(NOT_2 + NAMED, id="fast"),
         pytest.param([ODD_SHAPE, *NOT_2, *NAMED], id="robust"),
         # a `\u` escape in the piece: it is read with the rare reading from the start
-        pytest.param([*NOT_2, *NAMED, '{"jsonrpc":"2.0","id":1,"method":"\\u0035"}'], id="rare"),
+        pytest.param([*NOT_2, *NAMED, ESCAPED], id="rare"),
+        pytest.param([ODD_SHAPE, *NOT_2, *NAMED, ESCAPED], id="robust-rare"),
     ],
 )
 def test_a_line_naming_no_version_2_0_is_no_message(tmp_path: Path, payloads: list[str]) -> None:
