@@ -177,40 +177,34 @@ def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _top_level_id_is_string(payload: str) -> bool:
     """Whether the payload's own `id` (not one nested in its params or result) is a JSON string."""
-    return _top_level_is_string(payload, "id")
+    return isinstance(_own_member(payload, "id"), str)
 
 
 def _top_level_method_is_string(payload: str) -> bool:
     """Whether the payload's own `method` (not one nested in its params) is a JSON string."""
-    return _top_level_is_string(payload, "method")
+    return isinstance(_own_member(payload, "method"), str)
 
 
 def _top_level_result_is_object(payload: str) -> bool:
     """Whether the payload's own `result` is a JSON object (its first when written twice, as the fast
     reading reads it)."""
-    try:
-        obj = json.loads(payload, object_pairs_hook=_first_of_each, parse_constant=refuse_constant)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and isinstance(obj.get("result"), dict)
+    return isinstance(_own_member(payload, "result"), dict)
 
 
 def _top_level_error_is_object(payload: str) -> bool:
     """Whether the payload's own `error` is a JSON object: its last when written twice, the one
     `json_path_match` reads."""
-    try:
-        obj = json.loads(payload, parse_constant=refuse_constant)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and isinstance(obj.get("error"), dict)
+    return isinstance(_own_member(payload, "error", first=False), dict)
 
 
-def _top_level_is_string(payload: str, key: str) -> bool:
+def _own_member(payload: str, key: str, *, first: bool = True) -> Any:
+    """The payload's own member `key` (its first when written twice, or with `first=False` its last),
+    or None when the payload is no JSON object."""
     try:
-        obj = json.loads(payload, object_pairs_hook=_first_of_each, parse_constant=refuse_constant)
+        obj = json.loads(payload, object_pairs_hook=_first_of_each if first else None, parse_constant=refuse_constant)
     except (ValueError, RecursionError):
-        return False
-    return isinstance(obj, dict) and isinstance(obj.get(key), str)
+        return None
+    return obj.get(key) if isinstance(obj, dict) else None
 
 
 class _Written(str):
@@ -850,12 +844,9 @@ def _plan(
             "_method_keys": _keys_where(odd_body, "method", '"'),
         }
     )
-    keys = pl.col("_id_keys")
-    several = maybe & (keys > 1)
-    # without `rare` a row that needs this parse makes the piece be read again with it (`RARE_READS`)
-    exact = pl.when(several).then(body).map_elements(_top_level_id_is_string, pl.Boolean()) if rare else None
-    one_key = (maybe & (keys == 1)).fill_null(False)
-    id_quoted = one_key if exact is None else pl.when(several).then(exact.fill_null(False)).otherwise(one_key)
+    keys = pl.col("_id_keys")  # null where not `maybe`
+    several = keys > 1
+    id_quoted = _own_member_is(keys, body, _top_level_id_is_string, rare=rare)
     method_keys = pl.col("_method_keys")
     methods = method_keys > 1
     no_method = pl.col("_odd_method") & ~_own_member_is(method_keys, body, _top_level_method_is_string, rare=rare)
@@ -1123,9 +1114,7 @@ def _plan(
         # a member name written with an escape is not looked for here: a piece holding any `\u` of a
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        several_keys = several.fill_null(False) | methods.fill_null(False) | errors.fill_null(False)
-        several_keys |= results.fill_null(False)
-        typed[RARE_READS] = odd.fill_null(False) | several_keys
+        typed[RARE_READS] = pl.any_horizontal(e.fill_null(False) for e in (odd, several, methods, errors, results))
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads
         # as nothing (the robust reading's id and method too; the fast reading's decoding reads those
