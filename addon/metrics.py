@@ -449,7 +449,7 @@ class _Batch:
     reads each member as a request of its own (`analyzer.messages.batch_members`), so each is awaited
     under a key of its own, ("f", flow, id as JSON)."""
 
-    requests: list[tuple[int, bytes]]
+    requests: list[tuple[int | None, bytes]]
     """The batch's requests (members with a method and an id): their member index and id, in order, by
     which an answer is paired (`LiveStats._target`)."""
     keys: dict[str, tuple[str, ...]]
@@ -510,9 +510,16 @@ class _Flow:
 
 def _request_ids(raw: object) -> list[bytes]:
     """The ids of the requests the client message `raw` holds (a batch: each member's)."""
+    return [ident for _, ident in _requests(_json(raw), raw)]
+
+
+def _requests(msg: Any, raw: object) -> list[tuple[int | None, bytes]]:
+    """The index (`_members`) and id of each request the decoded client message `msg` (of `raw`) holds:
+    a member of `"jsonrpc": "2.0"`, a method and an id (`_kind`'s request, written out: it runs for every
+    HTTP request)."""
     return [
-        ident
-        for index, member in _members(_json(raw))
+        (index, ident)
+        for index, member in _members(msg)
         if isinstance(member, dict)
         and member.get("jsonrpc") == "2.0"
         and isinstance(member.get("method"), str)
@@ -825,15 +832,7 @@ class LiveStats:
             return
         batch = None
         if key[0] == "f":
-            requests = [
-                (index, ident)
-                for index, member in enumerate(msg)
-                if isinstance(member, dict)
-                and member.get("jsonrpc") == "2.0"
-                and isinstance(member.get("method"), str)
-                and (ident := _id(member, raw, index)) is not None
-            ]
-            batch = self._batches[key[1]] = _Batch(requests, {})
+            batch = self._batches[key[1]] = _Batch(_requests(msg, raw), {})
         taken: list[_Pending] = []
         for index, member in enumerate(msg):
             if taken and _calls(member):
@@ -857,10 +856,13 @@ class LiveStats:
     ) -> _Pending | None:
         """Remember the message `msg` (its id `ident`) when it is a probe or an `initialize` (`batch`:
         a member of the HTTP batch of the flow `key` names)."""
-        if not isinstance(msg, dict) or msg.get("method") not in (_DISCOVER, _INITIALIZE) or ident is None:
+        if (
+            not isinstance(msg, dict)
+            or msg.get("jsonrpc") != "2.0"  # no request (`_kind`): a server refuses it
+            or msg.get("method") not in (_DISCOVER, _INITIALIZE)
+            or ident is None
+        ):
             return None
-        if msg.get("jsonrpc") != "2.0":
-            return None  # no message (`_kind`): a server refuses it
         if key[0] == "c" or batch is not None:
             key = (*key, ident.decode())
         if batch is not None:
