@@ -12,13 +12,10 @@ import json
 from pathlib import Path
 from typing import Final
 
-import polars as pl
 import pytest
 
-from addon import format as fmt
 from addon.metrics import LiveStats
-from tests.test_messages import Cap, messages_of
-from tests.test_method_type import PROBE, assert_garbage_before_an_answer, assert_garbage_on_its_stream
+from tests.test_method_type import PROBE, assert_garbage_before_an_answer, assert_garbage_on_its_stream, read_rows
 from tests.test_metrics import _analyzed, c2s, feed, s2c
 
 _ANSWER: Final = '"id":1,"result":{"supportedVersions":["2026-07-28"]}'
@@ -55,10 +52,7 @@ def _model(raw: str) -> str:
 
 
 def _kinds(tmp_path: Path, payloads: list[str]) -> list[str]:
-    cap = Cap(tmp_path)
-    for payload in payloads:
-        cap.s2c(payload)
-    return messages_of(cap.close()).filter(pl.col("record_type") == fmt.FRAME).get_column("kind").to_list()
+    return [kind for (kind,) in read_rows(tmp_path, payloads, "kind")]
 
 
 @pytest.mark.parametrize(

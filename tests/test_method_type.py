@@ -67,12 +67,18 @@ def _model(raw: str) -> str:
     return "response" if "result" in msg and msg.get("id") is not None else "invalid"
 
 
-def _kinds(tmp_path: Path, payloads: list[str]) -> list[str]:
+def read_rows(tmp_path: Path, payloads: list[str], *columns: str) -> list[tuple[Any, ...]]:
+    """The `columns` of each payload's messages row, the payloads written as frames of one stdio capture
+    (by turns from the server and the client) and read as `analyze` reads it."""
     cap = Cap(tmp_path)
     for n, payload in enumerate(payloads):
         (cap.c2s if n % 2 else cap.s2c)(payload)
     frames = messages_of(cap.close()).filter(pl.col("record_type") == fmt.FRAME)
-    return frames.get_column("kind").to_list()
+    return frames.select(columns).rows()
+
+
+def _kinds(tmp_path: Path, payloads: list[str]) -> list[str]:
+    return [kind for (kind,) in read_rows(tmp_path, payloads, "kind")]
 
 
 @pytest.mark.parametrize(

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-import polars as pl
 import pytest
 
-from addon import format as fmt
-from tests.test_messages import Cap, messages_of
-from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream
+from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream, read_rows
 from tests.test_metrics_agreement import _http, _in_its_body, _live
 
 _MODERN_TEXT: Final = json.dumps(json.dumps({"supportedVersions": ["2026-07-28"]}))
@@ -55,13 +52,8 @@ def _model(raw: str) -> tuple[str, list[str] | None]:
     return "invalid", None
 
 
-def _read(tmp_path: Path, payloads: list[str]) -> list[tuple[str, list[str] | None]]:
-    cap = Cap(tmp_path)
-    for payload in payloads:
-        cap.s2c(payload)
-    frames = messages_of(cap.close()).filter(pl.col("record_type") == fmt.FRAME)
-    kinds, versions = frames.get_column("kind").to_list(), frames.get_column("supported_versions").to_list()
-    return list(zip(kinds, versions, strict=True))
+def _read(tmp_path: Path, payloads: list[str]) -> list[tuple[Any, ...]]:
+    return read_rows(tmp_path, payloads, "kind", "supported_versions")
 
 
 @pytest.mark.parametrize(
