@@ -49,7 +49,8 @@ for the client to move on (a late answer still wins for a client that waited).
 
 A JSON-RPC batch is read as its members, as the analyzer reads it: a probe in one is counted, an
 answer in one settles its request, and a member (or a line) that is JSON but no JSON-RPC message (`{}`,
-an id without a result, a result without an id, `"error": null`, any message whose id is an array,
+an id without a result, a result without an id, `"error": null`, an error without an integer code
+or a string message, any message whose id is an array,
 an object or a boolean) is garbage, in a POST's JSON body too (elsewhere it answers no request whatever
 id it holds: an answer after it still can), and one holding a method is a request
 or notification whatever else it holds (`_kind`: no answer, as the SDKs read it); over HTTP an answer
@@ -262,9 +263,9 @@ def _kind(msg: Any) -> str:
     without `"jsonrpc": "2.0"`, with an id JSON-RPC does not allow (an array, an object, a boolean: no
     string, number or null) or a method that is no string; a `request` or `notification` when it has
     a method (a result or an error beside it makes no answer: the SDKs read such a line as a request),
-    else an `error` when its error is an object, a `response` when its result is an object and it has
-    an id; `invalid` when it is none of those (`{}`, a result without an id, `"error": null`,
-    `"error": "x"`)."""
+    else an `error` when its error is an object of a code and a string message, a `response` when its
+    result is an object and it has an id; `invalid` when it is none of those (`{}`, a result without an
+    id, `"error": null`, `"error": "x"`, an error without its message)."""
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0":
         return _INVALID
     ident = msg.get("id")
@@ -275,8 +276,11 @@ def _kind(msg: Any) -> str:
         if not isinstance(method, str):
             return _INVALID  # JSON-RPC wants a string: the SDKs refuse the line
         return "notification" if ident is None else "request"
-    if isinstance(msg.get("error"), dict):
-        return "error"  # JSON-RPC's error is an object: the SDKs refuse a line with another one
+    error = msg.get("error")
+    # JSON-RPC's error is an object of an integer code and a string message: the SDKs refuse a line
+    # with another one (a code is read as `_code` reads one)
+    if isinstance(error, dict) and _code(msg) is not None and isinstance(error.get("message"), str):
+        return "error"
     # MCP's results are objects: the SDKs refuse a line whose result is another value, null too
     return "response" if isinstance(msg.get("result"), dict) and ident is not None else _INVALID
 

@@ -78,7 +78,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 31
+EXTRACTION_VERSION: Final = 32
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -134,7 +134,9 @@ error object's text wrote: `"error":"{\\"code\\":-32022}"` read as a -32022). 30
 own result is no object (a number, a string, an array, a boolean, null) or that has none (`"result"`
 a member of another member) is `invalid` (was a response: a string holding a DiscoverResult's text
 listed that result's versions). 31: a payload without `"jsonrpc": "2.0"` (none, `"1.0"`, the number
-`2.0`) is `invalid` (was read by its other members)."""
+`2.0`) is `invalid` (was read by its other members). 32: a message whose error object has no integer
+code (none, null, `1.5`, `"x"`) or no string message (none, null, `5`) is `invalid`, or a response
+beside a result, without an error code (was an error: a -32022 without its message a refusal)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -195,6 +197,12 @@ def _top_level_error_is_object(payload: str) -> bool:
     """Whether the payload's own `error` is a JSON object: its last when written twice, the one
     `json_path_match` reads."""
     return isinstance(_own_member(payload, "error", first=False), dict)
+
+
+def _top_level_message_is_string(error: str) -> bool:
+    """Whether the error object `error` (as `json_path_match` writes one) has a message that is a JSON
+    string (not one nested in its data)."""
+    return isinstance(_own_member(error, "message"), str)
 
 
 def _own_member(payload: str, key: str, *, first: bool = True) -> Any:
@@ -825,6 +833,7 @@ def _plan(
     steps.append(
         {
             "_code": _path(pl.col("_error"), "$.code"),
+            "_emsg": _path(pl.col("_error"), "$.message"),
             "_num": number,
             "_odd": odd,
             "_maybe": (number | odd) & body.str.contains(r'"id"\s*:\s*"'),
@@ -837,11 +846,17 @@ def _plan(
     # The payload is searched only on those rows (real methods are names like `tools/call`).
     odd_method = pl.col("_method").str.contains(_NO_METHOD)
     odd_body = pl.when(odd_method).then(body)
+    # An error's message is a string, told from a string holding another value's text the same way
+    # in the error object's own text (its members written once, as `json_path_match` writes an object)
+    error = pl.col("_error")
+    odd_message = pl.col("_emsg").str.contains(_NO_METHOD)
     steps.append(
         {
             "_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:'),
             "_odd_method": odd_method,
             "_method_keys": _keys_where(odd_body, "method", '"'),
+            "_odd_message": odd_message,
+            "_message_keys": _keys_where(pl.when(odd_message).then(error), "message", '"'),
         }
     )
     keys = pl.col("_id_keys")  # null where not `maybe`
@@ -850,6 +865,10 @@ def _plan(
     method_keys = pl.col("_method_keys")
     methods = method_keys > 1
     no_method = pl.col("_odd_method") & ~_own_member_is(method_keys, body, _top_level_method_is_string, rare=rare)
+    message_keys = pl.col("_message_keys")
+    messages = message_keys > 1
+    string_message = _own_member_is(message_keys, error, _top_level_message_is_string, rare=rare)
+    odd_message_text = pl.col("_odd_message") & ~string_message
     as_number = pl.col("_num") & ~id_quoted
     no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
@@ -879,10 +898,16 @@ def _plan(
     # (`"+5"`, `" -32022"`, `"-inf"`) is told by its shape, never by what a float parser makes of it
     text_code = pl.col("_code")
     code = pl.when(text_code.str.contains(_NUMBER)).then(text_code).cast(pl.Float64, strict=False)
-    error_code = pl.when(code == code.round(0)).then(code).cast(pl.Int64, strict=False)
+    integral = (code == code.round(0)) & code.is_finite()
+    error_code = pl.when(integral).then(code).cast(pl.Int64, strict=False)
     status = pl.col("status")
     has_result = body.str.contains('"result"', literal=True)  # the text: where `DEEP_READS` looks
-    has_error = pl.col("_error").is_not_null()
+    # JSON-RPC's error has an integer code and a string message: both SDKs refuse a line whose error
+    # has no code, one that is no integer (`1.5`, `"x"`, null), or no message, or one that is no string
+    # (a -32022 without its message is no refusal a client read). The code is read as above: the
+    # Python SDK's client also takes `true` and `"+5"` as codes, which are none here (nor to the
+    # TypeScript SDK).
+    has_error = error.is_not_null() & integral.fill_null(False) & pl.col("_emsg").is_not_null() & ~odd_message_text
     json_kind = (
         pl.when(pl.col("_no_message"))
         .then(pl.lit("invalid"))
@@ -995,7 +1020,6 @@ def _plan(
     steps.append(
         {
             "_data": _path(pl.col("_error"), "$.data"),
-            "_emsg": _path(pl.col("_error"), "$.message"),
             "_ptext": _path(pl.when(is_init_req).then(ranged), "$.params"),
             "_init": is_init_req,
             "_rtext": _path(pl.when(maybe_versions).then(ranged), "$.result"),
@@ -1041,8 +1065,9 @@ def _plan(
         kind=k,
         id=pl.col("_id_text"),
         method=pl.col("_method"),
-        # an invalid message's code is no error's (`{"id":[1],"error":{…}}`, which a client refuses unread)
-        error_code=pl.when(k != "invalid").then(pl.col("_error_code")),
+        # only an error's: an invalid message's is no error's (`{"id":[1],"error":{…}}`, which a client
+        # refuses unread), nor a response's beside an error object without its message
+        error_code=pl.when(is_err).then(pl.col("_error_code")),
         error_message=pl.when(is_err & pl.col("_error").is_not_null())
         .then(pl.col("_emsg"))
         .when((rtype == fmt.HTTP_ERROR) | spawn_failed)
@@ -1114,7 +1139,8 @@ def _plan(
         # a member name written with an escape is not looked for here: a piece holding any `\u` of a
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        typed[RARE_READS] = pl.any_horizontal(e.fill_null(False) for e in (odd, several, methods, errors, results))
+        rows = (odd, several, methods, errors, results, messages)
+        typed[RARE_READS] = pl.any_horizontal(e.fill_null(False) for e in rows)
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads
         # as nothing (the robust reading's id and method too; the fast reading's decoding reads those

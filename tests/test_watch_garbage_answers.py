@@ -211,8 +211,21 @@ def test_json_holding_the_requests_id_but_no_answer_is_garbage_like_a_banner(tmp
 )
 def test_a_line_whose_method_is_no_string_is_garbage_like_a_banner(tmp_path: Path, case: str) -> None:
     """`{"jsonrpc":"2.0","id":1,"method":5}` was a server's request to both: a line the SDKs refuse."""
+    _assert_like_a_banner(tmp_path, case, '{"jsonrpc":"2.0","id":1,"method":5}')
+
+
+@pytest.mark.parametrize("case", ["probe-stdio-then-its-answer", "probe-stdio-then-nothing", "probe-stream-ended"])
+def test_a_refusal_without_its_message_is_garbage_like_a_banner(tmp_path: Path, case: str) -> None:
+    """A -32022 without its message was the probe's `unsupported-version` to both (its server modern at
+    another version): a line the SDKs refuse."""
+    refusal = '{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"data":{"supported":["2025-11-25"]}}}'
+    _assert_like_a_banner(tmp_path, case, refusal)
+
+
+def _assert_like_a_banner(tmp_path: Path, case: str, line: str) -> None:
+    """What watch and `analyze` report when `line` comes first in `case` is what they report for a banner."""
     transport, build = GARBAGE_FIRST[case]
-    name, lines = _written(tmp_path / "src-json", transport, build('{"jsonrpc":"2.0","id":1,"method":5}'))
+    name, lines = _written(tmp_path / "src-json", transport, build(line))
     _, banner_lines = _written(tmp_path / "src-banner", transport, build(BANNER))
     assert _seen(tmp_path / "json", name, lines) == _seen(tmp_path / "banner", name, banner_lines)
 
