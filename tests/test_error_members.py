@@ -14,13 +14,14 @@ them, to the Python SDK's own validation of each payload, and the counters to th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 import pytest
 from mcp.types import JSONRPCError, JSONRPCResponse, jsonrpc_message_adapter
 from pydantic import ValidationError
 
-from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream, read_rows
+from tests.test_error_type import every_reading, read_kinds_and_codes
+from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream
 from tests.test_metrics_agreement import _http, _in_its_body, _live
 
 _SUPPORTED: Final = '"data":{"supported":["2025-11-25"]}'
@@ -79,27 +80,14 @@ def _sdk(raw: str) -> tuple[str, int | None]:
     return "response", None
 
 
-def _read(tmp_path: Path, payloads: list[str]) -> list[tuple[Any, ...]]:
-    return read_rows(tmp_path, payloads, "kind", "error_code")
-
-
-@pytest.mark.parametrize(
-    "beside",
-    [
-        pytest.param(None, id="fast"),
-        # the fast reading refuses an array id: the piece is read the robust way
-        pytest.param('{"jsonrpc":"2.0","id":[1],"method":"x"}', id="robust"),
-        # a `\u` escape in the piece: it is read with the rare reading from the start
-        pytest.param('{"jsonrpc":"2.0","id":1,"method":"\\u0035"}', id="rare"),
-    ],
-)
+@every_reading
 def test_an_error_without_an_integer_code_or_a_string_message_makes_the_line_no_message(
     tmp_path: Path, beside: str | None
 ) -> None:
     """The analyzer read `{"code":-32022,"data":…}` without a message as a -32022 (its server modern at
     another version), `"message": 5` as an error, and `{"message":"m"}` as an error without a code."""
     payloads = ODD_MEMBERS + SOUND_ERRORS + LAX_CODES
-    read = _read(tmp_path, payloads + ([beside] if beside else []))
+    read = read_kinds_and_codes(tmp_path, payloads + ([beside] if beside else []))
     sdk = [_sdk(p) for p in ODD_MEMBERS + SOUND_ERRORS]
     assert read[: len(sdk)] == sdk
     assert {kind for kind, _ in sdk[: len(ODD_MEMBERS)]} == {"invalid"}

@@ -54,11 +54,11 @@ def _model(raw: str) -> tuple[str, int | None]:
     return "invalid", None
 
 
-def _read(tmp_path: Path, payloads: list[str]) -> list[tuple[Any, ...]]:
+def read_kinds_and_codes(tmp_path: Path, payloads: list[str]) -> list[tuple[Any, ...]]:
     return read_rows(tmp_path, payloads, "kind", "error_code")
 
 
-@pytest.mark.parametrize(
+every_reading = pytest.mark.parametrize(
     "beside",
     [
         pytest.param(None, id="fast"),
@@ -68,11 +68,15 @@ def _read(tmp_path: Path, payloads: list[str]) -> list[tuple[Any, ...]]:
         pytest.param('{"jsonrpc":"2.0","id":1,"method":"\\u0035"}', id="rare"),
     ],
 )
+"""`beside`: a line written after the payloads that has their piece read each way the loader reads one."""
+
+
+@every_reading
 def test_an_error_that_is_no_object_makes_the_line_no_message(tmp_path: Path, beside: str | None) -> None:
     """The analyzer read `"error": "Method not found"` as an error without a code (a probe's
     `legacy-answer`), and a string holding a -32022's text as that -32022."""
     payloads = ODD_ERRORS + OBJECT_ERRORS
-    read = _read(tmp_path, payloads + ([beside] if beside else []))
+    read = read_kinds_and_codes(tmp_path, payloads + ([beside] if beside else []))
     assert read[: len(payloads)] == [_model(p) for p in payloads]
     assert {_model(p)[0] for p in ODD_ERRORS} == {"invalid"}
     assert "invalid" not in {_model(p)[0] for p in OBJECT_ERRORS}
