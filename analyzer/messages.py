@@ -78,7 +78,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 32
+EXTRACTION_VERSION: Final = 33
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -136,7 +136,9 @@ a member of another member) is `invalid` (was a response: a string holding a Dis
 listed that result's versions). 31: a payload without `"jsonrpc": "2.0"` (none, `"1.0"`, the number
 `2.0`) is `invalid` (was read by its other members). 32: a message whose error object has no integer
 code (none, null, `1.5`, `"x"`) or no string message (none, null, `5`) is `invalid`, or a response
-beside a result, without an error code (was an error: a -32022 without its message a refusal)."""
+beside a result, without an error code (was an error: a -32022 without its message a refusal). 33: on
+the robust reading, a payload that writes its version as the number `2.0` and quotes a `"2.0"` elsewhere
+(`"params":{"jsonrpc":"2.0"}`, a listed version) is `invalid` (was read by its other members)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -197,6 +199,11 @@ def _top_level_error_is_object(payload: str) -> bool:
     """Whether the payload's own `error` is a JSON object: its last when written twice, the one
     `json_path_match` reads."""
     return isinstance(_own_member(payload, "error", first=False), dict)
+
+
+def _top_level_version_is_string(payload: str) -> bool:
+    """Whether the payload's own `jsonrpc` (not one nested in its params or result) is a JSON string."""
+    return isinstance(_own_member(payload, "jsonrpc"), str)
 
 
 def _top_level_message_is_string(error: str) -> bool:
@@ -749,18 +756,16 @@ def _plan(
         steps.append({"_ranged": pl.coalesce(beyond.map_elements(_numbers_in_double_range, pl.String()), body)})
         first = pl.when(twice).then(ranged).map_elements(_first_members, pl.String())
         steps.append({"_own": pl.coalesce(first, ranged)})
-        # `json_path_match` writes the number `2.0` as `2.0`: a payload that writes its version as a
-        # number and quotes no `"2.0"` has none (a number beside a quoted one elsewhere passes)
-        jsonrpc = _path(own, "$.jsonrpc")
-        asked = pl.when(jsonrpc == "2.0").then(body)
-        number = asked.str.contains(r'"jsonrpc"\s*:\s*2') & ~asked.str.contains('"2.0"', literal=True)
-        steps.append(
-            {
-                "_id": _path(own, "$.id"),
-                "_method": _path(own, "$.method"),
-                "_jsonrpc": pl.when(~number.fill_null(False)).then(jsonrpc),
-            }
-        )
+        read = {"_id": "$.id", "_method": "$.method", "_read_jsonrpc": "$.jsonrpc"}
+        steps.append({name: _path(own, path) for name, path in read.items()})
+        # `json_path_match` writes the number `2.0` as `2.0`: a version that reads so is told from the
+        # number by how the payload writes its own `jsonrpc`, as a method is (`"jsonrpc":2.0` beside
+        # a `"2.0"` elsewhere names none)
+        jsonrpc = pl.col("_read_jsonrpc")
+        steps.append({"_version_keys": _keys_where(pl.when(jsonrpc == "2.0").then(body), "jsonrpc", '"')})
+        version_keys = pl.col("_version_keys")
+        named_twice = version_keys > 1
+        named = _own_member_is(version_keys, body, _top_level_version_is_string, rare=rare)
         # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for
         # `-0`, `1.8446744073709552e+19` for an integer beyond 64 bits), reads some past 2**53 a
         # unit off (`9007199254740993.0` as ...994), and writes a string as it is (`"1.0"`, `"007"`).
@@ -776,6 +781,7 @@ def _plan(
         steps.append(
             {
                 "_id": pl.coalesce(exact, pl.col("_id")),
+                "_jsonrpc": pl.when(named).then(jsonrpc),
                 "_read_result": _path(pl.when(body.str.contains('"result"', literal=True)).then(own), "$.result"),
             }
         )
@@ -802,7 +808,7 @@ def _plan(
                 "_result_object": fields.struct.field("result").is_not_null(),
             }
         )
-        results = pl.lit(False)
+        results = named_twice = pl.lit(False)
     # The error object, only where one can be: a payload without a method that mentions it.
     error_rows = pl.col("_method").is_null() & body.str.contains('"error"', literal=True)
     error_text = pl.when(error_rows).then(ranged)
@@ -1139,7 +1145,7 @@ def _plan(
         # a member name written with an escape is not looked for here: a piece holding any `\u` of a
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        rows = (odd, several, methods, errors, results, messages)
+        rows = (odd, several, methods, errors, results, messages, named_twice)
         typed[RARE_READS] = pl.any_horizontal(e.fill_null(False) for e in rows)
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads

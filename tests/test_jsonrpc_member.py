@@ -28,6 +28,10 @@ NOT_2: Final = [
     '{"jsonrpc":"2.0 ",' + _ANSWER + "}",
     '{"id":1,"method":"tools/list"}',
     '{"jsonrpc":"2","id":1,"error":{"code":-32601,"message":"m"}}',
+    # a number beside a string `"2.0"` elsewhere in the payload
+    '{"jsonrpc":2.0,"id":1,"result":{"supportedVersions":["2.0"]}}',
+    '{"jsonrpc":2.0,"id":1,"method":"tools/call","params":{"jsonrpc":"2.0"}}',
+    '{"params":{"jsonrpc" : "2.0"},"jsonrpc":2.0,"method":"notifications/x"}',
 ]
 """Payloads that name no version `2.0` as a string (the fast reading decodes each)."""
 ODD_SHAPE: Final = '{"jsonrpc":["2.0"],' + _ANSWER + "}"
@@ -36,6 +40,7 @@ NAMED: Final = [
     '{"jsonrpc":"2.0",' + _ANSWER + "}",
     '{' + _ANSWER + ',"jsonrpc" : "2.0"}',
     '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"jsonrpc":2.0}}',
 ]
 """Payloads that name it."""
 ESCAPED: Final = '{"jsonrpc":"\\u0032.0",' + _ANSWER + "}"
