@@ -78,7 +78,8 @@ An error answers even beside a `"result": null`, and a code written as an integr
 or as a string holding an integer's JSON text (`"-32022"`, which the Python SDK's client reads so), is
 its integer. Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed
 probe, which a dual-era server's legacy side gives, another error code or a 5xx, a DiscoverResult naming no
-version either era knows, a cross-era refusal) leave the era as it was; a server
+version either era knows, a result without an array `supportedVersions` and an object `capabilities`,
+which is no DiscoverResult, a cross-era refusal) leave the era as it was; a server
 not yet decided is `unknown`.
 
 Label cardinality stays bounded: labels are server keys, outcome names, error kinds and eras, never
@@ -363,7 +364,12 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     if method == _INITIALIZE:
         return None, (ERA_LEGACY if kind == "response" else None)
     if kind == "response":
-        return DISCOVER_RESULT, _advertised_era(msg["result"])
+        result = msg["result"]
+        # MCP's DiscoverResult has an array `supportedVersions` and an object `capabilities`: the SDK's
+        # client falls back to `initialize` after another result, an answer that proves no era
+        if isinstance(result.get("supportedVersions"), list) and isinstance(result.get("capabilities"), dict):
+            return DISCOVER_RESULT, _advertised_era(result)
+        return LEGACY_ANSWER, None
     client_error = status is not None and 400 <= status <= 499
     if failed:
         if code in MODERN_ERROR_CODES:

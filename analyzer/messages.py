@@ -78,7 +78,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 33
+EXTRACTION_VERSION: Final = 34
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -138,7 +138,9 @@ listed that result's versions). 31: a payload without `"jsonrpc": "2.0"` (none, 
 code (none, null, `1.5`, `"x"`) or no string message (none, null, `5`) is `invalid`, or a response
 beside a result, without an error code (was an error: a -32022 without its message a refusal). 33: on
 the robust reading, a payload that writes its version as the number `2.0` and quotes a `"2.0"` elsewhere
-(`"params":{"jsonrpc":"2.0"}`, a listed version) is `invalid` (was read by its other members)."""
+(`"params":{"jsonrpc":"2.0"}`, a listed version) is `invalid` (was read by its other members). 34: a
+result without an array `supportedVersions` and an object `capabilities` (no DiscoverResult) has no
+`supported_versions` (was its listed strings, and a string holding an array's text read as that array)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -204,6 +206,17 @@ def _top_level_error_is_object(payload: str) -> bool:
 def _top_level_version_is_string(payload: str) -> bool:
     """Whether the payload's own `jsonrpc` (not one nested in its params or result) is a JSON string."""
     return isinstance(_own_member(payload, "jsonrpc"), str)
+
+
+def _versions_are_an_array(result: str) -> bool:
+    """Whether the result object `result` (as `json_path_match` writes one) has its own array
+    `supportedVersions` (not one nested in its `_meta`)."""
+    return isinstance(_own_member(result, "supportedVersions"), list)
+
+
+def _capabilities_are_an_object(result: str) -> bool:
+    """Whether the result object `result` has its own object `capabilities`."""
+    return isinstance(_own_member(result, "capabilities"), dict)
 
 
 def _top_level_message_is_string(error: str) -> bool:
@@ -1038,6 +1051,24 @@ def _plan(
     data = pl.col("_data")
     ptext = pl.col("_ptext")
     rtext = pl.col("_rtext")
+    # A DiscoverResult has an array `supportedVersions` and an object `capabilities`: the SDK's client
+    # reads a result without them as no DiscoverResult and falls back to `initialize`, so its versions
+    # are none it read. `json_path_match` writes a string's content: the array and the object are told
+    # from a string holding their text by how the result writes its own members, as a method is
+    # (only where the versions read as an array: an `initialize` result has capabilities too). A result
+    # that has its own `capabilities` and writes one such member, an object, has its own object
+    listed = pl.when(pl.col("_versions").str.starts_with("[")).then(rtext)
+    steps.append(
+        {
+            "_versions_keys": _keys_where(listed, "supportedVersions", "["),
+            "_caps_keys": _keys_where(listed, "capabilities", "{"),
+            "_own_caps": _path(listed, "$.capabilities").is_not_null(),
+        }
+    )
+    versions_keys, caps_keys = pl.col("_versions_keys"), pl.col("_caps_keys")
+    discover_members = (versions_keys > 1) | (caps_keys > 1)
+    caps = pl.col("_own_caps") & _own_member_is(caps_keys, rtext, _capabilities_are_an_object, rare=rare)
+    discover_result = _own_member_is(versions_keys, rtext, _versions_are_an_array, rare=rare) & caps
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
 
     def header(name: str, text: str = "_htext") -> pl.Expr:
@@ -1084,7 +1115,7 @@ def _plan(
         has_envelope=pl.when(is_req).then(
             pl.col("_meta_version").is_not_null() & pl.col("_meta_caps").fill_null(False)
         ),
-        supported_versions=_string_list(pl.col("_versions"), rare),
+        supported_versions=pl.when(discover_result).then(_string_list(pl.col("_versions"), rare)),
         error_supported=_string_list(pl.col("_supported"), rare),
         error_requested=_path(data, "$.requested"),
         init_version=pl.coalesce(_path(ptext, "$.protocolVersion"), _path(rtext, "$.protocolVersion")),
@@ -1145,7 +1176,7 @@ def _plan(
         # a member name written with an escape is not looked for here: a piece holding any `\u` of a
         # payload's is read with `rare` from the start (`analyzer.load`)
         odd = _odd_array(pl.col("_versions")) | _odd_array(pl.col("_supported"))
-        rows = (odd, several, methods, errors, results, messages, named_twice)
+        rows = (odd, several, methods, errors, results, messages, named_twice, discover_members)
         typed[RARE_READS] = pl.any_horizontal(e.fill_null(False) for e in rows)
     if not deep:
         # A field that was not read where the payload has it: a payload nested past 128 levels reads

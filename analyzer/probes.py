@@ -507,13 +507,15 @@ def classify_probes(
     answer_outcome = (
         pl.when(non_era_outcome(pl.col("a_status"), code).is_not_null())
         .then(non_era_outcome(pl.col("a_status"), code))
-        .when(pl.col("a_kind") == "response")
+        # a result without an array `supportedVersions` and an object `capabilities` is no DiscoverResult
+        # (`supported_versions` is null): the SDK's client falls back to `initialize` after it
+        .when((pl.col("a_kind") == "response") & pl.col("a_sv").is_not_null())
         .then(pl.lit("discover-result"))
         .when(code.is_in(UNSUPPORTED_CODES))
         .then(pl.lit("unsupported-version"))
         .when(code.is_in(MODERN_ERROR_CODES))
         .then(pl.lit("modern-error"))
-        .when(pl.col("a_kind") == "error")
+        .when(pl.col("a_kind").is_in(("error", "response")))
         .then(pl.lit("legacy-answer"))
         .otherwise(pl.lit("garbage"))
     )

@@ -105,7 +105,7 @@ MESSAGES_SCHEMA: Final[dict[str, pl.DataType]] = {
     "error_message": pl.String(),
     "meta_version": pl.String(),  # params._meta["io.modelcontextprotocol/protocolVersion"]
     "has_envelope": pl.Boolean(),  # request _meta has protocolVersion and clientCapabilities
-    "supported_versions": pl.List(pl.String()),  # DiscoverResult supportedVersions
+    "supported_versions": pl.List(pl.String()),  # a DiscoverResult's supportedVersions (null: no DiscoverResult)
     "error_supported": pl.List(pl.String()),  # error data.supported
     "error_requested": pl.String(),  # error data.requested
     "init_version": pl.String(),  # initialize params/result protocolVersion

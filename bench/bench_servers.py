@@ -29,7 +29,7 @@ _PROBE = (
     '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":'
     '{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}'
 )
-_ANSWER = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+_ANSWER = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 
 
 def write_capture(path: Path, keys: int, *, one_key: bool = False) -> None:

@@ -93,7 +93,7 @@ def test_a_long_id_keeps_every_digit(tmp_path: Path) -> None:
 
 
 BEYOND: Final = ["1e400", "-1.5E+309", "9" * 400]
-RELEASE: Final = '"supportedVersions":["2026-07-28"]}}'
+RELEASE: Final = '"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,8 @@ def test_a_number_of_more_digits_than_python_reads_by_default_is_read(tmp_path: 
     from addon.metrics import LiveStats
     from tests.test_metrics import PROBE, _analyzed, feed, frame, with_id
 
-    answer = '{"jsonrpc":"2.0","id":1,"result":{"big":' + "9" * 5000 + ',"supportedVersions":["2026-07-28"]}}'
+    versions = '"supportedVersions":["2026-07-28"],"capabilities":{}'
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"big":' + "9" * 5000 + "," + versions + "}}"
     records = [frame("a", fmt.C2S, with_id("1", PROBE)), frame("a", fmt.S2C, answer)]
     expected = {"era": "modern", "outcomes": {"discover-result": 1}}
     assert feed(LiveStats(), records)["servers"].get("srv") == expected

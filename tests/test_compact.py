@@ -279,7 +279,8 @@ def test_a_rotated_part_read_with_another_captures_file_is_paired_with_its_next_
         {"jsonrpc": "2.0", "id": 3, "method": "server/discover", "params": {"_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
     ).decode()  # fmt: skip
-    answer = orjson.dumps({"jsonrpc": "2.0", "id": 3, "result": {"supportedVersions": ["2026-07-28"]}}).decode()
+    result = {"supportedVersions": ["2026-07-28"], "capabilities": {}}
+    answer = orjson.dumps({"jsonrpc": "2.0", "id": 3, "result": result}).decode()
     flow = {"conn": "k", "flow": "f", "server": "srv"}
     files = {
         a % 1: [_header("http", "2027-01-15T08:00:00+00:00", 1, a % 0),
@@ -576,7 +577,7 @@ def _hand_written(path: Path, server: str) -> None:
         {"type": "frame", "conn": "c", "dir": "c2s", "ts": 1796002275.0, "server": server, "seq": 1,
          "raw": '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'},
         {"type": "frame", "conn": "c", "dir": "s2c", "ts": 1796002275.5, "server": server, "seq": 2,
-         "raw": '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'},
+         "raw": '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'},
     ]  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))

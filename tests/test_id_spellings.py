@@ -19,7 +19,7 @@ PROBE: Final = (
     '{"jsonrpc":"2.0","id":"1","method":"server/discover","params":{"_meta":{'
     '"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
 )
-ANSWER: Final = '{"jsonrpc":"2.0","id":"1","result":{"supportedVersions":["2026-07-28"]}}'
+ANSWER: Final = '{"jsonrpc":"2.0","id":"1","result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 EXPECTED: Final = {"era": "modern", "outcomes": {"discover-result": 1}}
 
 

@@ -219,10 +219,11 @@ def test_a_probe_answered_with_id_1_0_reads_alike_beside_an_object_id(tmp_path: 
         return {"type": fmt.FRAME, "conn": conn, "raw": raw, "dir": direction, "ts": 1796002275.0 + seq,
                 "server": server, "seq": seq}  # fmt: skip
 
+    answer = '{"jsonrpc":"2.0","id":1.0,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
     base = [
         {"type": fmt.HEADER, "format": "erascope/1", "transport": "stdio", "seq": 0},
         frame('{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}', fmt.C2S, 1, "c1"),
-        frame('{"jsonrpc":"2.0","id":1.0,"result":{"supportedVersions":["2026-07-28"]}}', fmt.S2C, 2, "c1"),
+        frame(answer, fmt.S2C, 2, "c1"),
     ]
     other = frame('{"jsonrpc":"2.0","id":{"x":1},"method":"tools/list"}', fmt.C2S, 3, "c9", "other")
     outcomes = {}

@@ -18,7 +18,7 @@ from addon.metrics import LiveStats
 from tests.test_method_type import PROBE, assert_garbage_before_an_answer, assert_garbage_on_its_stream, read_rows
 from tests.test_metrics import _analyzed, c2s, feed, s2c
 
-_ANSWER: Final = '"id":1,"result":{"supportedVersions":["2026-07-28"]}'
+_ANSWER: Final = '"id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}'
 NOT_2: Final = [
     "{" + _ANSWER + "}",
     '{"jsonrpc":"1.0",' + _ANSWER + "}",
@@ -29,7 +29,7 @@ NOT_2: Final = [
     '{"id":1,"method":"tools/list"}',
     '{"jsonrpc":"2","id":1,"error":{"code":-32601,"message":"m"}}',
     # a number beside a string `"2.0"` elsewhere in the payload
-    '{"jsonrpc":2.0,"id":1,"result":{"supportedVersions":["2.0"]}}',
+    '{"jsonrpc":2.0,"id":1,"result":{"supportedVersions":["2.0"],"capabilities":{}}}',
     '{"jsonrpc":2.0,"id":1,"method":"tools/call","params":{"jsonrpc":"2.0"}}',
     '{"params":{"jsonrpc" : "2.0"},"jsonrpc":2.0,"method":"notifications/x"}',
 ]
@@ -86,7 +86,7 @@ def test_an_event_without_the_version_is_garbage(tmp_path: Path) -> None:
     assert_garbage_on_its_stream(tmp_path, NOT_2[0])
 
 
-_ANSWER_LATE: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+_ANSWER_LATE: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 
 
 @pytest.mark.parametrize(

@@ -140,7 +140,8 @@ def test_string_and_number_ids_stay_distinct(tmp_path: Path) -> None:
     a = analyze([str(cap.close())], AnalyzeOptions(load=LoadOptions(condense=False)))
     rows = a.messages.filter(pl.col("kind").is_in(["request", "response"]))
     assert rows.get_column("id").to_list() == ['"1"', "1", "2", "2"]
-    assert a.probes.get_column("outcome").to_list() == ["no-answer", "discover-result"]
+    # the second probe's answer pairs by its id (a result that is no DiscoverResult: a legacy answer)
+    assert a.probes.get_column("outcome").to_list() == ["no-answer", "legacy-answer"]
 
 
 # --- files that cannot be read -------------------------------------------------------------------
@@ -256,7 +257,7 @@ def test_the_same_capture_given_twice_is_read_once(tmp_path: Path) -> None:
 
 
 _PROBE_RAW: Final = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}'
-_ANSWER_RAW: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+_ANSWER_RAW: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 
 
 def _har(path: Path) -> Path:

@@ -107,7 +107,7 @@ PROBE: Final = (
     '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{'
     '"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
 )
-LATER: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+LATER: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 
 
 _DIED: Final = [event("a", fmt.EV_SERVER_EOF), event("a", fmt.EV_EXIT)]

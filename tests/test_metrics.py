@@ -49,14 +49,19 @@ def ok(result: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "result": result}
 
 
+def discovered(*versions: str) -> dict[str, Any]:
+    """A DiscoverResult listing `versions`."""
+    return ok({"supportedVersions": list(versions), "capabilities": {}})
+
+
 D, INIT = "server/discover", "initialize"
 
 
 @pytest.mark.parametrize(
     ("method", "msg", "status", "expected"),
     [
-        (D, ok({"supportedVersions": [MODERN, "2025-11-25"]}), 200, ("discover-result", "modern")),
-        (D, ok({"supportedVersions": ["2025-11-25"]}), None, ("discover-result", "legacy")),
+        (D, discovered(MODERN, "2025-11-25"), 200, ("discover-result", "modern")),
+        (D, discovered("2025-11-25"), None, ("discover-result", "legacy")),
         (D, err(-32022, supported=[MODERN]), 400, ("unsupported-version", "modern-other-version")),
         (D, err(-32004), None, ("unsupported-version", "modern-other-version")),
         (D, err(-32020), 400, ("modern-error", "modern")),
@@ -65,7 +70,7 @@ D, INIT = "server/discover", "initialize"
         (D, None, 400, ("legacy-answer", "legacy")),  # a bare 400: legacy server or its middleware
         (D, None, 200, ("garbage", None)),
         (D, None, None, ("garbage", None)),
-        (D, ok({"supportedVersions": [MODERN]}), 401, ("auth-required", None)),
+        (D, discovered(MODERN), 401, ("auth-required", None)),
         (D, None, 429, ("rate-limited", None)),
         (D, None, 307, ("redirected", None)),
         (D, None, 502, ("gateway-error", None)),
@@ -136,7 +141,7 @@ def test_http_rollout_changes_the_era_and_counts_outcomes() -> None:
             req("f3", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "initialize"}}),
             resp("f3", 200, ok({})),
             req("f4", probe("p")),
-            resp("f4", 200, {**ok({"supportedVersions": [MODERN]}), "id": "p"}),
+            resp("f4", 200, {**discovered(MODERN), "id": "p"}),
         ],
     )
     assert s["flows"] == 4
@@ -230,7 +235,7 @@ def test_ids_are_matched_by_value_and_type() -> None:
         [
             frame("a", fmt.C2S, orjson.dumps(probe(1)).decode()),
             frame("a", fmt.S2C, orjson.dumps({**err(-32022), "id": "1"}).decode()),  # another request's answer
-            frame("a", fmt.S2C, orjson.dumps({**ok({"supportedVersions": [MODERN]}), "id": 1}).decode()),
+            frame("a", fmt.S2C, orjson.dumps({**discovered(MODERN), "id": 1}).decode()),
         ],
     )
     assert s["servers"]["srv"] == {"era": "modern", "outcomes": {"discover-result": 1}}
@@ -266,7 +271,7 @@ def test_ids_are_matched_exactly_past_64_bits_and_floats(asked: str, other: str)
         [
             frame("a", fmt.C2S, with_id(asked, PROBE)),
             frame("a", fmt.S2C, with_id(other, UNSUPPORTED)),
-            frame("a", fmt.S2C, with_id(asked, ok({"supportedVersions": [MODERN]}))),
+            frame("a", fmt.S2C, with_id(asked, discovered(MODERN))),
         ],
     )
     assert s["servers"]["srv"] == {"era": "modern", "outcomes": {"discover-result": 1}}
@@ -337,7 +342,7 @@ def test_server_labels_are_capped() -> None:
     records = []
     for i in range(10):
         server = f"http://evil/{i}/" + "p" * 500
-        records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, ok({"supportedVersions": [MODERN]}))]
+        records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, discovered(MODERN))]
     s = feed(stats, records)
     assert len(s["servers"]) == 4 and m.OTHER_SERVER in s["servers"]
     assert all(len(k) <= m.MAX_LABEL for k in s["servers"])
@@ -350,7 +355,7 @@ def test_server_labels_are_printable_text() -> None:
 
     stats = LiveStats()
     odd = "http://s/mcp\udcff\x1b[2J\u0085"  # a byte that was not UTF-8, ESC and a C1 control
-    feed(stats, [req("f1", probe(), server=odd), resp("f1", 200, ok({"supportedVersions": [MODERN]}))])
+    feed(stats, [req("f1", probe(), server=odd), resp("f1", 200, discovered(MODERN))])
     (label,) = stats.snapshot()["servers"]
     assert label == "http://s/mcp%FF%1B[2J%C2%85"
     registry = CollectorRegistry(auto_describe=False)
@@ -383,7 +388,7 @@ def test_a_server_key_that_reads_as_the_fold_keeps_a_label_of_its_own(key: str) 
     records = [req("f0", probe(), server=key), resp("f0", 400, err(-32600))]
     for i in range(1, 4):  # the second gets the last label, the third and fourth are folded
         server = f"http://s/{i}"
-        records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, ok({"supportedVersions": [MODERN]}))]
+        records += [req(f"f{i}", probe(), server=server), resp(f"f{i}", 200, discovered(MODERN))]
     stats = LiveStats(max_servers=2)
     s = feed(stats, records)
     assert s["server_labels_folded"] == 2
@@ -612,7 +617,7 @@ def _analyzed(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
 LONE = "\\ud800"
 """A lone surrogate's escape as a message's JSON text holds it: valid JSON (RFC 8259 allows it), which
 orjson refuses and the analyzer reads."""
-RELEASE = ok({"supportedVersions": [MODERN]})
+RELEASE = discovered(MODERN)
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
 WELL_FORMED = {"method": D, "params": {"_meta": ENVELOPE}}
 """A probe the analyzer takes as well formed: a legacy answer to it is `legacy-answer`, not `malformed-probe`."""
@@ -919,7 +924,7 @@ def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, i
         pytest.param(200, None, {}, id="200-no-body"),
         pytest.param(200, "", {}, id="200-empty"),
         pytest.param(204, None, {}, id="204"),
-        pytest.param(202, ok({"supportedVersions": [MODERN]}), {}, id="202-result"),
+        pytest.param(202, discovered(MODERN), {}, id="202-result"),
         pytest.param(202, err(-32600), {}, id="202-error"),
         pytest.param(500, None, {"legacy-answer": 1}, id="500-no-body"),
         pytest.param(500, "Internal Server Error", {"legacy-answer": 1}, id="500-text"),
@@ -931,7 +936,7 @@ def _analyzed_http(tmp_path: Path, records: list[dict[str, Any]]) -> dict[str, i
         pytest.param(200, "Bad Gateway", {"garbage": 1}, id="200-text"),
         pytest.param(503, "", {"gateway-error": 1}, id="503-empty"),
         pytest.param(400, "", {"legacy-answer": 1}, id="400-empty"),
-        pytest.param(200, ok({"supportedVersions": [MODERN]}), {"discover-result": 1}, id="200-result"),
+        pytest.param(200, discovered(MODERN), {"discover-result": 1}, id="200-result"),
     ],
 )
 def test_http_answers_that_say_nothing_are_counted_as_the_analyzer_counts_them(
@@ -962,7 +967,7 @@ def _sse_end(flow: str, how: str) -> dict[str, Any]:
         pytest.param(['{"no":"message"}'], "clean", {"garbage": 1}, id="json-no-message"),
         # guards
         pytest.param(
-            [GARBAGE_LINE, orjson.dumps(ok({"supportedVersions": [MODERN]})).decode()],
+            [GARBAGE_LINE, orjson.dumps(discovered(MODERN)).decode()],
             "clean",
             {"discover-result": 1},
             id="garbage-then-answer",
@@ -1127,7 +1132,7 @@ def test_an_http_probe_left_unanswered_is_no_answer_once_the_client_moved_on(
     assert _http_outcomes(tmp_path, records) == expected
 
 
-ANSWER = {"result": {"supportedVersions": [MODERN]}}
+ANSWER = {"result": {"supportedVersions": [MODERN], "capabilities": {}}}
 NOTE = '{"jsonrpc":"2.0","method":"notifications/message"}'
 DIED = {"connection-died": 1}
 GARBAGE = {"garbage": 1}

@@ -37,11 +37,13 @@ def _stdio(answer: str, probe: str = PROBE) -> list[dict[str, Any]]:
         ('{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":-32020,"message":"x"}}',
          {"era": "modern", "outcomes": {"modern-error": 1}}),
         # a DiscoverResult naming no version either era knows (a later revision), none, or an empty list
-        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"]}}',
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"],"capabilities":{}}}',
          {"era": "unknown", "outcomes": {"discover-result": 1}}),
-        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[]}}',
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":[],"capabilities":{}}}',
          {"era": "unknown", "outcomes": {"discover-result": 1}}),
-        ('{"jsonrpc":"2.0","id":1,"result":{}}', {"era": "unknown", "outcomes": {"discover-result": 1}}),
+        # a result without `supportedVersions` and `capabilities` is no DiscoverResult: the SDK's client
+        # falls back to `initialize` after it, an answer that proves no era
+        ('{"jsonrpc":"2.0","id":1,"result":{}}', {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
         # a legacy answer proves the legacy era by the codes a legacy server gives a probe alone
         ('{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"Internal error"}}',
          {"era": "unknown", "outcomes": {"legacy-answer": 1}}),
@@ -52,7 +54,7 @@ def _stdio(answer: str, probe: str = PROBE) -> list[dict[str, Any]]:
          {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
         ('{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}',
          {"era": "legacy", "outcomes": {"legacy-answer": 1}}),
-        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"]}}',
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2025-11-25"],"capabilities":{}}}',
          {"era": "legacy", "outcomes": {"discover-result": 1}}),
     ],
 )  # fmt: skip
@@ -81,7 +83,7 @@ def test_an_initialize_answered_by_an_error_beside_a_null_result_is_no_legacy_pr
     ids=["php-escaped-slashes", "unicode-escaped-slash", "unicode-escaped-letter", "every-way-escaped"],
 )
 def test_a_probe_written_with_escapes_is_counted(tmp_path: Path, probe: str) -> None:
-    records = _stdio('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}', probe)
+    records = _stdio('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}', probe)
     expected = {"era": "modern", "outcomes": {"discover-result": 1}}
     assert _analyzed(tmp_path, records) == expected
     assert feed(LiveStats(), records)["servers"].get("srv") == expected
@@ -235,11 +237,11 @@ def test_a_probe_whose_id_is_no_string_or_number_is_no_probe(tmp_path: Path, ide
     invalid = '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}'
     assert _outcomes(tmp_path / "a", _died(frame("a", fmt.C2S, probe))) == ({}, {})
     assert _outcomes(tmp_path / "b", _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, invalid))) == ({}, {})
-    quoted = '{"jsonrpc":"2.0","id":' + json.dumps(ident) + ',"result":{"supportedVersions":["2026-07-28"]}}'
+    quoted = '{"jsonrpc":"2.0","id":' + json.dumps(ident) + "," + _RESULT + "}"
     assert _outcomes(tmp_path / "c", _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, quoted))) == ({}, {})
 
 
-_RESULT: Final = '"result":{"supportedVersions":["2026-07-28"]}'
+_RESULT: Final = '"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}'
 _SERVER_MEMBERS: Final = [_RESULT, '"method":"notifications/x"', '"error":{"code":-32601,"message":"x"}']
 
 
@@ -254,7 +256,7 @@ def test_a_server_message_whose_id_is_no_string_or_number_is_garbage(tmp_path: P
     records = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, answer))
     assert _outcomes(tmp_path, records) == ({"garbage": 1}, {"garbage": 1})
     # the answer that comes after it still settles the probe
-    later = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+    later = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
     records = _died(frame("a", fmt.C2S, PROBE), frame("a", fmt.S2C, answer), frame("a", fmt.S2C, later))
     assert _outcomes(tmp_path / "later", records) == ({"discover-result": 1}, {"discover-result": 1})
 
@@ -288,7 +290,7 @@ def test_an_http_answer_whose_id_is_no_string_or_number_is_garbage(
 def test_an_id_beyond_a_double_is_one_id_however_written(tmp_path: Path, probe_id: str, answer_id: str) -> None:
     """`1E400` and `10e399` are the number `1e400`: the counters paired them, the analyzer read each as its text."""
     probe = PROBE.replace('"id":1', f'"id":{probe_id}')
-    answer = f'{{"jsonrpc":"2.0","id":{answer_id},"result":{{"supportedVersions":["2026-07-28"]}}}}'
+    answer = f'{{"jsonrpc":"2.0","id":{answer_id},"result":{{"supportedVersions":["2026-07-28"],"capabilities":{{}}}}}}'
     analyzed, live = _outcomes(tmp_path, _died(frame("a", fmt.C2S, probe), frame("a", fmt.S2C, answer)))
     assert analyzed == live
 
@@ -300,13 +302,13 @@ def test_an_id_beyond_a_double_is_one_id_however_written(tmp_path: Path, probe_i
         ('{"jsonrpc":"2.0","id":1,"error":null}', {"garbage": 1}),
         ('{"jsonrpc":"2.0","error":null,"id":2}', {"garbage": 1}),
         # a method beside a result or an error makes a request, as the SDKs read it (no answer)
-        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]},"method":"notifications/x"}',
+        ('{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}},"method":"notifications/x"}',
          {"connection-died": 1}),
         ('{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"x","data":{"supported":["2026-07-28"]}},'
          '"method":"ping"}', {"connection-died": 1}),
         ('{"jsonrpc":"2.0","method":"ping","error":{"code":-32601,"message":"x"}}', {"connection-died": 1}),
         # guards: a null method is none, and an error beside a null result answers
-        ('{"jsonrpc":"2.0","id":1,"method":null,"result":{"supportedVersions":["2026-07-28"]}}',
+        ('{"jsonrpc":"2.0","id":1,"method":null,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}',
          {"discover-result": 1}),
         ('{"jsonrpc":"2.0","id":1,"result":null,"error":{"code":-32601,"message":"x"}}', {"legacy-answer": 1}),
     ],
@@ -364,7 +366,7 @@ def test_an_initialize_answered_by_no_json_rpc_answer_is_no_probe_outcome(tmp_pa
 _NO_ANSWER_WITH_ITS_ID: Final = ['{"jsonrpc":"2.0","id":1}', '{"jsonrpc":"2.0","id":1,"error":null}', '{"id":1,"x":2}']
 """Server JSON holding the probe's id but no JSON-RPC message: the SDKs refuse it and go on waiting for
 the answer, as they wait past a banner line."""
-_LATER: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+_LATER: Final = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 
 
 @pytest.mark.parametrize("line", [*_NO_ANSWER_WITH_ITS_ID, f"[{_NO_ANSWER_WITH_ITS_ID[0]}]"])

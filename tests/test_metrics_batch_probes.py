@@ -39,7 +39,7 @@ def _posted(*members: dict[str, Any]) -> dict[str, Any]:
 
 
 def _found(ident: Any) -> dict[str, Any]:
-    return {**ok({"supportedVersions": [MODERN]}), "id": ident}
+    return {**ok({"supportedVersions": [MODERN], "capabilities": {}}), "id": ident}
 
 
 def _refused(ident: Any, code: int) -> dict[str, Any]:

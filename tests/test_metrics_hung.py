@@ -100,6 +100,6 @@ def test_an_answer_in_time_that_comes_after_a_scrape_still_counts() -> None:
     live = LiveStats()
     live.observe_all([at(0, req("f1", probe(1)))])
     assert _scraped(live, T0 + 1) == {}
-    found = {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"]}}
+    found = {"jsonrpc": "2.0", "id": 1, "result": {"supportedVersions": ["2026-07-28"], "capabilities": {}}}
     live.observe_all([at(2, resp("f1", 200, found))])
     assert _scraped(live, LATER) == {SERVER: {"discover-result": 1}}

@@ -23,7 +23,8 @@ WAITING: Final = req("o1", probe(9), server="http://other/mcp")
 def _named_by_the_response() -> list[dict[str, Any]]:
     """A stream opened by a request that names no session, whose response names it (`Mcp-Session-Id`);
     a probe of that session POSTed on another flow, accepted, and answered on the first flow's stream."""
-    result = orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": {"supportedVersions": ["2026-07-28"]}}).decode()
+    discovered = {"supportedVersions": ["2026-07-28"], "capabilities": {}}
+    result = orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": discovered}).decode()
     return [
         req("g1", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
         _in_session(resp("g1", 200, sse=True), SESSION),

@@ -27,7 +27,7 @@ PROBE: Final = (
     '{"jsonrpc":"2.0","id":ID,"method":"server/discover","params":{"_meta":{'
     '"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
 )
-ANSWER: Final = '{"jsonrpc":"2.0","id":ID,"result":{"supportedVersions":["2026-07-28"]}}'
+ANSWER: Final = '{"jsonrpc":"2.0","id":ID,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
 ANSWERED: Final = {"era": "modern", "outcomes": {"discover-result": 1}}
 
 

@@ -629,7 +629,7 @@ def test_a_message_nested_too_deep_to_pretty_print_is_shown_as_captured(tmp_path
 
     deep = "[" * 1000 + "]" * 1000
     raw = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"x":' + deep + "}}"
-    answer = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
     base = {"type": "frame", "conn": "c1", "server": "deep", "nl": True}
     records = [
         {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "part": 0,
@@ -652,7 +652,7 @@ def test_a_record_holding_a_lone_surrogate_escape_is_pretty_printed_as_written(t
     analyzer reads it: orjson refuses it, so the cited record was shown as one raw line, its message
     not laid out, where any other record is pretty-printed. The escape is shown as written."""
     raw = '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"name":"cLONE"}}'
-    answer = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}'
+    answer = '{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}'
     base = {"type": "frame", "conn": "c1", "server": "lone", "nl": True}
     records = [
         {"type": "header", "format": "erascope/1", "tool": "erascope", "transport": "stdio", "part": 0,

@@ -18,12 +18,12 @@ import pytest
 from tests.test_method_type import assert_garbage_before_an_answer, assert_garbage_on_its_stream, read_rows
 from tests.test_metrics_agreement import _http, _in_its_body, _live
 
-_MODERN_TEXT: Final = json.dumps(json.dumps({"supportedVersions": ["2026-07-28"]}))
+_MODERN_TEXT: Final = json.dumps(json.dumps({"supportedVersions": ["2026-07-28"], "capabilities": {}}))
 ODD_RESULTS: Final = [
     '{"jsonrpc":"2.0","id":1,"result":5}',
     '{"jsonrpc":"2.0","id":1,"result":"ok"}',
     '{"jsonrpc":"2.0","id":1,"result":true}',
-    '{"jsonrpc":"2.0","id":1,"result":[{"supportedVersions":["2026-07-28"]}]}',
+    '{"jsonrpc":"2.0","id":1,"result":[{"supportedVersions":["2026-07-28"],"capabilities":{}}]}',
     '{"jsonrpc":"2.0","id":1,"result":' + _MODERN_TEXT + "}",
     '{"jsonrpc":"2.0","id":1,"result":"{}","x":{"result":{}}}',
 ]
@@ -31,13 +31,13 @@ ODD_RESULTS: Final = [
 NO_RESULT: Final = [
     '{"jsonrpc":"2.0","id":1,"result":null}',
     '{"jsonrpc":"2.0","id":1,"x":{"result":{}}}',
-    '{"jsonrpc":"2.0","id":2,"x":{"result":{"supportedVersions":["2026-07-28"]}}}',
+    '{"jsonrpc":"2.0","id":2,"x":{"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}}',
 ]
 """Payloads without a result object of their own that the fast reading decodes."""
 OBJECT_RESULTS: Final = [
     '{"jsonrpc":"2.0","id":1,"result":{}}',
     '{"jsonrpc":"2.0","id":1,"result":{"structuredContent":{"result":42}}}',
-    '{"jsonrpc":"2.0","id":1,"x":{"result":5},"result":{"supportedVersions":["2026-07-28"]}}',
+    '{"jsonrpc":"2.0","id":1,"x":{"result":5},"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}',
     '{"jsonrpc":"2.0","id":1,"result" : {"a":"\\"result\\":1"}}',
 ]
 """Payloads whose own result is an object."""
