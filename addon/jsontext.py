@@ -22,10 +22,10 @@ ESCAPE: Final = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)")
 """A backslash escape of JSON text; group 1 is a `\\u` escape's code."""
 SURROGATE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 """A surrogate's escape, high or low, or the same text after an escaped backslash."""
-NUMBER_TEXT: Final = r"-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?"
+NUMBER_TEXT: Final = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 """A number's JSON text (leading zeros allowed): how the analyzer and the live counters tell an id or a
 string error code that reads as a number (`"-32022"`), one pattern so that they tell it alike."""
-BEYOND_DOUBLE: Final = re.compile(r"\d{309}|\d[eE]\+?\d{3}")
+BEYOND_DOUBLE: Final = re.compile(r"[0-9]{309}|[0-9][eE]\+?[0-9]{3}")
 """Where JSON text may hold a number beyond a double's range (`1e400`, 309 digits and more), which
 orjson and the reader refuse (a few texts that hold none match too, such as `"e100"` in a string)."""
 

@@ -150,7 +150,11 @@ _TOKENS: Final = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]')
 _JSON_SPACE: Final = " \t\r\n"
 
 _NUMBER: Final = f"^{NUMBER_TEXT}$"
-_INTEGER: Final = r"^(0|-?[1-9]\d*)$"
+_INTEGER: Final = r"^(0|-?[1-9][0-9]*)$"
+_WS: Final = r"[ \t\n\r]*"
+"""JSON's whitespace, as much as is written. The patterns searched in payloads name JSON's own
+characters (`[0-9]`, not `\\d`): Unicode's classes made compiling them cost up to a hundred million
+instructions on a piece, and a digit of another script is none of JSON's."""
 _HIGH: Final = r"\\u[dD][89abAB][0-9a-fA-F]{2}"
 _LOW: Final = r"\\u[dD][c-fC-F]"
 _LONE_HIGH: Final = _HIGH + r"(?:[^\\]|\\[^u]|\\u[^dD]|\\u[dD][^c-fC-F]|$)|\\\\u[dD][89abAB]"
@@ -166,7 +170,7 @@ _SHALLOW_DEPTH: Final = 64
 """How deep `shallow_payload` keeps a payload's values: deeper than any field read (five levels),
 shallower than `json_path_match` reads."""
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
-_ESCAPED_NAME: Final = r'\\u[^"]*"\s*:'
+_ESCAPED_NAME: Final = r'\\u[^"]*"' + _WS + ":"
 """A `\\u` escape in what may be a member name (a string followed by `:`): `plain_names` is asked about it."""
 _STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BEFORE_VALUE: Final = re.compile(r"[ \t\r\n]*:")
@@ -736,7 +740,7 @@ def _plan(
     raw = pl.col("raw")
     rtype = pl.col("type")
     is_payload = rtype.is_in((fmt.FRAME, fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE, fmt.SSE_EVENT))
-    is_json = is_payload & raw.str.contains(r"^\s*\{")
+    is_json = is_payload & raw.str.contains(f"^{_WS}\\{{")
     # Paths are applied to a masked input (null where not needed), never masked afterwards: a
     # `when().then(path(raw))` would still parse every row. Every field of a payload is read from
     # `_json`, the payload with its lone surrogate escapes as their text (rare rows, in Python).
@@ -764,7 +768,7 @@ def _plan(
     if robust:
         # `json_path_match` reads the last of a key written twice, the fast reading the first: those
         # rare payloads (a key written twice, its names plain by now) are read without their later copies
-        twice = pl.any_horizontal(body.str.count_matches(f'"{key}"\\s*:') > 1 for key in ("id", "method", "params"))
+        twice = pl.any_horizontal(body.str.count_matches(f'"{key}"{_WS}:') > 1 for key in ("id", "method", "params"))
         beyond = pl.when(body.str.contains(_BEYOND_DOUBLE)).then(body)
         steps.append({"_ranged": pl.coalesce(beyond.map_elements(_numbers_in_double_range, pl.String()), body)})
         first = pl.when(twice).then(ranged).map_elements(_first_members, pl.String())
@@ -855,7 +859,7 @@ def _plan(
             "_emsg": _path(pl.col("_error"), "$.message"),
             "_num": number,
             "_odd": odd,
-            "_maybe": (number | odd) & body.str.contains(r'"id"\s*:\s*"'),
+            "_maybe": (number | odd) & body.str.contains(f'"id"{_WS}:{_WS}"'),
         }
     )
     maybe = pl.col("_maybe")
@@ -871,7 +875,7 @@ def _plan(
     odd_message = pl.col("_emsg").str.contains(_NO_METHOD)
     steps.append(
         {
-            "_id_keys": pl.when(maybe).then(body).str.count_matches(r'"id"\s*:'),
+            "_id_keys": pl.when(maybe).then(body).str.count_matches(f'"id"{_WS}:'),
             "_odd_method": odd_method,
             "_method_keys": _keys_where(odd_body, "method", '"'),
             "_odd_message": odd_message,
@@ -1213,8 +1217,8 @@ def _keys_where(masked: pl.Expr, key: str, value_start: str) -> pl.Expr:
     """How many times the payload `masked` (null on rows not asked about) writes a member `key`, on rows
     where one such member's value starts with `value_start` (`"` a string, `{` an object); else null.
     A string value cannot hold `"key":` (its quotes are escaped), so only nested members add to it."""
-    written = masked.str.contains(f'"{key}"\\s*:\\s*{re.escape(value_start)}')
-    return pl.when(written).then(masked).str.count_matches(f'"{key}"\\s*:')
+    written = masked.str.contains(f'"{key}"{_WS}:{_WS}{re.escape(value_start)}')
+    return pl.when(written).then(masked).str.count_matches(f'"{key}"{_WS}:')
 
 
 def _own_member_is(keys: pl.Expr, body: pl.Expr, parse: Callable[[str], bool], *, rare: bool) -> pl.Expr:

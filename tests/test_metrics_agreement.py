@@ -193,8 +193,15 @@ def test_a_plain_http_refusal_proves_the_era_by_its_status(tmp_path: Path, statu
         ('"code"', {"era": "broken", "outcomes": {"garbage": 1}}),
         ('"1e400"', {"era": "broken", "outcomes": {"garbage": 1}}),
         ('"' + "9" * 5000 + '"', {"era": "broken", "outcomes": {"garbage": 1}}),
+        # digits of other scripts (Arabic-Indic, fullwidth `12`): no JSON number, which the SDK refuses;
+        # the counters' `\d` and `float` read them as 12
+        ('"\u0661\u0662"', {"era": "broken", "outcomes": {"garbage": 1}}),
+        ('"\uff11\uff12"', {"era": "broken", "outcomes": {"garbage": 1}}),
     ],
-    ids=["integer", "integral-fraction", "legacy-code", "space", "plus", "fraction", "word", "beyond-double", "long"],
+    ids=[
+        "integer", "integral-fraction", "legacy-code", "space", "plus", "fraction", "word", "beyond-double", "long",
+        "arabic-indic", "fullwidth",
+    ],
 )
 def test_an_error_code_written_as_a_string_is_read_alike(tmp_path: Path, code: str, expected: dict[str, Any]) -> None:
     """JSON-RPC wants an integer code, and the TypeScript SDK's schema refuses a string; the Python SDK's
