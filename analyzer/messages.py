@@ -869,17 +869,19 @@ def _plan(
     # The payload is searched only on those rows (real methods are names like `tools/call`).
     odd_method = pl.col("_method").str.contains(_NO_METHOD)
     odd_body = pl.when(odd_method).then(body)
-    # An error's message is a string, told from a string holding another value's text the same way
-    # in the error object's own text (its members written once, as `json_path_match` writes an object)
+    # An error's message is a string: the error object's text, as `json_path_match` writes one (without
+    # whitespace, its members once), writes its own `"message":"`, or a nested one too (then parsed)
     error = pl.col("_error")
-    odd_message = pl.col("_emsg").str.contains(_NO_METHOD)
+    with_message = pl.when(pl.col("_emsg").is_not_null()).then(error)
+    text_code = pl.col("_code")
     steps.append(
         {
             "_id_keys": pl.when(maybe).then(body).str.count_matches(f'"id"{_WS}:'),
             "_odd_method": odd_method,
             "_method_keys": _keys_where(odd_body, "method", '"'),
-            "_odd_message": odd_message,
-            "_message_keys": _keys_where(pl.when(odd_message).then(error), "message", '"'),
+            "_message_keys": _keys_where(with_message, "message", '"', compact=True),
+            # read once: the kind asks whether it is an integer, and `error_code` is it
+            "_code_number": pl.when(text_code.str.contains(_NUMBER)).then(text_code).cast(pl.Float64, strict=False),
         }
     )
     keys = pl.col("_id_keys")  # null where not `maybe`
@@ -891,7 +893,6 @@ def _plan(
     message_keys = pl.col("_message_keys")
     messages = message_keys > 1
     string_message = _own_member_is(message_keys, error, _top_level_message_is_string, rare=rare)
-    odd_message_text = pl.col("_odd_message") & ~string_message
     as_number = pl.col("_num") & ~id_quoted
     no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
@@ -919,8 +920,7 @@ def _plan(
     # holding one's text (`"-32022"`) reads as it, as the Python SDK's client reads it (`code: int`, lax),
     # and as the live counters read it; `json_path_match` writes a string's content, so any other text
     # (`"+5"`, `" -32022"`, `"-inf"`) is told by its shape, never by what a float parser makes of it
-    text_code = pl.col("_code")
-    code = pl.when(text_code.str.contains(_NUMBER)).then(text_code).cast(pl.Float64, strict=False)
+    code = pl.col("_code_number")
     integral = (code == code.round(0)) & code.is_finite()
     error_code = pl.when(integral).then(code).cast(pl.Int64, strict=False)
     status = pl.col("status")
@@ -930,7 +930,7 @@ def _plan(
     # (a -32022 without its message is no refusal a client read). The code is read as above: the
     # Python SDK's client also takes `true` and `"+5"` as codes, which are none here (nor to the
     # TypeScript SDK).
-    has_error = error.is_not_null() & integral.fill_null(False) & pl.col("_emsg").is_not_null() & ~odd_message_text
+    has_error = error.is_not_null() & integral.fill_null(False) & string_message
     json_kind = (
         pl.when(pl.col("_no_message"))
         .then(pl.lit("invalid"))
@@ -1064,8 +1064,8 @@ def _plan(
     listed = pl.when(pl.col("_versions").str.starts_with("[")).then(rtext)
     steps.append(
         {
-            "_versions_keys": _keys_where(listed, "supportedVersions", "["),
-            "_caps_keys": _keys_where(listed, "capabilities", "{"),
+            "_versions_keys": _keys_where(listed, "supportedVersions", "[", compact=True),
+            "_caps_keys": _keys_where(listed, "capabilities", "{", compact=True),
             "_own_caps": _path(listed, "$.capabilities").is_not_null(),
         }
     )
@@ -1213,10 +1213,17 @@ def _plan(
     return tuple(steps), typed
 
 
-def _keys_where(masked: pl.Expr, key: str, value_start: str) -> pl.Expr:
+def _keys_where(masked: pl.Expr, key: str, value_start: str, *, compact: bool = False) -> pl.Expr:
     """How many times the payload `masked` (null on rows not asked about) writes a member `key`, on rows
     where one such member's value starts with `value_start` (`"` a string, `{` an object); else null.
-    A string value cannot hold `"key":` (its quotes are escaped), so only nested members add to it."""
+    A string value cannot hold `"key":` (its quotes are escaped), so only nested members add to it.
+
+    `compact`: `masked` is JSON as `json_path_match` writes a value (no whitespace between tokens), so
+    the member is looked for as plain text: each pattern is compiled again for every piece and file
+    read, which cost analysing G more than the searches themselves."""
+    if compact:
+        written = masked.str.contains(f'"{key}":{value_start}', literal=True)
+        return pl.when(written).then(masked).str.count_matches(f'"{key}":', literal=True)
     written = masked.str.contains(f'"{key}"{_WS}:{_WS}{re.escape(value_start)}')
     return pl.when(written).then(masked).str.count_matches(f'"{key}"{_WS}:')
 
