@@ -32,7 +32,6 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Final
 
@@ -185,48 +184,11 @@ def _first_of_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return members
 
 
-def _top_level_id_is_string(payload: str) -> bool:
-    """Whether the payload's own `id` (not one nested in its params or result) is a JSON string."""
-    return isinstance(_own_member(payload, "id"), str)
-
-
-def _top_level_method_is_string(payload: str) -> bool:
-    """Whether the payload's own `method` (not one nested in its params) is a JSON string."""
-    return isinstance(_own_member(payload, "method"), str)
-
-
-def _top_level_result_is_object(payload: str) -> bool:
-    """Whether the payload's own `result` is a JSON object (its first when written twice, as the fast
-    reading reads it)."""
-    return isinstance(_own_member(payload, "result"), dict)
-
-
-def _top_level_error_is_object(payload: str) -> bool:
-    """Whether the payload's own `error` is a JSON object: its last when written twice, the one
-    `json_path_match` reads."""
-    return isinstance(_own_member(payload, "error", first=False), dict)
-
-
-def _top_level_version_is_string(payload: str) -> bool:
-    """Whether the payload's own `jsonrpc` (not one nested in its params or result) is a JSON string."""
-    return isinstance(_own_member(payload, "jsonrpc"), str)
-
-
-def _versions_are_an_array(result: str) -> bool:
-    """Whether the result object `result` (as `json_path_match` writes one) has its own array
-    `supportedVersions` (not one nested in its `_meta`)."""
-    return isinstance(_own_member(result, "supportedVersions"), list)
-
-
-def _capabilities_are_an_object(result: str) -> bool:
-    """Whether the result object `result` has its own object `capabilities`."""
-    return isinstance(_own_member(result, "capabilities"), dict)
-
-
-def _top_level_message_is_string(error: str) -> bool:
-    """Whether the error object `error` (as `json_path_match` writes one) has a message that is a JSON
-    string (not one nested in its data)."""
-    return isinstance(_own_member(error, "message"), str)
+def own_member_is(payload: str, key: str, kind: type, *, first: bool = True) -> bool:
+    """Whether the payload's own member `key` (not one nested in its params, result or data) is a
+    JSON value of `kind` (`str`, `dict`, `list`): its first when written twice, as the fast reading
+    reads it, or with `first=False` its last, the one `json_path_match` reads."""
+    return isinstance(_own_member(payload, key, first=first), kind)
 
 
 def _own_member(payload: str, key: str, *, first: bool = True) -> Any:
@@ -782,7 +744,7 @@ def _plan(
         steps.append({"_version_keys": _keys_where(pl.when(jsonrpc == "2.0").then(body), "jsonrpc", '"')})
         version_keys = pl.col("_version_keys")
         named_twice = version_keys > 1
-        named = _own_member_is(version_keys, body, _top_level_version_is_string, rare=rare)
+        named = _own_member_is(version_keys, body, "jsonrpc", str, rare=rare)
         # `json_path_match` writes a number as a float would (`1.0`, `100.0` for `1e2`, `-0.0` for
         # `-0`, `1.8446744073709552e+19` for an integer beyond 64 bits), reads some past 2**53 a
         # unit off (`9007199254740993.0` as ...994), and writes a string as it is (`"1.0"`, `"007"`).
@@ -808,7 +770,7 @@ def _plan(
         steps.append({"_result_keys": _keys_where(braced, "result", "{")})
         result_keys = pl.col("_result_keys")
         results = result_keys > 1
-        steps.append({"_result_object": _own_member_is(result_keys, body, _top_level_result_is_object, rare=rare)})
+        steps.append({"_result_object": _own_member_is(result_keys, body, "result", dict, rare=rare)})
     else:
         fields = pl.col("_fields")
         meta = fields.struct.field("params").struct.field("_meta")
@@ -840,12 +802,12 @@ def _plan(
     steps.append({"_error_keys": _keys_where(braced, "error", "{")})
     error_keys = pl.col("_error_keys")
     errors = error_keys > 1
-    an_object = _own_member_is(error_keys, body, _top_level_error_is_object, rare=rare)
+    an_object = _own_member_is(error_keys, body, "error", dict, first=False, rare=rare)
     steps.append({"_error": pl.when(an_object).then(pl.col("_read_error"))})
     # Only a number-looking id in a payload that quotes some id can be a string id. Nested objects
     # can hold ids of their own (`"params":{"ref":{"id":"1"}}`): a payload that writes one id key is
     # told by how it writes it (quoted, however spaced or escaped: `"id" : "1"`, `"id":"\u0031"`), one
-    # that writes several is parsed (`_top_level_id_is_string`: rare rows, never the common path). The
+    # that writes several is parsed (`own_member_is`: rare rows, never the common path). The
     # count is of an input masked to those rows (null elsewhere): on every row, it would cost a
     # search of every payload.
     # An array, an object, `true` or `false` is no id (JSON-RPC allows a string, a number or null) and
@@ -886,13 +848,13 @@ def _plan(
     )
     keys = pl.col("_id_keys")  # null where not `maybe`
     several = keys > 1
-    id_quoted = _own_member_is(keys, body, _top_level_id_is_string, rare=rare)
+    id_quoted = _own_member_is(keys, body, "id", str, rare=rare)
     method_keys = pl.col("_method_keys")
     methods = method_keys > 1
-    no_method = pl.col("_odd_method") & ~_own_member_is(method_keys, body, _top_level_method_is_string, rare=rare)
+    no_method = pl.col("_odd_method") & ~_own_member_is(method_keys, body, "method", str, rare=rare)
     message_keys = pl.col("_message_keys")
     messages = message_keys > 1
-    string_message = _own_member_is(message_keys, error, _top_level_message_is_string, rare=rare)
+    string_message = _own_member_is(message_keys, error, "message", str, rare=rare)
     as_number = pl.col("_num") & ~id_quoted
     no_id = pl.col("_odd") & ~id_quoted
     as_string = pl.when(~as_number).then(pl.col("_id"))
@@ -1071,8 +1033,8 @@ def _plan(
     )
     versions_keys, caps_keys = pl.col("_versions_keys"), pl.col("_caps_keys")
     discover_members = (versions_keys > 1) | (caps_keys > 1)
-    caps = pl.col("_own_caps") & _own_member_is(caps_keys, rtext, _capabilities_are_an_object, rare=rare)
-    discover_result = _own_member_is(versions_keys, rtext, _versions_are_an_array, rare=rare) & caps
+    caps = pl.col("_own_caps") & _own_member_is(caps_keys, rtext, "capabilities", dict, rare=rare)
+    discover_result = _own_member_is(versions_keys, rtext, "supportedVersions", list, rare=rare) & caps
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
 
     def header(name: str, text: str = "_htext") -> pl.Expr:
@@ -1228,14 +1190,18 @@ def _keys_where(masked: pl.Expr, key: str, value_start: str, *, compact: bool = 
     return pl.when(written).then(masked).str.count_matches(f'"{key}"{_WS}:')
 
 
-def _own_member_is(keys: pl.Expr, body: pl.Expr, parse: Callable[[str], bool], *, rare: bool) -> pl.Expr:
-    """Whether the payload's own member has the value asked about (`_keys_where`): the one it writes,
-    where it writes one; where it writes several, as `parse` says (rare rows, in Python). Without
-    `rare` those rows read false and make the piece be read again with it (`RARE_READS`)."""
+def _own_member_is(
+    keys: pl.Expr, body: pl.Expr, key: str, kind: type, *, first: bool = True, rare: bool
+) -> pl.Expr:
+    """Whether the payload's own member `key` is a value of `kind` (`_keys_where` counted the keys
+    written before such a value): the one it writes, where it writes one; where it writes several, as
+    a parse says (`own_member_is`: rare rows, in Python). Without `rare` those rows read false and make
+    the piece be read again with it (`RARE_READS`)."""
     one = (keys == 1).fill_null(False)
     if not rare:
         return one
     several = keys > 1
+    parse = functools.partial(own_member_is, key=key, kind=kind, first=first)
     parsed = pl.when(several).then(body).map_elements(parse, pl.Boolean())
     return pl.when(several).then(parsed.fill_null(False)).otherwise(one)
 

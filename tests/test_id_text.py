@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from addon import format as fmt
-from analyzer.messages import _top_level_id_is_string, messages_from_records
+from analyzer.messages import messages_from_records, own_member_is
 from analyzer.schema import RECORD_SCHEMA
 
 _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][+-]?\d+)?")
@@ -45,7 +45,7 @@ def _model(raw: str, decoded: str | None) -> str | None:
     array, an object or a boolean is no id (JSON-RPC allows a string, a number or null)."""
     if decoded is None or isinstance(_own_id(raw), bool | list | dict):
         return None
-    if _NUMBER.fullmatch(decoded) is None or _top_level_id_is_string(raw):
+    if _NUMBER.fullmatch(decoded) is None or own_member_is(raw, "id", str):
         return _quote(decoded)
     return decoded
 
