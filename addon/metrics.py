@@ -78,8 +78,8 @@ An error answers even beside a `"result": null`, and a code written as an integr
 or as a string holding an integer's JSON text (`"-32022"`, which the Python SDK's client reads so), is
 its integer. Other answers (garbage, a dead connection, a gateway's answer, a legacy error to a malformed
 probe, which a dual-era server's legacy side gives, another error code or a 5xx, a DiscoverResult naming no
-version either era knows, a result without an array `supportedVersions` and an object `capabilities`,
-which is no DiscoverResult, a cross-era refusal) leave the era as it was; a server
+version either era knows, a result without an array `supportedVersions` of strings alone and an object
+`capabilities`, which is no DiscoverResult, a cross-era refusal) leave the era as it was; a server
 not yet decided is `unknown`.
 
 Label cardinality stays bounded: labels are server keys, outcome names, error kinds and eras, never
@@ -365,10 +365,15 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
         return None, (ERA_LEGACY if kind == "response" else None)
     if kind == "response":
         result = msg["result"]
-        # MCP's DiscoverResult has an array `supportedVersions` and an object `capabilities`: the SDK's
-        # client falls back to `initialize` after another result, an answer that proves no era
-        if isinstance(result.get("supportedVersions"), list) and isinstance(result.get("capabilities"), dict):
-            return DISCOVER_RESULT, _advertised_era(result)
+        # MCP's DiscoverResult has an array `supportedVersions` of strings and an object `capabilities`:
+        # the SDK's client falls back to `initialize` after another result, an answer that proves no era
+        versions = result.get("supportedVersions")
+        if (
+            isinstance(versions, list)
+            and all(isinstance(v, str) for v in versions)
+            and isinstance(result.get("capabilities"), dict)
+        ):
+            return DISCOVER_RESULT, _advertised_era(versions)
         return LEGACY_ANSWER, None
     client_error = status is not None and 400 <= status <= 499
     if failed:
@@ -384,16 +389,15 @@ def answer_outcome(method: str, msg: Any, status: int | None = None) -> tuple[st
     return GARBAGE, None
 
 
-def _advertised_era(result: object) -> str | None:
+def _advertised_era(versions: list[str]) -> str | None:
     """The era a DiscoverResult's `supportedVersions` advertises: modern when it names a modern
     revision, legacy when it names handshake revisions alone, else none (a later revision, none at
     all: the analyzer's verdict stays unknown)."""
-    versions = result.get("supportedVersions") if isinstance(result, dict) else None
-    if not isinstance(versions, list) or not versions:
+    if not versions:
         return None
-    if any(v in MODERN_VERSIONS for v in versions if isinstance(v, str)):
+    if any(v in MODERN_VERSIONS for v in versions):
         return ERA_MODERN
-    return ERA_LEGACY if all(isinstance(v, str) and v in HANDSHAKE_VERSIONS for v in versions) else None
+    return ERA_LEGACY if all(v in HANDSHAKE_VERSIONS for v in versions) else None
 
 
 _LABEL_ESCAPED: Final = re.compile(f"[\\\\{HIDDEN_CHARS}{JOINER_CHARS}{SELECTOR_CHARS}]|^<")

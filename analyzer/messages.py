@@ -77,7 +77,7 @@ MEMBER_SLOTS: Final = 1 << 20
 JSON-RPC batch (one record) are messages of their own, keyed apart by (capture, seq) and in the
 record's place in the order; a record that is no batch is member 0. Members past this many in one
 batch share the last index (a batch that large exceeds the recorder's default body bound)."""
-EXTRACTION_VERSION: Final = 34
+EXTRACTION_VERSION: Final = 35
 """What archives' rows were derived by (`analyzer.archive.same_extraction`): raise it with any change
 that gives a record other values in the messages rows, so that archives written before are refused
 until `compact` converts their captures again. 2: JSON that is no JSON-RPC message on an HTTP
@@ -139,7 +139,9 @@ beside a result, without an error code (was an error: a -32022 without its messa
 the robust reading, a payload that writes its version as the number `2.0` and quotes a `"2.0"` elsewhere
 (`"params":{"jsonrpc":"2.0"}`, a listed version) is `invalid` (was read by its other members). 34: a
 result without an array `supportedVersions` and an object `capabilities` (no DiscoverResult) has no
-`supported_versions` (was its listed strings, and a string holding an array's text read as that array)."""
+`supported_versions` (was its listed strings, and a string holding an array's text read as that array).
+35: a result whose `supportedVersions` holds anything but strings (`[1]`, `["2026-07-28",null]`) is no
+DiscoverResult either (was one, of the strings it listed)."""
 UNDECODABLE_BODY: Final = "http-undecodable"
 """The `event` of an HTTP response whose body the recorder kept as it came (`undecodable`)."""
 UNDECODABLE_STREAM: Final = "sse-end:undecodable"
@@ -169,6 +171,8 @@ _SHALLOW_DEPTH: Final = 64
 """How deep `shallow_payload` keeps a payload's values: deeper than any field read (five levels),
 shallower than `json_path_match` reads."""
 _QUOTED: Final = r'"((?:[^"\\]|\\.)*)"'
+_PLAIN_STRINGS: Final = r'^\[(?:"[^"\\]*"(?:,"[^"\\]*")*)?\]$'
+"""A JSON array of strings without escapes, as `json_path_match` writes one (no whitespace)."""
 _ESCAPED_NAME: Final = r'\\u[^"]*"' + _WS + ":"
 """A `\\u` escape in what may be a member name (a string followed by `:`): `plain_names` is asked about it."""
 _STRING: Final = re.compile(r'"(?:[^"\\]|\\.)*"')
@@ -499,6 +503,27 @@ def _string_list(json_array_text: pl.Expr, rare: bool) -> pl.Expr:
     odd = _odd_array(json_array_text)
     other = pl.when(odd).then(json_array_text).map_elements(_strings_of, pl.List(pl.String()))
     return pl.when(json_array_text.str.starts_with("[") & ~odd).then(strings).otherwise(other)
+
+
+def _strings_alone(json_array_text: pl.Expr, rare: bool) -> pl.Expr:
+    """Whether a JSON array given as text (as `json_path_match` writes one) holds strings alone, or
+    nothing. An array holding no object, array or escape is told by its text; another (`_odd_array`)
+    in Python with `rare` (without it, such an array makes the piece be read again with `rare`)."""
+    plain = json_array_text.str.contains(_PLAIN_STRINGS)
+    if not rare:
+        return plain
+    odd = _odd_array(json_array_text)
+    other = pl.when(odd).then(json_array_text).map_elements(_only_strings, pl.Boolean())
+    return pl.when(odd).then(other.fill_null(False)).otherwise(plain)
+
+
+def _only_strings(array_text: str) -> bool:
+    """Whether the JSON array `array_text` holds strings alone."""
+    try:
+        value = json.loads(array_text, parse_constant=refuse_constant)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def _odd_array(json_array_text: pl.Expr) -> pl.Expr:
@@ -1022,7 +1047,8 @@ def _plan(
     # are none it read. `json_path_match` writes a string's content: the array and the object are told
     # from a string holding their text by how the result writes its own members, as a method is
     # (only where the versions read as an array: an `initialize` result has capabilities too). A result
-    # that has its own `capabilities` and writes one such member, an object, has its own object
+    # that has its own `capabilities` and writes one such member, an object, has its own object. The
+    # versions are strings alone (MCP's schema lists strings; the SDK refuses `[1]`, `["…",null]`)
     listed = pl.when(pl.col("_versions").str.starts_with("[")).then(rtext)
     steps.append(
         {
@@ -1034,7 +1060,8 @@ def _plan(
     versions_keys, caps_keys = pl.col("_versions_keys"), pl.col("_caps_keys")
     discover_members = (versions_keys > 1) | (caps_keys > 1)
     caps = pl.col("_own_caps") & _own_member_is(caps_keys, rtext, "capabilities", dict, rare=rare)
-    discover_result = _own_member_is(versions_keys, rtext, "supportedVersions", list, rare=rare) & caps
+    strings = _strings_alone(pl.col("_versions"), rare)
+    discover_result = _own_member_is(versions_keys, rtext, "supportedVersions", list, rare=rare) & caps & strings
     is_http = rtype.is_in((fmt.HTTP_REQUEST, fmt.HTTP_RESPONSE))
 
     def header(name: str, text: str = "_htext") -> pl.Expr:

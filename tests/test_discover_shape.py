@@ -42,12 +42,24 @@ NOT_DISCOVER: Final = [
     '{"supportedVersions":"[]","capabilities":{},"_meta":{"supportedVersions":["2026-07-28"]}}',
 ]
 """Results the SDK refuses as a DiscoverResult."""
+NOT_STRINGS: Final = [
+    '{"supportedVersions":[1],"capabilities":{}}',
+    '{"supportedVersions":["2026-07-28",5],"capabilities":{}}',
+    '{"supportedVersions":["2026-07-28",null],"capabilities":{}}',
+    '{"supportedVersions":[true,"2026-07-28"],"capabilities":{}}',
+    '{"supportedVersions":["2026-07-28",["2025-11-25"]],"capabilities":{}}',
+    '{"supportedVersions":[{"version":"2026-07-28"}],"capabilities":{}}',
+    '{"supportedVersions":["2026-07-2\\u0038",1.5],"capabilities":{}}',
+]
+"""Results whose versions are an array but not of strings alone: the SDK refuses them too (its
+`supportedVersions` is a list of strings), and MCP's schema lists strings."""
 DISCOVER: Final = [
     "{" + _V + ',"capabilities":{}}',
     '{"capabilities":{"tools":{"listChanged":true}},' + _V + "}",
     '{"supportedVersions":[],"capabilities":{}}',
     "{" + _V + ',"capabilities" : {},"resultType":"complete","ttlMs":0}',
     "{" + _V + ',"capabilities":{},"_meta":{"x":{"capabilities":5,"supportedVersions":"x"}}}',
+    '{"supportedVersions":["2026-07-2\\u0038","a\\"b","[1]"],"capabilities":{}}',
 ]
 """Results the SDK reads as a DiscoverResult."""
 
@@ -68,16 +80,25 @@ def _answers(results: list[str]) -> list[str]:
 def test_a_result_that_is_no_discover_result_names_no_versions(tmp_path: Path, beside: str | None) -> None:
     """The analyzer read the versions of any result that listed some, with or without `capabilities`,
     and of a string holding an array's text."""
-    results = NOT_DISCOVER + DISCOVER
+    results = NOT_DISCOVER + NOT_STRINGS + DISCOVER
     rows = read_rows(tmp_path, _answers(results) + ([beside] if beside else []), "kind", "supported_versions")
     assert rows[: len(results)] == [("response", _sdk(r)) for r in results]
-    assert {str(_sdk(r)) for r in NOT_DISCOVER} == {"None"}
+    assert {str(_sdk(r)) for r in NOT_DISCOVER + NOT_STRINGS} == {"None"}
     assert None not in [_sdk(r) for r in DISCOVER]
 
 
 @pytest.mark.parametrize("result", [NOT_DISCOVER[0], NOT_DISCOVER[1], NOT_DISCOVER[5]])
 def test_a_probe_answered_with_no_discover_result_is_a_legacy_answer(tmp_path: Path, result: str) -> None:
     """It was the probe's `discover-result` to the analyzer and the counters."""
+    answer = '{"jsonrpc":"2.0","id":1,"result":' + result + "}"
+    assert outcomes_after(tmp_path, answer) == ({"legacy-answer": 1}, {"legacy-answer": 1})
+
+
+@pytest.mark.parametrize("result", NOT_STRINGS)
+def test_versions_not_all_strings_are_a_legacy_answer(tmp_path: Path, result: str) -> None:
+    """An array of versions that holds a number, a boolean, null, an array or an object made the
+    result a DiscoverResult to the analyzer (of the strings it listed, or none) and to the counters (of
+    the era those strings advertised): the SDK's client refuses it and falls back to `initialize`."""
     answer = '{"jsonrpc":"2.0","id":1,"result":' + result + "}"
     assert outcomes_after(tmp_path, answer) == ({"legacy-answer": 1}, {"legacy-answer": 1})
 

@@ -232,20 +232,22 @@ def test_error_data_string_or_object_never_fatal(tmp_path: Path) -> None:
 def test_versions_are_the_strings_of_the_array_itself(tmp_path: Path) -> None:
     # `[{"version": "2026-07-28"}]` read as the versions "version" and "2026-07-28": a DiscoverResult no
     # SDK client validates (`supportedVersions: list[str]`) proved the server modern. Only the array's
-    # own strings are versions, read as a parser reads them (`"2026\u002d07-28"` is `2026-07-28`).
+    # own strings are versions, read as a parser reads them (`"2026\u002d07-28"` is `2026-07-28`), and
+    # an array holding anything else is no DiscoverResult's (`tests/test_discover_shape.py`); the
+    # error's `data.supported` is no DiscoverResult and names its strings.
     cap = Cap(tmp_path)
     arrays = [f'[{{"version":"{MODERN}"}}]', f'[["{MODERN}"],"2025-11-25"]', r'["2026\u002d07-28",7,null]',
-              f'["a\\"b]","{MODERN}"]']  # fmt: skip
+              f'["a\\"b]","{MODERN}"]', r'["2026\u002d07-28"]']  # fmt: skip
     for n, array in enumerate(arrays, 1):
         cap.c2s(probe(n))
         cap.s2c(f'{{"jsonrpc":"2.0","id":{n},"result":{{"supportedVersions":{array},"capabilities":{{}}}}}}')
     cap.c2s(probe(9))
     cap.s2c(err(9, -32022, "Unsupported", {"supported": [{"v": MODERN}, "2025-06-18"]}))
     m = messages_of(cap.close()).filter(pl.col("dir") == "s2c")
-    assert m.get_column("supported_versions").to_list() == [[], ["2025-11-25"], [MODERN], ['a"b]', MODERN], None]
+    assert m.get_column("supported_versions").to_list() == [None, None, None, ['a"b]', MODERN], [MODERN], None]
     assert m.get_column("error_supported").to_list()[-1] == ["2025-06-18"]
     [verdict] = run(tmp_path).servers
-    assert verdict.versions == sorted(["2025-06-18", "2025-11-25", MODERN, 'a"b]'])
+    assert verdict.versions == sorted(["2025-06-18", MODERN, 'a"b]'])
 
 
 def test_versions_inside_member_objects_are_no_versions_in_a_capture_without_escapes(tmp_path: Path) -> None:
@@ -256,7 +258,7 @@ def test_versions_inside_member_objects_are_no_versions_in_a_capture_without_esc
     path = cap.close()
     assert b"\\u" not in path.read_bytes()
     m = messages_of(path).filter(pl.col("dir") == "s2c")
-    assert m.get_column("supported_versions").to_list() == [[]]
+    assert m.get_column("supported_versions").to_list() == [None]
     [verdict] = run(tmp_path).servers
     assert (verdict.era, verdict.versions) == ("unknown", [])
 
