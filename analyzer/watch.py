@@ -74,8 +74,8 @@ function of a bounded tail of it. What each step reads:
   that probed before the change (whole history per server and client).
 - rollout-split: `split_window_s` windows over all the server's answers; the finding spans the first
   split window to the last, its evidence the first answers inside by file:line.
-- unnamed-versions, stdout-pollution, rc-error-code, upstream-unreachable: single messages, counted
-  and the first ones kept per server over the whole history.
+- unnamed-versions, stdout-pollution, rc-error-code, invalid-discover-result, upstream-unreachable:
+  single messages, counted and the first ones kept per server over the whole history.
 
 Measured per stage (`python -m bench.bench_watch_stages`, and step by step on one round's rows
 `python -m bench.bench_watch_steps`; bench/README.md, 2026-12-01 23:00 and 2026-12-02 04:45 UTC): of

@@ -13,19 +13,24 @@ the SDK's own validation of each result, and the counters to the analyzer."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Final
 
+import anyio
 import orjson
 import pytest
+from mcp.shared.exceptions import MCPError
 from mcp.types import DiscoverResult
 from pydantic import ValidationError
 
 from analyzer.pipeline import analyze
 from analyzer.report import report_dict
+from tests.peers.capture_tools import jsonrpc, only_capture
 from tests.test_error_type import every_reading
-from tests.test_messages import Cap, init, init_result, probe
+from tests.test_messages import Cap, init, init_result, modern_headers, probe
 from tests.test_method_type import outcomes_after, read_rows
+from tests.test_stdio_e2e import PEERS, call_add, through_tee
 
 _V: Final = '"supportedVersions":["2026-07-28"]'
 NOT_DISCOVER: Final = [
@@ -127,3 +132,59 @@ def test_falling_back_after_no_discover_result_is_no_misread(tmp_path: Path) -> 
     server, rules = _findings(tmp_path / "sound", DISCOVER[0])
     assert server["probe_outcomes"] == {"discover-result": 1}
     assert "misread-modern" in rules
+
+
+def test_a_result_that_is_no_discover_result_is_the_servers_finding(tmp_path: Path) -> None:
+    """Only the probe's `legacy-answer` showed a server answering the probe with a result clients cannot
+    read; no finding named it. Each such answer is evidence now; a DiscoverResult and a legacy error
+    are none."""
+    cap = Cap(tmp_path / "cap")
+    for n, result in enumerate([NOT_DISCOVER[1], NOT_STRINGS[1], DISCOVER[0]], 1):
+        cap.c2s(probe(n))
+        cap.s2c('{"jsonrpc":"2.0","id":' + str(n) + ',"result":' + result + "}")
+    cap.c2s(probe(4))
+    cap.s2c('{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"Method not found"}}')
+    path = cap.close()
+    report = report_dict(analyze([str(tmp_path / "cap")]))
+    [finding] = [f for f in report["findings"] if f["rule"] == "invalid-discover-result"]
+    assert (finding["severity"], finding["server"], finding["details"]["count"]) == ("warning", "srv", 2)
+    assert [(e["file"], e["line"]) for e in finding["evidence"]] == [(str(path), 3), (str(path), 5)]
+
+
+def test_a_result_that_is_no_discover_result_over_http_is_the_servers_finding(tmp_path: Path) -> None:
+    """The same over Streamable HTTP: a JSON body and an event on the POST's stream."""
+    cap = Cap(tmp_path / "cap", transport="http", server="http://127.0.0.1/mcp")
+    cap.http_request("f1", probe(1), headers=modern_headers())
+    cap.http_response("f1", 200, '{"jsonrpc":"2.0","id":1,"result":' + NOT_DISCOVER[1] + "}")
+    cap.http_request("f2", probe(2), headers=modern_headers())
+    cap.http_response("f2", 200, streamed=True, headers=[["content-type", "text/event-stream"]])
+    cap.sse("f2", 0, '{"jsonrpc":"2.0","id":2,"result":' + NOT_STRINGS[0] + "}")
+    path = cap.close()
+    report = report_dict(analyze([str(tmp_path / "cap")]))
+    assert report["servers"][0]["probe_outcomes"] == {"legacy-answer": 2}
+    [finding] = [f for f in report["findings"] if f["rule"] == "invalid-discover-result"]
+    assert [(e["file"], e["line"]) for e in finding["evidence"]] == [(str(path), 3), (str(path), 6)]
+
+
+@pytest.mark.e2e
+def test_the_sdk_client_after_a_broken_discover_result(tmp_path: Path, clean_env: dict[str, str]) -> None:
+    """The real `mcp` 2.3.0 client probes a real dual-era server whose DiscoverResult lacks
+    `capabilities` (`tests/peers/broken_discover.py`): it cannot read it and falls back to
+    `initialize`, which the server, serving the connection in the modern era already, refuses. The
+    client fails; `analyze` reads a legacy answer, no `misread-modern`, and names the server's
+    broken answer."""
+    server = [sys.executable, str(PEERS / "broken_discover.py"), NOT_DISCOVER[1], sys.executable,
+              str(PEERS / "mcp_stdio_server.py")]  # fmt: skip
+    out = tmp_path / "captures"
+    refused = pytest.RaisesExc(MCPError, match="the initialize handshake is not accepted")
+    with pytest.RaisesGroup(refused, flatten_subgroups=True):
+        anyio.run(call_add, through_tee(server, out, clean_env))
+    records = only_capture(out)
+    sent = [m.get("method") for m in jsonrpc(records, "c2s")]
+    assert sent[:2] == ["server/discover", "initialize"]
+    report = report_dict(analyze([str(out)]))
+    (verdict,) = report["servers"]
+    assert verdict["probe_outcomes"] == {"legacy-answer": 1}
+    rules = {f["rule"]: f for f in report["findings"]}
+    assert "misread-modern" not in rules
+    assert rules["invalid-discover-result"]["server"] == verdict["server"]

@@ -1,4 +1,5 @@
-"""unnamed-versions, stdout-pollution, malformed-probe and rc-error-code on tiny inline frames."""
+"""unnamed-versions, stdout-pollution, malformed-probe, rc-error-code and invalid-discover-result on tiny inline
+frames."""
 
 from __future__ import annotations
 
@@ -87,3 +88,25 @@ def test_final_error_code_is_fine() -> None:
     s = Scenario()
     s.conn("final", "c1").probe(0.0, "unsupported-version", version="2099-01-01", versions=[MODERN])
     assert run_rules(s.analysis(), only=["rc-error-code"]) == []
+
+
+def test_invalid_discover_result() -> None:
+    s = Scenario()
+    c = s.conn("half", "c1")
+    c.probe(0.0, "discover-result")
+    c.probe(0.2, "no-answer", id="2")  # answered below with a result that lists no versions
+    line = s.add("c1.jsonl", 0.3, server="half", conn="c1", transport="stdio", record_type="frame", dir="s2c",
+                 kind="response", id="2", method="server/discover", supported_versions=None)  # fmt: skip
+    [f] = run_rules(s.analysis(), only=["invalid-discover-result"])
+    assert (f.severity, f.server, f.client, f.details["count"]) == (Severity.WARNING, "half", None, 1)
+    assert f.evidence == (Evidence("c1.jsonl", line, "result that is no DiscoverResult"),)
+
+
+def test_discover_results_and_legacy_errors_are_no_invalid_discover_result() -> None:
+    s = Scenario()
+    c = s.conn("fine", "c1")
+    c.probe(0.0, "discover-result")
+    c.probe(0.1, "legacy-answer", id="2")
+    c.probe(0.2, "unsupported-version", id="3", version="2099-01-01", versions=[MODERN])
+    c.call(0.3, "tools/list", id="4")  # another method's result lists no versions either
+    assert run_rules(s.analysis(), only=["invalid-discover-result"]) == []

@@ -34,6 +34,7 @@ CONTRACT_IDS = {
     "stdout-pollution",
     "malformed-probe",
     "rc-error-code",
+    "invalid-discover-result",
     "probe-timeout",
     "upstream-unreachable",
 }

@@ -15,7 +15,13 @@ from analyzer.condense import Rows
 from analyzer.findings import Finding
 from analyzer.rules.base import Rule
 from analyzer.rules.context import RuleContext
-from analyzer.rules.hygiene import malformed_probe, rc_error_code, stdout_pollution, unnamed_versions
+from analyzer.rules.hygiene import (
+    invalid_discover_result,
+    malformed_probe,
+    rc_error_code,
+    stdout_pollution,
+    unnamed_versions,
+)
 from analyzer.rules.misreads import misread_crash, misread_modern, probe_kills_server
 from analyzer.rules.options import RuleOptions
 from analyzer.rules.retries import retry_loop, retry_same_id, retry_unsupported_version
@@ -41,6 +47,7 @@ REGISTRY: Final[dict[str, Rule]] = {
         stdout_pollution,
         malformed_probe,
         rc_error_code,
+        invalid_discover_result,
         probe_timeout,
         upstream_unreachable,
     )

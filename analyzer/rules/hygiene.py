@@ -1,5 +1,5 @@
 """Rules about single messages that break the protocol's letter: unnamed-versions, stdout-pollution,
-malformed-probe, rc-error-code."""
+malformed-probe, rc-error-code, invalid-discover-result."""
 
 from __future__ import annotations
 
@@ -162,3 +162,36 @@ def rc_error_code(ctx: RuleContext) -> pl.DataFrame:
     """
     rows = ctx.messages.filter((pl.col("dir") == "s2c") & (pl.col("error_code") == -32004)).pipe(as_strings)
     return _per_server(rows, "error -32004")
+
+
+def _invalid_discover_message(d: dict[str, Any]) -> str:
+    return (
+        f"{d['count']} answer(s) to server/discover that are no DiscoverResult: clients that validate it "
+        "fall back to initialize"
+    )
+
+
+@rule("invalid-discover-result", Severity.WARNING, _invalid_discover_message)
+def invalid_discover_result(ctx: RuleContext) -> pl.DataFrame:
+    """A server answering the probe with a result that is no DiscoverResult.
+
+    What it flags:
+        Results to `server/discover` without an array `supportedVersions` of strings alone and an
+        object `capabilities`.
+
+    Why it matters:
+        A client that validates the answer, as the `mcp` 2.3.0 client does, cannot read it and falls
+        back to `initialize`: the probe's outcome is `legacy-answer` and proves no era. A dual-era
+        server that already serves the connection in the modern era then refuses that `initialize`,
+        and the client fails.
+
+    Example:
+        `{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"]}}` (no `capabilities`).
+    """
+    rows = ctx.messages.filter(
+        (pl.col("dir") == "s2c")
+        & (pl.col("kind") == "response")
+        & (pl.col("method") == "server/discover")
+        & pl.col("supported_versions").is_null()
+    ).pipe(as_strings)
+    return _per_server(rows, "result that is no DiscoverResult")
