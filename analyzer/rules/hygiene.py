@@ -166,7 +166,7 @@ def rc_error_code(ctx: RuleContext) -> pl.DataFrame:
 
 def _invalid_discover_message(d: dict[str, Any]) -> str:
     return (
-        f"{d['count']} answer(s) to server/discover that are no DiscoverResult: clients that validate it "
+        f"{d['count']} answer(s) to server/discover that are no DiscoverResult: clients that validate answers "
         "fall back to initialize"
     )
 
